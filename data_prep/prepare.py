@@ -1,0 +1,218 @@
+"""Prepare a MIDI dataset: tokenize every file in parallel and write memory-mappable token arrays.
+
+    musictx-prep                                   # default: Bach chorales from music21 -> data/bach
+    musictx-prep source=folder input_dir=/data/midi output_dir=data/mine num_workers=8
+    musictx-prep source=maestro input_dir=/data/maestro-v3.0.0 output_dir=data/maestro
+
+Writes the format described in ``musictx.token_store``. A file that cannot be used (corrupt, empty,
+only drums, too long, hangs, exhausts memory) is listed in ``skipped.tsv`` with the reason and the run
+goes on. Output is byte-identical on re-runs, and written atomically: an interrupted run leaves the
+previous complete dataset (or nothing), never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from data_prep import sources
+from data_prep.pool import TaskError, run_tasks
+from musictx.midi_io import MidiReadError
+from musictx.paths import CONF_DIR
+from musictx.token_store import SPLITS, SplitWriter
+from musictx.tokenizer import EventTokenizer
+
+_TOKENIZERS: dict[str, EventTokenizer] = {}
+
+
+def read_with_fallback(tok: EventTokenizer, path: str, reader: str, fallback: str | None):
+    """Notes of ``path``; a file the fast reader rejects gets a second chance with the fallback."""
+    try:
+        return tok.read(path, reader=reader)
+    except MidiReadError as err:
+        if not fallback or fallback == reader or not err.reason.startswith("unreadable"):
+            raise
+        try:
+            return tok.read(path, reader=fallback)
+        except MidiReadError as err2:
+            raise MidiReadError(path, f"{err.reason}; {fallback}: {err2.reason}") from None
+
+
+def tokenize_file(job: tuple[str, dict, str, str | None, float]) -> dict | TaskError:
+    """Worker task: ids (uint16, ending in EOS) and counts of one file, or the reason it is unusable."""
+    path, tok_dict, reader, fallback, max_seconds = job
+    key = json.dumps(tok_dict, sort_keys=True)
+    tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(key, EventTokenizer.from_dict(tok_dict))
+    try:
+        notes = read_with_fallback(tok, path, reader, fallback)
+        seconds = notes.duration()
+        if max_seconds and seconds > max_seconds:
+            return TaskError(f"too long ({seconds:.0f} s > max_seconds={max_seconds:g})")
+        ids = tok.encode_notes(notes)
+    except MidiReadError as err:
+        return TaskError(err.reason)
+    if len(ids) == 0:
+        return TaskError("no notes inside the tokenizer's pitch range")
+    ids = np.append(ids, tok.eos_id).astype(np.uint16)
+    return {"ids": ids, "notes": int(len(notes)), "seconds": seconds}
+
+
+@dataclass
+class SplitStats:
+    files: int = 0
+    notes: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, result: dict) -> None:
+        self.files += 1
+        self.notes += result["notes"]
+        self.tokens += len(result["ids"])
+        self.seconds += result["seconds"]
+
+
+@dataclass
+class PrepResult:
+    out_dir: Path
+    stats: dict[str, SplitStats] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[tuple[str, str]]]:
+    """(input root, files with splits, files already known to be unusable)."""
+    skipped: list[tuple[str, str]] = []
+    if cfg.source == "bach":
+        from data_prep.bach import export_chorales
+
+        root = Path(cfg.bach_cache_dir)
+        skipped = export_chorales(root, num_workers=cfg.num_workers, timeout=max(cfg.timeout_s, 120),
+                                  limit=cfg.get("bach_limit"))
+        files = sources.list_folder(root)
+        if cfg.get("bach_limit"):
+            files = files[: cfg.bach_limit]
+    elif cfg.source == "folder":
+        root = _input_dir(cfg)
+        files = sources.list_folder(root)
+    elif cfg.source == "maestro":
+        root = _input_dir(cfg)
+        files, skipped = sources.list_maestro(root)
+    else:
+        raise ValueError(f"source must be one of bach, folder, maestro; got {cfg.source!r}")
+    s = cfg.split
+    files = sources.assign_splits(files, s.validation, s.test, s.group_by)
+    return root, files, skipped
+
+
+def _input_dir(cfg: DictConfig) -> Path:
+    if not cfg.get("input_dir"):
+        raise ValueError(f"source={cfg.source} needs input_dir=<folder of MIDI files>")
+    return Path(cfg.input_dir)
+
+
+def tokenize_all(files, tok: EventTokenizer, cfg: DictConfig, out_dir: Path, progress: bool = True):
+    """Tokenize in parallel and stream the pieces, in input order, into one writer per split."""
+    writers = {name: SplitWriter(out_dir, name) for name in SPLITS}
+    stats = {name: SplitStats() for name in SPLITS}
+    skipped, pending, next_i = [], {}, 0
+    jobs = [(f.path, tok.to_dict(), cfg.reader, cfg.get("fallback_reader"), cfg.max_seconds) for f in files]
+    bar = tqdm(total=len(jobs), desc="tokenize", unit="file", disable=not progress)
+    for i, result in run_tasks(tokenize_file, jobs, num_workers=cfg.num_workers, timeout=cfg.timeout_s,
+                               max_memory_gb=cfg.max_memory_gb):
+        pending[i] = result
+        # Results arrive in completion order; write them in input order for byte-identical output.
+        while next_i in pending:
+            res, f = pending.pop(next_i), files[next_i]
+            if isinstance(res, TaskError):
+                skipped.append((f.rel, res.reason))
+            else:
+                writers[f.split].add(res["ids"], f.rel)
+                stats[f.split].add(res)
+            next_i += 1
+        bar.update()
+        bar.set_postfix(skipped=len(skipped))
+    bar.close()
+    for w in writers.values():
+        w.close()
+    return stats, skipped
+
+
+def write_dataset(cfg: DictConfig, progress: bool = True) -> PrepResult:
+    """The whole job; writes into a temporary folder and swaps it into place at the end."""
+    t0 = time.perf_counter()
+    tok = EventTokenizer(OmegaConf.to_container(cfg.tokenizer, resolve=True))
+    root, files, skipped = list_sources(cfg)
+    if not files:
+        raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={cfg.source} under {root}")
+    out_dir = Path(cfg.output_dir)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        stats, bad = tokenize_all(files, tok, cfg, tmp, progress)
+        skipped = sorted(skipped + bad)
+        tok.save(tmp / "tokenizer.json")
+        _write_manifest(tmp / "manifest.json", cfg, tok, stats, len(skipped))
+        _write_skipped(tmp / "skipped.tsv", skipped)
+        _swap_into_place(tmp, out_dir)
+    except BaseException:  # Ctrl-C included: drop the partial output, keep the previous dataset
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PrepResult(out_dir, stats, skipped, time.perf_counter() - t0)
+
+
+def _write_manifest(path: Path, cfg, tok, stats, n_skipped: int) -> None:
+    manifest = {
+        "source": cfg.source,
+        "input_dir": None if cfg.source == "bach" else str(cfg.input_dir),
+        "reader": cfg.reader,
+        "split": OmegaConf.to_container(cfg.split, resolve=True),
+        "tokenizer": tok.to_dict(),
+        "splits": {k: {**vars(v), "seconds": round(v.seconds, 3)} for k, v in stats.items()},
+        "skipped": n_skipped,
+    }
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _write_skipped(path: Path, skipped: list[tuple[str, str]]) -> None:
+    clean = lambda s: s.replace("\t", " ").replace("\n", " ")  # noqa: E731
+    path.write_text("path\treason\n" + "".join(f"{clean(p)}\t{clean(r)}\n" for p, r in skipped))
+
+
+def _swap_into_place(tmp: Path, out_dir: Path) -> None:
+    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+    if out_dir.exists():
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def print_summary(res: PrepResult) -> None:
+    print(f"\nwrote {res.out_dir} in {res.wall_s:.1f} s")
+    print(f"{'split':<11}{'files':>7}{'notes':>11}{'tokens':>12}{'hours':>8}")
+    for name, s in res.stats.items():
+        print(f"{name:<11}{s.files:>7}{s.notes:>11}{s.tokens:>12}{s.seconds / 3600:>8.2f}")
+    if res.skipped:
+        print(f"skipped {len(res.skipped)} file(s), reasons in {res.out_dir / 'skipped.tsv'}:")
+        for p, r in res.skipped[:10]:
+            print(f"  {p}: {r}")
+        if len(res.skipped) > 10:
+            print(f"  ... and {len(res.skipped) - 10} more")
+
+
+@hydra.main(config_path=CONF_DIR, config_name="prepare", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    print_summary(write_dataset(cfg))
+
+
+if __name__ == "__main__":
+    main()
