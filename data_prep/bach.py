@@ -21,7 +21,8 @@ def chorale_names() -> list[str]:
         from music21 import corpus
     except ImportError as err:
         raise ImportError("source=bach needs music21: pip install 'musictx[corpus]'") from err
-    return sorted(corpus.chorales.Iterator(returnType="filename"))
+    # The iterator lists some chorales twice (one file under two Riemenschneider numbers).
+    return sorted(set(corpus.chorales.Iterator(returnType="filename")))
 
 
 def _export_one(job: tuple[str, str]) -> str:

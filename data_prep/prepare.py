@@ -209,6 +209,14 @@ def print_summary(res: PrepResult) -> None:
             print(f"  ... and {len(res.skipped) - 10} more")
 
 
+def compose_config(overrides: list[str] | tuple = ()) -> DictConfig:
+    """The prep config with command-line style overrides, without running Hydra's app (tests, benches)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="prepare", overrides=list(overrides))
+
+
 @hydra.main(config_path=CONF_DIR, config_name="prepare", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     print_summary(write_dataset(cfg))

@@ -33,7 +33,8 @@ def transpose_ids(ids: np.ndarray, semitones: int, tok: EventTokenizer) -> np.nd
 def stretch_ids(ids: np.ndarray, factor: float, tok: EventTokenizer) -> np.ndarray:
     """Scale all times by ``factor`` (rounded to the step grid) and rewrite the TIME_SHIFT runs.
 
-    A trailing silence (shifts after the last event) is stretched too.
+    A trailing silence (shifts after the last event) is stretched too. Every note survives: events at
+    different times stay at different times (which may shift dense runs by a step or so).
     """
     if factor <= 0:
         raise ValueError(f"stretch factor must be > 0, got {factor}")
@@ -41,7 +42,13 @@ def stretch_ids(ids: np.ndarray, factor: float, tok: EventTokenizer) -> np.ndarr
     # A sentinel event at the final step keeps trailing shifts; it is removed afterwards.
     steps = np.append(steps, total)
     events = np.append(events, tok.pad_id)
-    new_steps = np.floor(steps * factor + 0.5).astype(np.int64)
+    rounded = np.floor(steps * factor + 0.5).astype(np.int64)
+    # Events at different times must stay at different times, or compressing could land a note's OFF
+    # on its ON and the note would vanish: new[i] = max(rounded[i], new[i-1] + distinct[i]), in closed
+    # form with a running maximum.
+    distinct = np.diff(steps, prepend=-1) > 0
+    c = np.cumsum(distinct)
+    new_steps = np.maximum.accumulate(rounded - c) + c
     out = tok.with_time_shifts(new_steps, events)
     return out[:-1]
 

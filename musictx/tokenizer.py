@@ -180,6 +180,8 @@ class EventTokenizer:
         on, off, pitch, vbin = self._canonical(notes)
         lay, c = self.layout, self.config
         n = len(on)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
         times = np.concatenate([off, on])
         is_on = np.concatenate([np.zeros(n, bool), np.ones(n, bool)])
         pitches = np.concatenate([pitch, pitch])

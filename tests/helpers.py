@@ -1,0 +1,52 @@
+"""Test helpers: real MIDI files made with pretty_midi, and the shared real-data folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PIANO_DIR = SHARED_DATA / "piano"
+EDGE_DIR = SHARED_DATA / "edge"
+
+needs_shared = pytest.mark.skipif(
+    not PIANO_DIR.is_dir(),
+    reason=f"real MIDI data not found at {SHARED_DATA} (only present beside the repo in CI and dev machines)",
+)
+
+
+def piano_files() -> list[Path]:
+    return sorted(PIANO_DIR.rglob("*.mid"))
+
+
+def random_pretty_midi(rng: np.random.Generator, n_notes: int = 40, seconds: float = 8.0,
+                       pedal: bool = True, drums: bool = False) -> pretty_midi.PrettyMIDI:
+    """A random but valid piano performance, optionally with sustain pedal and a drum track."""
+    pm = pretty_midi.PrettyMIDI(initial_tempo=100.0)
+    piano = pretty_midi.Instrument(program=0)
+    starts = np.sort(rng.uniform(0, seconds, n_notes))
+    for s in starts:
+        dur = float(rng.uniform(0.02, 1.5))
+        piano.notes.append(pretty_midi.Note(velocity=int(rng.integers(1, 128)), pitch=int(rng.integers(21, 109)),
+                                            start=float(s), end=float(s) + dur))
+    if pedal:
+        t = 0.0
+        while t < seconds:
+            down, up = t + rng.uniform(0.1, 1.0), t + rng.uniform(1.2, 2.5)
+            piano.control_changes += [pretty_midi.ControlChange(64, 100, down), pretty_midi.ControlChange(64, 0, up)]
+            t = up
+    pm.instruments.append(piano)
+    if drums:
+        kit = pretty_midi.Instrument(program=0, is_drum=True)
+        kit.notes += [pretty_midi.Note(100, 36, float(t), float(t) + 0.1) for t in np.arange(0, seconds, 0.5)]
+        pm.instruments.append(kit)
+    return pm
+
+
+def write_random_midi(path: Path, seed: int, **kwargs) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    random_pretty_midi(np.random.default_rng(seed), **kwargs).write(str(path))
+    return path
