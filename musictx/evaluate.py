@@ -1,0 +1,110 @@
+"""Evaluate a checkpoint on a prepared split: likelihood and/or continuation statistics.
+
+    musictx-evaluate checkpoint=outputs/.../last.ckpt data.dir=data/maestro split=test
+    musictx-evaluate checkpoint=... mode=continuation continuation.num_seeds=16
+    musictx-evaluate checkpoint=... mode=all output_dir=out/eval
+
+Writes ``metrics.json`` in ``output_dir`` and prints a table. Works for every model musictx-train makes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from musictx.paths import CONF_DIR
+from musictx.scoring import score_pieces
+from musictx.token_store import TokenArrays, load_tokenizer
+
+MODES = ("nll", "continuation", "all")
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def eval_context(cfg: DictConfig, net, meta: dict) -> int:
+    """Tokens of context per window: the option, else the model's own, else its training length."""
+    if cfg.get("context"):
+        return int(cfg.context)
+    if getattr(net, "max_seq_len", None):
+        return int(net.max_seq_len)
+    seq_len = (meta.get("hparams") or {}).get("seq_len") or (meta.get("data") or {}).get("seq_len")
+    return int(seq_len or 1024)
+
+
+def evaluate_nll(net, tok, arrays: TokenArrays, cfg: DictConfig, context: int, device) -> dict:
+    totals = score_pieces(net, arrays.piece, len(arrays), arrays.lengths, context=context,
+                          stride=cfg.get("stride"), batch_size=cfg.batch_size, pad_id=tok.pad_id, device=device,
+                          progress=cfg.get("progress", True))
+    return {**totals.as_dict(), "context": context, "stride": cfg.get("stride") or max(context // 2, 1)}
+
+
+def run_evaluation(cfg: DictConfig) -> dict:
+    """The whole job as a function (tests and the compare experiment call it)."""
+    from musictx.lit_module import load_checkpoint
+
+    if cfg.mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {cfg.mode!r}")
+    if not Path(cfg.checkpoint).is_file():
+        raise FileNotFoundError(f"checkpoint {cfg.checkpoint} not found")
+    device = pick_device(cfg.device)
+    net, tok, meta = load_checkpoint(cfg.checkpoint, map_location=device)
+    data_tok = load_tokenizer(cfg.data.dir)
+    tok.check_compatible(data_tok, what=f"data {cfg.data.dir}")
+    arrays = TokenArrays(cfg.data.dir, cfg.split)
+    if len(arrays) == 0:
+        raise ValueError(f"split {cfg.split!r} of {cfg.data.dir} has no pieces")
+    context = eval_context(cfg, net, meta)
+    result = {"checkpoint": str(cfg.checkpoint), "data_dir": str(cfg.data.dir), "split": cfg.split,
+              "model": meta["model"].get("target"), "params": sum(p.numel() for p in net.parameters()),
+              "global_step": meta.get("global_step")}
+    if cfg.mode in ("nll", "all"):
+        result["nll"] = evaluate_nll(net, tok, arrays, cfg, context, device)
+    if cfg.mode in ("continuation", "all"):
+        from musictx.continuation import evaluate_continuations
+
+        result["continuation"] = evaluate_continuations(net, tok, arrays, cfg.continuation, device)
+    return result
+
+
+def format_table(result: dict) -> str:
+    lines = [f"{result['model']} ({result['params']:,} params, step {result['global_step']}) on "
+             f"{result['data_dir']} [{result['split']}]"]
+    if "nll" in result:
+        n = result["nll"]
+        lines += ["| tokens | NLL (nats/token) | bits/token | perplexity | accuracy |", "|---|---|---|---|---|",
+                  f"| {n['tokens']:,} | {n['nll']:.4f} | {n['bits_per_token']:.4f} | {n['ppl']:.3f} | "
+                  f"{n['accuracy']:.4f} |"]
+    if "continuation" in result:
+        from musictx.continuation import format_continuation_table
+
+        lines.append(format_continuation_table(result["continuation"]))
+    return "\n".join(lines)
+
+
+def write_result(result: dict, output_dir: str | Path) -> Path:
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "metrics.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path
+
+
+@hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    result = run_evaluation(cfg)
+    path = write_result(result, cfg.output_dir)
+    print(format_table(result))
+    print(f"\nwrote {path}")
+    OmegaConf.save(cfg, Path(cfg.output_dir) / "evaluate_config.yaml")
+
+
+if __name__ == "__main__":
+    main()
