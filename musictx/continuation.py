@@ -1,0 +1,85 @@
+"""Continuation metrics: does a model keep the seed's music going? (``musictx-evaluate mode=continuation``)
+
+For N pieces of a split: the first ``seed_seconds`` are the seed, the next ``length_seconds`` the real
+continuation. The model continues the seed; an unconditioned sample of the same length is the floor
+(what the model does without the seed) and the real continuation the ceiling. Each is compared with the
+seed and with the real continuation (`musictx.metrics.compare`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from omegaconf import DictConfig
+
+from musictx.generate import GenerateOptions, Seed, cut_at_seconds, sample_continuations, unconditional_seed
+from musictx.metrics import compare, mean_metrics
+from musictx.midi_io import Notes
+from musictx.token_store import TokenArrays
+from musictx.tokenizer import EventTokenizer
+
+ROWS = (("continuation", "model continuation"), ("unconditioned", "unconditioned (floor)"),
+        ("real", "real continuation (ceiling)"))
+
+
+def pick_pieces(arrays: TokenArrays, tok: EventTokenizer, n: int, min_seconds: float) -> list[int]:
+    """Up to ``n`` pieces long enough for seed + continuation, spread evenly over the split."""
+    step = tok.config.time_step
+    long_enough = [i for i in range(len(arrays)) if tok.split_time_shifts(arrays.piece(i))[2] * step >= min_seconds]
+    if len(long_enough) <= n:
+        return long_enough
+    return [long_enough[int(k)] for k in np.linspace(0, len(long_enough) - 1, n).round()]
+
+
+def notes_between(tok: EventTokenizer, ids: np.ndarray, start_s: float, end_s: float) -> Notes:
+    """Notes with onsets in [start_s, end_s), shifted to start at 0 (seed context kept for decoding)."""
+    n = tok.decode_notes(cut_at_seconds(tok, ids, end_s))
+    keep = n.start >= start_s - 1e-9
+    return Notes(n.start[keep] - start_s, n.end[keep] - start_s, n.pitch[keep], n.velocity[keep])
+
+
+def _generated_notes(tok: EventTokenizer, seed: Seed, new_ids: np.ndarray) -> Notes:
+    full = tok.decode_notes(np.concatenate([seed.ids, new_ids]))
+    keep = full.start >= seed.seconds - 1e-9
+    return Notes(full.start[keep] - seed.seconds, full.end[keep] - seed.seconds, full.pitch[keep], full.velocity[keep])
+
+
+def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: DictConfig, device) -> dict:
+    """Mean metrics of model continuations, unconditioned samples and real continuations."""
+    seed_s, length_s = float(cfg.seed_seconds), float(cfg.length_seconds)
+    pieces = pick_pieces(arrays, tok, int(cfg.num_seeds), seed_s + length_s)
+    if not pieces:
+        raise ValueError(f"no piece in {arrays.dir} [{arrays.split}] lasts seed_seconds + length_seconds = "
+                         f"{seed_s + length_s:g} s")
+    opts = GenerateOptions(num_samples=1, length_seconds=length_s, max_tokens=int(cfg.max_tokens),
+                           temperature=float(cfg.temperature), top_k=cfg.get("top_k"), top_p=cfg.get("top_p"),
+                           device=str(device))
+    rows = {key: [] for key, _ in ROWS}
+    uncond = unconditional_seed(tok)
+    for k, i in enumerate(pieces):
+        ids = np.asarray(arrays.piece(i), dtype=np.int64)
+        seed = Seed(cut_at_seconds(tok, ids, seed_s), seed_s, arrays.files[i] if arrays.files else None)
+        seed_notes = notes_between(tok, ids, 0.0, seed_s)
+        real = notes_between(tok, ids, seed_s, seed_s + length_s)
+        opts.seed = int(cfg.seed) + k
+        cont = _generated_notes(tok, seed, sample_continuations(net, tok, seed, opts)[0])
+        free = _generated_notes(tok, uncond, sample_continuations(net, tok, uncond, opts)[0])
+        rows["continuation"].append(compare(cont, seed_notes, real))
+        rows["unconditioned"].append(compare(free, seed_notes, real))
+        rows["real"].append(compare(real, seed_notes, real))
+    return {"pieces": [arrays.files[i] if arrays.files else i for i in pieces], "seed_seconds": seed_s,
+            "length_seconds": length_s, **{key: mean_metrics(r) for key, r in rows.items()}}
+
+
+COLUMNS = (("pitch_class_tv_vs_seed", "PC dist. to seed"), ("ioi_tv_vs_seed", "IOI dist. to seed"),
+           ("velocity_tv_vs_seed", "vel. dist. to seed"), ("pitch_class_tv_vs_real", "PC dist. to real"),
+           ("ioi_tv_vs_real", "IOI dist. to real"), ("notes_per_s", "notes/s"), ("motif_reuse", "motif reuse"))
+
+
+def format_continuation_table(res: dict) -> str:
+    head = "| " + " | ".join(["sample"] + [c for _, c in COLUMNS]) + " |"
+    lines = [f"\nContinuations of {len(res['pieces'])} seeds ({res['seed_seconds']:g} s seed, "
+             f"{res['length_seconds']:g} s continued; distances are total variation, lower = closer)", head,
+             "|" + "---|" * (len(COLUMNS) + 1)]
+    for key, label in ROWS:
+        lines.append("| " + " | ".join([label] + [f"{res[key].get(k, float('nan')):.3f}" for k, _ in COLUMNS]) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""``musictx-train``: train a net on a prepared dataset. Configs in ``conf/train.yaml`` and its groups.
+
+The data's ``tokenizer.json`` sets the net's ``vocab_size`` (data prep writes the vocabulary; training
+reads it). Checkpoints land in ``<hydra run dir>/checkpoints`` (``last.ckpt`` and the best by
+``val/loss``); `musictx.lit_module.load_checkpoint` rebuilds the net and tokenizer from one.
+"""
+
+from __future__ import annotations
+
+import hydra
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from musictx.data import MusicDataModule
+from musictx.lit_module import MusicLitModule
+from musictx.paths import CONF_DIR
+
+
+def instantiate_dict(cfg: DictConfig | None) -> list:
+    """Objects of a dict of configs (callbacks, loggers); null entries are skipped."""
+    return [hydra.utils.instantiate(c) for c in (cfg or {}).values() if c is not None]
+
+
+def build(cfg: DictConfig) -> tuple[MusicDataModule, MusicLitModule, L.Trainer]:
+    """The DataModule, the LightningModule around the net, and the Trainer of a composed config.
+    Sets ``cfg.model.net.vocab_size`` from the data's tokenizer.json."""
+    datamodule: MusicDataModule = hydra.utils.instantiate(cfg.data)
+    with open_dict(cfg):
+        cfg.model.net.vocab_size = datamodule.vocab_size
+    module: MusicLitModule = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict())
+    loggers = instantiate_dict(cfg.get("logger"))
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=instantiate_dict(cfg.get("callbacks")),
+                                                 logger=loggers or False)
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    return datamodule, module, trainer
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Seed, build, fit (resuming from ``cfg.ckpt_path`` if set); return the final logged metrics."""
+    if cfg.get("threads"):
+        torch.set_num_threads(cfg.threads)
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule, module, trainer = build(cfg)
+    if trainer.is_global_zero:
+        print(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
+              f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    ckpt = trainer.checkpoint_callback
+    if ckpt is not None and trainer.is_global_zero:
+        print(f"checkpoints in {ckpt.dirpath}: last {ckpt.last_model_path or '-'}, "
+              f"best {ckpt.best_model_path or '-'} (val/loss {ckpt.best_model_score})")
+    return {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+
+# An absolute config path: a relative one is read as a module path when run as a console script.
+@hydra.main(config_path=CONF_DIR, config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""
+    return train(cfg).get("val/loss")
+
+
+if __name__ == "__main__":
+    main()
