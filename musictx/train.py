@@ -51,7 +51,24 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if ckpt is not None and trainer.is_global_zero:
         print(f"checkpoints in {ckpt.dirpath}: last {ckpt.last_model_path or '-'}, "
               f"best {ckpt.best_model_path or '-'} (val/loss {ckpt.best_model_score})")
-    return {k: float(v) for k, v in trainer.callback_metrics.items()}
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if cfg.get("evaluate") and trainer.is_global_zero:
+        evaluate_after_training(cfg, ckpt.best_model_path or ckpt.last_model_path)
+    return metrics
+
+
+def evaluate_after_training(cfg: DictConfig, checkpoint: str) -> None:
+    """``evaluate: {...}`` in the config (e.g. experiment=compare): score the best checkpoint on a split
+    and write ``metrics.json`` in the run dir, as ``musictx-evaluate`` would."""
+    from musictx.evaluate import format_table, run_evaluation, write_result
+
+    ev = OmegaConf.merge(OmegaConf.load(f"{CONF_DIR}/evaluate.yaml"), cfg.evaluate)
+    with open_dict(ev):
+        ev.checkpoint, ev.data.dir, ev.output_dir = checkpoint, cfg.data.dir, cfg.paths.output_dir
+        ev.pop("hydra", None)
+    result = run_evaluation(ev)
+    path = write_result(result, ev.output_dir)
+    print(format_table(result) + f"\nwrote {path}")
 
 
 # An absolute config path: a relative one is read as a module path when run as a console script.
