@@ -56,7 +56,8 @@ def markdown_table(runs: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
         val = [v for _, v in r["log"].get("val/loss", [])]
-        cells = [r["model"].rsplit(".", 1)[-1], f"{r['params']:,}", f"{_mean(r['log'].get('train/tokens_per_s', [])):,.0f}",
+        speed = _mean(r["log"].get("train/tokens_per_s", []))
+        cells = [r["model"].rsplit(".", 1)[-1], f"{r['params']:,}", f"{speed:,.0f}",
                  str(r.get("global_step")), f"{min(val):.4f}" if val else "-", f"{r['nll']['nll']:.4f}",
                  f"{r['nll']['ppl']:.2f}", f"{r['nll']['accuracy']:.3f}"]
         if has_cont:
