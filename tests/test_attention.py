@@ -1,0 +1,243 @@
+"""Relative self-attention: every kernel against the naive reference, gradients, causality, KV cache."""
+
+import math
+
+import pytest
+import torch
+
+from musictx.models.attention import (
+    IMPLS,
+    EfficientRelativeAttention,
+    KVCache,
+    PlainSelfAttention,
+    RelativeSelfAttention,
+    attend_efficient,
+    attend_naive,
+    attend_skew,
+    dropout_keep,
+)
+
+KERNELS = {
+    "naive": attend_naive,
+    "skew": attend_skew,
+    "efficient": lambda q, k, v, e, p=0.0: attend_efficient(q, k, v, e, p, block_size=4),
+}
+# (B, H, T, D, max_rel_dist, block_size): T not divisible by the block, M < T, M >= T, M == 1, one block
+MODULE_CASES = [
+    (2, 2, 13, 4, 5, 4),
+    (1, 3, 16, 4, 16, 4),
+    (2, 2, 11, 3, 30, 4),
+    (1, 2, 9, 4, 1, 2),
+    (2, 1, 7, 4, 3, 16),
+    (1, 2, 1, 4, 4, 4),
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors gain nothing from threads, and on a shared 2-core machine spinning OpenMP threads
+    stall (a 1 s test took 17 s with 2 threads under load)."""
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)
+
+
+def _loop_reference(q, k, v, rel_emb):
+    """Relative attention written out pair by pair, as in the paper's definition."""
+    B, H, t_q, D = q.shape
+    t_k, n_rel = k.shape[2], rel_emb.shape[1]
+    out = torch.zeros_like(q)
+    for b in range(B):
+        for h in range(H):
+            for a in range(t_q):
+                i = t_k - t_q + a
+                logits = torch.full((t_k,), float("-inf"), dtype=q.dtype)
+                for j in range(i + 1):
+                    rel = q[b, h, a] @ rel_emb[h, i - j] if i - j < n_rel else 0.0
+                    logits[j] = (q[b, h, a] @ k[b, h, j] + rel) / math.sqrt(D)
+                out[b, h, a] = logits.softmax(0) @ v[b, h]
+    return out
+
+
+def _qkve(B, H, t_q, t_k, D, n_rel, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(B, H, t_q, D), (B, H, t_k, D), (B, H, t_k, D), (H, n_rel, D)]
+    return [torch.randn(s, generator=gen, dtype=torch.float64, requires_grad=True) for s in shapes]
+
+
+def _module(d_model, n_heads, n_rel, block_size, seed=0, **kw):
+    torch.manual_seed(seed)
+    attn = RelativeSelfAttention(d_model, n_heads, n_rel, block_size=block_size, **kw).double()
+    with torch.no_grad():
+        attn.rel_emb.normal_()  # make the relative term as large as the content term
+    return attn
+
+
+@pytest.mark.parametrize("t_q,t_k,n_rel", [(6, 6, 3), (6, 6, 10), (3, 8, 4), (1, 5, 2)])
+def test_naive_matches_pairwise_definition(t_q, t_k, n_rel):
+    q, k, v, e = _qkve(2, 2, t_q, t_k, 3, n_rel)
+    torch.testing.assert_close(attend_naive(q, k, v, e), _loop_reference(q, k, v, e))
+
+
+@pytest.mark.parametrize("impl", ["skew", "efficient"])
+@pytest.mark.parametrize("t_q,t_k,n_rel", [(13, 13, 5), (13, 13, 20), (5, 14, 6), (1, 9, 3), (9, 9, 1)])
+def test_kernels_match_naive_with_grads(impl, t_q, t_k, n_rel):
+    q, k, v, e = _qkve(2, 3, t_q, t_k, 4, n_rel)
+    grad_out = torch.randn(2, 3, t_q, 4, dtype=torch.float64)
+    ref = attend_naive(q, k, v, e)
+    ref_grads = torch.autograd.grad(ref, (q, k, v, e), grad_out)
+    out = KERNELS[impl](q, k, v, e)
+    grads = torch.autograd.grad(out, (q, k, v, e), grad_out)
+    torch.testing.assert_close(out, ref)
+    for name, g, g_ref in zip("qkvE", grads, ref_grads, strict=True):
+        torch.testing.assert_close(g, g_ref, msg=lambda m, name=name: f"d{name}: {m}")
+
+
+@pytest.mark.parametrize("B,H,T,D,n_rel,block", MODULE_CASES)
+def test_switching_impl_on_one_module_changes_nothing(B, H, T, D, n_rel, block):
+    """Outputs and gradients of input, projections and E agree across impls on the same instance."""
+    attn = _module(H * D, H, n_rel, block)
+    x = torch.randn(B, T, H * D, dtype=torch.float64)
+    grad_out = torch.randn(B, T, H * D, dtype=torch.float64)
+    results = {}
+    for impl in ("naive", "skew", "efficient"):
+        attn.impl = impl
+        xi = x.clone().requires_grad_()
+        out = attn(xi)
+        grads = torch.autograd.grad(out, [xi, *attn.parameters()], grad_out)
+        results[impl] = (out, *grads)
+    for impl in ("skew", "efficient"):
+        for got, want in zip(results[impl], results["naive"], strict=True):
+            torch.testing.assert_close(got, want)
+
+
+def test_float32_efficient_close_to_naive_with_many_blocks():
+    torch.manual_seed(1)
+    attn = RelativeSelfAttention(64, 4, 40, block_size=16)
+    x = torch.randn(2, 100, 64, requires_grad=True)
+    out = attn(x)
+    (gx,) = torch.autograd.grad(out.square().sum(), x)
+    attn.impl = "naive"
+    out_ref = attn(x)
+    (gx_ref,) = torch.autograd.grad(out_ref.square().sum(), x)
+    torch.testing.assert_close(out, out_ref, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(gx, gx_ref, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.4])
+def test_efficient_gradcheck(p):
+    """Double-precision gradcheck; with dropout the fixed seed makes the function deterministic."""
+    q, k, v, e = _qkve(1, 2, 7, 9, 3, 4)
+    fn = lambda q, k, v, e: EfficientRelativeAttention.apply(q, k, v, e, p, 1234, 3)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (q, k, v, e))
+
+
+def test_efficient_dropout_matches_masked_reference():
+    """The in-kernel dropout equals softmax -> mask/(1-p) -> @ v with the same per-block masks."""
+    B, H, t_q, t_k, D, n_rel, block, p, seed = 2, 2, 7, 10, 3, 4, 3, 0.3, 99
+    q, k, v, e = _qkve(B, H, t_q, t_k, D, n_rel)
+    out = EfficientRelativeAttention.apply(q, k, v, e, p, seed, block)
+    keep = torch.zeros(H * B, t_q, t_k, dtype=torch.float64)  # head-major, as inside the kernel
+    for a0 in range(0, t_q, block):
+        a1, end = min(a0 + block, t_q), t_k - t_q + min(a0 + block, t_q)
+        block_keep = torch.empty(H * B, a1 - a0, end, dtype=torch.float64)
+        keep[:, a0:a1, :end] = dropout_keep(seed, a0, p, block_keep)
+    keep = keep.view(H, B, t_q, t_k).transpose(0, 1)
+    table_logits = _logits_reference(q, k, e)
+    ref = (table_logits.softmax(-1) * keep / (1 - p)) @ v
+    torch.testing.assert_close(out, ref)
+    assert (keep == 0).any() and (keep == 1).any()
+
+
+def _logits_reference(q, k, e):
+    """Masked, scaled relative logits by the naive route (for building references)."""
+    from musictx.models.attention import causal_allowed, relative_table
+
+    t_q, t_k = q.shape[2], k.shape[2]
+    table = relative_table(e, t_q, t_k)
+    logits = (q @ k.transpose(-1, -2) + torch.einsum("bhid,hijd->bhij", q, table)) / math.sqrt(q.shape[-1])
+    return logits.masked_fill(~causal_allowed(t_q, t_k), float("-inf"))
+
+
+def test_module_dropout_trains_and_is_off_in_eval():
+    attn = _module(16, 2, 6, 4, dropout=0.5)
+    x = torch.randn(2, 11, 16, dtype=torch.float64, requires_grad=True)
+    attn.train()
+    a, b = attn(x), attn(x)
+    assert not torch.allclose(a, b)  # fresh masks per call
+    a.sum().backward()
+    assert torch.isfinite(x.grad).all() and torch.isfinite(attn.rel_emb.grad).all()
+    attn.eval()
+    eval_out = attn(x)
+    attn.impl = "naive"
+    torch.testing.assert_close(eval_out, attn(x))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_causality(impl):
+    attn = _module(12, 3, 4, 4)
+    attn.impl = impl
+    x = torch.randn(2, 10, 12, dtype=torch.float64)
+    out = attn(x)
+    for t in (0, 4, 8):
+        x2 = x.clone()
+        x2[:, t + 1] += torch.randn(2, 12, dtype=torch.float64)
+        out2 = attn(x2)
+        torch.testing.assert_close(out2[:, : t + 1], out[:, : t + 1])
+        assert not torch.allclose(out2[:, t + 1], out[:, t + 1])
+
+
+def _cached_outputs(attn, x, chunks):
+    cache, outs, pos = KVCache(), [], 0
+    for n in chunks:
+        outs.append(attn(x[:, pos : pos + n], cache))
+        pos += n
+    assert cache.length == pos == x.shape[1]
+    return torch.cat(outs, dim=1)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("n_rel", [3, 40])
+def test_cache_matches_full_forward(impl, n_rel):
+    attn = _module(16, 2, n_rel, 4).eval()
+    attn.impl = impl
+    x = torch.randn(2, 15, 16, dtype=torch.float64)
+    with torch.no_grad():
+        full = attn(x)
+        torch.testing.assert_close(_cached_outputs(attn, x, [6] + [1] * 9), full)
+        torch.testing.assert_close(_cached_outputs(attn, x, [1, 5, 2, 7]), full)
+
+
+def test_plain_attention_cache_and_causality():
+    torch.manual_seed(0)
+    attn = PlainSelfAttention(16, 4).double().eval()
+    x = torch.randn(2, 12, 16, dtype=torch.float64)
+    with torch.no_grad():
+        full = attn(x)
+        torch.testing.assert_close(_cached_outputs(attn, x, [5] + [1] * 7), full)
+        torch.testing.assert_close(_cached_outputs(attn, x, [3, 4, 5]), full)
+        x2 = x.clone()
+        x2[:, 6] += 1.0
+        torch.testing.assert_close(attn(x2)[:, :6], full[:, :6])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_zero_relative_table_reduces_to_plain_attention(impl):
+    rel = _module(16, 4, 5, 4)
+    rel.impl = impl
+    plain = PlainSelfAttention(16, 4).double()
+    plain.load_state_dict({k: v for k, v in rel.state_dict().items() if k != "rel_emb"})
+    with torch.no_grad():
+        rel.rel_emb.zero_()
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    torch.testing.assert_close(rel(x), plain(x))
+
+
+def test_unknown_impl_is_rejected():
+    with pytest.raises(ValueError):
+        RelativeSelfAttention(8, 2, 4, impl="fast")
+    attn = RelativeSelfAttention(8, 2, 4)
+    attn.impl = "fast"
+    with pytest.raises(ValueError):
+        attn(torch.randn(1, 3, 8))
