@@ -1,0 +1,316 @@
+"""``musictx-generate``: a trained checkpoint (+ an optional seed MIDI) -> continuations as MIDI, piano
+roll, WAV and a JSON record. Config in ``conf/generate.yaml``.
+
+    musictx-generate checkpoint=outputs/train/.../checkpoints/last.ckpt seed_midi=motif.mid seed_seconds=10 \\
+        length_seconds=30 num_samples=4 temperature=0.95 top_p=0.95 seed=7 output_dir=out/
+
+The seed MIDI is encoded with the checkpoint's own tokenizer and cut where its time reaches
+``seed_seconds``; the model continues from its last id. Without ``seed_midi`` generation is
+unconditional: the prompt is a single VELOCITY event (``start_velocity``, mezzo-forte by default),
+because training windows start at the beginning of a piece, which is a VELOCITY or TIME_SHIFT event
+(there is no BOS token).
+
+Everything is checked (options, checkpoint, tokenizer, seed) before the first file is written, so a bad
+input leaves no partial output. The functions below are usable from Python without Hydra: `run` takes
+a `GenerateOptions`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import hydra
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from musictx.audio import AudioRenderError, audio_unavailable, render_wav
+from musictx.midi_io import MidiReadError, Notes
+from musictx.paths import CONF_DIR
+from musictx.sampling import SecondsLimit, context_length, generate
+from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
+
+
+class GenerateError(ValueError):
+    """A bad option or input file; the message names the option or the file."""
+
+
+@dataclass
+class GenerateOptions:
+    """The settings of one generation run; the fields (and defaults) of ``conf/generate.yaml``."""
+
+    checkpoint: str | None = None
+    seed_midi: str | None = None  # None: unconditional
+    seed_seconds: float | None = None  # keep this much of the seed; None: all of it
+    tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
+    length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
+    max_tokens: int = 2048  # new ids per sample at most
+    num_samples: int = 4
+    temperature: float = 1.0  # 0: greedy
+    top_k: int | None = None
+    top_p: float | None = 0.95
+    seed: int = 0  # of the random generator
+    use_cache: bool = True  # False: recompute the whole window every step (reference path)
+    slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
+    include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
+    start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
+    device: str = "cpu"
+    threads: int | None = None  # torch intra-op threads; None: torch's default
+    audio: bool = True  # write sample_XX.wav when fluidsynth and the soundfont are present
+    soundfont: str | None = None  # None: the first GM soundfont found (musictx.audio.find_soundfont)
+    output_dir: str | None = None
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig | dict) -> GenerateOptions:
+        data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+        data.pop("hydra", None)
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise GenerateError(f"unknown option(s): {sorted(unknown)}")
+        return cls(**data)
+
+    def check(self) -> None:
+        """Raise GenerateError naming the first bad option."""
+        bad = [
+            (self.checkpoint in (None, "", "???"), "checkpoint=<path to a .ckpt> is required"),
+            (self.output_dir in (None, ""), "output_dir is required"),
+            (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
+            (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
+            (self.top_p is not None and not 0 < self.top_p <= 1, f"top_p must be in (0, 1] or null, got {self.top_p}"),
+            (self.num_samples < 1, f"num_samples must be >= 1, got {self.num_samples}"),
+            (self.max_tokens < 1, f"max_tokens must be >= 1, got {self.max_tokens}"),
+            (self.length_seconds is not None and self.length_seconds <= 0,
+             f"length_seconds must be > 0 or null, got {self.length_seconds}"),
+            (self.seed_seconds is not None and self.seed_seconds <= 0,
+             f"seed_seconds must be > 0 or null (all of the seed), got {self.seed_seconds}"),
+            (self.slide is not None and self.slide < 1, f"slide must be >= 1 or null, got {self.slide}"),
+            (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
+            (self.threads is not None and self.threads < 1, f"threads must be >= 1 or null, got {self.threads}"),
+        ]
+        for is_bad, message in bad:
+            if is_bad:
+                raise GenerateError(message)
+
+
+@dataclass
+class Seed:
+    """The prompt: ``ids`` and the time (seconds) where the model takes over."""
+
+    ids: np.ndarray  # (T0,) int64
+    seconds: float
+    path: str | None = None  # None: unconditional
+
+
+def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -> np.ndarray:
+    """The ids of the events before ``seconds``, ending exactly at ``seconds`` when the piece goes on.
+
+    Notes sounding across the cut stay open (the model may end them). A TIME_SHIFT that crosses the cut
+    is shortened to end on it; events at or after the cut are dropped.
+    """
+    lay = tokenizer.layout
+    target = round(seconds / tokenizer.config.time_step)
+    is_shift = (ids >= lay.time_shift) & (ids < lay.velocity)
+    shift = np.where(is_shift, ids - lay.time_shift + 1, 0)
+    before = np.cumsum(shift) - shift  # steps before each id
+    n = int(np.searchsorted(before, target, side="left"))  # `before` is non-decreasing
+    out = ids[:n].copy()
+    if n and is_shift[n - 1] and before[n - 1] + shift[n - 1] > target:
+        out[n - 1] = lay.time_shift + (target - before[n - 1]) - 1
+    return out
+
+
+def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None) -> Seed:
+    """Encode a seed file with the checkpoint's tokenizer and keep its first ``seed_seconds``."""
+    try:
+        ids = tokenizer.encode(path)
+    except MidiReadError as err:
+        if "notes" in err.reason:  # readable, but nothing to continue
+            raise GenerateError(f"seed_midi={path}: {err.reason}; nothing to continue. Leave seed_midi unset "
+                                "for unconditional generation.") from None
+        raise GenerateError(f"seed_midi={path}: {err.reason}") from None
+    if seed_seconds is not None:
+        ids = cut_at_seconds(tokenizer, ids, seed_seconds)
+        if not (ids < tokenizer.layout.note_off).any():
+            raise GenerateError(f"seed_midi={path}: no note starts in its first seed_seconds={seed_seconds} s; "
+                                "raise seed_seconds, or leave seed_midi unset for unconditional generation.")
+    steps = tokenizer.split_time_shifts(ids)[2]
+    return Seed(ids, steps * tokenizer.config.time_step, str(Path(path).resolve()))
+
+
+def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
+    """A one-id prompt: the VELOCITY event of ``velocity`` (as a piece's first note would carry)."""
+    vbin = min((velocity - 1) // tokenizer.config.velocity_bin_size + 1, tokenizer.config.velocity_bins)
+    return Seed(np.array([tokenizer.layout.velocity + vbin - 1], dtype=np.int64), 0.0, None)
+
+
+def load_model(opts: GenerateOptions):
+    """(net, tokenizer, meta) from ``opts.checkpoint``, checked against ``opts.tokenizer`` if given."""
+    from musictx.lit_module import load_checkpoint
+
+    path = Path(opts.checkpoint)
+    if not path.is_file():
+        raise GenerateError(f"checkpoint={path}: no such file")
+    expected = _expected_tokenizer(opts.tokenizer) if opts.tokenizer else None
+    try:
+        net, tokenizer, meta = load_checkpoint(path, map_location=opts.device)
+    except TokenizerMismatchError:
+        raise
+    except Exception as err:  # torch.load raises many types for files that are not checkpoints
+        raise GenerateError(f"checkpoint={path}: not a usable musictx checkpoint ({type(err).__name__}: {err})") \
+            from None
+    if expected is not None:
+        tokenizer.check_compatible(expected, what=f"tokenizer={opts.tokenizer}")
+    n_vocab = meta["model"]["config"].get("vocab_size", tokenizer.vocab_size)
+    if n_vocab != tokenizer.vocab_size:
+        raise TokenizerMismatchError(f"checkpoint={path}: net vocab_size {n_vocab} != its tokenizer's "
+                                     f"{tokenizer.vocab_size}")
+    max_len = context_length(net)
+    if opts.slide is not None and max_len is not None and opts.slide >= max_len:
+        raise GenerateError(f"slide must be < the model's context ({max_len}), got {opts.slide}")
+    return net, tokenizer, meta
+
+
+def _expected_tokenizer(path: str) -> EventTokenizer:
+    p = Path(path)
+    file = p / "tokenizer.json" if p.is_dir() else p
+    if not file.is_file():
+        raise GenerateError(f"tokenizer={path}: no such file (a tokenizer.json, or a prepared data dir holding one)")
+    try:
+        return EventTokenizer.load(file)
+    except (ValueError, KeyError, TypeError) as err:  # json.JSONDecodeError is a ValueError
+        raise GenerateError(f"tokenizer={file}: not a tokenizer.json ({err})") from None
+
+
+def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, opts: GenerateOptions) -> list[np.ndarray]:
+    """New ids of ``opts.num_samples`` continuations of ``seed`` in one batch (EOS kept, PAD dropped)."""
+    device = next(net.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(opts.seed)
+    prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(opts.num_samples, -1)
+    stop = SecondsLimit.of(tokenizer, opts.length_seconds) if opts.length_seconds else None
+    ids = generate(net, prompt, opts.max_tokens, temperature=opts.temperature, top_k=opts.top_k, top_p=opts.top_p,
+                   eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id, use_cache=opts.use_cache,
+                   generator=generator, stop_fn=stop, slide=opts.slide)
+    new = ids[:, len(seed.ids):].cpu().numpy()
+    return [row[row != tokenizer.pad_id] for row in new]
+
+
+def piece_notes(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, include_seed: bool = True) -> Notes:
+    """Notes of seed + continuation; with ``include_seed=False`` only the notes struck after the seed,
+    moved to start at 0 (velocities still follow from the seed's last VELOCITY event)."""
+    notes = tokenizer.decode_notes(np.concatenate([seed.ids, new_ids]))
+    if include_seed:
+        return notes
+    step = tokenizer.config.time_step
+    cut = round(seed.seconds / step)
+    on, off = np.rint(notes.start / step).astype(np.int64), np.rint(notes.end / step).astype(np.int64)
+    keep = on >= cut
+    return Notes((on[keep] - cut) * step, (off[keep] - cut) * step, notes.pitch[keep], notes.velocity[keep])
+
+
+def notes_to_midi(notes: Notes, program: int = 0):
+    """A ``pretty_midi.PrettyMIDI`` with one track of ``notes``."""
+    import pretty_midi
+
+    pm = pretty_midi.PrettyMIDI()
+    inst = pretty_midi.Instrument(program=program, name="musictx")
+    for s, e, p, v in zip(notes.start.tolist(), notes.end.tolist(), notes.pitch.tolist(), notes.velocity.tolist(),
+                          strict=True):
+        inst.notes.append(pretty_midi.Note(velocity=int(v), pitch=int(p), start=s, end=e))
+    pm.instruments.append(inst)
+    return pm
+
+
+def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, opts: GenerateOptions) -> str:
+    if len(new_ids) and new_ids[-1] == tokenizer.eos_id:
+        return "eos"
+    seconds = tokenizer.split_time_shifts(new_ids)[2] * tokenizer.config.time_step
+    if opts.length_seconds and seconds >= opts.length_seconds - 1e-9:
+        return "length_seconds"
+    return "max_tokens"
+
+
+def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray,
+                 opts: GenerateOptions, audio: bool) -> dict:
+    """Write sample_XX.mid / .png (/ .wav); return its record for generation.json."""
+    from musictx.plots import plot_piano_roll
+
+    name = f"sample_{index:02d}"
+    notes = piece_notes(tokenizer, seed, new_ids, opts.include_seed)
+    midi = out_dir / f"{name}.mid"
+    notes_to_midi(notes).write(str(midi))
+    takeover = seed.seconds if opts.include_seed else None
+    plot_piano_roll(notes, out_dir / f"{name}.png", takeover=takeover, title=f"{name}: {len(notes)} notes")
+    wav = None
+    if audio:
+        try:
+            wav = render_wav(midi, out_dir / f"{name}.wav", opts.soundfont).name
+        except AudioRenderError as err:
+            print(f"audio skipped for {name}: {err}")
+    return {"midi": midi.name, "png": f"{name}.png", "wav": wav, "new_tokens": len(new_ids),
+            "new_seconds": tokenizer.split_time_shifts(new_ids)[2] * tokenizer.config.time_step,
+            "total_seconds": notes.duration(), "notes": len(notes), "stop": stop_reason(tokenizer, new_ids, opts)}
+
+
+def run(opts: GenerateOptions) -> dict:
+    """Validate, load, generate, write; return the record written to ``generation.json``."""
+    opts.check()
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    net, tokenizer, meta = load_model(opts)
+    if opts.seed_midi:
+        seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds)
+    else:
+        seed = unconditional_seed(tokenizer, opts.start_velocity)
+    no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"
+    t0 = time.perf_counter()
+    pieces = sample_continuations(net, tokenizer, seed, opts)
+    wall = time.perf_counter() - t0
+    # Nothing was written before this point: every check above raises first.
+    out_dir = Path(opts.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if no_audio:
+        print(f"no WAV files: {no_audio}")
+    samples = [write_sample(out_dir, i, tokenizer, seed, ids, opts, audio=no_audio is None)
+               for i, ids in enumerate(pieces)]
+    record = {"settings": asdict(opts), "checkpoint": str(Path(opts.checkpoint).resolve()),
+              "model": meta["model"], "global_step": meta.get("global_step"), "tokenizer": tokenizer.to_dict(),
+              "seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
+                       "unconditional": seed.path is None},
+              "samples": samples, "generation_wall_s": wall,
+              "new_tokens_per_s": sum(len(p) for p in pieces) / max(wall, 1e-9)}
+    (out_dir / "generation.json").write_text(json.dumps(record, indent=2) + "\n")
+    for s in samples:
+        print(f"{out_dir / s['midi']}: {s['notes']} notes, {s['new_tokens']} new tokens, "
+              f"{s['new_seconds']:.1f} s new ({s['stop']})")
+    print(f"wrote {len(samples)} sample(s) and generation.json to {out_dir.resolve()}")
+    return record
+
+
+@hydra.main(config_path=CONF_DIR, config_name="generate", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    """Entry point: bad inputs end with a one-line error (exit status 1) and no files."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        run(GenerateOptions.from_config(cfg))
+    except (GenerateError, MidiReadError, TokenizerMismatchError) as err:
+        sys.exit(f"musictx-generate: error: {err}")
+    finally:
+        _remove_if_empty(HydraConfig.get().runtime.output_dir)
+
+
+def _remove_if_empty(path: str) -> None:
+    """Hydra creates its run dir before ``main``; drop it when nothing was written there."""
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass  # not empty (the outputs are there) or already gone
+
+
+if __name__ == "__main__":
+    main()

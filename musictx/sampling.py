@@ -1,0 +1,305 @@
+"""Sampling from any next-token net: logit filters and `generate` (no Lightning, no Hydra).
+
+A net maps ids (B, T) to logits (B, T, V). For incremental decoding (the protocol of `musictx.models`)
+``net(ids, cache=state)`` returns ``(logits, state)`` and ``state = net.init_cache()`` starts a fresh one
+(Transformers: one KV cache per layer; LSTM: the carried (h, c)). `generate` feeds one token per step
+through the cache, or, with ``use_cache=False``, recomputes the whole window every step (the reference).
+
+Context: when a window would exceed ``net.max_seq_len`` (None for the LSTM: no limit) it slides. The
+last ``max_seq_len - slide`` tokens are kept, the cache is rebuilt by running them from scratch, and
+decoding goes on. Both paths slide at the same steps, keep the same tokens and draw the same random
+numbers (one exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same
+tokens for the same generator seed. (Their logits differ by float rounding, ~1e-6; a draw that falls
+that close to a tie is possible in principle, and has not been seen in the tests.)
+
+Cached decoding (``fast_decode=True``, the default) runs with KV caches allocated once and a single-query
+relative-attention kernel: see "decoding workarounds" below for why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from functools import partial
+
+import torch
+from torch import Tensor, nn
+
+from musictx.models.attention import KVCache, RelativeSelfAttention
+
+StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
+
+
+def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
+    """Logits divided by ``temperature`` (> 0); below 1 sharpens, above 1 flattens."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 here (0 means greedy in `sample_next`), got {temperature}")
+    return logits if temperature == 1.0 else logits / temperature
+
+
+def top_k_filter(logits: Tensor, k: int) -> Tensor:
+    """Keep the ``k`` largest logits of each row, set the rest to -inf. Ties with the k-th are kept too."""
+    if k < 1:
+        raise ValueError(f"top_k must be >= 1, got {k}")
+    if k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1)
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose probability reaches ``p``.
+
+    A token is dropped when the tokens ranked above it already hold ``p`` or more of the mass, so the
+    most likely token is always kept.
+    """
+    if not 0 < p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {p}")
+    if p == 1:
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    mass_above = probs.cumsum(dim=-1) - probs  # (..., V) probability of the better-ranked tokens
+    drop_sorted = mass_above >= p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
+    """One id per row of ``logits`` (B, V). ``temperature=0`` is greedy (argmax, no random draw).
+
+    Sampling is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1): every call draws
+    exactly B * V numbers from ``generator``, whatever the filters leave, which keeps two decoding paths
+    in step, and filtered tokens (p = 0) can never be drawn.
+    """
+    logits = logits.float()
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = apply_temperature(logits, temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.softmax(dim=-1)  # (B, V)
+    gen_device = generator.device if generator is not None else probs.device
+    noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator)
+    return (probs / noise.to(probs.device)).argmax(dim=-1)
+
+
+class SecondsLimit:
+    """A ``stop_fn`` for `generate`: a sample is complete once its new TIME_SHIFTs reach ``seconds``.
+
+    Counts the steps of every new TIME_SHIFT id per sample (ids ``first_shift .. first_shift + n_shifts
+    - 1`` shift by 1 .. n_shifts steps). The shift that reaches the limit is kept, so the new material
+    lasts at least ``seconds`` and less than ``seconds`` plus one shift. Make a fresh one per call.
+    """
+
+    def __init__(self, seconds: float, time_step: float, first_shift: int, n_shifts: int):
+        if seconds <= 0:
+            raise ValueError(f"length_seconds must be > 0, got {seconds}")
+        self.limit_steps = max(1, round(seconds / time_step))
+        self.first_shift, self.n_shifts = first_shift, n_shifts
+        self.steps: Tensor | None = None  # (B,) steps generated so far
+
+    @classmethod
+    def of(cls, tokenizer, seconds: float) -> SecondsLimit:
+        """The limit for an `EventTokenizer`'s TIME_SHIFT ids."""
+        lay = tokenizer.layout
+        return cls(seconds, tokenizer.config.time_step, lay.time_shift, lay.velocity - lay.time_shift)
+
+    def __call__(self, next_ids: Tensor) -> Tensor:
+        shift = next_ids - self.first_shift + 1
+        shift = torch.where((shift >= 1) & (shift <= self.n_shifts), shift, 0)  # (B,)
+        self.steps = shift if self.steps is None else self.steps + shift
+        return self.steps >= self.limit_steps
+
+
+def context_length(net: nn.Module) -> int | None:
+    """The longest window the net takes (``net.max_seq_len``); None for nets without a limit (LSTM)."""
+    return getattr(net, "max_seq_len", None)
+
+
+def window_start(start: int, length: int, max_len: int | None, keep: int) -> int:
+    """Where the window over ids[:length] starts: unchanged while it fits in ``max_len``, else it slides
+    so that only the last ``keep`` ids remain."""
+    if max_len is None or length - start <= max_len:
+        return start
+    return length - keep
+
+
+def _keep_after_slide(max_len: int | None, slide: int | None) -> int:
+    if max_len is None:
+        return 0
+    slide = max(1, max_len // 4) if slide is None else slide
+    if not 1 <= slide < max_len:
+        raise ValueError(f"slide must be in 1..max_seq_len-1 = 1..{max_len - 1}, got {slide}")
+    return max_len - slide
+
+
+# ----- decoding workarounds (timed by `python -m musictx.bench generate --own-kernels`) -------------
+# musictx.models grows its KV caches with torch.cat (an O(T) copy per token and layer) and runs one query
+# through the training kernels, which rebuild the (H, M + block, D) relative table every step. Until the
+# models have a decoding path, cached generation (fast_decode=True) swaps in the two pieces below; the
+# uncached path always runs the models' own kernels, so the cached == uncached tests check them.
+
+
+class StaticKVCache(KVCache):
+    """A KVCache with buffers allocated once for ``capacity`` tokens: `append` writes in place."""
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity, self.n = capacity, 0
+        self._k: Tensor | None = None  # (B, H, capacity, D)
+        self._v: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return self.n
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        B, H, t_new, D = k.shape
+        if self.n + t_new > self.capacity:
+            raise ValueError(f"{self.n} cached + {t_new} new tokens exceed the cache capacity {self.capacity}")
+        if self._k is None:
+            self._k, self._v = k.new_empty(B, H, self.capacity, D), v.new_empty(B, H, self.capacity, D)
+        self._k[:, :, self.n : self.n + t_new] = k
+        self._v[:, :, self.n : self.n + t_new] = v
+        self.n += t_new
+        self.k, self.v = self._k[:, :, : self.n], self._v[:, :, : self.n]  # views, (B, H, n, D)
+        return self.k, self.v
+
+
+def relative_attention_one_query(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor) -> Tensor:
+    """Relative attention of the last position only: q (B, H, 1, D), k and v (B, H, T, D) -> (B, H, 1, D).
+
+    Same math as `musictx.models.attention` (S_rel[j] = q . E[T-1-j] for distances below M), computed
+    as q @ E^T over the distances and flipped, which touches no table bigger than (B, H, 1, M).
+    """
+    t_k, d_head = k.shape[2], q.shape[-1]
+    n_dist = min(rel_emb.shape[1], t_k)
+    logits = q @ k.transpose(-1, -2)  # (B, H, 1, Tk)
+    # Heads first, so that the batch shares each head's table without a broadcast copy of it.
+    rel = q.squeeze(2).transpose(0, 1) @ rel_emb[:, :n_dist].transpose(-1, -2)  # (H, B, n_dist): distance 0..
+    logits[..., t_k - n_dist :] += rel.transpose(0, 1).unsqueeze(2).flip(-1)  # key Tk-1-d is at distance d
+    return (logits * (1.0 / math.sqrt(d_head))).softmax(dim=-1) @ v  # the last query sees every key
+
+
+def _attend_fast(module: RelativeSelfAttention, fallback: Callable, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    if q.shape[2] == 1 and not module.training:
+        return relative_attention_one_query(q, k, v, module.rel_emb)
+    return fallback(q, k, v)
+
+
+@contextmanager
+def fast_decoding(net: nn.Module) -> Iterator[None]:
+    """Within the block, single-query calls of the net's RelativeSelfAttention layers use
+    `relative_attention_one_query`; other calls (prompts, training) keep the layer's own kernel."""
+    patched = []
+    for module in net.modules():
+        if isinstance(module, RelativeSelfAttention) and "_attend" not in vars(module):
+            module._attend = partial(_attend_fast, module, module._attend)
+            patched.append(module)
+    try:
+        yield
+    finally:
+        for module in patched:
+            del module._attend
+
+
+def init_state(net: nn.Module, capacity: int, static: bool):
+    """``net.init_cache()``, its per-layer KV caches replaced by `StaticKVCache` when ``static``."""
+    state = net.init_cache()
+    layers = getattr(state, "layers", None)
+    if static and layers and all(type(c) is KVCache for c in layers):
+        state.layers = [StaticKVCache(capacity) for _ in layers]
+    return state
+
+
+class _Decoder:
+    """Logits of the next position, either through the net's cache or by recomputing the window."""
+
+    def __init__(self, net: nn.Module, use_cache: bool, capacity: int, static_cache: bool):
+        self.net, self.use_cache, self.state = net, use_cache, None
+        self.capacity, self.static_cache = capacity, static_cache
+
+    def restart(self, window: Tensor) -> Tensor:
+        """Run a whole window (B, T) from scratch; return the last position's logits (B, V)."""
+        if self.use_cache:
+            state = init_state(self.net, self.capacity, self.static_cache)
+            logits, self.state = self.net(window, cache=state)
+        else:
+            logits = self.net(window)
+        return logits[:, -1]
+
+    def step(self, window: Tensor) -> Tensor:
+        """The window grew by one id at its end: logits (B, V) after it."""
+        if not self.use_cache:
+            return self.net(window)[:, -1]
+        logits, self.state = self.net(window[:, -1:], cache=self.state)
+        return logits[:, -1]
+
+
+@contextmanager
+def _decoding_mode(net: nn.Module, fast: bool) -> Iterator[None]:
+    """Eval mode (and `fast_decoding` if ``fast``) for the block; the net's train flag is put back."""
+    was_training = net.training
+    net.eval()
+    try:
+        with fast_decoding(net) if fast else nullcontext():
+            yield
+    finally:
+        net.train(was_training)
+
+
+@torch.inference_mode()
+def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
+             pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
+             stop_fn: StopFn | None = None, slide: int | None = None, fast_decode: bool = True) -> Tensor:
+    """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
+
+    Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
+    ``eos_id`` (kept) or when ``stop_fn(next_ids)`` marks it; its later positions hold ``pad_id``, and the
+    loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
+    full window drops (default ``max_seq_len // 4``). ``fast_decode`` (cached path only): preallocated KV
+    caches and the single-query relative kernel above. The net runs in eval mode and is put back after.
+    """
+    if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
+        raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
+    if (eos_id is not None or stop_fn is not None) and pad_id is None:
+        raise ValueError("pad_id is needed to fill the samples that stop early (eos_id or stop_fn given)")
+    max_len = context_length(net)
+    keep = _keep_after_slide(max_len, slide)
+    device = next(net.parameters()).device
+    B, t0 = prompt_ids.shape
+    total = t0 + max_new_tokens
+    ids = torch.full((B, total), 0 if pad_id is None else pad_id, dtype=torch.long, device=device)
+    ids[:, :t0] = prompt_ids
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    fast = use_cache and fast_decode
+    decoder = _Decoder(net, use_cache, capacity=total if max_len is None else min(max_len, total), static_cache=fast)
+    with _decoding_mode(net, fast):
+        start = window_start(0, t0, max_len, keep)
+        logits = decoder.restart(ids[:, start:t0])
+        length = t0
+        while length < total:
+            if pad_id is not None:
+                logits[:, pad_id] = float("-inf")
+            nxt = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
+            if pad_id is not None:
+                nxt = nxt.masked_fill(done, pad_id)
+            ids[:, length] = nxt
+            length += 1
+            if eos_id is not None:
+                done |= nxt == eos_id
+            if stop_fn is not None:
+                done |= stop_fn(nxt)
+            if length == total or bool(done.all()):
+                break
+            new_start = window_start(start, length, max_len, keep)
+            window = ids[:, new_start:length]  # (B, <= max_len)
+            logits = decoder.restart(window) if new_start != start else decoder.step(window)
+            start = new_start
+    return ids[:, :length]

@@ -1,0 +1,249 @@
+"""Sampling: filters on hand-made distributions, cached == uncached decoding (with sliding windows) for the
+three models, EOS / PAD / seconds stopping, determinism, and the decoding workarounds against the models'
+own kernels."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from musictx.models.attention import KVCache, attend_naive
+from musictx.sampling import (
+    SecondsLimit,
+    StaticKVCache,
+    fast_decoding,
+    generate,
+    relative_attention_one_query,
+    sample_next,
+    top_k_filter,
+    top_p_filter,
+    window_start,
+)
+from musictx.tokenizer import EventTokenizer
+
+from .gen_fixtures import fixture_one_thread, tiny_net  # noqa: F401  (an autouse fixture)
+
+TOK = EventTokenizer()
+MODELS = ("music_transformer", "transformer", "lstm")
+INF = float("-inf")
+
+
+def kept(logits: torch.Tensor) -> list[int]:
+    return torch.isfinite(logits).nonzero().flatten().tolist()
+
+
+# ----- filters ------------------------------------------------------------------------------------------
+def test_top_k_keeps_the_k_largest():
+    logits = torch.tensor([0.1, 0.4, 0.2, 0.3]).log()
+    assert kept(top_k_filter(logits, 1)) == [1]
+    assert kept(top_k_filter(logits, 2)) == [1, 3]
+    assert kept(top_k_filter(logits, 3)) == [1, 2, 3]
+    assert torch.equal(top_k_filter(logits, 10), logits)
+    kept_values = top_k_filter(logits, 2)[[1, 3]]
+    assert torch.equal(kept_values, logits[[1, 3]])  # kept logits are unchanged
+    batch = torch.tensor([[1.0, 3.0, 2.0], [5.0, 4.0, 0.0]])
+    assert torch.isfinite(top_k_filter(batch, 2)).tolist() == [[False, True, True], [True, True, False]]
+    with pytest.raises(ValueError, match="top_k"):
+        top_k_filter(logits, 0)
+
+
+def test_top_p_keeps_the_smallest_nucleus_and_always_the_top_token():
+    # probabilities 0.15, 0.5, 0.05, 0.3 -> ranked 1 (0.5), 3 (0.3), 0 (0.15), 2 (0.05)
+    logits = torch.tensor([0.15, 0.5, 0.05, 0.3]).log()
+    assert kept(top_p_filter(logits, 0.1)) == [1]  # the top token even though it alone exceeds p
+    assert kept(top_p_filter(logits, 0.5)) == [1]  # 0.5 reached by the top token exactly
+    assert kept(top_p_filter(logits, 0.75)) == [1, 3]
+    assert kept(top_p_filter(logits, 0.85)) == [0, 1, 3]
+    assert kept(top_p_filter(logits, 0.99)) == [0, 1, 2, 3]
+    assert torch.equal(top_p_filter(logits, 1.0), logits)
+    batch = torch.stack([logits, torch.tensor([0.7, 0.1, 0.1, 0.1]).log()])
+    assert torch.isfinite(top_p_filter(batch, 0.75)).tolist() == [[False, True, False, True],
+                                                                   [True, True, False, False]]
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="top_p"):
+            top_p_filter(logits, bad)
+
+
+def test_sampling_follows_the_filtered_distribution():
+    probs = torch.tensor([0.15, 0.5, 0.05, 0.3])
+    logits = probs.log().expand(40_000, -1)
+    gen = torch.Generator().manual_seed(0)
+    ids = sample_next(logits, top_p=0.85, generator=gen)
+    freq = torch.bincount(ids, minlength=4).float() / len(ids)
+    assert freq[2] == 0  # outside the nucleus: never drawn
+    torch.testing.assert_close(freq[[0, 1, 3]], probs[[0, 1, 3]] / 0.95, atol=0.01, rtol=0)
+    ids = sample_next(logits, temperature=0.5, generator=gen)  # p^2, renormalised
+    freq = torch.bincount(ids, minlength=4).float() / len(ids)
+    torch.testing.assert_close(freq, probs**2 / (probs**2).sum(), atol=0.01, rtol=0)
+
+
+def test_temperature_zero_is_argmax_and_draws_nothing():
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    logits = torch.randn(5, 50)
+    assert torch.equal(sample_next(logits, temperature=0, top_p=0.5, generator=gen), logits.argmax(-1))
+    assert torch.equal(gen.get_state(), state)
+    with pytest.raises(ValueError, match="temperature"):
+        sample_next(logits, temperature=-1.0)
+
+
+def test_window_slides_to_keep_the_last_tokens():
+    assert window_start(0, 16, 16, 12) == 0
+    assert window_start(0, 17, 16, 12) == 5  # 17 ids: keep the last 12
+    assert window_start(5, 21, 16, 12) == 5  # 16 ids in the window: still fits
+    assert window_start(5, 22, 16, 12) == 10
+    assert window_start(0, 10_000, None, 0) == 0  # no context limit (LSTM)
+
+
+# ----- cached == uncached --------------------------------------------------------------------------------
+SETTINGS = {"greedy": dict(temperature=0.0), "top_p": dict(temperature=1.0, top_p=0.9),
+            "top_k_hot": dict(temperature=1.5, top_k=20)}
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_cached_decoding_equals_recomputation_through_slides(model, setting):
+    # Context 16, prompt 10, 40 new ids: the window slides (keeps 12, then grows to 16) several times.
+    net = tiny_net(model, max_seq_len=16)
+    prompt = torch.randint(0, TOK.pad_id, (1, 10), generator=torch.Generator().manual_seed(1)).expand(3, -1)
+    outs = {}
+    paths = {"cache": {}, "models_cache": {"fast_decode": False}, "recompute": {"use_cache": False}}
+    for name, kwargs in paths.items():
+        gen = torch.Generator().manual_seed(7)
+        outs[name] = generate(net, prompt, 40, generator=gen, pad_id=TOK.pad_id, **SETTINGS[setting], **kwargs)
+    assert outs["cache"].shape == (3, 50)
+    assert torch.equal(outs["cache"][:, :10], prompt)
+    assert torch.equal(outs["cache"], outs["recompute"]), "cached tokens differ from full recomputation"
+    assert torch.equal(outs["models_cache"], outs["recompute"])
+    if setting != "greedy":
+        assert not torch.equal(outs["cache"][0], outs["cache"][1]), "samples of one batch should differ"
+
+
+def test_uncached_path_slides_as_documented():
+    net = tiny_net("music_transformer", max_seq_len=8)
+    prompt = torch.arange(5)[None] + 60
+    out = generate(net, prompt, 20, temperature=0, use_cache=False, slide=3)
+    seq, start = prompt[0].tolist(), 0
+    with torch.no_grad():
+        for _ in range(20):
+            start = start if len(seq) - start <= 8 else len(seq) - 5  # keep max_seq_len - slide = 5
+            logits = net(torch.tensor([seq[start:]]))[0, -1]
+            logits[TOK.pad_id] = INF
+            seq.append(int(logits.argmax()))
+    assert out[0].tolist() == seq
+    assert torch.equal(generate(net, prompt, 20, temperature=0, slide=3), out)
+    with pytest.raises(ValueError, match="slide"):
+        generate(net, prompt, 4, slide=8)
+
+
+def test_prompt_longer_than_the_context():
+    net = tiny_net("transformer", max_seq_len=16)
+    prompt = torch.randint(0, TOK.pad_id, (2, 40), generator=torch.Generator().manual_seed(2))
+    runs = [generate(net, prompt, 12, generator=torch.Generator().manual_seed(3), use_cache=c) for c in (True, False)]
+    assert runs[0].shape == (2, 52) and torch.equal(runs[0], runs[1])
+
+
+# ----- stopping ------------------------------------------------------------------------------------------
+def eos_prone_lstm() -> torch.nn.Module:
+    """An LSTM whose EOS has a few percent probability per step and whose PAD would win every argmax."""
+    net = tiny_net("lstm")
+    with torch.no_grad():
+        net.head.bias[TOK.eos_id] = 2.5
+        net.head.bias[TOK.pad_id] = 100.0
+    return net
+
+
+def test_eos_stops_each_sample_and_pads_the_rest():
+    net = eos_prone_lstm()
+    prompt = torch.full((8, 1), TOK.layout.velocity + 15)
+    out = generate(net, prompt, 200, eos_id=TOK.eos_id, pad_id=TOK.pad_id, generator=torch.Generator().manual_seed(0))
+    lengths = []
+    for row in out.tolist():
+        assert TOK.eos_id in row, "every sample should reach EOS within 200 steps"
+        end = row.index(TOK.eos_id)
+        assert TOK.pad_id not in row[:end], "PAD must never be sampled"
+        assert set(row[end + 1 :]) <= {TOK.pad_id}
+        lengths.append(end)
+    assert len(set(lengths)) > 1, "samples should stop at different steps"
+    assert out.shape[1] == max(lengths) + 1, "the loop ends when the last sample stops"
+    uncached = generate(net, prompt, 200, eos_id=TOK.eos_id, pad_id=TOK.pad_id, use_cache=False,
+                        generator=torch.Generator().manual_seed(0))
+    assert torch.equal(out, uncached)
+    with pytest.raises(ValueError, match="pad_id"):
+        generate(net, prompt, 5, eos_id=TOK.eos_id)
+
+
+def test_seconds_limit_counts_time_shifts_per_sample():
+    lay = TOK.layout
+    limit = SecondsLimit.of(TOK, 1.5)  # 150 steps of 10 ms
+    shift = lambda steps: lay.time_shift + steps - 1  # noqa: E731
+    rows = [[shift(100), 60, shift(49), shift(1)], [60, 61, shift(100), shift(100)]]
+    done = [limit(torch.tensor(col)).tolist() for col in zip(*rows, strict=True)]
+    assert done == [[False, False], [False, False], [False, False], [True, True]]
+    assert limit.steps.tolist() == [150, 200]
+
+
+def test_generation_stops_once_new_material_lasts_length_seconds():
+    net = tiny_net("music_transformer", max_seq_len=16)
+    prompt = torch.full((4, 3), 60)
+    out = generate(net, prompt, 500, pad_id=TOK.pad_id, stop_fn=SecondsLimit.of(TOK, 2.0),
+                   generator=torch.Generator().manual_seed(4))
+    for row in out[:, 3:]:
+        new = row[row != TOK.pad_id].numpy()
+        total = TOK.split_time_shifts(new)[2]
+        before_last = TOK.split_time_shifts(new[:-1])[2]
+        assert total >= 200 > before_last, (total, before_last)
+    assert out.shape[1] < 503
+
+
+def test_same_seed_same_tokens_other_seed_other_tokens():
+    net = tiny_net("music_transformer")
+    prompt = torch.full((2, 4), 62)
+    run = lambda seed: generate(net, prompt, 30, top_p=0.95, generator=torch.Generator().manual_seed(seed))  # noqa: E731
+    assert torch.equal(run(5), run(5))
+    assert not torch.equal(run(5), run(6))
+
+
+# ----- the decoding workarounds --------------------------------------------------------------------------
+def test_one_query_relative_attention_matches_the_reference_kernel():
+    torch.manual_seed(0)
+    for t_k, n_rel in ((20, 8), (5, 8), (8, 8)):
+        q, k, v = torch.randn(2, 3, t_k, 4), torch.randn(2, 3, t_k, 4), torch.randn(2, 3, t_k, 4)
+        rel = torch.randn(3, n_rel, 4)
+        expected = attend_naive(q, k, v, rel)[:, :, -1:]
+        torch.testing.assert_close(relative_attention_one_query(q[:, :, -1:], k, v, rel), expected)
+
+
+def test_static_cache_appends_like_the_models_cache():
+    ref, static = KVCache(), StaticKVCache(capacity=10)
+    for t_new in (4, 1, 1, 3):
+        k, v = torch.randn(2, 3, t_new, 5), torch.randn(2, 3, t_new, 5)
+        for a, b in zip(ref.append(k, v), static.append(k, v), strict=True):
+            assert torch.equal(a, b)
+    assert static.length == ref.length == 9
+    with pytest.raises(ValueError, match="capacity"):
+        static.append(torch.randn(2, 3, 2, 5), torch.randn(2, 3, 2, 5))
+
+
+def test_generate_restores_the_net():
+    net = tiny_net("music_transformer").train()
+    generate(net, torch.full((1, 3), 60), 5)
+    assert net.training
+    assert not any("_attend" in vars(m) for m in net.modules())
+    with fast_decoding(net):
+        assert any("_attend" in vars(m) for m in net.modules())
+    assert not any("_attend" in vars(m) for m in net.modules())
+    with torch.no_grad():
+        assert math.isfinite(float(net(torch.full((1, 3), 60)).sum()))
+
+
+def test_generation_benchmark_runs(capsys):
+    from musictx.bench.generate import main
+
+    main(["--threads", "1", "--batch-sizes", "1,2", "--new-tokens", "6", "--seed-tokens", "8", "--repeats", "1",
+          "--uncached-tokens", "2", "--uncached-points", "2", "--own-kernels"])
+    out = capsys.readouterr().out
+    assert "| batch | path |" in out and "(extrapolated)" in out and "cache, models' kernels" in out
+    assert out.count("| 2 |") == 3 and "speedup over recomputation at batch 1" in out
