@@ -11,22 +11,15 @@ decoding goes on. Both paths slide at the same steps, keep the same tokens and d
 numbers (one exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same
 tokens for the same generator seed. (Their logits differ by float rounding, ~1e-6; a draw that falls
 that close to a tie is possible in principle, and has not been seen in the tests.)
-
-Cached decoding (``fast_decode=True``, the default) runs with KV caches allocated once and a single-query
-relative-attention kernel: see "decoding workarounds" below for why.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
-from functools import partial
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
-
-from musictx.models.attention import KVCache, RelativeSelfAttention
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
 
@@ -138,97 +131,16 @@ def _keep_after_slide(max_len: int | None, slide: int | None) -> int:
     return max_len - slide
 
 
-# ----- decoding workarounds (timed by `python -m musictx.bench generate --own-kernels`) -------------
-# musictx.models grows its KV caches with torch.cat (an O(T) copy per token and layer) and runs one query
-# through the training kernels, which rebuild the (H, M + block, D) relative table every step. Until the
-# models have a decoding path, cached generation (fast_decode=True) swaps in the two pieces below; the
-# uncached path always runs the models' own kernels, so the cached == uncached tests check them.
-
-
-class StaticKVCache(KVCache):
-    """A KVCache with buffers allocated once for ``capacity`` tokens: `append` writes in place."""
-
-    def __init__(self, capacity: int):
-        super().__init__()
-        self.capacity, self.n = capacity, 0
-        self._k: Tensor | None = None  # (B, H, capacity, D)
-        self._v: Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        return self.n
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        B, H, t_new, D = k.shape
-        if self.n + t_new > self.capacity:
-            raise ValueError(f"{self.n} cached + {t_new} new tokens exceed the cache capacity {self.capacity}")
-        if self._k is None:
-            self._k, self._v = k.new_empty(B, H, self.capacity, D), v.new_empty(B, H, self.capacity, D)
-        self._k[:, :, self.n : self.n + t_new] = k
-        self._v[:, :, self.n : self.n + t_new] = v
-        self.n += t_new
-        self.k, self.v = self._k[:, :, : self.n], self._v[:, :, : self.n]  # views, (B, H, n, D)
-        return self.k, self.v
-
-
-def relative_attention_one_query(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor) -> Tensor:
-    """Relative attention of the last position only: q (B, H, 1, D), k and v (B, H, T, D) -> (B, H, 1, D).
-
-    Same math as `musictx.models.attention` (S_rel[j] = q . E[T-1-j] for distances below M), computed
-    as q @ E^T over the distances and flipped, which touches no table bigger than (B, H, 1, M).
-    """
-    t_k, d_head = k.shape[2], q.shape[-1]
-    n_dist = min(rel_emb.shape[1], t_k)
-    logits = q @ k.transpose(-1, -2)  # (B, H, 1, Tk)
-    # Heads first, so that the batch shares each head's table without a broadcast copy of it.
-    rel = q.squeeze(2).transpose(0, 1) @ rel_emb[:, :n_dist].transpose(-1, -2)  # (H, B, n_dist): distance 0..
-    logits[..., t_k - n_dist :] += rel.transpose(0, 1).unsqueeze(2).flip(-1)  # key Tk-1-d is at distance d
-    return (logits * (1.0 / math.sqrt(d_head))).softmax(dim=-1) @ v  # the last query sees every key
-
-
-def _attend_fast(module: RelativeSelfAttention, fallback: Callable, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    if q.shape[2] == 1 and not module.training:
-        return relative_attention_one_query(q, k, v, module.rel_emb)
-    return fallback(q, k, v)
-
-
-@contextmanager
-def fast_decoding(net: nn.Module) -> Iterator[None]:
-    """Within the block, single-query calls of the net's RelativeSelfAttention layers use
-    `relative_attention_one_query`; other calls (prompts, training) keep the layer's own kernel."""
-    patched = []
-    for module in net.modules():
-        if isinstance(module, RelativeSelfAttention) and "_attend" not in vars(module):
-            module._attend = partial(_attend_fast, module, module._attend)
-            patched.append(module)
-    try:
-        yield
-    finally:
-        for module in patched:
-            del module._attend
-
-
-def init_state(net: nn.Module, capacity: int, static: bool):
-    """``net.init_cache()``, its per-layer KV caches replaced by `StaticKVCache` when ``static``."""
-    state = net.init_cache()
-    layers = getattr(state, "layers", None)
-    if static and layers and all(type(c) is KVCache for c in layers):
-        state.layers = [StaticKVCache(capacity) for _ in layers]
-    return state
-
-
 class _Decoder:
     """Logits of the next position, either through the net's cache or by recomputing the window."""
 
-    def __init__(self, net: nn.Module, use_cache: bool, capacity: int, static_cache: bool):
+    def __init__(self, net: nn.Module, use_cache: bool):
         self.net, self.use_cache, self.state = net, use_cache, None
-        self.capacity, self.static_cache = capacity, static_cache
 
     def restart(self, window: Tensor) -> Tensor:
         """Run a whole window (B, T) from scratch; return the last position's logits (B, V)."""
         if self.use_cache:
-            state = init_state(self.net, self.capacity, self.static_cache)
-            logits, self.state = self.net(window, cache=state)
+            logits, self.state = self.net(window, cache=self.net.init_cache())
         else:
             logits = self.net(window)
         return logits[:, -1]
@@ -242,13 +154,12 @@ class _Decoder:
 
 
 @contextmanager
-def _decoding_mode(net: nn.Module, fast: bool) -> Iterator[None]:
-    """Eval mode (and `fast_decoding` if ``fast``) for the block; the net's train flag is put back."""
+def _eval_mode(net: nn.Module) -> Iterator[None]:
+    """Eval mode for the block; the net's train flag is put back."""
     was_training = net.training
     net.eval()
     try:
-        with fast_decoding(net) if fast else nullcontext():
-            yield
+        yield
     finally:
         net.train(was_training)
 
@@ -257,14 +168,13 @@ def _decoding_mode(net: nn.Module, fast: bool) -> Iterator[None]:
 def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
              pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
-             stop_fn: StopFn | None = None, slide: int | None = None, fast_decode: bool = True) -> Tensor:
+             stop_fn: StopFn | None = None, slide: int | None = None) -> Tensor:
     """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
 
     Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
     ``eos_id`` (kept) or when ``stop_fn(next_ids)`` marks it; its later positions hold ``pad_id``, and the
     loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
-    full window drops (default ``max_seq_len // 4``). ``fast_decode`` (cached path only): preallocated KV
-    caches and the single-query relative kernel above. The net runs in eval mode and is put back after.
+    full window drops (default ``max_seq_len // 4``). The net runs in eval mode and is put back after.
     """
     if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
         raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
@@ -278,9 +188,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     ids = torch.full((B, total), 0 if pad_id is None else pad_id, dtype=torch.long, device=device)
     ids[:, :t0] = prompt_ids
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    fast = use_cache and fast_decode
-    decoder = _Decoder(net, use_cache, capacity=total if max_len is None else min(max_len, total), static_cache=fast)
-    with _decoding_mode(net, fast):
+    decoder = _Decoder(net, use_cache)
+    with _eval_mode(net):
         start = window_start(0, t0, max_len, keep)
         logits = decoder.restart(ids[:, start:t0])
         length = t0

@@ -9,13 +9,11 @@ import math
 import pytest
 import torch
 
-from musictx.models.attention import KVCache, attend_naive
+from musictx.models.attention import attend_naive
+from musictx.models.decoding import KVCache, attend_relative_one_query
 from musictx.sampling import (
     SecondsLimit,
-    StaticKVCache,
-    fast_decoding,
     generate,
-    relative_attention_one_query,
     sample_next,
     top_k_filter,
     top_p_filter,
@@ -109,14 +107,13 @@ def test_cached_decoding_equals_recomputation_through_slides(model, setting):
     net = tiny_net(model, max_seq_len=16)
     prompt = torch.randint(0, TOK.pad_id, (1, 10), generator=torch.Generator().manual_seed(1)).expand(3, -1)
     outs = {}
-    paths = {"cache": {}, "models_cache": {"fast_decode": False}, "recompute": {"use_cache": False}}
+    paths = {"cache": {}, "recompute": {"use_cache": False}}
     for name, kwargs in paths.items():
         gen = torch.Generator().manual_seed(7)
         outs[name] = generate(net, prompt, 40, generator=gen, pad_id=TOK.pad_id, **SETTINGS[setting], **kwargs)
     assert outs["cache"].shape == (3, 50)
     assert torch.equal(outs["cache"][:, :10], prompt)
     assert torch.equal(outs["cache"], outs["recompute"]), "cached tokens differ from full recomputation"
-    assert torch.equal(outs["models_cache"], outs["recompute"])
     if setting != "greedy":
         assert not torch.equal(outs["cache"][0], outs["cache"][1]), "samples of one batch should differ"
 
@@ -206,35 +203,32 @@ def test_same_seed_same_tokens_other_seed_other_tokens():
     assert not torch.equal(run(5), run(6))
 
 
-# ----- the decoding workarounds --------------------------------------------------------------------------
+# ----- decoding pieces of the models ----------------------------------------------------------------
 def test_one_query_relative_attention_matches_the_reference_kernel():
     torch.manual_seed(0)
     for t_k, n_rel in ((20, 8), (5, 8), (8, 8)):
         q, k, v = torch.randn(2, 3, t_k, 4), torch.randn(2, 3, t_k, 4), torch.randn(2, 3, t_k, 4)
         rel = torch.randn(3, n_rel, 4)
         expected = attend_naive(q, k, v, rel)[:, :, -1:]
-        torch.testing.assert_close(relative_attention_one_query(q[:, :, -1:], k, v, rel), expected)
+        torch.testing.assert_close(attend_relative_one_query(q[:, :, -1:], k, v, rel), expected)
 
 
-def test_static_cache_appends_like_the_models_cache():
-    ref, static = KVCache(), StaticKVCache(capacity=10)
-    for t_new in (4, 1, 1, 3):
+@pytest.mark.parametrize("capacity", [None, 4, 10])
+def test_kv_cache_appends_in_place_like_concatenation(capacity):
+    cache, ks, vs = KVCache(capacity=capacity), [], []
+    for t_new in (4, 1, 1, 3, 7):
         k, v = torch.randn(2, 3, t_new, 5), torch.randn(2, 3, t_new, 5)
-        for a, b in zip(ref.append(k, v), static.append(k, v), strict=True):
-            assert torch.equal(a, b)
-    assert static.length == ref.length == 9
-    with pytest.raises(ValueError, match="capacity"):
-        static.append(torch.randn(2, 3, 2, 5), torch.randn(2, 3, 2, 5))
+        ks.append(k)
+        vs.append(v)
+        got_k, got_v = cache.append(k, v)
+        assert torch.equal(got_k, torch.cat(ks, dim=2)) and torch.equal(got_v, torch.cat(vs, dim=2))
+    assert cache.length == 16
 
 
 def test_generate_restores_the_net():
     net = tiny_net("music_transformer").train()
     generate(net, torch.full((1, 3), 60), 5)
     assert net.training
-    assert not any("_attend" in vars(m) for m in net.modules())
-    with fast_decoding(net):
-        assert any("_attend" in vars(m) for m in net.modules())
-    assert not any("_attend" in vars(m) for m in net.modules())
     with torch.no_grad():
         assert math.isfinite(float(net(torch.full((1, 3), 60)).sum()))
 
@@ -243,7 +237,7 @@ def test_generation_benchmark_runs(capsys):
     from musictx.bench.generate import main
 
     main(["--threads", "1", "--batch-sizes", "1,2", "--new-tokens", "6", "--seed-tokens", "8", "--repeats", "1",
-          "--uncached-tokens", "2", "--uncached-points", "2", "--own-kernels"])
+          "--uncached-tokens", "2", "--uncached-points", "2"])
     out = capsys.readouterr().out
-    assert "| batch | path |" in out and "(extrapolated)" in out and "cache, models' kernels" in out
-    assert out.count("| 2 |") == 3 and "speedup over recomputation at batch 1" in out
+    assert "| batch | path |" in out and "(extrapolated)" in out
+    assert out.count("| 2 |") == 2 and "speedup over recomputation at batch 1" in out

@@ -4,11 +4,9 @@ The base Music Transformer (6 layers, d_model 512, 8 heads, FFN 1024, max_seq_le
 with RANDOM weights (speed does not depend on them; no EOS is given, so every sample runs to the end)
 generates ``--new-tokens`` ids after a random ``--seed-tokens`` prompt, temperature 1, top_p 0.95:
 
-- cache: `musictx.sampling.generate` as ``musictx-generate`` runs it (KV cache, ``fast_decode``).
+- cache: `musictx.sampling.generate` as ``musictx-generate`` runs it (the models' KV caches).
   tokens/s = B * new tokens / wall time, prompt included; ms/token over the first and last 128 steps
   (one step makes B tokens). The median of ``--repeats`` runs, as the machine is shared and noisy.
-- cache, models' kernels (``--own-kernels``): the same with ``fast_decode=False``, i.e. the KV cache
-  and attention kernels of `musictx.models` as they are (torch.cat per step, training kernel per query).
 - no cache: the whole window recomputed every step. Too slow to run in full, so it is timed over
   ``--uncached-tokens`` steps at ``--uncached-points`` lengths spread over the run, and the full run's
   time is EXTRAPOLATED by integrating the per-step time, linearly interpolated between those lengths.
@@ -35,7 +33,7 @@ def build_net(attn_impl: str):
                             attn_impl=attn_impl).eval()
 
 
-def timed_generate(net, batch: int, prompt_len: int, new_tokens: int, use_cache: bool, fast: bool = True):
+def timed_generate(net, batch: int, prompt_len: int, new_tokens: int, use_cache: bool):
     """(wall seconds, per-step timestamps relative to the start) of one `generate` call."""
     import torch
 
@@ -51,15 +49,15 @@ def timed_generate(net, batch: int, prompt_len: int, new_tokens: int, use_cache:
 
     t0 = time.perf_counter()
     out = generate(net, prompt, new_tokens, temperature=1.0, top_p=0.95, use_cache=use_cache, generator=gen,
-                   stop_fn=record, pad_id=389, fast_decode=fast)
+                   stop_fn=record, pad_id=389)
     wall = time.perf_counter() - t0
     assert out.shape == (batch, prompt_len + new_tokens)
     return wall, [s - t0 for s in stamps]
 
 
-def cached_row(net, batch: int, args, fast: bool) -> dict:
+def cached_row(net, batch: int, args) -> dict:
     """The median run (by wall time) of ``args.repeats`` cached generations."""
-    runs = sorted((timed_generate(net, batch, args.seed_tokens, args.new_tokens, True, fast)
+    runs = sorted((timed_generate(net, batch, args.seed_tokens, args.new_tokens, True)
                    for _ in range(args.repeats)), key=lambda run: run[0])
     wall, stamps = runs[len(runs) // 2]
     steps = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]  # one forward + sample each
@@ -74,15 +72,13 @@ def interleaved_steps(net, batch: int, args, n: int = 128) -> tuple[float, float
     new - n ids (as in the last n steps), the two timed in alternation so that both see the same load."""
     import torch
 
-    from musictx.sampling import fast_decoding, init_state
-
     n = min(n, args.new_tokens)
     gen = torch.Generator().manual_seed(2)
     lengths = (args.seed_tokens, args.seed_tokens + args.new_tokens - n)
-    with torch.inference_mode(), fast_decoding(net):
+    with torch.inference_mode():
         states = []
         for length in lengths:
-            state = init_state(net, length + n, static=True)
+            state = net.init_cache()
             net(torch.randint(0, 388, (batch, length), generator=gen), cache=state)
             states.append(state)
         nxt = torch.randint(0, 388, (batch, 1), generator=gen)
@@ -163,7 +159,6 @@ def main(argv=None) -> None:
     p.add_argument("--uncached-tokens", type=int, default=16, help="steps timed per length without the cache")
     p.add_argument("--uncached-points", type=int, default=3, help="window lengths timed without the cache")
     p.add_argument("--no-uncached", action="store_true", help="skip the (slow) recomputation path")
-    p.add_argument("--own-kernels", action="store_true", help="also time the cache with fast_decode=False")
     p.add_argument("--attn-impl", default="efficient", help="the net's attention kernel (prompt, uncached path)")
     args = p.parse_args(argv)
 
@@ -180,10 +175,8 @@ def main(argv=None) -> None:
     rows = []
     interleaved = {}
     for batch in batches:
-        rows.append((batch, "cache", cached_row(net, batch, args, fast=True)))
+        rows.append((batch, "cache", cached_row(net, batch, args)))
         interleaved[batch] = interleaved_steps(net, batch, args)
-        if args.own_kernels:
-            rows.append((batch, "cache, models' kernels", cached_row(net, batch, args, fast=False)))
         if not args.no_uncached:
             r = uncached_row(net, batch, args)
             rows.append((batch, "no cache (recompute)", r))

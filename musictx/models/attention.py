@@ -17,40 +17,15 @@ positions of the Tk keys. This one convention covers training (Tq == Tk) and cac
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from musictx.models.decoding import KVCache, attend_relative_one_query
+
 IMPLS = ("naive", "skew", "efficient")
-
-
-@dataclass
-class KVCache:
-    """Keys and values of every token fed so far to one attention layer.
-
-    Positions are counted from the first cached token: a fresh cache fed the last L-k tokens of a piece
-    gives those tokens the same relative distances as before, which is what sliding-window generation
-    needs. `append` mutates the cache in place.
-    """
-
-    k: Tensor | None = None  # (B, H, T, D)
-    v: Tensor | None = None  # (B, H, T, D)
-
-    @property
-    def length(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add new keys/values (B, H, t_new, D); return all cached keys and values."""
-        if self.k is None:
-            self.k, self.v = k.contiguous(), v.contiguous()
-        else:
-            self.k = torch.cat([self.k, k], dim=2)
-            self.v = torch.cat([self.v, v], dim=2)
-        return self.k, self.v
 
 
 def causal_allowed(t_q: int, t_k: int, device=None) -> Tensor:
@@ -365,8 +340,9 @@ class RelativeSelfAttention(_SelfAttention):
 
     `rel_emb` (n_heads, max_rel_dist, d_head) holds E[h, r] for distance r = i - j. `impl` ("naive",
     "skew", "efficient") and `block_size` (query block of the efficient kernel) are plain attributes and
-    may be changed on a live module. With impl="efficient", inputs of at most `block_size` new tokens
-    (decoding steps) take the skew path: same result, same memory, less repacking.
+    may be changed on a live module. With impl="efficient", a single new token (a decoding step) uses
+    `attend_relative_one_query`, and inputs of at most `block_size` tokens the skew path: same result,
+    same memory, less repacking.
     """
 
     def __init__(
@@ -387,6 +363,8 @@ class RelativeSelfAttention(_SelfAttention):
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         p = self.dropout if self.training else 0.0
         if self.impl == "efficient":
+            if q.shape[2] == 1 and p == 0.0:
+                return attend_relative_one_query(q, k, v, self.rel_emb)  # a decoding step
             if q.shape[2] <= self.block_size:
                 # a single query block (e.g. a decoding step) holds no more with the skew path, which
                 # skips the kernel's repacking of every cached key and value: twice as fast per token

@@ -93,7 +93,7 @@ class _DecoderLM(nn.Module):
 
     def init_cache(self) -> DecoderCache:
         """Empty decoding state for `net(ids, cache=state)`; tensors are allocated on first use."""
-        return DecoderCache([KVCache() for _ in self.blocks])
+        return DecoderCache([KVCache(capacity=self.max_seq_len) for _ in self.blocks])
 
     def _positions(self, x: Tensor, start: int) -> Tensor:
         """Add position information to the embeddings x (B, T, d_model) of positions start..start+T-1."""
