@@ -63,10 +63,10 @@ def conf_dir() -> Path:
     return Path(CONF_DIR)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def one_torch_thread():
-    """Run torch on one thread: on a few shared, busy cores, OpenMP threads waiting on each other make
-    the tiny training steps of the tests up to 100x slower."""
+    """Every test runs torch on one thread: the tensors of the tests are tiny, and on a few shared, busy
+    cores OpenMP threads waiting on each other make them up to 100x slower."""
     import torch
 
     before = torch.get_num_threads()

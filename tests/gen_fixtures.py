@@ -39,15 +39,6 @@ def tiny_net(name: str, max_seq_len: int = 16, seed: int = 0) -> torch.nn.Module
     return net
 
 
-@pytest.fixture(name="one_thread", autouse=True, scope="module")
-def fixture_one_thread():
-    """Tiny nets run one torch thread: on a busy 2-core machine a second thread mostly waits for a core."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(name="seed_midi")
 def fixture_seed_midi(tmp_path) -> Path:
     """A 6-second random piano performance with sustain pedal."""

@@ -33,16 +33,6 @@ MODULE_CASES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors gain nothing from threads, and on a shared 2-core machine spinning OpenMP threads
-    stall (a 1 s test took 17 s with 2 threads under load)."""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
-
-
 def _loop_reference(q, k, v, rel_emb):
     """Relative attention written out pair by pair, as in the paper's definition."""
     B, H, t_q, D = q.shape

@@ -13,8 +13,6 @@ from musictx.data import FixedWindows, MusicDataModule, RandomWindows, WindowSam
 from musictx.token_store import DatasetFormatError, TokenArrays
 from musictx.tokenizer import EventTokenizer
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 L = 64
 
 

@@ -34,7 +34,6 @@ from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
 
 from .gen_fixtures import (  # noqa: F401  (fixtures)
     CKPT_CONTEXT,
-    fixture_one_thread,
     fixture_seed_midi,
     fixture_tiny_checkpoint,
 )

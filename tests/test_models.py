@@ -15,16 +15,6 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors gain nothing from threads, and on a shared 2-core machine spinning OpenMP threads
-    stall (a 1 s test took 17 s with 2 threads under load)."""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
-
-
 def _tiny(name, seed=0, **overrides):
     torch.manual_seed(seed)
     return build_model(name, VOCAB, **{**TINY[name], **overrides})

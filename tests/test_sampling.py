@@ -21,7 +21,7 @@ from musictx.sampling import (
 )
 from musictx.tokenizer import EventTokenizer
 
-from .gen_fixtures import fixture_one_thread, tiny_net  # noqa: F401  (an autouse fixture)
+from .gen_fixtures import tiny_net
 
 TOK = EventTokenizer()
 MODELS = ("music_transformer", "transformer", "lstm")

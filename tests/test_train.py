@@ -27,8 +27,6 @@ from musictx.paths import CONF_DIR
 from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.train import build, instantiate_dict
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
 MODELS = ("music_transformer", "transformer", "lstm")
 # Small enough for a few seconds per run on one CPU core, for all three models.
 SHRINK = ["data.seq_len=32", "data.batch_size=4", "data.num_workers=0", "model.net.n_layers=1",
