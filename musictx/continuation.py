@@ -43,6 +43,25 @@ def _generated_notes(tok: EventTokenizer, seed: Seed, new_ids: np.ndarray) -> No
     return Notes(full.start[keep] - seed.seconds, full.end[keep] - seed.seconds, full.pitch[keep], full.velocity[keep])
 
 
+def grammar_breaks(tok: EventTokenizer, seed_ids: np.ndarray, new_ids: np.ndarray) -> dict[str, float]:
+    """How often the new ids break the Performance grammar: NOTE_OFFs of pitches that are not sounding
+    (share of the new ids) and notes still open when the sample ends (share of the new notes)."""
+    lay = tok.layout
+    sounding: set[int] = set()
+    stray = struck = 0
+    for k, i in enumerate(np.concatenate([seed_ids, new_ids]).tolist()):
+        new = k >= len(seed_ids)
+        if lay.note_on <= i < lay.note_off:
+            sounding.add(i - lay.note_on)
+            struck += new
+        elif lay.note_off <= i < lay.time_shift:
+            stray += new and (i - lay.note_off) not in sounding
+            sounding.discard(i - lay.note_off)
+        elif i == lay.eos:
+            break
+    return {"stray_note_off_share": stray / max(len(new_ids), 1), "open_at_end_share": len(sounding) / max(struck, 1)}
+
+
 def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: DictConfig, device) -> dict:
     """Mean metrics of model continuations, unconditioned samples and real continuations."""
     seed_s, length_s = float(cfg.seed_seconds), float(cfg.length_seconds)
@@ -52,7 +71,8 @@ def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: D
                          f"{seed_s + length_s:g} s")
     opts = GenerateOptions(num_samples=1, length_seconds=length_s, max_tokens=int(cfg.max_tokens),
                            temperature=float(cfg.temperature), top_k=cfg.get("top_k"), top_p=cfg.get("top_p"),
-                           device=str(device))
+                           device=str(device), guard=bool(cfg.get("guard", True)),
+                           max_note_seconds=cfg.get("max_note_seconds", 5.0))
     rows = {key: [] for key, _ in ROWS}
     uncond = unconditional_seed(tok)
     for k, i in enumerate(pieces):
@@ -61,18 +81,23 @@ def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: D
         seed_notes = notes_between(tok, ids, 0.0, seed_s)
         real = notes_between(tok, ids, seed_s, seed_s + length_s)
         opts.seed = int(cfg.seed) + k
-        cont = _generated_notes(tok, seed, sample_continuations(net, tok, seed, opts)[0])
-        free = _generated_notes(tok, uncond, sample_continuations(net, tok, uncond, opts)[0])
-        rows["continuation"].append(compare(cont, seed_notes, real))
-        rows["unconditioned"].append(compare(free, seed_notes, real))
-        rows["real"].append(compare(real, seed_notes, real))
+        cont_ids = sample_continuations(net, tok, seed, opts)[0]
+        free_ids = sample_continuations(net, tok, uncond, opts)[0]
+        real_ids = cut_at_seconds(tok, ids, seed_s + length_s)[len(seed.ids):]
+        for key, notes, (prompt, new) in (("continuation", _generated_notes(tok, seed, cont_ids), (seed.ids, cont_ids)),
+                                          ("unconditioned", _generated_notes(tok, uncond, free_ids),
+                                           (uncond.ids, free_ids)),
+                                          ("real", real, (seed.ids, real_ids))):
+            rows[key].append({**compare(notes, seed_notes, real), **grammar_breaks(tok, prompt, new)})
     return {"pieces": [arrays.files[i] if arrays.files else i for i in pieces], "seed_seconds": seed_s,
             "length_seconds": length_s, **{key: mean_metrics(r) for key, r in rows.items()}}
 
 
 COLUMNS = (("pitch_class_tv_vs_seed", "PC dist. to seed"), ("ioi_tv_vs_seed", "IOI dist. to seed"),
            ("velocity_tv_vs_seed", "vel. dist. to seed"), ("pitch_class_tv_vs_real", "PC dist. to real"),
-           ("ioi_tv_vs_real", "IOI dist. to real"), ("notes_per_s", "notes/s"), ("motif_reuse", "motif reuse"))
+           ("ioi_tv_vs_real", "IOI dist. to real"), ("notes_per_s", "notes/s"), ("mean_duration_s", "mean dur. s"),
+           ("motif_reuse", "motif reuse"), ("stray_note_off_share", "stray NOTE_OFF"),
+           ("open_at_end_share", "open at end"))
 
 
 def format_continuation_table(res: dict) -> str:

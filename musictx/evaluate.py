@@ -1,5 +1,6 @@
-"""Evaluate a checkpoint on a prepared split: likelihood and/or continuation statistics.
+"""Evaluate a model on a prepared split: likelihood and/or continuation statistics.
 
+    musictx-evaluate data.dir=data/piano split=test             # the shipped piano model
     musictx-evaluate checkpoint=outputs/.../last.ckpt data.dir=data/maestro split=test
     musictx-evaluate checkpoint=... mode=continuation continuation.num_seeds=16
     musictx-evaluate checkpoint=... mode=all output_dir=out/eval
@@ -48,21 +49,19 @@ def evaluate_nll(net, tok, arrays: TokenArrays, cfg: DictConfig, context: int, d
 
 def run_evaluation(cfg: DictConfig) -> dict:
     """The whole job as a function (tests and the compare experiment call it)."""
-    from musictx.lit_module import load_checkpoint
+    from musictx.model_store import load_model
 
     if cfg.mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {cfg.mode!r}")
-    if not Path(cfg.checkpoint).is_file():
-        raise FileNotFoundError(f"checkpoint {cfg.checkpoint} not found")
     device = pick_device(cfg.device)
-    net, tok, meta = load_checkpoint(cfg.checkpoint, map_location=device)
+    net, tok, meta = load_model(cfg.get("checkpoint"), map_location=device)
     data_tok = load_tokenizer(cfg.data.dir)
     tok.check_compatible(data_tok, what=f"data {cfg.data.dir}")
     arrays = TokenArrays(cfg.data.dir, cfg.split)
     if len(arrays) == 0:
         raise ValueError(f"split {cfg.split!r} of {cfg.data.dir} has no pieces")
     context = eval_context(cfg, net, meta)
-    result = {"checkpoint": str(cfg.checkpoint), "data_dir": str(cfg.data.dir), "split": cfg.split,
+    result = {"checkpoint": meta["ref"], "model_path": meta["path"], "data_dir": str(cfg.data.dir), "split": cfg.split,
               "model": meta["model"].get("target"), "params": sum(p.numel() for p in net.parameters()),
               "global_step": meta.get("global_step")}
     if cfg.mode in ("nll", "all"):
@@ -99,7 +98,13 @@ def write_result(result: dict, output_dir: str | Path) -> Path:
 
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    result = run_evaluation(cfg)
+    from musictx.model_store import ModelLoadError
+    from musictx.tokenizer import TokenizerMismatchError
+
+    try:
+        result = run_evaluation(cfg)
+    except (ModelLoadError, TokenizerMismatchError) as err:
+        raise SystemExit(f"musictx-evaluate: error: {err}") from None
     path = write_result(result, cfg.output_dir)
     print(format_table(result))
     print(f"\nwrote {path}")

@@ -1,5 +1,8 @@
-"""``musictx-generate``: a trained checkpoint (+ an optional seed MIDI) -> continuations as MIDI, piano
-roll, WAV and a JSON record. Config in ``conf/generate.yaml``.
+"""``musictx-generate``: a model (+ an optional seed MIDI) -> continuations as MIDI, piano roll, WAV and a
+JSON record. Config in ``conf/generate.yaml``. The model is the shipped ``piano`` model unless
+``checkpoint=`` names another shipped model, a model folder or a ``.ckpt`` (`musictx.model_store`).
+
+    musictx-generate seed_midi=motif.mid                      # the shipped model
 
     musictx-generate checkpoint=outputs/train/.../checkpoints/last.ckpt seed_midi=motif.mid seed_seconds=10 \\
         length_seconds=30 num_samples=4 temperature=0.95 top_p=0.95 seed=7 output_dir=out/
@@ -30,6 +33,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from musictx.audio import AudioRenderError, audio_unavailable, render_wav
+from musictx.guard import NoteGrammarGuard
 from musictx.midi_io import MidiReadError, Notes
 from musictx.paths import CONF_DIR
 from musictx.sampling import SecondsLimit, context_length, generate
@@ -59,6 +63,8 @@ class GenerateOptions:
     slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
+    guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.guard)
+    max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: torch's default
     audio: bool = True  # write sample_XX.wav when fluidsynth and the soundfont are present
@@ -77,7 +83,6 @@ class GenerateOptions:
     def check(self) -> None:
         """Raise GenerateError naming the first bad option."""
         bad = [
-            (self.checkpoint in (None, "", "???"), "checkpoint=<path to a .ckpt> is required"),
             (self.output_dir in (None, ""), "output_dir is required"),
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
             (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
@@ -89,6 +94,8 @@ class GenerateOptions:
             (self.seed_seconds is not None and self.seed_seconds <= 0,
              f"seed_seconds must be > 0 or null (all of the seed), got {self.seed_seconds}"),
             (self.slide is not None and self.slide < 1, f"slide must be >= 1 or null, got {self.slide}"),
+            (self.max_note_seconds is not None and not self.max_note_seconds > 0,
+             f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
             (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
             (self.threads is not None and self.threads < 1, f"threads must be >= 1 or null, got {self.threads}"),
         ]
@@ -149,26 +156,22 @@ def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
 
 
 def load_model(opts: GenerateOptions):
-    """(net, tokenizer, meta) from ``opts.checkpoint``, checked against ``opts.tokenizer`` if given."""
-    from musictx.lit_module import load_checkpoint
+    """(net, tokenizer, meta) of ``opts.checkpoint`` (a shipped name, a model folder or a ``.ckpt``; unset:
+    the shipped default model), checked against ``opts.tokenizer`` if given."""
+    from musictx import model_store
 
-    path = Path(opts.checkpoint)
-    if not path.is_file():
-        raise GenerateError(f"checkpoint={path}: no such file")
     expected = _expected_tokenizer(opts.tokenizer) if opts.tokenizer else None
     try:
-        net, tokenizer, meta = load_checkpoint(path, map_location=opts.device)
+        net, tokenizer, meta = model_store.load_model(opts.checkpoint, map_location=opts.device)
     except TokenizerMismatchError:
         raise
+    except model_store.ModelLoadError as err:
+        raise GenerateError(f"checkpoint={err}") from None  # the message starts with the model reference
     except Exception as err:  # torch.load raises many types for files that are not checkpoints
-        raise GenerateError(f"checkpoint={path}: not a usable musictx checkpoint ({type(err).__name__}: {err})") \
-            from None
+        raise GenerateError(f"checkpoint={opts.checkpoint}: not a usable musictx checkpoint "
+                            f"({type(err).__name__}: {err})") from None
     if expected is not None:
         tokenizer.check_compatible(expected, what=f"tokenizer={opts.tokenizer}")
-    n_vocab = meta["model"]["config"].get("vocab_size", tokenizer.vocab_size)
-    if n_vocab != tokenizer.vocab_size:
-        raise TokenizerMismatchError(f"checkpoint={path}: net vocab_size {n_vocab} != its tokenizer's "
-                                     f"{tokenizer.vocab_size}")
     max_len = context_length(net)
     if opts.slide is not None and max_len is not None and opts.slide >= max_len:
         raise GenerateError(f"slide must be < the model's context ({max_len}), got {opts.slide}")
@@ -192,9 +195,10 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, opts: Gener
     generator = torch.Generator(device=device).manual_seed(opts.seed)
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(opts.num_samples, -1)
     stop = SecondsLimit.of(tokenizer, opts.length_seconds) if opts.length_seconds else None
+    guard = NoteGrammarGuard.of(tokenizer, opts.max_note_seconds) if opts.guard else None
     ids = generate(net, prompt, opts.max_tokens, temperature=opts.temperature, top_k=opts.top_k, top_p=opts.top_p,
                    eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id, use_cache=opts.use_cache,
-                   generator=generator, stop_fn=stop, slide=opts.slide)
+                   generator=generator, stop_fn=stop, slide=opts.slide, guard=guard)
     new = ids[:, len(seed.ids):].cpu().numpy()
     return [row[row != tokenizer.pad_id] for row in new]
 
@@ -277,7 +281,8 @@ def run(opts: GenerateOptions) -> dict:
         print(f"no WAV files: {no_audio}")
     samples = [write_sample(out_dir, i, tokenizer, seed, ids, opts, audio=no_audio is None)
                for i, ids in enumerate(pieces)]
-    record = {"settings": asdict(opts), "checkpoint": str(Path(opts.checkpoint).resolve()),
+    record = {"settings": asdict(opts), "checkpoint": meta["ref"], "model_source": meta["source"],
+              "model_path": str(Path(meta["path"]).resolve()),
               "model": meta["model"], "global_step": meta.get("global_step"), "tokenizer": tokenizer.to_dict(),
               "seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
                        "unconditional": seed.path is None},

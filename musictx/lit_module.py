@@ -1,30 +1,24 @@
-"""LightningModule for any next-token net (Music Transformer, vanilla Transformer, LSTM), and the
-checkpoint loader used by generation and evaluation.
+"""LightningModule for any next-token net (Music Transformer, vanilla Transformer, LSTM).
 
-Checkpoints hold, besides Lightning's own keys, a ``"musictx"`` block with the net's class and
-constructor kwargs and the tokenizer dict, so `load_checkpoint` rebuilds the net and the tokenizer from
-the file alone (as nanoGPT's checkpoints store ``model_args``).
+Checkpoints hold, besides Lightning's own keys, a ``"musictx"`` block with the net's registry name and
+constructor kwargs and the tokenizer dict, so `musictx.model_store.load_checkpoint` rebuilds the net and
+the tokenizer from the file alone (as nanoGPT's checkpoints store ``model_args``).
 """
 
 from __future__ import annotations
 
 import collections
-import importlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, is_dataclass
-from pathlib import Path
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
-
-CHECKPOINT_KEY = "musictx"
-CHECKPOINT_FORMAT = 1
+from musictx.model_store import CHECKPOINT_FORMAT, CHECKPOINT_KEY, load_checkpoint, net_spec
+from musictx.tokenizer import EventTokenizer
 
 
 class NonFiniteLossError(RuntimeError):
@@ -57,22 +51,6 @@ def make_schedule(name: str, lr: float | None = None, **kwargs) -> Callable[[int
     if name == "constant":
         return lambda step: 1.0
     raise ValueError(f"unknown schedule {name!r}; expected paper, cosine or constant")
-
-
-# ----- nets from and to plain data ---------------------------------------------------------------
-def net_spec(net: nn.Module) -> dict:
-    """{"target": import path of the net's class, "name": its registry name, "config": its constructor
-    kwargs}. The class path, not the name, is what `build_net` uses: any importable net works."""
-    config = net.get_config() if hasattr(net, "get_config") else net.config
-    config = asdict(config) if is_dataclass(config) else dict(config)
-    return {"target": f"{type(net).__module__}.{type(net).__qualname__}", "name": getattr(net, "name", None),
-            "config": config}
-
-
-def build_net(spec: dict) -> nn.Module:
-    """The inverse of `net_spec` (fresh weights)."""
-    module, _, name = spec["target"].rpartition(".")
-    return getattr(importlib.import_module(module), name)(**spec["config"])
 
 
 def _plain(value):
@@ -230,33 +208,4 @@ def _optimizer_description(factory: Callable) -> dict:
             "kwargs": _plain(dict(getattr(factory, "keywords", {}) or {}))}
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu",
-                    weights_only: bool = True) -> tuple[nn.Module, EventTokenizer, dict]:
-    """Rebuild the trained net and its tokenizer from a checkpoint written by ``musictx-train``.
-
-    Returns ``(net, tokenizer, meta)``: the net in eval mode on ``map_location`` with the trained weights,
-    the `EventTokenizer` of its training data, and ``meta`` = {"model": {"target", "config"},
-    "global_step", "epoch", "hparams" (the LightningModule's saved hyper-parameters: tokenizer,
-    scheduler, compile), "optimizer", "path"}. Only the file is needed: no config, no data directory.
-    Raises ``ValueError`` for a file without the musictx block (not written by `MusicLitModule`).
-    """
-    ckpt = torch.load(path, map_location=map_location, weights_only=weights_only)
-    block = ckpt.get(CHECKPOINT_KEY)
-    if block is None:
-        raise ValueError(f"{path}: no {CHECKPOINT_KEY!r} entry; not a checkpoint written by musictx-train")
-    if block.get("format", 0) > CHECKPOINT_FORMAT:
-        raise ValueError(f"{path}: checkpoint format {block['format']} is newer than this code "
-                         f"({CHECKPOINT_FORMAT}); update musictx")
-    try:
-        tokenizer = EventTokenizer.from_dict(block["tokenizer"])
-    except (KeyError, ValueError) as err:
-        raise TokenizerMismatchError(f"{path}: unusable tokenizer entry: {err}") from err
-    net = build_net(block["model"])
-    prefix = "net."
-    state = {k[len(prefix):]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
-    net.load_state_dict(state)
-    net.to(map_location).eval()
-    meta = {"model": block["model"], "global_step": ckpt.get("global_step"), "epoch": ckpt.get("epoch"),
-            "hparams": ckpt.get("hyper_parameters", {}), "optimizer": block.get("optimizer"),
-            "path": str(path)}
-    return net, tokenizer, meta
+__all__ = ["MusicLitModule", "load_checkpoint", "make_schedule"]

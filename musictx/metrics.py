@@ -80,6 +80,7 @@ def compare(candidate: Notes, seed: Notes, real: Notes | None = None) -> dict[st
         "density_ratio_vs_seed": note_density(candidate) / note_density(seed) if note_density(seed) else 0.0,
         "motif_reuse": motif_reuse(seed, candidate),
         "notes_per_s": note_density(candidate),
+        "mean_duration_s": float(np.mean(candidate.end - candidate.start)) if len(candidate) else 0.0,
     }
     if real is not None:
         out["pitch_class_tv_vs_real"] = tv_distance(pitch_class_histogram(candidate), pitch_class_histogram(real))

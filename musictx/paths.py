@@ -1,4 +1,5 @@
-"""Where the project's Hydra configs live.
+"""Where the project's Hydra configs live: ``musictx/conf`` inside the package (the top-level ``conf``
+of a checkout is a link to it), so an installed musictx (``pip install .``) has them too.
 
 Entry points pass this absolute path to ``@hydra.main``: a relative ``config_path`` is read as a
 Python module path when the script runs as an installed console script, and is then not found.
@@ -6,5 +7,4 @@ Python module path when the script runs as an installed console script, and is t
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = str(REPO_ROOT / "conf")
+CONF_DIR = str(Path(__file__).resolve().parent / "conf")

@@ -168,13 +168,15 @@ def _eval_mode(net: nn.Module) -> Iterator[None]:
 def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
              pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
-             stop_fn: StopFn | None = None, slide: int | None = None) -> Tensor:
+             stop_fn: StopFn | None = None, slide: int | None = None, guard=None) -> Tensor:
     """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
 
     Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
     ``eos_id`` (kept) or when ``stop_fn(next_ids)`` marks it; its later positions hold ``pad_id``, and the
     loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
-    full window drops (default ``max_seq_len // 4``). The net runs in eval mode and is put back after.
+    full window drops (default ``max_seq_len // 4``). ``guard`` (e.g. `musictx.guard.NoteGrammarGuard`)
+    follows the ids and masks forbidden ones before each draw. The net runs in eval mode and is put back
+    after.
     """
     if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
         raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
@@ -189,6 +191,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     ids[:, :t0] = prompt_ids
     done = torch.zeros(B, dtype=torch.bool, device=device)
     decoder = _Decoder(net, use_cache)
+    if guard is not None:
+        guard.start(prompt_ids.to(device))
     with _eval_mode(net):
         start = window_start(0, t0, max_len, keep)
         logits = decoder.restart(ids[:, start:t0])
@@ -196,9 +200,13 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
         while length < total:
             if pad_id is not None:
                 logits[:, pad_id] = float("-inf")
+            if guard is not None:
+                logits = guard.mask(logits)
             nxt = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
             if pad_id is not None:
                 nxt = nxt.masked_fill(done, pad_id)
+            if guard is not None:
+                guard.update(nxt)
             ids[:, length] = nxt
             length += 1
             if eos_id is not None:

@@ -22,13 +22,18 @@ def instantiate_dict(cfg: DictConfig | None) -> list:
     return [hydra.utils.instantiate(c) for c in (cfg or {}).values() if c is not None]
 
 
-def build(cfg: DictConfig) -> tuple[MusicDataModule, MusicLitModule, L.Trainer]:
+def build(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[MusicDataModule, MusicLitModule, L.Trainer]:
     """The DataModule, the LightningModule around the net, and the Trainer of a composed config.
-    Sets ``cfg.model.net.vocab_size`` from the data's tokenizer.json."""
+    Sets ``cfg.model.net.vocab_size`` from the data's tokenizer.json. With ``init_from`` the net starts
+    from saved weights (`musictx.finetune`); ``overrides`` are the command line's, to tell an asked-for
+    shape change from a default."""
     datamodule: MusicDataModule = hydra.utils.instantiate(cfg.data)
     with open_dict(cfg):
         cfg.model.net.vocab_size = datamodule.vocab_size
-    module: MusicLitModule = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict())
+    extra = {}
+    if cfg.get("init_from"):
+        extra["net"] = pretrained_net(cfg, datamodule, overrides or [])
+    module: MusicLitModule = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict(), **extra)
     loggers = instantiate_dict(cfg.get("logger"))
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=instantiate_dict(cfg.get("callbacks")),
                                                  logger=loggers or False)
@@ -37,23 +42,45 @@ def build(cfg: DictConfig) -> tuple[MusicDataModule, MusicLitModule, L.Trainer]:
     return datamodule, module, trainer
 
 
-def train(cfg: DictConfig) -> dict[str, float]:
+def pretrained_net(cfg: DictConfig, datamodule: MusicDataModule, overrides: list[str]):
+    from musictx.finetune import init_net_from, overridden_fields
+    from musictx.models import MODELS
+
+    net_cfg = OmegaConf.to_container(cfg.model.net, resolve=True)
+    target = net_cfg.pop("_target_", "")
+    name = next((k for k, c in MODELS.items() if target.endswith(c.__name__)), None)
+    net, meta = init_net_from(cfg.init_from, net_cfg, datamodule.tokenizer, overridden_fields(overrides), name)
+    print(f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}")
+    return net
+
+
+def check_resume_path(ckpt_path) -> None:
+    """Resume only from local files: Lightning unpickles remote checkpoints without restriction."""
+    if ckpt_path and "://" in str(ckpt_path):
+        raise ValueError(f"ckpt_path={ckpt_path}: resuming from a URL is refused (Lightning would unpickle it "
+                         "with weights_only=False); download it and pass the local file")
+
+
+def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
     """Seed, build, fit (resuming from ``cfg.ckpt_path`` if set); return the final logged metrics."""
+    check_resume_path(cfg.get("ckpt_path"))
+    if cfg.get("ckpt_path") and cfg.get("init_from"):
+        raise ValueError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
     if cfg.get("threads"):
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
-    datamodule, module, trainer = build(cfg)
+    datamodule, module, trainer = build(cfg, overrides)
     if trainer.is_global_zero:
         print(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
               f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
     trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     ckpt = trainer.checkpoint_callback
     if ckpt is not None and trainer.is_global_zero:
-        print(f"checkpoints in {ckpt.dirpath}: last {ckpt.last_model_path or '-'}, "
+        print(f"checkpoints in {ckpt.dirpath}: last.ckpt, "
               f"best {ckpt.best_model_path or '-'} (val/loss {ckpt.best_model_score})")
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("evaluate") and trainer.is_global_zero:
-        evaluate_after_training(cfg, ckpt.best_model_path or ckpt.last_model_path)
+        evaluate_after_training(cfg, ckpt.best_model_path or f"{ckpt.dirpath}/last.ckpt")
     return metrics
 
 
@@ -75,7 +102,16 @@ def evaluate_after_training(cfg: DictConfig, checkpoint: str) -> None:
 @hydra.main(config_path=CONF_DIR, config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""
-    return train(cfg).get("val/loss")
+    from hydra.core.hydra_config import HydraConfig
+
+    from musictx.finetune import InitFromError
+    from musictx.model_store import ModelLoadError
+    from musictx.tokenizer import TokenizerMismatchError
+
+    try:
+        return train(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
+    except (InitFromError, ModelLoadError, TokenizerMismatchError) as err:
+        raise SystemExit(f"musictx-train: error: {err}") from None
 
 
 if __name__ == "__main__":

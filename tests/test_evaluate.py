@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from musictx.compare import write_report
 from musictx.evaluate import format_table, run_evaluation, write_result
+from musictx.model_store import ModelLoadError
 from musictx.paths import CONF_DIR
 from musictx.token_store import TokenArrays
 
@@ -43,7 +44,7 @@ def test_evaluation_scores_every_test_token_and_continues_seeds(tiny_checkpoint,
 
 
 def test_evaluation_rejects_bad_input(tiny_checkpoint, prepared_dir, tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.ckpt"):
+    with pytest.raises(ModelLoadError, match="nope.ckpt: no such file, model folder or shipped model name"):
         run_evaluation(eval_config(tmp_path / "nope.ckpt", prepared_dir))
     with pytest.raises(ValueError, match="mode must be"):
         run_evaluation(eval_config(tiny_checkpoint, prepared_dir, mode="everything"))

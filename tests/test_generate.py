@@ -28,6 +28,7 @@ from musictx.generate import (
     unconditional_seed,
 )
 from musictx.midi_io import Notes
+from musictx.model_store import shipped_models
 from musictx.paths import CONF_DIR
 from musictx.plots import plot_loss_curves, plot_piano_roll
 from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
@@ -195,7 +196,8 @@ BAD = {
     "negative temperature": (lambda d: {"temperature": -0.5}, GenerateError, r"temperature must be >= 0"),
     "top_k 0": (lambda d: {"top_k": 0}, GenerateError, r"top_k must be >= 1"),
     "slide too big": (lambda d: {"slide": CKPT_CONTEXT}, GenerateError, r"slide must be < the model's context"),
-    "no checkpoint": (lambda d: {"checkpoint": None}, GenerateError, r"checkpoint=<path to a \.ckpt> is required"),
+    "unknown model": (lambda d: {"checkpoint": "no_such_model"}, GenerateError,
+                      r"checkpoint=no_such_model: no such file, model folder or shipped model name"),
 }
 
 
@@ -246,7 +248,8 @@ def test_console_script_end_to_end(tiny_checkpoint, seed_midi, tmp_path):
     failed = console(f"checkpoint={tmp_path / 'missing.ckpt'}", f"hydra.run.dir={bad_dir}")
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines()[-1] == \
-        f"musictx-generate: error: checkpoint={tmp_path / 'missing.ckpt'}: no such file"
+        f"musictx-generate: error: checkpoint={tmp_path / 'missing.ckpt'}: no such file, model folder or shipped " \
+        f"model name (shipped: {', '.join(shipped_models()) or 'none installed'})"
     assert not bad_dir.exists(), "a failed run must leave no directory behind"
 
 

@@ -146,7 +146,8 @@ def test_config_groups_compose(prepared_dir, tmp_path):
     assert gpu.trainer.precision == "bf16-mixed" and gpu.trainer.accelerator == "gpu" and gpu.model.compile
     assert ddp.trainer.strategy == "ddp" and ddp.trainer.num_nodes == 2
     assert instantiate_dict(none.get("logger")) == []
-    assert [type(c).__name__ for c in instantiate_dict(none.callbacks)] == ["ModelCheckpoint", "TQDMProgressBar"]
+    assert [type(c).__name__ for c in instantiate_dict(none.callbacks)] == \
+        ["ModelCheckpoint", "LastCheckpoint", "TQDMProgressBar"]
     OmegaConf.resolve(base)  # no dangling interpolation (paths are set)
 
 
@@ -255,3 +256,16 @@ def test_tokenizer_mismatch_on_resume_and_clean_compiled_keys():
     module.configure_model()  # idempotent
     assert module.net._compiled_call_impl is not None
     assert list(module.state_dict()) == ["net.emb.weight"]
+
+
+def test_last_checkpoint_follows_every_validation_not_the_best(prepared_dir, tmp_path):
+    # mode=max: the "best" stays at the first validation while the loss falls; Lightning's own save_last
+    # followed that top-k save and left last.ckpt behind, LastCheckpoint must not.
+    cfg = compose_train(prepared_dir, tmp_path, "callbacks.model_checkpoint.mode=max", "trainer.max_steps=6",
+                        "trainer.val_check_interval=2")
+    fit(cfg)
+    ckpts = tmp_path / "checkpoints"
+    (best,) = ckpts.glob("best-*.ckpt")
+    assert torch.load(best, weights_only=True)["global_step"] == 2
+    assert torch.load(ckpts / "last.ckpt", weights_only=True)["global_step"] == 6
+    assert sorted(p.name for p in ckpts.iterdir()) == sorted([best.name, "last.ckpt"])  # no temporary files left

@@ -1,0 +1,68 @@
+"""A sampling guard for Performance-event ids: the sampler refuses events the grammar forbids.
+
+Two rules, as in Magenta's Performance RNN decoding (which caps note durations):
+  - a NOTE_OFF for a pitch that is not sounding is never drawn (it would be a no-op id, wasted context);
+  - a note that has sounded for ``max_note_seconds`` must end: while any note is overdue, only the
+    NOTE_OFFs of overdue notes may be drawn. Notes of the seed that sound at the cut count too, so a
+    note held over the cut cannot hang to the end of the continuation.
+
+`generate` calls ``guard.start(prompt)``, then per step ``guard.mask(logits)`` before sampling and
+``guard.update(next_ids)`` after; the cached and uncached paths see exactly the same masks. Torch only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class NoteGrammarGuard:
+    """Masks the logits (B, V) of Performance ids laid out as NOTE_ON (n_pitches), NOTE_OFF (n_pitches),
+    TIME_SHIFT (n_shifts, 1..n_shifts steps), then the rest (VELOCITY, PAD, EOS)."""
+
+    def __init__(self, note_on: int, note_off: int, time_shift: int, n_shifts: int, max_note_steps: int | None):
+        self.note_on, self.note_off, self.time_shift, self.n_shifts = note_on, note_off, time_shift, n_shifts
+        self.n_pitches = note_off - note_on
+        self.max_note_steps = max_note_steps
+        self.onset: Tensor | None = None  # (B, n_pitches) step of the sounding note's onset, -1 if silent
+        self.now: Tensor | None = None  # (B,) steps so far
+
+    @classmethod
+    def of(cls, tokenizer, max_note_seconds: float | None = 5.0) -> NoteGrammarGuard:
+        lay = tokenizer.layout
+        steps = None if not max_note_seconds else max(1, round(max_note_seconds / tokenizer.config.time_step))
+        return cls(lay.note_on, lay.note_off, lay.time_shift, lay.velocity - lay.time_shift, steps)
+
+    def start(self, prompt: Tensor) -> None:
+        """Follow the prompt (B, T0): which notes sound at its end, since when."""
+        B = prompt.shape[0]
+        self.onset = torch.full((B, self.n_pitches), -1, dtype=torch.long, device=prompt.device)
+        self.now = torch.zeros(B, dtype=torch.long, device=prompt.device)
+        for t in range(prompt.shape[1]):
+            self.update(prompt[:, t])
+
+    def update(self, ids: Tensor) -> None:
+        """Advance by one id per sample (B,)."""
+        rows = torch.arange(ids.shape[0], device=ids.device)
+        on = (ids >= self.note_on) & (ids < self.note_off)
+        off = (ids >= self.note_off) & (ids < self.note_off + self.n_pitches)
+        shift = (ids >= self.time_shift) & (ids < self.time_shift + self.n_shifts)
+        pitch_on = (ids - self.note_on).clamp(0, self.n_pitches - 1)
+        pitch_off = (ids - self.note_off).clamp(0, self.n_pitches - 1)
+        self.onset[rows[off], pitch_off[off]] = -1
+        self.onset[rows[on], pitch_on[on]] = self.now[on]
+        self.now += torch.where(shift, ids - self.time_shift + 1, 0)
+
+    def mask(self, logits: Tensor) -> Tensor:
+        """Logits (B, V) with the forbidden ids at -inf (a new tensor)."""
+        sounding = self.onset >= 0  # (B, n_pitches)
+        forbid = torch.zeros_like(logits, dtype=torch.bool)
+        forbid[:, self.note_off : self.note_off + self.n_pitches] = ~sounding
+        if self.max_note_steps is not None:
+            overdue = sounding & (self.now[:, None] - self.onset >= self.max_note_steps)  # (B, n_pitches)
+            any_overdue = overdue.any(dim=1)
+            if bool(any_overdue.any()):
+                only_offs = torch.ones_like(forbid)
+                only_offs[:, self.note_off : self.note_off + self.n_pitches] = ~overdue
+                forbid = torch.where(any_overdue[:, None], only_offs, forbid)
+        return logits.masked_fill(forbid, float("-inf"))

@@ -1,0 +1,173 @@
+"""Loading models: model folders (safetensors, no pickle), the registry that stops a crafted checkpoint
+from running code, references by name / folder / checkpoint, fine-tuning from saved weights, and
+refusing to resume from a URL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from safetensors.torch import load_file
+
+from musictx.export import export
+from musictx.finetune import InitFromError
+from musictx.generate import GenerateError, GenerateOptions, run
+from musictx.model_store import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    ModelLoadError,
+    build_net,
+    load_checkpoint,
+    load_model,
+    resolve,
+)
+from musictx.paths import CONF_DIR
+from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
+
+from .gen_fixtures import CKPT_CONTEXT, fixture_tiny_checkpoint  # noqa: F401  (fixture)
+
+
+@pytest.fixture(name="tiny_folder", scope="module")
+def fixture_tiny_folder(tiny_checkpoint, tmp_path_factory):
+    return export(str(tiny_checkpoint), tmp_path_factory.mktemp("folder") / "tiny", dtype="float16")
+
+
+def _crafted(tiny_checkpoint, tmp_path, spec: dict):
+    ckpt = torch.load(tiny_checkpoint, weights_only=True)
+    ckpt["musictx"]["model"] = spec
+    path = tmp_path / "crafted.ckpt"
+    torch.save(ckpt, path)
+    return path
+
+
+def test_crafted_checkpoint_cannot_run_code(tiny_checkpoint, tmp_path):
+    marker = tmp_path / "pwned"
+    spec = {"target": "subprocess.Popen", "name": None, "config": {"args": f"touch {marker}", "shell": True}}
+    path = _crafted(tiny_checkpoint, tmp_path, spec)
+    with pytest.raises(ModelLoadError, match="not one of musictx's models"):
+        load_checkpoint(path)
+    with pytest.raises(GenerateError, match="not one of musictx's models"):
+        run(GenerateOptions(checkpoint=str(path), output_dir=str(tmp_path / "out"), audio=False))
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"vocab_size": 390, "evil": 1}, "has no argument 'evil'"),
+    ({"vocab_size": 390, "d_model": [32]}, "only plain numbers"),
+    ({"vocab_size": {"a": 1}}, "only plain numbers"),
+])
+def test_registry_checks_arguments(config, message):
+    with pytest.raises(ModelLoadError, match=message):
+        build_net({"name": "music_transformer", "config": config})
+
+
+def test_model_folder_round_trip(tiny_checkpoint, tiny_folder):
+    assert sorted(p.name for p in tiny_folder.iterdir()) == [CONFIG_FILE, WEIGHTS_FILE]
+    state = load_file(tiny_folder / WEIGHTS_FILE)
+    assert {t.dtype for t in state.values()} == {torch.float16}
+    net_ckpt, tok_ckpt, _ = load_checkpoint(tiny_checkpoint)
+    net, tok, meta = load_model(str(tiny_folder))
+    assert meta["source"] == "folder" and tok == tok_ckpt
+    assert next(net.parameters()).dtype == torch.float32
+    ids = torch.randint(0, 388, (2, CKPT_CONTEXT))
+    with torch.no_grad():
+        ref, got = net_ckpt(ids), net(ids)
+    assert (got - ref).abs().max() < 2e-2 * ref.abs().max()  # fp16 weights, fp32 compute
+
+
+def test_references_resolve_and_bad_ones_are_named(tiny_checkpoint, tiny_folder, tmp_path):
+    assert resolve(str(tiny_checkpoint))[0] == "checkpoint"
+    assert resolve(str(tiny_folder))[0] == "folder"
+    with pytest.raises(ModelLoadError, match="no such file, model folder or shipped model name"):
+        resolve("no_such_model")
+    with pytest.raises(ModelLoadError, match="a folder without config.json"):
+        resolve(str(tmp_path))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / CONFIG_FILE).write_text(json.dumps({"format": 1, "model": {"name": "os.system", "config": {}}}))
+    with pytest.raises((ModelLoadError, TokenizerMismatchError)):
+        load_model(str(bad))
+
+
+def test_generate_from_a_model_folder(tiny_folder, tmp_path):
+    record = run(GenerateOptions(checkpoint=str(tiny_folder), output_dir=str(tmp_path), num_samples=1,
+                                 length_seconds=2.0, audio=False))
+    assert record["model_source"] == "folder" and (tmp_path / "sample_00.mid").stat().st_size > 0
+
+
+def _train_cfg(data_dir, out, *extra):
+    overrides = ["experiment=tiny", f"data.dir={data_dir}", f"paths.output_dir={out}", "logger=none",
+                 f"data.seq_len={CKPT_CONTEXT}", "data.batch_size=4", "data.num_workers=0", "trainer.max_steps=2",
+                 "trainer.val_check_interval=1", "trainer.limit_val_batches=1", "++trainer.enable_progress_bar=false",
+                 "++trainer.enable_model_summary=false", "~callbacks.progress_bar", *extra]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("train", overrides=overrides), list(extra)
+
+
+def test_init_from_starts_from_the_saved_weights(tiny_folder, prepared_dir, tmp_path):
+    from musictx.train import build
+
+    cfg, overrides = _train_cfg(prepared_dir, tmp_path, f"init_from={tiny_folder}", "model.net.dropout=0.1")
+    L.seed_everything(0)
+    datamodule, module, trainer = build(cfg, overrides)
+    saved, _, _ = load_model(str(tiny_folder))
+    assert module.net.get_config()["d_model"] == saved.get_config()["d_model"] == 32  # not the config's 128
+    assert module.net.get_config()["dropout"] == 0.1  # a run setting from the config
+    for (name, a), b in zip(module.net.state_dict().items(), saved.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    trainer.fit(module, datamodule=datamodule)
+    assert trainer.global_step == 2  # a fresh run: step, optimizer and schedule start at zero
+
+
+@pytest.mark.parametrize(("extra", "error", "message"), [
+    (["model.net.d_model=64"], InitFromError, r"model\.net\.d_model=64 changes a weight shape.*d_model=32"),
+    (["model=lstm"], InitFromError, r"holds a 'music_transformer' model but model=lstm"),
+])
+def test_init_from_refuses_shape_changes(tiny_folder, prepared_dir, tmp_path, extra, error, message):
+    from musictx.train import build
+
+    cfg, overrides = _train_cfg(prepared_dir, tmp_path, f"init_from={tiny_folder}", *extra)
+    with pytest.raises(error, match=message):
+        build(cfg, overrides)
+
+
+def test_init_from_refuses_another_tokenizer(tiny_folder, prepared_dir, tmp_path):
+    from musictx.finetune import init_net_from
+
+    other = EventTokenizer({"velocity_bins": 16})
+    with pytest.raises(TokenizerMismatchError, match=r"init_from=.*velocity_bins"):
+        init_net_from(str(tiny_folder), {}, other, {})
+
+
+def test_resume_from_url_is_refused(prepared_dir, tmp_path):
+    from musictx.train import train
+
+    cfg, _ = _train_cfg(prepared_dir, tmp_path, "ckpt_path=http://example.invalid/last.ckpt")
+    with pytest.raises(ValueError, match="resuming from a URL is refused"):
+        train(cfg)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_wheel_ships_configs_and_model_folders(tmp_path):
+    """`pip install .` (not only -e) gets the configs, the shipped models and the seed motif."""
+    root = Path(CONF_DIR).parents[1]
+    src = tmp_path / "src"  # a copy: an in-tree build would leave build/ and egg-info in the checkout
+    skip = shutil.ignore_patterns(".venv", ".git", "data", "outputs", "multirun", "build", "*.egg-info")
+    shutil.copytree(root, src, symlinks=True, ignore=skip)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(src)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("musictx-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "musictx/conf/train.yaml" in names and "musictx/conf/experiment/piano.yaml" in names
+    assert "musictx/assets/motif.mid" in names
+    shipped = [p.name for p in (root / "musictx" / "pretrained").glob("*/config.json")]
+    for name in shipped:
+        assert {f"musictx/pretrained/{name}/{f}" for f in (CONFIG_FILE, WEIGHTS_FILE, "README.md")} <= names
