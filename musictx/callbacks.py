@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
 class LastCheckpoint(L.Callback):
@@ -14,6 +15,7 @@ class LastCheckpoint(L.Callback):
     Lightning's ``save_last`` follows the top-k save (``last.ckpt`` is refreshed only when val/loss
     improves), so a resume could silently rewind. The file is written beside the target under a
     temporary name and then renamed over it, so a run killed mid-save keeps the previous good file.
+    On SIGTERM the current step is saved too.
     """
 
     def __init__(self, dirpath: str | os.PathLike, filename: str = "last.ckpt"):
@@ -28,6 +30,12 @@ class LastCheckpoint(L.Callback):
         # Only when the last steps were not saved yet: at this point the loops have already moved on
         # to the next epoch, and a save of the same step would resume from the wrong data position.
         if trainer.global_step != self.saved_step:
+            self.save(trainer)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        # SIGTERM (SLURM, Kubernetes, `timeout`): Lightning stops between batches; keep that step so that
+        # a preempted job resumes where it stopped. musictx.train then exits non-zero.
+        if isinstance(exception, SIGTERMException) and trainer.global_step != self.saved_step:
             self.save(trainer)
 
     def save(self, trainer: L.Trainer) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hydra
 import lightning as L
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from musictx.data import MusicDataModule
@@ -73,7 +74,11 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     if trainer.is_global_zero:
         print(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
               f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    except SIGTERMException:
+        raise SystemExit(f"musictx-train: stopped by SIGTERM at step {trainer.global_step}; resume with "
+                         f"ckpt_path={cfg.paths.ckpt_dir}/last.ckpt") from None
     ckpt = trainer.checkpoint_callback
     if ckpt is not None and trainer.is_global_zero:
         print(f"checkpoints in {ckpt.dirpath}: last.ckpt, "

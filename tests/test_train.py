@@ -269,3 +269,25 @@ def test_last_checkpoint_follows_every_validation_not_the_best(prepared_dir, tmp
     assert torch.load(best, weights_only=True)["global_step"] == 2
     assert torch.load(ckpts / "last.ckpt", weights_only=True)["global_step"] == 6
     assert sorted(p.name for p in ckpts.iterdir()) == sorted([best.name, "last.ckpt"])  # no temporary files left
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_non_zero(prepared_dir, tmp_path):
+    import re
+    import signal
+    import time
+
+    log, last = tmp_path / "train.err", tmp_path / "run" / "checkpoints" / "last.ckpt"
+    cmd = [sys.executable, "-m", "musictx.train", "experiment=tiny", f"data.dir={prepared_dir}",
+           f"hydra.run.dir={tmp_path / 'run'}", "logger=none", *SHRINK, "trainer.max_steps=100000",
+           "trainer.val_check_interval=5"]
+    with open(log, "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        deadline = time.monotonic() + 120
+        while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        time.sleep(0.5)  # some steps past the step-5 save
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    message = re.search(r"stopped by SIGTERM at step (\d+)", log.read_text())
+    assert code != 0 and message, log.read_text()[-2000:]
+    assert torch.load(last, weights_only=True)["global_step"] == int(message.group(1)) >= 5

@@ -1,0 +1,72 @@
+"""The sampler's grammar guard: stray NOTE_OFFs are never drawn, overdue notes must end, the seed's
+sounding notes count, and the guarded cached and uncached paths still agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from musictx.continuation import grammar_breaks
+from musictx.guard import NoteGrammarGuard
+from musictx.sampling import generate
+from musictx.tokenizer import EventTokenizer
+
+from .gen_fixtures import tiny_net
+
+TOK = EventTokenizer()
+LAY = TOK.layout
+
+
+def on(p):
+    return LAY.note_on + p
+
+
+def off(p):
+    return LAY.note_off + p
+
+
+def shift(steps):
+    return LAY.time_shift + steps - 1
+
+
+def masked_after(prompt: list[int], max_note_seconds=None) -> torch.Tensor:
+    guard = NoteGrammarGuard.of(TOK, max_note_seconds)
+    guard.start(torch.tensor([prompt]))
+    return torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0]
+
+
+def test_only_sounding_pitches_may_be_released():
+    forbidden = masked_after([on(60), on(64), shift(10), off(64)])
+    allowed_offs = [p for p in range(128) if not forbidden[off(p)]]
+    assert allowed_offs == [60]
+    assert not forbidden[: LAY.note_off].any() and not forbidden[LAY.time_shift:].any()
+
+
+def test_overdue_notes_must_end_first():
+    held = [on(60), on(67), shift(100), shift(100), on(72), shift(50)]  # 60 and 67 held 2.5 s, 72 for 0.5 s
+    forbidden = masked_after(held, max_note_seconds=2.0)
+    assert [i for i in range(TOK.vocab_size) if not forbidden[i]] == [off(60), off(67)]
+    assert not masked_after(held, max_note_seconds=3.0)[on(40)]  # nothing overdue yet: anything goes
+
+
+def test_guarded_generation_keeps_the_grammar_and_both_paths_agree():
+    net = tiny_net("music_transformer", max_seq_len=16)
+    prompt = torch.tensor([[LAY.velocity + 15, on(60), on(64), shift(20)]] * 3)
+    runs = {}
+    for cached in (True, False):
+        guard = NoteGrammarGuard.of(TOK, max_note_seconds=0.5)
+        runs[cached] = generate(net, prompt, 120, generator=torch.Generator().manual_seed(5), guard=guard,
+                                use_cache=cached)
+    assert torch.equal(runs[True], runs[False])
+    for row in runs[True].numpy():
+        assert grammar_breaks(TOK, row[:4], row[4:])["stray_note_off_share"] == 0
+        notes = TOK.decode_notes(row)
+        closed = notes.end < notes.end.max() - 1e-9  # notes closed before the end of the sample
+        assert np.all(notes.end[closed] - notes.start[closed] <= 0.5 + 1.0 + 1e-6)  # + at most one shift
+
+
+def test_grammar_breaks_counts_stray_offs_and_open_notes():
+    seed = np.array([on(60), shift(5)])
+    new = np.array([off(61), off(60), on(62), shift(3), on(63)])
+    out = grammar_breaks(TOK, seed, new)
+    assert out["stray_note_off_share"] == 1 / 5 and out["open_at_end_share"] == 2 / 2
