@@ -1,10 +1,11 @@
-# Two entry points (see README): `make demo` and `make test`. Both create .venv on first use.
+# Entry points (see README): `make continue` (the main job: the shipped model continues the bundled motif),
+# `make test`, and `make demo` (train a small model from scratch on Bach chorales). All create .venv on first use.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo prep test test-all lint bench clean
+.PHONY: setup continue demo prep test test-all lint bench clean
 
 setup: $(STAMP)
 
@@ -15,6 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[dev,corpus]'
 	touch $(STAMP)
+
+# The shipped piano model continues musictx/assets/motif.mid: MIDI + piano roll (+ WAV) in outputs/continue/.
+continue: setup
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/musictx-generate seed_midi=musictx/assets/motif.mid length_seconds=20 \
+	    num_samples=2 seed=7 output_dir=outputs/continue hydra.run.dir=outputs/continue
 
 prep: setup
 	$(BIN)/musictx-prep
@@ -32,4 +38,4 @@ test-all: lint
 	$(BIN)/pytest -q -m "slow or not slow"
 
 clean:
-	rm -rf $(VENV) outputs/prep outputs/train outputs/generate
+	rm -rf $(VENV) outputs/prep outputs/train outputs/generate outputs/continue

@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHES = ("prep", "attention", "train", "generate")
+BENCHES = ("prep", "attention", "train", "generate", "realtime")
 
 
 def main(argv=None) -> None:

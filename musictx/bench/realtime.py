@@ -1,0 +1,73 @@
+"""Real-time factor of a trained model: ``python -m musictx.bench realtime [--model piano]``.
+
+Continues the bundled seed motif (`musictx/assets/motif.mid`) with ``musictx-generate``'s own code path
+(KV cache, top_p 0.95, grammar guard) and reports seconds of NEW music per second of wall time, per
+batch size: a batch of B samples makes B times the music of one. Median of ``--repeats`` runs, threads
+explicit, OMP_WAIT_POLICY=PASSIVE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+MOTIF = Path(__file__).resolve().parents[1] / "assets" / "motif.mid"
+
+
+def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int = 0) -> dict:
+    """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once."""
+    from musictx.generate import GenerateOptions, sample_continuations, seed_from_midi
+
+    prompt = seed_from_midi(tokenizer, MOTIF)
+    opts = GenerateOptions(num_samples=batch, length_seconds=seconds, max_tokens=100_000, top_p=0.95, seed=seed)
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        pieces = sample_continuations(net, tokenizer, prompt, opts)
+        wall = time.perf_counter() - t0
+        music = sum(tokenizer.split_time_shifts(p)[2] for p in pieces) * tokenizer.config.time_step
+        runs.append((wall, music, sum(len(p) for p in pieces)))
+    wall, music, tokens = sorted(runs)[len(runs) // 2]
+    return {"batch": batch, "wall_s": wall, "music_s": music, "tokens": tokens, "x_real_time": music / wall,
+            "tokens_per_s": tokens / wall, "spread": (min(r[0] for r in runs), max(r[0] for r in runs))}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m musictx.bench realtime", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="piano", help="shipped name, model folder or .ckpt (default piano)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-sizes", default="1,4")
+    p.add_argument("--seconds", type=float, default=30.0, help="seconds of new music per sample")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+
+    import torch
+
+    from musictx.model_store import load_model
+
+    torch.set_num_threads(args.threads)
+    net, tokenizer, meta = load_model(args.model)
+    n_params = sum(q.numel() for q in net.parameters())
+    print(f"model {args.model} ({meta['source']}, {n_params:,} parameters), seed {MOTIF.name}, {args.seconds:g} s "
+          f"new music per sample, threads={args.threads}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
+          f"median of {args.repeats}; load average before: {os.getloadavg()[0]:.2f}")
+    rows = [measure(net, tokenizer, int(b), args.seconds, args.repeats) for b in args.batch_sizes.split(",") if b]
+    print("\n| batch | new tokens | music s | wall s (min-max) | tokens/s | x real time |")
+    print("|---:|---:|---:|---|---:|---:|")
+    for r in rows:
+        print(f"| {r['batch']} | {r['tokens']} | {r['music_s']:.1f} | {r['wall_s']:.2f} ({r['spread'][0]:.2f}-"
+              f"{r['spread'][1]:.2f}) | {r['tokens_per_s']:.0f} | {r['x_real_time']:.1f}x |")
+    one = next((r for r in rows if r["batch"] == 1), None)
+    if one:
+        print(f"\nGoal: >= 20x real time at batch 1 -> {one['x_real_time']:.1f}x "
+              f"({'met' if one['x_real_time'] >= 20 else 'missed'})")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

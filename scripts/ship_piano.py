@@ -1,0 +1,72 @@
+"""Turn the experiment=piano run into the shipped model and measure what its card states.
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/ship_piano.py outputs/piano/train/checkpoints/best-*.ckpt
+
+1. exports the checkpoint to musictx/pretrained/piano (fp16 safetensors + config.json),
+2. scores the whole validation and test splits of data/piano (context 1024, stride 512),
+3. continuation health on 16 test seeds (10 s seed, 20 s continued), with and without the grammar guard,
+4. the spot-check NLL the tests compare against (first 1024 tokens of 8 test performances),
+5. piano rolls of the first three test seeds' continuations in docs/,
+and writes every figure into the folder's config.json ("info") and outputs/piano/ship.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from musictx.evaluate import format_table, run_evaluation
+from musictx.export import export
+from musictx.generate import GenerateOptions, run
+from musictx.model_store import PRETRAINED_DIR, load_model
+from musictx.paths import CONF_DIR
+from musictx.spot_check import sample_nll
+from musictx.token_store import TokenArrays
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data" / "piano"
+SHARED = ROOT.parent / "shared" / "data" / "piano"
+SPOT_FILES = 8
+
+
+def evaluate(split: str, mode: str, **continuation) -> dict:
+    cfg = OmegaConf.load(f"{CONF_DIR}/evaluate.yaml")
+    cfg.merge_with({"checkpoint": "piano", "data": {"dir": str(DATA)}, "split": split, "mode": mode,
+                    "stride": 512, "batch_size": 16, "progress": False, "output_dir": "unused",
+                    "continuation": {"num_seeds": 16, "seed_seconds": 10, "length_seconds": 20, **continuation}})
+    cfg.pop("hydra", None)
+    result = run_evaluation(cfg)
+    print(format_table(result), flush=True)
+    return result
+
+
+def main(checkpoint: str) -> None:
+    torch.set_num_threads(2)
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    out = export(checkpoint, PRETRAINED_DIR / "piano", dtype="float16")
+    figures = {"val": evaluate("validation", "nll")["nll"], "test": evaluate("test", "all")}
+    figures["test_no_guard"] = evaluate("test", "continuation", guard=False)["continuation"]
+    test_files = list(TokenArrays(DATA, "test").files)  # paths relative to ../shared/data/piano
+    spot = test_files[:SPOT_FILES]
+    net, tok, _ = load_model("piano")
+    figures["spot_check"] = {"files": spot, "tokens_per_file": 1024,
+                             **sample_nll(net, tok, [SHARED / f for f in spot], 1024)}
+    for k, rel in enumerate(test_files[:3]):
+        run(GenerateOptions(seed_midi=str(SHARED / rel), seed_seconds=10, length_seconds=20, num_samples=1,
+                            seed=k, audio=False, output_dir=str(ROOT / "outputs" / "piano" / f"test_seed_{k}")))
+        png = ROOT / "outputs" / "piano" / f"test_seed_{k}" / "sample_00.png"
+        (ROOT / "docs" / f"piano_test_seed_{k}.png").write_bytes(png.read_bytes())
+    config = json.loads((out / "config.json").read_text())
+    config["info"].update({"global_step": ckpt["global_step"], "val_nll": figures["val"]["nll"],
+                           "test_nll": figures["test"]["nll"]["nll"], "spot_check": figures["spot_check"]})
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (ROOT / "outputs" / "piano" / "ship.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    print(json.dumps(figures["spot_check"], indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
