@@ -4,13 +4,20 @@
 the whole run. Here each worker takes one task at a time over its own pipe; the parent watches the
 clock and kills a worker that overruns (or that dies, e.g. killed for memory), reports that task as
 failed, and starts a fresh worker. Results are yielded as they finish, tagged with their index.
+
+A worker never outlives the parent: on Linux the kernel kills it when the parent dies (even mid-task),
+and everywhere an idle worker checks every second that its parent is still there. Without this, a
+``kill -9`` of the parent would leave workers waiting forever on pipes that other workers, forked
+later, still hold open, and holding the parent's stdout.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -37,13 +44,39 @@ def _limit_worker(max_memory_gb: float) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _worker_loop(conn, fn: Callable, max_memory_gb: float) -> None:
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel for SIGKILL when the parent dies (Linux); exit now if it is already gone.
+
+    The kernel ties the signal to the parent *thread* that started the worker: run_tasks starts and
+    drives its workers from one thread, which lives as long as the pool does."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl: the polling in _next_message still ends an idle orphan
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _next_message(conn, parent_pid: int):
+    """The next task, or None when the parent closed the pipe or is gone."""
+    while not conn.poll(1.0):
+        if os.getppid() != parent_pid:
+            return None
+    try:
+        return conn.recv()
+    except EOFError:
+        return None
+
+
+def _worker_loop(conn, fn: Callable, max_memory_gb: float, parent_pid: int) -> None:
+    _die_with_parent(parent_pid)
     _limit_worker(max_memory_gb)
     while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
+        msg = _next_message(conn, parent_pid)
         if msg is None:
             return
         index, arg = msg
@@ -59,7 +92,7 @@ def _worker_loop(conn, fn: Callable, max_memory_gb: float) -> None:
 class _Worker:
     def __init__(self, ctx, fn, max_memory_gb):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_loop, args=(child, fn, max_memory_gb), daemon=True)
+        self.proc = ctx.Process(target=_worker_loop, args=(child, fn, max_memory_gb, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
         self.task: int | None = None

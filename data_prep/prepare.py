@@ -7,7 +7,9 @@
 Writes the format described in ``musictx.token_store``. A file that cannot be used (corrupt, empty,
 only drums, too long, hangs, exhausts memory) is listed in ``skipped.tsv`` with the reason and the run
 goes on. Output is byte-identical on re-runs, and written atomically: an interrupted run leaves the
-previous complete dataset (or nothing), never half of one.
+previous complete dataset (or nothing), never half of one. Options and the output folder are checked
+before any work (``data_prep.safety``): only an empty folder or a dataset musictx-prep wrote is ever
+replaced, never the input, and never by a dataset without pieces (unless ``allow_empty=true``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +30,7 @@ from tqdm import tqdm
 
 from data_prep import sources
 from data_prep.pool import TaskError, run_tasks
+from data_prep.safety import PrepError, check_options, check_output_dir, check_replaceable, clean_stale, temp_name
 from musictx.midi_io import MidiReadError
 from musictx.paths import CONF_DIR
 from musictx.token_store import SPLITS, SplitWriter
@@ -102,12 +107,12 @@ def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[
             files = files[: cfg.bach_limit]
     elif cfg.source == "folder":
         root = _input_dir(cfg)
-        files = sources.list_folder(root)
+        files, skipped = sources.scan_folder(root)
     elif cfg.source == "maestro":
         root = _input_dir(cfg)
         files, skipped = sources.list_maestro(root)
     else:
-        raise ValueError(f"source must be one of bach, folder, maestro; got {cfg.source!r}")
+        raise PrepError(f"source must be one of bach, folder, maestro; got {cfg.source!r}")
     s = cfg.split
     files = sources.assign_splits(files, s.validation, s.test, s.group_by)
     return root, files, skipped
@@ -115,8 +120,16 @@ def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[
 
 def _input_dir(cfg: DictConfig) -> Path:
     if not cfg.get("input_dir"):
-        raise ValueError(f"source={cfg.source} needs input_dir=<folder of MIDI files>")
+        raise PrepError(f"source={cfg.source} needs input_dir=<folder of MIDI files>")
     return Path(cfg.input_dir)
+
+
+def check_before_work(cfg: DictConfig) -> Path:
+    """Validate the options and the output folder; returns the output folder (symlinks resolved)."""
+    check_options(cfg)
+    inputs = {"bach_cache_dir": Path(cfg.bach_cache_dir)} if cfg.source == "bach" else {"input_dir": _input_dir(cfg)}
+    check_output_dir(Path(cfg.output_dir), inputs)
+    return Path(cfg.output_dir).resolve()
 
 
 def tokenize_all(files, tok: EventTokenizer, cfg: DictConfig, out_dir: Path, progress: bool = True):
@@ -149,17 +162,20 @@ def tokenize_all(files, tok: EventTokenizer, cfg: DictConfig, out_dir: Path, pro
 def write_dataset(cfg: DictConfig, progress: bool = True) -> PrepResult:
     """The whole job; writes into a temporary folder and swaps it into place at the end."""
     t0 = time.perf_counter()
+    out_dir = check_before_work(cfg)
     tok = EventTokenizer(OmegaConf.to_container(cfg.tokenizer, resolve=True))
+    clean_stale(out_dir)
     root, files, skipped = list_sources(cfg)
     if not files:
         raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={cfg.source} under {root}")
-    out_dir = Path(cfg.output_dir)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    tmp = temp_name(out_dir, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         stats, bad = tokenize_all(files, tok, cfg, tmp, progress)
         skipped = sorted(skipped + bad)
+        if not cfg.allow_empty:
+            _check_not_empty(stats, skipped, out_dir)
         tok.save(tmp / "tokenizer.json")
         _write_manifest(tmp / "manifest.json", cfg, tok, stats, len(skipped))
         _write_skipped(tmp / "skipped.tsv", skipped)
@@ -168,6 +184,17 @@ def write_dataset(cfg: DictConfig, progress: bool = True) -> PrepResult:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PrepResult(out_dir, stats, skipped, time.perf_counter() - t0)
+
+
+def _check_not_empty(stats: dict[str, SplitStats], skipped: list[tuple[str, str]], out_dir: Path) -> None:
+    total = sum(s.files for s in stats.values())
+    if total and stats["train"].files:
+        return
+    what = "no piece at all" if not total else f"no piece in the train split ({total} in the others)"
+    common = "; ".join(f"{n} x {reason}" for reason, n in Counter(r for _, r in skipped).most_common(3))
+    kept = "the previous dataset there is kept" if out_dir.exists() else "nothing was written"
+    raise PrepError(f"the new dataset for {out_dir} has {what}: {len(skipped)} input(s) skipped"
+                    f"{f' (most often: {common})' if common else ''}; {kept}. Pass allow_empty=true to write it anyway")
 
 
 def _write_manifest(path: Path, cfg, tok, stats, n_skipped: int) -> None:
@@ -183,13 +210,21 @@ def _write_manifest(path: Path, cfg, tok, stats, n_skipped: int) -> None:
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
+def printable(name: str) -> str:
+    """``name`` on one line, for people: bytes that are not UTF-8 as ``\\xff``, tabs, line breaks and
+    other control characters as escapes (the exact names are in ``<split>.files.txt``)."""
+    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+
+
 def _write_skipped(path: Path, skipped: list[tuple[str, str]]) -> None:
-    clean = lambda s: s.replace("\t", " ").replace("\n", " ")  # noqa: E731
-    path.write_text("path\treason\n" + "".join(f"{clean(p)}\t{clean(r)}\n" for p, r in skipped))
+    rows = "".join(f"{printable(p)}\t{printable(r)}\n" for p, r in skipped)
+    path.write_text("path\treason\n" + rows, encoding="utf-8")
 
 
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
-    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+    check_replaceable(out_dir)  # again: the folder may have changed during the run
+    old = temp_name(out_dir, "old")
     if out_dir.exists():
         os.replace(out_dir, old)
     os.replace(tmp, out_dir)
@@ -204,7 +239,7 @@ def print_summary(res: PrepResult) -> None:
     if res.skipped:
         print(f"skipped {len(res.skipped)} file(s), reasons in {res.out_dir / 'skipped.tsv'}:")
         for p, r in res.skipped[:10]:
-            print(f"  {p}: {r}")
+            print(f"  {printable(p)}: {printable(r)}")
         if len(res.skipped) > 10:
             print(f"  ... and {len(res.skipped) - 10} more")
 
@@ -219,7 +254,11 @@ def compose_config(overrides: list[str] | tuple = ()) -> DictConfig:
 
 @hydra.main(config_path=CONF_DIR, config_name="prepare", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    print_summary(write_dataset(cfg))
+    try:
+        res = write_dataset(cfg)
+    except (PrepError, FileNotFoundError) as err:
+        sys.exit(f"musictx-prep: error: {err}")
+    print_summary(res)
 
 
 if __name__ == "__main__":

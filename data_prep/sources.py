@@ -9,13 +9,17 @@ where one folder holds several performances of one work).
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 MIDI_SUFFIXES = (".mid", ".midi")
 SPLIT_NAMES = {"train": "train", "validation": "validation", "valid": "validation", "val": "validation",
                "test": "test"}
+DIR_LINK = "symlink to a folder: not followed"
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,9 @@ def hash_split(key: str, val_fraction: float, test_fraction: float) -> str:
     if not (0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1):
         raise ValueError(f"split fractions must be >= 0 and sum below 1, got validation={val_fraction}, "
                          f"test={test_fraction}")
-    digest = hashlib.sha1(key.encode("utf-8")).digest()
+    # surrogateescape: a file name that is not valid UTF-8 hashes as its raw bytes (as os.fsencode gives
+    # on POSIX); every valid name hashes exactly as before.
+    digest = hashlib.sha1(key.encode("utf-8", "surrogateescape")).digest()
     u = int.from_bytes(digest[:8], "big") / 2**64  # uniform in [0, 1)
     if u < test_fraction:
         return "test"
@@ -49,12 +55,70 @@ def piece_key(rel: str, group_by: str) -> str:
 
 def list_folder(input_dir: str | Path) -> list[SourceFile]:
     """All .mid/.midi files under ``input_dir`` (recursive, suffix case-insensitive)."""
+    return scan_folder(input_dir)[0]
+
+
+def scan_folder(input_dir: str | Path) -> tuple[list[SourceFile], list[tuple[str, str]]]:
+    """(MIDI files under ``input_dir``, (path, reason) of every input that cannot be used).
+
+    Unusable inputs are entries with a MIDI suffix that are not regular files (a folder, a FIFO, a
+    broken or looping symlink), folders that cannot be listed, and symlinks to folders, which are not
+    followed (a link to an ancestor would loop, a link to a sibling would count its files twice).
+    Names that are not valid UTF-8 are kept as ``os.fsdecode`` gives them (surrogate escapes).
+    """
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input_dir {root} is not a folder")
-    found = [p for p in root.rglob("*") if p.suffix.lower() in MIDI_SUFFIXES and p.is_file()]
-    files = [SourceFile(str(p), p.relative_to(root).as_posix(), None) for p in found]
-    return sorted(files, key=lambda f: f.rel)
+    files, skipped, todo = [], [], [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError as err:
+            skipped.append((_rel(folder, root) + "/", f"folder cannot be read: {err.strerror or err}"))
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            midi = path.suffix.lower() in MIDI_SUFFIXES
+            kind = _entry_kind(entry)
+            if kind == "dir":
+                todo.append(path)
+            if kind == "file" and midi:
+                files.append(SourceFile(str(path), _rel(path, root), None))
+            elif kind == "dir" and midi:
+                skipped.append((_rel(path, root), "a folder, not a MIDI file"))
+            elif kind == DIR_LINK or (midi and kind not in ("file", "dir")):
+                skipped.append((_rel(path, root), kind))
+    return sorted(files, key=lambda f: f.rel), sorted(skipped)
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _entry_kind(entry: os.DirEntry) -> str:
+    """'file', 'dir', or why the entry cannot be read as a file (``DIR_LINK`` for a symlinked folder)."""
+    try:
+        if entry.is_dir(follow_symlinks=False):
+            return "dir"
+        if not entry.is_symlink():
+            mode = entry.stat(follow_symlinks=False).st_mode
+        else:
+            try:
+                mode = os.stat(entry.path).st_mode
+            except OSError as err:
+                return {errno.ENOENT: "broken symlink", errno.ELOOP: "symlink loop"}.get(
+                    err.errno, f"symlink cannot be followed: {err.strerror}")
+            if stat.S_ISDIR(mode):
+                return DIR_LINK
+    except OSError as err:
+        return f"cannot be read: {err.strerror or err}"
+    if stat.S_ISREG(mode):
+        return "file"
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
+    what = next((name for test, name in kinds.items() if test(mode)), "a special file")
+    return f"not a regular file ({what})"
 
 
 def find_maestro_csv(input_dir: str | Path) -> Path | None:
@@ -77,7 +141,7 @@ def list_maestro(input_dir: str | Path) -> tuple[list[SourceFile], list[tuple[st
             if split is None:
                 missing.append((rel, f"unknown split {row.get('split')!r} in {csv_path.name}"))
             elif not (root / rel).is_file():
-                missing.append((rel, f"listed in {csv_path.name} but missing"))
+                missing.append((rel, f"listed in {csv_path.name} but missing (or not a regular file)"))
             else:
                 files.append(SourceFile(str(root / rel), rel, split))
     return sorted(files, key=lambda s: s.rel), missing

@@ -7,7 +7,9 @@ A prepared directory holds::
     skipped.tsv           every input file not used, with the reason
     <split>.bin           flat uint16 token ids of all pieces of the split, each piece ending in EOS
     <split>.idx.npy       int64 (n_pieces + 1,) start offsets of the pieces in <split>.bin; last = total
-    <split>.files.txt     source path of each piece (relative to the input folder), one per line
+    <split>.files.txt     source path of each piece (relative to the input folder), one JSON string per
+                          line (ASCII: a name with a line break or bytes that are not UTF-8 stays on
+                          its line); older datasets have the bare names, which are still read
 
 Splits are ``train``, ``validation`` and ``test``. ``<split>.bin`` is memory-mapped, so a dataset
 larger than RAM trains.
@@ -49,7 +51,7 @@ class TokenArrays:
         # np.memmap refuses empty files; an empty split is a zero-length array.
         self.tokens = np.memmap(bin_path, dtype=TOKEN_DTYPE, mode="r") if size else np.zeros(0, TOKEN_DTYPE)
         files_path = self.dir / f"{split}.files.txt"
-        self.files = files_path.read_text().splitlines() if files_path.exists() else []
+        self.files = read_file_names(files_path) if files_path.exists() else []
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -81,6 +83,29 @@ def load_manifest(data_dir: str | os.PathLike) -> dict:
     return json.loads(path.read_text())
 
 
+def read_file_names(path: str | os.PathLike) -> list[str]:
+    """The piece names of a ``<split>.files.txt``: JSON strings, one per line, or (datasets written before
+    that format) bare names, one per ``\\n``-ended line."""
+    # Bytes, not text mode: universal newlines would turn a "\\r" inside a bare name into a line break.
+    text = Path(path).read_bytes().decode("utf-8", "surrogateescape")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if text.startswith('"'):
+        try:
+            names = [json.loads(line) for line in lines]
+        except ValueError:
+            names = []
+        if len(names) == len(lines) and all(isinstance(n, str) for n in names):
+            return names
+    return lines
+
+
+def write_file_names(path: str | os.PathLike, names: list[str]) -> None:
+    """Write names as ``read_file_names`` reads them: ASCII JSON strings (``\\u2028``, ``\\udcff`` escaped)."""
+    Path(path).write_bytes("".join(json.dumps(n) + "\n" for n in names).encode("ascii"))
+
+
 class SplitWriter:
     """Streams the pieces of one split to disk in order (the data prep never holds a split in RAM)."""
 
@@ -101,7 +126,7 @@ class SplitWriter:
         # Opened as a file object so that the name is kept exactly (np.save would add .npy).
         with open(self.dir / f"{self.split}.idx.npy", "wb") as f:
             np.save(f, np.asarray(self.offsets, dtype=np.int64))
-        (self.dir / f"{self.split}.files.txt").write_text("".join(f"{n}\n" for n in self.files))
+        write_file_names(self.dir / f"{self.split}.files.txt", self.files)
 
 
 def write_split(out_dir: str | os.PathLike, split: str, pieces: list[np.ndarray], files: list[str]) -> None:

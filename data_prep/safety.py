@@ -1,0 +1,177 @@
+"""Checks that run before musictx-prep does any work, and the care it takes with the output folder.
+
+musictx-prep replaces ``output_dir`` as a whole, so it must never be pointed at something that is not
+a dataset it wrote: the input files, a parent of them, or any other folder. Options are checked up
+front, so that a typo (``reader=symusik``, ``timeout_s=0``) fails in a second with a message instead
+of skipping every file. Temporary folders are named ``.<output>.tmp-<host>-<pid>`` so that a later
+run can tell those of dead processes (killed with ``kill -9``, a lost node) and remove them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+from numbers import Real
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from musictx.midi_io import READERS
+from musictx.paths import CONF_DIR
+from musictx.token_store import SPLITS
+
+SOURCES = ("bach", "folder", "maestro")
+DATASET_FILES = {"tokenizer.json", "manifest.json", "skipped.tsv"} | {
+    f"{s}{ext}" for s in SPLITS for ext in (".bin", ".idx.npy", ".files.txt")}
+
+
+class PrepError(ValueError):
+    """An option or an output folder that musictx-prep refuses; the message says why and what to do."""
+
+
+def check_options(cfg: DictConfig) -> None:
+    """Refuse unknown keys and out-of-range values before any work."""
+    unknown = _unknown_keys(OmegaConf.to_container(cfg, resolve=False),
+                            OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "prepare.yaml"), resolve=False))
+    if unknown:
+        raise PrepError(f"unknown option(s): {', '.join(unknown)} (see musictx/conf/prepare.yaml for the options)")
+    if cfg.source not in SOURCES:
+        raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {cfg.source!r}")
+    if cfg.reader not in READERS:
+        raise PrepError(f"reader={cfg.reader!r} is not a MIDI reader; choose one of {', '.join(sorted(READERS))}")
+    if cfg.fallback_reader is not None and cfg.fallback_reader not in READERS:
+        raise PrepError(f"fallback_reader={cfg.fallback_reader!r} is not a MIDI reader; choose one of "
+                        f"{', '.join(sorted(READERS))} or null")
+    _check_number(cfg, "num_workers", lambda v: v >= 0 and v == int(v), "a whole number >= 0")
+    _check_number(cfg, "timeout_s", lambda v: v > 0, "> 0 seconds")
+    _check_number(cfg, "max_memory_gb", lambda v: v >= 0, ">= 0 (0 = no limit)")
+    _check_number(cfg, "max_seconds", lambda v: v >= 0, ">= 0 (0 = no limit)")
+    _check_split(cfg)
+
+
+def _unknown_keys(given: dict, known: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key, value in given.items():
+        if key not in known:
+            out.append(f"{prefix}{key}")
+        elif isinstance(value, dict) and isinstance(known[key], dict):
+            out += _unknown_keys(value, known[key], f"{prefix}{key}.")
+    return out
+
+
+def _check_number(cfg: DictConfig, key: str, ok, wanted: str) -> None:
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, Real) or not ok(value):
+        raise PrepError(f"{key} must be {wanted}; got {value!r}")
+
+
+def _check_split(cfg: DictConfig) -> None:
+    s = cfg.split
+    for key in ("validation", "test"):
+        value = s[key]
+        if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < 1:
+            raise PrepError(f"split.{key} must be a fraction in [0, 1); got {value!r}")
+    if s.validation + s.test >= 1:
+        raise PrepError(f"split fractions must sum below 1 (train gets the rest); got validation={s.validation} "
+                        f"+ test={s.test}")
+    if s.group_by not in ("file", "parent"):
+        raise PrepError(f"split.group_by must be 'file' or 'parent'; got {s.group_by!r}")
+    # MAESTRO's CSV fixes the splits; elsewhere a validation fraction of 0 makes a dataset training refuses.
+    if cfg.source != "maestro" and s.validation == 0 and not cfg.allow_empty:
+        raise PrepError("split.validation=0 leaves no validation split, and musictx-train needs one; "
+                        "give a fraction such as split.validation=0.1 (or allow_empty=true to write it anyway)")
+
+
+def check_output_dir(out_dir: Path, inputs: dict[str, Path]) -> None:
+    """Refuse an output folder that overlaps an input (``inputs``: option name -> folder) or that exists
+    and is neither empty nor a dataset written by musictx-prep."""
+    out = out_dir.resolve()
+    for name, folder in inputs.items():
+        inp = folder.resolve()
+        if _same(out, inp) or any(_same(out, p) for p in inp.parents):
+            where = "is" if _same(out, inp) else "is a parent of"
+            raise PrepError(f"output_dir={out_dir} {where} {name}={folder}: musictx-prep replaces output_dir "
+                            f"as a whole and would delete the input; choose another output_dir")
+        if any(_same(inp, p) for p in out.parents):
+            raise PrepError(f"output_dir={out_dir} is inside {name}={folder}: the dataset would mix with the "
+                            f"input files; choose an output_dir outside it")
+    check_replaceable(out_dir)
+
+
+def _same(a: Path, b: Path) -> bool:
+    """One folder, also under two spellings that resolve() keeps apart (case-insensitive file systems)."""
+    try:
+        return a == b or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def check_replaceable(out_dir: Path) -> None:
+    """Refuse an existing ``out_dir`` that musictx-prep may not replace."""
+    if not (out_dir.exists() or out_dir.is_symlink()):
+        return
+    if not out_dir.is_dir():
+        raise PrepError(f"output_dir={out_dir} exists and is not a folder; choose another output_dir")
+    entries = sorted(p.name for p in out_dir.iterdir())
+    if not entries:
+        return
+    if not is_dataset_dir(out_dir):
+        raise PrepError(f"output_dir={out_dir} is not a musictx dataset (no manifest.json written by musictx-prep)"
+                        f" and not empty, so it is not replaced; choose another output_dir or empty it yourself")
+    foreign = [n for n in entries if n not in DATASET_FILES]
+    if foreign:
+        raise PrepError(f"output_dir={out_dir} holds files musictx-prep did not write ({', '.join(foreign[:5])}"
+                        f"{', ...' if len(foreign) > 5 else ''}), which replacing it would delete; move them first")
+
+
+def is_dataset_dir(folder: Path) -> bool:
+    """Whether ``folder`` holds a manifest.json as musictx-prep writes it."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and {"tokenizer", "splits"} <= manifest.keys()
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+def temp_name(out_dir: Path, kind: str) -> Path:
+    """The hidden sibling of ``out_dir`` this process writes into (``kind`` "tmp") or moves it to ("old")."""
+    return out_dir.parent / f".{out_dir.name}.{kind}-{_host()}-{os.getpid()}"
+
+
+def clean_stale(out_dir: Path) -> list[Path]:
+    """Remove the temporary siblings of ``out_dir`` left by dead processes of this host; returns them.
+
+    A run killed between its two renames leaves the previous dataset as ``.old-*`` and no ``out_dir``:
+    that one is moved back rather than removed.
+    """
+    if not out_dir.parent.is_dir():
+        return []
+    pattern = re.compile(rf"\.{re.escape(out_dir.name)}\.(tmp|old)-(?:(.+)-)?(\d+)")
+    removed = []
+    for path in sorted(out_dir.parent.iterdir()):
+        m = pattern.fullmatch(path.name)
+        if not m or (m[2] is not None and m[2] != _host()) or _alive(int(m[3])):
+            continue
+        if m[1] == "old" and not out_dir.exists() and is_dataset_dir(path):
+            os.replace(path, out_dir)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process, or not a pid we can ask about: leave its folder alone
+    return True
