@@ -1,22 +1,47 @@
 """Reading MIDI into flat note arrays (no torch).
 
 Two readers give the same `Notes`:
-- ``symusic`` (C++, ~300x faster than pretty_midi): the data-prep path.
-- ``pretty_midi``: the reference reader, and what decoding writes with.
+- ``symusic`` (C++, about 80x faster): the data-prep path.
+- ``mido`` (pure Python): the reference, and the second try for files symusic rejects. It parses with
+  mido, the parser pretty_midi is built on, and pairs the raw events itself (`pair_note_events`).
+  ``pretty_midi`` is its former name, still accepted. A ``pretty_midi.PrettyMIDI`` object (what decoding
+  builds) is read by `notes_from_pretty_midi` with its notes as they are.
 
-Both apply the sustain pedal (CC64) per track/channel before notes are merged, then drop all
-control changes; drum tracks are dropped by default. Seconds are computed from integer ticks and the
-tempo map in float64 for symusic, so both readers agree to well below the 10 ms token grid.
+**Pairing rule: first in, first out.** Per track, channel and pitch, in file order, a note-off (or a
+note-on with velocity 0) ends the earliest-struck note of that key that is still sounding. A note-off with
+nothing sounding is ignored; a note still sounding at the end of its track is dropped; a note whose
+note-off falls on its own note-on's tick sounds nothing and is dropped. So when a key is struck again
+before it is released (common in automatic transcriptions), the first release ends the first note and the
+second release the second. Why this rule: MIDI 1.0 asks a sender for one note-off per note-on, so pairing
+them one to one uses every note-off the file has; it is what symusic does in C++, so the fast path keeps
+its speed. pretty_midi, and the readers built on it, end *every* sounding note of the key at the first
+note-off and ignore the later ones, which ends a re-struck note at the release of the earlier one
+(seconds early on some transcriptions). The tokenizer then ends any note where its pitch is struck again.
+
+**Tempo.** The set_tempo events of all tracks form one tempo map (120 bpm until the first); of several
+on one tick the last wins (the later track). Players and symusic honour tempo events in any track;
+pretty_midi reads only the first track's. Seconds come from integer ticks through the map in float64
+(symusic's own second-based times are float32).
+
+**Groups.** Notes and controls are grouped as symusic splits tracks: by track, channel and the program in
+force (a note belongs to the program of its note-on). The sustain pedal (CC64 >= 64) lengthens each
+group's notes before the groups are merged, then control changes are dropped; channel 10 (drums) is
+dropped by default. Notes come back sorted by (start, pitch, velocity, end), so their order, which decides
+the velocity the tokenizer keeps of two identical notes, does not depend on the reader.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 SUSTAIN_CC = 64
+DRUM_CHANNEL = 9  # channel 10 in MIDI's 1-based numbering
 
 
 class MidiReadError(Exception):
@@ -110,48 +135,156 @@ def _ticks_to_seconds(ticks: np.ndarray, tempo_ticks: np.ndarray, tempo_mspq: np
     seg = np.searchsorted(tempo_ticks, ticks, side="right") - 1
     return seg_start[seg] + (ticks - tempo_ticks[seg]) * sec_per_tick[seg]
 
+def pair_note_events(key: np.ndarray, is_on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pair note-ons with note-offs first in, first out; events in file order, ``key`` one per
+    (track, channel, pitch). Returns the indices of the paired note-ons and of their note-offs.
+
+    Within a key the k-th note-off that finds a note sounding ends the k-th note-on; a note-off that
+    finds none is skipped and note-ons left over at the end stay unpaired. Vectorised: no Python loop.
+    """
+    key, is_on = np.asarray(key, dtype=np.int64), np.asarray(is_on, dtype=bool)
+    n = len(key)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(key, kind="stable")  # events grouped by key, file order kept within a key
+    k, on = key[order], is_on[order]
+    first = np.concatenate([[True], k[1:] != k[:-1]])
+    group = np.cumsum(first) - 1
+    step = np.where(on, 1, -1)
+    balance = np.cumsum(step)
+    balance -= (balance - step)[first][group]  # per key: note-ons so far minus note-offs so far
+    # Sounding notes = balance minus its lowest value so far (floored at 0): each unmatched note-off
+    # lowers that minimum. Offsetting each key by more than any balance keeps the running minimum
+    # from reaching across keys.
+    offset = group * (2 * n + 1)
+    low = np.minimum(np.minimum.accumulate(balance - offset), -offset) + offset
+    low_before = np.concatenate([[0], low[:-1]])
+    low_before[first] = 0
+    paired_off = ~on & (balance >= low_before)  # some note was sounding when this note-off came
+    on_pos, off_pos = np.flatnonzero(on), np.flatnonzero(paired_off)
+    off_keys = k[off_pos]
+    rank = np.arange(len(off_pos)) - np.searchsorted(off_keys, off_keys, side="left")
+    partner = on_pos[np.searchsorted(k[on_pos], off_keys, side="left") + rank]
+    return order[partner], order[off_pos]
+
+
+class _Part(NamedTuple):
+    """The paired notes (in ticks) and the sustain-pedal events of one group, as read from the file."""
+
+    is_drum: bool
+    start: np.ndarray  # (n,) int64 ticks
+    end: np.ndarray  # (n,) int64 ticks
+    pitch: np.ndarray  # (n,)
+    velocity: np.ndarray  # (n,)
+    pedal_tick: np.ndarray  # (m,) int64 ticks
+    pedal_value: np.ndarray  # (m,)
+
+
+def _notes_from_parts(path, parts: list[_Part], to_sec: Callable[[np.ndarray], np.ndarray],
+                      drop_drums: bool, sustain: bool) -> Notes:
+    """Seconds, sustain per group, drums dropped, groups merged in a reader-independent order."""
+    out, keys, n_drum_notes = [], [], 0
+    for part in parts:
+        sounding = part.end > part.start  # a note-off on its note-on's own tick sounds nothing
+        if not sounding.any():
+            continue
+        if drop_drums and part.is_drum:
+            n_drum_notes += int(sounding.sum())
+            continue
+        start, pitch, velocity = part.start[sounding], part.pitch[sounding], part.velocity[sounding]
+        notes = Notes(to_sec(start), to_sec(part.end[sounding]), pitch.astype(np.int64), velocity.astype(np.int64))
+        if sustain:
+            notes = apply_sustain(notes, to_sec(part.pedal_tick), part.pedal_value.astype(np.int64))
+        out.append(notes)
+        keys.append((start << 14) | (notes.pitch << 7) | notes.velocity)
+    notes = _check_notes(path, Notes.concat(out), n_drum_notes)
+    # Sorted by (start, pitch, velocity, end): two stable argsorts cost far less than np.lexsort here.
+    order = np.argsort(notes.end, kind="stable")
+    order = order[np.argsort(np.concatenate(keys)[order], kind="stable")]
+    return Notes(*(getattr(notes, f)[order] for f in Notes.FIELDS))
+
+
+def _tempo_map(tempo_ticks, tempo_mspq, tpq: int) -> Callable[[np.ndarray], np.ndarray]:
+    tempo_ticks, tempo_mspq = np.asarray(tempo_ticks, np.int64), np.asarray(tempo_mspq, np.int64)
+    return lambda ticks: _ticks_to_seconds(np.asarray(ticks, np.int64), tempo_ticks, tempo_mspq, tpq)
+
+
+def _unreadable(path, err: Exception) -> MidiReadError:
+    return MidiReadError(path, f"unreadable MIDI ({type(err).__name__}: {err})")
+
 
 def read_notes_symusic(path: str | os.PathLike, drop_drums: bool = True, sustain: bool = True) -> Notes:
-    """Read a MIDI file with symusic. Raises MidiReadError naming the file on any failure."""
+    """Read a MIDI file with symusic, which pairs notes first in, first out itself.
+    Raises MidiReadError naming the file on any failure."""
     import symusic
 
     try:
         score = symusic.Score(str(path))
     except Exception as err:  # symusic raises plain RuntimeError/ValueError for broken files
-        raise MidiReadError(path, f"unreadable MIDI ({type(err).__name__}: {err})") from None
+        raise _unreadable(path, err) from None
     if score.ticks_per_quarter <= 0:
         raise MidiReadError(path, "invalid ticks-per-quarter in header")
+    parts = []
+    for track in score.tracks:  # one per (track, channel, program)
+        arr, cc = track.notes.numpy(), track.controls.numpy()
+        start = arr["time"].astype(np.int64)
+        pedal = cc["number"] == SUSTAIN_CC
+        parts.append(_Part(track.is_drum, start, start + arr["duration"].astype(np.int64), arr["pitch"],
+                           arr["velocity"], cc["time"][pedal].astype(np.int64), cc["value"][pedal]))
     tempos = score.tempos.numpy()
-    to_sec = lambda t: _ticks_to_seconds(  # noqa: E731
-        np.asarray(t, dtype=np.int64), tempos["time"], tempos["mspq"], score.ticks_per_quarter
-    )
-    parts, n_drum_notes = [], 0
-    for track in score.tracks:
-        arr = track.notes.numpy()
-        if not (arr["duration"] > 0).any():
-            continue
-        if drop_drums and track.is_drum:
-            n_drum_notes += len(arr["pitch"])
-            continue
-        # A note-off on the note-on's own tick sounds nothing; pretty_midi drops these too.
-        sounding = arr["duration"] > 0
-        start_tick = arr["time"][sounding].astype(np.int64)
-        notes = Notes(
-            to_sec(start_tick),
-            to_sec(start_tick + arr["duration"][sounding].astype(np.int64)),
-            arr["pitch"][sounding].astype(np.int64),
-            arr["velocity"][sounding].astype(np.int64),
-        )
-        if sustain:
-            cc = track.controls.numpy()
-            is_pedal = cc["number"] == SUSTAIN_CC
-            notes = apply_sustain(notes, to_sec(cc["time"][is_pedal]), cc["value"][is_pedal].astype(np.int64))
-        parts.append(notes)
-    return _check_notes(path, Notes.concat(parts), n_drum_notes)
+    to_sec = _tempo_map(tempos["time"], tempos["mspq"], score.ticks_per_quarter)
+    return _notes_from_parts(path, parts, to_sec, drop_drums, sustain)
+
+
+def _mido_events(path) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Parse with mido: ticks per quarter; note events (tick, track*16+channel, pitch, velocity, is_on,
+    program) in file order; pedal events (tick, group, value); tempo events (tick, microseconds/quarter)."""
+    import mido
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            midi = mido.MidiFile(str(path))
+    except Exception as err:  # mido raises OSError, EOFError, ValueError, KeyError... on broken files
+        raise _unreadable(path, err) from None
+    notes, pedals, tempos = [], [], []
+    for index, track in enumerate(midi.tracks):
+        tick, program = 0, [0] * 16
+        for msg in track:
+            tick += msg.time
+            kind = msg.type
+            if kind == "note_on" or kind == "note_off":
+                on = kind == "note_on" and msg.velocity > 0
+                notes.append((tick, index * 16 + msg.channel, msg.note, msg.velocity, on, program[msg.channel]))
+            elif kind == "control_change" and msg.control == SUSTAIN_CC:
+                pedals.append((tick, (index * 16 + msg.channel) * 128 + program[msg.channel], msg.value))
+            elif kind == "program_change":
+                program[msg.channel] = msg.program
+            elif kind == "set_tempo":
+                tempos.append((tick, msg.tempo))
+    as_array = lambda rows, width: np.array(rows, dtype=np.int64).reshape(-1, width)  # noqa: E731
+    return midi.ticks_per_beat, as_array(notes, 6), as_array(pedals, 3), as_array(tempos, 2)
+
+
+def read_notes_mido(path: str | os.PathLike, drop_drums: bool = True, sustain: bool = True) -> Notes:
+    """Read a MIDI file with mido and pair its raw note events with `pair_note_events` (the reference)."""
+    tpq, events, pedals, tempos = _mido_events(path)
+    if tpq <= 0:
+        raise MidiReadError(path, "invalid ticks-per-quarter in header")
+    tick, channel, pitch, velocity, is_on, program = events.T
+    on_i, off_i = pair_note_events(channel * 128 + pitch, is_on.astype(bool))
+    group = channel[on_i] * 128 + program[on_i]
+    parts = []
+    for g in np.unique(group):
+        ons, offs, pedal = on_i[group == g], off_i[group == g], pedals[:, 1] == g
+        parts.append(_Part((g // 128) % 16 == DRUM_CHANNEL, tick[ons], tick[offs], pitch[ons], velocity[ons],
+                           pedals[pedal, 0], pedals[pedal, 2]))
+    return _notes_from_parts(path, parts, _tempo_map(tempos[:, 0], tempos[:, 1], tpq), drop_drums, sustain)
 
 
 def notes_from_pretty_midi(pm, drop_drums: bool = True, sustain: bool = True, path=None) -> Notes:
-    """Extract notes from a ``pretty_midi.PrettyMIDI`` with the same rules as the symusic reader."""
+    """Extract the notes of a ``pretty_midi.PrettyMIDI`` object (already paired, in seconds), with the
+    file readers' sustain and drum rules."""
     parts, n_drum_notes = [], 0
     for inst in pm.instruments:
         if not inst.notes:
@@ -170,21 +303,6 @@ def notes_from_pretty_midi(pm, drop_drums: bool = True, sustain: bool = True, pa
     return _check_notes(path, Notes.concat(parts), n_drum_notes)
 
 
-def read_notes_pretty_midi(path: str | os.PathLike, drop_drums: bool = True, sustain: bool = True) -> Notes:
-    """Read a MIDI file with pretty_midi (the reference reader)."""
-    import warnings
-
-    import pretty_midi
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pretty_midi warns about odd but legal files
-            pm = pretty_midi.PrettyMIDI(str(path))
-    except Exception as err:
-        raise MidiReadError(path, f"unreadable MIDI ({type(err).__name__}: {err})") from None
-    return notes_from_pretty_midi(pm, drop_drums, sustain, path=path)
-
-
 def _check_notes(path, notes: Notes, n_drum_notes: int) -> Notes:
     if len(notes) == 0:
         raise MidiReadError(path, "only drum notes" if n_drum_notes else "no notes")
@@ -193,11 +311,12 @@ def _check_notes(path, notes: Notes, n_drum_notes: int) -> Notes:
     return notes
 
 
-READERS = {"symusic": read_notes_symusic, "pretty_midi": read_notes_pretty_midi}
+# "pretty_midi" is the reference reader's former name, kept so that existing configs still work.
+READERS = {"symusic": read_notes_symusic, "mido": read_notes_mido, "pretty_midi": read_notes_mido}
 
 
 def read_notes(path, reader: str = "symusic", drop_drums: bool = True, sustain: bool = True) -> Notes:
-    """Read ``path`` with the named reader ("symusic" or "pretty_midi")."""
+    """Read ``path`` with the named reader (a key of `READERS`)."""
     if reader not in READERS:
         raise ValueError(f"unknown MIDI reader {reader!r}; choose one of {sorted(READERS)}")
     if not os.path.isfile(path):
