@@ -1,7 +1,8 @@
 """Continuation metrics: does a model keep the seed's music going? (``musictx-evaluate mode=continuation``)
 
-For N pieces of a split: the first ``seed_seconds`` are the seed, the next ``length_seconds`` the real
-continuation. The model continues the seed; an unconditioned sample of the same length is the floor
+For N pieces of a split, each counted from its first note as `musictx.seeds.seed_from_midi` counts a seed
+file (silence before it is left out): the first ``seed_seconds`` are the seed, the next ``length_seconds``
+the real continuation. The model continues the seed; an unconditioned sample of the same length is the floor
 (what the model does without the seed) and the real continuation the ceiling. Each is compared with the
 seed and with the real continuation (`musictx.metrics.compare`).
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import DictConfig
 
-from musictx.generate import GenerateOptions, Seed, cut_at_seconds, sample_continuations, unconditional_seed
+from musictx.generate import GenerateError, GenerateOptions, sample_continuations
 from musictx.metrics import compare, mean_metrics
 from musictx.midi_io import Notes
+from musictx.seeds import Seed, cut_at_seconds, drop_leading_silence, unconditional_seed
 from musictx.token_store import TokenArrays
 from musictx.tokenizer import EventTokenizer
 
@@ -24,10 +26,16 @@ ROWS = (("continuation", "model continuation"), ("unconditioned", "unconditioned
 def pick_pieces(arrays: TokenArrays, tok: EventTokenizer, n: int, min_seconds: float) -> list[int]:
     """Up to ``n`` pieces long enough for seed + continuation, spread evenly over the split."""
     step = tok.config.time_step
-    long_enough = [i for i in range(len(arrays)) if tok.split_time_shifts(arrays.piece(i))[2] * step >= min_seconds]
+    long_enough = [i for i in range(len(arrays)) if tok.split_time_shifts(piece_from_first_note(arrays, tok, i))[2]
+                   * step >= min_seconds]
     if len(long_enough) <= n:
         return long_enough
     return [long_enough[int(k)] for k in np.linspace(0, len(long_enough) - 1, n).round()]
+
+
+def piece_from_first_note(arrays: TokenArrays, tok: EventTokenizer, i: int) -> np.ndarray:
+    """The ids of piece ``i`` without the silence before its first note."""
+    return drop_leading_silence(tok, np.asarray(arrays.piece(i), dtype=np.int64))[0]
 
 
 def notes_between(tok: EventTokenizer, ids: np.ndarray, start_s: float, end_s: float) -> Notes:
@@ -62,21 +70,37 @@ def grammar_breaks(tok: EventTokenizer, seed_ids: np.ndarray, new_ids: np.ndarra
     return {"stray_note_off_share": stray / max(len(new_ids), 1), "open_at_end_share": len(sounding) / max(struck, 1)}
 
 
+def continuation_options(cfg: DictConfig, device="cpu") -> GenerateOptions:
+    """The sampling settings of ``cfg`` (evaluate.yaml's ``continuation``), checked as musictx-generate
+    checks its own: a bad value raises ValueError naming ``continuation.<option>``."""
+    num_seeds = cfg.num_seeds
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"continuation.num_seeds must be a whole number >= 1, got {num_seeds!r}")
+    if cfg.seed_seconds is None or cfg.length_seconds is None:
+        raise ValueError("continuation.seed_seconds and continuation.length_seconds must be numbers, not null")
+    opts = GenerateOptions(num_samples=1, length_seconds=cfg.length_seconds, max_tokens=cfg.max_tokens,
+                           temperature=cfg.temperature, top_k=cfg.get("top_k"), top_p=cfg.get("top_p"),
+                           seed=cfg.seed, seed_seconds=cfg.seed_seconds, device=str(device),
+                           guard=bool(cfg.get("guard", True)), max_note_seconds=cfg.get("max_note_seconds", 5.0))
+    try:
+        opts.check_sampling()
+    except GenerateError as err:
+        raise ValueError(f"continuation.{err}") from None
+    return opts
+
+
 def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: DictConfig, device) -> dict:
     """Mean metrics of model continuations, unconditioned samples and real continuations."""
-    seed_s, length_s = float(cfg.seed_seconds), float(cfg.length_seconds)
+    opts = continuation_options(cfg, device)
+    seed_s, length_s = opts.seed_seconds, opts.length_seconds
     pieces = pick_pieces(arrays, tok, int(cfg.num_seeds), seed_s + length_s)
     if not pieces:
         raise ValueError(f"no piece in {arrays.dir} [{arrays.split}] lasts seed_seconds + length_seconds = "
-                         f"{seed_s + length_s:g} s")
-    opts = GenerateOptions(num_samples=1, length_seconds=length_s, max_tokens=int(cfg.max_tokens),
-                           temperature=float(cfg.temperature), top_k=cfg.get("top_k"), top_p=cfg.get("top_p"),
-                           device=str(device), guard=bool(cfg.get("guard", True)),
-                           max_note_seconds=cfg.get("max_note_seconds", 5.0))
+                         f"{seed_s + length_s:g} s (from its first note)")
     rows = {key: [] for key, _ in ROWS}
     uncond = unconditional_seed(tok)
     for k, i in enumerate(pieces):
-        ids = np.asarray(arrays.piece(i), dtype=np.int64)
+        ids = piece_from_first_note(arrays, tok, i)
         seed = Seed(cut_at_seconds(tok, ids, seed_s), seed_s, arrays.files[i] if arrays.files else None)
         seed_notes = notes_between(tok, ids, 0.0, seed_s)
         real = notes_between(tok, ids, seed_s, seed_s + length_s)

@@ -156,6 +156,17 @@ class WindowSampler(Sampler[int]):
             yield (base + i) * self.world_size + self.rank
 
 
+def check_options(**values) -> None:
+    """Raise ValueError naming the first option (as ``data.<name>``) that is not a whole number in range:
+    ``num_workers`` >= 0, the others >= 1 (``val_batch_size`` and ``epoch_windows`` may be None)."""
+    for name, value in values.items():
+        if value is None and name in ("val_batch_size", "epoch_windows"):
+            continue
+        low = 0 if name == "num_workers" else 1
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"data.{name} must be a whole number >= {low}, got {value!r}")
+
+
 class MusicDataModule(L.LightningDataModule):
     """Batches of token windows from a directory written by ``musictx-prep``.
 
@@ -173,6 +184,8 @@ class MusicDataModule(L.LightningDataModule):
                  epoch_windows: int | None = None, augment: bool = True, max_transpose: int = 3,
                  stretch_range: tuple[float, float] = (0.95, 1.05), pin_memory: bool = False):
         super().__init__()
+        check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
+                      epoch_windows=epoch_windows, num_workers=num_workers)
         self.dir = Path(dir)
         self.seq_len, self.batch_size = seq_len, batch_size
         self.val_batch_size = val_batch_size or batch_size

@@ -4,24 +4,56 @@
     musictx-evaluate checkpoint=outputs/.../last.ckpt data.dir=data/maestro split=test
     musictx-evaluate checkpoint=... mode=continuation continuation.num_seeds=16
     musictx-evaluate checkpoint=... mode=all output_dir=out/eval
+    musictx-evaluate checkpoint=... mode=motif motif.num_seeds=16 motif.length_seconds=60   # forgetting curve
+    musictx-evaluate checkpoint=... mode=motif motif.seed_midi=my_motif.mid                 # your own seed
+
+``mode=motif`` (`musictx.motif`) continues seeds that hold a repeating motif past the model's context and
+measures, window by window, how much of the motif comes back; it also writes ``forgetting_curve.png``.
 
 Writes ``metrics.json`` in ``output_dir`` and prints a table. Works for every model musictx-train makes.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from musictx.jsonio import write_json
 from musictx.paths import CONF_DIR
 from musictx.scoring import score_pieces
 from musictx.token_store import TokenArrays, load_tokenizer
 
-MODES = ("nll", "continuation", "all")
+MODES = ("nll", "continuation", "all", "motif")
+NESTED = ("data", "continuation", "motif")  # groups of evaluate.yaml whose keys are checked too
+
+
+class EvaluateError(ValueError):
+    """A bad option; the message names it."""
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Refuse, before any work, keys that evaluate.yaml does not have (a ``+typo=...`` would otherwise be
+    ignored silently), an unknown mode and bad continuation settings. Raises EvaluateError."""
+    known = OmegaConf.load(f"{CONF_DIR}/evaluate.yaml")
+    unknown = [str(k) for k in cfg if k not in known and k != "hydra"]
+    for group in NESTED:
+        if isinstance(cfg.get(group), DictConfig) and isinstance(known.get(group), DictConfig):
+            unknown += [f"{group}.{k}" for k in cfg[group] if k not in known[group]]
+    if unknown:
+        raise EvaluateError(f"unknown option(s) {sorted(unknown)}; evaluate.yaml has "
+                            f"{sorted(str(k) for k in known if k != 'hydra')}")
+    if cfg.mode not in MODES:
+        raise EvaluateError(f"mode must be one of {MODES}, got {cfg.mode!r}")
+    if cfg.mode in ("continuation", "all"):
+        from musictx.continuation import continuation_options
+
+        try:
+            continuation_options(cfg.continuation)
+        except ValueError as err:
+            raise EvaluateError(str(err)) from None
 
 
 def pick_device(name: str) -> torch.device:
@@ -51,8 +83,7 @@ def run_evaluation(cfg: DictConfig) -> dict:
     """The whole job as a function (tests and the compare experiment call it)."""
     from musictx.model_store import load_model
 
-    if cfg.mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {cfg.mode!r}")
+    check_config(cfg)
     device = pick_device(cfg.device)
     net, tok, meta = load_model(cfg.get("checkpoint"), map_location=device)
     data_tok = load_tokenizer(cfg.data.dir)
@@ -70,6 +101,10 @@ def run_evaluation(cfg: DictConfig) -> dict:
         from musictx.continuation import evaluate_continuations
 
         result["continuation"] = evaluate_continuations(net, tok, arrays, cfg.continuation, device)
+    if cfg.mode == "motif":
+        from musictx.motif import evaluate_motif
+
+        result["motif"] = evaluate_motif(net, tok, arrays, cfg.motif, device)
     return result
 
 
@@ -85,14 +120,21 @@ def format_table(result: dict) -> str:
         from musictx.continuation import format_continuation_table
 
         lines.append(format_continuation_table(result["continuation"]))
+    if "motif" in result:
+        from musictx.motif import format_motif_table
+
+        lines.append(format_motif_table(result["motif"]))
     return "\n".join(lines)
 
 
 def write_result(result: dict, output_dir: str | Path) -> Path:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "metrics.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path = write_json(out / "metrics.json", result, what="metric")  # NaN would be invalid JSON: null
+    if "motif" in result:  # the forgetting curve beside the numbers it plots
+        from musictx.motif import plot_forgetting_curves, result_label
+
+        plot_forgetting_curves([result["motif"]], out / "forgetting_curve.png", [result_label(result, "model")])
     return path
 
 
@@ -103,7 +145,7 @@ def main(cfg: DictConfig) -> None:
 
     try:
         result = run_evaluation(cfg)
-    except (ModelLoadError, TokenizerMismatchError) as err:
+    except (EvaluateError, ModelLoadError, TokenizerMismatchError) as err:
         raise SystemExit(f"musictx-evaluate: error: {err}") from None
     path = write_result(result, cfg.output_dir)
     print(format_table(result))

@@ -7,21 +7,23 @@ JSON record. Config in ``conf/generate.yaml``. The model is the shipped ``piano`
     musictx-generate checkpoint=outputs/train/.../checkpoints/last.ckpt seed_midi=motif.mid seed_seconds=10 \\
         length_seconds=30 num_samples=4 temperature=0.95 top_p=0.95 seed=7 output_dir=out/
 
-The seed MIDI is encoded with the checkpoint's own tokenizer and cut where its time reaches
-``seed_seconds``; the model continues from its last id. Without ``seed_midi`` generation is
-unconditional: the prompt is a single VELOCITY event (``start_velocity``, mezzo-forte by default),
-because training windows start at the beginning of a piece, which is a VELOCITY or TIME_SHIFT event
-(there is no BOS token).
+The seed MIDI is encoded with the checkpoint's own tokenizer, counted from its first note (silence
+before it is left out) and cut ``seed_seconds`` later; the model continues from its last id. Without
+``seed_midi`` generation is unconditional: the prompt is a single VELOCITY event (``start_velocity``,
+mezzo-forte by default), because training windows start at the beginning of a piece, which is a VELOCITY
+or TIME_SHIFT event (there is no BOS token).
 
-Everything is checked (options, checkpoint, tokenizer, seed) before the first file is written, so a bad
-input leaves no partial output. The functions below are usable from Python without Hydra: `run` takes
-a `GenerateOptions`.
+Everything is checked (options, output_dir, checkpoint, tokenizer, seed) before the model runs and the
+first file is written, so a bad input leaves no partial output. A reused ``output_dir`` keeps only this
+run's ``sample_XX`` files, the ones ``generation.json`` lists. The functions below are usable from Python
+without Hydra: `run` takes a `GenerateOptions`.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
@@ -34,14 +36,19 @@ from omegaconf import DictConfig, OmegaConf
 
 from musictx.audio import AudioRenderError, audio_unavailable, render_wav
 from musictx.guard import NoteGrammarGuard
+from musictx.jsonio import write_json
 from musictx.midi_io import MidiReadError, Notes
 from musictx.paths import CONF_DIR
 from musictx.sampling import SecondsLimit, context_length, generate
+from musictx.seeds import (  # noqa: F401  (cut_at_seconds, drop_leading_silence: re-exported for callers)
+    GenerateError,
+    Seed,
+    cut_at_seconds,
+    drop_leading_silence,
+    seed_from_midi,
+    unconditional_seed,
+)
 from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
-
-
-class GenerateError(ValueError):
-    """A bad option or input file; the message names the option or the file."""
 
 
 @dataclass
@@ -50,7 +57,7 @@ class GenerateOptions:
 
     checkpoint: str | None = None
     seed_midi: str | None = None  # None: unconditional
-    seed_seconds: float | None = None  # keep this much of the seed; None: all of it
+    seed_seconds: float | None = None  # keep this much of the seed, from its first note; None: all of it
     tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
     length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
     max_tokens: int = 2048  # new ids per sample at most
@@ -81,9 +88,20 @@ class GenerateOptions:
         return cls(**data)
 
     def check(self) -> None:
-        """Raise GenerateError naming the first bad option."""
+        """Raise GenerateError naming the first bad option (numbers, then ``output_dir``)."""
+        if self.output_dir in (None, ""):
+            raise GenerateError("output_dir is required")
+        self.check_sampling()
+        check_output_dir(self.output_dir)
+
+    def check_sampling(self) -> None:
+        """The numeric options: whole numbers where counts are meant (``max_tokens=1e9`` becomes an int),
+        finite numbers (no NaN or inf) in range. Raise GenerateError naming the first bad one."""
+        for name in WHOLE_OPTIONS:
+            setattr(self, name, _whole(name, getattr(self, name)))
+        for name in REAL_OPTIONS:
+            _finite(name, getattr(self, name))
         bad = [
-            (self.output_dir in (None, ""), "output_dir is required"),
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
             (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
             (self.top_p is not None and not 0 < self.top_p <= 1, f"top_p must be in (0, 1] or null, got {self.top_p}"),
@@ -104,55 +122,41 @@ class GenerateOptions:
                 raise GenerateError(message)
 
 
-@dataclass
-class Seed:
-    """The prompt: ``ids`` and the time (seconds) where the model takes over."""
-
-    ids: np.ndarray  # (T0,) int64
-    seconds: float
-    path: str | None = None  # None: unconditional
+# Options that count something (a float with a whole value, as Hydra reads 1e9, is accepted) and options
+# that are real numbers; None is allowed where the field's type allows it.
+WHOLE_OPTIONS = ("max_tokens", "num_samples", "top_k", "seed", "slide", "start_velocity", "threads")
+REAL_OPTIONS = ("seed_seconds", "length_seconds", "temperature", "top_p", "max_note_seconds")
 
 
-def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -> np.ndarray:
-    """The ids of the events before ``seconds``, ending exactly at ``seconds`` when the piece goes on.
-
-    Notes sounding across the cut stay open (the model may end them). A TIME_SHIFT that crosses the cut
-    is shortened to end on it; events at or after the cut are dropped.
-    """
-    lay = tokenizer.layout
-    target = round(seconds / tokenizer.config.time_step)
-    is_shift = (ids >= lay.time_shift) & (ids < lay.velocity)
-    shift = np.where(is_shift, ids - lay.time_shift + 1, 0)
-    before = np.cumsum(shift) - shift  # steps before each id
-    n = int(np.searchsorted(before, target, side="left"))  # `before` is non-decreasing
-    out = ids[:n].copy()
-    if n and is_shift[n - 1] and before[n - 1] + shift[n - 1] > target:
-        out[n - 1] = lay.time_shift + (target - before[n - 1]) - 1
-    return out
+def _whole(name: str, value):
+    if value is None and name not in ("max_tokens", "num_samples", "seed", "start_velocity"):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise GenerateError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
 
 
-def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None) -> Seed:
-    """Encode a seed file with the checkpoint's tokenizer and keep its first ``seed_seconds``."""
-    try:
-        ids = tokenizer.encode(path)
-    except MidiReadError as err:
-        if "notes" in err.reason:  # readable, but nothing to continue
-            raise GenerateError(f"seed_midi={path}: {err.reason}; nothing to continue. Leave seed_midi unset "
-                                "for unconditional generation.") from None
-        raise GenerateError(f"seed_midi={path}: {err.reason}") from None
-    if seed_seconds is not None:
-        ids = cut_at_seconds(tokenizer, ids, seed_seconds)
-        if not (ids < tokenizer.layout.note_off).any():
-            raise GenerateError(f"seed_midi={path}: no note starts in its first seed_seconds={seed_seconds} s; "
-                                "raise seed_seconds, or leave seed_midi unset for unconditional generation.")
-    steps = tokenizer.split_time_shifts(ids)[2]
-    return Seed(ids, steps * tokenizer.config.time_step, str(Path(path).resolve()))
+def _finite(name: str, value) -> None:
+    if value is None and name != "temperature":
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
+        raise GenerateError(f"{name} must be a finite number, got {value!r}")
 
 
-def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
-    """A one-id prompt: the VELOCITY event of ``velocity`` (as a piece's first note would carry)."""
-    vbin = min((velocity - 1) // tokenizer.config.velocity_bin_size + 1, tokenizer.config.velocity_bins)
-    return Seed(np.array([tokenizer.layout.velocity + vbin - 1], dtype=np.int64), 0.0, None)
+def check_output_dir(output_dir: str | os.PathLike) -> None:
+    """Raise GenerateError unless ``output_dir`` is a folder or can be made one: checked before the model
+    runs, so that a typo does not cost the generation."""
+    out = Path(output_dir)
+    for path in (out, *out.parents):
+        if path.is_dir():
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise GenerateError(f"output_dir={out}: {path} is not writable")
+            return
+        if os.path.lexists(path):
+            what = "is" if path == out else f"is inside {path}, which is"
+            raise GenerateError(f"output_dir={out}: {what} a file, not a folder")
 
 
 def load_model(opts: GenerateOptions):
@@ -229,6 +233,24 @@ def notes_to_midi(notes: Notes, program: int = 0):
     return pm
 
 
+def write_midi(notes: Notes, path: str | os.PathLike, program: int = 0) -> Path:
+    """Write ``notes`` as a one-track MIDI file, 1000 ticks per second (500 per beat at 120 bpm), so times
+    on the tokenizer's 10 ms grid are exact. Written by symusic (C++) from arrays: a million notes take
+    seconds, where `notes_to_midi` (pretty_midi) takes minutes."""
+    import symusic
+
+    score = symusic.Score(500)
+    score.tempos.append(symusic.Tempo(0, qpm=120.0))
+    track = symusic.Track(name="musictx", program=program)
+    on = np.rint(notes.start * 1000).astype(np.int32)
+    off = np.maximum(np.rint(notes.end * 1000).astype(np.int32), on + 1)
+    track.notes = symusic.Note.from_numpy(on, off - on, notes.pitch.astype(np.int8),
+                                          np.clip(notes.velocity, 1, 127).astype(np.int8))
+    score.tracks.append(track)
+    score.dump_midi(str(path))
+    return Path(path)
+
+
 def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, opts: GenerateOptions) -> str:
     if len(new_ids) and new_ids[-1] == tokenizer.eos_id:
         return "eos"
@@ -246,7 +268,7 @@ def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: See
     name = f"sample_{index:02d}"
     notes = piece_notes(tokenizer, seed, new_ids, opts.include_seed)
     midi = out_dir / f"{name}.mid"
-    notes_to_midi(notes).write(str(midi))
+    write_midi(notes, midi)
     takeover = seed.seconds if opts.include_seed else None
     plot_piano_roll(notes, out_dir / f"{name}.png", takeover=takeover, title=f"{name}: {len(notes)} notes")
     wav = None
@@ -268,6 +290,8 @@ def run(opts: GenerateOptions) -> dict:
     net, tokenizer, meta = load_model(opts)
     if opts.seed_midi:
         seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds)
+        if seed.silence_dropped:
+            print(f"seed: {seed.silence_dropped:.2f} s of silence before its first note left out")
     else:
         seed = unconditional_seed(tokenizer, opts.start_velocity)
     no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"
@@ -281,19 +305,36 @@ def run(opts: GenerateOptions) -> dict:
         print(f"no WAV files: {no_audio}")
     samples = [write_sample(out_dir, i, tokenizer, seed, ids, opts, audio=no_audio is None)
                for i, ids in enumerate(pieces)]
+    stale = remove_stale_samples(out_dir, {s[k] for s in samples for k in ("midi", "png", "wav") if s[k]})
+    if stale:
+        print(f"removed {len(stale)} sample file(s) of an earlier run in {out_dir}: {', '.join(stale)}")
     record = {"settings": asdict(opts), "checkpoint": meta["ref"], "model_source": meta["source"],
               "model_path": str(Path(meta["path"]).resolve()),
               "model": meta["model"], "global_step": meta.get("global_step"), "tokenizer": tokenizer.to_dict(),
               "seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
-                       "unconditional": seed.path is None},
+                       "unconditional": seed.path is None, "silence_dropped_seconds": seed.silence_dropped},
               "samples": samples, "generation_wall_s": wall,
               "new_tokens_per_s": sum(len(p) for p in pieces) / max(wall, 1e-9)}
-    (out_dir / "generation.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_json(out_dir / "generation.json", record, what="generation")
     for s in samples:
         print(f"{out_dir / s['midi']}: {s['notes']} notes, {s['new_tokens']} new tokens, "
               f"{s['new_seconds']:.1f} s new ({s['stop']})")
     print(f"wrote {len(samples)} sample(s) and generation.json to {out_dir.resolve()}")
     return record
+
+
+# What write_sample names its files; only these are removed from a reused output folder.
+SAMPLE_FILE = re.compile(r"sample_\d{2,}\.(mid|png|wav)")
+
+
+def remove_stale_samples(out_dir: Path, written: set[str]) -> list[str]:
+    """Remove the ``sample_XX.mid/.png/.wav`` files of ``out_dir`` that this run did not write (an earlier
+    run made more samples, or audio), so that the folder holds what generation.json lists."""
+    stale = sorted(p.name for p in out_dir.iterdir()
+                   if SAMPLE_FILE.fullmatch(p.name) and p.name not in written and not p.is_dir())
+    for name in stale:
+        (out_dir / name).unlink()
+    return stale
 
 
 @hydra.main(config_path=CONF_DIR, config_name="generate", version_base="1.3")

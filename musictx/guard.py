@@ -34,12 +34,32 @@ class NoteGrammarGuard:
         return cls(lay.note_on, lay.note_off, lay.time_shift, lay.velocity - lay.time_shift, steps)
 
     def start(self, prompt: Tensor) -> None:
-        """Follow the prompt (B, T0): which notes sound at its end, since when."""
-        B = prompt.shape[0]
-        self.onset = torch.full((B, self.n_pitches), -1, dtype=torch.long, device=prompt.device)
-        self.now = torch.zeros(B, dtype=torch.long, device=prompt.device)
-        for t in range(prompt.shape[1]):
-            self.update(prompt[:, t])
+        """Follow the prompt (B, T0): which notes sound at its end, since when. Vectorised over the prompt
+        (a million-note seed takes a fraction of a second): a pitch sounds at the end when its last
+        NOTE_ON / NOTE_OFF is a NOTE_ON, and its onset is the step of that NOTE_ON; the same state as
+        calling `update` id by id."""
+        B, T0 = prompt.shape
+        device = prompt.device
+        self.onset = torch.full((B, self.n_pitches), -1, dtype=torch.long, device=device)
+        self.now = torch.zeros(B, dtype=torch.long, device=device)
+        if T0 == 0:
+            return
+        shift = (prompt >= self.time_shift) & (prompt < self.time_shift + self.n_shifts)
+        steps = torch.where(shift, prompt - self.time_shift + 1, 0).cumsum(dim=1)  # (B, T0) after each id
+        on = (prompt >= self.note_on) & (prompt < self.note_off)
+        off = (prompt >= self.note_off) & (prompt < self.note_off + self.n_pitches)
+        pitch = torch.where(on, prompt - self.note_on, prompt - self.note_off).clamp(0, self.n_pitches - 1)
+        # Position of the last NOTE_ON / NOTE_OFF of each (sample, pitch); -1: none.
+        position = torch.arange(T0, device=device).expand(B, T0)
+        slot = torch.arange(B, device=device)[:, None] * self.n_pitches + pitch  # (B, T0)
+        last = torch.full((B * self.n_pitches,), -1, dtype=torch.long, device=device)
+        event = on | off
+        last.scatter_reduce_(0, slot[event], position[event], reduce="amax")
+        last = last.view(B, self.n_pitches)
+        at = last.clamp(min=0)
+        sounding = (last >= 0) & on.gather(1, at)
+        self.onset = torch.where(sounding, steps.gather(1, at), -1)  # a NOTE_ON adds no step itself
+        self.now = steps[:, -1].clone()
 
     def update(self, ids: Tensor) -> None:
         """Advance by one id per sample (B,)."""

@@ -72,28 +72,82 @@ def build_net(spec: dict) -> nn.Module:
         if not (value is None or type(value) in (bool, int, float, str)):
             raise ModelLoadError(f"{cls.__name__} argument {key}={value!r}: only plain numbers, strings, "
                                  "booleans and null are accepted")
-    return cls(**spec["config"])
+    try:
+        return cls(**spec["config"])
+    except (TypeError, ValueError) as err:  # e.g. n_heads that does not divide d_model
+        raise ModelLoadError(f"{cls.__name__} cannot be built from its stored arguments ({err})") from None
+
+
+def _build(spec, path) -> nn.Module:
+    """`build_net` with the file named in its errors."""
+    try:
+        return build_net(spec)
+    except ModelLoadError as err:
+        raise ModelLoadError(f"{path}: {err}") from None
 
 
 # ----- Lightning checkpoints -------------------------------------------------------------------
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """The contents of a checkpoint written by ``musictx-train``, checked: readable without pickled code,
+    holding a musictx entry of a known format and only finite weights. Anything else raises
+    ModelLoadError naming the file and why (``musictx-train ckpt_path=`` checks a resume file with it)."""
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # truncated zip, not a zip, pickled code, unreadable file: many types
+        raise ModelLoadError(f"{path}: not a usable musictx checkpoint ({type(err).__name__}: "
+                             f"{_first_line(err)})") from None
+    block = ckpt.get(CHECKPOINT_KEY) if isinstance(ckpt, dict) else None
+    if not isinstance(block, dict):
+        raise ModelLoadError(f"{path}: no {CHECKPOINT_KEY!r} entry; not a checkpoint written by musictx-train")
+    if not isinstance(block.get("format", 0), int) or block.get("format", 0) > CHECKPOINT_FORMAT:
+        raise ModelLoadError(f"{path}: checkpoint format {block.get('format')!r} is newer than this code "
+                             f"({CHECKPOINT_FORMAT}); update musictx")
+    if not isinstance(ckpt.get("state_dict"), dict):
+        raise ModelLoadError(f"{path}: no 'state_dict' of weights; not a checkpoint written by musictx-train")
+    check_finite(ckpt["state_dict"], path)
+    return ckpt
+
+
+def check_finite(state: dict, path) -> None:
+    """Raise ModelLoadError naming the first floating-point tensor of ``state`` that holds NaN or inf
+    (a diverged run, or bits flipped on disk): such a model only ever outputs garbage."""
+    for name, value in state.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            finite = torch.isfinite(value)
+            if not bool(finite.all()):
+                bad = value.numel() - int(finite.sum())
+                raise ModelLoadError(f"{path}: parameter {name} holds {bad} non-finite value(s) (NaN or inf) "
+                                     f"of {value.numel()}; the file is damaged or training diverged")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "no detail"
+
+
+def _load_state(net: nn.Module, state: dict, path) -> None:
+    """``net.load_state_dict(state)``, a mismatch (missing, unexpected or reshaped weights) as ModelLoadError."""
+    try:
+        net.load_state_dict(state)
+    except RuntimeError as err:
+        raise ModelLoadError(f"{path}: weights do not fit the {type(net).__name__} the file describes "
+                             f"({_first_line(err)})") from None
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"
                     ) -> tuple[nn.Module, EventTokenizer, dict]:
     """Rebuild the trained net and its tokenizer from a checkpoint written by ``musictx-train``.
 
     Returns ``(net, tokenizer, meta)``: the net in eval mode on ``map_location``, the `EventTokenizer` of its
     training data, and ``meta`` = {"model", "global_step", "epoch", "hparams", "optimizer", "path"}.
+    Raises ModelLoadError (file and reason named) for unreadable, foreign or non-finite checkpoints.
     """
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    block = ckpt.get(CHECKPOINT_KEY) if isinstance(ckpt, dict) else None
-    if block is None:
-        raise ModelLoadError(f"{path}: no {CHECKPOINT_KEY!r} entry; not a checkpoint written by musictx-train")
-    if block.get("format", 0) > CHECKPOINT_FORMAT:
-        raise ModelLoadError(f"{path}: checkpoint format {block['format']} is newer than this code "
-                             f"({CHECKPOINT_FORMAT}); update musictx")
+    ckpt = read_checkpoint(path, map_location)
+    block = ckpt[CHECKPOINT_KEY]
     tokenizer = _tokenizer(block, path)
-    net = build_net(block["model"])
+    net = _build(block.get("model"), path)
     state = {k[len("net."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("net.")}
-    net.load_state_dict(state)
+    _load_state(net, state, path)
     meta = {"model": block["model"], "global_step": ckpt.get("global_step"), "epoch": ckpt.get("epoch"),
             "hparams": ckpt.get("hyper_parameters", {}), "optimizer": block.get("optimizer"), "path": str(path)}
     return net.to(map_location).eval(), tokenizer, meta
@@ -131,10 +185,15 @@ def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module
     if not isinstance(config, dict) or config.get("format", 0) > FOLDER_FORMAT:
         raise ModelLoadError(f"{folder}/{CONFIG_FILE}: not a musictx model config of format <= {FOLDER_FORMAT}")
     tokenizer = _tokenizer(config, folder)
-    net = build_net(config.get("model"))
-    state = load_file(folder / WEIGHTS_FILE)
+    net = _build(config.get("model"), folder / CONFIG_FILE)
+    weights = folder / WEIGHTS_FILE
+    try:
+        state = load_file(weights)
+    except Exception as err:  # missing, truncated or not a safetensors file
+        raise ModelLoadError(f"{weights}: unreadable weights ({type(err).__name__}: {_first_line(err)})") from None
+    check_finite(state, weights)
     own = net.state_dict()
-    net.load_state_dict({k: v.to(own[k].dtype) if k in own else v for k, v in state.items()})
+    _load_state(net, {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}, weights)
     meta = {"model": config["model"], "info": config.get("info", {}), "path": str(folder),
             "global_step": config.get("info", {}).get("global_step")}
     return net.to(map_location).eval(), tokenizer, meta

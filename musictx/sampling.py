@@ -164,6 +164,19 @@ def _eval_mode(net: nn.Module) -> Iterator[None]:
         net.train(was_training)
 
 
+# Room for this many new ids at first; then the room for new ids doubles whenever it is full. A huge
+# max_new_tokens (a bound, rarely reached when EOS or length_seconds stops the samples) so costs no
+# memory for ids that are never generated.
+FIRST_CHUNK = 1024
+
+
+def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
+    """``ids`` (B, T) copied into a new (B, capacity) buffer, the rest ``fill``."""
+    out = torch.full((ids.shape[0], capacity), fill, dtype=torch.long, device=ids.device)
+    out[:, : ids.shape[1]] = ids
+    return out
+
+
 @torch.inference_mode()
 def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
@@ -180,6 +193,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     """
     if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
         raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     if (eos_id is not None or stop_fn is not None) and pad_id is None:
         raise ValueError("pad_id is needed to fill the samples that stop early (eos_id or stop_fn given)")
     max_len = context_length(net)
@@ -187,8 +202,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     device = next(net.parameters()).device
     B, t0 = prompt_ids.shape
     total = t0 + max_new_tokens
-    ids = torch.full((B, total), 0 if pad_id is None else pad_id, dtype=torch.long, device=device)
-    ids[:, :t0] = prompt_ids
+    fill = 0 if pad_id is None else pad_id
+    ids = _grow(prompt_ids.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
     decoder = _Decoder(net, use_cache)
     if guard is not None:
@@ -207,6 +222,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
                 nxt = nxt.masked_fill(done, pad_id)
             if guard is not None:
                 guard.update(nxt)
+            if length == ids.shape[1]:
+                ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
             ids[:, length] = nxt
             length += 1
             if eos_id is not None:

@@ -236,7 +236,7 @@ class EventTokenizer:
         step, vbin, open_notes = 0, None, {}
         rows = []  # (on_step, off_step, pitch, bin)
         default_bin = (64 - 1) // c.velocity_bin_size + 1  # mezzo-forte until a VELOCITY event arrives
-        for i in np.asarray(ids, dtype=np.int64).tolist():
+        for i in self._checked_ids(ids).tolist():
             if i == lay.eos:
                 break
             if i < lay.note_off:  # NOTE_ON
@@ -249,8 +249,6 @@ class EventTokenizer:
                 step += i - lay.time_shift + 1
             elif i < lay.pad:
                 vbin = i - lay.velocity + 1
-            elif i != lay.pad:
-                raise ValueError(f"id {i} outside vocabulary of size {lay.vocab_size}")
         for pitch in list(open_notes):
             start, _ = open_notes[pitch]
             self._close(open_notes, pitch, max(step, start + 1), rows)
@@ -258,6 +256,18 @@ class EventTokenizer:
             return Notes.empty()
         arr = np.array(sorted(rows), dtype=np.int64)
         return self._notes_from_steps(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+
+    def _checked_ids(self, ids) -> np.ndarray:
+        """The ids up to the first EOS (included), after checking each is in the vocabulary: a negative
+        id would otherwise read as a NOTE_ON of a negative pitch."""
+        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        eos = np.flatnonzero(arr == self.layout.eos)
+        arr = arr[: eos[0] + 1] if len(eos) else arr
+        bad = np.flatnonzero((arr < 0) | (arr >= self.layout.vocab_size))
+        if len(bad):
+            k = int(bad[0])
+            raise ValueError(f"id {int(arr[k])} at position {k} outside vocabulary of size {self.layout.vocab_size}")
+        return arr
 
     @staticmethod
     def _close(open_notes: dict, pitch: int, step: int, rows: list) -> None:

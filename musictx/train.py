@@ -7,6 +7,8 @@ reads it). Checkpoints land in ``<hydra run dir>/checkpoints`` (``last.ckpt`` an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 import lightning as L
 import torch
@@ -55,11 +57,30 @@ def pretrained_net(cfg: DictConfig, datamodule: MusicDataModule, overrides: list
     return net
 
 
+# ckpt_path values that Lightning resolves itself (its own checkpoint callbacks' files).
+LIGHTNING_CKPT_NAMES = ("last", "best", "hpc", "registry")
+
+
 def check_resume_path(ckpt_path) -> None:
-    """Resume only from local files: Lightning unpickles remote checkpoints without restriction."""
-    if ckpt_path and "://" in str(ckpt_path):
-        raise ValueError(f"ckpt_path={ckpt_path}: resuming from a URL is refused (Lightning would unpickle it "
-                         "with weights_only=False); download it and pass the local file")
+    """Resume only from a local, readable musictx checkpoint, checked before any work: Lightning unpickles
+    remote checkpoints without restriction, and a corrupt file would fail only after the run is set up.
+    Raises ModelLoadError naming the file and why."""
+    from musictx.model_store import ModelLoadError, read_checkpoint
+
+    if not ckpt_path:
+        return
+    if "://" in str(ckpt_path):
+        raise ModelLoadError(f"ckpt_path={ckpt_path}: resuming from a URL is refused (Lightning would unpickle "
+                             "it with weights_only=False); download it and pass the local file")
+    path = Path(str(ckpt_path))
+    if str(ckpt_path) in LIGHTNING_CKPT_NAMES and not path.exists():
+        return
+    if not path.is_file():
+        raise ModelLoadError(f"ckpt_path={ckpt_path}: no such file")
+    try:
+        read_checkpoint(path, map_location="cpu")
+    except ModelLoadError as err:
+        raise ModelLoadError(f"ckpt_path={err}") from None
 
 
 def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
@@ -108,6 +129,7 @@ def evaluate_after_training(cfg: DictConfig, checkpoint: str) -> None:
 def main(cfg: DictConfig) -> float | None:
     """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.errors import InstantiationException
 
     from musictx.finetune import InitFromError
     from musictx.model_store import ModelLoadError
@@ -117,6 +139,10 @@ def main(cfg: DictConfig) -> float | None:
         return train(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
     except (InitFromError, ModelLoadError, TokenizerMismatchError) as err:
         raise SystemExit(f"musictx-train: error: {err}") from None
+    except InstantiationException as err:  # a config value refused by the class it builds (data.seq_len=0)
+        if isinstance(err.__cause__, ValueError):
+            raise SystemExit(f"musictx-train: error: {err.__cause__}") from None
+        raise
 
 
 if __name__ == "__main__":

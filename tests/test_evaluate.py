@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from musictx.compare import write_report
 from musictx.evaluate import format_table, run_evaluation, write_result
@@ -72,3 +74,60 @@ def test_console_script_writes_metrics(tiny_checkpoint, prepared_dir, tmp_path):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["split"] == "validation" and metrics["nll"]["tokens"] > 0
     assert "bits/token" in run.stdout
+
+
+# ----- bad options and damaged checkpoints: one clear line, no metrics.json -----------------------------
+def test_unknown_keys_are_refused_before_any_work(tiny_checkpoint, prepared_dir):
+    from musictx.evaluate import EvaluateError
+
+    for key in ("strid", "continuation.num_seed", "data.dirr"):
+        cfg = eval_config(tiny_checkpoint, prepared_dir)
+        with open_dict(cfg):
+            OmegaConf.update(cfg, key, 1)
+        with pytest.raises(EvaluateError, match=rf"unknown option\(s\) \['{key}'\]"):
+            run_evaluation(cfg)
+    cfg = eval_config(tiny_checkpoint, prepared_dir, mode="continuation")
+    cfg.continuation.temperature = float("nan")
+    with pytest.raises(EvaluateError, match="continuation.temperature must be a finite number"):
+        run_evaluation(cfg)
+
+
+def test_metrics_json_is_strict_json_even_with_nan(tmp_path, capsys):
+    path = write_result({"model": "x", "nll": {"nll": float("nan"), "tokens": 3}}, tmp_path)
+
+    def refuse(word):
+        raise ValueError(word)
+
+    assert json.loads(path.read_text(), parse_constant=refuse)["nll"] == {"nll": None, "tokens": 3}
+    assert "nll.nll" in capsys.readouterr().out
+
+
+def _damaged(kind: str, tiny_checkpoint, tmp_path) -> str:
+    import torch
+
+    path = tmp_path / f"{kind}.ckpt"
+    if kind == "truncated":
+        data = tiny_checkpoint.read_bytes()
+        path.write_bytes(data[: len(data) // 3])
+    else:
+        ckpt = torch.load(tiny_checkpoint, weights_only=True)
+        next(v for k, v in ckpt["state_dict"].items() if k.startswith("net."))[0] = float("nan")
+        torch.save(ckpt, path)
+    return str(path)
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("typo", r"unknown option\(s\) \['stirde'\]"),
+    ("truncated", r"truncated\.ckpt: not a usable musictx checkpoint"),
+    ("nan", r"nan\.ckpt: parameter net\.\S+ holds \d+ non-finite value"),
+])
+def test_console_script_refuses_with_one_line(case, message, tiny_checkpoint, prepared_dir, tmp_path):
+    extra = ["+stirde=4"] if case == "typo" else []
+    checkpoint = tiny_checkpoint if case == "typo" else _damaged(case, tiny_checkpoint, tmp_path)
+    cmd = [sys.executable, "-m", "musictx.evaluate", f"checkpoint={checkpoint}", f"data.dir={prepared_dir}",
+           f"output_dir={tmp_path / 'out'}", f"hydra.run.dir={tmp_path / 'out'}", "progress=false", *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("musictx-evaluate: error: ") and re.search(message, last), last
+    assert not (tmp_path / "out" / "metrics.json").exists()

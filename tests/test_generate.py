@@ -60,6 +60,14 @@ def read_quantised(path) -> Notes:
     return TOK.quantize_notes(TOK.read(path))
 
 
+def read_seed(path) -> Notes:
+    """The quantised notes of a seed file as generation counts it: from its first note."""
+    notes = read_quantised(path)
+    first = round(notes.start.min() / 0.01)
+    shifted = lambda t: (np.rint(t / 0.01).astype(np.int64) - first) * 0.01  # noqa: E731
+    return Notes(shifted(notes.start), shifted(notes.end), notes.pitch, notes.velocity)
+
+
 def select(notes: Notes, keep: np.ndarray) -> Notes:
     return Notes(notes.start[keep], notes.end[keep], notes.pitch[keep], notes.velocity[keep])
 
@@ -84,7 +92,10 @@ def test_cut_at_seconds_shortens_the_crossing_shift():
 
 def test_seed_from_midi_and_unconditional_prompt(seed_midi):
     whole = seed_from_midi(TOK, seed_midi)
-    assert np.array_equal(whole.ids, TOK.encode(seed_midi)) and whole.path == str(seed_midi.resolve())
+    ids = TOK.encode(seed_midi)
+    lead = np.flatnonzero((ids < LAY.time_shift) | (ids >= LAY.velocity))[0]  # the seed opens with silence
+    assert lead > 0 and np.array_equal(whole.ids, ids[lead:]) and whole.path == str(seed_midi.resolve())
+    assert whole.silence_dropped == pytest.approx(read_quantised(seed_midi).start.min())
     assert whole.seconds == pytest.approx(TOK.split_time_shifts(whole.ids)[2] * 0.01)
     part = seed_from_midi(TOK, seed_midi, seed_seconds=2.0)
     assert part.seconds == pytest.approx(2.0) and len(part.ids) < len(whole.ids)
@@ -96,7 +107,7 @@ def test_seed_from_midi_and_unconditional_prompt(seed_midi):
 # ----- outputs -------------------------------------------------------------------------------------------
 def test_output_midi_starts_with_the_whole_seed(tiny_checkpoint, seed_midi, tmp_path):
     record = run(options(tiny_checkpoint, tmp_path / "out", seed_midi=str(seed_midi), length_seconds=4.0))
-    seed_notes = read_quantised(seed_midi)
+    seed_notes = read_seed(seed_midi)
     seed_end = record["seed"]["seconds"]
     assert seed_end == pytest.approx(seed_notes.end.max())  # the whole file: it ends with its last note off
     for sample in record["samples"]:
@@ -112,7 +123,7 @@ def test_cut_seed_then_continuation_alone(tiny_checkpoint, seed_midi, tmp_path):
     kwargs = dict(seed_midi=str(seed_midi), seed_seconds=3.0, length_seconds=3.0)
     with_seed = run(options(tiny_checkpoint, tmp_path / "a", **kwargs))
     alone = run(options(tiny_checkpoint, tmp_path / "b", include_seed=False, **kwargs))
-    seed_notes = read_quantised(seed_midi)
+    seed_notes = read_seed(seed_midi)  # seed_seconds count from the first note
     before = seed_notes.start < 3.0 - 1e-9
     ended = before & (seed_notes.end < 3.0 - 1e-9)
     for name in ("sample_00.mid", "sample_01.mid"):
@@ -182,8 +193,11 @@ BAD = {
                         r"seed_midi=.*junk\.mid: unreadable MIDI"),
     "seed without notes": (lambda d: {"seed_midi": str(no_notes_midi(d / "empty.mid"))}, GenerateError,
                            r"empty\.mid: no notes.*Leave seed_midi unset for unconditional"),
-    "nothing before seed_seconds": (lambda d: {"seed_midi": str(late_start_midi(d / "late.mid")), "seed_seconds": 2},
-                                    GenerateError, r"no note starts in its first seed_seconds=2"),
+    # A seed counts from its first note (late_start_midi's comes after 5 s of silence: that works, see
+    # test_late_seed_starts_at_its_first_note); only a cut shorter than half a 10 ms step keeps no note.
+    "nothing before seed_seconds": (lambda d: {"seed_midi": str(late_start_midi(d / "late.mid")),
+                                               "seed_seconds": 0.004},
+                                    GenerateError, r"no note starts in its first seed_seconds=0.004 s"),
     "missing checkpoint": (lambda d: {"checkpoint": str(d / "gone.ckpt")}, GenerateError,
                            r"checkpoint=.*gone\.ckpt: no such file"),
     "not a checkpoint": (lambda d: {"checkpoint": str(_write(d / "text.ckpt", b"hello"))}, GenerateError,
@@ -221,6 +235,17 @@ def test_bad_input_raises_a_clear_error_and_writes_nothing(case, tiny_checkpoint
     with pytest.raises(error, match=message):
         run(options(**{"checkpoint": tiny_checkpoint, "out": out, **kwargs}))
     assert not out.exists(), f"{case}: output written before the error"
+
+
+def test_late_seed_starts_at_its_first_note(tiny_checkpoint, tmp_path):
+    late = late_start_midi(tmp_path / "late.mid")  # one note, 5.0 to 6.0 s
+    record = run(options(tiny_checkpoint, tmp_path / "out", seed_midi=str(late), seed_seconds=2))
+    assert record["seed"]["seconds"] == pytest.approx(1.0)  # the file holds 1 s from its first note, < 2 s
+    assert record["seed"]["silence_dropped_seconds"] == pytest.approx(5.0)
+    for sample in record["samples"]:
+        out = read_quantised(tmp_path / "out" / sample["midi"])
+        first = np.argmin(out.start)
+        assert (out.start[first], out.pitch[first]) == (pytest.approx(0.0), 60)
 
 
 # ----- the console script --------------------------------------------------------------------------------

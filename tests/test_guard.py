@@ -70,3 +70,22 @@ def test_grammar_breaks_counts_stray_offs_and_open_notes():
     new = np.array([off(61), off(60), on(62), shift(3), on(63)])
     out = grammar_breaks(TOK, seed, new)
     assert out["stray_note_off_share"] == 1 / 5 and out["open_at_end_share"] == 2 / 2
+
+
+def test_start_follows_the_prompt_as_update_does_id_by_id():
+    # `start` is vectorised over the prompt; it must leave the state that feeding the ids one by one leaves.
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        T = int(rng.integers(1, 300))
+        prompt = torch.from_numpy(rng.integers(0, TOK.vocab_size, (3, T)))
+        crowded = torch.from_numpy(rng.random((3, T)) < 0.6)  # many ons and offs of a few pitches
+        few = torch.from_numpy(rng.integers(60, 64, (3, T)) + LAY.note_off * rng.integers(0, 2, (3, T)))
+        prompt = torch.where(crowded, few, prompt)
+        fast, slow = NoteGrammarGuard.of(TOK, 2.0), NoteGrammarGuard.of(TOK, 2.0)
+        fast.start(prompt)
+        slow.start(prompt[:, :0])
+        for t in range(T):
+            slow.update(prompt[:, t])
+        assert torch.equal(fast.onset, slow.onset) and torch.equal(fast.now, slow.now), f"trial {trial}"
+        logits = torch.zeros(3, TOK.vocab_size)
+        assert torch.equal(fast.mask(logits), slow.mask(logits))

@@ -171,3 +171,57 @@ def test_wheel_ships_configs_and_model_folders(tmp_path):
     shipped = [p.name for p in (root / "musictx" / "pretrained").glob("*/config.json")]
     for name in shipped:
         assert {f"musictx/pretrained/{name}/{f}" for f in (CONFIG_FILE, WEIGHTS_FILE, "README.md")} <= names
+
+
+# ----- damaged files: refused at load with the file and the reason -----------------------------------
+def _poisoned(tiny_checkpoint, tmp_path, how: str) -> tuple[Path, str]:
+    """A copy of the tiny checkpoint with one weight NaN, or made inf by setting its exponent bits (as a
+    bit flip on disk would); returns (path, the parameter's name in the file)."""
+    ckpt = torch.load(tiny_checkpoint, weights_only=True)
+    name = [k for k, v in ckpt["state_dict"].items() if k.startswith("net.") and v.is_floating_point()][-1]
+    flat = ckpt["state_dict"][name].view(-1)
+    if how == "nan":
+        flat[3] = float("nan")
+    else:
+        flat.view(torch.int32)[3] |= 0x7F800000
+    path = tmp_path / f"{how}.ckpt"
+    torch.save(ckpt, path)
+    return path, name
+
+
+@pytest.mark.parametrize("how", ["nan", "bitflip"])
+def test_non_finite_weights_are_refused_with_the_parameter_named(how, tiny_checkpoint, tmp_path):
+    path, name = _poisoned(tiny_checkpoint, tmp_path, how)
+    with pytest.raises(ModelLoadError, match=rf"{how}\.ckpt: parameter {name} holds 1 non-finite value"):
+        load_checkpoint(path)
+    with pytest.raises(GenerateError, match=rf"parameter {name} holds"):
+        run(GenerateOptions(checkpoint=str(path), output_dir=str(tmp_path / "out"), audio=False))
+
+
+def test_non_finite_weights_in_a_model_folder_are_refused(tiny_folder, tmp_path):
+    from safetensors.torch import save_file
+
+    folder = tmp_path / "copy"
+    shutil.copytree(tiny_folder, folder)
+    state = load_file(folder / WEIGHTS_FILE)
+    name = sorted(state)[0]
+    state[name].view(-1)[0] = float("inf")
+    save_file(state, folder / WEIGHTS_FILE)
+    with pytest.raises(ModelLoadError, match=rf"model\.safetensors: parameter {name} holds 1 non-finite"):
+        load_model(str(folder))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "no weights"])
+def test_unreadable_checkpoints_are_model_load_errors(damage, tiny_checkpoint, tmp_path):
+    path = tmp_path / "damaged.ckpt"
+    data = Path(tiny_checkpoint).read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"\x00" * 1000)
+    else:
+        ckpt = torch.load(tiny_checkpoint, weights_only=True)
+        del ckpt["state_dict"]
+        torch.save(ckpt, path)
+    with pytest.raises(ModelLoadError, match=r"damaged\.ckpt: (not a usable musictx checkpoint|no 'state_dict')"):
+        load_checkpoint(path)

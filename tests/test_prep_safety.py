@@ -132,10 +132,10 @@ def dataset(tmp_path) -> tuple[Path, Path, dict]:
 ])
 def test_bad_options_are_refused_before_any_work(dataset, override, message):
     src, out, before = dataset
-    t0 = time.perf_counter()
     with pytest.raises(PrepError, match=message):
         prep(f"input_dir={src}", f"output_dir={out}", override)
-    assert time.perf_counter() - t0 < 5  # refused up front, not after tokenizing
+    # refused up front: no temporary dataset folder was ever made (a run makes one before reading any file),
+    # which a wall-clock bound on a shared machine could not show reliably
     assert snapshot(out) == before and sorted(p.name for p in out.parent.iterdir()) == ["midi", "out"]
 
 

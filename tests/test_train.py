@@ -4,6 +4,7 @@ continues where it stopped, loggers, schedules, and the non-finite loss error.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -291,3 +292,53 @@ def test_sigterm_saves_a_checkpoint_and_exits_non_zero(prepared_dir, tmp_path):
     message = re.search(r"stopped by SIGTERM at step (\d+)", log.read_text())
     assert code != 0 and message, log.read_text()[-2000:]
     assert torch.load(last, weights_only=True)["global_step"] == int(message.group(1)) >= 5
+
+
+# ----- resume keeps the history; bad resume files and data options: one clear line --------------------
+def test_resume_in_the_same_folder_keeps_metrics_and_removes_dead_temporaries(prepared_dir, tmp_path):
+    import csv
+    import socket
+
+    common = ["model=lstm", "data.epoch_windows=20", "trainer.val_check_interval=4"]
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    alive = subprocess.Popen(["sleep", "300"])
+    host = socket.gethostname()
+    try:
+        stale = [f".last.ckpt.tmp-{dead.pid}", f".last.ckpt.tmp-{host}-{dead.pid}"]
+        kept = [f".last.ckpt.tmp-{host}-{alive.pid}", f".last.ckpt.tmp-other-host-{dead.pid}", ".best.tmp-1"]
+        for name in stale + kept:
+            (ckpts / name).write_bytes(b"partial checkpoint")
+        fit(compose_train(prepared_dir, tmp_path, *common, "trainer.max_steps=8"))
+        names = {p.name for p in ckpts.iterdir()}
+        assert not names & set(stale) and set(kept) <= names
+    finally:
+        alive.kill()
+        alive.wait()
+    fit(compose_train(prepared_dir, tmp_path, *common, "trainer.max_steps=12", f"ckpt_path={ckpts / 'last.ckpt'}"))
+    with open(tmp_path / "csv" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    train_steps = [int(r["step"]) for r in rows if r["train/loss"]]
+    assert train_steps == list(range(12)), "steps before the resume lost, or steps listed twice"
+    val_steps = [int(r["step"]) for r in rows if r["val/loss"]]
+    assert min(val_steps) < 8 <= max(val_steps) and len(val_steps) == len(set(val_steps)), val_steps
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("ckpt_path={bad}", r"ckpt_path=.*bad\.ckpt: not a usable musictx checkpoint"),
+    ("ckpt_path={missing}", r"ckpt_path=.*missing\.ckpt: no such file"),
+    ("data.seq_len=0", r"data\.seq_len must be a whole number >= 1, got 0"),
+    ("data.batch_size=0", r"data\.batch_size must be a whole number >= 1, got 0"),
+])
+def test_console_script_refuses_bad_resume_files_and_sizes(override, message, prepared_dir, tmp_path):
+    (tmp_path / "bad.ckpt").write_bytes(b"PK\x03\x04 not really a checkpoint")
+    override = override.format(bad=tmp_path / "bad.ckpt", missing=tmp_path / "missing.ckpt")
+    cmd = [sys.executable, "-m", "musictx.train", "experiment=tiny", f"data.dir={prepared_dir}", "model=lstm",
+           f"hydra.run.dir={tmp_path / 'run'}", "trainer.max_steps=2", override]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("musictx-train: error: ") and re.search(message, last), last
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -1,0 +1,15 @@
+"""``musictx-app``: a local web page (Gradio) that continues a MIDI file with a musictx model.
+
+    musictx-app                                   # the shipped "piano" model, http://127.0.0.1:7860
+    musictx-app --model outputs/train/.../checkpoints/last.ckpt --port 8000
+
+Upload a MIDI file (or keep the bundled motif), choose how much of it to keep, how long to continue,
+temperature, top-p, the number of samples and the random seed, and press Continue: each continuation
+shows its piano roll (the seed shaded), plays in the page (WAV from `musictx.audio`) and downloads as
+MIDI; "Continue this one further" takes a result as the next seed. Needs the ``app`` extra
+(``pip install 'musictx[app]'``); binds 127.0.0.1 unless ``--host`` says otherwise.
+
+- `musictx.app.core`: `Continuer`, the glue between a request and `musictx.generate`'s functions (no Gradio).
+- `musictx.app.page`: the Gradio page.
+- `musictx.app.cli`: the console script.
+"""

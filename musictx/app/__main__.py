@@ -1,0 +1,3 @@
+from musictx.app.cli import main
+
+main()

@@ -1,0 +1,316 @@
+"""The memory-efficient relative-attention kernel: query blocks, logits recomputed in backward.
+
+Same function and conventions as `musictx.models.attention`: q (B, H, Tq, D), k and v (B, H, Tk, D) with
+Tk >= Tq (the queries are the last Tq positions), E (H, M, D). The kernel keeps only the output and each
+row's log-sum-exp; backward recomputes every block's logits. No Tq x Tk tensor is ever held.
+
+Precision: all arithmetic runs in fp32 (fp64 for fp64 inputs) whatever dtypes arrive, so under bf16 or
+fp16 autocast the row statistics (max, log-sum-exp) and the dq, dk, dv, dE accumulators are fp32. q, k, v
+are cast once, when they are repacked head-major (a copy made anyway); the output and the gradients go
+back in their inputs' dtypes. The matmuls therefore run in fp32 under autocast too: accurate, but on a
+GPU slower than bf16 ones; the Triton kernel is the fast GPU path.
+
+torch.compile: the forward and backward are `torch.library` custom ops with fake (shape-only) versions
+and a registered autograd formula, so compiled graphs keep the kernel as one opaque call, with no graph
+breaks around it. Dropout: one torch.Generator per call, seeded from a seed *tensor* (drawn from torch's
+RNG inside the graph); the blocks draw their keep-masks from it in order, and backward replays the
+stream from the same seed rather than storing the masks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+# Internally batch is folded into heads, head-major: q (HB, Tq, D), k and v (HB, Tk, D), so that a block
+# of queries viewed as (H, B*nb, D) meets the per-head distance table in one batched matmul.
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    return torch.promote_types(x.dtype, torch.float32)  # fp32, or fp64 for fp64 inputs
+
+
+def _take(buf: Tensor, *shape: int) -> Tensor:
+    """A contiguous (shape) view at the start of a flat scratch buffer.
+
+    Every query block reuses the same few scratch buffers: fresh multi-MiB tensors per block are
+    returned to the OS by glibc and page-faulted back in on the next block, which on CPU cost more
+    than the matmuls themselves.
+    """
+    return buf[: math.prod(shape)].view(shape)
+
+
+def _distance_table(rel_emb: Tensor, block_size: int) -> Tensor:
+    """(H, M + block_size - 1, D): E by *decreasing* distance, led by zero rows for distances >= M.
+
+    A query block's relative window can reach up to block_size - 1 distances past M; the zero rows let
+    one matmul cover the whole window, so the long distances come out as exact zeros without padding.
+    """
+    H, _, D = rel_emb.shape
+    return torch.cat([rel_emb.new_zeros(H, block_size - 1, D), rel_emb.flip(1)], dim=1)
+
+
+def _window_start(start: int, n_rel: int) -> int:
+    """First key that has a relative term for some query of a block starting at `start`."""
+    return max(0, start - n_rel + 1)
+
+
+def _block_logits(q_k, kT, qs, tableT, start: int, end: int, n_rel: int, scratch) -> Tensor:
+    """Scaled, causally masked logits (HB, nb, end) of the queries at absolute positions start..end-1.
+
+    Content term q_k @ kT (either (nb, D) @ (D, Tk), or with one extra column that subtracts a per-row
+    constant for free); relative term from qs (HB, nb, D) by a strided skew: qe[a, c] = q_a . E[W-1-c]
+    for the window keys j0..end-1. Query a needs key j0+jj at column c = nb-1-a+jj, so reading qe with
+    row stride W-1 from offset nb-1 lines distances up with keys. Reads that run past a row's end land
+    on future keys, which the causal mask overwrites.
+    """
+    HB, nb, D = qs.shape
+    H = tableT.shape[0]
+    j0 = _window_start(start, n_rel)
+    width = end - j0
+    qe = _take(scratch["qe"], H, HB // H * nb, width)  # (H, B*nb, W)
+    torch.bmm(qs.reshape(H, -1, D), tableT[:, :, tableT.shape[2] - width :], out=qe)
+    rel = qe.as_strided((HB, nb, width), (nb * width, width - 1, 1), qe.storage_offset() + nb - 1)
+    logits = _take(scratch["logits"], HB, nb, end)
+    if j0 == 0:
+        torch.baddbmm(rel, q_k, kT[:, :, :end], out=logits)
+    else:
+        torch.bmm(q_k, kT[:, :, :end], out=logits)
+        logits[:, :, j0:] += rel
+    masked = torch.ones(nb, nb, dtype=torch.bool, device=qs.device).triu_(1)
+    logits[:, :, start:].masked_fill_(masked, float("-inf"))
+    return logits
+
+
+def _block_attend(qs, kT, v, tableT, start, end, n_rel, drop, scratch) -> tuple[Tensor, Tensor]:
+    """Output (HB, nb, D) and log-sum-exp (HB, nb) of one query block; `drop` = (keep mask, p) or None."""
+    logits = _block_logits(qs, kT, qs, tableT, start, end, n_rel, scratch)
+    row_max = logits.amax(dim=-1, keepdim=True)
+    probs = logits.sub_(row_max).exp_()  # unnormalised, in the logits buffer
+    row_sum = probs.sum(dim=-1, keepdim=True)
+    scale = row_sum.reciprocal()  # normalise the (nb, D) output rather than the (nb, end) probabilities
+    if drop is not None:
+        probs.mul_(drop[0])
+        scale = scale / (1 - drop[1])
+    out = torch.bmm(probs, v[:, :end]).mul_(scale)  # (HB, nb, D)
+    return out, (row_max + row_sum.log()).squeeze(-1)
+
+
+def _augment(x: Tensor, col: Tensor) -> Tensor:
+    """(HB, nb, D) and (HB, nb) -> (HB, nb, D+1); against a row of ones it adds col to every logit."""
+    return torch.cat([x, col[:, :, None]], dim=-1)
+
+
+def _block_grads(saved, qs, dout, lse, row_dot, start, end, drop, grads, scratch) -> Tensor:
+    """Accumulate one query block's dk, dv, dtable into `grads`; return its dqs (HB, nb, D).
+
+    kT and vT carry an extra row of ones, so [q, -lse] @ kT gives logits - lse and [dout, -row_dot] @ vT
+    gives dP - row_dot straight out of the matmuls.
+    """
+    k, kT, vT, tableT, n_rel = saved
+    dk, dv, dtable = grads
+    HB, nb, D = qs.shape
+    H = tableT.shape[0]
+    probs = _block_logits(_augment(qs, -lse), kT, qs, tableT, start, end, n_rel, scratch).exp_()
+    # dlogits go to the (now free) qe scratch with nb-1 leading zeros per head: see the inverse skew
+    slab = nb - 1 + nb * end
+    buf = _take(scratch["qe"], HB, slab)
+    dlogits = buf[:, nb - 1 :].view(HB, nb, end)
+    if drop is None:
+        torch.bmm(_augment(dout, -row_dot), vT[:, :, :end], out=dlogits)
+        dv[:, :end].baddbmm_(probs.transpose(1, 2), dout)
+        dlogits.mul_(probs)  # softmax backward: P * (dP - rowsum(P * dP))
+    else:
+        keep = drop[0].mul_(1 / (1 - drop[1]))
+        torch.bmm(dout, vT[:, :D, :end], out=dlogits).mul_(keep).sub_(row_dot[:, :, None])
+        dlogits.mul_(probs)
+        dv[:, :end].baddbmm_(probs.mul_(keep).transpose(1, 2), dout)
+    dqs = torch.bmm(dlogits, k[:, :end])  # (HB, nb, D)
+    dk[:, :end].baddbmm_(dlogits.transpose(1, 2), qs)
+    # inverse skew: dqe[a, c] = dlogits[a, j0 + c + a - (nb-1)]; reads left of the window land on
+    # masked (zero) logits of the previous row, on the leading zeros, or on distances >= M whose table
+    # rows are zero padding
+    buf[:, : nb - 1].zero_()
+    j0 = _window_start(start, n_rel)
+    width = end - j0
+    dqe = buf.as_strided((HB, nb, width), (slab, end + 1, 1), buf.storage_offset() + j0)
+    if HB != H:  # (HB, nb, W) -> (H, B*nb, W) needs a copy; the logits scratch is free again
+        dqe = _take(scratch["logits"], HB, nb, width).copy_(dqe)
+    dqe = dqe.view(H, -1, width)  # (H, B*nb, W)
+    rows = slice(tableT.shape[2] - width, tableT.shape[2])
+    dqs += torch.bmm(dqe, tableT[:, :, rows].transpose(1, 2)).view(HB, nb, D)
+    dtable[:, rows].baddbmm_(dqe.transpose(1, 2), qs.reshape(H, -1, D))
+    return dqs
+
+
+def _fold_heads(x: Tensor, dtype: torch.dtype, scale: float = 1.0) -> Tensor:
+    """(B, H, T, D) -> scale * x as (H*B, T, D) in `dtype`, head-major, contiguous: the one copy where
+    low-precision inputs are widened (scaled after the cast, so no extra rounding)."""
+    B, H, T, D = x.shape
+    out = torch.empty(H, B, T, D, dtype=dtype, device=x.device)
+    out.copy_(x.transpose(0, 1))
+    if scale != 1.0:
+        out.mul_(scale)
+    return out.view(H * B, T, D)
+
+
+def _unfold_heads(x: Tensor, B: int, dtype: torch.dtype) -> Tensor:
+    """(H*B, T, D) -> (B, H, T, D) in `dtype`: a transposed view of a head-major tensor."""
+    HB, T, D = x.shape
+    return x.to(dtype).view(HB // B, B, T, D).transpose(0, 1)
+
+
+def _query_blocks(t_q: int, t_k: int, block_size: int):
+    """Yield (query slice, absolute start, absolute end) per block; queries are the last t_q of t_k."""
+    for a0 in range(0, t_q, block_size):
+        a1 = min(a0 + block_size, t_q)
+        yield slice(a0, a1), t_k - t_q + a0, t_k - t_q + a1
+
+
+# ----- dropout: one generator per call, replayed in backward ---------------------------------------
+def _keep_stream(seed: Tensor | None, p: float, device: torch.device) -> torch.Generator | None:
+    if p == 0:
+        return None
+    if seed is None:
+        raise ValueError("dropout_p > 0 needs a seed tensor")
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def _draw_keep(gen: torch.Generator | None, p: float, out: Tensor):
+    """(out filled with the next 0/1 keep-mask of the stream, p), or None without dropout."""
+    if gen is None:
+        return None
+    return torch.rand(out.shape, generator=gen, out=out, dtype=out.dtype, device=out.device).ge_(p), p
+
+
+def dropout_keep_mask(seed: Tensor, p: float, hb: int, t_q: int, t_k: int, block_size: int,
+                      dtype: torch.dtype = torch.float32) -> Tensor:
+    """The (H*B, Tq, Tk) 0/1 keep-mask the kernel applies for `seed` (rows head-major, as inside the
+    kernel; keys past each query block's end are 0). For tests and debugging."""
+    gen = _keep_stream(seed, p, torch.device("cpu"))
+    keep = torch.zeros(hb, t_q, t_k, dtype=dtype)
+    for blk, _, end in _query_blocks(t_q, t_k, block_size):
+        keep[:, blk, :end] = _draw_keep(gen, p, torch.empty(hb, blk.stop - blk.start, end, dtype=dtype))[0]
+    return keep
+
+
+def _scratch(like: Tensor, t_k: int, block_size: int, dropout: bool) -> dict:
+    HB, t_q = like.shape[:2]
+    numel = HB * min(block_size, t_q) * t_k + HB * block_size  # + leading zeros of the dlogits slab
+    return {name: like.new_empty(numel) for name in ("logits", "qe", "keep")[: 3 if dropout else 2]}
+
+
+def _keep_buffer(scratch: dict, gen, p: float, HB: int, blk: slice, end: int):
+    return None if gen is None else _draw_keep(gen, p, _take(scratch["keep"], HB, blk.stop - blk.start, end))
+
+
+# ----- forward and backward over all blocks (the custom ops' bodies) ------------------------------
+def forward_blocks(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float, seed: Tensor | None,
+                   block_size: int) -> tuple[Tensor, Tensor]:
+    """Output (B, H, Tq, D) in q's dtype and the log-sum-exp (H*B, Tq) in the compute dtype."""
+    B, H, t_q, D = q.shape
+    t_k, n_rel, dtype = k.shape[2], rel_emb.shape[1], _compute_dtype(q)
+    qs = _fold_heads(q, dtype, 1.0 / math.sqrt(D))  # scale once: every logit is linear in q
+    k, v = _fold_heads(k, dtype), _fold_heads(v, dtype)
+    kT = k.transpose(1, 2).contiguous()  # (HB, D, Tk): BLAS is faster on q @ kT than q @ k.mT
+    tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()  # (H, D, M+bs-1)
+    out, lse = torch.empty_like(qs), qs.new_empty(H * B, t_q)
+    scratch = _scratch(qs, t_k, block_size, dropout_p > 0)
+    gen = _keep_stream(seed, dropout_p, q.device)
+    for blk, start, end in _query_blocks(t_q, t_k, block_size):
+        drop = _keep_buffer(scratch, gen, dropout_p, H * B, blk, end)
+        out[:, blk], lse[:, blk] = _block_attend(qs[:, blk], kT, v, tableT, start, end, n_rel, drop, scratch)
+    return _unfold_heads(out, B, q.dtype), lse
+
+
+def backward_blocks(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, out: Tensor, lse: Tensor,
+                    dropout_p: float, seed: Tensor | None, block_size: int) -> tuple[Tensor, ...]:
+    """dq, dk, dv, dE, each in its input's dtype; all accumulation in the compute dtype."""
+    B, H, t_q, D = q.shape
+    t_k, n_rel, dtype = k.shape[2], rel_emb.shape[1], lse.dtype
+    qs = _fold_heads(q, dtype, 1.0 / math.sqrt(D))
+    kf, vf = _fold_heads(k, dtype), _fold_heads(v, dtype)
+    tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()
+    ones = kf.new_ones(H * B, 1, t_k)
+    kT, vT = (torch.cat([x.transpose(1, 2), ones], dim=1) for x in (kf, vf))  # (HB, D+1, Tk)
+    saved = (kf, kT, vT, tableT, n_rel)
+    dout, out = _fold_heads(dout, dtype), _fold_heads(out, dtype)
+    row_dot = (dout * out).sum(-1)  # (HB, Tq): rowsum(P * dP), softmax backward
+    dtable = tableT.new_zeros(H, tableT.shape[2], D)  # (H, M + bs - 1, D)
+    dqs, grads = torch.empty_like(qs), (torch.zeros_like(kf), torch.zeros_like(vf), dtable)
+    scratch = _scratch(qs, t_k, block_size, dropout_p > 0)
+    gen = _keep_stream(seed, dropout_p, q.device)
+    for blk, start, end in _query_blocks(t_q, t_k, block_size):
+        drop = _keep_buffer(scratch, gen, dropout_p, H * B, blk, end)
+        dqs[:, blk] = _block_grads(saved, qs[:, blk], dout[:, blk], lse[:, blk], row_dot[:, blk],
+                                   start, end, drop, grads, scratch)
+    del scratch, saved, kT, vT  # free the scratch before the outputs below are allocated
+    drel = dtable[:, block_size - 1 :].flip(1).to(rel_emb.dtype)  # drop the zero-pad rows; flip copies
+    dq = _unfold_heads(dqs.mul_(1.0 / math.sqrt(D)), B, q.dtype)
+    return dq, _unfold_heads(grads[0], B, k.dtype), _unfold_heads(grads[1], B, v.dtype), drel
+
+
+# ----- custom ops: opaque to torch.compile, differentiable through a registered backward ------------
+@torch.library.custom_op("musictx::relative_attention", mutates_args=(),
+                         schema="(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
+                                "int block_size) -> (Tensor, Tensor)")
+def _attention_op(q, k, v, rel_emb, dropout_p, seed, block_size):
+    with torch.autocast(q.device.type, enabled=False):  # the body picks its own precision
+        return forward_blocks(q, k, v, rel_emb, dropout_p, seed, block_size)
+
+
+@_attention_op.register_fake
+def _(q, k, v, rel_emb, dropout_p, seed, block_size):
+    B, H, t_q, D = q.shape
+    out = q.new_empty(H, B, t_q, D).transpose(0, 1)  # the real output's head-major strides
+    return out, q.new_empty(H * B, t_q, dtype=_compute_dtype(q))
+
+
+@torch.library.custom_op("musictx::relative_attention_backward", mutates_args=(),
+                         schema="(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor rel_emb, Tensor out, Tensor lse, "
+                                "float dropout_p, Tensor? seed, int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
+def _attention_backward_op(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size):
+    with torch.autocast(q.device.type, enabled=False):
+        return backward_blocks(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size)
+
+
+@_attention_backward_op.register_fake
+def _(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size):
+    def like(x):
+        B, H, T, D = x.shape
+        return x.new_empty(H, B, T, D).transpose(0, 1)
+
+    return like(q), like(k), like(v), torch.empty_like(rel_emb, memory_format=torch.contiguous_format)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, rel_emb, dropout_p, seed, block_size = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, rel_emb, out, lse, seed)
+    ctx.opts = (dropout_p, block_size)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, dout, _dlse):
+    q, k, v, rel_emb, out, lse, seed = ctx.saved_tensors
+    dropout_p, block_size = ctx.opts
+    grads = _attention_backward_op(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size)
+    return *grads, None, None, None
+
+
+_attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float = 0.0,
+                     block_size: int = 64, seed: Tensor | None = None) -> Tensor:
+    """Memory-efficient relative attention (B, H, Tq, D) in q's dtype; see the module docstring.
+
+    With dropout the keep-masks come from `seed` (an int64 tensor), drawn from torch's RNG when None.
+    """
+    if dropout_p > 0 and seed is None:
+        seed = torch.randint(2**62, (), dtype=torch.int64)  # a tensor: no .item() in compiled graphs
+    return _attention_op(q, k, v, rel_emb, dropout_p, seed, block_size)[0]

@@ -1,0 +1,88 @@
+"""Seeds (prompts) for generation, shared by ``musictx-generate`` and the continuation metrics of
+``musictx-evaluate``: a seed MIDI file or a dataset piece counted from its first note and cut after some
+seconds, or the one-id prompt of unconditional generation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from musictx.midi_io import MidiReadError
+from musictx.tokenizer import EventTokenizer
+
+
+class GenerateError(ValueError):
+    """A bad generation option or input file (a seed, a checkpoint, a tokenizer); the message names the
+    option or the file. Defined here so that seeds raise it too; `musictx.generate` exports it."""
+
+
+@dataclass
+class Seed:
+    """The prompt: ``ids`` and the time (seconds) where the model takes over."""
+
+    ids: np.ndarray  # (T0,) int64
+    seconds: float
+    path: str | None = None  # None: unconditional
+    silence_dropped: float = 0.0  # seconds of silence before the seed file's first note, left out
+
+
+def drop_leading_silence(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """(ids without the TIME_SHIFTs before the first NOTE_ON, steps dropped): time then counts from the
+    first note. Real recordings often open with seconds of silence; a VELOCITY event before the first
+    note is kept."""
+    lay = tokenizer.layout
+    ids = np.asarray(ids, dtype=np.int64)
+    notes = np.flatnonzero((ids >= lay.note_on) & (ids < lay.note_off))
+    first = int(notes[0]) if len(notes) else len(ids)
+    lead = ids[:first]
+    is_shift = (lead >= lay.time_shift) & (lead < lay.velocity)
+    steps = int((lead[is_shift] - lay.time_shift + 1).sum())
+    return np.concatenate([lead[~is_shift], ids[first:]]), steps
+
+
+def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -> np.ndarray:
+    """The ids of the events before ``seconds``, ending exactly at ``seconds`` when the piece goes on.
+
+    Notes sounding across the cut stay open (the model may end them). A TIME_SHIFT that crosses the cut
+    is shortened to end on it; events at or after the cut are dropped.
+    """
+    lay = tokenizer.layout
+    target = round(seconds / tokenizer.config.time_step)
+    is_shift = (ids >= lay.time_shift) & (ids < lay.velocity)
+    shift = np.where(is_shift, ids - lay.time_shift + 1, 0)
+    before = np.cumsum(shift) - shift  # steps before each id
+    n = int(np.searchsorted(before, target, side="left"))  # `before` is non-decreasing
+    out = ids[:n].copy()
+    if n and is_shift[n - 1] and before[n - 1] + shift[n - 1] > target:
+        out[n - 1] = lay.time_shift + (target - before[n - 1]) - 1
+    return out
+
+
+def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None) -> Seed:
+    """Encode a seed file with the checkpoint's tokenizer, counted from its first note (leading silence is
+    dropped), and keep its first ``seed_seconds`` from there."""
+    try:
+        ids = tokenizer.encode(path)
+    except MidiReadError as err:
+        if "notes" in err.reason:  # readable, but nothing to continue
+            raise GenerateError(f"seed_midi={path}: {err.reason}; nothing to continue. Leave seed_midi unset "
+                            "for unconditional generation.") from None
+        raise GenerateError(f"seed_midi={path}: {err.reason}") from None
+    ids, silent_steps = drop_leading_silence(tokenizer, ids)
+    if seed_seconds is not None:
+        ids = cut_at_seconds(tokenizer, ids, seed_seconds)
+        if not (ids < tokenizer.layout.note_off).any():
+            raise GenerateError(f"seed_midi={path}: no note starts in its first seed_seconds={seed_seconds} s "
+                                "(counted from its first note, on a grid of "
+                                f"{tokenizer.config.time_step} s); raise seed_seconds.")
+    step = tokenizer.config.time_step
+    return Seed(ids, tokenizer.split_time_shifts(ids)[2] * step, str(Path(path).resolve()), silent_steps * step)
+
+
+def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
+    """A one-id prompt: the VELOCITY event of ``velocity`` (as a piece's first note would carry)."""
+    vbin = min((velocity - 1) // tokenizer.config.velocity_bin_size + 1, tokenizer.config.velocity_bins)
+    return Seed(np.array([tokenizer.layout.velocity + vbin - 1], dtype=np.int64), 0.0, None)

@@ -1,0 +1,109 @@
+"""Audio without system packages: the pip renderer (midirenderer + pretty_midi's soundfont) writes WAV files
+of the right rate and length that are not silent, for the bundled motif and for a real continuation of the
+shipped model; the renderer choice (FluidSynth first) and its reasons when something is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+import pytest
+
+from musictx import audio
+from musictx.audio import AudioRenderError, audio_unavailable, choose_renderer, read_wav, render_wav
+
+MOTIF = Path(audio.__file__).resolve().parent / "assets" / "motif.mid"
+needs_midirenderer = pytest.mark.skipif(
+    audio._midirenderer_missing() is not None,
+    reason="midirenderer not installed (pip install 'musictx[audio]'; `make test` installs it)")
+
+
+def rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x)))) if x.size else 0.0
+
+
+@pytest.fixture
+def no_fluidsynth(monkeypatch):
+    """Pretend FluidSynth is absent, so that `auto` takes the pip renderer even on a machine that has it."""
+    monkeypatch.setattr(audio.shutil, "which", lambda name, *a, **k: None)
+
+
+@needs_midirenderer
+@pytest.mark.parametrize("rate", [44100, 22050])
+def test_pip_renderer_writes_the_motif(tmp_path, no_fluidsynth, rate):
+    wav = render_wav(MOTIF, tmp_path / "motif.wav", sample_rate=rate)
+    got_rate, x = read_wav(wav)
+    expected = pretty_midi.PrettyMIDI(str(MOTIF)).get_end_time()
+    assert got_rate == rate and x.shape[1] == 2
+    assert abs(len(x) / rate - expected) < 0.25
+    assert rms(x) > 0.02, "rendered audio is (nearly) silent"
+    assert np.abs(x).max() <= 0.81  # scaled to the 0.8 peak, not clipped
+
+
+@needs_midirenderer
+def test_generate_writes_audible_wav_of_a_real_continuation(tmp_path, no_fluidsynth):
+    from musictx.generate import GenerateOptions, run
+
+    opts = GenerateOptions(seed_midi=str(MOTIF), seed_seconds=4.0, length_seconds=4.0, num_samples=1, seed=5,
+                           threads=1, output_dir=str(tmp_path))
+    record = run(opts)
+    sample = record["samples"][0]
+    assert sample["wav"] == "sample_00.wav"
+    rate, x = read_wav(tmp_path / "sample_00.wav")
+    midi_end = pretty_midi.PrettyMIDI(str(tmp_path / "sample_00.mid")).get_end_time()
+    assert rate == 44100
+    assert abs(len(x) / rate - midi_end) < 0.25 and abs(midi_end - sample["total_seconds"]) < 0.05
+    assert rms(x) > 0.02
+    seed_end = int(record["seed"]["seconds"] * rate)
+    new = pretty_midi.PrettyMIDI(str(tmp_path / "sample_00.mid")).instruments[0].notes
+    if any(n.start >= record["seed"]["seconds"] for n in new):  # the model played notes of its own
+        assert rms(x[seed_end:]) > 0.005, "the continuation is silent"
+    assert json.loads((tmp_path / "generation.json").read_text())["samples"][0]["wav"] == "sample_00.wav"
+
+
+@needs_midirenderer
+def test_unreadable_midi_is_an_audio_error(tmp_path, no_fluidsynth):
+    bad = tmp_path / "bad.mid"
+    bad.write_bytes(b"not a midi file at all")
+    with pytest.raises(AudioRenderError, match="bad.mid"):
+        render_wav(bad, tmp_path / "bad.wav")
+
+
+def test_reasons_name_what_is_missing(tmp_path, monkeypatch, no_fluidsynth):
+    assert "no.sf2" in audio_unavailable(tmp_path / "no.sf2")
+    assert "fluidsynth" in audio_unavailable(engine="fluidsynth")
+    assert "engine" in audio_unavailable(engine="timidity")
+    monkeypatch.setitem(sys.modules, "midirenderer", None)  # makes `import midirenderer` fail
+    reason = audio_unavailable()
+    assert "fluidsynth" in reason and "musictx[audio]" in reason
+
+
+def test_fluidsynth_is_preferred_when_present(tmp_path, monkeypatch):
+    fake = tmp_path / "bin" / "fluidsynth"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    font = tmp_path / "gm.sf2"
+    font.write_bytes(b"RIFF")
+    assert choose_renderer(font) == ("fluidsynth", font)
+    monkeypatch.setattr(audio, "SOUNDFONT_CANDIDATES", (str(tmp_path / "none.sf2"),))
+    if audio._midirenderer_missing() is None:  # no system soundfont: the pip renderer takes over
+        assert choose_renderer()[0] == "midirenderer"
+    else:
+        with pytest.raises(AudioRenderError, match="soundfont"):
+            choose_renderer()
+
+
+def test_wav_helpers_round_trip(tmp_path):
+    t = np.arange(4800) / 48000
+    x = np.stack([np.sin(2 * np.pi * 440 * t), 0.5 * np.sin(2 * np.pi * 220 * t)], axis=1).astype(np.float32)
+    y = audio.resample(x, 48000, 44100)
+    assert len(y) == 4410 and abs(rms(y[:, 0]) - rms(x[:, 0])) < 0.01
+    rate, z = read_wav(audio.write_wav(tmp_path / "a.wav", y, 44100))
+    assert rate == 44100 and z.shape == y.shape and np.abs(z - y).max() < 1e-3
