@@ -1,7 +1,8 @@
 """Figures written to files with matplotlib's Agg canvas (no display, no pyplot global state).
 
 - `plot_piano_roll`: notes as bars, pitch against seconds, shade = velocity; the seed part shaded and a
-  vertical line where the model takes over.
+  vertical line where the model takes over. Drawn as one path per velocity, so a million notes take
+  seconds, not the quarter of an hour of a patch per note.
 - `plot_loss_curves`: train/val loss against step from a Lightning CSV logger's ``metrics.csv``.
 """
 
@@ -14,15 +15,27 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
+from matplotlib.path import Path as MPath
 
 from musictx.midi_io import Notes
 
 
-def _save(fig: Figure, path: str | os.PathLike) -> Path:
+def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     FigureCanvasAgg(fig)  # attaches the Agg canvas to the figure
     fig.savefig(path, dpi=110)
     return Path(path)
+
+
+def new_figure(end_seconds: float):
+    """(figure, axes) for a piano roll of `end_seconds`: width grows with the music, up to 24 inches."""
+    fig = Figure(figsize=(min(4 + end_seconds / 3, 24), 5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_xlim(0, end_seconds)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("MIDI pitch")
+    return fig, ax
 
 
 def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | None = None,
@@ -33,23 +46,33 @@ def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | Non
     and a vertical line marks it. None (or 0) draws neither.
     """
     end = max(notes.duration(), takeover or 0.0, 1.0)
-    fig = Figure(figsize=(min(4 + end / 3, 24), 5), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax = new_figure(end)
     if len(notes):
-        colours = _velocity_colours(notes.velocity)
-        ax.barh(notes.pitch, notes.end - notes.start, left=notes.start, height=0.8, color=colours,
-                edgecolor="none")
+        ax.add_collection(note_bars(notes), autolim=False)  # the limits are set below
         lo, hi = int(notes.pitch.min()), int(notes.pitch.max())
         ax.set_ylim(lo - 2, hi + 2)
     if takeover:
         ax.axvspan(0, takeover, color="0.85", zorder=0, label="seed")
         ax.axvline(takeover, color="tab:red", linewidth=1.5, label=f"model from {takeover:.2f} s")
         ax.legend(loc="upper right", fontsize="small")
-    ax.set_xlim(0, end)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("MIDI pitch")
     ax.set_title(title or f"{len(notes)} notes, {notes.duration():.1f} s")
-    return _save(fig, path)
+    return save_figure(fig, path)
+
+
+def note_bars(notes: Notes, height: float = 0.8) -> PathCollection:
+    """The notes as rectangles (pitch +- height / 2, start..end), one compound path per velocity: a few
+    dozen paths built with numpy and drawn in C++, where a patch per note (``barh``) took ~1 ms per note
+    (15+ minutes for a million notes)."""
+    unit = np.array([MPath.MOVETO, MPath.LINETO, MPath.LINETO, MPath.LINETO, MPath.CLOSEPOLY], dtype=MPath.code_type)
+    paths, velocities = [], np.unique(notes.velocity)
+    for v in velocities:
+        k = notes.velocity == v
+        s, e, y0 = notes.start[k], notes.end[k], notes.pitch[k] - height / 2
+        y1 = y0 + height
+        corners = [(s, y0), (s, y1), (e, y1), (e, y0), (s, y0)]  # the last closes the rectangle
+        verts = np.stack([np.stack(c, axis=-1) for c in corners], axis=1).reshape(-1, 2)  # (5 n, 2)
+        paths.append(MPath(verts, np.tile(unit, int(k.sum()))))
+    return PathCollection(paths, facecolors=_velocity_colours(velocities), edgecolors="none", linewidths=0)
 
 
 def _velocity_colours(velocity: np.ndarray) -> np.ndarray:
@@ -96,4 +119,4 @@ def plot_loss_curves(metrics_csv: str | os.PathLike, path: str | os.PathLike,
         ax.set_yscale("log")
     ax.legend()
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -7,16 +7,18 @@ import torch
 
 from musictx.models.attention import (
     IMPLS,
-    EfficientRelativeAttention,
     KVCache,
     PlainSelfAttention,
     RelativeSelfAttention,
     attend_efficient,
     attend_naive,
     attend_skew,
-    dropout_keep,
+    naive_logits,
 )
+from musictx.models.efficient_attention import dropout_keep_mask
 
+# "triton" runs on CPU only under Triton's interpreter: tests/test_triton_attention.py; "auto" is efficient on CPU
+CPU_IMPLS = tuple(impl for impl in IMPLS if impl != "triton")
 KERNELS = {
     "naive": attend_naive,
     "skew": attend_skew,
@@ -119,20 +121,17 @@ def test_float32_efficient_close_to_naive_with_many_blocks():
 def test_efficient_gradcheck(p):
     """Double-precision gradcheck; with dropout the fixed seed makes the function deterministic."""
     q, k, v, e = _qkve(1, 2, 7, 9, 3, 4)
-    fn = lambda q, k, v, e: EfficientRelativeAttention.apply(q, k, v, e, p, 1234, 3)  # noqa: E731
+    seed = torch.tensor(1234)
+    fn = lambda q, k, v, e: attend_efficient(q, k, v, e, p, block_size=3, seed=seed)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (q, k, v, e))
 
 
 def test_efficient_dropout_matches_masked_reference():
-    """The in-kernel dropout equals softmax -> mask/(1-p) -> @ v with the same per-block masks."""
-    B, H, t_q, t_k, D, n_rel, block, p, seed = 2, 2, 7, 10, 3, 4, 3, 0.3, 99
+    """The in-kernel dropout equals softmax -> mask/(1-p) -> @ v with the masks the kernel says it drew."""
+    B, H, t_q, t_k, D, n_rel, block, p, seed = 2, 2, 7, 10, 3, 4, 3, 0.3, torch.tensor(99)
     q, k, v, e = _qkve(B, H, t_q, t_k, D, n_rel)
-    out = EfficientRelativeAttention.apply(q, k, v, e, p, seed, block)
-    keep = torch.zeros(H * B, t_q, t_k, dtype=torch.float64)  # head-major, as inside the kernel
-    for a0 in range(0, t_q, block):
-        a1, end = min(a0 + block, t_q), t_k - t_q + min(a0 + block, t_q)
-        block_keep = torch.empty(H * B, a1 - a0, end, dtype=torch.float64)
-        keep[:, a0:a1, :end] = dropout_keep(seed, a0, p, block_keep)
+    out = attend_efficient(q, k, v, e, p, block_size=block, seed=seed)
+    keep = dropout_keep_mask(seed, p, H * B, t_q, t_k, block, dtype=torch.float64)  # head-major
     keep = keep.view(H, B, t_q, t_k).transpose(0, 1)
     table_logits = _logits_reference(q, k, e)
     ref = (table_logits.softmax(-1) * keep / (1 - p)) @ v
@@ -142,12 +141,10 @@ def test_efficient_dropout_matches_masked_reference():
 
 def _logits_reference(q, k, e):
     """Masked, scaled relative logits by the naive route (for building references)."""
-    from musictx.models.attention import causal_allowed, relative_table
+    from musictx.models.attention import causal_allowed
 
     t_q, t_k = q.shape[2], k.shape[2]
-    table = relative_table(e, t_q, t_k)
-    logits = (q @ k.transpose(-1, -2) + torch.einsum("bhid,hijd->bhij", q, table)) / math.sqrt(q.shape[-1])
-    return logits.masked_fill(~causal_allowed(t_q, t_k), float("-inf"))
+    return naive_logits(q, k, e).masked_fill(~causal_allowed(t_q, t_k), float("-inf"))
 
 
 def test_module_dropout_trains_and_is_off_in_eval():
@@ -164,7 +161,7 @@ def test_module_dropout_trains_and_is_off_in_eval():
     torch.testing.assert_close(eval_out, attn(x))
 
 
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("impl", CPU_IMPLS)
 def test_causality(impl):
     attn = _module(12, 3, 4, 4)
     attn.impl = impl
@@ -187,7 +184,7 @@ def _cached_outputs(attn, x, chunks):
     return torch.cat(outs, dim=1)
 
 
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("impl", CPU_IMPLS)
 @pytest.mark.parametrize("n_rel", [3, 40])
 def test_cache_matches_full_forward(impl, n_rel):
     attn = _module(16, 2, n_rel, 4).eval()
@@ -212,7 +209,7 @@ def test_plain_attention_cache_and_causality():
         torch.testing.assert_close(attn(x2)[:, :6], full[:, :6])
 
 
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("impl", CPU_IMPLS)
 def test_zero_relative_table_reduces_to_plain_attention(impl):
     rel = _module(16, 4, 5, 4)
     rel.impl = impl
@@ -231,3 +228,80 @@ def test_unknown_impl_is_rejected():
     attn.impl = "fast"
     with pytest.raises(ValueError):
         attn(torch.randn(1, 3, 8))
+
+
+# ----- attention probabilities of chosen query rows (the attention-arc picture reads these) --------------
+@pytest.mark.parametrize("t, n_rel, rows", [(23, 6, [0, 5, 22]), (40, 64, [39, 17, 3, 17]), (9, 1, [8])])
+def test_attention_probs_equal_naive_reference(t, n_rel, rows):
+    torch.manual_seed(3)
+    attn = RelativeSelfAttention(12, 3, n_rel, block_size=4).double().eval()
+    x = torch.randn(2, t, 12, dtype=torch.float64)
+    got = attn.attention_probs(x, rows)  # (B, H, R, T)
+    q, k, _ = attn.qkv(x).view(2, t, 3, 3, 4).permute(2, 0, 3, 1, 4).unbind(0)
+    want = _logits_reference(q, k, attn.rel_emb).softmax(-1)[:, :, rows]
+    torch.testing.assert_close(got, want)
+    assert got.shape == (2, 3, len(rows), t)
+
+
+def test_attention_probs_are_the_weights_the_efficient_forward_uses():
+    """probs @ v through the output projection gives the layer's own output (efficient kernel, many blocks)."""
+    torch.manual_seed(4)
+    attn = RelativeSelfAttention(16, 2, 20, block_size=8).double().eval()
+    x = torch.randn(1, 50, 16, dtype=torch.float64)
+    rows = torch.tensor([49, 30, 8])
+    probs = attn.attention_probs(x, rows)  # (1, H, R, T)
+    v = attn.qkv(x).view(1, 50, 3, 2, 8)[:, :, 2].transpose(1, 2)  # (1, H, T, D)
+    mixed = (probs @ v).transpose(1, 2).reshape(1, len(rows), 16)
+    torch.testing.assert_close(attn.proj(mixed), attn(x)[:, rows])
+    assert float(probs[0, :, 2, 9:].abs().max()) == 0.0  # row 8 sees no later key
+
+
+def test_plain_attention_probs_match_sdpa_output():
+    torch.manual_seed(5)
+    attn = PlainSelfAttention(16, 4).double().eval()
+    x = torch.randn(2, 30, 16, dtype=torch.float64)
+    rows = torch.tensor([29, 0, 12])
+    probs = attn.attention_probs(x, rows)
+    v = attn.qkv(x).view(2, 30, 3, 4, 4)[:, :, 2].transpose(1, 2)
+    torch.testing.assert_close(attn.proj((probs @ v).transpose(1, 2).reshape(2, 3, 16)), attn(x)[:, rows])
+
+
+# ----- mixed precision: the efficient kernel under CPU autocast against the fp32 naive reference ---------------
+def _under_autocast(kernel, leaves, grad_out, dtype):
+    """As in a mixed-precision layer: q, k, v arrive in `dtype` (outputs of autocast matmuls), E is an fp32
+    parameter. Returns the output, the gradients of the fp32 leaves, and the dtypes of the kernel's own
+    gradients for q, k, v and E."""
+    xs = [x.detach().clone().requires_grad_() for x in leaves]
+    with torch.autocast("cpu", dtype=dtype):
+        low = [x.to(dtype) for x in xs[:3]]
+        for x in low:
+            x.retain_grad()
+        out = kernel(*low, xs[3])
+    out.backward(grad_out)
+    return out, [x.grad for x in xs], [x.grad.dtype for x in (*low, xs[3])]
+
+
+def _relative_error(got, want):
+    return float((got.detach().double() - want).norm() / want.norm())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("t,block,n_rel", [(70, 32, 35), (150, 32, 64), (300, 64, 150)])
+def test_efficient_under_autocast_is_as_accurate_as_skew(dtype, t, block, n_rel):
+    """Outputs and the gradients of q, k, v and E against the naive kernel in fp64: the efficient kernel's
+    errors (fp32 statistics and accumulators) stay within 1.5x the skew path's under the same autocast."""
+    gen = torch.Generator().manual_seed(t)
+    leaves = [torch.randn(s, generator=gen) for s in [(2, 2, t, 32)] * 3 + [(2, n_rel, 32)]]
+    grad_out = torch.randn(2, 2, t, 32, generator=gen)
+    ref64 = [x.double().requires_grad_() for x in leaves]
+    ref = attend_naive(*ref64)
+    want = [ref.detach(), *torch.autograd.grad(ref, ref64, grad_out.double())]
+    errors, dtypes = {}, {}
+    efficient = lambda q, k, v, e: attend_efficient(q, k, v, e, 0.0, block)  # noqa: E731
+    for name, kernel in (("skew", attend_skew), ("efficient", efficient)):
+        out, grads, dtypes[name] = _under_autocast(kernel, leaves, grad_out, dtype)
+        assert out.dtype == dtype, name  # answers in the autocast dtype
+        errors[name] = [_relative_error(g, w) for g, w in zip([out, *grads], want, strict=True)]
+    assert dtypes["efficient"] == [dtype] * 3 + [torch.float32]  # dq, dk, dv in the inputs' dtype, dE fp32
+    for what, eff, skew in zip(["out", "dq", "dk", "dv", "dE"], errors["efficient"], errors["skew"], strict=True):
+        assert eff <= 1.5 * skew and eff < 2 * torch.finfo(dtype).eps, f"{what}: efficient {eff:.2e}, skew {skew:.2e}"

@@ -116,6 +116,19 @@ class _DecoderLM(nn.Module):
         return logits if cache is None else (logits, cache)
 
 
+    @torch.no_grad()
+    def attention_probs(self, ids: Tensor, rows) -> Tensor:
+        """Attention of the positions `rows` over ids (B, T): (n_layers, B, H, R, T), each layer's own
+        probabilities for its real input (see `_SelfAttention.attention_probs`). Eval mode, no cache."""
+        x = self.tok_emb(ids) * math.sqrt(self.tok_emb.embedding_dim)
+        x = self._positions(x, 0)
+        maps = []
+        for block in self.blocks:
+            maps.append(block.attn.attention_probs(block.ln1(x), rows))
+            x = block(x)
+        return torch.stack(maps)
+
+
 class MusicTransformer(_DecoderLM):
     """Decoder-only Transformer with relative self-attention (Huang et al. 2018).
 

@@ -1,0 +1,178 @@
+"""What one request of the web app does, without Gradio: `Continuer` holds the loaded model and turns a seed
+file and `Settings` into `Result` files through `musictx.generate`'s functions (seed cutting, sampling,
+writing MIDI / piano roll / WAV); `run_request` turns any failure into a one-line message."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from musictx import generate
+from musictx.arcs import ArcChoice, attention_arcs, plot_arcs
+from musictx.audio import audio_unavailable
+from musictx.generate import GenerateError, GenerateOptions
+from musictx.midi_io import MidiReadError
+from musictx.sampling import SecondsLimit
+from musictx.tokenizer import TokenizerMismatchError
+
+log = logging.getLogger("musictx.app")
+MOTIF = Path(__file__).resolve().parents[1] / "assets" / "motif.mid"
+MAX_SAMPLES = 4
+MAX_UPLOAD_MB = 5.0
+USER_ERRORS = (GenerateError, MidiReadError, TokenizerMismatchError)
+Report = Callable[[float, str], None]  # (fraction done, what is happening)
+
+
+@dataclass
+class Settings:
+    """What the page asks for; ``seed_seconds`` None keeps all of the seed file."""
+
+    seed_seconds: float | None = 8.0
+    length_seconds: float = 15.0
+    temperature: float = 1.0
+    top_p: float = 0.95
+    num_samples: int = 2
+    seed: int = 0
+
+
+@dataclass
+class Result:
+    """One continuation as files on disk, and a line that describes it."""
+
+    midi: Path
+    png: Path
+    wav: Path | None
+    title: str
+
+
+@contextmanager
+def generation_progress(net, tokenizer, seconds: float, report: Report) -> Iterator[None]:
+    """Call ``report(fraction, text)`` while `musictx.sampling.generate` runs ``net``.
+
+    A forward pre-hook sees every window the sampler feeds the net; after the first (the prompt) the last
+    id of each window is the id just sampled, so counting its TIME_SHIFTs gives the seconds made so far.
+    """
+    limit = SecondsLimit.of(tokenizer, seconds)
+    calls = itertools.count()
+
+    def hook(_module, args):
+        if next(calls) == 0 or not args:
+            return
+        limit(args[0][:, -1])
+        done = (limit.steps.float() / limit.limit_steps).clamp(max=1.0).mean().item()
+        report(done, f"generating: {done * seconds:.1f} of {seconds:g} s")
+
+    handle = net.register_forward_pre_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+class Continuer:
+    """A loaded model and what one request does with it; no Gradio here (usable and tested without it)."""
+
+    def __init__(self, model: str | None = None, workdir: str | os.PathLike | None = None,
+                 soundfont: str | None = None, max_upload_mb: float = MAX_UPLOAD_MB, device: str = "cpu"):
+        self.base = GenerateOptions(checkpoint=model, soundfont=soundfont, device=device)
+        self.net, self.tokenizer, self.meta = generate.load_model(self.base)
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="musictx-app-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.motif = self.workdir / MOTIF.name  # a copy the page may serve
+        shutil.copyfile(MOTIF, self.motif)
+        self.max_upload_mb = max_upload_mb
+        self.audio_reason = audio_unavailable(soundfont)
+        self._runs = itertools.count(1)
+        self.takeovers: dict[str, float] = {}  # result MIDI path -> seconds where the model took over
+
+    def check_upload(self, path: str | os.PathLike | None) -> Path:
+        """The seed file's path, or GenerateError saying why it cannot be used."""
+        if path is None or str(path) == "":
+            raise GenerateError("no seed file: upload a MIDI file or use the bundled motif")
+        p = Path(path)
+        if not p.is_file():
+            raise GenerateError(f"{p.name}: the uploaded file is gone; upload it again")
+        size_mb = p.stat().st_size / 2**20
+        if size_mb > self.max_upload_mb:
+            raise GenerateError(f"{p.name}: {size_mb:.1f} MB is larger than the {self.max_upload_mb:g} MB allowed")
+        return p
+
+    def continue_file(self, path: str | os.PathLike | None, settings: Settings,
+                      report: Report | None = None) -> list[Result]:
+        """Continue the seed file ``path``; write and return ``settings.num_samples`` results."""
+        report = report or (lambda fraction, text: None)
+        seed_path = self.check_upload(path)
+        out = self.workdir / f"run_{next(self._runs):04d}"
+        opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
+                       length_seconds=settings.length_seconds, temperature=settings.temperature,
+                       top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
+                       # only a safety bound here (length_seconds ends a sample): room for dense piano writing
+                       max_tokens=max(self.base.max_tokens, round(200 * settings.length_seconds)))
+        opts.check()
+        report(0.0, "reading the seed")
+        try:
+            seed = generate.seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds)
+        except GenerateError as err:  # name the file, not the server's temporary path
+            raise GenerateError(_for_the_page(err, seed_path)) from None
+        with generation_progress(self.net, self.tokenizer, opts.length_seconds, report):
+            pieces = generate.sample_continuations(self.net, self.tokenizer, seed, opts)
+        out.mkdir(parents=True)
+        results = []
+        for i, ids in enumerate(pieces):
+            report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
+            rec = generate.write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None)
+            title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
+            results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
+                                  title))
+            self.takeovers[str(results[-1].midi)] = seed.seconds
+        return results
+
+    @property
+    def has_attention(self) -> bool:
+        return hasattr(self.net, "attention_probs")
+
+    def draw_arcs(self, midi: str | os.PathLike, choice: ArcChoice, takeover: float | None = None) -> Path:
+        """PNG of the attention arcs over a result's MIDI file (`musictx.arcs`), written beside it."""
+        midi = Path(midi)
+        ids = generate.seed_from_midi(self.tokenizer, midi).ids
+        arc_map = attention_arcs(self.net, self.tokenizer, ids, choice)
+        view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))
+        return plot_arcs(arc_map, midi.with_name(f"{midi.stem}_arcs_{view}_{choice.last_notes}.png"), choice.top,
+                         takeover)
+
+
+def _for_the_page(err: Exception, path: Path) -> str:
+    """The command-line message of ``err`` said for the page: the file's name, not its server path, and no
+    advice about command-line options that the page does not have."""
+    text = str(err).replace(f"seed_midi={path}", path.name)
+    return text.replace(" Leave seed_midi unset for unconditional generation.", "").strip()
+
+
+def _guarded(work: Callable, verb: str, expected: tuple) -> tuple[object, str | None]:
+    """(work(), None), or (None, a one-line message): the page must keep serving whatever fails."""
+    try:
+        return work(), None
+    except expected as err:
+        return None, f"**Cannot {verb}:** {err}"
+    except Exception:  # log the trace on the server, show one line
+        log.exception("%s failed", verb)
+        return None, f"**Something went wrong** ({verb}; the details are in the server's log)."
+
+
+def run_request(work: Callable[[], list[Result]]) -> tuple[list[Result] | None, str]:
+    """(results, message) of ``work()``; a bad input or any failure becomes a message, never a traceback."""
+    results, error = _guarded(work, "continue", USER_ERRORS)
+    return results, error or f"{len(results)} continuation(s) ready."
+
+
+def draw_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
+    """(png, message) of ``work()``, as `run_request`; a bad layer or head is a message too."""
+    png, error = _guarded(work, "draw", (*USER_ERRORS, ValueError))
+    return png, error or "Each orange note points to the earlier notes it attends to most (thicker: more)."

@@ -1,0 +1,179 @@
+"""The Gradio page of ``musictx-app``: seed and settings on the left, up to `MAX_SAMPLES` results on the right,
+each with its piano roll, a player, a MIDI download and "Continue this one further".
+
+API names (for ``gradio_client``): ``/continue_seed`` (the seed file and the six settings),
+``/continue_further_<i>`` (result *i* as the seed; the five settings after seed seconds), ``/use_motif`` and
+``/draw_arcs`` (result number from 1, layer, head, last notes; a Transformer's attention arcs, `musictx.arcs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from musictx.app.core import MAX_SAMPLES, Continuer, Result, Settings, draw_request, run_request
+from musictx.arcs import ArcChoice
+
+
+@dataclass
+class Slot:
+    """The components that show one result."""
+
+    box: gr.Group
+    title: gr.Markdown
+    image: gr.Image
+    audio: gr.Audio
+    midi: gr.DownloadButton
+    further: gr.Button
+
+    @property
+    def outputs(self) -> list:
+        return [self.box, self.title, self.image, self.audio, self.midi]
+
+    @staticmethod
+    def values(result: Result | None) -> list:
+        if result is None:
+            return [gr.update(visible=False), "", None, None, gr.update(value=None)]
+        wav = str(result.wav) if result.wav else None
+        return [gr.update(visible=True), f"**{result.title}**", str(result.png), wav,
+                gr.update(value=str(result.midi), label=f"Download {result.midi.name}")]
+
+
+def _slot(index: int) -> Slot:
+    with gr.Group(visible=False, elem_id=f"result-{index}") as box:
+        title = gr.Markdown()
+        image = gr.Image(type="filepath", interactive=False, show_label=False, elem_id=f"roll-{index}")
+        audio = gr.Audio(type="filepath", interactive=False, label="Listen", elem_id=f"audio-{index}")
+        with gr.Row():
+            midi = gr.DownloadButton("Download MIDI", elem_id=f"midi-{index}")
+            further = gr.Button("Continue this one further", elem_id=f"further-{index}")
+    return Slot(box, title, image, audio, midi, further)
+
+
+def _header(cont: Continuer) -> str:
+    audio = "on" if cont.audio_reason is None else f"off ({cont.audio_reason})"
+    return (f"# musictx: continue a MIDI file\nModel `{cont.meta['ref']}` ({cont.meta['source']}, "
+            f"{type(cont.net).__name__}). Audio: {audio}. Upload a `.mid` file of at most "
+            f"{cont.max_upload_mb:g} MB or keep the bundled motif; the shaded part of each piano roll is the seed.")
+
+
+def _controls() -> list:
+    """Seed seconds, seconds to add, temperature, top-p, samples, random seed (the order of `Settings`)."""
+    return [
+        gr.Slider(1, 30, value=8, step=0.5, label="Seed seconds (kept from the start of the file)"),
+        gr.Slider(1, 60, value=15, step=1, label="Seconds to add"),
+        gr.Slider(0, 1.5, value=1.0, step=0.05, label="Temperature (0 = always the likeliest event)"),
+        gr.Slider(0.5, 1.0, value=0.95, step=0.01, label="Top-p"),
+        gr.Slider(1, MAX_SAMPLES, value=2, step=1, label="Samples"),
+        gr.Number(value=0, precision=0, label="Random seed"),
+    ]
+
+
+def _respond(results: list[Result] | None, message: str, n_outputs: int, seed_file=None) -> list:
+    """Values for [status, shown, seed_file, *slots]; after an error only the status changes."""
+    if results is None:
+        return [message] + [gr.skip()] * (n_outputs - 1)
+    values = [message, [str(r.midi) for r in results], gr.skip() if seed_file is None else seed_file]
+    for i in range(MAX_SAMPLES):
+        values += Slot.values(results[i] if i < len(results) else None)
+    return values
+
+
+def build_page(cont: Continuer) -> gr.Blocks:
+    """The page around ``cont`` (not launched)."""
+    with gr.Blocks(title="musictx") as page:
+        gr.Markdown(_header(cont))
+        shown = gr.State([])  # MIDI paths of the results on the page, in slot order
+        with gr.Row():
+            with gr.Column(scale=1, min_width=320):
+                seed_file = gr.File(value=str(cont.motif), label="Seed MIDI", file_types=[".mid", ".midi"],
+                                    elem_id="seed-file")
+                use_motif = gr.Button("Use the bundled motif", size="sm")
+                controls = _controls()
+                go = gr.Button("Continue", variant="primary", elem_id="continue")
+            with gr.Column(scale=2):
+                status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=90)
+                slots = [_slot(i) for i in range(MAX_SAMPLES)]
+        outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs]
+        # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
+
+        def on_continue(seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
+                        progress=gr.Progress()):  # noqa: B008
+            settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed)
+            results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
+            return _respond(results, message, len(outputs))
+
+        def further(index: int):
+            def on_further(paths, length_seconds, temperature, top_p, num_samples, random_seed,
+                           progress=gr.Progress()):  # noqa: B008
+                if index >= len(paths):
+                    return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs))
+                settings = _settings(None, length_seconds, temperature, top_p, num_samples, random_seed)
+                results, message = run_request(lambda: cont.continue_file(paths[index], settings,
+                                                                          _reporter(progress)))
+                return _respond(results, message, len(outputs), seed_file=paths[index])
+            return on_further
+
+        arcs = _arcs_panel(cont, shown)
+        common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
+        go.click(on_continue, inputs=[seed_file, *controls], api_name="continue_seed", **common)
+        for i, slot in enumerate(slots):
+            slot.further.click(further(i), inputs=[shown, *controls[1:]], api_name=f"continue_further_{i}", **common)
+        use_motif.click(lambda: str(cont.motif), outputs=seed_file, api_name="use_motif")
+        if arcs is not None:
+            arcs.clear_on(go)
+    return page
+
+
+@dataclass
+class ArcsPanel:
+    image: gr.Image
+    message: gr.Markdown
+
+    def clear_on(self, button: gr.Button) -> None:
+        """A new continuation makes the arcs of the old one stale."""
+        button.click(lambda: (None, ""), outputs=[self.image, self.message], queue=False)
+
+
+def _view(value: str) -> int | None:
+    return None if value == "mean" else int(value)
+
+
+def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
+    """Attention arcs of a result (Transformers only): which earlier notes each of its last notes attends to."""
+    if not cont.has_attention:
+        return None
+    n_layers, n_heads = len(cont.net.blocks), cont.net.blocks[0].attn.n_heads
+    with gr.Accordion("Where the model looks: attention arcs", open=False, elem_id="arcs"):
+        with gr.Row():
+            which = gr.Dropdown([str(i + 1) for i in range(MAX_SAMPLES)], value="1", label="Result")
+            layer = gr.Dropdown(["mean", *map(str, range(n_layers))], value="mean", label="Layer")
+            head = gr.Dropdown(["mean", *map(str, range(n_heads))], value="mean", label="Head")
+            last = gr.Slider(1, 48, value=12, step=1, label="Last notes that ask")
+        draw = gr.Button("Draw arcs", elem_id="draw-arcs")
+        message = gr.Markdown()
+        image = gr.Image(type="filepath", interactive=False, show_label=False, elem_id="arcs-image")
+
+    def on_draw(paths, which, layer, head, last):
+        index = int(which) - 1
+        if index >= len(paths):
+            return None, "**Cannot draw:** there is no such result on the page yet; press Continue first."
+        takeover = cont.takeovers.get(paths[index])
+        choice = ArcChoice(layer=_view(layer), head=_view(head), last_notes=int(last))
+        png, text = draw_request(lambda: cont.draw_arcs(paths[index], choice, takeover))
+        return (None if png is None else str(png)), text
+
+    draw.click(on_draw, inputs=[shown, which, layer, head, last], outputs=[image, message], api_name="draw_arcs",
+               concurrency_id="generate", concurrency_limit=1)
+    return ArcsPanel(image, message)
+
+
+def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed) -> Settings:
+    """The page's values as `Settings` (sliders send floats; a cleared number box sends None)."""
+    return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
+                    int(random_seed or 0))
+
+
+def _reporter(progress: gr.Progress):
+    return lambda fraction, text: progress(fraction, desc=text)

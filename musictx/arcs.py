@@ -1,0 +1,153 @@
+"""Attention arcs: where a Music Transformer looks when it plays a note (``musictx-attention``, the app).
+
+For each chosen *query* note the picture draws arcs back to the earlier notes whose NOTE_ON tokens get the
+most attention. The probabilities come from the attention modules themselves
+(`_SelfAttention.attention_probs`: each layer's own projections and logits for its real input), per layer
+and head, or averaged.
+
+Which query row: logits at position t predict token t + 1, so the row that *chose* a note is the one just
+before its NOTE_ON token; that row's attention over the keys is what the arcs show. Which keys: only the
+NOTE_ON token of each earlier note is counted as that note (velocity, time-shift and note-off tokens carry
+the rest of the mass, and the share that lands on notes is reported).
+
+Pieces longer than the model's context are read through its last ``max_seq_len`` tokens; earlier notes are
+outside what the model can see and get no arcs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from musictx.midi_io import Notes
+from musictx.tokenizer import EventTokenizer
+
+
+@dataclass
+class ArcChoice:
+    """What to draw: ``layer``/``head`` an index or None for the mean; the last ``last_notes`` notes (or
+    those starting at or after ``from_seconds``) as queries; ``top`` arcs per query note."""
+
+    layer: int | None = None
+    head: int | None = None
+    last_notes: int = 12
+    from_seconds: float | None = None
+    top: int = 3
+
+
+@dataclass
+class ArcMap:
+    notes: Notes               # every note of the window, times in seconds from the window's start
+    on_index: np.ndarray       # (N,) token index of each note's NOTE_ON
+    queries: np.ndarray        # (Q,) note indices that ask
+    weights: np.ndarray        # (Q, N) attention each query row gives each earlier note's NOTE_ON
+    on_notes: np.ndarray       # (Q,) share of the row's attention that lands on NOTE_ON tokens at all
+    label: str                 # "layer 2, head 0" / "mean of 3 layers, all heads"
+
+    def top_arcs(self, top: int) -> list[tuple[int, int, float]]:
+        """(query note, key note, weight) of the `top` heaviest keys per query note."""
+        arcs = []
+        for q, row in zip(self.queries, self.weights, strict=True):
+            for k in np.argsort(-row)[:top]:
+                if row[k] > 0:
+                    arcs.append((int(q), int(k), float(row[k])))
+        return arcs
+
+
+def notes_with_tokens(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[Notes, np.ndarray]:
+    """The decoded notes of ids and, for each, the index of the NOTE_ON token that started it."""
+    notes = tokenizer.decode_notes(ids)
+    lay, cfg = tokenizer.layout, tokenizer.config
+    ids = np.asarray(ids, dtype=np.int64)
+    is_shift = (ids >= lay.time_shift) & (ids < lay.velocity)
+    step_before = np.cumsum(np.where(is_shift, ids - lay.time_shift + 1, 0))  # shifts are at most 100 steps
+    starts = {}  # (step, pitch) -> token index; a later strike on one step replaces a zero-length one
+    for t in np.flatnonzero(ids < lay.note_off).tolist():
+        starts[(int(step_before[t]), int(ids[t]) - lay.note_on + cfg.pitch_min)] = t
+    steps = np.rint(notes.start / cfg.time_step).astype(np.int64)
+    on_index = np.array([starts[(int(s), int(p))] for s, p in zip(steps, notes.pitch, strict=True)], dtype=np.int64)
+    return notes, on_index
+
+
+def _pick_queries(notes: Notes, on_index: np.ndarray, choice: ArcChoice) -> np.ndarray:
+    usable = np.flatnonzero(on_index > 0)  # the first token has no row before it
+    if choice.from_seconds is not None:
+        return usable[notes.start[usable] >= choice.from_seconds]
+    return usable[-choice.last_notes:] if choice.last_notes > 0 else usable[:0]
+
+
+def _select(probs: torch.Tensor, choice: ArcChoice) -> tuple[torch.Tensor, str]:
+    """(R, T) from probs (L, 1, H, R, T) by the choice of layer and head."""
+    n_layers, _, n_heads = probs.shape[:3]
+    for name, value, size in (("layer", choice.layer, n_layers), ("head", choice.head, n_heads)):
+        if value is not None and not 0 <= value < size:
+            raise ValueError(f"{name}={value} out of range: the model has {size} {name}s (0..{size - 1})")
+    p = probs[:, 0]
+    p = p.mean(0) if choice.layer is None else p[choice.layer]
+    p = p.mean(0) if choice.head is None else p[choice.head]
+    where = f"mean of {n_layers} layers" if choice.layer is None else f"layer {choice.layer}"
+    which = "mean of heads" if choice.head is None else f"head {choice.head}"
+    return p, f"{where}, {which}"
+
+
+def attention_arcs(net, tokenizer: EventTokenizer, ids: np.ndarray, choice: ArcChoice) -> ArcMap:
+    """The ArcMap of a piece (ids) for a net with `attention_probs` (the Transformers of musictx.models)."""
+    if not hasattr(net, "attention_probs"):
+        raise ValueError(f"{type(net).__name__} has no attention to draw (attention arcs need a Transformer)")
+    ids = np.asarray(ids, dtype=np.int64)[-net.max_seq_len:]
+    notes, on_index = notes_with_tokens(tokenizer, ids)
+    queries = _pick_queries(notes, on_index, choice)
+    if len(queries) == 0:
+        raise ValueError("no query notes: the piece has no notes there (check last_notes / from_seconds)")
+    device = next(net.parameters()).device
+    rows = torch.as_tensor(on_index[queries] - 1, device=device)
+    probs = net.eval().attention_probs(torch.as_tensor(ids, device=device)[None], rows)  # (L, 1, H, R, T)
+    p, label = _select(probs.float(), choice)
+    p = p.cpu().numpy()  # (Q, T)
+    weights = p[:, on_index]  # (Q, N): mass on each note's NOTE_ON token (0 for notes after the row)
+    on_notes = weights.sum(axis=1)
+    return ArcMap(notes, on_index, queries, weights, on_notes, label)
+
+
+def share_on_span(arc_map: ArcMap, start_s: float, end_s: float) -> float:
+    """Mean over query notes of the attention their rows give to notes starting in [start_s, end_s)."""
+    inside = (arc_map.notes.start >= start_s) & (arc_map.notes.start < end_s)
+    return float(arc_map.weights[:, inside].sum(axis=1).mean())
+
+
+def plot_arcs(arc_map: ArcMap, path: str | os.PathLike, top: int = 3, takeover: float | None = None,
+              title: str | None = None) -> Path:
+    """Piano roll with arcs from each query note back to its `top` most attended notes (PNG)."""
+    from matplotlib import colormaps
+    from matplotlib.patches import FancyArrowPatch
+
+    from musictx.plots import new_figure, note_bars, save_figure
+
+    notes = arc_map.notes
+    fig, ax = new_figure(max(notes.duration(), takeover or 0.0, 1.0))
+    ax.add_collection(note_bars(notes), autolim=False)
+    q = arc_map.queries
+    ax.scatter(notes.start[q], notes.pitch[q], s=18, color="tab:orange", zorder=4, label="query notes")
+    arcs = arc_map.top_arcs(top)
+    heaviest = max((w for *_, w in arcs), default=1.0)
+    cmap = colormaps["plasma_r"]
+    for qi, ki, w in sorted(arcs, key=lambda a: a[2]):  # heaviest drawn last, on top
+        strength = w / heaviest
+        ax.add_patch(FancyArrowPatch((notes.start[qi], notes.pitch[qi]), (notes.start[ki], notes.pitch[ki]),
+                                     connectionstyle="arc3,rad=0.35", arrowstyle="-|>", mutation_scale=7,
+                                     linewidth=0.6 + 2.4 * strength, color=cmap(0.15 + 0.7 * strength),
+                                     alpha=0.35 + 0.6 * strength, zorder=3))
+    lo, hi = int(notes.pitch.min()), int(notes.pitch.max())
+    ax.set_ylim(lo - 3, hi + 6)
+    if takeover:
+        ax.axvspan(0, takeover, color="0.88", zorder=0, label="seed")
+        ax.axvline(takeover, color="tab:red", linewidth=1.2)
+    ax.legend(loc="upper left", fontsize="small")
+    share = float(arc_map.on_notes.mean())
+    ax.set_title(title or f"attention arcs: {arc_map.label}, top {top} per query note\n"
+                          f"({share:.0%} of the query rows' attention is on NOTE_ON tokens)", fontsize="medium")
+    return save_figure(fig, path)

@@ -1,0 +1,229 @@
+"""``musictx-app`` for real: `Continuer` with the shipped model (results, progress, messages for bad input),
+then the served page in a subprocess on a free local port, driven over HTTP with gradio_client and, end to
+end, in a headless Chromium (upload, Continue, piano roll, audio, MIDI download)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pretty_midi
+import pytest
+
+from musictx.app.cli import parse_args
+from musictx.app.core import MOTIF, Continuer, Settings, draw_request, run_request
+from musictx.arcs import ArcChoice
+from musictx.audio import read_wav
+
+NO_APP_EXTRA = "the app extra is not installed (pip install 'musictx[app]'; `make test` installs it)"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def end_time(path) -> float:
+    return pretty_midi.PrettyMIDI(str(path)).get_end_time()
+
+
+def bad_files(folder: Path) -> dict[str, Path]:
+    """A text file named .mid and a MIDI file without notes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    not_midi = folder / "not_midi.mid"
+    not_midi.write_text("this is not a MIDI file\n")
+    empty = folder / "empty.mid"
+    pm = pretty_midi.PrettyMIDI()
+    pm.instruments.append(pretty_midi.Instrument(program=0))
+    pm.write(str(empty))
+    return {"not_midi": not_midi, "empty": empty}
+
+
+# ----- the request logic, without a server ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def continuer(tmp_path_factory) -> Continuer:
+    return Continuer(workdir=tmp_path_factory.mktemp("app"), max_upload_mb=0.5)
+
+
+def test_continuer_writes_results_and_reports_progress(continuer):
+    seen = []
+    results = continuer.continue_file(MOTIF, Settings(seed_seconds=3, length_seconds=2, num_samples=2, seed=1),
+                                      report=lambda fraction, text: seen.append((fraction, text)))
+    assert len(results) == 2
+    for r in results:
+        assert r.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert end_time(r.midi) > 3.5  # the seed's 3 s and new notes after them
+        if continuer.audio_reason is None:
+            rate, x = read_wav(r.wav)
+            assert abs(len(x) / rate - end_time(r.midi)) < 0.25
+    generating = [f for f, text in seen if text.startswith("generating")]
+    assert generating and generating == sorted(generating) and generating[-1] > 0.5
+    assert seen[-1][1].startswith("writing sample 2 of 2")
+
+
+def test_bad_inputs_become_messages(continuer, tmp_path, monkeypatch):
+    files = bad_files(tmp_path)
+    big = tmp_path / "big.mid"
+    big.write_bytes(b"MThd" + bytes(600_000))
+    cases = {"not_midi.mid: unreadable MIDI": files["not_midi"], "empty.mid: no notes": files["empty"],
+             "larger than the 0.5 MB": big, "no seed file": None, "is gone": tmp_path / "deleted.mid"}
+    for expected, path in cases.items():
+        results, message = run_request(lambda p=path: continuer.continue_file(p, Settings()))
+        assert results is None and message.startswith("**Cannot continue:**") and expected in message
+        assert str(tmp_path) not in message and "Traceback" not in message
+    results, message = run_request(lambda: continuer.continue_file(MOTIF, Settings(temperature=-1)))
+    assert results is None and "temperature" in message
+    monkeypatch.setattr(continuer, "check_upload", lambda p: 1 / 0)
+    results, message = run_request(lambda: continuer.continue_file(MOTIF, Settings()))
+    assert results is None and "Something went wrong" in message and "ZeroDivision" not in message
+
+
+def test_arcs_of_a_result_and_bad_views_as_messages(continuer):
+    [result] = continuer.continue_file(MOTIF, Settings(seed_seconds=3, length_seconds=2, num_samples=1, seed=2))
+    png, message = draw_request(lambda: continuer.draw_arcs(result.midi, ArcChoice(layer=0, last_notes=5),
+                                                            continuer.takeovers[str(result.midi)]))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.parent == result.midi.parent
+    assert message.startswith("Each orange note")
+    png, message = draw_request(lambda: continuer.draw_arcs(result.midi, ArcChoice(head=99)))
+    assert png is None and message.startswith("**Cannot draw:**") and "head=99 out of range" in message
+
+
+def test_cli_defaults_bind_localhost_and_the_shipped_model():
+    args = parse_args([])
+    assert args.host == "127.0.0.1" and args.model is None
+    assert parse_args(["--model", "some/folder", "--port", "9000"]).model == "some/folder"
+
+
+# ----- the served page ------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``python -m musictx.app`` on a free port; its URL while it answers."""
+    pytest.importorskip("gradio", reason=NO_APP_EXTRA)
+    tmp = tmp_path_factory.mktemp("server")
+    port = free_port()
+    env = {**os.environ, "GRADIO_TEMP_DIR": str(tmp / "gradio"), "OMP_NUM_THREADS": "1"}
+    log = open(tmp / "server.log", "w")  # noqa: SIM115  (closed below)
+    proc = subprocess.Popen([sys.executable, "-m", "musictx.app", "--port", str(port), "--threads", "1",
+                             "--max-upload-mb", "1"], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 150
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"musictx-app exited ({proc.returncode}):\n{(tmp / 'server.log').read_text()}")
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"musictx-app did not answer in time:\n{(tmp / 'server.log').read_text()}")
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def client(server, tmp_path):
+    """A gradio_client session with the served page; downloads go to the test's folder."""
+    gradio_client = pytest.importorskip("gradio_client", reason=NO_APP_EXTRA)
+    return gradio_client.Client(server, verbose=False, download_files=str(tmp_path))
+
+
+def upload(path):
+    from gradio_client import handle_file
+
+    return handle_file(str(path))
+
+
+def test_http_continue_then_continue_further(client):
+    out = client.predict(upload(MOTIF), 3, 2, 1.0, 0.95, 2, 7, api_name="/continue_seed")
+    status, first = out[0], out[2:6]  # out: status, seed file, then (title, png, wav, midi) per slot
+    assert status == "2 continuation(s) ready." and first[0].startswith("**Sample 1:")
+    assert Path(first[1]).read_bytes()[:4] == b"\x89PNG"
+    midi = Path(first[3]["value"])
+    assert abs(end_time(midi) - 5.0) < 1.5
+    rate, x = read_wav(first[2])
+    assert rate == 44100 and abs(len(x) / rate - end_time(midi)) < 0.25
+    assert out[10] == "" and out[11] is None  # the third slot stays empty
+    again = client.predict(2, 1.0, 0.95, 1, 3, api_name="/continue_further_0")
+    assert again[0] == "1 continuation(s) ready." and Path(again[1]).name == midi.name  # the seed box
+    assert end_time(again[5]["value"]) > end_time(midi) + 1.0
+    png, message = client.predict("1", "mean", "0", 6, api_name="/draw_arcs")
+    assert Path(png).read_bytes()[:4] == b"\x89PNG" and message.startswith("Each orange note")
+    png, message = client.predict("4", "mean", "mean", 6, api_name="/draw_arcs")  # only one result now
+    assert png is None and message.startswith("**Cannot draw:**")
+
+
+def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client, tmp_path):
+    for name, path in bad_files(tmp_path / "bad").items():
+        out = client.predict(upload(path), 3, 2, 1.0, 0.95, 1, 0, api_name="/continue_seed")
+        assert out[0].startswith("**Cannot continue:**") and path.name in out[0], name
+    huge = b"MThd" + bytes(2 * 2**20)  # over the server's --max-upload-mb 1
+    body = (b"--b\r\nContent-Disposition: form-data; name=\"files\"; filename=\"huge.mid\"\r\n"
+            b"Content-Type: audio/midi\r\n\r\n" + huge + b"\r\n--b--\r\n")
+    request = urllib.request.Request(server + "gradio_api/upload", data=body, method="POST",
+                                     headers={"Content-Type": "multipart/form-data; boundary=b"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 413
+    out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, api_name="/continue_seed")
+    assert out[0] == "1 continuation(s) ready."
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+def test_browser_upload_continue_listen_download(server, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
+    seed = tmp_path / "my_seed.mid"
+    shutil.copyfile(MOTIF, seed)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+            page.set_default_timeout(120_000)  # generous for a loaded machine; each step takes seconds
+            page.goto(server)
+            page.locator("#seed-file button[aria-label=Clear]").click()
+            page.locator("#seed-file input[type=file]").set_input_files(str(seed))
+            page.locator("#seed-file").get_by_text("my_seed.mid").wait_for()
+            for label, value in [("Seed seconds", "6"), ("Seconds to add", "4"), ("Samples", "2")]:
+                box = page.locator(f"input[aria-label^='number input for {label}']")
+                box.fill(value)
+                box.press("Enter")
+            page.locator("#continue").click()
+            page.locator("#result-0 img").wait_for()
+            assert "/sample_00.png" in page.locator("#result-0 img").get_attribute("src")
+            player = page.locator("#audio-0")
+            assert player.locator("a[download]").get_attribute("href").endswith("/sample_00.wav")
+            # the browser fetched and decoded the WAV: its player shows the length (6 s seed + 4 s new)
+            page.wait_for_function("() => /^0:1[01]$/.test("
+                                   "document.querySelector('#audio-0 #duration')?.textContent.trim() ?? '')")
+            assert page.locator("#status").inner_text().strip() == "2 continuation(s) ready."
+            with page.expect_download() as download:
+                page.locator("#midi-0").click()
+            saved = tmp_path / download.value.suggested_filename
+            download.value.save_as(saved)
+            assert saved.name == "sample_00.mid" and end_time(saved) > 6.5
+            page.locator("#arcs").get_by_text("attention arcs").click()  # open the panel
+            page.locator("#draw-arcs").click()
+            page.locator("#arcs-image img").wait_for()
+            assert "_arcs_mean-mean_12.png" in page.locator("#arcs-image img").get_attribute("src")
+            page.screenshot(path=os.environ.get("MUSICTX_APP_SCREENSHOT", str(tmp_path / "app.png")), full_page=True)
+        finally:
+            browser.close()

@@ -1,0 +1,111 @@
+"""Attention arcs: note <-> token bookkeeping, the net's per-layer probabilities, the picture and the command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from musictx.arcs import ArcChoice, attention_arcs, notes_with_tokens, plot_arcs, share_on_span
+from musictx.model_store import save_model_folder
+from musictx.models.attention import causal_allowed, naive_logits
+from musictx.show_attention import BUNDLED_MOTIF
+from musictx.tokenizer import EventTokenizer
+
+from .gen_fixtures import tiny_net
+from .helpers import write_random_midi
+
+
+def test_each_note_knows_its_note_on_token(tmp_path):
+    tok = EventTokenizer()
+    ids = tok.encode(write_random_midi(tmp_path / "a.mid", seed=1, n_notes=60, seconds=8.0))
+    notes, on_index = notes_with_tokens(tok, ids)
+    assert len(notes) == len(on_index) > 40
+    steps, kept, _ = tok.split_time_shifts(ids)
+    step_of = dict(zip(np.flatnonzero((ids < tok.layout.time_shift) | (ids >= tok.layout.velocity)).tolist(),
+                       steps.tolist(), strict=True))
+    for k, t in enumerate(on_index.tolist()):
+        assert ids[t] == tok.layout.note_on + int(notes.pitch[k])  # a NOTE_ON of the note's pitch
+        assert step_of[t] * tok.config.time_step == pytest.approx(notes.start[k])  # at the note's onset
+    assert len(set(on_index.tolist())) == len(on_index)
+
+
+def test_net_attention_probs_are_each_layers_real_attention():
+    """Layer by layer, the net's maps equal the naive reference applied to that layer's actual input."""
+    net = tiny_net("music_transformer", max_seq_len=40).double()
+    ids = torch.randint(0, 388, (1, 40))
+    rows = torch.tensor([39, 10, 25])
+    maps = net.attention_probs(ids, rows)  # (L, B, H, R, T)
+    assert maps.shape == (2, 1, 2, 3, 40)
+    x = net.tok_emb(ids) * net.tok_emb.embedding_dim**0.5
+    for layer, block in enumerate(net.blocks):
+        h = block.ln1(x)
+        q, k, _ = block.attn.qkv(h).view(1, 40, 3, 2, 16).permute(2, 0, 3, 1, 4).unbind(0)
+        logits = naive_logits(q, k, block.attn.rel_emb).masked_fill(~causal_allowed(40, 40), float("-inf"))
+        torch.testing.assert_close(maps[layer], logits.softmax(-1)[:, :, rows].detach())
+        x = block(x)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(2, 1, 2, 3, dtype=torch.float64))
+
+
+def test_arcs_of_a_piece_and_the_picture(tmp_path):
+    net = tiny_net("music_transformer", max_seq_len=256)
+    tok = EventTokenizer()
+    ids = tok.encode(BUNDLED_MOTIF)
+    arc_map = attention_arcs(net, tok, ids, ArcChoice(layer=1, head=0, last_notes=5, top=2))
+    assert arc_map.label == "layer 1, head 0" and len(arc_map.queries) == 5
+    np.testing.assert_array_equal(arc_map.queries, np.arange(len(arc_map.notes))[-5:])
+    for q, row in zip(arc_map.queries, arc_map.weights, strict=True):
+        later = arc_map.on_index >= arc_map.on_index[q]  # its own and later notes are not visible yet
+        assert float(np.abs(row[later]).max()) == 0.0 and 0 < row.sum() <= 1 + 1e-6
+    arcs = arc_map.top_arcs(2)
+    assert len(arcs) == 10 and all(k < q for q, k, _ in arcs)
+    mean = attention_arcs(net, tok, ids, ArcChoice(last_notes=5))
+    assert mean.label == "mean of 2 layers, mean of heads" and not np.allclose(mean.weights, arc_map.weights)
+    assert 0 < share_on_span(mean, 0.0, 4.0) < 1
+    png = plot_arcs(arc_map, tmp_path / "arcs.png", top=2, takeover=4.0)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("choice, message", [(ArcChoice(layer=2), "layer=2 out of range"),
+                                             (ArcChoice(head=-1), "head=-1 out of range"),
+                                             (ArcChoice(from_seconds=999.0), "no query notes")])
+def test_bad_choices_are_named(choice, message):
+    net, tok = tiny_net("music_transformer", max_seq_len=256), EventTokenizer()
+    with pytest.raises(ValueError, match=message):
+        attention_arcs(net, tok, tok.encode(BUNDLED_MOTIF), choice)
+
+
+def test_lstm_has_no_arcs():
+    tok = EventTokenizer()
+    with pytest.raises(ValueError, match="LSTMBaseline has no attention"):
+        attention_arcs(tiny_net("lstm"), tok, tok.encode(BUNDLED_MOTIF), ArcChoice())
+
+
+def _console(*args: str) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "musictx-attention"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.show_attention"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_console_script_on_a_model_folder(tmp_path):
+    folder = save_model_folder(tiny_net("music_transformer", max_seq_len=256), EventTokenizer(), tmp_path / "m")
+    out = tmp_path / "arcs.png"
+    done = _console(f"checkpoint={folder}", f"output={out}", "takeover=4", "top=2", "last_notes=6")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "12 arcs from 6 notes" in done.stdout and "on the seed" in done.stdout
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert len(record["arcs"]) == 12 and 0 <= record["share_on_seed"] <= 1
+    assert all(a["to_s"] < a["from_s"] or a["to_note"] < a["from_note"] for a in record["arcs"])
+    bad = _console(f"checkpoint={folder}", f"output={out}", "layer=7")
+    assert bad.returncode == 1 and "layer=7 out of range" in bad.stderr and "Traceback" not in bad.stderr
+    not_midi = tmp_path / "x.mid"
+    not_midi.write_bytes(b"not a midi file")
+    bad = _console(f"checkpoint={folder}", f"midi={not_midi}", f"output={out}")
+    assert bad.returncode == 1 and str(not_midi) in bad.stderr and "Traceback" not in bad.stderr
