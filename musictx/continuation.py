@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import DictConfig
 
-from musictx.generate import GenerateError, GenerateOptions, sample_continuations
+from musictx.continue_midi import GenerateError, GenerateOptions, sample_continuations
 from musictx.metrics import compare, mean_metrics
 from musictx.midi_io import Notes
 from musictx.seeds import Seed, cut_at_seconds, drop_leading_silence, unconditional_seed

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from musictx.continuation import notes_between
-from musictx.generate import (
+from musictx.continue_midi import (
     GenerateOptions,
     Seed,
     cut_at_seconds,

@@ -16,7 +16,7 @@ from musictx.tokenizer import EventTokenizer
 
 class GenerateError(ValueError):
     """A bad generation option or input file (a seed, a checkpoint, a tokenizer); the message names the
-    option or the file. Defined here so that seeds raise it too; `musictx.generate` exports it."""
+    option or the file. Defined here so that seeds raise it too; `musictx.continue_midi` exports it."""
 
 
 @dataclass

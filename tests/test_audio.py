@@ -47,7 +47,7 @@ def test_pip_renderer_writes_the_motif(tmp_path, no_fluidsynth, rate):
 
 @needs_midirenderer
 def test_generate_writes_audible_wav_of_a_real_continuation(tmp_path, no_fluidsynth):
-    from musictx.generate import GenerateOptions, run
+    from musictx.continue_midi import GenerateOptions, run
 
     opts = GenerateOptions(seed_midi=str(MOTIF), seed_seconds=4.0, length_seconds=4.0, num_samples=1, seed=5,
                            threads=1, output_dir=str(tmp_path))

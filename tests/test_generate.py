@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from musictx.audio import audio_unavailable, render_wav
-from musictx.generate import (
+from musictx.continue_midi import (
     GenerateError,
     GenerateOptions,
     cut_at_seconds,

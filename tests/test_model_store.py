@@ -17,9 +17,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 
+from musictx.continue_midi import GenerateError, GenerateOptions, run
 from musictx.export import export
 from musictx.finetune import InitFromError
-from musictx.generate import GenerateError, GenerateOptions, run
 from musictx.model_store import (
     CONFIG_FILE,
     WEIGHTS_FILE,

@@ -16,8 +16,8 @@ import pretty_midi
 import pytest
 import torch
 
+from musictx.continue_midi import GenerateError, GenerateOptions, drop_leading_silence, run, seed_from_midi
 from musictx.data import MusicDataModule
-from musictx.generate import GenerateError, GenerateOptions, drop_leading_silence, run, seed_from_midi
 from musictx.guard import NoteGrammarGuard
 from musictx.jsonio import to_json
 from musictx.midi_io import Notes

@@ -9,7 +9,7 @@ shows its piano roll (the seed shaded), plays in the page (WAV from `musictx.aud
 MIDI; "Continue this one further" takes a result as the next seed. Needs the ``app`` extra
 (``pip install 'musictx[app]'``); binds 127.0.0.1 unless ``--host`` says otherwise.
 
-- `musictx.app.core`: `Continuer`, the glue between a request and `musictx.generate`'s functions (no Gradio).
+- `musictx.app.core`: `Continuer`, the glue between a request and `musictx.continue_midi`'s functions (no Gradio).
 - `musictx.app.page`: the Gradio page.
 - `musictx.app.cli`: the console script.
 """

@@ -1,5 +1,5 @@
 """What one request of the web app does, without Gradio: `Continuer` holds the loaded model and turns a seed
-file and `Settings` into `Result` files through `musictx.generate`'s functions (seed cutting, sampling,
+file and `Settings` into `Result` files through `musictx.continue_midi`'s functions (seed cutting, sampling,
 writing MIDI / piano roll / WAV); `run_request` turns any failure into a one-line message."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from musictx import generate
+from musictx import continue_midi
 from musictx.arcs import ArcChoice, attention_arcs, plot_arcs
 from musictx.audio import audio_unavailable
-from musictx.generate import GenerateError, GenerateOptions
+from musictx.continue_midi import GenerateError, GenerateOptions
 from musictx.midi_io import MidiReadError
 from musictx.sampling import SecondsLimit
 from musictx.tokenizer import TokenizerMismatchError
@@ -82,7 +82,7 @@ class Continuer:
     def __init__(self, model: str | None = None, workdir: str | os.PathLike | None = None,
                  soundfont: str | None = None, max_upload_mb: float = MAX_UPLOAD_MB, device: str = "cpu"):
         self.base = GenerateOptions(checkpoint=model, soundfont=soundfont, device=device)
-        self.net, self.tokenizer, self.meta = generate.load_model(self.base)
+        self.net, self.tokenizer, self.meta = continue_midi.load_model(self.base)
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="musictx-app-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.motif = self.workdir / MOTIF.name  # a copy the page may serve
@@ -118,16 +118,16 @@ class Continuer:
         opts.check()
         report(0.0, "reading the seed")
         try:
-            seed = generate.seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds)
+            seed = continue_midi.seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds)
         except GenerateError as err:  # name the file, not the server's temporary path
             raise GenerateError(_for_the_page(err, seed_path)) from None
         with generation_progress(self.net, self.tokenizer, opts.length_seconds, report):
-            pieces = generate.sample_continuations(self.net, self.tokenizer, seed, opts)
+            pieces = continue_midi.sample_continuations(self.net, self.tokenizer, seed, opts)
         out.mkdir(parents=True)
         results = []
         for i, ids in enumerate(pieces):
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
-            rec = generate.write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None)
+            rec = continue_midi.write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title))
@@ -141,7 +141,7 @@ class Continuer:
     def draw_arcs(self, midi: str | os.PathLike, choice: ArcChoice, takeover: float | None = None) -> Path:
         """PNG of the attention arcs over a result's MIDI file (`musictx.arcs`), written beside it."""
         midi = Path(midi)
-        ids = generate.seed_from_midi(self.tokenizer, midi).ids
+        ids = continue_midi.seed_from_midi(self.tokenizer, midi).ids
         arc_map = attention_arcs(self.net, self.tokenizer, ids, choice)
         view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))
         return plot_arcs(arc_map, midi.with_name(f"{midi.stem}_arcs_{view}_{choice.last_notes}.png"), choice.top,

@@ -20,7 +20,7 @@ MOTIF = Path(__file__).resolve().parents[1] / "assets" / "motif.mid"
 
 def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int = 0) -> dict:
     """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once."""
-    from musictx.generate import GenerateOptions, sample_continuations
+    from musictx.continue_midi import GenerateOptions, sample_continuations
     from musictx.seeds import seed_from_midi
 
     prompt = seed_from_midi(tokenizer, MOTIF)
