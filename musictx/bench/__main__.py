@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHES = ("prep", "attention", "train", "generate", "realtime")
+BENCHES = ("prep", "attention", "train", "generate", "realtime", "app")
 
 
 def main(argv=None) -> None:
