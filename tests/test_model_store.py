@@ -168,7 +168,8 @@ def test_wheel_ships_configs_and_model_folders(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "musictx/conf/train.yaml" in names and "musictx/conf/experiment/piano.yaml" in names
     assert "musictx/assets/motif.mid" in names
-    shipped = [p.name for p in (root / "musictx" / "pretrained").glob("*/config.json")]
+    shipped = [p.parent.name for p in (root / "musictx" / "pretrained").glob("*/config.json")]
+    assert shipped, "no shipped model folder to check"
     for name in shipped:
         assert {f"musictx/pretrained/{name}/{f}" for f in (CONFIG_FILE, WEIGHTS_FILE, "README.md")} <= names
 
