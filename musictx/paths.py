@@ -8,3 +8,7 @@ Python module path when the script runs as an installed console script, and is t
 from pathlib import Path
 
 CONF_DIR = str(Path(__file__).resolve().parent / "conf")
+
+# The seed motif shipped with the package (written by scripts/make_motif.py): the README's first command,
+# the web app's default seed and the realtime and app benches continue it.
+BUNDLED_MOTIF = Path(__file__).resolve().parent / "assets" / "motif.mid"

@@ -21,11 +21,9 @@ from musictx.arcs import ArcChoice, attention_arcs, plot_arcs, share_on_span
 from musictx.jsonio import write_json
 from musictx.midi_io import MidiReadError
 from musictx.model_store import ModelLoadError, load_model
-from musictx.paths import CONF_DIR
+from musictx.paths import BUNDLED_MOTIF, CONF_DIR
 from musictx.seeds import GenerateError, seed_from_midi
 from musictx.tokenizer import TokenizerMismatchError
-
-BUNDLED_MOTIF = Path(__file__).resolve().parent / "assets" / "motif.mid"
 
 
 @dataclass

@@ -15,7 +15,7 @@ import torch
 from musictx.arcs import ArcChoice, attention_arcs, notes_with_tokens, plot_arcs, share_on_span
 from musictx.model_store import save_model_folder
 from musictx.models.attention import causal_allowed, naive_logits
-from musictx.show_attention import BUNDLED_MOTIF
+from musictx.paths import BUNDLED_MOTIF
 from musictx.tokenizer import EventTokenizer
 
 from .gen_fixtures import tiny_net

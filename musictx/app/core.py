@@ -19,11 +19,12 @@ from musictx.arcs import ArcChoice, attention_arcs, plot_arcs
 from musictx.audio import audio_unavailable
 from musictx.continue_midi import GenerateError, GenerateOptions
 from musictx.midi_io import MidiReadError
+from musictx.paths import BUNDLED_MOTIF
 from musictx.sampling import SecondsLimit
 from musictx.tokenizer import TokenizerMismatchError
 
 log = logging.getLogger("musictx.app")
-MOTIF = Path(__file__).resolve().parents[1] / "assets" / "motif.mid"
+MOTIF = BUNDLED_MOTIF
 MAX_SAMPLES = 4
 MAX_UPLOAD_MB = 5.0
 USER_ERRORS = (GenerateError, MidiReadError, TokenizerMismatchError)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
+
+from musictx.paths import BUNDLED_MOTIF
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-MOTIF = Path(__file__).resolve().parents[1] / "assets" / "motif.mid"
 
 
 def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int = 0) -> dict:
@@ -23,7 +23,7 @@ def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int 
     from musictx.continue_midi import GenerateOptions, sample_continuations
     from musictx.seeds import seed_from_midi
 
-    prompt = seed_from_midi(tokenizer, MOTIF)
+    prompt = seed_from_midi(tokenizer, BUNDLED_MOTIF)
     opts = GenerateOptions(num_samples=batch, length_seconds=seconds, max_tokens=100_000, top_p=0.95, seed=seed)
     runs = []
     for _ in range(repeats):
@@ -54,9 +54,10 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     net, tokenizer, meta = load_model(args.model)
     n_params = sum(q.numel() for q in net.parameters())
-    print(f"model {args.model} ({meta['source']}, {n_params:,} parameters), seed {MOTIF.name}, {args.seconds:g} s "
-          f"new music per sample, threads={args.threads}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
-          f"median of {args.repeats}; load average before: {os.getloadavg()[0]:.2f}")
+    print(f"model {args.model} ({meta['source']}, {n_params:,} parameters), seed {BUNDLED_MOTIF.name}, "
+          f"{args.seconds:g} s new music per sample, threads={args.threads}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, median of {args.repeats}; "
+          f"load average before: {os.getloadavg()[0]:.2f}")
     rows = [measure(net, tokenizer, int(b), args.seconds, args.repeats) for b in args.batch_sizes.split(",") if b]
     print("\n| batch | new tokens | music s | wall s (min-max) | tokens/s | x real time |")
     print("|---:|---:|---:|---|---:|---:|")
