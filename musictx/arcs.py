@@ -63,11 +63,10 @@ def notes_with_tokens(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[Notes
     notes = tokenizer.decode_notes(ids)
     lay, cfg = tokenizer.layout, tokenizer.config
     ids = np.asarray(ids, dtype=np.int64)
-    is_shift = (ids >= lay.time_shift) & (ids < lay.velocity)
-    step_before = np.cumsum(np.where(is_shift, ids - lay.time_shift + 1, 0))  # shifts are at most 100 steps
+    step_at = np.cumsum(tokenizer.shift_steps(ids))  # the clock at each id (a NOTE_ON does not move it)
     starts = {}  # (step, pitch) -> token index; a later strike on one step replaces a zero-length one
     for t in np.flatnonzero(ids < lay.note_off).tolist():
-        starts[(int(step_before[t]), int(ids[t]) - lay.note_on + cfg.pitch_min)] = t
+        starts[(int(step_at[t]), int(ids[t]) - lay.note_on + cfg.pitch_min)] = t
     steps = np.rint(notes.start / cfg.time_step).astype(np.int64)
     on_index = np.array([starts[(int(s), int(p))] for s, p in zip(steps, notes.pitch, strict=True)], dtype=np.int64)
     return notes, on_index

@@ -38,9 +38,8 @@ def drop_leading_silence(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[np
     notes = np.flatnonzero((ids >= lay.note_on) & (ids < lay.note_off))
     first = int(notes[0]) if len(notes) else len(ids)
     lead = ids[:first]
-    is_shift = (lead >= lay.time_shift) & (lead < lay.velocity)
-    steps = int((lead[is_shift] - lay.time_shift + 1).sum())
-    return np.concatenate([lead[~is_shift], ids[first:]]), steps
+    shift = tokenizer.shift_steps(lead)
+    return np.concatenate([lead[shift == 0], ids[first:]]), int(shift.sum())
 
 
 def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -> np.ndarray:
@@ -51,12 +50,11 @@ def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -
     """
     lay = tokenizer.layout
     target = round(seconds / tokenizer.config.time_step)
-    is_shift = (ids >= lay.time_shift) & (ids < lay.velocity)
-    shift = np.where(is_shift, ids - lay.time_shift + 1, 0)
+    shift = tokenizer.shift_steps(ids)
     before = np.cumsum(shift) - shift  # steps before each id
     n = int(np.searchsorted(before, target, side="left"))  # `before` is non-decreasing
     out = ids[:n].copy()
-    if n and is_shift[n - 1] and before[n - 1] + shift[n - 1] > target:
+    if n and shift[n - 1] and before[n - 1] + shift[n - 1] > target:
         out[n - 1] = lay.time_shift + (target - before[n - 1]) - 1
     return out
 

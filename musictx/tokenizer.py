@@ -219,14 +219,20 @@ class EventTokenizer:
         out[last_shift_pos] = lay.time_shift + remainder - 1
         return out
 
-    def split_time_shifts(self, ids) -> tuple[np.ndarray, np.ndarray, int]:
-        """Inverse of ``with_time_shifts``: (step of each non-shift id, the non-shift ids, final step)."""
+    def shift_steps(self, ids) -> np.ndarray:
+        """Time steps each id moves the clock forward: 1..max_shift_steps for a TIME_SHIFT, 0 otherwise."""
         ids = np.asarray(ids, dtype=np.int64)
         lay = self.layout
         is_shift = (ids >= lay.time_shift) & (ids < lay.velocity)
-        steps = np.cumsum(np.where(is_shift, ids - lay.time_shift + 1, 0))
+        return np.where(is_shift, ids - lay.time_shift + 1, 0)
+
+    def split_time_shifts(self, ids) -> tuple[np.ndarray, np.ndarray, int]:
+        """Inverse of ``with_time_shifts``: (step of each non-shift id, the non-shift ids, final step)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        shift = self.shift_steps(ids)
+        steps = np.cumsum(shift)
         total = int(steps[-1]) if len(ids) else 0
-        return steps[~is_shift], ids[~is_shift], total
+        return steps[shift == 0], ids[shift == 0], total
 
     # ----- decoding ---------------------------------------------------------------------------
     def decode_notes(self, ids) -> Notes:
