@@ -112,6 +112,14 @@ def attention_arcs(net, tokenizer: EventTokenizer, ids: np.ndarray, choice: ArcC
     return ArcMap(notes, on_index, queries, weights, on_notes, label)
 
 
+def arcs_of_midi(net, tokenizer: EventTokenizer, midi: str | os.PathLike, choice: ArcChoice) -> ArcMap:
+    """The ArcMap of a MIDI file, read as a seed is (from its first note; a bad file raises GenerateError
+    or MidiReadError naming it)."""
+    from musictx.seeds import seed_from_midi
+
+    return attention_arcs(net, tokenizer, seed_from_midi(tokenizer, midi).ids, choice)
+
+
 def share_on_span(arc_map: ArcMap, start_s: float, end_s: float) -> float:
     """Mean over query notes of the attention their rows give to notes starting in [start_s, end_s)."""
     inside = (arc_map.notes.start >= start_s) & (arc_map.notes.start < end_s)

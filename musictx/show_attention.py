@@ -17,12 +17,12 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from musictx.arcs import ArcChoice, attention_arcs, plot_arcs, share_on_span
+from musictx.arcs import ArcChoice, arcs_of_midi, plot_arcs, share_on_span
 from musictx.jsonio import write_json
 from musictx.midi_io import MidiReadError
 from musictx.model_store import ModelLoadError, load_model
 from musictx.paths import BUNDLED_MOTIF, CONF_DIR
-from musictx.seeds import GenerateError, seed_from_midi
+from musictx.seeds import GenerateError
 from musictx.tokenizer import TokenizerMismatchError
 
 
@@ -51,8 +51,7 @@ def run(opts: AttentionOptions) -> dict:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = load_model(opts.checkpoint)
     midi = opts.midi or str(BUNDLED_MOTIF)
-    ids = seed_from_midi(tokenizer, midi).ids
-    arc_map = attention_arcs(net, tokenizer, ids, opts.choice())
+    arc_map = arcs_of_midi(net, tokenizer, midi, opts.choice())
     png = plot_arcs(arc_map, opts.output, opts.top, opts.takeover)
     summary = {"model": meta["ref"], "midi": midi, "view": arc_map.label, "png": str(png),
                "query_notes": len(arc_map.queries), "share_on_note_on_tokens": float(arc_map.on_notes.mean()),

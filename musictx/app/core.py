@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from musictx import continue_midi
-from musictx.arcs import ArcChoice, attention_arcs, plot_arcs
+from musictx.arcs import ArcChoice, arcs_of_midi, plot_arcs
 from musictx.audio import audio_unavailable
 from musictx.continue_midi import GenerateError, GenerateOptions
 from musictx.midi_io import MidiReadError
@@ -142,8 +142,7 @@ class Continuer:
     def draw_arcs(self, midi: str | os.PathLike, choice: ArcChoice, takeover: float | None = None) -> Path:
         """PNG of the attention arcs over a result's MIDI file (`musictx.arcs`), written beside it."""
         midi = Path(midi)
-        ids = continue_midi.seed_from_midi(self.tokenizer, midi).ids
-        arc_map = attention_arcs(self.net, self.tokenizer, ids, choice)
+        arc_map = arcs_of_midi(self.net, self.tokenizer, midi, choice)
         view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))
         return plot_arcs(arc_map, midi.with_name(f"{midi.stem}_arcs_{view}_{choice.last_notes}.png"), choice.top,
                          takeover)
