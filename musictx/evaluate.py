@@ -79,6 +79,15 @@ def evaluate_nll(net, tok, arrays: TokenArrays, cfg: DictConfig, context: int, d
     return {**totals.as_dict(), "context": context, "stride": cfg.get("stride") or max(context // 2, 1)}
 
 
+def evaluation_config(**overrides) -> DictConfig:
+    """evaluate.yaml's settings with ``overrides`` merged in (nested dicts for its groups) and without its
+    Hydra block: the config `run_evaluation` takes, for scripts that evaluate several models."""
+    cfg = OmegaConf.load(f"{CONF_DIR}/evaluate.yaml")
+    cfg.pop("hydra")
+    cfg.merge_with({"output_dir": "unused", **overrides})
+    return cfg
+
+
 def run_evaluation(cfg: DictConfig) -> dict:
     """The whole job as a function (tests and the compare experiment call it)."""
     from musictx.model_store import load_model

@@ -3,6 +3,8 @@
 - `plot_piano_roll`: notes as bars, pitch against seconds, shade = velocity; the seed part shaded and a
   vertical line where the model takes over. Drawn as one path per velocity, so a million notes take
   seconds, not the quarter of an hour of a patch per note.
+- `plot_roll_panels`: several piano rolls stacked on one time axis (e.g. one seed continued by three
+  models), each with the seed shaded.
 - `plot_loss_curves`: train/val loss against step from a Lightning CSV logger's ``metrics.csv``.
 """
 
@@ -56,6 +58,34 @@ def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | Non
         ax.axvline(takeover, color="tab:red", linewidth=1.5, label=f"model from {takeover:.2f} s")
         ax.legend(loc="upper right", fontsize="small")
     ax.set_title(title or f"{len(notes)} notes, {notes.duration():.1f} s")
+    return save_figure(fig, path)
+
+
+def plot_roll_panels(panels: list[tuple[str, Notes]], path: str | os.PathLike, takeover: float | None = None,
+                     title: str | None = None) -> Path:
+    """Write ``panels`` ((label, notes) pairs) as piano rolls stacked on one time axis and one pitch range,
+    so that the same seed continued by several models (or played on) compares at a glance."""
+    if not panels:
+        raise ValueError("plot_roll_panels needs at least one panel")
+    end = max(max(notes.duration() for _, notes in panels), takeover or 0.0, 1.0)
+    pitches = np.concatenate([notes.pitch for _, notes in panels])
+    lo, hi = (int(pitches.min()), int(pitches.max())) if len(pitches) else (48, 84)
+    fig = Figure(figsize=(min(4 + end / 3, 24), 1.2 + 2.2 * len(panels)), layout="constrained")
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (label, notes) in zip(axes, panels, strict=True):
+        if len(notes):
+            ax.add_collection(note_bars(notes), autolim=False)
+        if takeover:
+            ax.axvspan(0, takeover, color="0.85", zorder=0)
+            ax.axvline(takeover, color="tab:red", linewidth=1.2)
+        ax.set_xlim(0, end)
+        ax.set_ylim(lo - 2, hi + 2)
+        ax.set_ylabel("pitch")
+        ax.set_title(f"{label}: {len(notes)} notes", loc="left", fontsize="medium")
+    axes[-1].set_xlabel("time (s)" + (f"; grey: the seed, red line: continuation from {takeover:.2f} s"
+                                      if takeover else ""))
+    if title:
+        fig.suptitle(title)
     return save_figure(fig, path)
 
 

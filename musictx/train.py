@@ -113,12 +113,10 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
 def evaluate_after_training(cfg: DictConfig, checkpoint: str) -> None:
     """``evaluate: {...}`` in the config (e.g. experiment=compare): score the best checkpoint on a split
     and write ``metrics.json`` in the run dir, as ``musictx-evaluate`` would."""
-    from musictx.evaluate import format_table, run_evaluation, write_result
+    from musictx.evaluate import evaluation_config, format_table, run_evaluation, write_result
 
-    ev = OmegaConf.merge(OmegaConf.load(f"{CONF_DIR}/evaluate.yaml"), cfg.evaluate)
-    with open_dict(ev):
-        ev.checkpoint, ev.data.dir, ev.output_dir = checkpoint, cfg.data.dir, cfg.paths.output_dir
-        ev.pop("hydra", None)
+    ev = evaluation_config(**OmegaConf.to_container(cfg.evaluate, resolve=True))
+    ev.checkpoint, ev.data.dir, ev.output_dir = checkpoint, cfg.data.dir, cfg.paths.output_dir
     result = run_evaluation(ev)
     path = write_result(result, ev.output_dir)
     print(format_table(result) + f"\nwrote {path}")

@@ -20,14 +20,12 @@ import sys
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from musictx.bench.realtime import measure
 from musictx.continue_midi import GenerateOptions, run
-from musictx.evaluate import format_table, run_evaluation
+from musictx.evaluate import evaluation_config, format_table, run_evaluation
 from musictx.export import export
 from musictx.model_store import PRETRAINED_DIR, load_model
-from musictx.paths import CONF_DIR
 from musictx.plots import plot_loss_curves
 from musictx.spot_check import sample_nll
 from musictx.token_store import TokenArrays
@@ -40,11 +38,9 @@ SPOT_FILES = 8
 
 
 def evaluate(split: str, mode: str, **continuation) -> dict:
-    cfg = OmegaConf.load(f"{CONF_DIR}/evaluate.yaml")
-    cfg.merge_with({"checkpoint": "piano", "data": {"dir": str(DATA)}, "split": split, "mode": mode,
-                    "stride": 512, "batch_size": 16, "progress": False, "output_dir": "unused",
-                    "continuation": {"num_seeds": 16, "seed_seconds": 10, "length_seconds": 20, **continuation}})
-    cfg.pop("hydra", None)
+    cfg = evaluation_config(checkpoint="piano", data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
+                            batch_size=16, progress=False,
+                            continuation={"num_seeds": 16, "seed_seconds": 10, "length_seconds": 20, **continuation})
     result = run_evaluation(cfg)
     print(format_table(result), flush=True)
     return result

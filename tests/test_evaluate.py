@@ -12,18 +12,15 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 
 from musictx.compare import write_report
-from musictx.evaluate import format_table, run_evaluation, write_result
+from musictx.evaluate import evaluation_config, format_table, run_evaluation, write_result
 from musictx.model_store import ModelLoadError
-from musictx.paths import CONF_DIR
 from musictx.token_store import TokenArrays
 
 from .gen_fixtures import fixture_tiny_checkpoint  # noqa: F401  (fixture)
 
 
 def eval_config(checkpoint, data_dir, **extra):
-    cfg = OmegaConf.load(f"{CONF_DIR}/evaluate.yaml")
-    cfg.pop("hydra")
-    cfg.checkpoint, cfg.data.dir, cfg.output_dir, cfg.progress = str(checkpoint), str(data_dir), "unused", False
+    cfg = evaluation_config(checkpoint=str(checkpoint), data={"dir": str(data_dir)}, progress=False)
     for key, value in extra.items():
         OmegaConf.update(cfg, key, value)
     return cfg

@@ -30,7 +30,7 @@ from musictx.continue_midi import (
 from musictx.midi_io import Notes
 from musictx.model_store import shipped_models
 from musictx.paths import CONF_DIR
-from musictx.plots import plot_loss_curves, plot_piano_roll
+from musictx.plots import plot_loss_curves, plot_piano_roll, plot_roll_panels
 from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
 
 from .gen_fixtures import (  # noqa: F401  (fixtures)
@@ -301,6 +301,23 @@ def test_piano_roll_and_loss_curves(tmp_path):
     assert plot_loss_curves(csv, tmp_path / "loss.png").read_bytes()[:8] == PNG_MAGIC
     with pytest.raises(ValueError, match="none of"):
         plot_loss_curves(csv, tmp_path / "x.png", keys=("val/acc",))
+
+
+def test_roll_panels_share_one_time_axis_and_draw_each_panels_own_notes(tmp_path):
+    """One seed continued by several models: one panel per (label, notes), stacked; a panel's notes land in
+    its own band of the image (blue note bars in the upper panel, none in the empty lower one)."""
+    from matplotlib.image import imread
+
+    notes = TOK.quantize_notes(TOK.read(write_random_midi(tmp_path / "m.mid", seed=3, seconds=6.0)))
+    one = imread(plot_roll_panels([("model", notes)], tmp_path / "one.png", takeover=2.0))
+    two = imread(plot_roll_panels([("model", notes), ("silent", Notes.empty())], tmp_path / "two.png",
+                                  takeover=2.0, title="seed"))
+    assert two.shape[0] > 1.5 * one.shape[0] and two.shape[1] == one.shape[1]
+    blue = (two[..., 2] - two[..., 0]) > 0.3  # (H, W): note bars are drawn in blues
+    half = two.shape[0] // 2
+    assert blue[:half].sum() > 100 and blue[half:].sum() == 0
+    with pytest.raises(ValueError, match="at least one panel"):
+        plot_roll_panels([], tmp_path / "none.png")
 
 
 def test_audio_reports_what_is_missing(tmp_path):

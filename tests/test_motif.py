@@ -8,9 +8,8 @@ import json
 import numpy as np
 import pretty_midi
 import pytest
-from omegaconf import OmegaConf
 
-from musictx.evaluate import format_table, run_evaluation, write_result
+from musictx.evaluate import evaluation_config, format_table, run_evaluation, write_result
 from musictx.midi_io import Notes
 from musictx.motif import (
     is_trivial,
@@ -24,7 +23,6 @@ from musictx.motif import (
     window_curve,
     window_edges,
 )
-from musictx.paths import CONF_DIR
 from musictx.token_store import TokenArrays, write_split
 from musictx.tokenizer import EventTokenizer
 
@@ -141,12 +139,8 @@ def test_seed_picker_prefers_a_repeating_motif(motif_split):
 
 
 def motif_config(checkpoint, data_dir, **motif):
-    cfg = OmegaConf.load(f"{CONF_DIR}/evaluate.yaml")
-    cfg.pop("hydra")
-    cfg.checkpoint, cfg.data.dir, cfg.output_dir, cfg.progress, cfg.mode = (str(checkpoint), str(data_dir),
-                                                                            "unused", False, "motif")
-    cfg.motif = OmegaConf.merge(cfg.motif, {"max_tokens": 120, **motif})
-    return cfg
+    return evaluation_config(checkpoint=str(checkpoint), data={"dir": str(data_dir)}, progress=False, mode="motif",
+                             motif={"max_tokens": 120, **motif})
 
 
 def check_curves(res: dict, windows: int, sources: tuple[str, ...]) -> None:

@@ -1,0 +1,217 @@
+"""The three-model comparison of README "Does relative attention keep the motif?".
+
+The shipped Music Transformer (experiment=piano), the vanilla Transformer (experiment=piano_vanilla) and
+the LSTM (experiment=piano_lstm) were trained on the same windows of data/piano for the same 32.8 M tokens.
+Each step below writes JSON under outputs/compare, so the steps can run as the trainings finish:
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py eval music_transformer
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py eval vanilla
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py eval lstm
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py variants   # what else was tried (MT)
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py report     # table, curves, rolls, audio
+
+``eval``: NLL on the whole validation and test splits (context 1024, stride 512), continuation health on
+16 test seeds (10 s seed, 20 s continued, with and without the grammar guard) and the forgetting curve on
+the 16 test seeds with the clearest motifs (`MOTIF`). ``report`` writes docs/compare_forgetting.png, the
+Markdown table outputs/compare/table.md, and for two motif seeds the three continuations side by side
+(docs/compare_seed_K.png, docs/compare/seed_K_<model>.ogg and .mid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from musictx.audio import audio_unavailable, read_wav, render_wav
+from musictx.continue_midi import GenerateOptions, piece_notes, sample_continuations, write_midi
+from musictx.evaluate import evaluation_config, format_table, run_evaluation
+from musictx.midi_io import Notes
+from musictx.model_store import load_model
+from musictx.motif import evaluate_motif, format_motif_table, pick_motif_seeds, plot_forgetting_curves, seed_group
+from musictx.plots import plot_roll_panels, read_metrics_csv
+from musictx.token_store import TokenArrays, load_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data" / "piano"
+OUT = ROOT / "outputs" / "compare"
+DOCS = ROOT / "docs"
+RUNS = {"music_transformer": ROOT / "outputs" / "piano" / "train",  # the shipped model's own run
+        "vanilla": OUT / "vanilla" / "train", "lstm": OUT / "lstm" / "train"}
+CHECKPOINTS = {"music_transformer": "piano", "vanilla": str(RUNS["vanilla"] / "checkpoints" / "last.ckpt"),
+               "lstm": str(RUNS["lstm"] / "checkpoints" / "last.ckpt")}
+LABELS = {"music_transformer": "Music Transformer", "vanilla": "vanilla Transformer", "lstm": "LSTM"}
+CONTINUATION = dict(num_seeds=16, seed_seconds=10, length_seconds=20)
+# 16 seeds from 7 of the test split's 8 works: a seed every 10 s of each piece is a candidate, at most 4
+# per work (else one work's performances fill the list), and each must have a repeat (score >= 0.2).
+MOTIF = dict(num_seeds=16, seed_seconds=10, length_seconds=60, stride_seconds=10, max_per_group=4, min_score=0.2)
+REPORT_AT = (10, 30, 60)  # the closing note quotes the windows ending here
+ROLL_SECONDS = 30  # listenable evidence: 10 s of seed and 30 s of each model
+
+
+def evaluate(checkpoint: str, split: str, mode: str, **blocks) -> dict:
+    """One `musictx-evaluate` run as a function, with this comparison's settings."""
+    cfg = evaluation_config(checkpoint=checkpoint, data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
+                            batch_size=16, progress=False, **blocks)
+    result = run_evaluation(cfg)
+    print(format_table(result), flush=True)
+    return result
+
+
+def eval_model(name: str) -> Path:
+    ckpt = CHECKPOINTS[name]
+    result = {"val": evaluate(ckpt, "validation", "nll")["nll"]}
+    test = evaluate(ckpt, "test", "all", continuation=CONTINUATION)
+    result |= {k: test[k] for k in ("model", "params", "global_step", "nll", "continuation")}
+    result["continuation_no_guard"] = evaluate(ckpt, "test", "continuation",
+                                               continuation={**CONTINUATION, "guard": False})["continuation"]
+    result["motif"] = evaluate(ckpt, "test", "motif", motif=MOTIF)["motif"]
+    return write(OUT / name / "eval.json", result)
+
+
+def write(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+def variants() -> Path:
+    """The Music Transformer's forgetting curve under other settings: cooler sampling, a smaller slide
+    (more of the seed kept after the context fills) and a 2048-token context at inference (the relative
+    term reaches 512 back either way; past that only content attends)."""
+    net, tok, _ = load_model("piano")
+    arrays = TokenArrays(DATA, "test")
+    runs = {"temperature 0.8": ({"temperature": 0.8}, net), "temperature 0.9, top-p 1": (
+        {"temperature": 0.9, "top_p": 1.0}, net), "slide 64": ({"slide": 64}, net)}
+    long_net = copy.deepcopy(net)
+    long_net.max_seq_len = 2048
+    runs["context 2048"] = ({}, long_net)
+    out = {}
+    for label, (settings, model) in runs.items():
+        out[label] = evaluate_motif(model, tok, arrays, {**MOTIF, **settings})
+        print(label, format_motif_table(out[label]), flush=True)
+    return write(OUT / "variants.json", out)
+
+
+# ----- report -----------------------------------------------------------------------------------------
+def budget(name: str) -> dict:
+    """Steps, tokens, threads and wall clock of a training run, read from its own folder."""
+    run = RUNS[name]
+    cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    start = (run / ".hydra" / "config.yaml").stat().st_mtime
+    end = (run / "checkpoints" / "last.ckpt").stat().st_mtime
+    speed = read_metrics_csv(run / "csv" / "metrics.csv").get("train/tokens_per_s", ([], []))[1]
+    steps = int(ckpt["global_step"])
+    return {"steps": steps, "tokens": steps * cfg.data.batch_size * cfg.data.seq_len, "threads": cfg.threads,
+            "wall_minutes": (end - start) / 60, "tokens_per_s": float(np.median(speed)) if speed else None}
+
+
+def window_value(motif: dict, source: str, key: str, end: float) -> float:
+    index = [b for _, b in motif["windows"]].index(end)
+    return motif["curves"][source][key]["mean"][index]
+
+
+def table(results: dict[str, dict], budgets: dict[str, dict]) -> str:
+    head = ("| model | params | tokens | threads x wall min | val NLL | test NLL (nats) | bits | notes/s | "
+            "duration vs real | density vs real | motif reuse 10/30/60 s | + rhythm 10/30/60 s |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, r in results.items():
+        b, cont, real = budgets[name], r["continuation"]["continuation"], r["continuation"]["real"]
+        reuse = [" / ".join(f"{window_value(r['motif'], src, key, t):.3f}" for t in REPORT_AT)
+                 for src, key in (("continuation", "motif_reuse"), ("continuation", "motif_reuse_rhythm"))]
+        lines.append(f"| {LABELS[name]} | {r['params'] / 1e6:.2f} M | {b['tokens'] / 1e6:.1f} M | "
+                     f"{b['threads']} x {b['wall_minutes']:.0f} | {r['val']['nll']:.3f} | {r['nll']['nll']:.3f} | "
+                     f"{r['nll']['bits_per_token']:.3f} | {cont['notes_per_s']:.1f} | "
+                     f"{cont['mean_duration_s'] / real['mean_duration_s']:.2f}x | "
+                     f"{cont['notes_per_s'] / real['notes_per_s']:.2f}x | {reuse[0]} | {reuse[1]} |")
+    motif = next(iter(results.values()))["motif"]
+    real = [" / ".join(f"{window_value(motif, src, key, t):.3f}" for t in REPORT_AT)
+            for src, key in (("real", "motif_reuse"), ("real", "motif_reuse_rhythm"))]
+    lines.append(f"| real continuation (ceiling) | | | | | | | | | | {real[0]} | {real[1]} |")
+    return "\n".join(lines)
+
+
+def side_by_side(k: int, motif_seed, models: dict) -> dict:
+    """Seed ``k``'s real continuation and each model's (same sampling seed) as one figure, MIDI and audio."""
+    rows = {"real": motif_seed.ids[len(motif_seed.seed.ids):]}
+    opts = GenerateOptions(num_samples=1, length_seconds=ROLL_SECONDS, max_tokens=16384, seed=k)
+    for name, (net, tok) in models.items():
+        rows[name] = sample_continuations(net, tok, motif_seed.seed, opts)[0]
+    end = motif_seed.seed.seconds + ROLL_SECONDS
+    notes = {key: clip(piece_notes(tok, motif_seed.seed, new), end) for key, new in rows.items()}
+    labels = {"real": "real performance", **LABELS}
+    png = plot_roll_panels([(labels[key], n) for key, n in notes.items()], DOCS / f"compare_seed_{k}.png",
+                           takeover=motif_seed.seed.seconds,
+                           title=f"{motif_seed.name}: {motif_seed.seed.seconds:g} s of seed, then {ROLL_SECONDS} s")
+    folder = DOCS / "compare"
+    folder.mkdir(exist_ok=True)
+    files = [png.name]
+    for key, n in notes.items():
+        midi = write_midi(n, folder / f"seed_{k}_{key}.mid")
+        files += [midi.name] + ([write_ogg(midi).name] if audio_unavailable() is None else [])
+    return {"seed": motif_seed.name, "files": files}
+
+
+def write_ogg(midi: Path, rate: int = 24000) -> Path:
+    """``midi`` rendered (musictx.audio) to a mono Ogg Vorbis file beside it: ~10x smaller than the WAV,
+    small enough for docs/ in git. Needs ``pip install soundfile``."""
+    import soundfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _, audio = read_wav(render_wav(midi, Path(tmp) / "a.wav", sample_rate=rate))
+    ogg = midi.with_suffix(".ogg")
+    soundfile.write(ogg, audio.mean(axis=1) if audio.ndim == 2 else audio, rate, format="OGG", subtype="VORBIS")
+    return ogg
+
+
+def clip(notes: Notes, end: float) -> Notes:
+    keep = notes.start < end
+    return Notes(notes.start[keep], np.minimum(notes.end[keep], end), notes.pitch[keep], notes.velocity[keep])
+
+
+def report() -> None:
+    results = {name: json.loads((OUT / name / "eval.json").read_text()) for name in RUNS
+               if (OUT / name / "eval.json").is_file()}
+    budgets = {name: budget(name) for name in results}
+    text = table(results, budgets)
+    (OUT / "table.md").write_text(text + "\n")
+    print(text)
+    plot_forgetting_curves([r["motif"] for r in results.values()], DOCS / "compare_forgetting.png",
+                           [LABELS[n] for n in results])
+    tok = load_tokenizer(DATA)
+    seeds = pick_motif_seeds(TokenArrays(DATA, "test"), tok, MOTIF["num_seeds"], MOTIF["seed_seconds"],
+                             MOTIF["length_seconds"], 4, MOTIF["min_score"], MOTIF["stride_seconds"], MOTIF["max_per_group"])
+    models = {name: load_model(CHECKPOINTS[name])[:2] for name in results}
+    # the clearest motif, and the clearest from another work
+    picked = [seeds[0], next((m for m in seeds if seed_group(m.name) != seed_group(seeds[0].name)), seeds[-1])]
+    listen = [side_by_side(k, m, models) for k, m in enumerate(picked)]
+    write(OUT / "report.json", {"budgets": budgets, "table": text, "listen": listen})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("step", choices=("eval", "variants", "report"))
+    parser.add_argument("model", nargs="?", choices=tuple(RUNS))
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.step == "eval":
+        if args.model is None:
+            parser.error("eval needs a model")
+        eval_model(args.model)
+    elif args.step == "variants":
+        variants()
+    else:
+        report()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The three-model comparison (README, "Does relative attention keep the motif?"): experiment=piano_vanilla
+and experiment=piano_lstm are experiment=piano with another model and nothing else, at the shipped Music
+Transformer's parameter count, and the shipped model's folder is what experiment=piano builds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from musictx.model_store import PRETRAINED_DIR
+from musictx.models import LSTMBaseline, MusicTransformer, VanillaTransformer
+from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
+from musictx.paths import CONF_DIR
+
+EXPERIMENTS = {"piano": MusicTransformer, "piano_vanilla": VanillaTransformer, "piano_lstm": LSTMBaseline}
+
+
+def composed(experiment: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={experiment}", "model.net.vocab_size=390"],
+                      return_hydra_config=True)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def configs():
+    return {name: composed(name) for name in EXPERIMENTS}
+
+
+def test_only_the_model_and_the_run_folder_differ(configs):
+    """Same data, windows, augmentation, token budget, schedule, seed and threads for all three."""
+    base = OmegaConf.to_container(configs["piano"], resolve=False)
+    for name in ("piano_vanilla", "piano_lstm"):
+        other = OmegaConf.to_container(configs[name], resolve=False)
+        assert other["hydra"]["run"]["dir"] != base["hydra"]["run"]["dir"]
+        for key in set(base) | set(other):
+            if key not in ("model", "hydra"):
+                assert other.get(key) == base.get(key), (name, key)
+        assert other["model"]["scheduler"] == base["model"]["scheduler"]
+        assert other["model"]["optimizer"] == base["model"]["optimizer"]
+
+
+def test_matched_parameter_counts_and_the_attention_each_uses(configs):
+    nets = {name: instantiate(cfg.model.net) for name, cfg in configs.items()}
+    counts = {name: sum(p.numel() for p in net.parameters()) for name, net in nets.items()}
+    for name, net in nets.items():
+        assert type(net) is EXPERIMENTS[name]
+        assert abs(counts[name] / counts["piano"] - 1) < 0.005, counts
+    kinds = {name: {type(m) for m in net.modules()} for name, net in nets.items()}
+    assert RelativeSelfAttention in kinds["piano"] and PlainSelfAttention not in kinds["piano"]
+    assert PlainSelfAttention in kinds["piano_vanilla"] and RelativeSelfAttention not in kinds["piano_vanilla"]
+    assert nets["piano_vanilla"].config["positions"] == "sinusoidal"
+
+
+def test_the_shipped_model_is_what_experiment_piano_builds(configs):
+    shipped = json.loads((PRETRAINED_DIR / "piano" / "config.json").read_text())["model"]["config"]
+    built = instantiate(configs["piano"].model.net).config
+    assert {k: built[k] for k in shipped} == shipped
