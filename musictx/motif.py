@@ -12,9 +12,11 @@ this, so it is measured directly, as a *forgetting curve*:
    (optionally also seeds later in the pieces, and at most a few per folder, i.e. per work);
    `seed_from_file` makes a user's MIDI file the one seed, continued N times.
 3. Curve. What follows the seed is cut into windows (``window_seconds``); in each, the share of the motif's
-   n-grams that come back (with and without rhythm) and the pitch-class and IOI total-variation distances
-   to the seed. The real continuation is the ceiling, unconditioned samples (which never heard the seed)
-   the floor; each curve is a mean over seeds with a 95% band (mean +- 1.96 sd / sqrt(n)).
+   n-grams that come back (with and without rhythm, and "near": each interval within ``NEAR_SEMITONES``,
+   which also counts a motif sequenced inside a key, where a major second becomes a minor one) and the
+   pitch-class and IOI total-variation distances to the seed. The real continuation is the ceiling,
+   unconditioned samples (which never heard the seed) the floor; each curve is a mean over seeds with a
+   95% band (mean +- 1.96 sd / sqrt(n)).
 
 An empty window (the sample stopped, or a long rest) counts as forgotten: reuse 0, distances 1. Every
 sequence ends at ``length_seconds``, so the n-grams starting in the last window's final notes are lost
@@ -53,9 +55,13 @@ CHORD_SECONDS = 0.035  # onsets closer than this are one chord (performed chords
 # the piano test split); absolute rather than ratios of successive IOIs, because a continuation keeps the
 # tempo and a ratio doubles the jitter.
 RHYTHM_EDGES = np.concatenate([[0.0], CHORD_SECONDS * 2.0 ** np.arange(8), [np.inf]])
+# A motif moved along a scale (a sequence) changes some intervals by a semitone; exact matching misses it.
+NEAR_SEMITONES = 1
 METRICS = (("motif_reuse", "motif reuse"), ("motif_reuse_rhythm", "motif reuse + rhythm"),
+           ("motif_reuse_near", f"motif reuse, intervals +-{NEAR_SEMITONES}"),
            ("pitch_class_tv", "pitch-class dist. to seed"), ("ioi_tv", "IOI dist. to seed"))
 SOURCES = (("continuation", "model"), ("real", "real (ceiling)"), ("unconditioned", "unconditioned (floor)"))
+PANELS = (*METRICS, ("notes_per_s", "notes per second"))  # the forgetting-curve figure's panels
 Z95 = 1.96
 
 
@@ -113,6 +119,16 @@ def motif_score(seed: Notes, size: int = 4) -> float:
     return float(covered.mean())
 
 
+def near_share(motif: set[tuple], seen: set[tuple], tolerance: int = NEAR_SEMITONES) -> float:
+    """Share of the ``motif``'s interval n-grams with an n-gram in ``seen`` whose every interval is within
+    ``tolerance`` semitones of it (0: exact matching)."""
+    if not motif or not seen:
+        return 0.0
+    want, have = np.array(sorted(motif)), np.array(sorted(seen))  # (M, n), (S, n)
+    close = (np.abs(want[:, None, :] - have[None, :, :]) <= tolerance).all(axis=-1)  # (M, S)
+    return float(close.any(axis=1).mean())
+
+
 # ----- the curve of one sequence ----------------------------------------------------------------------
 def window_edges(length_seconds: float, window_seconds: float) -> list[tuple[float, float]]:
     """Consecutive windows covering [0, length_seconds); the last may be shorter."""
@@ -136,6 +152,8 @@ def window_curve(seed: Notes, after: Notes, windows: list[tuple[float, float]], 
         for a, b in windows:
             seen = {k for k, s in zip(keys, starts, strict=True) if a - 1e-9 <= s < b - 1e-9}
             out[key].append(len(motif & seen) / len(motif) if motif else 0.0)
+            if not rhythm:
+                out["motif_reuse_near"].append(near_share(motif, seen))
     pc_seed, ioi_seed = pitch_class_histogram(seed), ioi_histogram(seed)
     for a, b in windows:
         part = notes_in(after, a, b)
@@ -252,8 +270,8 @@ def seed_from_file(tok, path: str, seed_seconds: float, length_seconds: float, s
 # ----- the evaluation -----------------------------------------------------------------------------------
 # The `motif:` block of conf/evaluate.yaml, for callers that pass a dict.
 DEFAULTS = dict(num_seeds=16, seed_midi=None, seed_seconds=10.0, length_seconds=60.0, window_seconds=5.0, ngram=4,
-                min_score=0.0, temperature=1.0, top_k=None, top_p=0.95, seed=0, max_tokens=16384, guard=True,
-                max_note_seconds=5.0, slide=None, stride_seconds=None, max_per_group=None)
+                min_score=0.2, temperature=1.0, top_k=None, top_p=0.95, seed=0, max_tokens=16384, guard=True,
+                max_note_seconds=5.0, slide=None, stride_seconds=10.0, max_per_group=4)
 
 
 def _options(s: dict, device, num_samples: int, seed: int) -> GenerateOptions:
@@ -335,7 +353,9 @@ def evaluate_motif(net, tok, arrays, cfg, device="cpu") -> dict:
             "settings": {k: s[k] for k in DEFAULTS}, "context": context_length(net), "context_full_s": full_at,
             "share_past_context": len(past) / len(full_at),
             "context_full_mean_s": float(np.mean(past)) if past else None,
-            "curves": {key: summarise(r) for key, r in rows.items() if r}}
+            "curves": {key: summarise(r) for key, r in rows.items() if r},
+            # what was played, so that other measures can be taken later without sampling again
+            "sample_ids": {"continuation": [c.tolist() for c in conts], "unconditioned": [f.tolist() for f in free]}}
 
 
 # ----- report -----------------------------------------------------------------------------------------
@@ -370,15 +390,15 @@ def plot_forgetting_curves(results: list[dict], path, labels: list[str] | None =
     from matplotlib.figure import Figure
 
     labels = labels or [f"model {i + 1}" for i in range(len(results))]
-    fig = Figure(figsize=(11, 7.5), layout="constrained")
-    axes = fig.subplots(2, 2, sharex=True).ravel()
+    fig = Figure(figsize=(15, 8), layout="constrained")
+    axes = fig.subplots(2, 3, sharex=True).ravel()
     drawn: set[tuple] = set()
     for i, (res, label) in enumerate(zip(results, labels, strict=True)):
         x = [(a + b) / 2 for a, b in res["windows"]]
         curves, colour = res["curves"], f"C{i}"
         ceiling = "real" in curves and tuple(res["seeds"]) not in drawn
         drawn.add(tuple(res["seeds"]))
-        for ax, (key, title) in zip(axes, METRICS, strict=True):
+        for ax, (key, title) in zip(axes, PANELS, strict=True):
             _band(ax, x, curves["continuation"][key], colour, "-", label)
             _band(ax, x, curves["unconditioned"][key], colour, ":", f"{label}, unconditioned (floor)")
             if ceiling:
@@ -387,9 +407,12 @@ def plot_forgetting_curves(results: list[dict], path, labels: list[str] | None =
                 ax.axvline(res["context_full_mean_s"], color=colour, linewidth=0.8, alpha=0.6)
             ax.set_title(title)
             ax.set_xlim(0, max(b for _, b in res["windows"]))
-            ax.set_ylim(-0.02, 1.02)
+            if key.endswith("_tv"):
+                ax.set_ylim(-0.02, 1.02)  # distances: the whole scale
+            else:
+                ax.set_ylim(bottom=-0.02 * ax.get_ylim()[1])  # reuse is a few percent: zoom in, keep 0
             ax.grid(alpha=0.3)
-    for ax in axes[2:]:
+    for ax in axes[3:]:
         ax.set_xlabel("seconds after the seed (window centre)")
     axes[0].legend(fontsize="small")
     fig.suptitle(f"Forgetting curves: {results[0]['samples']} continuations, {results[0]['ngram']}-grams, "

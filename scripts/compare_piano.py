@@ -8,13 +8,15 @@ Each step below writes JSON under outputs/compare, so the steps can run as the t
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py eval vanilla
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py eval lstm
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py variants   # what else was tried (MT)
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py motif lstm # only the curve, again
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/compare_piano.py report     # table, curves, rolls, audio
 
 ``eval``: NLL on the whole validation and test splits (context 1024, stride 512), continuation health on
 16 test seeds (10 s seed, 20 s continued, with and without the grammar guard) and the forgetting curve on
-the 16 test seeds with the clearest motifs (`MOTIF`). ``report`` writes docs/compare_forgetting.png, the
-Markdown table outputs/compare/table.md, and for two motif seeds the three continuations side by side
-(docs/compare_seed_K.png, docs/compare/seed_K_<model>.ogg and .mid).
+the 16 test seeds with the clearest motifs (`MOTIF`). ``report`` writes the forgetting curves
+docs/motif_forgetting.png, the validation curves docs/motif_val_loss.png, the Markdown table
+outputs/compare/table.md, and for two motif seeds the three continuations side by side
+(docs/motif_seed_K.png, docs/motif/seed_K_<model>.mid and .ogg; the .ogg files need ``pip install soundfile``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 from omegaconf import OmegaConf
 
 from musictx.audio import audio_unavailable, read_wav, render_wav
+from musictx.compare import plot_val_curves, read_log
 from musictx.continue_midi import GenerateOptions, piece_notes, sample_continuations, write_midi
 from musictx.evaluate import evaluation_config, format_table, run_evaluation
 from musictx.midi_io import Notes
@@ -73,6 +76,14 @@ def eval_model(name: str) -> Path:
                                                continuation={**CONTINUATION, "guard": False})["continuation"]
     result["motif"] = evaluate(ckpt, "test", "motif", motif=MOTIF)["motif"]
     return write(OUT / name / "eval.json", result)
+
+
+def motif_again(name: str) -> Path:
+    """Only the forgetting curve, into an existing eval.json (after a change to the motif measures)."""
+    path = OUT / name / "eval.json"
+    result = json.loads(path.read_text())
+    result["motif"] = evaluate(CHECKPOINTS[name], "test", "motif", motif=MOTIF)["motif"]
+    return write(path, result)
 
 
 def write(path: Path, data: dict) -> Path:
@@ -119,23 +130,47 @@ def window_value(motif: dict, source: str, key: str, end: float) -> float:
     return motif["curves"][source][key]["mean"][index]
 
 
+REUSE = (("motif_reuse", "motif reuse"), ("motif_reuse_rhythm", "+ rhythm"), ("motif_reuse_near", "near (+-1)"))
+
+
+def reuse_cells(motif: dict, source: str) -> list[str]:
+    """'a / b / c': the mean reuse in the windows ending at REPORT_AT seconds, per reuse measure; last, the
+    near reuse over all windows (one mean per continuation) with its 95% band: single windows are noisy."""
+    cells = [" / ".join(f"{window_value(motif, source, key, t):.3f}" for t in REPORT_AT) for key, _ in REUSE]
+    per_sample = np.asarray(motif["curves"][source]["motif_reuse_near"]["values"]).mean(axis=1)  # (n,)
+    half = 1.96 * per_sample.std(ddof=1) / np.sqrt(len(per_sample)) if len(per_sample) > 1 else 0.0
+    return cells + [f"{per_sample.mean():.3f} ± {half:.3f}"]
+
+
 def table(results: dict[str, dict], budgets: dict[str, dict]) -> str:
+    at = "/".join(str(t) for t in REPORT_AT)
     head = ("| model | params | tokens | threads x wall min | val NLL | test NLL (nats) | bits | notes/s | "
-            "duration vs real | density vs real | motif reuse 10/30/60 s | + rhythm 10/30/60 s |")
+            "duration vs real | density vs real | " + " | ".join(f"{label} {at} s" for _, label in REUSE)
+            + " | near, all windows |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, r in results.items():
         b, cont, real = budgets[name], r["continuation"]["continuation"], r["continuation"]["real"]
-        reuse = [" / ".join(f"{window_value(r['motif'], src, key, t):.3f}" for t in REPORT_AT)
-                 for src, key in (("continuation", "motif_reuse"), ("continuation", "motif_reuse_rhythm"))]
         lines.append(f"| {LABELS[name]} | {r['params'] / 1e6:.2f} M | {b['tokens'] / 1e6:.1f} M | "
                      f"{b['threads']} x {b['wall_minutes']:.0f} | {r['val']['nll']:.3f} | {r['nll']['nll']:.3f} | "
                      f"{r['nll']['bits_per_token']:.3f} | {cont['notes_per_s']:.1f} | "
                      f"{cont['mean_duration_s'] / real['mean_duration_s']:.2f}x | "
-                     f"{cont['notes_per_s'] / real['notes_per_s']:.2f}x | {reuse[0]} | {reuse[1]} |")
+                     f"{cont['notes_per_s'] / real['notes_per_s']:.2f}x | "
+                     + " | ".join(reuse_cells(r["motif"], "continuation")) + " |")
     motif = next(iter(results.values()))["motif"]
-    real = [" / ".join(f"{window_value(motif, src, key, t):.3f}" for t in REPORT_AT)
-            for src, key in (("real", "motif_reuse"), ("real", "motif_reuse_rhythm"))]
-    lines.append(f"| real continuation (ceiling) | | | | | | | | | | {real[0]} | {real[1]} |")
+    for source, label in (("real", "real continuation (ceiling)"), ("unconditioned", "unconditioned MT (floor)")):
+        if source == "unconditioned":
+            motif = results.get("music_transformer", {}).get("motif", motif)
+        lines.append(f"| {label} |" + " |" * 9 + " " + " | ".join(reuse_cells(motif, source)) + " |")
+    return "\n".join(lines)
+
+
+def variants_table(variants: dict[str, dict]) -> str:
+    at = "/".join(str(t) for t in REPORT_AT)
+    head = ("| Music Transformer, sampling | " + " | ".join(f"{label} {at} s" for _, label in REUSE)
+            + " | near, all windows |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for label, res in variants.items():
+        lines.append(f"| {label} | " + " | ".join(reuse_cells(res, "continuation")) + " |")
     return "\n".join(lines)
 
 
@@ -148,10 +183,10 @@ def side_by_side(k: int, motif_seed, models: dict) -> dict:
     end = motif_seed.seed.seconds + ROLL_SECONDS
     notes = {key: clip(piece_notes(tok, motif_seed.seed, new), end) for key, new in rows.items()}
     labels = {"real": "real performance", **LABELS}
-    png = plot_roll_panels([(labels[key], n) for key, n in notes.items()], DOCS / f"compare_seed_{k}.png",
+    png = plot_roll_panels([(labels[key], n) for key, n in notes.items()], DOCS / f"motif_seed_{k}.png",
                            takeover=motif_seed.seed.seconds,
                            title=f"{motif_seed.name}: {motif_seed.seed.seconds:g} s of seed, then {ROLL_SECONDS} s")
-    folder = DOCS / "compare"
+    folder = DOCS / "motif"
     folder.mkdir(exist_ok=True)
     files = [png.name]
     for key, n in notes.items():
@@ -182,31 +217,46 @@ def report() -> None:
                if (OUT / name / "eval.json").is_file()}
     budgets = {name: budget(name) for name in results}
     text = table(results, budgets)
+    variants_json = OUT / "variants.json"
+    if variants_json.is_file():
+        text += "\n\n" + variants_table(json.loads(variants_json.read_text()))
     (OUT / "table.md").write_text(text + "\n")
     print(text)
-    plot_forgetting_curves([r["motif"] for r in results.values()], DOCS / "compare_forgetting.png",
+    plot_val_curves([{"log": read_log(RUNS[name] / "csv" / "metrics.csv"), "model": LABELS[name], "nll": r["nll"]}
+                     for name, r in results.items()], DOCS / "motif_val_loss.png")
+    plot_forgetting_curves([r["motif"] for r in results.values()], DOCS / "motif_forgetting.png",
                            [LABELS[n] for n in results])
     tok = load_tokenizer(DATA)
-    seeds = pick_motif_seeds(TokenArrays(DATA, "test"), tok, MOTIF["num_seeds"], MOTIF["seed_seconds"],
-                             MOTIF["length_seconds"], 4, MOTIF["min_score"], MOTIF["stride_seconds"], MOTIF["max_per_group"])
+    cfg = MOTIF
+    seeds = pick_motif_seeds(TokenArrays(DATA, "test"), tok, cfg["num_seeds"], cfg["seed_seconds"],
+                             cfg["length_seconds"], 4, cfg["min_score"], cfg["stride_seconds"],
+                             cfg["max_per_group"])  # the curves' seeds
     models = {name: load_model(CHECKPOINTS[name])[:2] for name in results}
     # the clearest motif, and the clearest from another work
     picked = [seeds[0], next((m for m in seeds if seed_group(m.name) != seed_group(seeds[0].name)), seeds[-1])]
     listen = [side_by_side(k, m, models) for k, m in enumerate(picked)]
-    write(OUT / "report.json", {"budgets": budgets, "table": text, "listen": listen})
+    variants = json.loads(variants_json.read_text()) if variants_json.is_file() else {}
+    write(DOCS / "motif_compare.json", {  # the sampled ids stay in outputs/compare: megabytes, not for git
+        "budgets": budgets, "table": text, "listen": listen,
+        "results": {name: {**r, "motif": without_ids(r["motif"])} for name, r in results.items()},
+        "variants": {label: without_ids(res) for label, res in variants.items()}})
+
+
+def without_ids(motif: dict) -> dict:
+    return {key: value for key, value in motif.items() if key != "sample_ids"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("eval", "variants", "report"))
+    parser.add_argument("step", choices=("eval", "motif", "variants", "report"))
     parser.add_argument("model", nargs="?", choices=tuple(RUNS))
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    if args.step == "eval":
+    if args.step in ("eval", "motif"):
         if args.model is None:
-            parser.error("eval needs a model")
-        eval_model(args.model)
+            parser.error(f"{args.step} needs a model")
+        (eval_model if args.step == "eval" else motif_again)(args.model)
     elif args.step == "variants":
         variants()
     else:

@@ -9,15 +9,19 @@ import numpy as np
 import pretty_midi
 import pytest
 
+from musictx.continue_midi import piece_notes
 from musictx.evaluate import evaluation_config, format_table, run_evaluation, write_result
 from musictx.midi_io import Notes
+from musictx.model_store import load_model
 from musictx.motif import (
     is_trivial,
     main,
     motif_score,
+    near_share,
     ngrams,
     pick_motif_seeds,
     read_line,
+    seed_from_file,
     seed_motif,
     summarise,
     window_curve,
@@ -62,9 +66,22 @@ def test_curve_of_known_continuations(after, reuse, reuse_rhythm, same_pitch_cla
     curve = window_curve(SEED, after, WINDOWS)
     assert curve["motif_reuse"] == [reuse] * len(WINDOWS)
     assert curve["motif_reuse_rhythm"] == [reuse_rhythm] * len(WINDOWS)
+    assert curve["motif_reuse_near"] == [reuse] * len(WINDOWS)  # +-1 semitone adds nothing to these
     pc = np.asarray(curve["pitch_class_tv"])
     assert (pc < 0.1).all() if same_pitch_classes else (pc > 0.2).all()
     assert all(n > 0 for n in curve["notes_per_s"])
+
+
+def test_a_motif_sequenced_inside_the_key_is_near_not_exact():
+    """C D E C G F moved up a step in C major is D E F D A G: intervals 2 1 -3 7 -2 -5 for 2 2 -4 7 -2 -5.
+    Of the motif's six 4-grams only (7, -2, -5, 2) survives exactly; all six come back within a semitone."""
+    sequenced = line([62, 64, 65, 62, 69, 67], IOIS, 10)
+    curve = window_curve(SEED, sequenced, WINDOWS)
+    assert curve["motif_reuse"] == [1 / 6] * len(WINDOWS)
+    assert curve["motif_reuse_near"] == [1.0] * len(WINDOWS)
+    assert near_share({(2, 2, -4, 7)}, {(2, 1, -3, 7)}, tolerance=0) == 0.0
+    assert near_share({(2, 2, -4, 7), (0, 5, 0, 5)}, {(3, 1, -3, 6)}) == 0.5
+    assert near_share(set(), {(1, 1, 1, 1)}) == near_share({(1, 1, 1, 1)}, set()) == 0.0
 
 
 def test_curve_falls_when_the_motif_is_dropped_and_when_the_music_stops():
@@ -140,13 +157,13 @@ def test_seed_picker_prefers_a_repeating_motif(motif_split):
 
 def motif_config(checkpoint, data_dir, **motif):
     return evaluation_config(checkpoint=str(checkpoint), data={"dir": str(data_dir)}, progress=False, mode="motif",
-                             motif={"max_tokens": 120, **motif})
+                             motif={"max_tokens": 120, "min_score": 0.0, **motif})  # tiny pieces, few repeats
 
 
 def check_curves(res: dict, windows: int, sources: tuple[str, ...]) -> None:
     assert set(res["curves"]) == set(sources)
     for curves in res["curves"].values():
-        for key in ("motif_reuse", "motif_reuse_rhythm", "pitch_class_tv", "ioi_tv"):
+        for key in ("motif_reuse", "motif_reuse_rhythm", "motif_reuse_near", "pitch_class_tv", "ioi_tv"):
             c = curves[key]
             assert len(c["mean"]) == len(c["lo"]) == len(c["hi"]) == windows
             assert all(0 <= m <= 1 for m in c["mean"]) and all(np.less_equal(c["lo"], c["hi"]))
@@ -183,6 +200,14 @@ def test_motif_mode_with_a_seed_file_and_a_multi_model_plot(tiny_checkpoint, pre
     assert res["seeds"] == ["motif.mid"] and res["samples"] == 2 and res["motif_scores"] == [1.0]
     check_curves(res, 2, ("continuation", "real", "unconditioned"))
     assert res["curves"]["real"]["motif_reuse"]["mean"] == [1.0, 1.0]  # the file goes on with the motif
+    # the stored ids are what was measured: the curve comes back from them without sampling again
+    net, tok, _ = load_model(str(tiny_checkpoint))
+    seed = seed_from_file(tok, str(tmp_path / "motif.mid"), 4.0, 4.0)
+    rows = [window_curve(tok.decode_notes(seed.seed.ids), piece_notes(tok, seed.seed, np.asarray(ids), False),
+                         [tuple(w) for w in res["windows"]], res["ngram"])
+            for ids in res["sample_ids"]["continuation"]]
+    assert len(rows) == 2 and summarise(rows)["pitch_class_tv"]["mean"] == res["curves"]["continuation"][
+        "pitch_class_tv"]["mean"]
     for name in ("a", "b"):
         write_result(result, tmp_path / name)
     main([str(tmp_path / "both.png"), str(tmp_path / "a" / "metrics.json"), str(tmp_path / "b" / "metrics.json"),
