@@ -232,14 +232,22 @@ def report() -> None:
                              cfg["length_seconds"], 4, cfg["min_score"], cfg["stride_seconds"],
                              cfg["max_per_group"])  # the curves' seeds
     models = {name: load_model(CHECKPOINTS[name])[:2] for name in results}
-    # the clearest motif, and the clearest from another work
-    picked = [seeds[0], next((m for m in seeds if seed_group(m.name) != seed_group(seeds[0].name)), seeds[-1])]
+    picked = seeds_to_hear(seeds, next(iter(results.values()))["motif"])
     listen = [side_by_side(k, m, models) for k, m in enumerate(picked)]
     variants = json.loads(variants_json.read_text()) if variants_json.is_file() else {}
     write(DOCS / "motif_compare.json", {  # the sampled ids stay in outputs/compare: megabytes, not for git
         "budgets": budgets, "table": text, "listen": listen,
         "results": {name: {**r, "motif": without_ids(r["motif"])} for name, r in results.items()},
         "variants": {label: without_ids(res) for label, res in variants.items()}})
+
+
+def seeds_to_hear(seeds: list, motif: dict) -> list:
+    """Two seeds, from two works, whose real continuation brings their motif back the most (near reuse over
+    all windows): where there is something to keep. Chosen by the music, not by any model's output."""
+    assert [m.name for m in seeds] == motif["seeds"], "the report's seeds must be the curves' seeds"
+    real = np.asarray(motif["curves"]["real"]["motif_reuse_near"]["values"]).mean(axis=1)  # (n_seeds,)
+    order = [seeds[i] for i in np.argsort(-real, kind="stable")]
+    return [order[0], next((m for m in order if seed_group(m.name) != seed_group(order[0].name)), order[1])]
 
 
 def without_ids(motif: dict) -> dict:
