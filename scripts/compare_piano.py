@@ -51,7 +51,7 @@ CHECKPOINTS = {"music_transformer": "piano", "vanilla": str(RUNS["vanilla"] / "c
                "lstm": str(RUNS["lstm"] / "checkpoints" / "last.ckpt")}
 LABELS = {"music_transformer": "Music Transformer", "vanilla": "vanilla Transformer", "lstm": "LSTM"}
 CONTINUATION = dict(num_seeds=16, seed_seconds=10, length_seconds=20)
-# 16 seeds from 7 of the test split's 8 works: a seed every 10 s of each piece is a candidate, at most 4
+# 16 seeds from 6 of the test split's 8 works: a seed every 10 s of each piece is a candidate, at most 4
 # per work (else one work's performances fill the list), and each must have a repeat (score >= 0.2).
 MOTIF = dict(num_seeds=16, seed_seconds=10, length_seconds=60, stride_seconds=10, max_per_group=4, min_score=0.2)
 REPORT_AT = (10, 30, 60)  # the closing note quotes the windows ending here
