@@ -63,6 +63,13 @@ if triton is not None:
         return ptr + (bh // n_heads).to(tl.int64) * stride_b + (bh % n_heads).to(tl.int64) * stride_h
 
     @triton.jit
+    def _head_inputs(Q, K, V, E, bh, n_heads, sqb, sqh, skb, skh, svb, svh, seh):
+        """Q, K, V of (batch, head) = divmod(bh, n_heads) and E of that head: every kernel's first step."""
+        head = (bh % n_heads).to(tl.int64)
+        return (_head_ptr(Q, bh, n_heads, sqb, sqh), _head_ptr(K, bh, n_heads, skb, skh),
+                _head_ptr(V, bh, n_heads, svb, svh), E + head * seh)
+
+    @triton.jit
     def _load_rows(ptr, rows, n_rows, stride_t, offs_d, head_dim):
         """(len(rows), BD) tile; rows >= n_rows and columns >= head_dim read as zero."""
         mask = (rows[:, None] < n_rows) & (offs_d[None, :] < head_dim)
@@ -121,9 +128,7 @@ if triton is not None:
                     BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BW: tl.constexpr,
                     DROPOUT: tl.constexpr, PREC: tl.constexpr):
         pid, bh = tl.program_id(0), tl.program_id(1)
-        Q = _head_ptr(Q, bh, n_heads, sqb, sqh)
-        K, V = _head_ptr(K, bh, n_heads, skb, skh), _head_ptr(V, bh, n_heads, svb, svh)
-        E += (bh % n_heads).to(tl.int64) * seh
+        Q, K, V, E = _head_inputs(Q, K, V, E, bh, n_heads, sqb, sqh, skb, skh, svb, svh, seh)
         rows, offs_d = pid * BM + tl.arange(0, BM), tl.arange(0, BD)
         skew = tl.arange(0, BM)[:, None] - tl.arange(0, BN)[None, :] + (BN - 1)  # (BM, BN) window column
         i0 = t_k - t_q + pid * BM  # absolute position of the tile's first query
@@ -184,9 +189,7 @@ if triton is not None:
                        BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BW: tl.constexpr,
                        DROPOUT: tl.constexpr, PREC: tl.constexpr):
         pid, bh = tl.program_id(0), tl.program_id(1)
-        Q = _head_ptr(Q, bh, n_heads, sqb, sqh)
-        K, V = _head_ptr(K, bh, n_heads, skb, skh), _head_ptr(V, bh, n_heads, svb, svh)
-        E += (bh % n_heads).to(tl.int64) * seh
+        Q, K, V, E = _head_inputs(Q, K, V, E, bh, n_heads, sqb, sqh, skb, skh, svb, svh, seh)
         DO += bh.to(tl.int64) * t_q * head_dim
         LSE += bh.to(tl.int64) * t_q
         DELTA += bh.to(tl.int64) * t_q
@@ -240,9 +243,7 @@ if triton is not None:
                       BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BW: tl.constexpr,
                       DROPOUT: tl.constexpr, PREC: tl.constexpr):
         pid, bh = tl.program_id(0), tl.program_id(1)
-        Q = _head_ptr(Q, bh, n_heads, sqb, sqh)
-        K, V = _head_ptr(K, bh, n_heads, skb, skh), _head_ptr(V, bh, n_heads, svb, svh)
-        E += (bh % n_heads).to(tl.int64) * seh
+        Q, K, V, E = _head_inputs(Q, K, V, E, bh, n_heads, sqb, sqh, skb, skh, svb, svh, seh)
         DE += (bh % n_heads).to(tl.int64) * n_rel * head_dim
         base = bh.to(tl.int64) * t_q
         rows, offs_d = pid * BM + tl.arange(0, BM), tl.arange(0, BD)
