@@ -3,8 +3,9 @@
     .venv/bin/python scripts/model_card.py --wall-minutes 83
 
 Reads outputs/piano/ship.json (scripts/ship_piano.py), outputs/piano/sweep.json (scripts/sweep_piano.py),
-data/piano/manifest.json and the run's outputs/piano/train/csv/metrics.csv; every figure in the card comes
-from those files. Prints the card's tables, for the project README.
+data/piano/manifest.json, the run's outputs/piano/train/csv/metrics.csv and the three-model comparison's
+docs/motif_compare.json (scripts/compare_piano.py); every figure in the card comes from those files.
+Prints the card's tables, for the project README.
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def nll_table(ship: dict) -> str:
         f"{test['accuracy']:.3f} |"])
 
 
+def comparison(path: Path) -> str:
+    """The three-model comparison's table (scripts/compare_piano.py report), or a line saying it is missing."""
+    if not path.is_file():
+        return f"(not run yet: `python scripts/compare_piano.py report` writes {path.relative_to(ROOT)})"
+    return json.loads(path.read_text())["table"].split("\n\n")[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wall-minutes", type=float, required=True, help="the training run's wall clock")
@@ -107,7 +115,8 @@ def main() -> None:
         test_tokens=splits["test"]["tokens"] / 1e6, nll_table=nll_table(ship), curve=curve,
         health=health_table(ship), seeds=len(ship["test"]["continuation"]["pieces"]),
         speed=speed_table(ship["realtime"]), sweep=sweep_table(sweep),
-        test_nll=ship["test"]["nll"]["nll"], spot=ship["spot_check"]["nll"])
+        test_nll=ship["test"]["nll"]["nll"], spot=ship["spot_check"]["nll"],
+        comparison=comparison(ROOT / "docs" / "motif_compare.json"))
     CARD.write_text(text)
     print(text)
 
@@ -194,10 +203,20 @@ top-p 0.95, guard on; `python -m musictx.bench realtime`):
 
 {speed}
 
+## Compared with a vanilla Transformer and an LSTM at the same budget
+The same data, windows, 32.8 M tokens, schedule and parameter count (1.78 M) for the three
+(`experiment=piano_vanilla`, `experiment=piano_lstm`, `scripts/compare_piano.py`; the project README's
+"Results" section has the commands, curves and reading). Motif reuse is the share of the seed's motif
+interval 4-grams that come back in the 5 s windows ending 10 / 30 / 60 s after a 10 s seed (16 test seeds
+with a clear motif, 60 s continued); "near" allows each interval to differ by a semitone:
+
+{comparison}
+
 ## Known weaknesses
 - Small and briefly trained: it has learned local piano texture (voicing, pedalled note lengths, dynamics),
   not long-range form; continuations wander harmonically after a few seconds.
-- Seed motifs are rarely repeated literally (see motif reuse above; the real continuations repeat more).
+- It does not keep the seed's motif: in the comparison above it brings back no exact motif 4-gram at 10,
+  30 or 60 s, no better than the vanilla Transformer and the LSTM, while the real continuations do.
 - Trained on classical solo piano only (ASAP / MAESTRO repertoire); other styles and instruments are
   continued as piano music.
 - 1024 tokens of context (about 20-30 s of piano): longer pieces are continued from a sliding window.
