@@ -8,7 +8,6 @@ curves) in the sweep folder. Also usable by hand: ``python -m musictx.compare <s
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import sys
@@ -21,15 +20,10 @@ CONT_COLUMNS = (("pitch_class_tv_vs_real", "PC dist. to real"), ("ioi_tv_vs_real
 
 
 def read_log(csv_path: Path) -> dict[str, list[tuple[int, float]]]:
-    """Series of a Lightning CSV log: name -> [(step, value)]."""
-    series: dict[str, list[tuple[int, float]]] = {}
-    with open(csv_path, newline="") as f:
-        for row in csv.DictReader(f):
-            for key, value in row.items():
-                if key in ("step", "epoch") or value in ("", None):
-                    continue
-                series.setdefault(key, []).append((int(row["step"]), float(value)))
-    return series
+    """Series of a Lightning CSV log: name -> [(step, value)] (`musictx.plots.read_metrics_csv`, paired)."""
+    from musictx.plots import read_metrics_csv
+
+    return {key: list(zip(steps, values, strict=True)) for key, (steps, values) in read_metrics_csv(csv_path).items()}
 
 
 def gather(sweep_dir: Path) -> list[dict]:

@@ -161,11 +161,10 @@ def table(results: dict[str, dict], budgets: dict[str, dict]) -> str:
                      f"{cont['mean_duration_s'] / real['mean_duration_s']:.2f}x | "
                      f"{cont['notes_per_s'] / real['notes_per_s']:.2f}x | "
                      + " | ".join(reuse_cells(r["motif"], "continuation")) + " |")
-    motif = next(iter(results.values()))["motif"]
-    for source, label in (("real", "real continuation (ceiling)"), ("unconditioned", "unconditioned MT (floor)")):
-        if source == "unconditioned":
-            motif = results.get("music_transformer", {}).get("motif", motif)
-        lines.append(f"| {label} |" + " |" * 9 + " " + " | ".join(reuse_cells(motif, source)) + " |")
+    first = next(iter(results))  # the ceiling is the same music for every model; the floor is this model's
+    for source, label in (("real", "real continuation (ceiling)"), ("unconditioned", f"unconditioned {LABELS[first]} "
+                                                                                      "(floor)")):
+        lines.append(f"| {label} |" + " |" * 9 + " " + " | ".join(reuse_cells(results[first]["motif"], source)) + " |")
     return "\n".join(lines)
 
 
@@ -188,6 +187,7 @@ def side_by_side(k: int, motif_seed, models: dict) -> dict:
     opts = GenerateOptions(num_samples=1, length_seconds=ROLL_SECONDS, max_tokens=16384, seed=k)
     for name, (net, tok) in models.items():
         rows[name] = sample_continuations(net, tok, motif_seed.seed, opts)[0]
+    tok = load_tokenizer(DATA)  # the one vocabulary of the three models and the seed
     end = motif_seed.seed.seconds + ROLL_SECONDS
     notes = {key: clip(piece_notes(tok, motif_seed.seed, new), end) for key, new in rows.items()}
     labels = {"real": "real performance", **LABELS}
