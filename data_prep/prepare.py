@@ -170,8 +170,8 @@ def write_dataset(cfg: DictConfig, progress: bool = True) -> PrepResult:
         raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={cfg.source} under {root}")
     tmp = temp_name(out_dir, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    try:  # from the mkdir on: a Ctrl-C right after it must not leave the empty folder behind
+        tmp.mkdir(parents=True)
         stats, bad = tokenize_all(files, tok, cfg, tmp, progress)
         skipped = sorted(skipped + bad)
         if not cfg.allow_empty:
