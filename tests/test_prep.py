@@ -127,7 +127,10 @@ def test_interrupted_run_keeps_the_previous_dataset(tmp_path):
     before = digest(out)
     cmd = [sys.executable, "-m", "data_prep.prepare", "source=folder", f"input_dir={src}", f"output_dir={out}",
            "reader=pretty_midi", "num_workers=1", f"hydra.run.dir={tmp_path / 'hydra'}", "split.test=0.2"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # A runner started in the background (`cmd &`, nohup) hands its children SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: give the run a terminal's Ctrl-C, as a user's run has.
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     # The temporary folder exists only from the start of tokenizing to the swap (~0.6 s for these 40 files
     # on an idle machine): interrupt as soon as it appears. A fixed sleep after it raced the swap.
