@@ -55,6 +55,47 @@ class LastCheckpoint(L.Callback):
         self.saved_step = trainer.global_step
 
 
+class RecallProbe(L.Callback):
+    """Log the copy gain (`musictx.recall.copy_gain`) of the validation split at every validation, as
+    ``recall/gain_<gap>``: the nats/token a repeated passage gains from having been heard ``gap`` tokens
+    earlier. The probes are drawn once, so the curve follows the model, not the draw. Gaps whose probe
+    does not fit the model's context are left out, and a split too small for probes is said once."""
+
+    def __init__(self, gaps: tuple[int, ...] = (64, 512), num_probes: int = 8, passage: int = 128, skip: int = 16,
+                 seed: int = 0):
+        self.gaps, self.num_probes, self.passage, self.skip, self.seed = tuple(gaps), num_probes, passage, skip, seed
+        self._probes = None
+
+    def _setup(self, trainer: L.Trainer, pl_module: L.LightningModule) -> bool:
+        from musictx.recall import context_ceiling, draw_probes
+        from musictx.token_store import TokenArrays
+
+        if self._probes is not None:
+            return bool(self._probes)
+        context = context_ceiling(pl_module.net) or getattr(trainer.datamodule, "seq_len", None) or 0
+        self.gaps = tuple(g for g in self.gaps if 2 * self.passage + g <= context + 1)
+        try:
+            arrays = TokenArrays(trainer.datamodule.dir, "validation")
+            self._probes = draw_probes(arrays, self.num_probes, self.passage, max(self.gaps, default=0), self.seed)
+        except ValueError as err:
+            self._probes = []
+            print(f"recall probe off: {err}")
+        if self._probes and not self.gaps:
+            print(f"recall probe off: no gap fits a context of {context} with passages of {self.passage} tokens")
+            self._probes = []
+        return bool(self._probes)
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        from musictx.recall import copy_gain
+
+        if trainer.sanity_checking or not self._setup(trainer, pl_module):
+            return
+        tok = trainer.datamodule.tokenizer
+        for gap in self.gaps:
+            gain = copy_gain(pl_module.net, tok, self._probes, gap, self.skip, device=pl_module.device)["gain"]
+            pl_module.log(f"recall/gain_{gap}", gain, rank_zero_only=True, batch_size=1)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process ``pid`` exists on this machine (one of another user counts)."""
     try:

@@ -112,7 +112,7 @@ def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: D
                                           ("unconditioned", _generated_notes(tok, uncond, free_ids),
                                            (uncond.ids, free_ids)),
                                           ("real", real, (seed.ids, real_ids))):
-            rows[key].append({**compare(notes, seed_notes, real), **grammar_breaks(tok, prompt, new)})
+            rows[key].append({**compare(notes, seed_notes, real, seed_s), **grammar_breaks(tok, prompt, new)})
     return {"pieces": [arrays.files[i] if arrays.files else i for i in pieces], "seed_seconds": seed_s,
             "length_seconds": length_s, **{key: mean_metrics(r) for key, r in rows.items()}}
 
@@ -121,7 +121,9 @@ COLUMNS = (("pitch_class_tv_vs_seed", "PC dist. to seed"), ("ioi_tv_vs_seed", "I
            ("velocity_tv_vs_seed", "vel. dist. to seed"), ("pitch_class_tv_vs_real", "PC dist. to real"),
            ("ioi_tv_vs_real", "IOI dist. to real"), ("notes_per_s", "notes/s"), ("mean_duration_s", "mean dur. s"),
            ("motif_reuse", "motif reuse"), ("stray_note_off_share", "stray NOTE_OFF"),
-           ("open_at_end_share", "open at end"))
+           ("open_at_end_share", "open at end"), ("max_polyphony", "most at once"),
+           ("onsets_on_seed_grid", "on seed grid"), ("seed_grid_chance", "grid chance"),
+           ("longest_repeat_s", "longest loop s"))
 
 
 def format_continuation_table(res: dict) -> str:

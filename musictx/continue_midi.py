@@ -38,7 +38,7 @@ from musictx.audio import AudioRenderError, audio_unavailable, render_wav
 from musictx.guard import NoteGrammarGuard
 from musictx.jsonio import write_json
 from musictx.midi_io import Notes
-from musictx.sampling import SecondsLimit, context_length, generate
+from musictx.sampling import KEEP_SEED, SecondsLimit, context_length, generate
 from musictx.seeds import (  # noqa: F401  (cut_at_seconds, drop_leading_silence: re-exported for callers)
     GenerateError,
     Seed,
@@ -67,6 +67,7 @@ class GenerateOptions:
     seed: int = 0  # of the random generator
     use_cache: bool = True  # False: recompute the whole window every step (reference path)
     slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
+    keep_seed: int | None = KEEP_SEED  # the seed's last ids pinned at the start of a slid window; 0: none
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
     guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.guard)
@@ -111,6 +112,8 @@ class GenerateOptions:
             (self.seed_seconds is not None and self.seed_seconds <= 0,
              f"seed_seconds must be > 0 or null (all of the seed), got {self.seed_seconds}"),
             (self.slide is not None and self.slide < 1, f"slide must be >= 1 or null, got {self.slide}"),
+            (self.keep_seed is not None and self.keep_seed < 0,
+             f"keep_seed must be >= 0 or null, got {self.keep_seed}"),
             (self.max_note_seconds is not None and not self.max_note_seconds > 0,
              f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
             (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
@@ -123,7 +126,7 @@ class GenerateOptions:
 
 # Options that count something (a float with a whole value, as Hydra reads 1e9, is accepted) and options
 # that are real numbers; None is allowed where the field's type allows it.
-WHOLE_OPTIONS = ("max_tokens", "num_samples", "top_k", "seed", "slide", "start_velocity", "threads")
+WHOLE_OPTIONS = ("max_tokens", "num_samples", "top_k", "seed", "slide", "keep_seed", "start_velocity", "threads")
 REAL_OPTIONS = ("seed_seconds", "length_seconds", "temperature", "top_p", "max_note_seconds")
 
 
@@ -201,7 +204,7 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, opts: Gener
     guard = NoteGrammarGuard.of(tokenizer, opts.max_note_seconds) if opts.guard else None
     ids = generate(net, prompt, opts.max_tokens, temperature=opts.temperature, top_k=opts.top_k, top_p=opts.top_p,
                    eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id, use_cache=opts.use_cache,
-                   generator=generator, stop_fn=stop, slide=opts.slide, guard=guard)
+                   generator=generator, stop_fn=stop, slide=opts.slide, guard=guard, keep_seed=opts.keep_seed)
     new = ids[:, len(seed.ids):].cpu().numpy()
     return [row[row != tokenizer.pad_id] for row in new]
 

@@ -7,8 +7,9 @@ Never tokenizes MIDI: it reads the memory-mapped arrays and the vocabulary that 
   choosing a token uniformly over the split and taking its piece), then a start uniformly among the
   starts that keep ``L + 1`` tokens inside the piece (start 0 when the piece is shorter). Because a
   window depends only on ``(seed, g)``, the stream is the same for any number of workers, and
-  resuming is skipping to the right ``g``. Augmentation (transposition, time stretch) is drawn from the
-  same rng, on the train split only.
+  resuming is skipping to the right ``g``. Augmentation (transposition, time stretch) and the recall
+  curriculum (`musictx.recall_windows`: an earlier passage repeated later in the window) are drawn from
+  the same rng, on the train split only.
 - Validation / test windows are fixed: consecutive windows of ``L + 1`` tokens starting at ``0, L, 2L``
   ... of every piece, so each token but the first of a piece is a target exactly once.
 - A window that runs past the end of its piece is padded with PAD; PAD targets are left out of the loss.
@@ -28,6 +29,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from musictx.augment import augment_ids
+from musictx.recall_windows import RecallCurriculum
 from musictx.token_store import DatasetFormatError, TokenArrays, load_tokenizer
 from musictx.tokenizer import EventTokenizer
 
@@ -71,10 +73,12 @@ class RandomWindows(_SplitDataset):
     """Train windows, indexed by a global window number ``g`` (any int >= 0); see the module docstring."""
 
     def __init__(self, data_dir, split, seq_len, tokenizer, seed: int = 0, augment: bool = True,
-                 max_transpose: int = 3, stretch_range: tuple[float, float] = (0.95, 1.05)):
+                 max_transpose: int = 3, stretch_range: tuple[float, float] = (0.95, 1.05),
+                 recall: RecallCurriculum | None = None):
         super().__init__(data_dir, split, seq_len, tokenizer)
         self.seed, self.augment = seed, augment
         self.max_transpose, self.stretch_range = max_transpose, tuple(stretch_range)
+        self.recall = recall or RecallCurriculum()
 
     def window(self, g: int) -> np.ndarray:
         """The L + 1 ids of window ``g`` (int64, PAD-padded)."""
@@ -85,11 +89,13 @@ class RandomWindows(_SplitDataset):
         lo, hi = int(arr.offsets[piece]), int(arr.offsets[piece + 1])
         start = lo + int(rng.integers(max(hi - lo - n, 0) + 1))
         if not self.augment:
-            return pad_to(np.asarray(arr.tokens[start:min(start + n, hi)]), n, self.tok.pad_id)
-        longer = int(n * (1 + AUGMENT_MARGIN)) + 8
-        ids = np.asarray(arr.tokens[start:min(start + longer, hi)], dtype=np.int64)
-        ids = augment_ids(ids, self.tok, rng, self.max_transpose, self.stretch_range)
-        return pad_to(ids, n, self.tok.pad_id)
+            ids = np.asarray(arr.tokens[start:min(start + n, hi)], dtype=np.int64)
+        else:
+            longer = int(n * (1 + AUGMENT_MARGIN)) + 8
+            ids = np.asarray(arr.tokens[start:min(start + longer, hi)], dtype=np.int64)
+            ids = augment_ids(ids, self.tok, rng, self.max_transpose, self.stretch_range)
+        # drawn after augmentation, so a run with prob 0 sees exactly the windows it saw before
+        return pad_to(self.recall.apply(ids, n, self.tok, rng), n, self.tok.pad_id)
 
     def __getitem__(self, g: int) -> tuple[torch.Tensor, torch.Tensor]:
         return to_xy(self.window(int(g)))
@@ -176,13 +182,15 @@ class MusicDataModule(L.LightningDataModule):
         batch_size: windows per batch (per device); ``val_batch_size`` defaults to it.
         epoch_windows: train windows per epoch over all devices; default ``num_train_tokens // L``.
         augment, max_transpose, stretch_range: train-time augmentation (`musictx.augment.augment_ids`).
+        recall: the recall curriculum's options (`musictx.recall_windows.RecallCurriculum`), train only.
         seed: the train windows and their augmentation are a function of (seed, window number).
     """
 
     def __init__(self, dir: str | os.PathLike = "data/bach", seq_len: int = 2048, batch_size: int = 8,
                  val_batch_size: int | None = None, num_workers: int = 2, seed: int = 0,
                  epoch_windows: int | None = None, augment: bool = True, max_transpose: int = 3,
-                 stretch_range: tuple[float, float] = (0.95, 1.05), pin_memory: bool = False):
+                 stretch_range: tuple[float, float] = (0.95, 1.05), pin_memory: bool = False,
+                 recall: dict | None = None):
         super().__init__()
         check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
                       epoch_windows=epoch_windows, num_workers=num_workers)
@@ -192,6 +200,11 @@ class MusicDataModule(L.LightningDataModule):
         self.num_workers, self.seed, self.pin_memory = num_workers, seed, pin_memory
         self.epoch_windows = epoch_windows
         self.augment = dict(augment=augment, max_transpose=max_transpose, stretch_range=tuple(stretch_range))
+        recall = dict(recall or {})
+        if "stretch_range" in recall:
+            recall["stretch_range"] = tuple(recall["stretch_range"])
+        self.recall = RecallCurriculum(**recall)
+        self.recall.check_fits(seq_len)
         # Read now: the model's vocab_size comes from here before anything is built.
         self.tokenizer = load_tokenizer(self.dir)
         self.train_sampler: WindowSampler | None = None
@@ -233,7 +246,8 @@ class MusicDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         rank, world = self._rank_world()
-        dataset = RandomWindows(self.dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment)
+        dataset = RandomWindows(self.dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment,
+                                recall=self.recall)
         epoch_windows = self.epoch_windows or max(dataset.arrays.num_tokens // self.seq_len, 1)
         self.train_sampler = WindowSampler(epoch_windows, self.batch_size, rank, world)
         if self._resume is not None:

@@ -6,6 +6,11 @@
     musictx-evaluate checkpoint=... mode=all output_dir=out/eval
     musictx-evaluate checkpoint=... mode=motif motif.num_seeds=16 motif.length_seconds=60   # forgetting curve
     musictx-evaluate checkpoint=... mode=motif motif.seed_midi=my_motif.mid                 # your own seed
+    musictx-evaluate checkpoint=... mode=recall data.dir=data/piano split=test           # copy gain, context
+
+``mode=recall`` (`musictx.recall`) measures whether the model uses what it has heard: the copy gain of a
+repeated passage against the gap since it was heard, the NLL of in-window repeats, NLL vs context length;
+it also writes ``recall.png``.
 
 ``mode=motif`` (`musictx.motif`) continues seeds that hold a repeating motif past the model's context and
 measures, window by window, how much of the motif comes back; it also writes ``forgetting_curve.png``.
@@ -26,8 +31,8 @@ from musictx.paths import CONF_DIR
 from musictx.scoring import score_pieces
 from musictx.token_store import TokenArrays, load_tokenizer
 
-MODES = ("nll", "continuation", "all", "motif")
-NESTED = ("data", "continuation", "motif")  # groups of evaluate.yaml whose keys are checked too
+MODES = ("nll", "continuation", "all", "motif", "recall")
+NESTED = ("data", "continuation", "motif", "recall")  # groups of evaluate.yaml whose keys are checked too
 
 
 class EvaluateError(ValueError):
@@ -114,6 +119,11 @@ def run_evaluation(cfg: DictConfig) -> dict:
         from musictx.motif import evaluate_motif
 
         result["motif"] = evaluate_motif(net, tok, arrays, cfg.motif, device)
+    if cfg.mode == "recall":
+        from musictx.recall import evaluate_recall
+
+        result["recall"] = evaluate_recall(net, tok, arrays, OmegaConf.to_container(cfg.recall), context, device,
+                                           progress=print if cfg.get("progress", True) else (lambda _: None))
     return result
 
 
@@ -133,6 +143,10 @@ def format_table(result: dict) -> str:
         from musictx.motif import format_motif_table
 
         lines.append(format_motif_table(result["motif"]))
+    if "recall" in result:
+        from musictx.recall import format_recall_table
+
+        lines.append(format_recall_table(result["recall"]))
     return "\n".join(lines)
 
 
@@ -144,6 +158,11 @@ def write_result(result: dict, output_dir: str | Path) -> Path:
         from musictx.motif import plot_forgetting_curves, result_label
 
         plot_forgetting_curves([result["motif"]], out / "forgetting_curve.png", [result_label(result, "model")])
+    if "recall" in result:
+        from musictx.motif import result_label
+        from musictx.recall import plot_recall
+
+        plot_recall([result["recall"]], [result_label(result, "model")], out / "recall.png")
     return path
 
 

@@ -1,6 +1,7 @@
 """Musical statistics for comparing a continuation with its seed and with the real continuation (numpy).
 
-All take `Notes` (seconds). Distances between histograms are total-variation distances in [0, 1]:
+All take `Notes` (seconds). `compare` adds the listener-facing checks of `musictx.health` (held-note walls,
+the seed's beat grid, verbatim loops). Distances between histograms are total-variation distances in [0, 1]:
 half the L1 distance of the normalised histograms (0 = same distribution, 1 = disjoint).
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from musictx.health import beat_grid, grid_chance, longest_self_repeat_seconds, max_polyphony, onsets_on_grid
 from musictx.midi_io import Notes
 
 # Inter-onset intervals in log-spaced bins from 10 ms to 4 s (one bin more for longer gaps).
@@ -71,8 +73,12 @@ def motif_reuse(seed: Notes, continuation: Notes, size: int = 4) -> float:
     return len(motifs & interval_ngrams(continuation, size)) / len(motifs)
 
 
-def compare(candidate: Notes, seed: Notes, real: Notes | None = None) -> dict[str, float]:
-    """The continuation metrics of one candidate against its seed (and the real continuation)."""
+def compare(candidate: Notes, seed: Notes, real: Notes | None = None, seed_seconds: float = 0.0) -> dict[str, float]:
+    """The continuation metrics of one candidate against its seed (and the real continuation).
+
+    ``seed_seconds`` is where the candidate's time 0 lies on the seed's clock: continuations are shifted to
+    start at 0 where the seed was cut, and the seed's beat grid is carried on across that cut.
+    """
     out = {
         "pitch_class_tv_vs_seed": tv_distance(pitch_class_histogram(candidate), pitch_class_histogram(seed)),
         "ioi_tv_vs_seed": tv_distance(ioi_histogram(candidate), ioi_histogram(seed)),
@@ -81,12 +87,24 @@ def compare(candidate: Notes, seed: Notes, real: Notes | None = None) -> dict[st
         "motif_reuse": motif_reuse(seed, candidate),
         "notes_per_s": note_density(candidate),
         "mean_duration_s": float(np.mean(candidate.end - candidate.start)) if len(candidate) else 0.0,
+        **health_metrics(candidate, seed, seed_seconds),
     }
     if real is not None:
         out["pitch_class_tv_vs_real"] = tv_distance(pitch_class_histogram(candidate), pitch_class_histogram(real))
         out["ioi_tv_vs_real"] = tv_distance(ioi_histogram(candidate), ioi_histogram(real))
         out["velocity_tv_vs_real"] = tv_distance(velocity_histogram(candidate), velocity_histogram(real))
     return out
+
+
+def health_metrics(candidate: Notes, seed: Notes, seed_seconds: float = 0.0) -> dict[str, float]:
+    """`musictx.health`'s checks of one candidate; the beat grid is the seed's, moved to the candidate's clock."""
+    period, phase = beat_grid(seed)
+    return {
+        "max_polyphony": float(max_polyphony(candidate)),
+        "onsets_on_seed_grid": onsets_on_grid(candidate, period, (phase - seed_seconds) % period),
+        "seed_grid_chance": grid_chance(period),
+        "longest_repeat_s": longest_self_repeat_seconds(candidate),
+    }
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:

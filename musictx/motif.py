@@ -47,7 +47,7 @@ from musictx.continue_midi import (
 )
 from musictx.metrics import ioi_histogram, pitch_class_histogram, tv_distance
 from musictx.midi_io import Notes
-from musictx.sampling import context_length
+from musictx.sampling import KEEP_SEED, context_length
 
 CHORD_SECONDS = 0.035  # onsets closer than this are one chord (performed chords spread over ~30 ms)
 # Inter-onset bins for rhythm n-grams: 0 = same chord, then octave (x2) bins from 35 ms to 4.5 s. Octaves,
@@ -271,13 +271,14 @@ def seed_from_file(tok, path: str, seed_seconds: float, length_seconds: float, s
 # The `motif:` block of conf/evaluate.yaml, for callers that pass a dict.
 DEFAULTS = dict(num_seeds=16, seed_midi=None, seed_seconds=10.0, length_seconds=60.0, window_seconds=5.0, ngram=4,
                 min_score=0.2, temperature=1.0, top_k=None, top_p=0.95, seed=0, max_tokens=16384, guard=True,
-                max_note_seconds=5.0, slide=None, stride_seconds=10.0, max_per_group=4)
+                max_note_seconds=5.0, slide=None, keep_seed=KEEP_SEED, stride_seconds=10.0, max_per_group=4)
 
 
 def _options(s: dict, device, num_samples: int, seed: int) -> GenerateOptions:
     return GenerateOptions(num_samples=num_samples, length_seconds=float(s["length_seconds"]),
                            max_tokens=int(s["max_tokens"]), temperature=float(s["temperature"]), top_k=s["top_k"],
-                           top_p=s["top_p"], seed=int(seed), slide=s["slide"], device=str(device),
+                           top_p=s["top_p"], seed=int(seed), slide=s["slide"], keep_seed=s["keep_seed"],
+                           device=str(device),
                            guard=bool(s["guard"]), max_note_seconds=s["max_note_seconds"])
 
 

@@ -7,10 +7,14 @@ through the cache, or, with ``use_cache=False``, recomputes the whole window eve
 
 Context: when a window would exceed ``net.max_seq_len`` (None for the LSTM: no limit) it slides. The
 last ``max_seq_len - slide`` tokens are kept, the cache is rebuilt by running them from scratch, and
-decoding goes on. Both paths slide at the same steps, keep the same tokens and draw the same random
-numbers (one exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same
-tokens for the same generator seed. (Their logits differ by float rounding, ~1e-6; a draw that falls
-that close to a tie is possible in principle, and has not been seen in the tests.)
+decoding goes on. The seed stays: the prompt's last ``keep_seed`` tokens (at most half of what a slide
+keeps) are pinned at the start of every slid window, before the most recent tokens, so that a model can
+still come back to the motif it was given once the music has run past its context.
+
+Both paths slide at the same steps, keep the same tokens and draw the same random numbers (one
+exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same tokens for the
+same generator seed. (Their logits differ by float rounding, ~1e-6; a draw that falls that close to a tie
+is possible in principle, and has not been seen in the tests.)
 """
 
 from __future__ import annotations
@@ -114,12 +118,23 @@ def context_length(net: nn.Module) -> int | None:
     return getattr(net, "max_seq_len", None)
 
 
-def window_start(start: int, length: int, max_len: int | None, keep: int) -> int:
-    """Where the window over ids[:length] starts: unchanged while it fits in ``max_len``, else it slides
-    so that only the last ``keep`` ids remain."""
-    if max_len is None or length - start <= max_len:
+# Prompt tokens pinned at the start of a slid window (the seed's last ~10 s of piano); 0 turns it off.
+KEEP_SEED = 512
+
+
+def window_start(start: int, length: int, max_len: int | None, keep: int, pinned: int = 0, t0: int = 0) -> int:
+    """Where the recent part of the window over ids[:length] starts: unchanged while it and the ``pinned``
+    prompt ids fit in ``max_len``, else it slides so that ``keep`` ids remain in all; with pinned ids the
+    recent part never reaches back into the prompt (``t0`` ids) that they already hold."""
+    if max_len is None or pinned + length - start <= max_len:
         return start
-    return length - keep
+    return max(length - (keep - pinned), t0) if pinned else length - keep
+
+
+def pinned_length(keep_seed: int | None, t0: int, keep: int) -> int:
+    """How many prompt ids a slid window pins: ``keep_seed`` (None or 0: none), at most the prompt and half
+    of what a slide keeps (the recent music needs room too)."""
+    return min(keep_seed or 0, t0, keep // 2)
 
 
 def _keep_after_slide(max_len: int | None, slide: int | None) -> int:
@@ -181,13 +196,15 @@ def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
 def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
              pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
-             stop_fn: StopFn | None = None, slide: int | None = None, guard=None) -> Tensor:
+             stop_fn: StopFn | None = None, slide: int | None = None, guard=None,
+             keep_seed: int | None = KEEP_SEED) -> Tensor:
     """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
 
     Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
     ``eos_id`` (kept) or when ``stop_fn(next_ids)`` marks it; its later positions hold ``pad_id``, and the
     loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
-    full window drops (default ``max_seq_len // 4``). ``guard`` (e.g. `musictx.guard.NoteGrammarGuard`)
+    full window drops (default ``max_seq_len // 4``); ``keep_seed``: prompt ids pinned at the start of a
+    slid window (see the module docstring; None or 0: none). ``guard`` (e.g. `musictx.guard.NoteGrammarGuard`)
     follows the ids and masks forbidden ones before each draw. The net runs in eval mode and is put back
     after.
     """
@@ -199,8 +216,11 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
         raise ValueError("pad_id is needed to fill the samples that stop early (eos_id or stop_fn given)")
     max_len = context_length(net)
     keep = _keep_after_slide(max_len, slide)
+    if keep_seed is not None and keep_seed < 0:
+        raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
     device = next(net.parameters()).device
     B, t0 = prompt_ids.shape
+    pin = pinned_length(keep_seed, t0, keep)
     total = t0 + max_new_tokens
     fill = 0 if pad_id is None else pad_id
     ids = _grow(prompt_ids.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
@@ -208,6 +228,7 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     decoder = _Decoder(net, use_cache)
     if guard is not None:
         guard.start(prompt_ids.to(device))
+    pinned = False  # set at the first slide after the prompt
     with _eval_mode(net):
         start = window_start(0, t0, max_len, keep)
         logits = decoder.restart(ids[:, start:t0])
@@ -232,8 +253,12 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
                 done |= stop_fn(nxt)
             if length == total or bool(done.all()):
                 break
-            new_start = window_start(start, length, max_len, keep)
-            window = ids[:, new_start:length]  # (B, <= max_len)
+            new_start = window_start(start, length, max_len, keep, pin if pinned else 0, t0)
+            if new_start != start and pin and not pinned:  # the first slide: from now on the seed is pinned
+                pinned, new_start = True, window_start(start, length, max_len, keep, pin, t0)
+            window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
+            if pinned:
+                window = torch.cat([ids[:, t0 - pin:t0], window], dim=1)  # the seed, then the recent music
             logits = decoder.restart(window) if new_start != start else decoder.step(window)
             start = new_start
     return ids[:, :length]

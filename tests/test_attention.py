@@ -13,6 +13,7 @@ from musictx.models.attention import (
     attend_efficient,
     attend_naive,
     attend_skew,
+    clipped_table,
     naive_logits,
 )
 from musictx.models.efficient_attention import dropout_keep_mask
@@ -238,7 +239,7 @@ def test_attention_probs_equal_naive_reference(t, n_rel, rows):
     x = torch.randn(2, t, 12, dtype=torch.float64)
     got = attn.attention_probs(x, rows)  # (B, H, R, T)
     q, k, _ = attn.qkv(x).view(2, t, 3, 3, 4).permute(2, 0, 3, 1, 4).unbind(0)
-    want = _logits_reference(q, k, attn.rel_emb).softmax(-1)[:, :, rows]
+    want = _logits_reference(q, k, clipped_table(attn.rel_emb, t)).softmax(-1)[:, :, rows]
     torch.testing.assert_close(got, want)
     assert got.shape == (2, 3, len(rows), t)
 
@@ -305,3 +306,46 @@ def test_efficient_under_autocast_is_as_accurate_as_skew(dtype, t, block, n_rel)
     assert dtypes["efficient"] == [dtype] * 3 + [torch.float32]  # dq, dk, dv in the inputs' dtype, dE fp32
     for what, eff, skew in zip(["out", "dq", "dk", "dv", "dE"], errors["efficient"], errors["skew"], strict=True):
         assert eff <= 1.5 * skew and eff < 2 * torch.finfo(dtype).eps, f"{what}: efficient {eff:.2e}, skew {skew:.2e}"
+
+
+# ----- distances past the table are clipped to its last row (Shaw et al.), not given no term ----------------
+def _clipped_pairwise(x, attn):
+    """The module's output written out pair by pair with E[min(i - j, M - 1)] (independent of clipped_table)."""
+    B, T, _ = x.shape
+    q, k, v = attn.qkv(x).view(B, T, 3, attn.n_heads, attn.d_head).permute(2, 0, 3, 1, 4).unbind(0)
+    n_rel = attn.rel_emb.shape[1]
+    dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(0, n_rel - 1)  # (T, T)
+    table = attn.rel_emb[:, dist]  # (H, T, T, D)
+    logits = (q @ k.transpose(-1, -2) + torch.einsum("bhid,hijd->bhij", q, table)) / math.sqrt(attn.d_head)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    y = logits.masked_fill(future, float("-inf")).softmax(-1) @ v  # (B, H, T, D)
+    return attn.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+@pytest.mark.parametrize("impl", CPU_IMPLS)
+@pytest.mark.parametrize("T, n_rel, block", [(13, 5, 4), (9, 1, 2), (20, 7, 16)])
+def test_distances_past_the_table_use_its_last_row(impl, T, n_rel, block):
+    attn = _module(8, 2, n_rel, block)
+    attn.impl = impl
+    x = torch.randn(2, T, 8, dtype=torch.float64)
+    torch.testing.assert_close(attn(x), _clipped_pairwise(x, attn))
+    (grad,) = torch.autograd.grad(attn(x).square().sum(), [attn.rel_emb])
+    want = torch.autograd.grad(_clipped_pairwise(x, attn).square().sum(), [attn.rel_emb])[0]
+    torch.testing.assert_close(grad, want)
+    assert grad[:, -1].abs().sum() > 0  # the far keys train the last row
+
+
+@pytest.mark.parametrize("impl", CPU_IMPLS)
+def test_cached_decoding_past_the_table_clips_too(impl):
+    attn = _module(8, 2, 3, 4).eval()
+    attn.impl = impl
+    x = torch.randn(1, 12, 8, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(_cached_outputs(attn, x, [5] + [1] * 7), _clipped_pairwise(x, attn))
+
+
+def test_clipped_table_is_the_table_itself_when_it_covers_the_keys():
+    e = torch.randn(2, 6, 3)
+    assert clipped_table(e, 6) is e
+    longer = clipped_table(e, 9)
+    assert longer.shape == (2, 9, 3) and torch.equal(longer[:, 6:], e[:, 5:6].expand(2, 3, 3))

@@ -1,5 +1,7 @@
 """Models: shapes, causality, cached decoding == full forward, rebuilding from config, a tiny training run."""
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -149,3 +151,26 @@ def test_tiny_training_learns_a_repeating_pattern(name):
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0], losses[::8]
+
+
+def test_lstm_under_cpu_bf16_autocast_runs_on_any_cpu():
+    """oneDNN builds a bf16 LSTM only with AVX-512 bf16 (Zen 4, not Zen 3): elsewhere the recurrent layers run
+    in fp32 and say so once; the head stays under autocast either way."""
+    from musictx.models import lstm
+
+    net = LSTMBaseline(390, d_model=16, hidden_size=16, n_layers=2, dropout=0.0)
+    seen = []
+    net.lstm.register_forward_hook(lambda _m, _i, out: seen.append(out[0].dtype))
+    ids = torch.randint(0, 388, (2, 12))
+    lstm.LSTMBaseline._told_fp32 = False
+    with torch.autocast("cpu", dtype=torch.bfloat16), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        logits = net(ids)
+        net(ids)  # told once, not per call
+    told = [w for w in caught if "no bf16 LSTM kernel" in str(w.message)]
+    assert logits.dtype == torch.bfloat16 and logits.shape == (2, 12, 390)
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        assert seen == [torch.bfloat16] * 2 and not told
+    else:
+        assert seen == [torch.float32] * 2 and len(told) == 1
+    assert torch.isfinite(logits.float()).all()

@@ -93,6 +93,10 @@ def test_window_slides_to_keep_the_last_tokens():
     assert window_start(5, 21, 16, 12) == 5  # 16 ids in the window: still fits
     assert window_start(5, 22, 16, 12) == 10
     assert window_start(0, 10_000, None, 0) == 0  # no context limit (LSTM)
+    # 4 pinned prompt ids (of a 10-id prompt) + the recent ids: keep 12 in all, never back into the prompt
+    assert window_start(10, 22, 16, 12, pinned=4, t0=10) == 10
+    assert window_start(10, 23, 16, 12, pinned=4, t0=10) == 15
+    assert window_start(0, 17, 16, 12, pinned=4, t0=10) == 10
 
 
 # ----- cached == uncached --------------------------------------------------------------------------------
@@ -121,7 +125,7 @@ def test_cached_decoding_equals_recomputation_through_slides(model, setting):
 def test_uncached_path_slides_as_documented():
     net = tiny_net("music_transformer", max_seq_len=8)
     prompt = torch.arange(5)[None] + 60
-    out = generate(net, prompt, 20, temperature=0, use_cache=False, slide=3)
+    out = generate(net, prompt, 20, temperature=0, use_cache=False, slide=3, keep_seed=0)
     seq, start = prompt[0].tolist(), 0
     with torch.no_grad():
         for _ in range(20):
@@ -130,9 +134,36 @@ def test_uncached_path_slides_as_documented():
             logits[TOK.pad_id] = INF
             seq.append(int(logits.argmax()))
     assert out[0].tolist() == seq
-    assert torch.equal(generate(net, prompt, 20, temperature=0, slide=3), out)
+    assert torch.equal(generate(net, prompt, 20, temperature=0, slide=3, keep_seed=0), out)
     with pytest.raises(ValueError, match="slide"):
         generate(net, prompt, 4, slide=8)
+
+
+def test_slid_windows_keep_the_seed_at_their_start():
+    """Context 8, slide 3 (5 kept): the prompt's last 2 ids (half of 5, rounded down) lead every slid window,
+    then the most recent ids; cached decoding gives the same tokens."""
+    net = tiny_net("music_transformer", max_seq_len=8)
+    prompt = torch.arange(5)[None] + 60
+    seen = []  # what the net is given, call by call
+    hook = net.register_forward_pre_hook(lambda _, args: seen.append(args[0][0].tolist()))
+    out = generate(net, prompt, 20, use_cache=False, slide=3, generator=torch.Generator().manual_seed(5))
+    hook.remove()
+    seq, start, pinned, windows = prompt[0].tolist(), 0, [], []
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for _ in range(20):
+            if len(pinned) + len(seq) - start > 8:
+                pinned, start = seq[3:5], max(len(seq) - 3, 5)
+            windows.append(pinned + seq[start:])
+            logits = net(torch.tensor([windows[-1]]))[:, -1]
+            logits[:, TOK.pad_id] = INF
+            seq.append(int(sample_next(logits, 1.0, None, None, gen)[0]))
+    assert out[0].tolist() == seq and seen == windows
+    assert windows[-1][:2] == [63, 64] and all(len(w) <= 8 for w in windows)
+    cached = generate(net, prompt, 20, slide=3, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(cached, out)
+    with pytest.raises(ValueError, match="keep_seed"):
+        generate(net, prompt, 4, keep_seed=-1)
 
 
 def test_prompt_longer_than_the_context():

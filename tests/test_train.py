@@ -148,7 +148,7 @@ def test_config_groups_compose(prepared_dir, tmp_path):
     assert ddp.trainer.strategy == "ddp" and ddp.trainer.num_nodes == 2
     assert instantiate_dict(none.get("logger")) == []
     assert [type(c).__name__ for c in instantiate_dict(none.callbacks)] == \
-        ["ModelCheckpoint", "LastCheckpoint", "TQDMProgressBar"]
+        ["ModelCheckpoint", "LastCheckpoint", "TQDMProgressBar", "RecallProbe"]
     OmegaConf.resolve(base)  # no dangling interpolation (paths are set)
 
 

@@ -1,7 +1,11 @@
 """Causal self-attention: relative (Music Transformer, Huang et al. 2018) and plain, with a KV cache.
 
-Relative logits: S_rel[i, j] = q_i . E[i - j] for 0 <= i - j < max_rel_dist, with one learned table E per
-head; longer distances get no relative term. logits = (q.k + S_rel) / sqrt(d_head), causal mask, softmax.
+Relative logits: S_rel[i, j] = q_i . E[min(i - j, M - 1)] for i - j >= 0, M = max_rel_dist, with one learned
+table E per head; distances past the table are clipped to its last row (Shaw et al. 2018), so far keys keep
+the position term the model learned for "far" instead of none. logits = (q.k + S_rel) / sqrt(d_head),
+causal mask, softmax. The kernels themselves index a table by exact distance, zero past its end; the module
+hands them `clipped_table`, the table extended to the keys' length by repeating its last row, which gives
+every kernel (naive, skew, efficient, triton, one-query decoding) the clipped term and its gradient.
 
 The kernels (scores + relative term + mask + softmax + weighted sum) are free functions apart from the
 projections, so `RelativeSelfAttention.impl` can be switched on a live module:
@@ -27,6 +31,16 @@ from musictx.models.decoding import KVCache, attend_relative_one_query
 from musictx.models.efficient_attention import attend_efficient
 
 IMPLS = ("naive", "skew", "efficient", "triton", "auto")  # auto: triton for CUDA inputs if it imports, else efficient
+
+
+def clipped_table(rel_emb: Tensor, t_k: int) -> Tensor:
+    """(H, max(M, Tk), D): E with its last row repeated out to distance Tk - 1 (a view when Tk <= M).
+
+    Gradients of the repeated rows flow back to E[M - 1] through the expand."""
+    n_rel = rel_emb.shape[1]
+    if t_k <= n_rel:
+        return rel_emb
+    return torch.cat([rel_emb, rel_emb[:, -1:].expand(-1, t_k - n_rel, -1)], dim=1)
 
 
 def causal_allowed(t_q: int, t_k: int, device=None) -> Tensor:
@@ -180,6 +194,7 @@ class RelativeSelfAttention(_SelfAttention):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         p = self.dropout if self.training else 0.0
+        rel_emb = clipped_table(self.rel_emb, k.shape[2])  # (H, max(M, Tk), D)
         impl = self.impl
         if impl == "auto":
             impl = "efficient"
@@ -190,23 +205,23 @@ class RelativeSelfAttention(_SelfAttention):
         if impl == "triton":
             from musictx.models.triton_attention import attend_triton  # lazy: triton is optional
 
-            return attend_triton(q, k, v, self.rel_emb, p)
+            return attend_triton(q, k, v, rel_emb, p)
         if impl == "efficient":
             if q.shape[2] == 1 and p == 0.0:
-                return attend_relative_one_query(q, k, v, self.rel_emb)  # a decoding step
+                return attend_relative_one_query(q, k, v, rel_emb)  # a decoding step
             if q.shape[2] <= self.block_size:
                 # a single query block (e.g. a decoding step) holds no more with the skew path, which
                 # skips the kernel's repacking of every cached key and value: twice as fast per token
-                return attend_skew(q, k, v, self.rel_emb, p)
-            return attend_efficient(q, k, v, self.rel_emb, p, self.block_size)
+                return attend_skew(q, k, v, rel_emb, p)
+            return attend_efficient(q, k, v, rel_emb, p, self.block_size)
         if self.impl == "skew":
-            return attend_skew(q, k, v, self.rel_emb, p)
+            return attend_skew(q, k, v, rel_emb, p)
         if self.impl == "naive":
-            return attend_naive(q, k, v, self.rel_emb, p)
+            return attend_naive(q, k, v, rel_emb, p)
         raise ValueError(f"unknown attention impl {self.impl!r}; expected one of {IMPLS}")
 
     def _position_logits(self, q_rows: Tensor, rows: Tensor, t_k: int) -> Tensor:
-        return relative_logits_rows(q_rows, self.rel_emb, rows, t_k)
+        return relative_logits_rows(q_rows, clipped_table(self.rel_emb, t_k), rows, t_k)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, max_rel_dist={self.max_rel_dist}, impl={self.impl}"

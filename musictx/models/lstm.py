@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
+
+
+def _cpu_bf16_lstm_unsupported(x: Tensor) -> bool:
+    """True under CPU bf16 autocast on a CPU whose oneDNN has no bf16 LSTM (no AVX-512 bf16, e.g. Zen 3):
+    there nn.LSTM fails with "could not create a primitive descriptor for the LSTM forward"."""
+    if x.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
+        return False
+    if torch.get_autocast_dtype("cpu") != torch.bfloat16:
+        return False
+    return not torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 @dataclass
@@ -60,9 +72,22 @@ class LSTMBaseline(nn.Module):
         """ids (B, T) long -> logits (B, T, V); with `cache`, returns (logits, cache) updated in place."""
         x = self.drop(self.tok_emb(ids))  # (B, T, d_model)
         hc = None if cache is None or cache.h is None else (cache.h, cache.c)
-        y, (h, c) = self.lstm(x, hc)  # (B, T, hidden)
+        if _cpu_bf16_lstm_unsupported(x):
+            y, (h, c) = self._lstm_fp32(x, hc)
+        else:
+            y, (h, c) = self.lstm(x, hc)  # (B, T, hidden)
         logits = self.head(self.drop(y))  # (B, T, V)
         if cache is None:
             return logits
         cache.h, cache.c, cache.length = h, c, cache.length + ids.shape[1]
         return logits, cache
+
+    def _lstm_fp32(self, x: Tensor, hc):
+        """The recurrent layers in fp32 with autocast off (the head stays under autocast), told once."""
+        if not getattr(LSTMBaseline, "_told_fp32", False):
+            LSTMBaseline._told_fp32 = True
+            warnings.warn("this CPU has no bf16 LSTM kernel (oneDNN needs AVX-512 bf16): under bf16-mixed the "
+                          "LSTM layers run in fp32, the embedding and head in bf16", stacklevel=3)
+        with torch.autocast("cpu", enabled=False):
+            hc = None if hc is None else tuple(t.float() for t in hc)
+            return self.lstm(x.float(), hc)

@@ -1,0 +1,129 @@
+"""The recall measurements on cases with known answers: a net trained here to copy gains a lot, an
+untrained one nothing; n-gram repeats; the context curve; mode=recall end to end; the training-time probe."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+
+from musictx.models import MusicTransformer, VanillaTransformer
+from musictx.recall import (
+    context_ceiling,
+    copy_gain,
+    draw_probes,
+    evaluate_recall,
+    format_recall_table,
+    nll_vs_context,
+    plot_recall,
+    repeated_positions,
+)
+from musictx.token_store import TokenArrays
+from musictx.tokenizer import EventTokenizer
+
+from .conftest import PIECE_SECONDS, make_prepared_dataset
+from .test_train import compose_train, fit
+
+TOK = EventTokenizer()
+PASSAGE, GAP = 24, 8
+
+
+def _copier(period: int, steps: int = 150) -> MusicTransformer:
+    """A one-layer relative transformer trained on random ids that repeat every ``period`` tokens: it learns
+    to copy the token ``period`` back (one relative distance), and nothing else."""
+    torch.manual_seed(0)
+    net = MusicTransformer(TOK.vocab_size, n_layers=1, d_model=64, n_heads=2, d_ff=64, dropout=0.0,
+                           max_seq_len=2 * period, max_rel_dist=2 * period)
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    for _ in range(steps):
+        ids = torch.randint(0, TOK.vocab_size - 2, (16, period)).repeat(1, 2)  # (16, 2 * period)
+        logits = net(ids[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits[:, period - 1:].transpose(1, 2), ids[:, period:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net.eval()
+
+
+@pytest.fixture(scope="module")
+def copier() -> MusicTransformer:
+    return _copier(PASSAGE + GAP)
+
+
+@pytest.fixture(scope="module")
+def probes(prepared_dir):
+    return draw_probes(TokenArrays(prepared_dir, "train"), 6, PASSAGE, 40, seed=1)
+
+
+def test_a_net_trained_to_copy_gains_a_lot_and_an_untrained_one_nothing(copier, probes):
+    trained = copy_gain(copier, TOK, probes, GAP)
+    assert trained["gain"] > 1.5, trained  # it predicts the repeat from its earlier copy
+    assert trained["nll_control"] - 0.5 > trained["nll_repeat"]
+    other_gap = copy_gain(copier, TOK, probes, GAP + 5)  # its one distance no longer lands on the copy
+    assert other_gap["gain"] < trained["gain"] / 3, other_gap
+    torch.manual_seed(1)
+    untrained = MusicTransformer(TOK.vocab_size, n_layers=1, d_model=32, n_heads=2, d_ff=32, max_seq_len=128).eval()
+    assert abs(copy_gain(untrained, TOK, probes, GAP)["gain"]) < 0.05
+
+
+def test_probes_come_from_three_pieces_and_a_split_too_small_is_refused(prepared_dir, probes):
+    arrays = TokenArrays(prepared_dir, "train")
+    p = probes[0]
+    assert len(p.passage) == len(p.unrelated) == PASSAGE and len(p.filler) == 40
+    assert not np.array_equal(p.passage, p.unrelated)
+    with pytest.raises(ValueError, match="needs 3 pieces"):
+        draw_probes(TokenArrays(prepared_dir, "validation"), 2, PASSAGE, 10)
+    assert len(draw_probes(arrays, 3, PASSAGE, 10)) == 3
+
+
+def test_repeated_positions_mark_targets_that_close_a_heard_ngram():
+    ids = np.array([5, 6, 7, 8, 9, 5, 6, 7, 1, 5, 6])
+    assert repeated_positions(ids, 3).tolist() == [False] * 7 + [True] + [False] * 3
+    assert repeated_positions(ids, 2).nonzero()[0].tolist() == [6, 7, 10]
+    assert not repeated_positions(np.arange(20), 2).any()
+
+
+def test_nll_vs_context_lifts_the_relative_models_limit_and_keeps_the_vanilla_ones(prepared_dir):
+    arrays = TokenArrays(prepared_dir, "train")
+    torch.manual_seed(0)
+    rel = MusicTransformer(TOK.vocab_size, n_layers=1, d_model=16, n_heads=2, d_ff=16, max_seq_len=32).eval()
+    rows = nll_vs_context(rel, arrays, [8, 32, 64], targets=16, n_stretches=2)
+    assert [r["context"] for r in rows] == [8, 32, 64] and all(r["targets"] == 32 and r["nll"] > 0 for r in rows)
+    assert rel.max_seq_len == 32 and context_ceiling(rel) is None
+    van = VanillaTransformer(TOK.vocab_size, n_layers=1, d_model=16, n_heads=2, d_ff=16, max_seq_len=32).eval()
+    assert context_ceiling(van) == 32
+    assert [r["context"] for r in nll_vs_context(van, arrays, [8, 16, 64], targets=16, n_stretches=2)] == [8, 16]
+
+
+def test_evaluate_recall_reports_and_draws(copier, prepared_dir, tmp_path):
+    cfg = {"gaps": [0, GAP, 500], "num_probes": 3, "passage": PASSAGE, "contexts": [16, 32], "targets": 8,
+           "num_stretches": 2, "repeat_windows": 3, "ngram": 4}
+    res = evaluate_recall(copier, TOK, TokenArrays(prepared_dir, "train"), cfg, context=64, progress=lambda _: None)
+    assert [r["gap"] for r in res["copy"]["exact"]] == [0, GAP]  # 500 does not fit the trained 64 tokens
+    assert set(res["copy"]) == {"exact", "transposed"} and res["copy"]["exact"][1]["gain"] > 1.0
+    assert res["repeats"]["windows"] == 3
+    table = format_recall_table(res)
+    assert f"| {GAP} |" in table and "| 32 |" in table
+    plot_recall([res], ["copier"], tmp_path / "recall.png")
+    assert (tmp_path / "recall.png").stat().st_size > 10_000
+
+
+PROBE = ["model=music_transformer", "model.net.n_heads=2", "model.net.d_ff=64", "data.seq_len=64",
+         "callbacks.recall_probe.passage=16", "callbacks.recall_probe.gaps=[0,16,99]",
+         "callbacks.recall_probe.num_probes=2"]
+
+
+def test_training_logs_the_copy_gain_at_every_validation(tmp_path):
+    data = make_prepared_dataset(tmp_path / "data", seconds={**PIECE_SECONDS, "validation": [6.0, 5.0, 4.0]})
+    fit(compose_train(data, tmp_path / "run", *PROBE))
+    rows = list(csv.DictReader(open(tmp_path / "run" / "csv" / "metrics.csv")))
+    logged = [r for r in rows if r.get("recall/gain_16")]
+    assert len(logged) == 2 and all(r["recall/gain_0"] for r in logged)  # max_steps 6, a validation every 3
+    assert "recall/gain_99" not in rows[0]  # 16 + 99 + 16 tokens do not fit a 64-token context
+
+
+def test_a_validation_split_too_small_for_probes_is_said_once(prepared_dir, tmp_path, capsys):
+    fit(compose_train(prepared_dir, tmp_path, *PROBE))
+    assert capsys.readouterr().out.count("recall probe off: ") == 1
