@@ -21,9 +21,14 @@ Why midirenderer and not the other pip routes:
 - A reader of the soundfont's piano samples written here would work, but it would be a second synthesiser
   to maintain (zones, loops, envelopes) for what a maintained one already does.
 
-midirenderer always renders 48 kHz stereo and stops at the last MIDI event; here its output is resampled
-to ``sample_rate`` (linear interpolation), scaled so that its peak is ``gain`` of full scale (its renders
-of TimGM6mb are quiet, about -27 dBFS), and faded out over the last 20 ms so that the cut does not click.
+Both synthesisers stop at the file's last event, which is usually the last note-off: the release of the
+last notes would be cut off. So `render_wav` plays a copy of the file with one more event, a sustain-pedal
+release ``tail`` seconds (`RELEASE_TAIL_SECONDS`) after the last note event (`with_release_tail`); the WAV
+lasts `rendered_seconds`. The MIDI file itself is left as it is.
+
+midirenderer always renders 48 kHz stereo; here its output is resampled to ``sample_rate`` (linear
+interpolation), scaled so that its peak is ``gain`` of full scale (its renders of TimGM6mb are quiet, about
+-27 dBFS), and faded out over the last 20 ms so that the cut does not click.
 """
 
 from __future__ import annotations
@@ -32,10 +37,13 @@ import io
 import os
 import shutil
 import subprocess
+import tempfile
 import wave
 from pathlib import Path
 
 import numpy as np
+
+from musictx.midi_timing import MAX_TPQ, MidiTiming
 
 DEFAULT_SOUNDFONT = "/usr/share/sounds/sf2/FluidR3_GM.sf2"
 # Looked for, in order, when no soundfont is given: Debian's fluid-soundfont-gm, Debian's default-GM
@@ -44,6 +52,7 @@ SOUNDFONT_CANDIDATES = (DEFAULT_SOUNDFONT, "/usr/share/sounds/sf2/default-GM.sf2
                         "/usr/share/soundfonts/default.sf2", "/usr/share/soundfonts/FluidR3_GM.sf2")
 ENGINES = ("auto", "fluidsynth", "midirenderer")
 FADE_SECONDS = 0.02
+RELEASE_TAIL_SECONDS = 1.5  # rendered after the last note ends: a piano's release, and a breath of room
 
 
 class AudioRenderError(RuntimeError):
@@ -115,22 +124,80 @@ def audio_unavailable(soundfont: str | os.PathLike | None = None, engine: str = 
 
 
 def render_wav(midi_path: str | os.PathLike, wav_path: str | os.PathLike, soundfont: str | os.PathLike | None = None,
-               sample_rate: int = 44100, gain: float = 0.8, timeout: float = 300, engine: str = "auto") -> Path:
-    """Render ``midi_path`` to a 16-bit stereo WAV at ``wav_path`` (no audio device used).
+               sample_rate: int = 44100, gain: float = 0.8, timeout: float = 300, engine: str = "auto",
+               tail: float = RELEASE_TAIL_SECONDS) -> Path:
+    """Render ``midi_path`` to a 16-bit stereo WAV at ``wav_path`` (no audio device used), ``tail`` seconds
+    past the last note (`rendered_seconds`).
 
     ``soundfont`` None: a system GM soundfont for FluidSynth, pretty_midi's for midirenderer. ``gain``:
     FluidSynth's synth gain; for midirenderer the peak level as a fraction of full scale.
     """
     name, font = choose_renderer(soundfont, engine)
+    data = with_release_tail(midi_path, tail)
     if name == "fluidsynth":
-        return _render_fluidsynth(midi_path, wav_path, font, sample_rate, gain, timeout)
-    return _render_midirenderer(midi_path, wav_path, font, sample_rate, gain)
+        return _render_fluidsynth(midi_path, data, wav_path, font, sample_rate, gain, timeout)
+    return _render_midirenderer(midi_path, data, wav_path, font, sample_rate, gain)
 
 
-def _render_fluidsynth(midi_path, wav_path, soundfont: Path, sample_rate: int, gain: float, timeout: float) -> Path:
-    cmd = ["fluidsynth", "-ni", "-q", "-g", str(gain), "-r", str(sample_rate), "-F", str(wav_path), "-T", "wav",
-           str(soundfont), str(midi_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def _load_midi(midi_path):
+    import mido
+
+    try:
+        midi = mido.MidiFile(str(midi_path))
+    except Exception as err:  # mido raises OSError, EOFError, ValueError, KeyError... on broken files
+        raise AudioRenderError(f"cannot render {midi_path}: unreadable MIDI ({type(err).__name__}: {err})") from None
+    if not 0 < midi.ticks_per_beat <= MAX_TPQ:  # SMPTE-timed files read as a huge count
+        raise AudioRenderError(f"cannot render {midi_path}: not timed in ticks per quarter note")
+    return midi
+
+
+def _tail_end(midi, tail: float) -> tuple[int, float]:
+    """(tick, seconds) where the render of ``midi`` (a mido.MidiFile) ends: ``tail`` seconds after its last
+    note event, or at its last event if that comes later (a synthesiser plays up to its last event)."""
+    tempos, note_tick, last_tick = [], 0, 0
+    for track in midi.tracks:
+        tick = 0
+        for msg in track:
+            tick += msg.time
+            if msg.type == "set_tempo":
+                tempos.append((tick, msg.tempo))
+            elif msg.type in ("note_on", "note_off"):
+                note_tick = max(note_tick, tick)
+        last_tick = max(last_tick, tick)
+    timing = MidiTiming.from_events(midi.ticks_per_beat, tempos)
+    end = max(int(timing.ticks(timing.seconds(note_tick) + tail)), last_tick)
+    return end, float(timing.seconds(end))
+
+
+def rendered_seconds(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SECONDS) -> float:
+    """How long `render_wav`'s WAV of ``midi_path`` lasts: until ``tail`` seconds after the last note ends
+    (or until the file's last event, if later)."""
+    return _tail_end(_load_midi(midi_path), tail)[1]
+
+
+def with_release_tail(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SECONDS) -> bytes:
+    """The bytes of ``midi_path`` with a track added that holds one sustain-pedal release (a no-op once
+    every note has ended) at the end of the tail: the event that keeps a synthesiser playing until then."""
+    import mido
+
+    midi = _load_midi(midi_path)
+    end, _ = _tail_end(midi, tail)
+    midi.tracks.append(mido.MidiTrack([mido.Message("control_change", control=64, value=0, time=end),
+                                       mido.MetaMessage("end_of_track", time=0)]))
+    midi.type = max(midi.type, 1)  # a type-0 file holds one track
+    out = io.BytesIO()
+    midi.save(file=out)
+    return out.getvalue()
+
+
+def _render_fluidsynth(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float,
+                       timeout: float) -> Path:
+    with tempfile.TemporaryDirectory() as tmp:
+        played = Path(tmp) / "tail.mid"
+        played.write_bytes(data)
+        cmd = ["fluidsynth", "-ni", "-q", "-g", str(gain), "-r", str(sample_rate), "-F", str(wav_path), "-T", "wav",
+               str(soundfont), str(played)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     wav = Path(wav_path)
     if done.returncode != 0 or not wav.is_file() or wav.stat().st_size <= 44:  # 44 bytes: a bare WAV header
         raise AudioRenderError(f"fluidsynth failed on {midi_path} (exit {done.returncode}): "
@@ -138,11 +205,11 @@ def _render_fluidsynth(midi_path, wav_path, soundfont: Path, sample_rate: int, g
     return wav
 
 
-def _render_midirenderer(midi_path, wav_path, soundfont: Path, sample_rate: int, gain: float) -> Path:
+def _render_midirenderer(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float) -> Path:
     import midirenderer
 
     try:
-        data = midirenderer.render_wave_from(soundfont.read_bytes(), Path(midi_path).read_bytes())
+        data = midirenderer.render_wave_from(soundfont.read_bytes(), data)
     except (RuntimeError, ValueError, OSError) as err:
         raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
     except BaseException as err:  # a Rust panic arrives as pyo3's PanicException, a BaseException

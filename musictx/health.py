@@ -4,10 +4,14 @@ The distribution distances of `musictx.metrics` can look fine on output that sou
 pitch classes or onset gaps does not see that 25 keys are held down at once, that the notes stopped
 falling on the seed's beat, or that the model has played the same bar for twenty seconds. These do:
 
-- `max_polyphony`: the most notes sounding at once (real piano continuations reach ~8; broken output
-  holds walls of 20-30 notes).
-- `beat_grid` / `onsets_on_grid` / `grid_chance`: the seed's beat grid and the share of a continuation's
-  onsets that fall on it, next to the share that onsets at random times would reach.
+- `max_polyphony`: the most notes sounding at once. Read it against the real continuation's: the reader
+  lengthens pedalled notes, so real pedalled piano of ../shared reaches 5-24 (30 s after a 20 s seed);
+  broken output holds walls of 20-30 notes.
+- `beat_grid` / `onsets_on_grid` / `grid_chance`: the seed's beat grid (one fixed period and phase) and
+  the share of a continuation's onsets that fall on it, next to the share that onsets at random times
+  would reach. Performed music speeds up and slows down: on ../shared's piano the *real* continuations
+  sit at chance too, so there this column cannot tell good from broken; it is meant for music played
+  to a click (sequenced MIDI, the bundled motif) and would need a tempo-following beat tracker otherwise.
 - `longest_self_repeat_seconds`: the longest verbatim loop inside one note sequence, in seconds.
 
 All take `Notes` (seconds).

@@ -19,6 +19,7 @@ is possible in principle, and has not been seen in the tests.)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -26,6 +27,16 @@ import torch
 from torch import Tensor, nn
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
+OnStep = Callable[[Tensor, Tensor], None]  # (next ids (B,), done (B,) bool), called after every step
+
+
+class GenerationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `generate`: still a KeyboardInterrupt, carrying the ids made so far (B, T0 + n) so that
+    a caller can keep the partial samples."""
+
+    def __init__(self, ids: Tensor):
+        super().__init__("generation interrupted")
+        self.ids = ids
 
 
 def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
@@ -107,10 +118,39 @@ class SecondsLimit:
         return cls(seconds, tokenizer.config.time_step, lay.time_shift, lay.velocity - lay.time_shift)
 
     def __call__(self, next_ids: Tensor) -> Tensor:
-        shift = next_ids - self.first_shift + 1
-        shift = torch.where((shift >= 1) & (shift <= self.n_shifts), shift, 0)  # (B,)
+        shift = shift_steps(next_ids, self.first_shift, self.n_shifts)
         self.steps = shift if self.steps is None else self.steps + shift
         return self.steps >= self.limit_steps
+
+
+def shift_steps(next_ids: Tensor, first_shift: int, n_shifts: int) -> Tensor:
+    """The time steps each id moves on: 1..n_shifts for the TIME_SHIFT ids from ``first_shift``, else 0."""
+    shift = next_ids - first_shift + 1
+    return torch.where((shift >= 1) & (shift <= n_shifts), shift, 0)
+
+
+class ProgressPrinter:
+    """An ``on_step`` for `generate` that prints, every ``every_s`` seconds of wall clock, the seconds of new
+    music of the least advanced sample still running, so that a long run shows that it is moving."""
+
+    def __init__(self, tokenizer, length_seconds: float | None, every_s: float):
+        lay = tokenizer.layout
+        self.first_shift, self.n_shifts = lay.time_shift, lay.velocity - lay.time_shift
+        self.time_step, self.length, self.every_s = tokenizer.config.time_step, length_seconds, every_s
+        self.steps: Tensor | None = None  # (B,) TIME_SHIFT steps so far
+        self.t0 = self.last = time.monotonic()
+
+    def __call__(self, next_ids: Tensor, done: Tensor) -> None:
+        shift = shift_steps(next_ids, self.first_shift, self.n_shifts)
+        self.steps = shift if self.steps is None else self.steps + shift
+        now = time.monotonic()
+        if now - self.last < self.every_s or bool(done.all()):
+            return
+        self.last = now
+        seconds = self.steps[~done].min().item() * self.time_step
+        of = f" of {self.length:g} s" if self.length else ""
+        print(f"generating: {seconds:.1f} s{of} so far ({int(done.sum())} of {len(done)} samples done, "
+              f"{now - self.t0:.0f} s)", flush=True)
 
 
 def context_length(net: nn.Module) -> int | None:
@@ -179,6 +219,15 @@ def _eval_mode(net: nn.Module) -> Iterator[None]:
         net.train(was_training)
 
 
+@contextmanager
+def _keep_on_interrupt(ids_so_far: Callable[[], Tensor]) -> Iterator[None]:
+    """A Ctrl-C inside the block becomes a `GenerationInterrupted` holding ``ids_so_far()``."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise GenerationInterrupted(ids_so_far()) from None
+
+
 # Room for this many new ids at first; then the room for new ids doubles whenever it is full. A huge
 # max_new_tokens (a bound, rarely reached when EOS or length_seconds stops the samples) so costs no
 # memory for ids that are never generated.
@@ -197,7 +246,7 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
              pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
              stop_fn: StopFn | None = None, slide: int | None = None, guard=None,
-             keep_seed: int | None = KEEP_SEED) -> Tensor:
+             keep_seed: int | None = KEEP_SEED, on_step: OnStep | None = None) -> Tensor:
     """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
 
     Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
@@ -205,8 +254,9 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
     full window drops (default ``max_seq_len // 4``); ``keep_seed``: prompt ids pinned at the start of a
     slid window (see the module docstring; None or 0: none). ``guard`` (e.g. `musictx.guard.NoteGrammarGuard`)
-    follows the ids and masks forbidden ones before each draw. The net runs in eval mode and is put back
-    after.
+    follows the ids and masks forbidden ones before each draw. ``on_step(next_ids, done)`` is called after
+    every step (progress reports). The net runs in eval mode and is put back after. A Ctrl-C while sampling
+    raises `GenerationInterrupted` with the ids so far.
     """
     if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
         raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
@@ -229,10 +279,10 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     if guard is not None:
         guard.start(prompt_ids.to(device))
     pinned = False  # set at the first slide after the prompt
-    with _eval_mode(net):
+    length = t0
+    with _eval_mode(net), _keep_on_interrupt(lambda: ids[:, :length]):
         start = window_start(0, t0, max_len, keep)
         logits = decoder.restart(ids[:, start:t0])
-        length = t0
         while length < total:
             if pad_id is not None:
                 logits[:, pad_id] = float("-inf")
@@ -251,6 +301,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
                 done |= nxt == eos_id
             if stop_fn is not None:
                 done |= stop_fn(nxt)
+            if on_step is not None:
+                on_step(nxt, done)
             if length == total or bool(done.all()):
                 break
             new_start = window_start(start, length, max_len, keep, pin if pinned else 0, t0)

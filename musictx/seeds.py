@@ -1,6 +1,7 @@
 """Seeds (prompts) for generation, shared by ``musictx-generate`` and the continuation metrics of
 ``musictx-evaluate``: a seed MIDI file or a dataset piece counted from its first note and cut after some
-seconds, or the one-id prompt of unconditional generation."""
+seconds, or the one-id prompt of unconditional generation. A seed file's tempo map and time signatures come
+with its seed, so that what is generated from it can be written on its bar grid (`musictx.midi_timing`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ from pathlib import Path
 import numpy as np
 
 from musictx.midi_io import MidiReadError
+from musictx.midi_timing import MidiTiming, read_timing
 from musictx.tokenizer import EventTokenizer
 
 
 class GenerateError(ValueError):
     """A bad generation option or input file (a seed, a checkpoint, a tokenizer); the message names the
     option or the file. Defined here so that seeds raise it too; `musictx.continue_midi` exports it."""
+
+
+# A seed with one of these suffixes is a recording, not MIDI: said so rather than "unreadable MIDI".
+AUDIO_SUFFIXES = (".wav", ".mp3", ".flac", ".ogg")
 
 
 @dataclass
@@ -27,6 +33,17 @@ class Seed:
     seconds: float
     path: str | None = None  # None: unconditional
     silence_dropped: float = 0.0  # seconds of silence before the seed file's first note, left out
+    timing: MidiTiming | None = None  # the seed file's tempo map and metre over the seed; None: 120 bpm, 4/4
+
+    def output_timing(self, include_seed: bool = True) -> MidiTiming:
+        """The tempo map and metre to write a piece made from this seed with; without the seed (the
+        continuation alone, moved to start at 0), those in force where the model takes over."""
+        timing = self.timing or MidiTiming()
+        return timing if include_seed else timing.window(self.seconds)
+
+    def track_name(self) -> str:
+        """The name of the written track, as a DAW shows it."""
+        return f"musictx continuation of {Path(self.path).name}" if self.path else "musictx piano"
 
 
 def drop_leading_silence(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[np.ndarray, int]:
@@ -61,7 +78,10 @@ def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -
 
 def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None) -> Seed:
     """Encode a seed file with the checkpoint's tokenizer, counted from its first note (leading silence is
-    dropped), and keep its first ``seed_seconds`` from there."""
+    dropped), and keep its first ``seed_seconds`` from there. The file's tempo map and time signatures over
+    that same span come with it (`MidiTiming.window`): the ones in force at the first note move to time 0."""
+    if Path(path).suffix.lower() in AUDIO_SUFFIXES and Path(path).is_file():
+        raise GenerateError(f"seed_midi={path}: an audio file; musictx continues MIDI files (.mid/.midi)")
     try:
         ids = tokenizer.encode(path)
     except MidiReadError as err:
@@ -77,7 +97,9 @@ def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seco
                                 "(counted from its first note, on a grid of "
                                 f"{tokenizer.config.time_step} s); raise seed_seconds.")
     step = tokenizer.config.time_step
-    return Seed(ids, tokenizer.split_time_shifts(ids)[2] * step, str(Path(path).resolve()), silent_steps * step)
+    seconds, dropped = tokenizer.split_time_shifts(ids)[2] * step, silent_steps * step
+    timing = read_timing(path).window(dropped, dropped + seconds)
+    return Seed(ids, seconds, str(Path(path).resolve()), dropped, timing)
 
 
 def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:

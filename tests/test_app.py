@@ -20,7 +20,7 @@ import pytest
 from musictx.app.cli import parse_args
 from musictx.app.core import MOTIF, Continuer, Settings, draw_request, run_request
 from musictx.arcs import ArcChoice
-from musictx.audio import read_wav
+from musictx.audio import RELEASE_TAIL_SECONDS, read_wav
 
 NO_APP_EXTRA = "the app extra is not installed (pip install 'musictx[app]'; `make test` installs it)"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -60,7 +60,7 @@ def test_continuer_writes_results_and_reports_progress(continuer):
         assert end_time(r.midi) > 3.5  # the seed's 3 s and new notes after them
         if continuer.audio_reason is None:
             rate, x = read_wav(r.wav)
-            assert abs(len(x) / rate - end_time(r.midi)) < 0.25
+            assert abs(len(x) / rate - (end_time(r.midi) + RELEASE_TAIL_SECONDS)) < 0.25
     generating = [f for f, text in seen if text.startswith("generating")]
     assert generating and generating == sorted(generating) and generating[-1] > 0.5
     assert seen[-1][1].startswith("writing sample 2 of 2")
@@ -161,7 +161,7 @@ def test_http_continue_then_continue_further(client):
     midi = Path(first[3]["value"])
     assert abs(end_time(midi) - 5.0) < 1.5
     rate, x = read_wav(first[2])
-    assert rate == 44100 and abs(len(x) / rate - end_time(midi)) < 0.25
+    assert rate == 44100 and abs(len(x) / rate - (end_time(midi) + RELEASE_TAIL_SECONDS)) < 0.25
     assert out[10] == "" and out[11] is None  # the third slot stays empty
     again = client.predict(2, 1.0, 0.95, 1, 3, api_name="/continue_further_0")
     assert again[0] == "1 continuation(s) ready." and Path(again[1]).name == midi.name  # the seed box

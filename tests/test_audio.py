@@ -1,6 +1,7 @@
 """Audio without system packages: the pip renderer (midirenderer + pretty_midi's soundfont) writes WAV files
 of the right rate and length that are not silent, for the bundled motif and for a real continuation of the
-shipped model; the renderer choice (FluidSynth first) and its reasons when something is missing."""
+shipped model; the release tail rendered after the last note; the renderer choice (FluidSynth first) and its
+reasons when something is missing."""
 
 from __future__ import annotations
 
@@ -10,12 +11,24 @@ import stat
 import sys
 from pathlib import Path
 
+import mido
 import numpy as np
 import pretty_midi
 import pytest
 
 from musictx import audio
-from musictx.audio import AudioRenderError, audio_unavailable, choose_renderer, read_wav, render_wav
+from musictx.audio import (
+    RELEASE_TAIL_SECONDS,
+    AudioRenderError,
+    audio_unavailable,
+    choose_renderer,
+    read_wav,
+    render_wav,
+    rendered_seconds,
+    with_release_tail,
+)
+
+from . import midi_fixtures as mf
 
 MOTIF = Path(audio.__file__).resolve().parent / "assets" / "motif.mid"
 needs_midirenderer = pytest.mark.skipif(
@@ -38,7 +51,7 @@ def no_fluidsynth(monkeypatch):
 def test_pip_renderer_writes_the_motif(tmp_path, no_fluidsynth, rate):
     wav = render_wav(MOTIF, tmp_path / "motif.wav", sample_rate=rate)
     got_rate, x = read_wav(wav)
-    expected = pretty_midi.PrettyMIDI(str(MOTIF)).get_end_time()
+    expected = pretty_midi.PrettyMIDI(str(MOTIF)).get_end_time() + RELEASE_TAIL_SECONDS
     assert got_rate == rate and x.shape[1] == 2
     assert abs(len(x) / rate - expected) < 0.25
     assert rms(x) > 0.02, "rendered audio is (nearly) silent"
@@ -57,13 +70,47 @@ def test_generate_writes_audible_wav_of_a_real_continuation(tmp_path, no_fluidsy
     rate, x = read_wav(tmp_path / "sample_00.wav")
     midi_end = pretty_midi.PrettyMIDI(str(tmp_path / "sample_00.mid")).get_end_time()
     assert rate == 44100
-    assert abs(len(x) / rate - midi_end) < 0.25 and abs(midi_end - sample["total_seconds"]) < 0.05
+    assert abs(len(x) / rate - (midi_end + RELEASE_TAIL_SECONDS)) < 0.25
+    assert abs(midi_end - sample["total_seconds"]) < 0.05
     assert rms(x) > 0.02
     seed_end = int(record["seed"]["seconds"] * rate)
     new = pretty_midi.PrettyMIDI(str(tmp_path / "sample_00.mid")).instruments[0].notes
     if any(n.start >= record["seed"]["seconds"] for n in new):  # the model played notes of its own
         assert rms(x[seed_end:]) > 0.005, "the continuation is silent"
     assert json.loads((tmp_path / "generation.json").read_text())["samples"][0]["wav"] == "sample_00.wav"
+
+
+def two_tempo_piece(path, pedal_up_tick: int | None = None):
+    """Notes at 90 bpm, then 120 bpm from tick 1440 (2 s); the last note ends at tick 2400 (3.0 s)."""
+    events = [mf.tempo(0, 90), mf.on(0, 60), mf.off(720, 60), mf.tempo(1440, 120), mf.on(1440, 64), mf.off(2400, 64)]
+    if pedal_up_tick is not None:
+        events.append(mf.pedal(pedal_up_tick, 0))
+    return mf.write_midi(path, [events], midi_type=0)
+
+
+def test_release_tail_follows_the_last_note(tmp_path):
+    piece = two_tempo_piece(tmp_path / "p.mid")
+    assert rendered_seconds(piece) == pytest.approx(3.0 + RELEASE_TAIL_SECONDS, abs=1e-3)
+    assert rendered_seconds(piece, tail=0.0) == pytest.approx(3.0, abs=1e-3)
+    played = tmp_path / "played.mid"
+    played.write_bytes(with_release_tail(piece))
+    midi = mido.MidiFile(str(played))
+    assert midi.length == pytest.approx(3.0 + RELEASE_TAIL_SECONDS, abs=1e-3)  # a synthesiser plays this long
+    notes = lambda p: [(n.start, n.end, n.pitch) for n in pretty_midi.PrettyMIDI(str(p)).instruments[0].notes]  # noqa: E731
+    assert notes(played) == notes(piece)
+    # an event later than the tail (here a pedal release at 5 s) is played up to, as before
+    assert rendered_seconds(two_tempo_piece(tmp_path / "late.mid", pedal_up_tick=4320)) == pytest.approx(5.0, abs=1e-3)
+    bad = tmp_path / "bad.mid"
+    bad.write_bytes(b"MThd")
+    with pytest.raises(AudioRenderError, match="bad.mid"):
+        rendered_seconds(bad)
+
+
+@needs_midirenderer
+def test_pip_renderer_plays_the_release_tail(tmp_path, no_fluidsynth):
+    rate, x = read_wav(render_wav(two_tempo_piece(tmp_path / "p.mid"), tmp_path / "p.wav"))
+    assert len(x) / rate == pytest.approx(3.0 + RELEASE_TAIL_SECONDS, abs=0.05)
+    assert rms(x[int(3.0 * rate):int(3.2 * rate)]) > 1e-3, "the last note's release is cut off"
 
 
 @needs_midirenderer

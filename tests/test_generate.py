@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import wave
 from dataclasses import fields
 from pathlib import Path
 
@@ -198,6 +199,8 @@ BAD = {
     "nothing before seed_seconds": (lambda d: {"seed_midi": str(late_start_midi(d / "late.mid")),
                                                "seed_seconds": 0.004},
                                     GenerateError, r"no note starts in its first seed_seconds=0.004 s"),
+    "audio seed": (lambda d: {"seed_midi": str(_wav(d / "take.wav"))}, GenerateError,
+                   r"^seed_midi=.*take\.wav: an audio file; musictx continues MIDI files \(\.mid/\.midi\)$"),
     "missing checkpoint": (lambda d: {"checkpoint": str(d / "gone.ckpt")}, GenerateError,
                            r"checkpoint=.*gone\.ckpt: no such file"),
     "not a checkpoint": (lambda d: {"checkpoint": str(_write(d / "text.ckpt", b"hello"))}, GenerateError,
@@ -217,6 +220,16 @@ BAD = {
 
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
+    return path
+
+
+def _wav(path: Path) -> Path:
+    """A real WAV file: a second of silence, 16-bit mono at 8 kHz."""
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(b"\x00\x00" * 8000)
     return path
 
 

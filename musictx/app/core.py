@@ -113,9 +113,7 @@ class Continuer:
         out = self.workdir / f"run_{next(self._runs):04d}"
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
-                       top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
-                       # only a safety bound here (length_seconds ends a sample): room for dense piano writing
-                       max_tokens=max(self.base.max_tokens, round(200 * settings.length_seconds)))
+                       top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed))
         opts.check()
         report(0.0, "reading the seed")
         try:

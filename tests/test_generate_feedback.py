@@ -1,0 +1,141 @@
+"""What ``musictx-generate`` tells its user: the length asked for is met (the token cap is sized from it) or
+the shortfall is said in one line, long runs print their progress, Ctrl-C keeps the samples so far, and a
+typo'd option is one line naming the nearest one."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from musictx.continue_midi import GenerateOptions, run
+from musictx.sampling import generate
+from musictx.tokenizer import EventTokenizer
+
+from .gen_fixtures import fixture_tiny_checkpoint, tiny_net  # noqa: F401  (fixture)
+
+TOK = EventTokenizer()
+LAY = TOK.layout
+PROG = "musictx-generate"
+# The endless model's draws: middle C on and off, and 50 ms TIME_SHIFTs; no EOS.
+ENDLESS = {60: 0.4, LAY.note_off + 60: 0.4, LAY.time_shift + 4: 0.2}
+
+
+@pytest.fixture(name="endless_checkpoint", scope="module")
+def fixture_endless_checkpoint(tiny_checkpoint, tmp_path_factory) -> Path:
+    """The tiny checkpoint made to ignore its input and draw from `ENDLESS` at every step: it never ends a
+    piece, and writes 60-100 ids per second of music (more than 2048 ids for a minute)."""
+    ckpt = torch.load(tiny_checkpoint, weights_only=True)
+    state = ckpt["state_dict"]
+    state["net.ln_f.weight"].zero_()  # the final norm's output is its bias, whatever the input
+    state["net.ln_f.bias"].zero_()[0] = 1.0
+    head = state["net.head.weight"]  # (V, d_model): the logits are its first column
+    head.zero_()[:, 0] = -30.0
+    for i, p in ENDLESS.items():
+        head[i, 0] = math.log(p)
+    path = tmp_path_factory.mktemp("endless") / "endless.ckpt"
+    torch.save(ckpt, path)
+    return path
+
+
+def options(checkpoint, out: Path, **kwargs) -> GenerateOptions:
+    base = dict(checkpoint=str(checkpoint), output_dir=str(out), num_samples=1, seed=5, audio=False)
+    return GenerateOptions(**{**base, **kwargs})
+
+
+# ----- length --------------------------------------------------------------------------------------------
+def test_the_length_asked_for_is_met_when_max_tokens_is_unset(endless_checkpoint, tmp_path):
+    record = run(options(endless_checkpoint, tmp_path, length_seconds=60))
+    (sample,) = record["samples"]
+    assert sample["stop"] == "length_seconds" and sample["new_seconds"] >= 60, sample
+    assert sample["new_tokens"] > 2048, "a minute of this model needs more ids than the old fixed cap"
+    notes = TOK.read(tmp_path / sample["midi"])
+    assert notes.start.max() > 55 and len(notes) == sample["notes"]
+
+
+def test_a_sample_cut_short_by_max_tokens_says_so_in_one_line(endless_checkpoint, tmp_path, capsys):
+    record = run(options(endless_checkpoint, tmp_path, length_seconds=600, max_tokens=300, num_samples=2))
+    lines = capsys.readouterr().out.splitlines()
+    for sample in record["samples"]:
+        assert sample["stop"] == "max_tokens" and sample["new_tokens"] == 300
+        line = (f"{tmp_path / sample['midi']}: only {sample['new_seconds']:.1f} s of the 600 s asked for: stopped at "
+                f"max_tokens=300 ({sample['notes']} notes); raise max_tokens for more")
+        assert line in lines, lines
+
+
+# ----- progress ------------------------------------------------------------------------------------------
+def test_generate_reports_every_step_to_on_step():
+    net = tiny_net("music_transformer")
+    steps = []
+    prompt = torch.tensor([[60, LAY.time_shift + 9]] * 2)
+    ids = generate(net, prompt, 20, generator=torch.Generator().manual_seed(0),
+                   on_step=lambda nxt, done: steps.append((nxt.clone(), done.clone())))
+    assert len(steps) == 20 and all(done.shape == (2,) and not done.any() for _, done in steps)
+    assert torch.equal(torch.stack([nxt for nxt, _ in steps], dim=1), ids[:, 2:])
+
+
+def test_long_runs_print_their_progress(endless_checkpoint, tmp_path, capsys):
+    run(options(endless_checkpoint, tmp_path, length_seconds=30, progress_every_s=0.05))
+    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("generating: ")]
+    assert progress, "no progress line"
+    seconds = [float(line.split()[1]) for line in progress]
+    assert seconds == sorted(seconds) and seconds[-1] < 30
+    assert all(" s of 30 s so far (0 of 1 samples done, " in line for line in progress), progress
+
+
+# ----- the console script --------------------------------------------------------------------------------
+def command(*args: str) -> list[str]:
+    exe = Path(sys.executable).parent / PROG
+    return [*([str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.generate"]), *args]
+
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def test_ctrl_c_writes_the_samples_so_far_and_says_so(endless_checkpoint, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = command(f"checkpoint={endless_checkpoint}", "length_seconds=100000", "num_samples=2", "audio=false",
+                  "progress_every_s=0.2", f"hydra.run.dir={run_dir}")
+    # A runner started in the background hands its children SIGINT ignored: give the run a terminal's Ctrl-C.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen, deadline = [], time.monotonic() + 120
+    while time.monotonic() < deadline and not any(s.startswith("generating: ") for s in seen):
+        line = proc.stdout.readline()
+        if not line:
+            break  # the run ended
+        seen.append(line.rstrip("\n"))
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        rest = proc.communicate(timeout=120)[0].splitlines()
+    finally:
+        proc.kill()
+    assert any(s.startswith("generating: ") for s in seen), seen[-20:]
+    record = json.loads((run_dir / "generation.json").read_text())
+    assert record["interrupted"] and len(record["samples"]) == 2
+    got = [s["new_seconds"] for s in record["samples"]]
+    assert proc.returncode == 130, rest[-20:]
+    assert rest[-1] == (f"{PROG}: interrupted: wrote the 2 partial sample(s) so far ({min(got):.1f} to "
+                        f"{max(got):.1f} s of new music) to {run_dir.resolve()}")
+    for sample in record["samples"]:
+        assert sample["stop"] == "interrupted" and sample["new_tokens"] > 0
+        notes = TOK.read(run_dir / sample["midi"])
+        assert len(notes) == sample["notes"] > 0
+
+
+@pytest.mark.parametrize("typo", ["lenght_seconds=30", "+lenght_seconds=30"])
+def test_a_typo_is_one_line_naming_the_nearest_option(typo, tmp_path):
+    done = subprocess.run(command(typo, f"hydra.run.dir={tmp_path / 'run'}"), capture_output=True, text=True,
+                          timeout=300, env=ENV)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"{PROG}: error: unknown option 'lenght_seconds'; did you mean 'length_seconds'?"
+    assert not (tmp_path / "run").exists()
