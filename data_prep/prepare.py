@@ -31,6 +31,7 @@ from tqdm import tqdm
 from data_prep import sources
 from data_prep.pool import TaskError, run_tasks
 from data_prep.safety import PrepError, check_options, check_output_dir, check_replaceable, clean_stale, temp_name
+from data_prep.splits import Piece, choose_moves, move_pieces
 from musictx.midi_io import MidiReadError
 from musictx.paths import CONF_DIR
 from musictx.token_store import SPLITS, SplitWriter
@@ -78,11 +79,18 @@ class SplitStats:
     tokens: int = 0
     seconds: float = 0.0
 
-    def add(self, result: dict) -> None:
+    def add(self, piece: Piece) -> None:
         self.files += 1
-        self.notes += result["notes"]
-        self.tokens += len(result["ids"])
-        self.seconds += result["seconds"]
+        self.notes += piece.notes
+        self.tokens += piece.tokens
+        self.seconds += piece.seconds
+
+
+def split_stats(pieces: list[Piece]) -> dict[str, SplitStats]:
+    stats = {name: SplitStats() for name in SPLITS}
+    for piece in pieces:
+        stats[piece.split].add(piece)
+    return stats
 
 
 @dataclass
@@ -91,6 +99,7 @@ class PrepResult:
     stats: dict[str, SplitStats] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     wall_s: float = 0.0
+    moved: dict[str, str] = field(default_factory=dict)  # piece key -> the empty split it was moved to
 
 
 def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[tuple[str, str]]]:
@@ -133,10 +142,10 @@ def check_before_work(cfg: DictConfig) -> Path:
 
 
 def tokenize_all(files, tok: EventTokenizer, cfg: DictConfig, out_dir: Path, progress: bool = True):
-    """Tokenize in parallel and stream the pieces, in input order, into one writer per split."""
+    """Tokenize in parallel and stream the pieces, in input order, into one writer per split; returns the
+    pieces written and the files skipped."""
     writers = {name: SplitWriter(out_dir, name) for name in SPLITS}
-    stats = {name: SplitStats() for name in SPLITS}
-    skipped, pending, next_i = [], {}, 0
+    pieces, skipped, pending, next_i = [], [], {}, 0
     jobs = [(f.path, tok.to_dict(), cfg.reader, cfg.get("fallback_reader"), cfg.max_seconds) for f in files]
     bar = tqdm(total=len(jobs), desc="tokenize", unit="file", disable=not progress)
     for i, result in run_tasks(tokenize_file, jobs, num_workers=cfg.num_workers, timeout=cfg.timeout_s,
@@ -149,14 +158,14 @@ def tokenize_all(files, tok: EventTokenizer, cfg: DictConfig, out_dir: Path, pro
                 skipped.append((f.rel, res.reason))
             else:
                 writers[f.split].add(res["ids"], f.rel)
-                stats[f.split].add(res)
+                pieces.append(Piece(f.split, f.rel, len(res["ids"]), res["notes"], res["seconds"]))
             next_i += 1
         bar.update()
         bar.set_postfix(skipped=len(skipped))
     bar.close()
     for w in writers.values():
         w.close()
-    return stats, skipped
+    return pieces, skipped
 
 
 def write_dataset(cfg: DictConfig, progress: bool = True) -> PrepResult:
@@ -172,18 +181,21 @@ def write_dataset(cfg: DictConfig, progress: bool = True) -> PrepResult:
     shutil.rmtree(tmp, ignore_errors=True)
     try:  # from the mkdir on: a Ctrl-C right after it must not leave the empty folder behind
         tmp.mkdir(parents=True)
-        stats, bad = tokenize_all(files, tok, cfg, tmp, progress)
+        pieces, bad = tokenize_all(files, tok, cfg, tmp, progress)
         skipped = sorted(skipped + bad)
+        moved, pieces = _fill_empty_splits(cfg, pieces, tmp)
+        stats = split_stats(pieces)
         if not cfg.allow_empty:
             _check_not_empty(stats, skipped, out_dir)
+            _check_splits_filled(cfg, stats, skipped, out_dir)
         tok.save(tmp / "tokenizer.json")
-        _write_manifest(tmp / "manifest.json", cfg, tok, stats, len(skipped))
+        _write_manifest(tmp / "manifest.json", cfg, tok, stats, len(skipped), moved)
         _write_skipped(tmp / "skipped.tsv", skipped)
         _swap_into_place(tmp, out_dir)
     except BaseException:  # Ctrl-C included: drop the partial output, keep the previous dataset
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return PrepResult(out_dir, stats, skipped, time.perf_counter() - t0)
+    return PrepResult(out_dir, stats, skipped, time.perf_counter() - t0, moved)
 
 
 def _check_not_empty(stats: dict[str, SplitStats], skipped: list[tuple[str, str]], out_dir: Path) -> None:
@@ -192,12 +204,41 @@ def _check_not_empty(stats: dict[str, SplitStats], skipped: list[tuple[str, str]
         return
     what = "no piece at all" if not total else f"no piece in the train split ({total} in the others)"
     common = "; ".join(f"{n} x {reason}" for reason, n in Counter(r for _, r in skipped).most_common(3))
-    kept = "the previous dataset there is kept" if out_dir.exists() else "nothing was written"
     raise PrepError(f"the new dataset for {out_dir} has {what}: {len(skipped)} input(s) skipped"
-                    f"{f' (most often: {common})' if common else ''}; {kept}. Pass allow_empty=true to write it anyway")
+                    f"{f' (most often: {common})' if common else ''}; {_kept(out_dir)}. Pass allow_empty=true to "
+                    "write it anyway")
 
 
-def _write_manifest(path: Path, cfg, tok, stats, n_skipped: int) -> None:
+def _fill_empty_splits(cfg: DictConfig, pieces: list[Piece], out_dir: Path) -> tuple[dict[str, str], list[Piece]]:
+    """({piece key: split} moved out of train, the pieces after the moves); see `data_prep.splits`. MAESTRO's
+    CSV decides its splits: nothing is moved there."""
+    if cfg.source == "maestro":
+        return {}, pieces
+    moves = choose_moves(pieces, {"validation": cfg.split.validation, "test": cfg.split.test}, cfg.split.group_by)
+    return moves, move_pieces(out_dir, pieces, moves, cfg.split.group_by)
+
+
+def _check_splits_filled(cfg: DictConfig, stats: dict[str, SplitStats], skipped: list, out_dir: Path) -> None:
+    """Refuse a dataset where a split asked for (fraction > 0) still has no piece: too few usable pieces
+    to give it one (`_fill_empty_splits`)."""
+    if cfg.source == "maestro":  # the CSV decides; the fractions do not apply
+        return
+    for split in ("validation", "test"):
+        fraction = cfg.split[split]
+        if fraction > 0 and not stats[split].files:
+            counts = ", ".join(f"{s.files} {name}" for name, s in stats.items())
+            other = "" if split == "validation" else f", set split.{split}=0"
+            raise PrepError(f"split.{split}={fraction} left the {split} split without a piece: "
+                            f"{sum(s.files for s in stats.values())} usable piece(s) ({counts}), {len(skipped)} "
+                            f"input(s) skipped; {_kept(out_dir)}. Add pieces{other}, or pass allow_empty=true to "
+                            "write it anyway")
+
+
+def _kept(out_dir: Path) -> str:
+    return "the previous dataset there is kept" if out_dir.exists() else "nothing was written"
+
+
+def _write_manifest(path: Path, cfg, tok, stats, n_skipped: int, moved: dict[str, str]) -> None:
     manifest = {
         "source": cfg.source,
         "input_dir": None if cfg.source == "bach" else str(cfg.input_dir),
@@ -206,6 +247,7 @@ def _write_manifest(path: Path, cfg, tok, stats, n_skipped: int) -> None:
         "tokenizer": tok.to_dict(),
         "splits": {k: {**vars(v), "seconds": round(v.seconds, 3)} for k, v in stats.items()},
         "skipped": n_skipped,
+        "moved_to_empty_splits": moved,
     }
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
@@ -236,6 +278,8 @@ def print_summary(res: PrepResult) -> None:
     print(f"{'split':<11}{'files':>7}{'notes':>11}{'tokens':>12}{'hours':>8}")
     for name, s in res.stats.items():
         print(f"{name:<11}{s.files:>7}{s.notes:>11}{s.tokens:>12}{s.seconds / 3600:>8.2f}")
+    for key, split in res.moved.items():
+        print(f"moved {printable(key)} from train to {split}: the split hash gave {split} no piece")
     if res.skipped:
         print(f"skipped {len(res.skipped)} file(s), reasons in {res.out_dir / 'skipped.tsv'}:")
         for p, r in res.skipped[:10]:

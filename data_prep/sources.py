@@ -34,15 +34,20 @@ def hash_split(key: str, val_fraction: float, test_fraction: float) -> str:
     if not (0 <= val_fraction and 0 <= test_fraction and val_fraction + test_fraction < 1):
         raise ValueError(f"split fractions must be >= 0 and sum below 1, got validation={val_fraction}, "
                          f"test={test_fraction}")
-    # surrogateescape: a file name that is not valid UTF-8 hashes as its raw bytes (as os.fsencode gives
-    # on POSIX); every valid name hashes exactly as before.
-    digest = hashlib.sha1(key.encode("utf-8", "surrogateescape")).digest()
-    u = int.from_bytes(digest[:8], "big") / 2**64  # uniform in [0, 1)
+    u = hash_position(key)
     if u < test_fraction:
         return "test"
     if u < test_fraction + val_fraction:
         return "validation"
     return "train"
+
+
+def hash_position(key: str) -> float:
+    """Where a piece key falls in [0, 1): test below ``test``, validation up to ``test + validation``."""
+    # surrogateescape: a file name that is not valid UTF-8 hashes as its raw bytes (as os.fsencode gives
+    # on POSIX); every valid name hashes exactly as before.
+    digest = hashlib.sha1(key.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def piece_key(rel: str, group_by: str) -> str:

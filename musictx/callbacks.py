@@ -55,6 +55,48 @@ class LastCheckpoint(L.Callback):
         self.saved_step = trainer.global_step
 
 
+class ValidateAtEnd(L.Callback):
+    """Validate after the last training step when ``val_check_interval`` would not: a run shorter than the
+    interval (a 30-step fine-tune with validation every 1000) otherwise ends with no val/loss, no best
+    checkpoint and no metrics.csv row. Asking Lightning to stop at that step makes its own loop validate
+    there, so checkpoints and loggers see it as any other validation (and it runs once if the step was a
+    check step anyway). `musictx.train.build` puts it first in every run's callbacks.
+
+    A run resumed from a checkpoint written in such a validation would log every step one too low:
+    Lightning counts logged steps apart from ``global_step`` and, for a checkpoint written in a validation,
+    adds the missing one only when its schedule says that step validates. The count is put right at the
+    first batch of a fit, before the other callbacks log.
+    """
+
+    def __init__(self):
+        self._first_batch = False
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._first_batch = True
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if self._first_batch and pl_module.automatic_optimization:
+            loop = trainer.fit_loop.epoch_loop  # one logged step per optimizer step: equal at a batch start
+            loop._batches_that_stepped = max(loop._batches_that_stepped, trainer.global_step)
+        self._first_batch = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if is_final_batch(trainer):
+            trainer.should_stop = True
+
+
+def is_final_batch(trainer: L.Trainer) -> bool:
+    """Whether the batch that just ended is the run's last: ``max_steps`` reached, or the last batch of
+    the last of ``max_epochs``."""
+    if trainer.max_steps is not None and trainer.max_steps > 0 and trainer.global_step >= trainer.max_steps:
+        return True
+    loop = trainer.fit_loop.epoch_loop
+    max_epochs = trainer.max_epochs
+    return (max_epochs is not None and max_epochs > 0 and trainer.current_epoch >= max_epochs - 1
+            and loop.batch_progress.is_last_batch)
+
+
 class RecallProbe(L.Callback):
     """Log the copy gain (`musictx.recall.copy_gain`) of the validation split at every validation, as
     ``recall/gain_<gap>``: the nats/token a repeated passage gains from having been heard ``gap`` tokens

@@ -9,8 +9,10 @@ command's config is ``conf/generate.yaml`` and its entry point `musictx.generate
     musictx-generate checkpoint=outputs/train/.../checkpoints/last.ckpt seed_midi=motif.mid seed_seconds=10 \\
         length_seconds=30 num_samples=4 temperature=0.95 top_p=0.95 seed=7 output_dir=out/
 
-The seed MIDI is encoded with the checkpoint's own tokenizer, counted from its first note (silence
-before it is left out) and cut ``seed_seconds`` later; the model continues from its last id. The output
+The seed MIDI is encoded with the checkpoint's own tokenizer, its tracks merged into one piano stream (one
+printed line says which, and what was dropped: `musictx.seed_tracks`), counted from its first note (silence
+before it is left out), or from the first note at or after ``seed_from`` seconds of the file, and cut
+``seed_seconds`` later; the model continues from its last id. The output
 MIDI carries the seed's tempo map and time signatures over that span (`musictx.midi_timing`), so that in a
 DAW it sits on the seed's bars; unconditional samples are written at 120 bpm in 4/4. Without
 ``seed_midi`` generation is unconditional: the prompt is a single VELOCITY event (``start_velocity``,
@@ -18,31 +20,32 @@ mezzo-forte by default), because training windows start at the beginning of a pi
 or TIME_SHIFT event (there is no BOS token).
 
 Everything is checked (options, output_dir, checkpoint, tokenizer, seed) before the model runs and the
-first file is written, so a bad input leaves no partial output. A reused ``output_dir`` keeps only this
-run's ``sample_XX`` files, the ones ``generation.json`` lists. The functions below are usable from Python
-without Hydra: `run` takes a `GenerateOptions`.
+first file is written, so a bad input leaves no partial output. A run only adds files: in a folder that
+already holds samples (continuing ``D/sample_03.mid`` into ``D``) it numbers its own after them and writes
+its record beside ``generation.json`` (`musictx.output_folder`); the seed and everything else stay as they
+were. The functions below are usable from Python without Hydra: `run` takes a `GenerateOptions`
+(`musictx.generate_options`, where the options are checked).
 """
 
 from __future__ import annotations
 
-import difflib
-import math
 import os
-import re
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from musictx.audio import AudioRenderError, audio_unavailable, render_wav
+from musictx.generate_options import GenerateOptions, check_option_names  # noqa: F401  (re-exported)
 from musictx.guard import NoteGrammarGuard
 from musictx.jsonio import write_json
 from musictx.midi_io import Notes
 from musictx.midi_timing import MidiTiming
-from musictx.sampling import KEEP_SEED, GenerationInterrupted, ProgressPrinter, SecondsLimit, context_length, generate
+from musictx.output_folder import claim_record_path, claim_sample_numbers, describe_reuse, sample_name
+from musictx.sampling import GenerationInterrupted, ProgressPrinter, SecondsLimit, context_length, generate
+from musictx.seed_tracks import track_merge
 from musictx.seeds import (  # noqa: F401  (cut_at_seconds, drop_leading_silence: re-exported for callers)
     GenerateError,
     Seed,
@@ -52,141 +55,6 @@ from musictx.seeds import (  # noqa: F401  (cut_at_seconds, drop_leading_silence
     unconditional_seed,
 )
 from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
-
-
-@dataclass
-class GenerateOptions:
-    """The settings of one generation run; the fields (and defaults) of ``conf/generate.yaml``."""
-
-    checkpoint: str | None = None
-    seed_midi: str | None = None  # None: unconditional
-    seed_seconds: float | None = None  # keep this much of the seed, from its first note; None: all of it
-    tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
-    length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
-    max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (`token_cap`)
-    num_samples: int = 4
-    temperature: float = 1.0  # 0: greedy
-    top_k: int | None = None
-    top_p: float | None = 0.95
-    seed: int = 0  # of the random generator
-    use_cache: bool = True  # False: recompute the whole window every step (reference path)
-    slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
-    keep_seed: int | None = KEEP_SEED  # the seed's last ids pinned at the start of a slid window; 0: none
-    include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
-    start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
-    guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.guard)
-    max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
-    device: str = "cpu"
-    threads: int | None = None  # torch intra-op threads; None: torch's default
-    progress_every_s: float | None = 10.0  # `run` prints how far sampling is this often (wall clock); None: never
-    audio: bool = True  # write sample_XX.wav when fluidsynth and the soundfont are present
-    soundfont: str | None = None  # None: the first GM soundfont found (musictx.audio.find_soundfont)
-    output_dir: str | None = None
-
-    @classmethod
-    def from_config(cls, cfg: DictConfig | dict) -> GenerateOptions:
-        data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-        data.pop("hydra", None)
-        check_option_names(data)
-        return cls(**data)
-
-    def token_cap(self) -> int:
-        """New ids per sample at most: ``max_tokens``, or when it is unset room for ``length_seconds`` of
-        dense piano (`TOKENS_PER_SECOND`), never below `DEFAULT_MAX_TOKENS`, so that the length asked for
-        is what stops a sample."""
-        if self.max_tokens is not None:
-            return self.max_tokens
-        return max(DEFAULT_MAX_TOKENS, math.ceil(TOKENS_PER_SECOND * (self.length_seconds or 0)))
-
-    def check(self) -> None:
-        """Raise GenerateError naming the first bad option (numbers, then ``output_dir``)."""
-        if self.output_dir in (None, ""):
-            raise GenerateError("output_dir is required")
-        self.check_sampling()
-        check_output_dir(self.output_dir)
-
-    def check_sampling(self) -> None:
-        """The numeric options: whole numbers where counts are meant (``max_tokens=1e9`` becomes an int),
-        finite numbers (no NaN or inf) in range. Raise GenerateError naming the first bad one."""
-        for name in WHOLE_OPTIONS:
-            setattr(self, name, _whole(name, getattr(self, name)))
-        for name in REAL_OPTIONS:
-            _finite(name, getattr(self, name))
-        bad = [
-            (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
-            (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
-            (self.top_p is not None and not 0 < self.top_p <= 1, f"top_p must be in (0, 1] or null, got {self.top_p}"),
-            (self.num_samples < 1, f"num_samples must be >= 1, got {self.num_samples}"),
-            (self.max_tokens is not None and self.max_tokens < 1,
-             f"max_tokens must be >= 1 or null, got {self.max_tokens}"),
-            (self.length_seconds is not None and self.length_seconds <= 0,
-             f"length_seconds must be > 0 or null, got {self.length_seconds}"),
-            (self.seed_seconds is not None and self.seed_seconds <= 0,
-             f"seed_seconds must be > 0 or null (all of the seed), got {self.seed_seconds}"),
-            (self.slide is not None and self.slide < 1, f"slide must be >= 1 or null, got {self.slide}"),
-            (self.keep_seed is not None and self.keep_seed < 0,
-             f"keep_seed must be >= 0 or null, got {self.keep_seed}"),
-            (self.max_note_seconds is not None and not self.max_note_seconds > 0,
-             f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
-            (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
-            (self.threads is not None and self.threads < 1, f"threads must be >= 1 or null, got {self.threads}"),
-            (self.progress_every_s is not None and self.progress_every_s <= 0,
-             f"progress_every_s must be > 0 or null, got {self.progress_every_s}"),
-        ]
-        for is_bad, message in bad:
-            if is_bad:
-                raise GenerateError(message)
-
-
-# Options that count something (a float with a whole value, as Hydra reads 1e9, is accepted) and options
-# that are real numbers; None is allowed where the field's type allows it.
-WHOLE_OPTIONS = ("max_tokens", "num_samples", "top_k", "seed", "slide", "keep_seed", "start_velocity", "threads")
-REAL_OPTIONS = ("seed_seconds", "length_seconds", "temperature", "top_p", "max_note_seconds", "progress_every_s")
-# The token cap when max_tokens is unset: recorded piano runs at ~40-80 ids per second of music, so this is
-# only reached by a model that has gone wrong; DEFAULT_MAX_TOKENS without length_seconds.
-TOKENS_PER_SECOND = 200
-DEFAULT_MAX_TOKENS = 2048
-
-
-def check_option_names(names) -> None:
-    """Raise GenerateError for the first name that is not a `GenerateOptions` field, with the nearest one."""
-    known = [f.name for f in fields(GenerateOptions)]
-    for name in names:
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else "musictx-generate --cfg job lists the options"
-            raise GenerateError(f"unknown option '{name}'; {hint}")
-
-
-def _whole(name: str, value):
-    if value is None and name not in ("num_samples", "seed", "start_velocity"):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise GenerateError(f"{name} must be a whole number, got {value!r}")
-    return int(value)
-
-
-def _finite(name: str, value) -> None:
-    if value is None and name != "temperature":
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
-        raise GenerateError(f"{name} must be a finite number, got {value!r}")
-
-
-def check_output_dir(output_dir: str | os.PathLike) -> None:
-    """Raise GenerateError unless ``output_dir`` is a folder or can be made one: checked before the model
-    runs, so that a typo does not cost the generation."""
-    out = Path(output_dir)
-    for path in (out, *out.parents):
-        if path.is_dir():
-            if not os.access(path, os.W_OK | os.X_OK):
-                raise GenerateError(f"output_dir={out}: {path} is not writable")
-            return
-        if os.path.lexists(path):
-            what = "is" if path == out else f"is inside {path}, which is"
-            raise GenerateError(f"output_dir={out}: {what} a file, not a folder")
 
 
 def load_model(opts: GenerateOptions):
@@ -305,10 +173,10 @@ def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, opts: GenerateOp
 
 def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray,
                  opts: GenerateOptions, audio: bool) -> dict:
-    """Write sample_XX.mid / .png (/ .wav); return its record for generation.json."""
+    """Write sample_XX.mid / .png (/ .wav), XX being ``index``; return its record for generation.json."""
     from musictx.plots import plot_piano_roll
 
-    name = f"sample_{index:02d}"
+    name = sample_name(index)
     notes = piece_notes(tokenizer, seed, new_ids, opts.include_seed)
     midi = out_dir / f"{name}.mid"
     write_midi(notes, midi, timing=seed.output_timing(opts.include_seed), name=seed.track_name())
@@ -326,13 +194,14 @@ def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: See
 
 
 def run(opts: GenerateOptions) -> dict:
-    """Validate, load, generate, write; return the record written to ``generation.json``. A Ctrl-C while
-    sampling writes the samples so far (MIDI and piano roll), then raises KeyboardInterrupt saying so."""
+    """Validate, load, generate, write; return the record written to ``generation.json`` (or the free name
+    after it). A Ctrl-C while sampling writes the samples so far (MIDI and piano roll), then raises
+    KeyboardInterrupt saying so."""
     opts.check()
     if opts.threads:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = load_model(opts)
-    seed = _seed(tokenizer, opts)
+    seed, tracks = _seed(tokenizer, opts)
     no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"
     every = opts.progress_every_s
     progress = ProgressPrinter(tokenizer, opts.length_seconds, every) if every else None
@@ -345,37 +214,54 @@ def run(opts: GenerateOptions) -> dict:
     # Nothing was written before this point: every check above raises first.
     out_dir = Path(opts.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    audio = no_audio is None and not interrupted
     if no_audio:
         print(f"no WAV files: {no_audio}")
-    samples = [write_sample(out_dir, i, tokenizer, seed, ids, opts, audio=audio) for i, ids in enumerate(pieces)]
-    stale = remove_stale_samples(out_dir, {s[k] for s in samples for k in ("midi", "png", "wav") if s[k]})
-    if stale:
-        print(f"removed {len(stale)} sample file(s) of an earlier run in {out_dir}: {', '.join(stale)}")
+    samples, record_path = write_samples(out_dir, tokenizer, seed, pieces, opts, no_audio is None and not interrupted)
     record = {"settings": asdict(opts), "checkpoint": meta["ref"], "model_source": meta["source"],
               "model_path": str(Path(meta["path"]).resolve()),
               "model": meta["model"], "global_step": meta.get("global_step"), "tokenizer": tokenizer.to_dict(),
               "seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
-                       "unconditional": seed.path is None, "silence_dropped_seconds": seed.silence_dropped},
+                       "unconditional": seed.path is None, "silence_dropped_seconds": seed.silence_dropped,
+                       "starts_at_seconds": seed.silence_dropped, "tracks": tracks},
               "samples": samples, "interrupted": interrupted, "generation_wall_s": wall,
               "new_tokens_per_s": sum(len(p) for p in pieces) / max(wall, 1e-9)}
-    write_json(out_dir / "generation.json", record, what="generation")
+    write_json(record_path, record, what="generation")
     print_samples(out_dir, samples, opts)
     if interrupted:
         got = [s["new_seconds"] for s in samples]
         raise KeyboardInterrupt(f"interrupted: wrote the {len(samples)} partial sample(s) so far "
                                 f"({min(got):.1f} to {max(got):.1f} s of new music) to {out_dir.resolve()}")
-    print(f"wrote {len(samples)} sample(s) and generation.json to {out_dir.resolve()}")
+    print(f"wrote {len(samples)} sample(s) and {record_path.name} to {out_dir.resolve()}")
     return record
 
 
-def _seed(tokenizer: EventTokenizer, opts: GenerateOptions) -> Seed:
+def write_samples(out_dir: Path, tokenizer: EventTokenizer, seed: Seed, pieces: list[np.ndarray],
+                  opts: GenerateOptions, audio: bool) -> tuple[list[dict], Path]:
+    """Write each piece under the next free sample number of ``out_dir``; return their records and the path
+    claimed for the run's record. No file already there is replaced (`musictx.output_folder`)."""
+    numbers = claim_sample_numbers(out_dir, len(pieces))
+    record_path = claim_record_path(out_dir)
+    reuse = describe_reuse(out_dir, numbers, record_path)
+    if reuse:
+        print(reuse)
+    samples = [write_sample(out_dir, n, tokenizer, seed, ids, opts, audio=audio) for n, ids in zip(numbers, pieces,
+                                                                                                    strict=True)]
+    return samples, record_path
+
+
+def _seed(tokenizer: EventTokenizer, opts: GenerateOptions) -> tuple[Seed, str | None]:
+    """The seed, and the line saying how its tracks were read (printed; None without a seed file)."""
     if not opts.seed_midi:
-        return unconditional_seed(tokenizer, opts.start_velocity)
-    seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds)
-    if seed.silence_dropped:
+        return unconditional_seed(tokenizer, opts.start_velocity), None
+    seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds, opts.seed_from)
+    tracks = track_merge(tokenizer, opts.seed_midi).line()
+    print(tracks)
+    if opts.seed_from:
+        print(f"seed: starts at {seed.silence_dropped:.2f} s of the file, its first note at or after "
+              f"seed_from={opts.seed_from:g} s; {seed.seconds:.2f} s of it kept")
+    elif seed.silence_dropped:
         print(f"seed: {seed.silence_dropped:.2f} s of silence before its first note left out")
-    return seed
+    return seed, tracks
 
 
 def print_samples(out_dir: Path, samples: list[dict], opts: GenerateOptions) -> None:
@@ -388,17 +274,3 @@ def print_samples(out_dir: Path, samples: list[dict], opts: GenerateOptions) -> 
         else:
             print(f"{path}: {s['notes']} notes, {s['new_tokens']} new tokens, {s['new_seconds']:.1f} s new "
                   f"({s['stop']})")
-
-
-# What write_sample names its files; only these are removed from a reused output folder.
-SAMPLE_FILE = re.compile(r"sample_\d{2,}\.(mid|png|wav)")
-
-
-def remove_stale_samples(out_dir: Path, written: set[str]) -> list[str]:
-    """Remove the ``sample_XX.mid/.png/.wav`` files of ``out_dir`` that this run did not write (an earlier
-    run made more samples, or audio), so that the folder holds what generation.json lists."""
-    stale = sorted(p.name for p in out_dir.iterdir()
-                   if SAMPLE_FILE.fullmatch(p.name) and p.name not in written and not p.is_dir())
-    for name in stale:
-        (out_dir / name).unlink()
-    return stale

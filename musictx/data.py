@@ -195,6 +195,9 @@ class MusicDataModule(L.LightningDataModule):
         check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
                       epoch_windows=epoch_windows, num_workers=num_workers)
         self.dir = Path(dir)
+        if not self.dir.is_dir():
+            raise DatasetFormatError(f"data.dir={dir}: no such folder; prepare one with musictx-prep "
+                                     "(output_dir=<folder>) and pass that folder")
         self.seq_len, self.batch_size = seq_len, batch_size
         self.val_batch_size = val_batch_size or batch_size
         self.num_workers, self.seed, self.pin_memory = num_workers, seed, pin_memory

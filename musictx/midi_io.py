@@ -33,6 +33,7 @@ the velocity the tokenizer keeps of two identical notes, does not depend on the 
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -319,8 +320,31 @@ def read_notes(path, reader: str = "symusic", drop_drums: bool = True, sustain: 
     """Read ``path`` with the named reader (a key of `READERS`)."""
     if reader not in READERS:
         raise ValueError(f"unknown MIDI reader {reader!r}; choose one of {sorted(READERS)}")
-    if not os.path.isfile(path):
-        raise MidiReadError(path, "no such file")
-    if os.path.getsize(path) == 0:
-        raise MidiReadError(path, "empty file (0 bytes)")
+    problem = file_problem(path)
+    if problem:
+        raise MidiReadError(path, problem)
     return READERS[reader](path, drop_drums=drop_drums, sustain=sustain)
+
+
+def file_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be a MIDI file to read (missing, a folder, a pipe or device, empty), or None.
+    Only stat is used: opening a named pipe to look inside would wait for a writer forever."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a folder, not a MIDI file"
+    if not stat.S_ISREG(info.st_mode):
+        return f"not a regular file ({_special_kind(info.st_mode)}), so not a MIDI file"
+    return "empty file (0 bytes)" if info.st_size == 0 else None
+
+
+def _special_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket or other special file"

@@ -28,6 +28,9 @@ class RecallCurriculum:
         min_len, max_len: the repeated passage's length in tokens (uniform).
         transpose_prob: share of repeats moved by 1..max_transpose semitones, up or down.
         stretch_prob: share of repeats re-timed by a factor in ``stretch_range``.
+        repeats: a recall window gets 1..repeats repeats (uniform), each of its own passage and gap, so
+            that more of the window rewards recall ("bursty" data, which brings in-context copying on
+            earlier in language models).
     """
 
     prob: float = 0.0
@@ -37,12 +40,15 @@ class RecallCurriculum:
     max_transpose: int = 3
     stretch_prob: float = 0.15
     stretch_range: tuple[float, float] = (0.9, 1.1)
+    repeats: int = 1
 
     def __post_init__(self):
         if not 0.0 <= self.prob <= 1.0:
             raise ValueError(f"data.recall.prob must be in [0, 1], got {self.prob!r}")
         if not 1 <= self.min_len <= self.max_len:
             raise ValueError(f"data.recall needs 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}")
+        if self.repeats < 1:
+            raise ValueError(f"data.recall.repeats must be >= 1, got {self.repeats!r}")
         for name in ("transpose_prob", "stretch_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"data.recall.{name} must be in [0, 1], got {getattr(self, name)!r}")
@@ -57,6 +63,13 @@ class RecallCurriculum:
         """``ids`` (at least ``n`` of them, else returned as is) with a repeat inserted, drawn by ``rng``."""
         if self.prob == 0.0 or rng.random() >= self.prob or len(ids) < n:
             return ids
+        count = int(rng.integers(1, self.repeats + 1)) if self.repeats > 1 else 1  # no draw: streams of 1 stay
+        for _ in range(count):
+            ids = self._insert_repeat(ids, n, tok, rng)
+        return ids
+
+    def _insert_repeat(self, ids: np.ndarray, n: int, tok: EventTokenizer, rng: np.random.Generator) -> np.ndarray:
+        """One passage of the first ``n`` ids played again later among them (what follows is pushed on)."""
         length = int(rng.integers(self.min_len, self.max_len + 1))
         gap = int(rng.integers(0, n - 2 * length + 1))  # tokens between the passage's end and the repeat
         src = int(rng.integers(0, n - 2 * length - gap + 1))

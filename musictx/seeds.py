@@ -1,7 +1,8 @@
 """Seeds (prompts) for generation, shared by ``musictx-generate`` and the continuation metrics of
-``musictx-evaluate``: a seed MIDI file or a dataset piece counted from its first note and cut after some
-seconds, or the one-id prompt of unconditional generation. A seed file's tempo map and time signatures come
-with its seed, so that what is generated from it can be written on its bar grid (`musictx.midi_timing`)."""
+``musictx-evaluate``: a seed MIDI file or a dataset piece counted from its first note (or from the first
+note at or after ``seed_from`` seconds of it) and cut after some seconds, or the one-id prompt of unconditional
+generation. A seed file's tempo map and time signatures come with its seed, so that what is generated
+from it can be written on its bar grid (`musictx.midi_timing`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from musictx.midi_io import MidiReadError
+from musictx.midi_io import MidiReadError, Notes
 from musictx.midi_timing import MidiTiming, read_timing
 from musictx.tokenizer import EventTokenizer
 
@@ -32,7 +33,8 @@ class Seed:
     ids: np.ndarray  # (T0,) int64
     seconds: float
     path: str | None = None  # None: unconditional
-    silence_dropped: float = 0.0  # seconds of silence before the seed file's first note, left out
+    silence_dropped: float = 0.0  # seconds of the file before the seed's first note (silence; with seed_from,
+    # the music before it too), left out: where the seed starts in the file
     timing: MidiTiming | None = None  # the seed file's tempo map and metre over the seed; None: 120 bpm, 4/4
 
     def output_timing(self, include_seed: bool = True) -> MidiTiming:
@@ -76,19 +78,16 @@ def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -
     return out
 
 
-def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None) -> Seed:
+def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None,
+                   seed_from: float = 0.0) -> Seed:
     """Encode a seed file with the checkpoint's tokenizer, counted from its first note (leading silence is
-    dropped), and keep its first ``seed_seconds`` from there. The file's tempo map and time signatures over
-    that same span come with it (`MidiTiming.window`): the ones in force at the first note move to time 0."""
+    dropped), and keep its first ``seed_seconds`` from there. ``seed_from`` (seconds of the file, as a DAW's
+    timeline shows them) starts the seed mid-file: at the first note struck at or after it, notes struck
+    earlier being left out, held or not. The file's tempo map and time signatures over that same span come
+    with it (`MidiTiming.window`): the ones in force at the seed's first note move to time 0."""
     if Path(path).suffix.lower() in AUDIO_SUFFIXES and Path(path).is_file():
         raise GenerateError(f"seed_midi={path}: an audio file; musictx continues MIDI files (.mid/.midi)")
-    try:
-        ids = tokenizer.encode(path)
-    except MidiReadError as err:
-        if "notes" in err.reason:  # readable, but nothing to continue
-            raise GenerateError(f"seed_midi={path}: {err.reason}; nothing to continue. Leave seed_midi unset "
-                            "for unconditional generation.") from None
-        raise GenerateError(f"seed_midi={path}: {err.reason}") from None
+    ids = _encode_from(tokenizer, path, seed_from)
     ids, silent_steps = drop_leading_silence(tokenizer, ids)
     if seed_seconds is not None:
         ids = cut_at_seconds(tokenizer, ids, seed_seconds)
@@ -100,6 +99,31 @@ def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seco
     seconds, dropped = tokenizer.split_time_shifts(ids)[2] * step, silent_steps * step
     timing = read_timing(path).window(dropped, dropped + seconds)
     return Seed(ids, seconds, str(Path(path).resolve()), dropped, timing)
+
+
+def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: float) -> np.ndarray:
+    """Ids of the notes of ``path`` struck at or after ``seed_from`` seconds (on the tokenizer's grid), time
+    still counted from the start of the file; GenerateError naming the file when there are none."""
+    try:
+        notes = tokenizer.read(path)
+    except MidiReadError as err:
+        if "notes" in err.reason:  # readable, but nothing to continue
+            raise GenerateError(f"seed_midi={path}: {err.reason}; nothing to continue. Leave seed_midi unset "
+                                "for unconditional generation.") from None
+        raise GenerateError(f"seed_midi={path}: {err.reason}") from None
+    if seed_from:
+        step = tokenizer.config.time_step
+        later = np.floor(notes.start / step + 0.5) >= np.floor(seed_from / step + 0.5)  # the grid encode uses
+        if not later.any():
+            raise GenerateError(f"seed_midi={path}: no note starts at or after seed_from={seed_from:g} s (its "
+                                f"last note starts at {notes.start.max():.2f} s); lower seed_from.")
+        notes = Notes(*(getattr(notes, f)[later] for f in Notes.FIELDS))
+    ids = tokenizer.encode_notes(notes)
+    if len(ids) == 0:
+        where = f" at or after seed_from={seed_from:g} s" if seed_from else ""
+        raise GenerateError(f"seed_midi={path}: no notes inside the tokenizer's pitch range{where}; nothing to "
+                            "continue. Leave seed_midi unset for unconditional generation.")
+    return ids
 
 
 def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:

@@ -7,7 +7,7 @@ reads it). Checkpoints land in ``<hydra run dir>/checkpoints`` (``last.ckpt`` an
 
 from __future__ import annotations
 
-from pathlib import Path
+import sys
 
 import hydra
 import lightning as L
@@ -15,9 +15,11 @@ import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from musictx.callbacks import ValidateAtEnd
 from musictx.data import MusicDataModule
 from musictx.lit_module import MusicLitModule
 from musictx.paths import CONF_DIR
+from musictx.resume import check_resume_fits, resolve_resume_path
 
 
 def instantiate_dict(cfg: DictConfig | None) -> list:
@@ -38,8 +40,8 @@ def build(cfg: DictConfig, overrides: list[str] | None = None) -> tuple[MusicDat
         extra["net"] = pretrained_net(cfg, datamodule, overrides or [])
     module: MusicLitModule = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict(), **extra)
     loggers = instantiate_dict(cfg.get("logger"))
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=instantiate_dict(cfg.get("callbacks")),
-                                                 logger=loggers or False)
+    callbacks = [ValidateAtEnd(), *instantiate_dict(cfg.get("callbacks"))]
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     return datamodule, module, trainer
@@ -57,53 +59,48 @@ def pretrained_net(cfg: DictConfig, datamodule: MusicDataModule, overrides: list
     return net
 
 
-# ckpt_path values that Lightning resolves itself (its own checkpoint callbacks' files).
-LIGHTNING_CKPT_NAMES = ("last", "best", "hpc", "registry")
+def resume_dir(cfg: DictConfig) -> str:
+    """Where this run's LastCheckpoint writes (``ckpt_path=last`` and ``best`` look there)."""
+    return OmegaConf.select(cfg, "callbacks.last_checkpoint.dirpath", default=None) or cfg.paths.ckpt_dir
 
 
-def check_resume_path(ckpt_path) -> None:
-    """Resume only from a local, readable musictx checkpoint, checked before any work: Lightning unpickles
-    remote checkpoints without restriction, and a corrupt file would fail only after the run is set up.
-    Raises ModelLoadError naming the file and why."""
-    from musictx.model_store import ModelLoadError, read_checkpoint
-
-    if not ckpt_path:
-        return
-    if "://" in str(ckpt_path):
-        raise ModelLoadError(f"ckpt_path={ckpt_path}: resuming from a URL is refused (Lightning would unpickle "
-                             "it with weights_only=False); download it and pass the local file")
-    path = Path(str(ckpt_path))
-    if str(ckpt_path) in LIGHTNING_CKPT_NAMES and not path.exists():
-        return
-    if not path.is_file():
-        raise ModelLoadError(f"ckpt_path={ckpt_path}: no such file")
-    try:
-        read_checkpoint(path, map_location="cpu")
-    except ModelLoadError as err:
-        raise ModelLoadError(f"ckpt_path={err}") from None
+def warn_short_run(cfg: DictConfig) -> None:
+    """One line on stderr when the run ends inside its learning-rate warm-up."""
+    warmup = OmegaConf.select(cfg, "schedule.warmup_steps", default=None)
+    max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=None)
+    if warmup and max_steps and 0 < max_steps <= warmup:
+        print(f"musictx-train: warning: schedule.warmup_steps={warmup} >= trainer.max_steps={max_steps}: the run "
+              f"ends inside its warm-up, the learning rate reaching {max_steps / warmup:.0%} of its peak; lower "
+              "schedule.warmup_steps", file=sys.stderr)
 
 
 def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
     """Seed, build, fit (resuming from ``cfg.ckpt_path`` if set); return the final logged metrics."""
-    check_resume_path(cfg.get("ckpt_path"))
     if cfg.get("ckpt_path") and cfg.get("init_from"):
-        raise ValueError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
+        from musictx.finetune import InitFromError
+
+        raise InitFromError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
+    ckpt_path, resumed = resolve_resume_path(cfg.get("ckpt_path"), resume_dir(cfg))
+    warn_short_run(cfg)
     if cfg.get("threads"):
         torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
     datamodule, module, trainer = build(cfg, overrides)
+    if resumed is not None:
+        check_resume_fits(module.net, resumed, ckpt_path)
+        del resumed  # the weights are read again by Lightning; do not hold two copies while training
     if trainer.is_global_zero:
         print(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
               f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except SIGTERMException:
         raise SystemExit(f"musictx-train: stopped by SIGTERM at step {trainer.global_step}; resume with "
                          f"ckpt_path={cfg.paths.ckpt_dir}/last.ckpt") from None
     ckpt = trainer.checkpoint_callback
     if ckpt is not None and trainer.is_global_zero:
-        print(f"checkpoints in {ckpt.dirpath}: last.ckpt, "
-              f"best {ckpt.best_model_path or '-'} (val/loss {ckpt.best_model_score})")
+        score = "-" if ckpt.best_model_score is None else f"{float(ckpt.best_model_score):.4f}"
+        print(f"checkpoints in {ckpt.dirpath}: last.ckpt, best {ckpt.best_model_path or '-'} (val/loss {score})")
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("evaluate") and trainer.is_global_zero:
         evaluate_after_training(cfg, ckpt.best_model_path or f"{ckpt.dirpath}/last.ckpt")
@@ -131,14 +128,15 @@ def main(cfg: DictConfig) -> float | None:
 
     from musictx.finetune import InitFromError
     from musictx.model_store import ModelLoadError
+    from musictx.token_store import DatasetFormatError
     from musictx.tokenizer import TokenizerMismatchError
 
     try:
         return train(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
-    except (InitFromError, ModelLoadError, TokenizerMismatchError) as err:
+    except (InitFromError, ModelLoadError, TokenizerMismatchError, DatasetFormatError) as err:
         raise SystemExit(f"musictx-train: error: {err}") from None
     except InstantiationException as err:  # a config value refused by the class it builds (data.seq_len=0)
-        if isinstance(err.__cause__, ValueError):
+        if isinstance(err.__cause__, (ValueError, DatasetFormatError)):
             raise SystemExit(f"musictx-train: error: {err.__cause__}") from None
         raise
 

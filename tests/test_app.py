@@ -83,6 +83,29 @@ def test_bad_inputs_become_messages(continuer, tmp_path, monkeypatch):
     assert results is None and "Something went wrong" in message and "ZeroDivision" not in message
 
 
+def test_seed_from_and_the_merged_tracks_line(continuer, tmp_path):
+    band = pretty_midi.PrettyMIDI()
+    for name, program, pitch in [("melody", 73, 72), ("piano", 0, 48)]:
+        inst = pretty_midi.Instrument(program=program, name=name)
+        inst.notes += [pretty_midi.Note(90, pitch + k, 0.5 * k, 0.5 * k + 0.4) for k in range(8)]
+        band.instruments.append(inst)
+    kit = pretty_midi.Instrument(program=0, is_drum=True)
+    kit.notes += [pretty_midi.Note(100, 36, 0.25 * k, 0.25 * k + 0.1) for k in range(16)]
+    band.instruments.append(kit)
+    band.write(str(tmp_path / "band.mid"))
+    settings = Settings(seed_seconds=1.0, length_seconds=1, num_samples=1, seed=4, seed_from=2.2)
+    results, message = run_request(lambda: continuer.continue_file(tmp_path / "band.mid", settings))
+    assert message == ("1 continuation(s) ready.\n\nband.mid: merged 2 tracks (melody [Flute], piano; 16 notes) "
+                       "into one piano stream; dropped 1 drum track (drums, 16 notes).")
+    notes = continuer.tokenizer.read(results[0].midi)
+    seed_part = sorted(zip(notes.start[notes.start < 0.99].round(2).tolist(), notes.pitch[notes.start < 0.99].tolist(),
+                           strict=True))
+    assert seed_part == [(0.0, 53), (0.0, 77), (0.5, 54), (0.5, 78)]  # the notes from 2.5 s of the file on
+    _, plain = run_request(lambda: continuer.continue_file(MOTIF, Settings(seed_seconds=2, length_seconds=1,
+                                                                            num_samples=1)))
+    assert plain == "1 continuation(s) ready."  # one piano track: nothing worth saying on the page
+
+
 def test_arcs_of_a_result_and_bad_views_as_messages(continuer):
     [result] = continuer.continue_file(MOTIF, Settings(seed_seconds=3, length_seconds=2, num_samples=1, seed=2))
     png, message = draw_request(lambda: continuer.draw_arcs(result.midi, ArcChoice(layer=0, last_notes=5),
@@ -184,6 +207,8 @@ def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 413
+    out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, 10000, api_name="/continue_seed")  # seed start
+    assert out[0].startswith(f"**Cannot continue:** {MOTIF.name}: no note starts at or after seed_from=10000 s")
     out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, api_name="/continue_seed")
     assert out[0] == "1 continuation(s) ready."
 

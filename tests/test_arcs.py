@@ -14,7 +14,7 @@ import torch
 
 from musictx.arcs import ArcChoice, attention_arcs, notes_with_tokens, plot_arcs, share_on_span
 from musictx.model_store import save_model_folder
-from musictx.models.attention import causal_allowed, naive_logits
+from musictx.models.attention import causal_allowed, clipped_table, naive_logits
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tokenizer import EventTokenizer
 
@@ -47,7 +47,8 @@ def test_net_attention_probs_are_each_layers_real_attention():
     for layer, block in enumerate(net.blocks):
         h = block.ln1(x)
         q, k, _ = block.attn.qkv(h).view(1, 40, 3, 2, 16).permute(2, 0, 3, 1, 4).unbind(0)
-        logits = naive_logits(q, k, block.attn.rel_emb).masked_fill(~causal_allowed(40, 40), float("-inf"))
+        table = clipped_table(block.attn.rel_emb, 40)  # max_rel_dist 20: farther keys use its last row
+        logits = naive_logits(q, k, table).masked_fill(~causal_allowed(40, 40), float("-inf"))
         torch.testing.assert_close(maps[layer], logits.softmax(-1)[:, :, rows].detach())
         x = block(x)
     torch.testing.assert_close(maps.sum(-1), torch.ones(2, 1, 2, 3, dtype=torch.float64))

@@ -1,6 +1,6 @@
 """DAW-ready output MIDI: a seed's tempo map and time signature are written into what is generated from it
-(read back with both mido and pretty_midi), its notes keep their seconds and land on the same beats, the cut
-and the dropped leading silence move the map with the notes, the track is named; unconditional output is
+(read back with both mido and pretty_midi), its notes keep their seconds and land on the same beats, the cut,
+the dropped leading silence and ``seed_from`` move the map with the notes, the track is named; unconditional output is
 120 bpm in 4/4. The model is a tiny random net saved as a model folder (nothing is trained)."""
 
 from __future__ import annotations
@@ -123,6 +123,22 @@ def test_cut_seed_keeps_the_tempo_before_the_cut(model_dir, tmp_path):
     alone = generate(model_dir, tmp_path / "alone", seed_midi=str(seed), seed_seconds=5.0, include_seed=False)
     tempos, meters, names = mido_timing(alone)
     assert tempos == [(0.0, 120.0)] and meters == [(0.0, 3, 4)] and names == ["musictx continuation of waltz.mid"]
+
+
+def test_seed_from_takes_the_tempo_map_from_where_the_seed_starts(model_dir, tmp_path, capsys):
+    seed = waltz(tmp_path / "waltz.mid")
+    out = generate(model_dir, tmp_path / "out", seed_midi=str(seed), seed_from=3.8)
+    # the first note from 3.8 s is bar 3's, at 4.0 s where 120 bpm starts; 60 bpm follows 3 s (6 beats) later
+    assert "seed: starts at 4.00 s of the file, its first note at or after seed_from=3.8 s; 3.75 s of it kept" in \
+        capsys.readouterr().out.splitlines()
+    tempos, meters, _ = mido_timing(out)
+    assert tempos == [(0.0, 120.0), (6.0, 60.0)] and meters == [(0.0, 3, 4)]
+    pm_seed = pretty_midi.PrettyMIDI(str(seed))
+    seed_starts = np.array([n.start for n in pm_seed.instruments[0].notes if n.start >= 3.8]) - 4.0
+    starts = np.sort([n.start for n in pretty_midi.PrettyMIDI(str(out)).instruments[0].notes])
+    np.testing.assert_allclose(starts[: len(seed_starts)], np.sort(seed_starts), atol=1e-3)
+    np.testing.assert_allclose(note_beats(out)[: len(seed_starts)], note_beats(seed)[-len(seed_starts):] - 6.0,
+                               atol=1e-3)
 
 
 def test_unconditional_output_is_120_bpm_in_4_4(model_dir, tmp_path):

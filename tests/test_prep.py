@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from data_prep.prepare import compose_config, write_dataset
-from data_prep.sources import hash_split
+from data_prep.safety import PrepError
+from data_prep.sources import hash_position, hash_split
+from musictx.data import MusicDataModule
 from musictx.token_store import SPLITS, TokenArrays, load_manifest, load_tokenizer
 from musictx.tokenizer import EventTokenizer
 from tests.helpers import EDGE_DIR, needs_shared, write_random_midi
@@ -62,7 +64,7 @@ def test_folder_prep_writes_arrays_that_match_the_tokenizer(tmp_path):
         for i, rel in enumerate(arrays.files):
             expected = np.append(tok.encode(src / rel), tok.eos_id)
             np.testing.assert_array_equal(arrays.piece(i), expected)
-            assert hash_split(rel, 0.1, 0.1) == split
+            assert split == res.moved.get(rel, hash_split(rel, 0.1, 0.1))
         total += len(arrays)
     assert total == 13
 
@@ -87,6 +89,45 @@ def test_group_by_parent_keeps_a_folder_in_one_split(tmp_path):
             where.setdefault(Path(rel).parent.name, set()).add(split)
     assert len(where) == 8 and all(len(s) == 1 for s in where.values())
     assert len({next(iter(s)) for s in where.values()}) >= 2
+
+
+def test_a_split_left_empty_by_the_hash_gets_the_nearest_train_piece(tmp_path):
+    # 12 usable files of which the hash sends none to validation=0.2 (about one time in 15), and two that
+    # it does send there but that are not MIDI: validation would be written empty and training refuse it.
+    good = [n for n in (f"p{i:03d}.mid" for i in range(300)) if hash_split(n, 0.2, 0.1) != "validation"][:12]
+    bad = [n for n in (f"bad{i}.mid" for i in range(300)) if hash_split(n, 0.2, 0.1) == "validation"][:2]
+    src = tmp_path / "midi"
+    for i, name in enumerate(good):
+        write_random_midi(src / name, seed=i, n_notes=12)
+    for name in bad:
+        (src / name).write_text("not MIDI")
+    res = prep(tmp_path, src, "out", "split.validation=0.2")
+    nearest = min((n for n in good if hash_split(n, 0.2, 0.1) == "train"), key=hash_position)
+    assert TokenArrays(res.out_dir, "validation").files == [nearest] and res.moved[nearest] == "validation"
+    assert load_manifest(res.out_dir)["moved_to_empty_splits"] == res.moved
+    tok = load_tokenizer(res.out_dir)
+    for split in SPLITS:  # every other piece stays where its hash put it, and the arrays match the names
+        arrays = TokenArrays(res.out_dir, split)
+        assert load_manifest(res.out_dir)["splits"][split]["files"] == len(arrays) >= 1
+        for i, rel in enumerate(arrays.files):
+            assert split == res.moved.get(rel, hash_split(rel, 0.2, 0.1))
+            np.testing.assert_array_equal(arrays.piece(i), np.append(tok.encode(src / rel), tok.eos_id))
+    assert sorted(dict(res.skipped)) == sorted(bad)
+    MusicDataModule(res.out_dir, seq_len=32, num_workers=0).setup("fit")  # training takes it
+
+
+def test_a_split_too_small_to_fill_is_refused_with_the_numbers(tmp_path):
+    names = [n for n in (f"p{i:03d}.mid" for i in range(300)) if hash_split(n, 0.1, 0.1) == "train"][:2]
+    src = tmp_path / "midi"
+    for i, name in enumerate(names):
+        write_random_midi(src / name, seed=i, n_notes=12)
+    message = (r"split\.test=0\.1 left the test split without a piece: 2 usable piece\(s\) \(1 train, 1 "
+               r"validation, 0 test\), 0 input\(s\) skipped; nothing was written\. Add pieces, set split\.test=0")
+    with pytest.raises(PrepError, match=message):
+        prep(tmp_path, src, "out")
+    assert not (tmp_path / "out").exists()
+    res = prep(tmp_path, src, "out", "split.test=0")
+    assert [s.files for s in res.stats.values()] == [1, 1, 0]
 
 
 def test_maestro_source_follows_the_csv(tmp_path):

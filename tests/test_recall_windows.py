@@ -88,3 +88,15 @@ def test_the_datamodule_gives_train_windows_repeats_and_validation_none(prepared
 def test_bad_curriculum_options_are_refused_by_name(prepared_dir, recall, message):
     with pytest.raises(ValueError, match=message):
         MusicDataModule(prepared_dir, seq_len=64, num_workers=0, recall=recall)
+
+
+def test_bursty_windows_get_up_to_repeats_copies():
+    ids = np.arange(600)
+    rng = np.random.default_rng(4)
+    cur = RecallCurriculum(prob=1.0, min_len=20, max_len=30, transpose_prob=0.0, stretch_prob=0.0, repeats=3)
+    inserted = [len(cur.apply(ids, 512, TOK, rng)) - len(ids) for _ in range(300)]
+    ones, twos, threes = ([x for x in inserted if lo <= x <= hi] for lo, hi in ((20, 30), (40, 60), (61, 90)))
+    assert all(20 <= x <= 90 and not 30 < x < 40 for x in inserted)  # whole passages of 20..30, 1 to 3 of them
+    assert min(len(ones), len(twos), len(threes)) > 30
+    with pytest.raises(ValueError, match="repeats"):
+        RecallCurriculum(repeats=0)

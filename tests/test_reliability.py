@@ -154,19 +154,20 @@ def test_output_dir_that_is_a_file_fails_before_anything(tmp_path):
     assert blocker.read_text() == "keep me"
 
 
-def test_reused_output_dir_keeps_only_this_runs_samples(tiny_checkpoint, tmp_path):
+def test_reused_output_dir_keeps_every_earlier_file(tiny_checkpoint, tmp_path):
     out = tmp_path / "out"
     run(options(tiny_checkpoint, out, num_samples=3))
     for name in ("sample_01.wav", "sample_07.png"):  # as an earlier run with audio / more samples left them
         (out / name).write_bytes(b"old")
-    for name in ("sample_notes.txt", "sample_1.mid", "my_sample_00.mid"):  # not ours: kept
+    for name in ("sample_notes.txt", "sample_1.mid", "my_sample_00.mid"):  # the user's
         (out / name).write_text("user file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
     record = run(options(tiny_checkpoint, out, num_samples=1))
     listed = {record["samples"][0][k] for k in ("midi", "png")}
-    assert listed == {"sample_00.mid", "sample_00.png"}
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        [*listed, "generation.json", "sample_notes.txt", "sample_1.mid", "my_sample_00.mid"])
-    assert strict_json((out / "generation.json").read_text())["samples"] == record["samples"]
+    assert listed == {"sample_08.mid", "sample_08.png"}  # after the highest number there
+    assert sorted(p.name for p in out.iterdir()) == sorted([*before, *listed, "generation_2.json"])
+    assert all((out / name).read_bytes() == data for name, data in before.items())
+    assert strict_json((out / "generation_2.json").read_text())["samples"] == record["samples"]
 
 
 # ----- 5. seeds that open with silence -------------------------------------------------------------------

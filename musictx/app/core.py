@@ -21,6 +21,7 @@ from musictx.continue_midi import GenerateError, GenerateOptions
 from musictx.midi_io import MidiReadError
 from musictx.paths import BUNDLED_MOTIF
 from musictx.sampling import SecondsLimit
+from musictx.seed_tracks import track_merge
 from musictx.tokenizer import TokenizerMismatchError
 
 log = logging.getLogger("musictx.app")
@@ -33,7 +34,8 @@ Report = Callable[[float, str], None]  # (fraction done, what is happening)
 
 @dataclass
 class Settings:
-    """What the page asks for; ``seed_seconds`` None keeps all of the seed file."""
+    """What the page asks for; ``seed_seconds`` None keeps all of the seed file, ``seed_from`` (seconds into
+    it) starts the seed at the first note struck from there."""
 
     seed_seconds: float | None = 8.0
     length_seconds: float = 15.0
@@ -41,16 +43,19 @@ class Settings:
     top_p: float = 0.95
     num_samples: int = 2
     seed: int = 0
+    seed_from: float = 0.0
 
 
 @dataclass
 class Result:
-    """One continuation as files on disk, and a line that describes it."""
+    """One continuation as files on disk, a line that describes it, and one about its seed's tracks when
+    reading it merged or dropped any (empty otherwise)."""
 
     midi: Path
     png: Path
     wav: Path | None
     title: str
+    seed_note: str = ""
 
 
 @contextmanager
@@ -113,13 +118,16 @@ class Continuer:
         out = self.workdir / f"run_{next(self._runs):04d}"
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
-                       top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed))
+                       top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
+                       seed_from=float(settings.seed_from or 0))
         opts.check()
         report(0.0, "reading the seed")
         try:
-            seed = continue_midi.seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds)
+            seed = continue_midi.seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds, opts.seed_from)
         except GenerateError as err:  # name the file, not the server's temporary path
             raise GenerateError(_for_the_page(err, seed_path)) from None
+        tracks = track_merge(self.tokenizer, seed_path)
+        note = tracks.line() + "." if tracks.changed_anything else ""
         with generation_progress(self.net, self.tokenizer, opts.length_seconds, report):
             pieces = continue_midi.sample_continuations(self.net, self.tokenizer, seed, opts)
         out.mkdir(parents=True)
@@ -129,7 +137,7 @@ class Continuer:
             rec = continue_midi.write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
-                                  title))
+                                  title, note))
             self.takeovers[str(results[-1].midi)] = seed.seconds
         return results
 
@@ -167,7 +175,10 @@ def _guarded(work: Callable, verb: str, expected: tuple) -> tuple[object, str | 
 def run_request(work: Callable[[], list[Result]]) -> tuple[list[Result] | None, str]:
     """(results, message) of ``work()``; a bad input or any failure becomes a message, never a traceback."""
     results, error = _guarded(work, "continue", USER_ERRORS)
-    return results, error or f"{len(results)} continuation(s) ready."
+    if error:
+        return results, error
+    note = results[0].seed_note if results else ""
+    return results, f"{len(results)} continuation(s) ready." + (f"\n\n{note}" if note else "")
 
 
 def draw_request(work: Callable[[], Path]) -> tuple[Path | None, str]:

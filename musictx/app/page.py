@@ -1,7 +1,8 @@
 """The Gradio page of ``musictx-app``: seed and settings on the left, up to `MAX_SAMPLES` results on the right,
 each with its piano roll, a player, a MIDI download and "Continue this one further".
 
-API names (for ``gradio_client``): ``/continue_seed`` (the seed file and the six settings),
+API names (for ``gradio_client``): ``/continue_seed`` (the seed file, the six settings, then optionally where
+in the file the seed starts, in seconds),
 ``/continue_further_<i>`` (result *i* as the seed; the five settings after seed seconds), ``/use_motif`` and
 ``/draw_arcs`` (result number from 1, layer, head, last notes; a Transformer's attention arcs, `musictx.arcs`).
 """
@@ -59,14 +60,18 @@ def _header(cont: Continuer) -> str:
 
 
 def _controls() -> list:
-    """Seed seconds, seconds to add, temperature, top-p, samples, random seed (the order of `Settings`)."""
+    """Seed seconds, seconds to add, temperature, top-p, samples, random seed, seed start (the order of
+    `Settings`; the seed start is shown second but passed last, so that API calls without it still work)."""
+    seed_seconds = gr.Slider(1, 30, value=8, step=0.5, label="Seed seconds (kept from the seed's first note)")
+    seed_from = gr.Number(value=0, minimum=0, label="Seed starts at (seconds into the file)")
     return [
-        gr.Slider(1, 30, value=8, step=0.5, label="Seed seconds (kept from the start of the file)"),
+        seed_seconds,
         gr.Slider(1, 60, value=15, step=1, label="Seconds to add"),
         gr.Slider(0, 1.5, value=1.0, step=0.05, label="Temperature (0 = always the likeliest event)"),
         gr.Slider(0.5, 1.0, value=0.95, step=0.01, label="Top-p"),
         gr.Slider(1, MAX_SAMPLES, value=2, step=1, label="Samples"),
         gr.Number(value=0, precision=0, label="Random seed"),
+        seed_from,
     ]
 
 
@@ -99,8 +104,9 @@ def build_page(cont: Continuer) -> gr.Blocks:
         # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
 
         def on_continue(seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                        progress=gr.Progress()):  # noqa: B008
-            settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed)
+                        seed_from=0, progress=gr.Progress()):  # noqa: B008
+            settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
+                                 seed_from)
             results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
             return _respond(results, message, len(outputs))
 
@@ -119,7 +125,8 @@ def build_page(cont: Continuer) -> gr.Blocks:
         common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
         go.click(on_continue, inputs=[seed_file, *controls], api_name="continue_seed", **common)
         for i, slot in enumerate(slots):
-            slot.further.click(further(i), inputs=[shown, *controls[1:]], api_name=f"continue_further_{i}", **common)
+            slot.further.click(further(i), inputs=[shown, *controls[1:6]], api_name=f"continue_further_{i}",
+                               **common)
         use_motif.click(lambda: str(cont.motif), outputs=seed_file, api_name="use_motif")
         if arcs is not None:
             arcs.clear_on(go)
@@ -169,10 +176,11 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
     return ArcsPanel(image, message)
 
 
-def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed) -> Settings:
-    """The page's values as `Settings` (sliders send floats; a cleared number box sends None)."""
+def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0) -> Settings:
+    """The page's values as `Settings` (sliders send floats; a cleared number box sends None). A result
+    continued further is its own seed, from its start."""
     return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
-                    int(random_seed or 0))
+                    int(random_seed or 0), float(seed_from or 0))
 
 
 def _reporter(progress: gr.Progress):
