@@ -41,8 +41,6 @@ def resolve_resume_path(ckpt_path, ckpt_dir: str | Path) -> tuple[str | None, di
         ckpt = read_checkpoint(path, map_location="cpu")
     except ModelLoadError as err:
         raise ModelLoadError(f"ckpt_path={err}" if path == given else f"ckpt_path={name}: {err}") from None
-    if path != given:
-        print(f"ckpt_path={name}: resuming from {path} at step {ckpt.get('global_step')}")
     return str(path), ckpt
 
 

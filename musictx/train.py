@@ -7,6 +7,7 @@ reads it). Checkpoints land in ``<hydra run dir>/checkpoints`` (``last.ckpt`` an
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import hydra
@@ -20,6 +21,28 @@ from musictx.data import MusicDataModule
 from musictx.lit_module import MusicLitModule
 from musictx.paths import CONF_DIR
 from musictx.resume import check_resume_fits, resolve_resume_path
+
+# The run's own lines (model, resume, warnings, checkpoints) for <run>/train.log; `main` gives it Hydra's
+# file handler. They are printed as well, so a run outside Hydra (tests, notebooks) still shows them.
+RUN_LOG = logging.getLogger("musictx.train.run")
+RUN_LOG.propagate = False
+
+
+def report(line: str, stream=None) -> None:
+    """Print ``line`` (to stdout, or ``stream``) and keep it in the run's train.log."""
+    print(line, file=stream or sys.stdout)
+    RUN_LOG.info(line)
+
+
+def log_to_run_file() -> None:
+    """Hydra writes the root logger's records to <run>/train.log, but Lightning's loggers stop at their own
+    console handler and the run's lines are plain prints, so the file stayed empty. Give both this run's
+    file (a multirun's earlier job keeps its own)."""
+    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    RUN_LOG.setLevel(logging.INFO)
+    for logger in (RUN_LOG, logging.getLogger("lightning.pytorch"), logging.getLogger("lightning.fabric")):
+        if not logger.propagate:  # else the root logger's file has its records already
+            logger.handlers = [h for h in logger.handlers if not isinstance(h, logging.FileHandler)] + files
 
 
 def instantiate_dict(cfg: DictConfig | None) -> list:
@@ -55,7 +78,7 @@ def pretrained_net(cfg: DictConfig, datamodule: MusicDataModule, overrides: list
     target = net_cfg.pop("_target_", "")
     name = next((k for k, c in MODELS.items() if target.endswith(c.__name__)), None)
     net, meta = init_net_from(cfg.init_from, net_cfg, datamodule.tokenizer, overridden_fields(overrides), name)
-    print(f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}")
+    report(f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}")
     return net
 
 
@@ -69,9 +92,9 @@ def warn_short_run(cfg: DictConfig) -> None:
     warmup = OmegaConf.select(cfg, "schedule.warmup_steps", default=None)
     max_steps = OmegaConf.select(cfg, "trainer.max_steps", default=None)
     if warmup and max_steps and 0 < max_steps <= warmup:
-        print(f"musictx-train: warning: schedule.warmup_steps={warmup} >= trainer.max_steps={max_steps}: the run "
-              f"ends inside its warm-up, the learning rate reaching {max_steps / warmup:.0%} of its peak; lower "
-              "schedule.warmup_steps", file=sys.stderr)
+        report(f"musictx-train: warning: schedule.warmup_steps={warmup} >= trainer.max_steps={max_steps}: the run "
+               f"ends inside its warm-up, the learning rate reaching {max_steps / warmup:.0%} of its peak; lower "
+               "schedule.warmup_steps", sys.stderr)
 
 
 def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
@@ -81,6 +104,8 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
 
         raise InitFromError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
     ckpt_path, resumed = resolve_resume_path(cfg.get("ckpt_path"), resume_dir(cfg))
+    if resumed is not None and ckpt_path != str(cfg.ckpt_path):
+        report(f"ckpt_path={cfg.ckpt_path}: resuming from {ckpt_path} at step {resumed.get('global_step')}")
     warn_short_run(cfg)
     if cfg.get("threads"):
         torch.set_num_threads(cfg.threads)
@@ -90,8 +115,8 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
         check_resume_fits(module.net, resumed, ckpt_path)
         del resumed  # the weights are read again by Lightning; do not hold two copies while training
     if trainer.is_global_zero:
-        print(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
-              f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
+        report(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
+               f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except SIGTERMException:
@@ -100,7 +125,7 @@ def train(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, floa
     ckpt = trainer.checkpoint_callback
     if ckpt is not None and trainer.is_global_zero:
         score = "-" if ckpt.best_model_score is None else f"{float(ckpt.best_model_score):.4f}"
-        print(f"checkpoints in {ckpt.dirpath}: last.ckpt, best {ckpt.best_model_path or '-'} (val/loss {score})")
+        report(f"checkpoints in {ckpt.dirpath}: last.ckpt, best {ckpt.best_model_path or '-'} (val/loss {score})")
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("evaluate") and trainer.is_global_zero:
         evaluate_after_training(cfg, ckpt.best_model_path or f"{ckpt.dirpath}/last.ckpt")
@@ -131,14 +156,17 @@ def main(cfg: DictConfig) -> float | None:
     from musictx.token_store import DatasetFormatError
     from musictx.tokenizer import TokenizerMismatchError
 
+    log_to_run_file()
     try:
         return train(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
     except (InitFromError, ModelLoadError, TokenizerMismatchError, DatasetFormatError) as err:
-        raise SystemExit(f"musictx-train: error: {err}") from None
+        error = err
     except InstantiationException as err:  # a config value refused by the class it builds (data.seq_len=0)
-        if isinstance(err.__cause__, (ValueError, DatasetFormatError)):
-            raise SystemExit(f"musictx-train: error: {err.__cause__}") from None
-        raise
+        if not isinstance(err.__cause__, (ValueError, DatasetFormatError)):
+            raise
+        error = err.__cause__
+    RUN_LOG.error(f"musictx-train: error: {error}")
+    raise SystemExit(f"musictx-train: error: {error}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ Arms trained side by side, one thread each, on the same windows of data/piano fo
     OMP_WAIT_POLICY=PASSIVE python scripts/recall_arms.py eval piano piano_recall   # per arm: NLL + recall JSON
     python scripts/recall_arms.py report piano piano_recall    # docs/recall_arms.json, .png, a Markdown table
 
+The seed kept by the sampler (`keep_seed`), on the shipped model's forgetting curve:
+
+    for k in 0 512; do musictx-evaluate mode=motif data.dir=data/piano split=test motif.num_seeds=8 \
+        motif.keep_seed=$k output_dir=outputs/keep_seed/k$k; done
+    python scripts/recall_arms.py keep-seed outputs/keep_seed/k0 outputs/keep_seed/k512
+
 ``eval`` scores the arm's last checkpoint on the whole test split (NLL, context 1024, stride 512) and
 runs `musictx.recall.evaluate_recall` on it; ``report`` adds the training curves of val/loss and the
 copy gain that `RecallProbe` logged at every validation. Any checkpoint can be named as ``name=path``.
@@ -98,14 +104,33 @@ def report(arms: list[str]) -> None:
     print(f"wrote {DOCS / 'recall_arms.json'}, recall_arms.png, recall_arms_training.png")
 
 
+def keep_seed_table(folders: list[str]) -> None:
+    """Near motif reuse and pitch-class distance to the seed in the windows ending at 10, 30 and 60 s."""
+    lines = ["| run | keep_seed | near reuse @10 / 30 / 60 s | pitch-class dist. to seed @10 / 30 / 60 s |",
+             "|---|---:|---|---|"]
+    for folder in folders:
+        motif = json.loads((Path(folder) / "metrics.json").read_text())["motif"]
+        ends = [w[1] for w in motif["windows"]]
+        at = [ends.index(t) for t in (10.0, 30.0, 60.0) if t in ends]
+        for source in ("continuation", "real"):
+            curve = motif["curves"][source]
+            cells = [" / ".join(f"{curve[key]['mean'][i]:.3f}" for i in at)
+                     for key in ("motif_reuse_near", "pitch_class_tv")]
+            lines.append(f"| {Path(folder).name}: {source} | {motif['settings']['keep_seed']} | "
+                         + " | ".join(cells) + " |")
+    print("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("eval", "report"))
+    parser.add_argument("step", choices=("eval", "report", "keep-seed"))
     parser.add_argument("arms", nargs="+", help="experiment names under outputs/arms, or name=checkpoint")
     parser.add_argument("--data", default=str(ROOT / "data" / "piano"))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.step == "eval":
+    if args.step == "keep-seed":
+        keep_seed_table(args.arms)
+    elif args.step == "eval":
         for arm in args.arms:
             evaluate_arm(arm, args.data)
     else:

@@ -1,6 +1,7 @@
 """What a run leaves behind (issues 18 and 23): a run shorter than its validation interval still validates
-at its end and writes metrics.csv; a warm-up longer than the run is said; ``ckpt_path=last`` resumes the run
-of the folder it names or stops with one line; dataset errors are one line. Real configs, real runs."""
+at its end and writes metrics.csv; a warm-up longer than the run is said; train.log holds the run's lines;
+``ckpt_path=last`` resumes the run of the folder it names or stops with one line; dataset errors are one
+line. Real configs, real runs."""
 
 from __future__ import annotations
 
@@ -89,6 +90,9 @@ def test_readme_fine_tune_command_validates_and_warns_of_its_warm_up(prepared_di
     assert best and Path(best.group(1)).is_file(), done.stdout[-2000:]
     rows = metric_rows(run)
     assert [float(r["val/loss"]) for r in rows if r["val/loss"]] == [pytest.approx(float(best.group(2)), abs=1e-4)]
+    log = (run / "train.log").read_text()  # was empty: the run's lines and Lightning's are kept there
+    for line in (warnings[0], "init_from=piano: shipped weights", best.group(0), "`Trainer.fit` stopped"):
+        assert line in log, log
 
 
 # ----- issue 18: dataset errors at train time are one line --------------------------------------------
@@ -113,7 +117,9 @@ def test_dataset_errors_are_one_line(how, message, prepared_dir, tmp_path):
     data = broken_copy(prepared_dir, tmp_path, how)
     done = cli("experiment=tiny", f"data.dir={data}", "model=lstm", f"hydra.run.dir={tmp_path / 'run'}",
                "trainer.max_steps=2", "data.seq_len=32")
-    assert re.search(message, one_line_error(done)), done.stderr[-1000:]
+    error = one_line_error(done)
+    assert re.search(message, error), done.stderr[-1000:]
+    assert (tmp_path / "run" / "train.log").read_text().rstrip().endswith(error)
 
 
 # ----- issue 23: ckpt_path=last ---------------------------------------------------------------------
