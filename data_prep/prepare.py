@@ -32,6 +32,7 @@ from data_prep import sources
 from data_prep.pool import TaskError, run_tasks
 from data_prep.safety import PrepError, check_options, check_output_dir, check_replaceable, clean_stale, temp_name
 from data_prep.splits import Piece, choose_moves, move_pieces
+from musictx.config_help import with_key_help
 from musictx.midi_io import MidiReadError
 from musictx.paths import CONF_DIR
 from musictx.token_store import SPLITS, SplitWriter
@@ -296,6 +297,7 @@ def compose_config(overrides: list[str] | tuple = ()) -> DictConfig:
         return compose(config_name="prepare", overrides=list(overrides))
 
 
+@with_key_help("prepare", "musictx-prep")
 @hydra.main(config_path=CONF_DIR, config_name="prepare", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:

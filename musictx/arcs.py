@@ -10,8 +10,11 @@ before its NOTE_ON token; that row's attention over the keys is what the arcs sh
 NOTE_ON token of each earlier note is counted as that note (velocity, time-shift and note-off tokens carry
 the rest of the mass, and the share that lands on notes is reported).
 
-Pieces longer than the model's context are read through its last ``max_seq_len`` tokens; earlier notes are
-outside what the model can see and get no arcs.
+Which span: the model sees at most ``max_seq_len`` tokens, so a longer piece is read through one window of
+that many tokens, the one ending at ``until_seconds`` (or at the piece's end); earlier notes are outside what
+the model can see and get no arcs. Note times stay in the piece's own seconds (from its first note, as a
+seed is read), so a window starting at 41.2 s draws its first note at 41.2 s and a ``takeover`` or
+``from_seconds`` means the same moment it means in the whole piece; `Span.describe` says what is drawn.
 """
 
 from __future__ import annotations
@@ -30,23 +33,68 @@ from musictx.tokenizer import EventTokenizer
 @dataclass
 class ArcChoice:
     """What to draw: ``layer``/``head`` an index or None for the mean; the last ``last_notes`` notes (or
-    those starting at or after ``from_seconds``) as queries; ``top`` arcs per query note."""
+    those starting at or after ``from_seconds``) as queries; ``top`` arcs per query note; the window of the
+    model's context that ends at ``until_seconds`` (None: at the piece's end)."""
 
     layer: int | None = None
     head: int | None = None
     last_notes: int = 12
     from_seconds: float | None = None
     top: int = 3
+    until_seconds: float | None = None
+
+
+@dataclass
+class Span:
+    """The tokens [first, stop) of a piece of n_tokens that the arcs are drawn over: start_s to end_s of the
+    piece's piece_s seconds; context is the model's max_seq_len."""
+
+    first: int
+    stop: int
+    n_tokens: int
+    start_s: float
+    end_s: float
+    piece_s: float
+    context: int
+
+    def describe(self) -> str:
+        """One line: which seconds are drawn and why not all of them."""
+        if self.first == 0 and self.stop == self.n_tokens:
+            return (f"drawing the whole piece, 0.0-{self.piece_s:.1f} s ({self.n_tokens} tokens; "
+                    f"the model's context is {self.context})")
+        why = [f"the model's context is {self.context} tokens"] if self.first > 0 else []
+        if self.stop < self.n_tokens:
+            why.append("the window ends at until_seconds")
+        return f"drawing {self.start_s:.1f}-{self.end_s:.1f} s of {self.piece_s:.1f} s: {', '.join(why)}"
+
+
+def choose_span(tokenizer: EventTokenizer, ids: np.ndarray, context: int, until_seconds: float | None = None) -> Span:
+    """The last `context` tokens of ids up to ``until_seconds`` (every token whose clock is at or before it)."""
+    step = tokenizer.config.time_step
+    shift = tokenizer.shift_steps(ids)
+    clock = np.cumsum(shift)  # (T,) steps after each token
+    stop = len(ids)
+    if until_seconds is not None:
+        if until_seconds < 0:
+            raise ValueError(f"until_seconds={until_seconds}: the piece starts at 0 s")
+        stop = int(np.searchsorted(clock, round(until_seconds / step), side="right"))
+    first = max(0, stop - context)
+    piece_s = float(clock[-1]) * step if len(ids) else 0.0
+    if stop == 0:
+        return Span(0, 0, len(ids), 0.0, 0.0, piece_s, context)
+    start_s = float(clock[first] - shift[first]) * step  # the clock before the window's first token
+    return Span(first, stop, len(ids), start_s, float(clock[stop - 1]) * step, piece_s, context)
 
 
 @dataclass
 class ArcMap:
-    notes: Notes               # every note of the window, times in seconds from the window's start
+    notes: Notes               # every note of the window, times in the piece's seconds
     on_index: np.ndarray       # (N,) token index of each note's NOTE_ON
     queries: np.ndarray        # (Q,) note indices that ask
     weights: np.ndarray        # (Q, N) attention each query row gives each earlier note's NOTE_ON
     on_notes: np.ndarray       # (Q,) share of the row's attention that lands on NOTE_ON tokens at all
     label: str                 # "layer 2, head 0" / "mean of 3 layers, all heads"
+    span: Span                 # the tokens and seconds of the piece the window covers
 
     def top_arcs(self, top: int) -> list[tuple[int, int, float]]:
         """(query note, key note, weight) of the `top` heaviest keys per query note."""
@@ -97,11 +145,15 @@ def attention_arcs(net, tokenizer: EventTokenizer, ids: np.ndarray, choice: ArcC
     """The ArcMap of a piece (ids) for a net with `attention_probs` (the Transformers of musictx.models)."""
     if not hasattr(net, "attention_probs"):
         raise ValueError(f"{type(net).__name__} has no attention to draw (attention arcs need a Transformer)")
-    ids = np.asarray(ids, dtype=np.int64)[-net.max_seq_len:]
-    notes, on_index = notes_with_tokens(tokenizer, ids)
+    ids = np.asarray(ids, dtype=np.int64)
+    span = choose_span(tokenizer, ids, net.max_seq_len, choice.until_seconds)
+    ids = ids[span.first:span.stop]
+    notes, on_index = notes_with_tokens(tokenizer, ids)  # times from the window's start
+    notes = Notes(notes.start + span.start_s, notes.end + span.start_s, notes.pitch, notes.velocity)
     queries = _pick_queries(notes, on_index, choice)
     if len(queries) == 0:
-        raise ValueError("no query notes: the piece has no notes there (check last_notes / from_seconds)")
+        raise ValueError(f"no query notes: the piece has no notes there (check last_notes / from_seconds; "
+                         f"{span.describe()})")
     device = next(net.parameters()).device
     rows = torch.as_tensor(on_index[queries] - 1, device=device)
     probs = net.eval().attention_probs(torch.as_tensor(ids, device=device)[None], rows)  # (L, 1, H, R, T)
@@ -109,7 +161,7 @@ def attention_arcs(net, tokenizer: EventTokenizer, ids: np.ndarray, choice: ArcC
     p = p.cpu().numpy()  # (Q, T)
     weights = p[:, on_index]  # (Q, N): mass on each note's NOTE_ON token (0 for notes after the row)
     on_notes = weights.sum(axis=1)
-    return ArcMap(notes, on_index, queries, weights, on_notes, label)
+    return ArcMap(notes, on_index, queries, weights, on_notes, label, span)
 
 
 def arcs_of_midi(net, tokenizer: EventTokenizer, midi: str | os.PathLike, choice: ArcChoice) -> ArcMap:
@@ -134,8 +186,11 @@ def plot_arcs(arc_map: ArcMap, path: str | os.PathLike, top: int = 3, takeover: 
 
     from musictx.plots import new_figure, note_bars, save_figure
 
-    notes = arc_map.notes
-    fig, ax = new_figure(max(notes.duration(), takeover or 0.0, 1.0))
+    notes, span = arc_map.notes, arc_map.span
+    t0, t1 = span.start_s, max(notes.duration(), span.end_s, span.start_s + 1.0)
+    fig, ax = new_figure(max(t1 - t0, 8.0))  # a short window still gets room for the title
+    ax.set_xlim(t0, t1)
+    ax.set_xlabel(f"time (s); {span.describe()}", fontsize="small")
     ax.add_collection(note_bars(notes), autolim=False)
     q = arc_map.queries
     ax.scatter(notes.start[q], notes.pitch[q], s=18, color="tab:orange", zorder=4, label="query notes")
@@ -150,8 +205,8 @@ def plot_arcs(arc_map: ArcMap, path: str | os.PathLike, top: int = 3, takeover: 
                                      alpha=0.35 + 0.6 * strength, zorder=3))
     lo, hi = int(notes.pitch.min()), int(notes.pitch.max())
     ax.set_ylim(lo - 3, hi + 6)
-    if takeover:
-        ax.axvspan(0, takeover, color="0.88", zorder=0, label="seed")
+    if takeover and takeover > t0:  # a seed that ends before the window leaves nothing to shade
+        ax.axvspan(t0, min(takeover, t1), color="0.88", zorder=0, label="seed")
         ax.axvline(takeover, color="tab:red", linewidth=1.2)
     ax.legend(loc="upper left", fontsize="small")
     share = float(arc_map.on_notes.mean())

@@ -26,6 +26,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from musictx.config_help import with_key_help
 from musictx.jsonio import write_json
 from musictx.paths import CONF_DIR
 from musictx.scoring import score_pieces
@@ -166,6 +167,7 @@ def write_result(result: dict, output_dir: str | Path) -> Path:
     return path
 
 
+@with_key_help("evaluate", "musictx-evaluate")
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from musictx.model_store import ModelLoadError

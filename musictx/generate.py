@@ -17,6 +17,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from musictx.config_help import with_key_help
 from musictx.continue_midi import GenerateError, GenerateOptions, check_option_names, run
 from musictx.midi_io import MidiReadError
 from musictx.paths import CONF_DIR
@@ -25,6 +26,7 @@ from musictx.tokenizer import TokenizerMismatchError
 PROG = "musictx-generate"
 
 
+@with_key_help("generate", PROG)
 def main() -> None:
     """Console script: unknown option names end in one line naming the closest option, then Hydra runs."""
     try:

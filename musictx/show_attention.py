@@ -3,8 +3,9 @@
     musictx-attention midi=outputs/continue/sample_00.mid takeover=8
     musictx-attention checkpoint=outputs/.../last.ckpt midi=piece.mid layer=2 head=0 top=2
 
-Writes the PNG named by ``output`` and ``<output>.json`` with every arc; prints the share of attention that
-lands on the seed (before ``takeover``) when one is given.
+Writes the PNG named by ``output`` and ``<output>.json`` with every arc; prints which seconds of the piece
+are drawn (a piece longer than the model's context is drawn over one window of it, ``until_seconds`` picks
+which) and the share of attention that lands on the seed (before ``takeover``) when one is given.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from musictx.arcs import ArcChoice, arcs_of_midi, plot_arcs, share_on_span
+from musictx.config_help import with_key_help
 from musictx.jsonio import write_json
 from musictx.midi_io import MidiReadError
 from musictx.model_store import ModelLoadError, load_model
@@ -36,11 +38,12 @@ class AttentionOptions:
     from_seconds: float | None = None
     top: int = 3
     takeover: float | None = None
+    until_seconds: float | None = None
     output: str = "arcs.png"
     threads: int | None = None
 
     def choice(self) -> ArcChoice:
-        return ArcChoice(self.layer, self.head, self.last_notes, self.from_seconds, self.top)
+        return ArcChoice(self.layer, self.head, self.last_notes, self.from_seconds, self.top, self.until_seconds)
 
 
 def run(opts: AttentionOptions) -> dict:
@@ -54,6 +57,7 @@ def run(opts: AttentionOptions) -> dict:
     arc_map = arcs_of_midi(net, tokenizer, midi, opts.choice())
     png = plot_arcs(arc_map, opts.output, opts.top, opts.takeover)
     summary = {"model": meta["ref"], "midi": midi, "view": arc_map.label, "png": str(png),
+               "drawn": arc_map.span.describe(), "span": asdict(arc_map.span),
                "query_notes": len(arc_map.queries), "share_on_note_on_tokens": float(arc_map.on_notes.mean()),
                "arcs": [{"from_note": q, "to_note": k, "weight": w, "from_s": float(arc_map.notes.start[q]),
                          "to_s": float(arc_map.notes.start[k]), "from_pitch": int(arc_map.notes.pitch[q]),
@@ -64,6 +68,7 @@ def run(opts: AttentionOptions) -> dict:
     return summary
 
 
+@with_key_help("attention", "musictx-attention")
 @hydra.main(config_path=CONF_DIR, config_name="attention", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     """Entry point: a bad model, file or option ends with a one-line error (exit status 1)."""
@@ -72,6 +77,7 @@ def main(cfg: DictConfig) -> None:
         summary = run(opts)
     except (TypeError, ValueError, GenerateError, MidiReadError, ModelLoadError, TokenizerMismatchError) as err:
         sys.exit(f"musictx-attention: error: {err}")
+    print(summary["drawn"])
     print(f"{summary['png']}: {len(summary['arcs'])} arcs from {summary['query_notes']} notes ({summary['view']}); "
           f"{summary['share_on_note_on_tokens']:.0%} of their attention on NOTE_ON tokens"
           + (f", {summary['share_on_seed']:.0%} on the seed" if "share_on_seed" in summary else ""))

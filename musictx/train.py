@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from musictx.callbacks import ValidateAtEnd
+from musictx.config_help import with_key_help
 from musictx.data import MusicDataModule
 from musictx.lit_module import MusicLitModule
 from musictx.paths import CONF_DIR
@@ -145,6 +146,7 @@ def evaluate_after_training(cfg: DictConfig, checkpoint: str) -> None:
 
 
 # An absolute config path: a relative one is read as a module path when run as a console script.
+@with_key_help("train", "musictx-train")
 @hydra.main(config_path=CONF_DIR, config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""

@@ -60,6 +60,7 @@ def test_arcs_of_a_piece_and_the_picture(tmp_path):
     ids = tok.encode(BUNDLED_MOTIF)
     arc_map = attention_arcs(net, tok, ids, ArcChoice(layer=1, head=0, last_notes=5, top=2))
     assert arc_map.label == "layer 1, head 0" and len(arc_map.queries) == 5
+    assert arc_map.span.describe().startswith("drawing the whole piece, 0.0-")
     np.testing.assert_array_equal(arc_map.queries, np.arange(len(arc_map.notes))[-5:])
     for q, row in zip(arc_map.queries, arc_map.weights, strict=True):
         later = arc_map.on_index >= arc_map.on_index[q]  # its own and later notes are not visible yet
@@ -71,6 +72,45 @@ def test_arcs_of_a_piece_and_the_picture(tmp_path):
     assert 0 < share_on_span(mean, 0.0, 4.0) < 1
     png = plot_arcs(arc_map, tmp_path / "arcs.png", top=2, takeover=4.0)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def _long_piece(tmp_path, context: int) -> tuple[Path, np.ndarray, EventTokenizer]:
+    """A random piece of at least three times `context` tokens, read as a seed is (from its first note)."""
+    from musictx.seeds import seed_from_midi
+
+    tok = EventTokenizer()
+    midi = write_random_midi(tmp_path / "long.mid", seed=2, n_notes=90, seconds=12.0)
+    ids = seed_from_midi(tok, midi).ids
+    assert len(ids) >= 3 * context
+    return midi, ids, tok
+
+
+def test_a_piece_past_the_context_keeps_its_own_seconds(tmp_path):
+    """The window is the model's last context of tokens, but its notes, the seed and from_seconds keep the
+    piece's times, and the span drawn is said."""
+    net = tiny_net("music_transformer", max_seq_len=64)
+    _, ids, tok = _long_piece(tmp_path, 64)
+    whole, whole_on = notes_with_tokens(tok, ids)
+    piece_s = tok.split_time_shifts(ids)[2] * tok.config.time_step
+    arc_map = attention_arcs(net, tok, ids, ArcChoice(last_notes=4))
+    span = arc_map.span
+    assert (span.first, span.stop) == (len(ids) - 64, len(ids)) and span.start_s > piece_s / 2
+    assert span.describe() == (f"drawing {span.start_s:.1f}-{piece_s:.1f} s of {piece_s:.1f} s: "
+                               "the model's context is 64 tokens")
+    note_at = {t: k for k, t in enumerate(whole_on.tolist())}
+    for k, t in enumerate(arc_map.on_index.tolist()):  # each note where the whole piece has it
+        j = note_at[t + span.first]
+        assert (arc_map.notes.start[k], arc_map.notes.pitch[k]) == (pytest.approx(whole.start[j]), whole.pitch[j])
+    assert arc_map.notes.start.min() >= span.start_s
+    assert share_on_span(arc_map, 0.0, span.start_s) == 0.0  # a seed that ends before the window is not seen
+    assert share_on_span(arc_map, 0.0, piece_s) > 0
+    later = attention_arcs(net, tok, ids, ArcChoice(from_seconds=span.start_s + 1.0))
+    assert len(later.queries) > 0 and later.notes.start[later.queries].min() >= span.start_s + 1.0
+    early = attention_arcs(net, tok, ids, ArcChoice(last_notes=4, until_seconds=piece_s / 3))
+    assert early.span.stop < len(ids) and early.notes.start[early.queries].max() <= piece_s / 3
+    assert "until_seconds" in early.span.describe() and early.span.end_s <= piece_s / 3
+    png = plot_arcs(arc_map, tmp_path / "arcs.png", top=2, takeover=span.start_s + 1.0)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("choice, message", [(ArcChoice(layer=2), "layer=2 out of range"),
@@ -110,3 +150,16 @@ def test_console_script_on_a_model_folder(tmp_path):
     not_midi.write_bytes(b"not a midi file")
     bad = _console(f"checkpoint={folder}", f"midi={not_midi}", f"output={out}")
     assert bad.returncode == 1 and str(not_midi) in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_console_says_which_span_of_a_long_piece_it_draws(tmp_path):
+    folder = save_model_folder(tiny_net("music_transformer", max_seq_len=64), EventTokenizer(), tmp_path / "m")
+    midi, _, _ = _long_piece(tmp_path, 64)
+    out = tmp_path / "arcs.png"
+    done = _console(f"checkpoint={folder}", f"midi={midi}", f"output={out}", "takeover=1", "last_notes=4")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(out.with_suffix(".json").read_text())
+    span = record["span"]
+    assert span["start_s"] > 1 and f"drawing {span['start_s']:.1f}-" in done.stdout
+    assert "the model's context is 64 tokens" in done.stdout and "0% on the seed" in done.stdout
+    assert record["share_on_seed"] == 0 and min(a["to_s"] for a in record["arcs"]) >= span["start_s"]

@@ -1,0 +1,105 @@
+"""``--help`` for the Hydra commands: each command's own keys, read from its YAML in ``conf/`` with their comments.
+
+Hydra's own ``--help`` lists the config groups it finds next to the primary config, and every command shares
+``conf/``, so ``musictx-generate --help`` used to answer with the training groups and no word about
+``length_seconds``. The key descriptions already live as trailing comments in each command's YAML; reading
+them (instead of copying them into a ``hydra.help.template``) keeps one place to write a key's meaning.
+``--hydra-help`` still gives Hydra's flags.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from musictx.paths import CONF_DIR
+
+HELP_FLAGS = ("--help", "-h")
+_KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<value>[^#]*?)\s*(?:#\s?(?P<note>.*))?$")
+_GROUP = re.compile(r"^\s+-\s+(?P<group>[A-Za-z_]\w*):\s*(?P<choice>\S+)")
+_SKIPPED_BLOCKS = ("hydra", "defaults")
+
+
+@dataclass
+class Key:
+    indent: int
+    name: str    # dotted: continuation.num_seeds
+    value: str   # the default as written in the YAML ("" for a block of keys)
+    note: str    # its trailing comment, continuation lines joined
+
+
+def read_keys(text: str) -> tuple[list[str], list[Key], list[tuple[str, str]]]:
+    """(the header comment lines, the keys in order, the config groups of ``defaults`` as (group, choice))."""
+    header, keys, groups = [], [], []
+    parents: list[Key] = []
+    block = None  # the top-level key whose lines are being read
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            if not keys and block is None:
+                header.append(line[1:].rstrip()[1:] if line.startswith("# ") else line[1:].rstrip())
+            continue
+        if line.lstrip().startswith("#"):  # an indented comment line continues the key above it
+            if keys and block not in _SKIPPED_BLOCKS:
+                keys[-1].note = f"{keys[-1].note} {line.strip().lstrip('#').strip()}".strip()
+            continue
+        found = _KEY.match(line)
+        if found and not found["indent"]:
+            block = found["key"]
+        if block == "defaults" and (group := _GROUP.match(line)) and group["group"] != "override":
+            groups.append((group["group"], group["choice"]))
+        if block in _SKIPPED_BLOCKS or not found:
+            continue
+        indent = len(found["indent"])
+        parents = [p for p in parents if p.indent < indent]
+        name = f"{parents[-1].name}.{found['key']}" if parents else found["key"]
+        key = Key(indent, name, found["value"].strip(), (found["note"] or "").strip())
+        keys.append(key)
+        parents.append(key)
+    return header, keys, groups
+
+
+def _choices(group: str) -> str:
+    names = sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+    return ", ".join(names)
+
+
+def key_help(config_name: str, prog: str) -> str:
+    """The help text of the command whose config is ``conf/<config_name>.yaml``."""
+    header, keys, groups = read_keys((Path(CONF_DIR) / f"{config_name}.yaml").read_text())
+    lines = [*header, "", f"usage: {prog} [key=value ...]", "", "keys (key=default  what it does):"]
+    rows = [(f"{g}={c}", f"config group, one of: {_choices(g)}") for g, c in groups]
+    for i, key in enumerate(keys):
+        is_block = not key.value and i + 1 < len(keys) and keys[i + 1].indent > key.indent
+        if is_block:
+            if key.note:
+                rows.append((f"{key.name}.*", key.note))
+        else:
+            rows.append((f"{key.name}={key.value}", key.note))
+    width = min(max(len(k) for k, _ in rows) + 2, 34)
+    lines += [f"  {k.ljust(width)}{note}".rstrip() if len(k) < width else f"  {k}  {note}".rstrip() for k, note in rows]
+    nested = next((k.name for k in keys if "." in k.name), None)
+    lines += ["", (f"Nested keys take dots ({nested}=...). " if nested else "")
+              + f"{prog} --cfg job prints the whole config a run would use; {prog} --hydra-help, Hydra's flags."]
+    return "\n".join(lines)
+
+
+def with_key_help(config_name: str, prog: str) -> Callable:
+    """Decorate a console entry point: ``--help`` / ``-h`` print `key_help` and return before Hydra starts."""
+
+    def wrap(main: Callable) -> Callable:
+        @functools.wraps(main)
+        def checked(*args, **kwargs):
+            if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+                print(key_help(config_name, prog))
+                return None
+            return main(*args, **kwargs)
+
+        return checked
+
+    return wrap
