@@ -172,16 +172,19 @@ def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, opts: GenerateOp
 
 
 def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray,
-                 opts: GenerateOptions, audio: bool) -> dict:
-    """Write sample_XX.mid / .png (/ .wav), XX being ``index``; return its record for generation.json."""
+                 opts: GenerateOptions, audio: bool, name: str | None = None,
+                 earlier_from: float | None = None) -> dict:
+    """Write sample_XX.mid / .png (/ .wav), XX being ``index`` (or ``name``.mid ...); return its record for
+    generation.json. ``earlier_from``: see `musictx.plots.plot_piano_roll`."""
     from musictx.plots import plot_piano_roll
 
-    name = sample_name(index)
+    name = name or sample_name(index)
     notes = piece_notes(tokenizer, seed, new_ids, opts.include_seed)
     midi = out_dir / f"{name}.mid"
     write_midi(notes, midi, timing=seed.output_timing(opts.include_seed), name=seed.track_name())
     takeover = seed.seconds if opts.include_seed else None
-    plot_piano_roll(notes, out_dir / f"{name}.png", takeover=takeover, title=f"{name}: {len(notes)} notes")
+    plot_piano_roll(notes, out_dir / f"{name}.png", takeover=takeover, title=f"{name}: {len(notes)} notes",
+                    earlier_from=earlier_from if takeover else None)
     wav = None
     if audio:
         try:

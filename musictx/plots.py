@@ -23,6 +23,8 @@ from matplotlib.path import Path as MPath
 
 from musictx.midi_io import Notes
 
+EARLIER_MODEL_SHADE = "#fbe3c0"  # light orange: seed notes that a model made in an earlier take
+
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     FigureCanvasAgg(fig)  # attaches the Agg canvas to the figure
@@ -41,11 +43,13 @@ def new_figure(end_seconds: float):
 
 
 def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | None = None,
-                    title: str | None = None) -> Path:
+                    title: str | None = None, earlier_from: float | None = None) -> Path:
     """Write a piano roll of ``notes`` to ``path`` (PNG by its suffix).
 
     ``takeover``: seconds where the seed ends and the model's notes begin; the span before it is shaded
-    and a vertical line marks it. None (or 0) draws neither.
+    and a vertical line marks it. None (or 0) draws neither. ``earlier_from``: where, inside the seed, an
+    earlier model's output begins (a result continued further): from there to ``takeover`` it is shaded in
+    another colour, so that the user's own notes before it stay apart from what a model made.
     """
     end = max(notes.duration(), takeover or 0.0, 1.0)
     fig, ax = new_figure(end)
@@ -54,7 +58,11 @@ def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | Non
         lo, hi = int(notes.pitch.min()), int(notes.pitch.max())
         ax.set_ylim(lo - 2, hi + 2)
     if takeover:
-        ax.axvspan(0, takeover, color="0.85", zorder=0, label="seed")
+        mine = takeover if earlier_from is None else min(max(earlier_from, 0.0), takeover)
+        if mine > 0:
+            ax.axvspan(0, mine, color="0.85", zorder=0, label="seed" if earlier_from is None else "your seed")
+        if mine < takeover:
+            ax.axvspan(mine, takeover, color=EARLIER_MODEL_SHADE, zorder=0, label="earlier model output")
         ax.axvline(takeover, color="tab:red", linewidth=1.5, label=f"model from {takeover:.2f} s")
         ax.legend(loc="upper right", fontsize="small")
     ax.set_title(title or f"{len(notes)} notes, {notes.duration():.1f} s")

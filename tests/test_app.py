@@ -12,15 +12,17 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pretty_midi
 import pytest
 
 from musictx.app.cli import parse_args
-from musictx.app.core import MOTIF, Continuer, Settings, draw_request, run_request
+from musictx.app.core import MOTIF, Continuer, Settings, draw_request, preview_request, run_request
 from musictx.arcs import ArcChoice
 from musictx.audio import RELEASE_TAIL_SECONDS, read_wav
+from musictx.plots import EARLIER_MODEL_SHADE
 
 NO_APP_EXTRA = "the app extra is not installed (pip install 'musictx[app]'; `make test` installs it)"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -116,6 +118,68 @@ def test_arcs_of_a_result_and_bad_views_as_messages(continuer):
     assert png is None and message.startswith("**Cannot draw:**") and "head=99 out of range" in message
 
 
+def copy_of_motif(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(MOTIF, folder / name)
+    return folder / name
+
+
+def shade_pixels(png: Path) -> tuple[int, int]:
+    """(pixels of the seed's grey, pixels of the earlier model output's shade) in a piano roll."""
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from matplotlib.image import imread
+
+    rgb = imread(png)[..., :3]
+    return tuple(int((np.abs(rgb - np.array(to_rgb(c))).max(axis=-1) < 0.01).sum())
+                 for c in ("0.85", EARLIER_MODEL_SHADE))
+
+
+def test_results_are_named_after_the_upload_and_numbered_through_the_session(continuer, tmp_path):
+    seed = copy_of_motif(tmp_path, "my seed.mid")
+    first = continuer.continue_file(seed, Settings(seed_seconds=2, length_seconds=1, num_samples=2, seed=1))
+    again = continuer.continue_file(seed, Settings(seed_seconds=2, length_seconds=1, num_samples=1, seed=1))
+    assert [r.midi.name for r in first + again] == ["my_seed_cont_00.mid", "my_seed_cont_01.mid", "my_seed_cont_02.mid"]
+    assert first[1].png.name == "my_seed_cont_01.png"
+
+
+def test_continue_further_keeps_the_last_seed_seconds_and_says_so(continuer, tmp_path):
+    seed = copy_of_motif(tmp_path, "take.mid")
+    [first] = continuer.continue_file(seed, Settings(seed_seconds=3, length_seconds=4, num_samples=1, seed=1))
+    end = end_time(first.midi)
+    assert end > 5.5
+    settings = Settings(seed_seconds=2, length_seconds=1, num_samples=1, seed=2)
+    results, message = run_request(lambda: continuer.continue_further(first.midi, settings))
+    [again] = results
+    assert again.midi.name == "take_cont_01.mid"  # named after the upload, not after take_cont_00
+    ready, said = message.split("\n\n")
+    assert ready == "1 continuation(s) ready." and said.startswith("Seed: the last ") and "of take_cont_00.mid" in said
+    assert 0 < continuer.takeovers[str(again.midi)] <= 2.01  # the seed: at most the last 2 s of the result
+    assert end_time(again.midi) < end - 1.5  # not the whole result again
+    _, message = run_request(lambda: continuer.continue_further(first.midi, replace(settings, seed_seconds=None)))
+    assert message.endswith(f"Seed: all {end:.1f} s of take_cont_00.mid.")
+
+
+def test_a_result_continued_further_shades_the_users_seed_apart(continuer):
+    [first] = continuer.continue_file(MOTIF, Settings(seed_seconds=3, length_seconds=3, num_samples=1, seed=5))
+    grey, earlier = shade_pixels(first.png)
+    assert grey > 2000 and earlier == 0  # a first take: the seed is all the user's
+    [whole] = continuer.continue_further(first.midi, Settings(seed_seconds=None, length_seconds=1, num_samples=1))
+    assert continuer.lineage[str(whole.midi)].user_until == pytest.approx(3.0)
+    grey, earlier = shade_pixels(whole.png)
+    assert grey > 2000 and earlier > 2000
+    [tail] = continuer.continue_further(first.midi, Settings(seed_seconds=1.5, length_seconds=1, num_samples=1))
+    grey, earlier = shade_pixels(tail.png)  # the last 1.5 s of the first take: all model output
+    assert continuer.lineage[str(tail.midi)].user_until == 0 and grey < 100 and earlier > 2000
+
+
+def test_preview_of_a_seed_file(continuer, tmp_path):
+    png, message = preview_request(lambda: continuer.preview(copy_of_motif(tmp_path, "mine.mid")))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name.endswith("_mine.png") and message == ""
+    png, message = preview_request(lambda: continuer.preview(bad_files(tmp_path)["not_midi"]))
+    assert png is None and message.startswith("**Cannot preview:** not_midi.mid: unreadable MIDI")
+
+
 def test_cli_defaults_bind_localhost_and_the_shipped_model():
     args = parse_args([])
     assert args.host == "127.0.0.1" and args.model is None
@@ -176,6 +240,11 @@ def upload(path):
     return handle_file(str(path))
 
 
+def take_names(out) -> list[str]:
+    """The names in the page's list of takes (the last output), newest first."""
+    return [Path(f).name for f in out[-1]["value"]]
+
+
 def test_http_continue_then_continue_further(client):
     out = client.predict(upload(MOTIF), 3, 2, 1.0, 0.95, 2, 7, api_name="/continue_seed")
     status, first = out[0], out[2:6]  # out: status, seed file, then (title, png, wav, midi) per slot
@@ -186,10 +255,17 @@ def test_http_continue_then_continue_further(client):
     rate, x = read_wav(first[2])
     assert rate == 44100 and abs(len(x) / rate - (end_time(midi) + RELEASE_TAIL_SECONDS)) < 0.25
     assert out[10] == "" and out[11] is None  # the third slot stays empty
-    again = client.predict(2, 1.0, 0.95, 1, 3, api_name="/continue_further_0")
-    assert again[0] == "1 continuation(s) ready." and Path(again[1]).name == midi.name  # the seed box
+    assert midi.name.startswith("motif_cont_") and take_names(out) == [Path(out[9]["value"]).name, midi.name]
+    again = client.predict(2, 1.0, 0.95, 1, 3, api_name="/continue_further_0")  # seed seconds: 8 (all of it)
+    assert again[0] == f"1 continuation(s) ready.\n\nSeed: all {end_time(midi):.1f} s of {midi.name}."
+    assert Path(again[1]).name == midi.name  # the seed box
     assert end_time(again[5]["value"]) > end_time(midi) + 1.0
-    png, message = client.predict("1", "mean", "0", 6, api_name="/draw_arcs")
+    tail = client.predict(2, 1.0, 0.95, 1, 3, 1.5, api_name="/continue_further_0")  # its last 1.5 s
+    assert tail[0].split("\n\n")[1].startswith("Seed: the last ") and end_time(tail[5]["value"]) < 4.5
+    assert len(take_names(tail)) == 4 and take_names(tail)[0] == Path(tail[5]["value"]).name
+    png, line = client.predict(upload(MOTIF), api_name="/preview_seed")
+    assert Path(png).read_bytes()[:4] == b"\x89PNG" and line == f"{MOTIF.name}, as the model reads it."
+    png, message = client.predict("1", "mean", "0", 6, api_name="/draw_arcs")  # of the last take on the page
     assert Path(png).read_bytes()[:4] == b"\x89PNG" and message.startswith("Each orange note")
     png, message = client.predict("4", "mean", "mean", 6, api_name="/draw_arcs")  # only one result now
     assert png is None and message.startswith("**Cannot draw:**")
@@ -231,6 +307,23 @@ def upload_in_page(page, path: Path, tries: int = 3) -> None:
                 raise
 
 
+def continue_further_in_page(page) -> None:
+    """Continue the first result (about 10 s) from its last 3 s: the status says so, the new results are the
+    session's third and fourth takes of my_seed, the seed preview shows the result, and the takes list has all four."""
+    box = page.locator("input[aria-label^='number input for Seed seconds']")
+    box.fill("3")
+    box.press("Enter")
+    page.locator("#further-0").click()
+    page.locator("#status").get_by_text("Seed: the last").wait_for()
+    assert "of my_seed_cont_00.mid (from " in page.locator("#status").inner_text()
+    assert page.locator("#result-0 img").get_attribute("src").endswith("/my_seed_cont_02.png")
+    page.wait_for_function("() => document.querySelector('#seed-roll img')?.src.endsWith('_my_seed_cont_00.png')")
+    takes = page.locator("#takes a[download]")
+    takes.nth(3).wait_for()
+    hrefs = [takes.nth(k).get_attribute("href") for k in range(takes.count())]
+    assert [h.rsplit("/", 1)[-1] for h in hrefs] == [f"my_seed_cont_0{k}.mid" for k in (3, 2, 1, 0)]  # newest first
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
 def test_browser_upload_continue_listen_download(server, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
@@ -244,28 +337,30 @@ def test_browser_upload_continue_listen_download(server, tmp_path):
             page.goto(server)
             page.locator("#seed-file button[aria-label=Clear]").click()
             upload_in_page(page, seed)
+            page.wait_for_function("() => document.querySelector('#seed-roll img')?.src.endsWith('_my_seed.png')")
             for label, value in [("Seed seconds", "6"), ("Seconds to add", "4"), ("Samples", "2")]:
                 box = page.locator(f"input[aria-label^='number input for {label}']")
                 box.fill(value)
                 box.press("Enter")
             page.locator("#continue").click()
             page.locator("#result-0 img").wait_for()
-            assert "/sample_00.png" in page.locator("#result-0 img").get_attribute("src")
+            assert "/my_seed_cont_00.png" in page.locator("#result-0 img").get_attribute("src")
             player = page.locator("#audio-0")
-            assert player.locator("a[download]").get_attribute("href").endswith("/sample_00.wav")
-            # the browser fetched and decoded the WAV: its player shows the length (6 s seed + 4 s new)
-            page.wait_for_function("() => /^0:1[01]$/.test("
+            assert player.locator("a[download]").get_attribute("href").endswith("/my_seed_cont_00.wav")
+            # the browser fetched and decoded the WAV: its player shows the length (6 s seed + 4 s new + the tail)
+            page.wait_for_function("() => /^0:1[012]$/.test("
                                    "document.querySelector('#audio-0 #duration')?.textContent.trim() ?? '')")
             assert page.locator("#status").inner_text().strip() == "2 continuation(s) ready."
             with page.expect_download() as download:
                 page.locator("#midi-0").click()
             saved = tmp_path / download.value.suggested_filename
             download.value.save_as(saved)
-            assert saved.name == "sample_00.mid" and end_time(saved) > 6.5
+            assert saved.name == "my_seed_cont_00.mid" and end_time(saved) > 6.5
             page.locator("#arcs").get_by_text("attention arcs").click()  # open the panel
             page.locator("#draw-arcs").click()
             page.locator("#arcs-image img").wait_for()
             assert "_arcs_mean-mean_12.png" in page.locator("#arcs-image img").get_attribute("src")
+            continue_further_in_page(page)
             page.screenshot(path=os.environ.get("MUSICTX_APP_SCREENSHOT", str(tmp_path / "app.png")), full_page=True)
         finally:
             browser.close()

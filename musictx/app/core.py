@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from musictx.audio import audio_unavailable
 from musictx.continue_midi import GenerateError, GenerateOptions
 from musictx.midi_io import MidiReadError
 from musictx.paths import BUNDLED_MOTIF
+from musictx.plots import plot_piano_roll
 from musictx.sampling import SecondsLimit
 from musictx.seed_tracks import track_merge
 from musictx.tokenizer import TokenizerMismatchError
@@ -56,6 +58,23 @@ class Result:
     wav: Path | None
     title: str
     seed_note: str = ""
+    seed_line: str = ""  # which part of an earlier result was the seed (results continued further)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Where a result came from: the stem of the user's upload (results are named after it) and the seconds
+    where the user's own notes end in it (model output after that)."""
+
+    stem: str
+    user_until: float | None = None  # None: an upload, all the user's
+
+    def user_until_after(self, seed: continue_midi.Seed) -> float | None:
+        """Where the user's notes end in results continued from ``seed`` cut out of this file; None when the
+        seed is all the user's."""
+        if self.user_until is None:
+            return None
+        return max(0.0, min(self.user_until - seed.silence_dropped, seed.seconds))
 
 
 @contextmanager
@@ -97,6 +116,9 @@ class Continuer:
         self.audio_reason = audio_unavailable(soundfont)
         self._runs = itertools.count(1)
         self.takeovers: dict[str, float] = {}  # result MIDI path -> seconds where the model took over
+        self.lineage: dict[str, Lineage] = {}  # result MIDI path -> its upload's name, where the user's notes end
+        self._takes: dict[str, int] = {}
+        self._previews = itertools.count(1)
 
     def check_upload(self, path: str | os.PathLike | None) -> Path:
         """The seed file's path, or GenerateError saying why it cannot be used."""
@@ -112,9 +134,31 @@ class Continuer:
 
     def continue_file(self, path: str | os.PathLike | None, settings: Settings,
                       report: Report | None = None) -> list[Result]:
-        """Continue the seed file ``path``; write and return ``settings.num_samples`` results."""
-        report = report or (lambda fraction, text: None)
+        """Continue the seed file ``path``; write and return ``settings.num_samples`` results, named after it."""
         seed_path = self.check_upload(path)
+        _, results = self._continue(seed_path, settings, report, Lineage(_safe_stem(seed_path)))
+        return results
+
+    def continue_further(self, path: str | os.PathLike | None, settings: Settings,
+                         report: Report | None = None) -> list[Result]:
+        """Continue the result ``path`` from its last ``settings.seed_seconds`` (all of it when None); each new
+        result says which part was its seed, and its piano roll shades the user's notes apart from the
+        earlier model output."""
+        midi = self.check_upload(path)
+        before = self.lineage.get(str(midi), Lineage(_safe_stem(midi)))
+        end = self.tokenizer.read(midi).duration()
+        keep = settings.seed_seconds
+        start = 0.0 if keep is None or keep >= end else end - keep
+        seed, results = self._continue(midi, replace(settings, seed_from=start), report, before)
+        first = seed.silence_dropped  # where the seed's first note is in the result
+        line = (f"Seed: all {end:.1f} s of {midi.name}." if first == 0 else
+                f"Seed: the last {end - first:.1f} s of {midi.name} (from {first:.1f} s to its end at {end:.1f} s).")
+        return [replace(r, seed_line=line) for r in results]
+
+    def _continue(self, seed_path: Path, settings: Settings, report: Report | None,
+                  lineage: Lineage) -> tuple[continue_midi.Seed, list[Result]]:
+        """(seed, results): sample from ``seed_path`` cut as ``settings`` say, write the results."""
+        report = report or (lambda fraction, text: None)
         out = self.workdir / f"run_{next(self._runs):04d}"
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
@@ -131,15 +175,38 @@ class Continuer:
         with generation_progress(self.net, self.tokenizer, opts.length_seconds, report):
             pieces = continue_midi.sample_continuations(self.net, self.tokenizer, seed, opts)
         out.mkdir(parents=True)
+        mine = lineage.user_until_after(seed)  # where the user's own notes end in the new results
         results = []
         for i, ids in enumerate(pieces):
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
-            rec = continue_midi.write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None)
+            name = f"{lineage.stem}_cont_{self._take(lineage.stem):02d}"
+            rec = continue_midi.write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None,
+                                             name=name, earlier_from=mine)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title, note))
             self.takeovers[str(results[-1].midi)] = seed.seconds
-        return results
+            self.lineage[str(results[-1].midi)] = Lineage(lineage.stem, seed.seconds if mine is None else mine)
+        return seed, results
+
+    def _take(self, stem: str) -> int:
+        """The next take number of results named after ``stem`` (numbered across the session, so that two
+        downloads never share a name)."""
+        self._takes[stem] = self._takes.get(stem, -1) + 1
+        return self._takes[stem]
+
+    def preview(self, path: str | os.PathLike | None) -> Path:
+        """PNG piano roll of a seed file as the model reads it (tracks merged, sustain applied)."""
+        midi = self.check_upload(path)
+        try:
+            notes = self.tokenizer.read(midi)
+        except MidiReadError as err:
+            raise GenerateError(f"{midi.name}: {err.reason}") from None
+        folder = self.workdir / "previews"
+        folder.mkdir(exist_ok=True)
+        png = folder / f"{next(self._previews):04d}_{_safe_stem(midi)}.png"
+        title = f"{midi.name}: {len(notes)} notes, {notes.duration():.1f} s"
+        return plot_piano_roll(notes, png, title=title)
 
     @property
     def has_attention(self) -> bool:
@@ -152,6 +219,11 @@ class Continuer:
         view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))
         return plot_arcs(arc_map, midi.with_name(f"{midi.stem}_arcs_{view}_{choice.last_notes}.png"), choice.top,
                          takeover)
+
+
+def _safe_stem(path: Path) -> str:
+    """A file's stem fit to name results after: letters, digits, ``-`` and ``_``."""
+    return re.sub(r"[^\w-]+", "_", path.stem).strip("_") or "seed"
 
 
 def _for_the_page(err: Exception, path: Path) -> str:
@@ -177,11 +249,18 @@ def run_request(work: Callable[[], list[Result]]) -> tuple[list[Result] | None, 
     results, error = _guarded(work, "continue", USER_ERRORS)
     if error:
         return results, error
-    note = results[0].seed_note if results else ""
-    return results, f"{len(results)} continuation(s) ready." + (f"\n\n{note}" if note else "")
+    lines = [f"{len(results)} continuation(s) ready."]
+    lines += [text for text in (results[0].seed_line, results[0].seed_note) if text] if results else []
+    return results, "\n\n".join(lines)
 
 
 def draw_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
     """(png, message) of ``work()``, as `run_request`; a bad layer or head is a message too."""
     png, error = _guarded(work, "draw", (*USER_ERRORS, ValueError))
     return png, error or "Each orange note points to the earlier notes it attends to most (thicker: more)."
+
+
+def preview_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
+    """(png, "") of ``work()``, or (None, a one-line message) for a seed file that cannot be drawn."""
+    png, error = _guarded(work, "preview", USER_ERRORS)
+    return png, error or ""

@@ -3,17 +3,20 @@ each with its piano roll, a player, a MIDI download and "Continue this one furth
 
 API names (for ``gradio_client``): ``/continue_seed`` (the seed file, the six settings, then optionally where
 in the file the seed starts, in seconds),
-``/continue_further_<i>`` (result *i* as the seed; the five settings after seed seconds), ``/use_motif`` and
-``/draw_arcs`` (result number from 1, layer, head, last notes; a Transformer's attention arcs, `musictx.arcs`).
+``/continue_further_<i>`` (the last seed seconds of result *i* as the seed; the five settings after seed seconds,
+then optionally the seed seconds), ``/preview_seed`` (the seed file's piano roll, shown when a file is chosen),
+``/use_motif`` and ``/draw_arcs`` (result number from 1, layer, head, last notes; a Transformer's attention arcs,
+`musictx.arcs`). Every result of the session stays downloadable in the "Takes" list, newest first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 
-from musictx.app.core import MAX_SAMPLES, Continuer, Result, Settings, draw_request, run_request
+from musictx.app.core import MAX_SAMPLES, Continuer, Result, Settings, draw_request, preview_request, run_request
 from musictx.arcs import ArcChoice
 
 
@@ -62,7 +65,8 @@ def _header(cont: Continuer) -> str:
 def _controls() -> list:
     """Seed seconds, seconds to add, temperature, top-p, samples, random seed, seed start (the order of
     `Settings`; the seed start is shown second but passed last, so that API calls without it still work)."""
-    seed_seconds = gr.Slider(1, 30, value=8, step=0.5, label="Seed seconds (kept from the seed's first note)")
+    seed_seconds = gr.Slider(1, 30, value=8, step=0.5, label="Seed seconds (kept from the seed's first note; "
+                             "Continue further keeps a result's last seconds)")
     seed_from = gr.Number(value=0, minimum=0, label="Seed starts at (seconds into the file)")
     return [
         seed_seconds,
@@ -75,14 +79,16 @@ def _controls() -> list:
     ]
 
 
-def _respond(results: list[Result] | None, message: str, n_outputs: int, seed_file=None) -> list:
-    """Values for [status, shown, seed_file, *slots]; after an error only the status changes."""
+def _respond(results: list[Result] | None, message: str, n_outputs: int, takes: list[str],
+             seed_file=None) -> list:
+    """Values for [status, shown, seed_file, *slots, takes, history]; after an error only the status changes."""
     if results is None:
         return [message] + [gr.skip()] * (n_outputs - 1)
     values = [message, [str(r.midi) for r in results], gr.skip() if seed_file is None else seed_file]
     for i in range(MAX_SAMPLES):
         values += Slot.values(results[i] if i < len(results) else None)
-    return values
+    takes = [str(r.midi) for r in reversed(results)] + list(takes or [])
+    return values + [takes, gr.update(value=takes, visible=True)]
 
 
 def build_page(cont: Continuer) -> gr.Blocks:
@@ -90,43 +96,52 @@ def build_page(cont: Continuer) -> gr.Blocks:
     with gr.Blocks(title="musictx") as page:
         gr.Markdown(_header(cont))
         shown = gr.State([])  # MIDI paths of the results on the page, in slot order
+        takes = gr.State([])  # MIDI paths of every result of this session, newest first
         with gr.Row():
             with gr.Column(scale=1, min_width=320):
                 seed_file = gr.File(value=str(cont.motif), label="Seed MIDI", file_types=[".mid", ".midi"],
                                     elem_id="seed-file")
                 use_motif = gr.Button("Use the bundled motif", size="sm")
+                preview = gr.Image(value=_preview(cont, cont.motif)[0], type="filepath", interactive=False,
+                                   label="The seed file", elem_id="seed-roll")
+                preview_note = gr.Markdown(elem_id="seed-roll-note")
                 controls = _controls()
                 go = gr.Button("Continue", variant="primary", elem_id="continue")
             with gr.Column(scale=2):
                 status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=90)
                 slots = [_slot(i) for i in range(MAX_SAMPLES)]
-        outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs]
+                history = gr.File(label="Takes this session (newest first)", file_count="multiple",
+                                  interactive=False, visible=False, elem_id="takes")
+        outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs] + [takes, history]
         # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
 
-        def on_continue(seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                        seed_from=0, progress=gr.Progress()):  # noqa: B008
+        def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
+                        random_seed, seed_from=0, progress=gr.Progress()):  # noqa: B008
             settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
                                  seed_from)
             results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
-            return _respond(results, message, len(outputs))
+            return _respond(results, message, len(outputs), done)
 
         def further(index: int):
-            def on_further(paths, length_seconds, temperature, top_p, num_samples, random_seed,
-                           progress=gr.Progress()):  # noqa: B008
+            def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
+                           seed_seconds=None, progress=gr.Progress()):  # noqa: B008
                 if index >= len(paths):
-                    return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs))
-                settings = _settings(None, length_seconds, temperature, top_p, num_samples, random_seed)
-                results, message = run_request(lambda: cont.continue_file(paths[index], settings,
-                                                                          _reporter(progress)))
-                return _respond(results, message, len(outputs), seed_file=paths[index])
+                    return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
+                                    done)
+                settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed)
+                results, message = run_request(lambda: cont.continue_further(paths[index], settings,
+                                                                             _reporter(progress)))
+                return _respond(results, message, len(outputs), done, seed_file=paths[index])
             return on_further
 
         arcs = _arcs_panel(cont, shown)
         common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
-        go.click(on_continue, inputs=[seed_file, *controls], api_name="continue_seed", **common)
+        go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed", **common)
         for i, slot in enumerate(slots):
-            slot.further.click(further(i), inputs=[shown, *controls[1:6]], api_name=f"continue_further_{i}",
-                               **common)
+            slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0]],
+                               api_name=f"continue_further_{i}", **common)
+        seed_file.change(lambda path: _preview(cont, path), inputs=seed_file, outputs=[preview, preview_note],
+                         api_name="preview_seed", concurrency_id="preview")
         use_motif.click(lambda: str(cont.motif), outputs=seed_file, api_name="use_motif")
         if arcs is not None:
             arcs.clear_on(go)
@@ -177,10 +192,17 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
 
 
 def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0) -> Settings:
-    """The page's values as `Settings` (sliders send floats; a cleared number box sends None). A result
-    continued further is its own seed, from its start."""
+    """The page's values as `Settings` (sliders send floats; a cleared number box sends None)."""
     return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
                     int(random_seed or 0), float(seed_from or 0))
+
+
+def _preview(cont: Continuer, path) -> tuple[str | None, str]:
+    """(piano roll of the seed file, a line under it); a cleared box clears both, a bad file says why."""
+    if not path:
+        return None, ""
+    png, message = preview_request(lambda: cont.preview(path))
+    return (None, message) if png is None else (str(png), f"{Path(path).name}, as the model reads it.")
 
 
 def _reporter(progress: gr.Progress):
