@@ -7,7 +7,7 @@ Arms trained side by side, one thread each, on the same windows of data/piano fo
         trainer.max_steps=3000 trainer.val_check_interval=250 trainer.limit_val_batches=4 \\
         hydra.run.dir=outputs/arms/$e & done
     OMP_WAIT_POLICY=PASSIVE python scripts/recall_arms.py eval piano piano_recall   # per arm: NLL + recall JSON
-    python scripts/recall_arms.py report piano piano_recall    # docs/recall_arms.json, .png, a Markdown table
+    python scripts/recall_arms.py report piano piano_recall --curves A=outputs/arms/piano B=outputs/arms/piano_recall
 
 The seed kept by the sampler (`keep_seed`), on the shipped model's forgetting curve:
 
@@ -59,30 +59,28 @@ def evaluate_arm(arm: str, data_dir: str) -> dict:
     return out
 
 
-def plot_training(arms: list[str], path: Path) -> None:
-    """val/loss and the logged copy gains against step, one colour per arm."""
+def plot_training(runs: dict[str, Path], path: Path) -> None:
+    """val/loss and the logged copy gains against step, one colour per run (``{label: run folder}``)."""
     fig = Figure(figsize=(11, 4), layout="constrained")
     loss_ax, gain_ax = fig.subplots(1, 2)
-    for k, arm in enumerate(arms):
-        name, _, csv_path = arm_paths(arm)
-        if csv_path is None or not csv_path.exists():
-            continue
-        series = read_metrics_csv(csv_path)
+    for k, (name, run) in enumerate(runs.items()):
+        series = read_metrics_csv(Path(run) / "csv" / "metrics.csv")
         loss_ax.plot(*series["val/loss"], color=f"C{k}", marker="o", markersize=3, label=name)
         for key, style in (("recall/gain_64", "-"), ("recall/gain_512", "--")):
             if key in series:
                 gain_ax.plot(*series[key], style, color=f"C{k}", marker="o", markersize=3,
                              label=f"{name}, gap {key.rsplit('_', 1)[1]}")
-    loss_ax.set(xlabel="step (4 x 1024 tokens)", ylabel="validation NLL (nats/token)", title="validation loss")
+    loss_ax.set(xlabel="step (4 x 1024 tokens)", ylabel="validation NLL (nats/token, 64 windows)",
+                title="validation loss")
     gain_ax.set(xlabel="step (4 x 1024 tokens)", ylabel="copy gain (nats/token)",
                 title="copy gain on 8 validation probes, during training")
     gain_ax.axhline(0, color="grey", lw=0.8)
     loss_ax.legend(fontsize=8)
-    gain_ax.legend(fontsize=8)
+    gain_ax.legend(fontsize=7)
     save_figure(fig, path)
 
 
-def report(arms: list[str]) -> None:
+def report(arms: list[str], curves: list[str]) -> None:
     results = [json.loads((ARMS / f"{arm_paths(a)[0]}.eval.json").read_text()) for a in arms]
     gaps = [r["gap"] for r in results[0]["recall"]["copy"]["exact"]]
     lines = ["| arm | step | test NLL | " + " | ".join(f"copy gain @{g}" for g in gaps)
@@ -100,7 +98,7 @@ def report(arms: list[str]) -> None:
     (DOCS / "recall_arms.json").write_text(json.dumps(
         [{k: r[k] for k in ("name", "global_step", "nll", "recall")} for r in results], indent=1))
     plot_recall([r["recall"] for r in results], [r["name"] for r in results], DOCS / "recall_arms.png")
-    plot_training(arms, DOCS / "recall_arms_training.png")
+    plot_training(dict(c.split("=", 1) for c in curves), DOCS / "recall_arms_training.png")
     print(f"wrote {DOCS / 'recall_arms.json'}, recall_arms.png, recall_arms_training.png")
 
 
@@ -126,6 +124,7 @@ def main() -> None:
     parser.add_argument("step", choices=("eval", "report", "keep-seed"))
     parser.add_argument("arms", nargs="+", help="experiment names under outputs/arms, or name=checkpoint")
     parser.add_argument("--data", default=str(ROOT / "data" / "piano"))
+    parser.add_argument("--curves", nargs="*", default=[], help="report: label=run_folder of training curves")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.step == "keep-seed":
@@ -134,7 +133,7 @@ def main() -> None:
         for arm in args.arms:
             evaluate_arm(arm, args.data)
     else:
-        report(args.arms)
+        report(args.arms, args.curves)
 
 
 if __name__ == "__main__":

@@ -170,7 +170,8 @@ def test_a_result_continued_further_shades_the_users_seed_apart(continuer):
     assert grey > 2000 and earlier > 2000
     [tail] = continuer.continue_further(first.midi, Settings(seed_seconds=1.5, length_seconds=1, num_samples=1))
     grey, earlier = shade_pixels(tail.png)  # the last 1.5 s of the first take: all model output
-    assert continuer.lineage[str(tail.midi)].user_until == 0 and grey < 100 and earlier > 2000
+    # no seed shade: what is left of the grey colour is a few anti-aliased note edges, not a span
+    assert continuer.lineage[str(tail.midi)].user_until == 0 and grey < earlier / 20 and earlier > 2000
 
 
 def test_preview_of_a_seed_file(continuer, tmp_path):
