@@ -96,37 +96,55 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     return (probs / noise.to(probs.device)).argmax(dim=-1)
 
 
+class ShiftClock:
+    """Per-sample steps of new music, counted from the TIME_SHIFT ids as they are sampled: ids
+    ``first_shift .. first_shift + n_shifts - 1`` move time on by 1 .. n_shifts steps, others by none."""
+
+    def __init__(self, first_shift: int, n_shifts: int):
+        self.first_shift, self.n_shifts = first_shift, n_shifts
+        self.steps: Tensor | None = None  # (B,) steps generated so far
+
+    @classmethod
+    def of(cls, tokenizer) -> ShiftClock:
+        """The clock of an `EventTokenizer`'s TIME_SHIFT ids."""
+        lay = tokenizer.layout
+        return cls(lay.time_shift, lay.velocity - lay.time_shift)
+
+    def add(self, next_ids: Tensor) -> Tensor:
+        """Count the ids (B,) just sampled; returns the steps (B,) so far."""
+        shift = next_ids - self.first_shift + 1
+        shift = torch.where((shift >= 1) & (shift <= self.n_shifts), shift, 0)  # (B,)
+        self.steps = shift if self.steps is None else self.steps + shift
+        return self.steps
+
+
 class SecondsLimit:
     """A ``stop_fn`` for `generate`: a sample is complete once its new TIME_SHIFTs reach ``seconds``.
 
-    Counts the steps of every new TIME_SHIFT id per sample (ids ``first_shift .. first_shift + n_shifts
-    - 1`` shift by 1 .. n_shifts steps). The shift that reaches the limit is kept, so the new material
-    lasts at least ``seconds`` and less than ``seconds`` plus one shift. Make a fresh one per call.
+    Counts the steps of every new TIME_SHIFT id per sample (`ShiftClock`). The shift that reaches the limit
+    is kept, so the new material lasts at least ``seconds`` and less than ``seconds`` plus one shift. Make a
+    fresh one per call.
     """
 
     def __init__(self, seconds: float, time_step: float, first_shift: int, n_shifts: int):
         if seconds <= 0:
             raise ValueError(f"length_seconds must be > 0, got {seconds}")
         self.limit_steps = max(1, round(seconds / time_step))
-        self.first_shift, self.n_shifts = first_shift, n_shifts
-        self.steps: Tensor | None = None  # (B,) steps generated so far
+        self.clock = ShiftClock(first_shift, n_shifts)
 
     @classmethod
     def of(cls, tokenizer, seconds: float) -> SecondsLimit:
         """The limit for an `EventTokenizer`'s TIME_SHIFT ids."""
-        lay = tokenizer.layout
-        return cls(seconds, tokenizer.config.time_step, lay.time_shift, lay.velocity - lay.time_shift)
+        clock = ShiftClock.of(tokenizer)
+        return cls(seconds, tokenizer.config.time_step, clock.first_shift, clock.n_shifts)
+
+    @property
+    def steps(self) -> Tensor | None:
+        """(B,) steps generated so far; None before the first call."""
+        return self.clock.steps
 
     def __call__(self, next_ids: Tensor) -> Tensor:
-        shift = shift_steps(next_ids, self.first_shift, self.n_shifts)
-        self.steps = shift if self.steps is None else self.steps + shift
-        return self.steps >= self.limit_steps
-
-
-def shift_steps(next_ids: Tensor, first_shift: int, n_shifts: int) -> Tensor:
-    """The time steps each id moves on: 1..n_shifts for the TIME_SHIFT ids from ``first_shift``, else 0."""
-    shift = next_ids - first_shift + 1
-    return torch.where((shift >= 1) & (shift <= n_shifts), shift, 0)
+        return self.clock.add(next_ids) >= self.limit_steps
 
 
 class ProgressPrinter:
@@ -134,20 +152,17 @@ class ProgressPrinter:
     music of the least advanced sample still running, so that a long run shows that it is moving."""
 
     def __init__(self, tokenizer, length_seconds: float | None, every_s: float):
-        lay = tokenizer.layout
-        self.first_shift, self.n_shifts = lay.time_shift, lay.velocity - lay.time_shift
+        self.clock = ShiftClock.of(tokenizer)
         self.time_step, self.length, self.every_s = tokenizer.config.time_step, length_seconds, every_s
-        self.steps: Tensor | None = None  # (B,) TIME_SHIFT steps so far
         self.t0 = self.last = time.monotonic()
 
     def __call__(self, next_ids: Tensor, done: Tensor) -> None:
-        shift = shift_steps(next_ids, self.first_shift, self.n_shifts)
-        self.steps = shift if self.steps is None else self.steps + shift
+        steps = self.clock.add(next_ids)  # (B,)
         now = time.monotonic()
         if now - self.last < self.every_s or bool(done.all()):
             return
         self.last = now
-        seconds = self.steps[~done].min().item() * self.time_step
+        seconds = steps[~done].min().item() * self.time_step
         of = f" of {self.length:g} s" if self.length else ""
         print(f"generating: {seconds:.1f} s{of} so far ({int(done.sum())} of {len(done)} samples done, "
               f"{now - self.t0:.0f} s)", flush=True)
