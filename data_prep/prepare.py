@@ -4,7 +4,7 @@
     musictx-prep source=folder input_dir=/data/midi output_dir=data/mine num_workers=8
     musictx-prep source=maestro input_dir=/data/maestro-v3.0.0 output_dir=data/maestro
 
-Writes the format described in ``musictx.token_store``. A file that cannot be used (corrupt, empty,
+Writes the format described in ``musictx.io.token_store``. A file that cannot be used (corrupt, empty,
 only drums, too long, hangs, exhausts memory) is listed in ``skipped.tsv`` with the reason and the run
 goes on. Output is byte-identical on re-runs, and written atomically: an interrupted run leaves the
 previous complete dataset (or nothing), never half of one. Options and the output folder are checked
@@ -32,11 +32,11 @@ from data_prep import sources
 from data_prep.pool import TaskError, run_tasks
 from data_prep.safety import PrepError, check_options, check_output_dir, check_replaceable, clean_stale, temp_name
 from data_prep.splits import Piece, choose_moves, move_pieces
-from musictx.config_help import with_key_help
-from musictx.midi_io import MidiReadError
+from musictx.commands.config_help import with_key_help
+from musictx.io.midi_io import MidiReadError
+from musictx.io.token_store import SPLITS, SplitWriter
+from musictx.io.tokenizer import EventTokenizer
 from musictx.paths import CONF_DIR
-from musictx.token_store import SPLITS, SplitWriter
-from musictx.tokenizer import EventTokenizer
 
 _TOKENIZERS: dict[str, EventTokenizer] = {}
 

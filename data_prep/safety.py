@@ -19,9 +19,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from musictx.midi_io import READERS
+from musictx.io.midi_io import READERS
+from musictx.io.token_store import SPLITS
 from musictx.paths import CONF_DIR
-from musictx.token_store import SPLITS
 
 SOURCES = ("bach", "folder", "maestro")
 DATASET_FILES = {"tokenizer.json", "manifest.json", "skipped.tsv"} | {

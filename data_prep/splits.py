@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from data_prep.sources import hash_position, piece_key
-from musictx.token_store import SplitWriter, TokenArrays
+from musictx.io.token_store import SplitWriter, TokenArrays
 
 
 @dataclass(frozen=True)

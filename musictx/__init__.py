@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     # Lazy, so that `import musictx` (and the tokenizer, which needs no torch) stays light.
     if name in ("load_pretrained", "load_model"):
-        from musictx import model_store
+        from musictx.checkpoints import model_store
 
         return getattr(model_store, name)
     raise AttributeError(f"module 'musictx' has no attribute {name!r}")

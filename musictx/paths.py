@@ -12,3 +12,6 @@ CONF_DIR = str(Path(__file__).resolve().parent / "conf")
 # The seed motif shipped with the package (written by scripts/make_motif.py): the README's first command,
 # the web app's default seed and the realtime and app benches continue it.
 BUNDLED_MOTIF = Path(__file__).resolve().parent / "assets" / "motif.mid"
+
+# The shipped model folders (config.json + model.safetensors + model card), read by the model store.
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"

@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from musictx.evaluate import evaluation_config, run_evaluation
+from musictx.commands.evaluate import evaluation_config, run_evaluation
 from musictx.models import attention
 
 

@@ -31,15 +31,21 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from musictx.audio import audio_unavailable, read_wav, render_wav
-from musictx.compare import plot_val_curves, read_log
-from musictx.continue_midi import GenerateOptions, piece_notes, sample_continuations, write_midi
-from musictx.evaluate import evaluation_config, format_table, run_evaluation
-from musictx.midi_io import Notes
-from musictx.model_store import load_model
-from musictx.motif import evaluate_motif, format_motif_table, pick_motif_seeds, plot_forgetting_curves, seed_group
-from musictx.plots import plot_roll_panels, read_metrics_csv
-from musictx.token_store import TokenArrays, load_tokenizer
+from musictx.checkpoints.model_store import load_model
+from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation
+from musictx.evaluation.compare import plot_val_curves, read_log
+from musictx.evaluation.motif import (
+    evaluate_motif,
+    format_motif_table,
+    pick_motif_seeds,
+    plot_forgetting_curves,
+    seed_group,
+)
+from musictx.evaluation.plots import plot_roll_panels, read_metrics_csv
+from musictx.generation.continue_midi import GenerateOptions, piece_notes, sample_continuations, write_midi
+from musictx.io.audio import audio_unavailable, read_wav, render_wav
+from musictx.io.midi_io import Notes
+from musictx.io.token_store import TokenArrays, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "piano"
@@ -204,7 +210,7 @@ def side_by_side(k: int, motif_seed, models: dict) -> dict:
 
 
 def write_ogg(midi: Path, rate: int = 24000) -> Path:
-    """``midi`` rendered (musictx.audio) to a mono Ogg Vorbis file beside it: ~10x smaller than the WAV,
+    """``midi`` rendered (musictx.io.audio) to a mono Ogg Vorbis file beside it: ~10x smaller than the WAV,
     small enough for docs/ in git. Needs ``pip install soundfile``."""
     import soundfile
 

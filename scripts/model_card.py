@@ -15,8 +15,8 @@ import json
 import math
 from pathlib import Path
 
-from musictx.continuation import COLUMNS
-from musictx.plots import read_metrics_csv
+from musictx.evaluation.continuation import COLUMNS
+from musictx.evaluation.plots import read_metrics_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "outputs" / "piano"

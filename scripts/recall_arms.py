@@ -16,7 +16,7 @@ The seed kept by the sampler (`keep_seed`), on the shipped model's forgetting cu
     python scripts/recall_arms.py keep-seed outputs/keep_seed/k0 outputs/keep_seed/k512
 
 ``eval`` scores the arm's last checkpoint on the whole test split (NLL, context 1024, stride 512) and
-runs `musictx.recall.evaluate_recall` on it; ``report`` adds the training curves of val/loss and the
+runs `musictx.evaluation.recall.evaluate_recall` on it; ``report`` adds the training curves of val/loss and the
 copy gain that `RecallProbe` logged at every validation. Any checkpoint can be named as ``name=path``.
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-from musictx.evaluate import evaluation_config, run_evaluation
-from musictx.plots import read_metrics_csv, save_figure
-from musictx.recall import format_recall_table, plot_recall
+from musictx.commands.evaluate import evaluation_config, run_evaluation
+from musictx.evaluation.plots import read_metrics_csv, save_figure
+from musictx.evaluation.recall import format_recall_table, plot_recall
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ROOT / "outputs" / "arms"

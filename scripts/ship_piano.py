@@ -22,13 +22,14 @@ from pathlib import Path
 import torch
 
 from musictx.bench.realtime import measure
-from musictx.continue_midi import GenerateOptions, run
-from musictx.evaluate import evaluation_config, format_table, run_evaluation
-from musictx.export import export
-from musictx.model_store import PRETRAINED_DIR, load_model
-from musictx.plots import plot_loss_curves
-from musictx.spot_check import sample_nll
-from musictx.token_store import TokenArrays
+from musictx.checkpoints.export import export
+from musictx.checkpoints.model_store import load_model
+from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation
+from musictx.evaluation.plots import plot_loss_curves
+from musictx.evaluation.spot_check import sample_nll
+from musictx.generation.continue_midi import GenerateOptions, run
+from musictx.io.token_store import TokenArrays
+from musictx.paths import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "piano"

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import torch
 
-from musictx.evaluate import evaluation_config, run_evaluation
-from musictx.export import export
-from musictx.model_store import PRETRAINED_DIR, load_model
-from musictx.spot_check import sample_nll
+from musictx.checkpoints.export import export
+from musictx.checkpoints.model_store import load_model
+from musictx.commands.evaluate import evaluation_config, run_evaluation
+from musictx.evaluation.spot_check import sample_nll
+from musictx.paths import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "piano"

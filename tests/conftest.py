@@ -9,9 +9,9 @@ import numpy as np
 import pretty_midi
 import pytest
 
+from musictx.io.token_store import SPLITS, write_split
+from musictx.io.tokenizer import EventTokenizer
 from musictx.paths import CONF_DIR
-from musictx.token_store import SPLITS, write_split
-from musictx.tokenizer import EventTokenizer
 
 # Seconds of music per piece; the 0.4 s pieces are far shorter than any training window in the tests.
 PIECE_SECONDS = {"train": [12.0, 8.0, 0.4, 15.0, 5.0], "validation": [6.0, 0.4], "test": [7.0, 3.0]}

@@ -13,9 +13,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from musictx.io.tokenizer import EventTokenizer
 from musictx.models import build_model
 from musictx.paths import CONF_DIR
-from musictx.tokenizer import EventTokenizer
 
 from .helpers import write_random_midi
 
@@ -56,7 +56,7 @@ def fixture_tiny_checkpoint(prepared_dir, tmp_path_factory) -> Path:
                  "++trainer.enable_model_summary=false", "~callbacks.progress_bar"]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=overrides)
-    from musictx.train import build
+    from musictx.commands.train import build
 
     L.seed_everything(cfg.seed)
     datamodule, module, trainer = build(cfg)

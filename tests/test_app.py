@@ -12,6 +12,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,9 +22,9 @@ import pytest
 
 from musictx.app.cli import parse_args
 from musictx.app.core import MOTIF, Continuer, Settings, draw_request, preview_request, run_request
-from musictx.arcs import ArcChoice
-from musictx.audio import RELEASE_TAIL_SECONDS, read_wav
-from musictx.plots import EARLIER_MODEL_SHADE
+from musictx.evaluation.arcs import ArcChoice
+from musictx.evaluation.plots import EARLIER_MODEL_SHADE
+from musictx.io.audio import RELEASE_TAIL_SECONDS, read_wav
 
 NO_APP_EXTRA = "the app extra is not installed (pip install 'musictx[app]'; `make test` installs it)"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -35,7 +37,7 @@ def end_time(path) -> float:
 
 
 def bad_files(folder: Path) -> dict[str, Path]:
-    """A text file named .mid and a MIDI file without notes."""
+    """A text file named .mid, a MIDI file without notes, the motif cut in half and a WAV named .mid."""
     folder.mkdir(parents=True, exist_ok=True)
     not_midi = folder / "not_midi.mid"
     not_midi.write_text("this is not a MIDI file\n")
@@ -43,7 +45,18 @@ def bad_files(folder: Path) -> dict[str, Path]:
     pm = pretty_midi.PrettyMIDI()
     pm.instruments.append(pretty_midi.Instrument(program=0))
     pm.write(str(empty))
-    return {"not_midi": not_midi, "empty": empty}
+    cut = folder / "cut.mid"
+    cut.write_bytes(MOTIF.read_bytes()[:len(MOTIF.read_bytes()) // 2])
+    wav = folder / "song.mid"
+    wav.write_bytes(b"RIFF" + bytes(4) + b"WAVEfmt " + bytes(64))
+    return {"not_midi": not_midi, "empty": empty, "cut": cut, "wav": wav}
+
+
+# What the upload messages say: the app's words, never the MIDI libraries' (symusic's "Invaild", class names).
+UPLOAD_MESSAGES = {"not_midi": "not_midi.mid: not a MIDI file (it does not start with a MIDI header)",
+                   "empty": "empty.mid: no notes", "cut": "cut.mid: a damaged MIDI file: it starts like one",
+                   "wav": "song.mid: an audio file, not a MIDI file"}
+LIBRARY_WORDS = ("Invaild", "MiniMidi", "RuntimeError", "iostream", "unreadable MIDI (")
 
 
 # ----- the request logic, without a server ---------------------------------------------------------------
@@ -72,12 +85,14 @@ def test_bad_inputs_become_messages(continuer, tmp_path, monkeypatch):
     files = bad_files(tmp_path)
     big = tmp_path / "big.mid"
     big.write_bytes(b"MThd" + bytes(600_000))
-    cases = {"not_midi.mid: unreadable MIDI": files["not_midi"], "empty.mid: no notes": files["empty"],
-             "larger than the 0.5 MB": big, "no seed file": None, "is gone": tmp_path / "deleted.mid"}
+    cases = {UPLOAD_MESSAGES[name]: path for name, path in files.items()}
+    cases.update({"larger than the 0.5 MB": big, "no seed file": None, "is gone": tmp_path / "deleted.mid",
+                  "is a folder, not a MIDI file": tmp_path})
     for expected, path in cases.items():
         results, message = run_request(lambda p=path: continuer.continue_file(p, Settings()))
         assert results is None and message.startswith("**Cannot continue:**") and expected in message
         assert str(tmp_path) not in message and "Traceback" not in message
+        assert not any(word in message for word in LIBRARY_WORDS) and "\n" not in message
     results, message = run_request(lambda: continuer.continue_file(MOTIF, Settings(temperature=-1)))
     assert results is None and "temperature" in message
     monkeypatch.setattr(continuer, "check_upload", lambda p: 1 / 0)
@@ -177,8 +192,10 @@ def test_a_result_continued_further_shades_the_users_seed_apart(continuer):
 def test_preview_of_a_seed_file(continuer, tmp_path):
     png, message = preview_request(lambda: continuer.preview(copy_of_motif(tmp_path, "mine.mid")))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.name.endswith("_mine.png") and message == ""
-    png, message = preview_request(lambda: continuer.preview(bad_files(tmp_path)["not_midi"]))
-    assert png is None and message.startswith("**Cannot preview:** not_midi.mid: unreadable MIDI")
+    for name, path in bad_files(tmp_path).items():
+        png, message = preview_request(lambda p=path: continuer.preview(p))
+        assert png is None and message.startswith(f"**Cannot preview:** {UPLOAD_MESSAGES[name]}")
+        assert not any(word in message for word in LIBRARY_WORDS)
 
 
 def test_cli_defaults_bind_localhost_and_the_shipped_model():
@@ -194,16 +211,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """``python -m musictx.app`` on a free port; its URL while it answers."""
-    pytest.importorskip("gradio", reason=NO_APP_EXTRA)
-    tmp = tmp_path_factory.mktemp("server")
+@contextmanager
+def serving(tmp: Path, *args: str, env: dict | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``python -m musictx.app`` on a free port with ``args``, Gradio's files under ``tmp/gradio``; (its URL,
+    the process) while it answers. Stopped with SIGTERM at the end unless the caller already stopped it."""
     port = free_port()
-    env = {**os.environ, "GRADIO_TEMP_DIR": str(tmp / "gradio"), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "GRADIO_TEMP_DIR": str(tmp / "gradio"), "OMP_NUM_THREADS": "1", **(env or {})}
     log = open(tmp / "server.log", "w")  # noqa: SIM115  (closed below)
-    proc = subprocess.Popen([sys.executable, "-m", "musictx.app", "--port", str(port), "--threads", "1",
-                             "--max-upload-mb", "1"], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp)
+    proc = subprocess.Popen([sys.executable, "-m", "musictx.app", "--port", str(port), "--threads", "1", *args],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp)
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + 150
@@ -213,11 +229,13 @@ def server(tmp_path_factory):
             try:
                 urllib.request.urlopen(url, timeout=5).read()
                 break
+            except urllib.error.HTTPError:  # answering, with a login page in front
+                break
             except OSError:
                 if time.monotonic() > deadline:
                     pytest.fail(f"musictx-app did not answer in time:\n{(tmp / 'server.log').read_text()}")
                 time.sleep(0.5)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
@@ -226,6 +244,14 @@ def server(tmp_path_factory):
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``python -m musictx.app`` on a free port; its URL while it answers."""
+    pytest.importorskip("gradio", reason=NO_APP_EXTRA)
+    with serving(tmp_path_factory.mktemp("server"), "--max-upload-mb", "1") as (url, _):
+        yield url
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from musictx.arcs import ArcChoice, attention_arcs, notes_with_tokens, plot_arcs, share_on_span
-from musictx.model_store import save_model_folder
+from musictx.checkpoints.model_store import save_model_folder
+from musictx.evaluation.arcs import ArcChoice, attention_arcs, notes_with_tokens, plot_arcs, share_on_span
+from musictx.io.tokenizer import EventTokenizer
 from musictx.models.attention import causal_allowed, clipped_table, naive_logits
 from musictx.paths import BUNDLED_MOTIF
-from musictx.tokenizer import EventTokenizer
 
 from .gen_fixtures import tiny_net
 from .helpers import write_random_midi
@@ -76,7 +76,7 @@ def test_arcs_of_a_piece_and_the_picture(tmp_path):
 
 def _long_piece(tmp_path, context: int) -> tuple[Path, np.ndarray, EventTokenizer]:
     """A random piece of at least three times `context` tokens, read as a seed is (from its first note)."""
-    from musictx.seeds import seed_from_midi
+    from musictx.generation.seeds import seed_from_midi
 
     tok = EventTokenizer()
     midi = write_random_midi(tmp_path / "long.mid", seed=2, n_notes=90, seconds=12.0)
@@ -130,7 +130,7 @@ def test_lstm_has_no_arcs():
 
 def _console(*args: str) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "musictx-attention"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.show_attention"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.commands.show_attention"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, env=env)
 

@@ -9,15 +9,14 @@ import json
 import os
 import stat
 import sys
-from pathlib import Path
 
 import mido
 import numpy as np
 import pretty_midi
 import pytest
 
-from musictx import audio
-from musictx.audio import (
+from musictx.io import audio
+from musictx.io.audio import (
     RELEASE_TAIL_SECONDS,
     AudioRenderError,
     audio_unavailable,
@@ -27,10 +26,11 @@ from musictx.audio import (
     rendered_seconds,
     with_release_tail,
 )
+from musictx.paths import BUNDLED_MOTIF
 
 from . import midi_fixtures as mf
 
-MOTIF = Path(audio.__file__).resolve().parent / "assets" / "motif.mid"
+MOTIF = BUNDLED_MOTIF
 needs_midirenderer = pytest.mark.skipif(
     audio._midirenderer_missing() is not None,
     reason="midirenderer not installed (pip install 'musictx[audio]'; `make test` installs it)")
@@ -60,7 +60,7 @@ def test_pip_renderer_writes_the_motif(tmp_path, no_fluidsynth, rate):
 
 @needs_midirenderer
 def test_generate_writes_audible_wav_of_a_real_continuation(tmp_path, no_fluidsynth):
-    from musictx.continue_midi import GenerateOptions, run
+    from musictx.generation.continue_midi import GenerateOptions, run
 
     opts = GenerateOptions(seed_midi=str(MOTIF), seed_seconds=4.0, length_seconds=4.0, num_samples=1, seed=5,
                            threads=1, output_dir=str(tmp_path))

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from musictx.augment import augment_ids, stretch_ids, transpose_ids
-from musictx.tokenizer import EventTokenizer
+from musictx.io.tokenizer import EventTokenizer
+from musictx.training.augment import augment_ids, stretch_ids, transpose_ids
 from tests.helpers import random_pretty_midi
 
 TOK = EventTokenizer()

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from musictx.model_store import PRETRAINED_DIR
+from musictx.checkpoints.model_store import PRETRAINED_DIR
 from musictx.models import LSTMBaseline, MusicTransformer, VanillaTransformer
 from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
 from musictx.paths import CONF_DIR

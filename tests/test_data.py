@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from musictx.data import FixedWindows, MusicDataModule, RandomWindows, WindowSampler
-from musictx.token_store import DatasetFormatError, TokenArrays
-from musictx.tokenizer import EventTokenizer
+from musictx.io.token_store import DatasetFormatError, TokenArrays
+from musictx.io.tokenizer import EventTokenizer
+from musictx.training.data import FixedWindows, MusicDataModule, RandomWindows, WindowSampler
 
 L = 64
 

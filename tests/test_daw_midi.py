@@ -12,10 +12,10 @@ import numpy as np
 import pretty_midi
 import pytest
 
-from musictx.continue_midi import GenerateOptions, run
-from musictx.midi_timing import MidiTiming, read_timing
-from musictx.model_store import save_model_folder
-from musictx.tokenizer import EventTokenizer
+from musictx.checkpoints.model_store import save_model_folder
+from musictx.generation.continue_midi import GenerateOptions, run
+from musictx.io.midi_timing import MidiTiming, read_timing
+from musictx.io.tokenizer import EventTokenizer
 
 from . import midi_fixtures as mf
 from .gen_fixtures import tiny_net

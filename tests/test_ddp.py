@@ -20,9 +20,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from musictx.data import RandomWindows
+from musictx.commands.train import build
 from musictx.paths import CONF_DIR
-from musictx.train import build
+from musictx.training.data import RandomWindows
 
 REPO = Path(__file__).resolve().parents[1]
 DDP_CPU = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]  # docs/gpu.md's stand-in
@@ -39,7 +39,7 @@ def ddp_run(prepared_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
     probe = ["+callbacks.probe._target_=tests.ddp_probe.DDPProbe", f"+callbacks.probe.out_dir={out}",
              f"+callbacks.probe.poison_step={POISON_STEP}", f"+callbacks.probe.profile_steps={list(PROFILED)}"]
-    cmd = [sys.executable, "-m", "musictx.train", *DDP_CPU, "trainer.precision=32-true", *SHRINK,
+    cmd = [sys.executable, "-m", "musictx.commands.train", *DDP_CPU, "trainer.precision=32-true", *SHRINK,
            f"data.dir={prepared_dir}", f"hydra.run.dir={out / 'run'}", "trainer.max_steps=20",
            f"trainer.val_check_interval={VAL_STEP}", *probe]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}

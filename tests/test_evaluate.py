@@ -11,10 +11,10 @@ import sys
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from musictx.compare import write_report
-from musictx.evaluate import evaluation_config, format_table, run_evaluation, write_result
-from musictx.model_store import ModelLoadError
-from musictx.token_store import TokenArrays
+from musictx.checkpoints.model_store import ModelLoadError
+from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation, write_result
+from musictx.evaluation.compare import write_report
+from musictx.io.token_store import TokenArrays
 
 from .gen_fixtures import fixture_tiny_checkpoint  # noqa: F401  (fixture)
 
@@ -64,7 +64,8 @@ def test_compare_report_from_real_results(tiny_checkpoint, prepared_dir, tmp_pat
 
 
 def test_console_script_writes_metrics(tiny_checkpoint, prepared_dir, tmp_path):
-    cmd = [sys.executable, "-m", "musictx.evaluate", f"checkpoint={tiny_checkpoint}", f"data.dir={prepared_dir}",
+    cmd = [sys.executable, "-m", "musictx.commands.evaluate", f"checkpoint={tiny_checkpoint}",
+           f"data.dir={prepared_dir}",
            "split=validation", f"output_dir={tmp_path}", f"hydra.run.dir={tmp_path}", "progress=false"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -75,7 +76,7 @@ def test_console_script_writes_metrics(tiny_checkpoint, prepared_dir, tmp_path):
 
 # ----- bad options and damaged checkpoints: one clear line, no metrics.json -----------------------------
 def test_unknown_keys_are_refused_before_any_work(tiny_checkpoint, prepared_dir):
-    from musictx.evaluate import EvaluateError
+    from musictx.commands.evaluate import EvaluateError
 
     for key in ("strid", "continuation.num_seed", "data.dirr"):
         cfg = eval_config(tiny_checkpoint, prepared_dir)
@@ -121,7 +122,7 @@ def _damaged(kind: str, tiny_checkpoint, tmp_path) -> str:
 def test_console_script_refuses_with_one_line(case, message, tiny_checkpoint, prepared_dir, tmp_path):
     extra = ["+stirde=4"] if case == "typo" else []
     checkpoint = tiny_checkpoint if case == "typo" else _damaged(case, tiny_checkpoint, tmp_path)
-    cmd = [sys.executable, "-m", "musictx.evaluate", f"checkpoint={checkpoint}", f"data.dir={prepared_dir}",
+    cmd = [sys.executable, "-m", "musictx.commands.evaluate", f"checkpoint={checkpoint}", f"data.dir={prepared_dir}",
            f"output_dir={tmp_path / 'out'}", f"hydra.run.dir={tmp_path / 'out'}", "progress=false", *extra]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]

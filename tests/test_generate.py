@@ -18,8 +18,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from musictx.audio import audio_unavailable, render_wav
-from musictx.continue_midi import (
+from musictx.checkpoints.model_store import shipped_models
+from musictx.evaluation.plots import plot_loss_curves, plot_piano_roll, plot_roll_panels
+from musictx.generation.continue_midi import (
     GenerateError,
     GenerateOptions,
     cut_at_seconds,
@@ -28,11 +29,10 @@ from musictx.continue_midi import (
     seed_from_midi,
     unconditional_seed,
 )
-from musictx.midi_io import Notes
-from musictx.model_store import shipped_models
+from musictx.io.audio import audio_unavailable, render_wav
+from musictx.io.midi_io import Notes
+from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.paths import CONF_DIR
-from musictx.plots import plot_loss_curves, plot_piano_roll, plot_roll_panels
-from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
 
 from .gen_fixtures import (  # noqa: F401  (fixtures)
     CKPT_CONTEXT,
@@ -264,7 +264,7 @@ def test_late_seed_starts_at_its_first_note(tiny_checkpoint, tmp_path):
 # ----- the console script --------------------------------------------------------------------------------
 def console(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / "musictx-generate"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.generate"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.commands.generate"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, env=env)
 

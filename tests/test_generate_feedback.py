@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from musictx.continue_midi import GenerateOptions, run
-from musictx.sampling import generate
-from musictx.tokenizer import EventTokenizer
+from musictx.generation.continue_midi import GenerateOptions, run
+from musictx.generation.sampling import generate
+from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import fixture_tiny_checkpoint, tiny_net  # noqa: F401  (fixture)
 
@@ -94,7 +94,7 @@ def test_long_runs_print_their_progress(endless_checkpoint, tmp_path, capsys):
 # ----- the console script --------------------------------------------------------------------------------
 def command(*args: str) -> list[str]:
     exe = Path(sys.executable).parent / PROG
-    return [*([str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.generate"]), *args]
+    return [*([str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.commands.generate"]), *args]
 
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -16,10 +16,10 @@ import numpy as np
 import pretty_midi
 import pytest
 
-from musictx.continue_midi import GenerateError, GenerateOptions, run, seed_from_midi
-from musictx.model_store import save_model_folder
-from musictx.output_folder import claim_record_path, claim_sample_numbers
-from musictx.tokenizer import EventTokenizer
+from musictx.checkpoints.model_store import save_model_folder
+from musictx.generation.continue_midi import GenerateError, GenerateOptions, run, seed_from_midi
+from musictx.generation.output_folder import claim_record_path, claim_sample_numbers
+from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import tiny_net
 
@@ -51,7 +51,7 @@ def motif(path: Path, first_pitch: int = 60, notes: int = 8) -> Path:
 
 def console(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).parent / PROG
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.generate"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "musictx.commands.generate"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
 

@@ -48,7 +48,7 @@ def test_stand_in_command_runs_at_tiny_size(args, prepared_dir, tmp_path):
     sweep = args[0] == "-m"
     where = [f"hydra.sweep.dir={tmp_path}"] if sweep else [f"hydra.run.dir={tmp_path}"]
     extra = COMPARE_TINY if sweep else ["model.net.attn_block_size=16"]  # windows of 64 > block: the kernel runs
-    cmd = [sys.executable, "-m", "musictx.train", *args, f"data.dir={prepared_dir}", *where, *TINY, *extra]
+    cmd = [sys.executable, "-m", "musictx.commands.train", *args, f"data.dir={prepared_dir}", *where, *TINY, *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -15,10 +15,10 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from musictx.commands.train import build
 from musictx.models import build_model
 from musictx.models.attention import RelativeSelfAttention
 from musictx.paths import CONF_DIR
-from musictx.train import build
 
 STEPS, VAL_BATCHES, LAYERS = 3, 2, 2
 SHRINK = ["experiment=tiny", "logger=none", "data.seq_len=64", "data.batch_size=4", "model.net.d_model=32",
@@ -149,7 +149,7 @@ def test_no_graph_break_in_the_model_or_the_attention_layer(dtype):
 
 
 def test_compile_kwargs_use_atens_rng_on_cpu_only():
-    from musictx.lit_module import compile_kwargs_for
+    from musictx.training.lit_module import compile_kwargs_for
 
     assert compile_kwargs_for({}, "cpu") == {"options": {"fallback_random": True}}
     assert compile_kwargs_for({"options": {"fallback_random": False}}, "cpu")["options"] == {"fallback_random": False}

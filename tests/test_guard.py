@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from musictx.continuation import grammar_breaks
-from musictx.guard import NoteGrammarGuard
-from musictx.sampling import generate
-from musictx.tokenizer import EventTokenizer
+from musictx.evaluation.continuation import grammar_breaks
+from musictx.generation.guard import NoteGrammarGuard
+from musictx.generation.sampling import generate
+from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import tiny_net
 

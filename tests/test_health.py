@@ -1,4 +1,4 @@
-"""Listener-facing continuation checks (`musictx.health`) on hand-made notes whose answers are known."""
+"""Listener-facing continuation checks (`musictx.evaluation.health`) on hand-made notes whose answers are known."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import time
 import numpy as np
 import pytest
 
-from musictx.health import (
+from musictx.evaluation.health import (
     beat_grid,
     grid_chance,
     longest_self_repeat_seconds,
     max_polyphony,
     onsets_on_grid,
 )
-from musictx.metrics import compare
-from musictx.midi_io import Notes
+from musictx.evaluation.metrics import compare
+from musictx.io.midi_io import Notes
 
 
 def notes(start, duration, pitch) -> Notes:

@@ -17,10 +17,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 
-from musictx.continue_midi import GenerateError, GenerateOptions, run
-from musictx.export import export
-from musictx.finetune import InitFromError
-from musictx.model_store import (
+from musictx.checkpoints.export import export
+from musictx.checkpoints.model_store import (
     CONFIG_FILE,
     WEIGHTS_FILE,
     ModelLoadError,
@@ -29,8 +27,10 @@ from musictx.model_store import (
     load_model,
     resolve,
 )
+from musictx.generation.continue_midi import GenerateError, GenerateOptions, run
+from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.paths import CONF_DIR
-from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.training.finetune import InitFromError
 
 from .gen_fixtures import CKPT_CONTEXT, fixture_tiny_checkpoint  # noqa: F401  (fixture)
 
@@ -113,7 +113,7 @@ def _train_cfg(data_dir, out, *extra):
 
 
 def test_init_from_starts_from_the_saved_weights(tiny_folder, prepared_dir, tmp_path):
-    from musictx.train import build
+    from musictx.commands.train import build
 
     cfg, overrides = _train_cfg(prepared_dir, tmp_path, f"init_from={tiny_folder}", "model.net.dropout=0.1")
     L.seed_everything(0)
@@ -132,7 +132,7 @@ def test_init_from_starts_from_the_saved_weights(tiny_folder, prepared_dir, tmp_
     (["model=lstm"], InitFromError, r"holds a 'music_transformer' model but model=lstm"),
 ])
 def test_init_from_refuses_shape_changes(tiny_folder, prepared_dir, tmp_path, extra, error, message):
-    from musictx.train import build
+    from musictx.commands.train import build
 
     cfg, overrides = _train_cfg(prepared_dir, tmp_path, f"init_from={tiny_folder}", *extra)
     with pytest.raises(error, match=message):
@@ -140,7 +140,7 @@ def test_init_from_refuses_shape_changes(tiny_folder, prepared_dir, tmp_path, ex
 
 
 def test_init_from_refuses_another_tokenizer(tiny_folder, prepared_dir, tmp_path):
-    from musictx.finetune import init_net_from
+    from musictx.training.finetune import init_net_from
 
     other = EventTokenizer({"velocity_bins": 16})
     with pytest.raises(TokenizerMismatchError, match=r"init_from=.*velocity_bins"):
@@ -148,7 +148,7 @@ def test_init_from_refuses_another_tokenizer(tiny_folder, prepared_dir, tmp_path
 
 
 def test_resume_from_url_is_refused(prepared_dir, tmp_path):
-    from musictx.train import train
+    from musictx.commands.train import train
 
     cfg, _ = _train_cfg(prepared_dir, tmp_path, "ckpt_path=http://example.invalid/last.ckpt")
     with pytest.raises(ValueError, match="resuming from a URL is refused"):

@@ -9,11 +9,9 @@ import numpy as np
 import pretty_midi
 import pytest
 
-from musictx.continue_midi import piece_notes
-from musictx.evaluate import evaluation_config, format_table, run_evaluation, write_result
-from musictx.midi_io import Notes
-from musictx.model_store import load_model
-from musictx.motif import (
+from musictx.checkpoints.model_store import load_model
+from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation, write_result
+from musictx.evaluation.motif import (
     is_trivial,
     main,
     motif_score,
@@ -27,8 +25,10 @@ from musictx.motif import (
     window_curve,
     window_edges,
 )
-from musictx.token_store import TokenArrays, write_split
-from musictx.tokenizer import EventTokenizer
+from musictx.generation.continue_midi import piece_notes
+from musictx.io.midi_io import Notes
+from musictx.io.token_store import TokenArrays, write_split
+from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import fixture_tiny_checkpoint  # noqa: F401  (fixture)
 

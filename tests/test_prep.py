@@ -16,9 +16,9 @@ import pytest
 from data_prep.prepare import compose_config, write_dataset
 from data_prep.safety import PrepError
 from data_prep.sources import hash_position, hash_split
-from musictx.data import MusicDataModule
-from musictx.token_store import SPLITS, TokenArrays, load_manifest, load_tokenizer
-from musictx.tokenizer import EventTokenizer
+from musictx.io.token_store import SPLITS, TokenArrays, load_manifest, load_tokenizer
+from musictx.io.tokenizer import EventTokenizer
+from musictx.training.data import MusicDataModule
 from tests.helpers import EDGE_DIR, needs_shared, write_random_midi
 
 REPO = Path(__file__).resolve().parents[1]

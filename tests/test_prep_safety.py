@@ -18,8 +18,8 @@ import pytest
 from data_prep import safety, sources
 from data_prep.prepare import compose_config, write_dataset
 from data_prep.safety import PrepError
-from musictx.token_store import SPLITS, TokenArrays, read_file_names
-from musictx.tokenizer import EventTokenizer
+from musictx.io.token_store import SPLITS, TokenArrays, read_file_names
+from musictx.io.tokenizer import EventTokenizer
 from tests.helpers import write_random_midi
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,12 +15,12 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import musictx
-from musictx.model_store import PRETRAINED_DIR, shipped_models
+from musictx.checkpoints.model_store import shipped_models
+from musictx.evaluation.spot_check import sample_nll
+from musictx.io.token_store import write_split
+from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.models import MusicTransformer
-from musictx.paths import CONF_DIR
-from musictx.spot_check import sample_nll
-from musictx.token_store import write_split
-from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.paths import CONF_DIR, PRETRAINED_DIR
 
 from .helpers import PIANO_DIR, needs_shared
 
@@ -55,7 +55,7 @@ def test_spot_check_nll_matches_the_card():
 
 def test_generate_uses_the_shipped_model_by_default(tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "musictx.generate", f"seed_midi={MOTIF}", "length_seconds=4",
+    done = subprocess.run([sys.executable, "-m", "musictx.commands.generate", f"seed_midi={MOTIF}", "length_seconds=4",
                            "num_samples=1", "audio=false", f"output_dir={out}", f"hydra.run.dir={out}"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -88,7 +88,7 @@ def _finetune_cfg(data_dir, out):
 
 @needs_shared
 def test_finetuning_starts_from_the_pretrained_loss(tmp_path):
-    from musictx.train import build
+    from musictx.commands.train import build
 
     cfg, overrides = _finetune_cfg(_real_dataset(tmp_path / "data", EventTokenizer()), tmp_path / "run")
     L.seed_everything(0)
@@ -100,7 +100,7 @@ def test_finetuning_starts_from_the_pretrained_loss(tmp_path):
 
 @needs_shared
 def test_finetuning_refuses_another_tokenizer(tmp_path):
-    from musictx.train import build
+    from musictx.commands.train import build
 
     cfg, overrides = _finetune_cfg(_real_dataset(tmp_path / "data", EventTokenizer({"velocity_bins": 16})),
                                    tmp_path / "run")

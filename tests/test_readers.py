@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from musictx.midi_io import MidiReadError, Notes, pair_note_events, read_notes
-from musictx.tokenizer import EventTokenizer
+from musictx.io.midi_io import MidiReadError, Notes, pair_note_events, read_notes
+from musictx.io.tokenizer import EventTokenizer
 from tests import midi_fixtures as mf
 from tests.helpers import EDGE_DIR, SHARED_DATA, needs_shared, piano_files
 

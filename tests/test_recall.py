@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from musictx.models import MusicTransformer, VanillaTransformer
-from musictx.recall import (
+from musictx.evaluation.recall import (
     context_ceiling,
     copy_gain,
     draw_probes,
@@ -20,8 +19,9 @@ from musictx.recall import (
     plot_recall,
     repeated_positions,
 )
-from musictx.token_store import TokenArrays
-from musictx.tokenizer import EventTokenizer
+from musictx.io.token_store import TokenArrays
+from musictx.io.tokenizer import EventTokenizer
+from musictx.models import MusicTransformer, VanillaTransformer
 
 from .conftest import PIECE_SECONDS, make_prepared_dataset
 from .test_train import compose_train, fit

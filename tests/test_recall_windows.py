@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from musictx.augment import transpose_ids
-from musictx.data import FixedWindows, MusicDataModule, RandomWindows
-from musictx.recall import repeated_positions
-from musictx.recall_windows import RecallCurriculum
-from musictx.tokenizer import EventTokenizer
+from musictx.evaluation.recall import repeated_positions
+from musictx.io.tokenizer import EventTokenizer
+from musictx.training.augment import transpose_ids
+from musictx.training.data import FixedWindows, MusicDataModule, RandomWindows
+from musictx.training.recall_windows import RecallCurriculum
 
 TOK = EventTokenizer()
 
@@ -48,7 +48,7 @@ def test_prob_is_the_share_of_windows_that_get_a_repeat_and_zero_changes_nothing
 
 
 def test_transposed_repeats_move_every_note_by_the_same_step(prepared_dir):
-    from musictx.token_store import TokenArrays
+    from musictx.io.token_store import TokenArrays
 
     arrays = TokenArrays(prepared_dir, "train")
     piece = np.asarray(arrays.piece(int(np.argmax(arrays.lengths))), dtype=np.int64)

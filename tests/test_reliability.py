@@ -16,14 +16,14 @@ import pretty_midi
 import pytest
 import torch
 
-from musictx.continue_midi import GenerateError, GenerateOptions, drop_leading_silence, run, seed_from_midi
-from musictx.data import MusicDataModule
-from musictx.guard import NoteGrammarGuard
-from musictx.jsonio import to_json
-from musictx.midi_io import Notes
-from musictx.plots import plot_piano_roll
-from musictx.sampling import generate
-from musictx.tokenizer import EventTokenizer
+from musictx.evaluation.plots import plot_piano_roll
+from musictx.generation.continue_midi import GenerateError, GenerateOptions, drop_leading_silence, run, seed_from_midi
+from musictx.generation.guard import NoteGrammarGuard
+from musictx.generation.sampling import generate
+from musictx.io.jsonio import to_json
+from musictx.io.midi_io import Notes
+from musictx.io.tokenizer import EventTokenizer
+from musictx.training.data import MusicDataModule
 
 from .gen_fixtures import fixture_seed_midi, fixture_tiny_checkpoint, tiny_net  # noqa: F401  (fixtures)
 
@@ -75,7 +75,7 @@ def test_non_finite_or_fractional_options_are_named(option, value, tmp_path):
 
 
 def test_cli_temperature_nan_is_one_clear_line(tmp_path):
-    done = cli("musictx.generate", "temperature=nan", f"hydra.run.dir={tmp_path / 'run'}")
+    done = cli("musictx.commands.generate", "temperature=nan", f"hydra.run.dir={tmp_path / 'run'}")
     assert "temperature must be a finite number, got nan" in one_line_error(done, "musictx-generate")
     assert not (tmp_path / "run").exists()
 
@@ -101,7 +101,7 @@ def test_ids_buffer_grows_and_both_paths_still_agree():
 MEMORY_PROBE = """
 import resource, sys, torch
 from musictx.models import build_model
-from musictx.sampling import generate
+from musictx.generation.sampling import generate
 net = build_model("lstm", 390, d_model=16, hidden_size=16, n_layers=1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 calls = []

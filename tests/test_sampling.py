@@ -9,9 +9,7 @@ import math
 import pytest
 import torch
 
-from musictx.models.attention import attend_naive
-from musictx.models.decoding import KVCache, attend_relative_one_query
-from musictx.sampling import (
+from musictx.generation.sampling import (
     SecondsLimit,
     generate,
     sample_next,
@@ -19,7 +17,9 @@ from musictx.sampling import (
     top_p_filter,
     window_start,
 )
-from musictx.tokenizer import EventTokenizer
+from musictx.io.tokenizer import EventTokenizer
+from musictx.models.attention import attend_naive
+from musictx.models.decoding import KVCache, attend_relative_one_query
 
 from .gen_fixtures import tiny_net
 
@@ -270,5 +270,6 @@ def test_generation_benchmark_runs(capsys):
     main(["--threads", "1", "--batch-sizes", "1,2", "--new-tokens", "6", "--seed-tokens", "8", "--repeats", "1",
           "--uncached-tokens", "2", "--uncached-points", "2"])
     out = capsys.readouterr().out
-    assert "| batch | path |" in out and "(extrapolated)" in out
-    assert out.count("| 2 |") == 2 and "speedup over recomputation at batch 1" in out
+    assert "| batch | path |" in out and "(extrapolated)" in out and "model piano" in out
+    assert out.count("| 2 |") == 3 and "speedup over recomputation at batch 1" in out  # reference, fast, no cache
+    assert "same sampled ids on both paths for the same seed: met" in out

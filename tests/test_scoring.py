@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from musictx.metrics import compare, interval_ngrams, motif_reuse, note_density, tv_distance
-from musictx.midi_io import Notes
-from musictx.scoring import plan_windows, score_pieces
+from musictx.evaluation.metrics import compare, interval_ngrams, motif_reuse, note_density, tv_distance
+from musictx.evaluation.scoring import plan_windows, score_pieces
+from musictx.io.midi_io import Notes
 
 
 class UniformNet(torch.nn.Module):

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from musictx.midi_io import MidiReadError, Notes, apply_sustain, read_notes
-from musictx.tokenizer import EventTokenizer, TokenizerConfig, TokenizerMismatchError
+from musictx.io.midi_io import MidiReadError, Notes, apply_sustain, read_notes
+from musictx.io.tokenizer import EventTokenizer, TokenizerConfig, TokenizerMismatchError
 from tests.helpers import EDGE_DIR, needs_shared, piano_files, write_random_midi
 
 TOK = EventTokenizer()

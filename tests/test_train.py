@@ -16,7 +16,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from torch import nn
 
-from musictx.lit_module import (
+from musictx.commands.train import build, instantiate_dict
+from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.paths import CONF_DIR
+from musictx.training.lit_module import (
     MusicLitModule,
     NonFiniteLossError,
     cosine_schedule,
@@ -24,9 +27,6 @@ from musictx.lit_module import (
     make_schedule,
     paper_schedule,
 )
-from musictx.paths import CONF_DIR
-from musictx.tokenizer import EventTokenizer, TokenizerMismatchError
-from musictx.train import build, instantiate_dict
 
 MODELS = ("music_transformer", "transformer", "lstm")
 # Small enough for a few seconds per run on one CPU core, for all three models.
@@ -154,7 +154,7 @@ def test_config_groups_compose(prepared_dir, tmp_path):
 
 def test_entry_point_honours_hydra_run_dir(prepared_dir, tmp_path):
     exe = Path(sys.executable).parent / "musictx-train"
-    cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "musictx.train"]),
+    cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "musictx.commands.train"]),
            "experiment=tiny", f"data.dir={prepared_dir}", "model=lstm", f"hydra.run.dir={tmp_path}",
            "data.seq_len=32", "trainer.max_steps=4", "trainer.val_check_interval=2", "model.net.d_model=32"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -166,7 +166,7 @@ def test_entry_point_honours_hydra_run_dir(prepared_dir, tmp_path):
 
 
 def test_multirun_over_the_three_models(prepared_dir, tmp_path):
-    cmd = [sys.executable, "-m", "musictx.train", "-m", "model=music_transformer,transformer,lstm",
+    cmd = [sys.executable, "-m", "musictx.commands.train", "-m", "model=music_transformer,transformer,lstm",
            "experiment=tiny", f"data.dir={prepared_dir}", f"hydra.sweep.dir={tmp_path}", "data.seq_len=32",
            "trainer.max_steps=4", "trainer.val_check_interval=2", "model.net.d_model=32"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -218,7 +218,7 @@ def test_paper_and_cosine_schedules():
 
 
 def test_non_finite_loss_stops_with_step_and_recent_losses(prepared_dir, tmp_path):
-    from musictx.data import MusicDataModule
+    from musictx.training.data import MusicDataModule
 
     tok = EventTokenizer()
     module = MusicLitModule(ConstantNet(tok.vocab_size, poison_at=4), tok.to_dict())
@@ -278,7 +278,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_non_zero(prepared_dir, tmp_path):
     import time
 
     log, last = tmp_path / "train.err", tmp_path / "run" / "checkpoints" / "last.ckpt"
-    cmd = [sys.executable, "-m", "musictx.train", "experiment=tiny", f"data.dir={prepared_dir}",
+    cmd = [sys.executable, "-m", "musictx.commands.train", "experiment=tiny", f"data.dir={prepared_dir}",
            f"hydra.run.dir={tmp_path / 'run'}", "logger=none", *SHRINK, "trainer.max_steps=100000",
            "trainer.val_check_interval=5"]
     with open(log, "w") as err:
@@ -335,7 +335,7 @@ def test_resume_in_the_same_folder_keeps_metrics_and_removes_dead_temporaries(pr
 def test_console_script_refuses_bad_resume_files_and_sizes(override, message, prepared_dir, tmp_path):
     (tmp_path / "bad.ckpt").write_bytes(b"PK\x03\x04 not really a checkpoint")
     override = override.format(bad=tmp_path / "bad.ckpt", missing=tmp_path / "missing.ckpt")
-    cmd = [sys.executable, "-m", "musictx.train", "experiment=tiny", f"data.dir={prepared_dir}", "model=lstm",
+    cmd = [sys.executable, "-m", "musictx.commands.train", "experiment=tiny", f"data.dir={prepared_dir}", "model=lstm",
            f"hydra.run.dir={tmp_path / 'run'}", "trainer.max_steps=2", override]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]

@@ -17,9 +17,9 @@ import lightning as L
 import pytest
 import torch
 
-from musictx.model_store import load_checkpoint
-from musictx.tokenizer import EventTokenizer
-from musictx.train import build, train
+from musictx.checkpoints.model_store import load_checkpoint
+from musictx.commands.train import build, train
+from musictx.io.tokenizer import EventTokenizer
 
 from .test_train import compose_train
 
@@ -36,7 +36,7 @@ def logged_steps(rows: list[dict], key: str) -> list[int]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "musictx.train", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "musictx.commands.train", *args], capture_output=True, text=True,
                           timeout=300, env=ENV)
 
 

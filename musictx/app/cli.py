@@ -1,17 +1,28 @@
-"""``musictx-app``: parse the options, load the model, serve the page (see `musictx.app`)."""
+"""``musictx-app``: parse the options, load the model, serve the page (see `musictx.app`).
+
+Everything the app writes, Gradio's cache and uploads included, goes into one work folder kept under
+`musictx.app.disk.Limits`; the folder is removed at exit, after Ctrl-C and after SIGTERM or SIGHUP alike
+(what ``docker stop``, systemd and a closed terminal send)."""
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import importlib.util
+import ipaddress
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 
-from musictx.app.core import MAX_UPLOAD_MB, USER_ERRORS, Continuer
+from musictx.app.core import DEFAULT_MAX_QUEUE, MAX_UPLOAD_MB, USER_ERRORS, Continuer
+from musictx.app.disk import DEFAULT_KEEP_RESULTS, DEFAULT_MAX_DISK_MB, Limits, make_workdir
 
 log = logging.getLogger("musictx.app")
+AUTH_ENV = "MUSICTX_APP_AUTH"  # USER:PASSWORD; unlike --auth, not shown to other users of the machine by ps
+PRUNE_EVERY_S = 30.0  # uploads arrive without any request of ours; a periodic prune bounds them too
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -20,21 +31,102 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a shipped model name, a model folder or a .ckpt (default: the shipped 'piano')")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
-    parser.add_argument("--soundfont", default=None, help="a .sf2 for the audio (default: see musictx.audio)")
+    parser.add_argument("--soundfont", default=None, help="a .sf2 for the audio (default: see musictx.io.audio)")
     parser.add_argument("--max-upload-mb", type=float, default=MAX_UPLOAD_MB, help="largest seed file accepted")
+    parser.add_argument("--keep-results", type=int, default=DEFAULT_KEEP_RESULTS,
+                        help=f"continuations kept on disk, oldest removed first (default {DEFAULT_KEEP_RESULTS})")
+    parser.add_argument("--max-disk-mb", type=float, default=DEFAULT_MAX_DISK_MB,
+                        help="most MB the work folder holds: results, previews, uploads; oldest removed first "
+                             f"(default {DEFAULT_MAX_DISK_MB:g})")
+    parser.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE,
+                        help="requests that may wait; one more is told the server is busy "
+                             f"(default {DEFAULT_MAX_QUEUE})")
+    parser.add_argument("--auth", default=None, metavar="USER:PASSWORD",
+                        help=f"ask for this login (default: ${AUTH_ENV}, which other users cannot see in ps)")
     parser.add_argument("--device", default="cpu", help="torch device of the model (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: load the model, build the page, serve it until Ctrl-C."""
-    args = parse_args(argv)
-    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # a local app sends nothing out
+def parse_auth(text: str | None) -> tuple[str, str] | None:
+    """(user, password) of ``USER:PASSWORD`` (the password may hold colons), None for none; ValueError."""
+    if not text:
+        return None
+    user, sep, password = text.partition(":")
+    if not (sep and user and password):
+        raise ValueError("the login must be USER:PASSWORD, both non-empty")
+    return user, password
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the app to this machine."""
+    if host.lower() == "localhost":
+        return True
     try:
-        from musictx.app.page import build_page
-    except ImportError:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may well resolve to a public address
+        return False
+
+
+def host_warning(host: str, auth: tuple[str, str] | None) -> str | None:
+    """The line printed when the app is reachable from other machines without a login, else None."""
+    if is_loopback(host) or auth:
+        return None
+    return (f"musictx-app: warning: --host {host} lets other machines reach the app, and it has no login: anyone "
+            f"who can reach it can use it (add one with --auth USER:PASSWORD or ${AUTH_ENV})")
+
+
+def _interrupt(signum, frame):
+    """SIGTERM and SIGHUP stop the app as Ctrl-C does: Gradio closes the server, atexit cleans up."""
+    raise KeyboardInterrupt
+
+
+def _prune_periodically(cont: Continuer) -> None:
+    stop = threading.Event()
+
+    def loop():
+        while not stop.wait(PRUNE_EVERY_S):
+            try:
+                cont.prune()
+            except OSError:  # a full or vanished disk must not stop the server; the next round tries again
+                log.exception("pruning the work folder failed")
+
+    threading.Thread(target=loop, name="musictx-prune", daemon=True).start()
+    atexit.register(stop.set)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: load the model, build the page, serve it until Ctrl-C, SIGTERM or SIGHUP."""
+    args = parse_args(argv)
+    try:
+        auth = parse_auth(args.auth or os.environ.get(AUTH_ENV))
+        limits = Limits(args.keep_results, args.max_disk_mb)
+        if args.max_queue < 1:
+            raise ValueError(f"--max-queue must be >= 1, got {args.max_queue}")
+    except ValueError as err:
+        sys.exit(f"musictx-app: error: {err}")
+    warning = host_warning(args.host, auth)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    if importlib.util.find_spec("gradio") is None:
         sys.exit("musictx-app: error: Gradio is not installed (pip install 'musictx[app]')")
+    workdir = make_workdir()
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    try:
+        _serve(args, workdir, limits, auth)
+    except KeyboardInterrupt:  # stopped before the server ran (loading the model): no traceback
+        log.info("stopped")
+
+
+def _serve(args: argparse.Namespace, workdir, limits: Limits, auth: tuple[str, str] | None) -> None:
+    # Gradio reads GRADIO_TEMP_DIR when imported: pointed at the work folder, its cache is that folder, and it
+    # serves results written there as they are instead of keeping a second copy
+    os.environ["GRADIO_TEMP_DIR"] = str(workdir)
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # a local app sends nothing out
+    from musictx.app.page import build_page
+
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Gradio's own start-up requests
     if args.threads:
@@ -42,12 +134,13 @@ def main(argv: list[str] | None = None) -> None:
 
         torch.set_num_threads(args.threads)
     try:
-        cont = Continuer(args.model, soundfont=args.soundfont, max_upload_mb=args.max_upload_mb, device=args.device)
+        cont = Continuer(args.model, workdir=workdir, soundfont=args.soundfont, max_upload_mb=args.max_upload_mb,
+                         device=args.device, limits=limits)
     except USER_ERRORS as err:
         sys.exit(f"musictx-app: error: {err}")
-    atexit.register(shutil.rmtree, cont.workdir, ignore_errors=True)
-    log.info("model %s (%s); audio: %s", cont.meta["ref"], cont.meta["source"], cont.audio_reason or "on")
-    page = build_page(cont)
-    page.queue(default_concurrency_limit=1).launch(
-        server_name=args.host, server_port=args.port, max_file_size=int(args.max_upload_mb * 2**20),
-        allowed_paths=[str(cont.workdir)], show_error=False, ssr_mode=False, footer_links=[])
+    log.info("model %s (%s); audio: %s; %s", cont.meta["ref"], cont.meta["source"], cont.audio_reason or "on",
+             limits.line())
+    page = build_page(cont, args.max_queue)
+    _prune_periodically(cont)
+    page.launch(server_name=args.host, server_port=args.port, max_file_size=int(args.max_upload_mb * 2**20),
+                allowed_paths=[str(cont.workdir)], show_error=False, ssr_mode=False, footer_links=[], auth=auth)

@@ -1,6 +1,7 @@
 """What one request of the web app does, without Gradio: `Continuer` holds the loaded model and turns a seed
-file and `Settings` into `Result` files through `musictx.continue_midi`'s functions (seed cutting, sampling,
-writing MIDI / piano roll / WAV); `run_request` turns any failure into a one-line message."""
+file and `Settings` into `Result` files through `musictx.generation.continue_midi`'s functions (seed cutting, sampling,
+writing MIDI / piano roll / WAV), keeping its work folder under `musictx.app.disk.Limits`; `run_request`
+turns any failure into a one-line message."""
 
 from __future__ import annotations
 
@@ -9,26 +10,35 @@ import logging
 import os
 import re
 import shutil
-import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from musictx import continue_midi
-from musictx.arcs import ArcChoice, arcs_of_midi, plot_arcs
-from musictx.audio import audio_unavailable
-from musictx.continue_midi import GenerateError, GenerateOptions
-from musictx.midi_io import MidiReadError
+from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune
+from musictx.app.messages import header_problem, reason_for_page
+from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, plot_arcs
+from musictx.evaluation.plots import plot_piano_roll
+from musictx.generation import continue_midi
+from musictx.generation.continue_midi import GenerateError, GenerateOptions
+from musictx.generation.sampling import SecondsLimit
+from musictx.io.audio import audio_unavailable
+from musictx.io.midi_io import MidiReadError, file_problem
+from musictx.io.seed_tracks import track_merge
+from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.paths import BUNDLED_MOTIF
-from musictx.plots import plot_piano_roll
-from musictx.sampling import SecondsLimit
-from musictx.seed_tracks import track_merge
-from musictx.tokenizer import TokenizerMismatchError
 
 log = logging.getLogger("musictx.app")
 MOTIF = BUNDLED_MOTIF
 MAX_SAMPLES = 4
+# The most one request may ask for (the page's sliders stop there too; checked here for API callers). With a
+# 5 MB seed file they bound a request's work: 4 pieces of at most 120 + 60 s, each ~32 MB of WAV; 30 s seeds
+# and 60 s new took 124 s on one busy CPU thread. The sampler sees at most its window of any seed.
+MAX_SEED_SECONDS = 30.0
+MAX_WHOLE_SEED_SECONDS = 120.0  # "all of it" (API only): a seed longer than this is refused
+MAX_LENGTH_SECONDS = 60.0
+DEFAULT_MAX_QUEUE = 8  # requests that may wait, each bounded as above
 MAX_UPLOAD_MB = 5.0
 USER_ERRORS = (GenerateError, MidiReadError, TokenizerMismatchError)
 Report = Callable[[float, str], None]  # (fraction done, what is happening)
@@ -46,6 +56,16 @@ class Settings:
     num_samples: int = 2
     seed: int = 0
     seed_from: float = 0.0
+
+    def check(self) -> None:
+        """GenerateError naming the first setting over what the app allows (`GenerateOptions.check` does
+        the rest: signs, finiteness, whole numbers)."""
+        if not 1 <= self.num_samples <= MAX_SAMPLES:
+            raise GenerateError(f"samples must be 1 to {MAX_SAMPLES}, got {self.num_samples}")
+        if self.length_seconds > MAX_LENGTH_SECONDS:
+            raise GenerateError(f"seconds to add must be at most {MAX_LENGTH_SECONDS:g}, got {self.length_seconds:g}")
+        if self.seed_seconds is not None and self.seed_seconds > MAX_SEED_SECONDS:
+            raise GenerateError(f"seed seconds must be at most {MAX_SEED_SECONDS:g}, got {self.seed_seconds:g}")
 
 
 @dataclass
@@ -79,7 +99,7 @@ class Lineage:
 
 @contextmanager
 def generation_progress(net, tokenizer, seconds: float, report: Report) -> Iterator[None]:
-    """Call ``report(fraction, text)`` while `musictx.sampling.generate` runs ``net``.
+    """Call ``report(fraction, text)`` while `musictx.generation.sampling.generate` runs ``net``.
 
     A forward pre-hook sees every window the sampler feeds the net; after the first (the prompt) the last
     id of each window is the id just sampled, so counting its TIME_SHIFTs gives the seconds made so far.
@@ -105,14 +125,20 @@ class Continuer:
     """A loaded model and what one request does with it; no Gradio here (usable and tested without it)."""
 
     def __init__(self, model: str | None = None, workdir: str | os.PathLike | None = None,
-                 soundfont: str | None = None, max_upload_mb: float = MAX_UPLOAD_MB, device: str = "cpu"):
+                 soundfont: str | None = None, max_upload_mb: float = MAX_UPLOAD_MB, device: str = "cpu",
+                 limits: Limits | None = None):
         self.base = GenerateOptions(checkpoint=model, soundfont=soundfont, device=device)
         self.net, self.tokenizer, self.meta = continue_midi.load_model(self.base)
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="musictx-app-"))
+        self.workdir = Path(workdir) if workdir else make_workdir()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.motif = self.workdir / MOTIF.name  # a copy the page may serve
         shutil.copyfile(MOTIF, self.motif)
         self.max_upload_mb = max_upload_mb
+        self.limits = limits or Limits()
+        self._pinned: set[Path] = {self.motif}  # never pruned: what the page shows before any request
+        self._busy: list[Path] = []  # seeds and result folders of requests in flight
+        self._newest: Path | None = None  # the latest request's results: its caller may still be fetching them
+        self._lock = threading.Lock()  # requests (generate, preview, the periodic prune) run in several threads
         self.audio_reason = audio_unavailable(soundfont)
         self._runs = itertools.count(1)
         self.takeovers: dict[str, float] = {}  # result MIDI path -> seconds where the model took over
@@ -121,15 +147,24 @@ class Continuer:
         self._previews = itertools.count(1)
 
     def check_upload(self, path: str | os.PathLike | None) -> Path:
-        """The seed file's path, or GenerateError saying why it cannot be used."""
+        """The seed file's path, or GenerateError saying in the app's words why it cannot be used."""
         if path is None or str(path) == "":
             raise GenerateError("no seed file: upload a MIDI file or use the bundled motif")
         p = Path(path)
-        if not p.is_file():
-            raise GenerateError(f"{p.name}: the uploaded file is gone; upload it again")
+        if not p.exists() and is_in(p, self.workdir):
+            raise GenerateError(f"{p.name}: removed from the server to keep its disk use bounded (it keeps the "
+                                f"newest {self.limits.keep_results} results); upload it again")
+        problem = file_problem(p) if p.exists() else "the uploaded file is gone; upload it again"
+        if problem:
+            raise GenerateError(f"{p.name}: {problem}")
         size_mb = p.stat().st_size / 2**20
         if size_mb > self.max_upload_mb:
             raise GenerateError(f"{p.name}: {size_mb:.1f} MB is larger than the {self.max_upload_mb:g} MB allowed")
+        problem = header_problem(p)
+        if problem:
+            raise GenerateError(f"{p.name}: {problem}")
+        if is_in(p, self.workdir):
+            os.utime(p)  # in use again: the oldest-first pruning keeps it longer
         return p
 
     def continue_file(self, path: str | os.PathLike | None, settings: Settings,
@@ -146,7 +181,7 @@ class Continuer:
         earlier model output."""
         midi = self.check_upload(path)
         before = self.lineage.get(str(midi), Lineage(_safe_stem(midi)))
-        end = self.tokenizer.read(midi).duration()
+        end = self._read(midi).duration()
         keep = settings.seed_seconds
         start = 0.0 if keep is None or keep >= end else end - keep
         seed, results = self._continue(midi, replace(settings, seed_from=start), report, before)
@@ -159,7 +194,16 @@ class Continuer:
                   lineage: Lineage) -> tuple[continue_midi.Seed, list[Result]]:
         """(seed, results): sample from ``seed_path`` cut as ``settings`` say, write the results."""
         report = report or (lambda fraction, text: None)
-        out = self.workdir / f"run_{next(self._runs):04d}"
+        settings.check()
+        out = self.workdir / f"{RUN_PREFIX}{next(self._runs):04d}"
+        with self._in_use(seed_path, out):
+            seed, results = self._sample_and_write(seed_path, out, settings, report, lineage)
+            self._newest = out
+        self.prune()
+        return seed, results
+
+    def _sample_and_write(self, seed_path: Path, out: Path, settings: Settings, report: Report,
+                          lineage: Lineage) -> tuple[continue_midi.Seed, list[Result]]:
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
@@ -170,13 +214,17 @@ class Continuer:
             seed = continue_midi.seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds, opts.seed_from)
         except GenerateError as err:  # name the file, not the server's temporary path
             raise GenerateError(_for_the_page(err, seed_path)) from None
+        if seed.seconds > MAX_WHOLE_SEED_SECONDS:  # each result repeats its seed: its length bounds the files
+            raise GenerateError(f"{seed_path.name}: a seed of {seed.seconds:.0f} s is longer than the "
+                                f"{MAX_WHOLE_SEED_SECONDS:g} s allowed; give seed seconds "
+                                f"(at most {MAX_SEED_SECONDS:g})")
         tracks = track_merge(self.tokenizer, seed_path)
         note = tracks.line() + "." if tracks.changed_anything else ""
         with generation_progress(self.net, self.tokenizer, opts.length_seconds, report):
             pieces = continue_midi.sample_continuations(self.net, self.tokenizer, seed, opts)
         out.mkdir(parents=True)
         mine = lineage.user_until_after(seed)  # where the user's own notes end in the new results
-        results = []
+        results: list[Result] = []
         for i, ids in enumerate(pieces):
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
             name = f"{lineage.stem}_cont_{self._take(lineage.stem):02d}"
@@ -198,27 +246,72 @@ class Continuer:
     def preview(self, path: str | os.PathLike | None) -> Path:
         """PNG piano roll of a seed file as the model reads it (tracks merged, sustain applied)."""
         midi = self.check_upload(path)
-        try:
-            notes = self.tokenizer.read(midi)
-        except MidiReadError as err:
-            raise GenerateError(f"{midi.name}: {err.reason}") from None
+        notes = self._read(midi)
         folder = self.workdir / "previews"
         folder.mkdir(exist_ok=True)
         png = folder / f"{next(self._previews):04d}_{_safe_stem(midi)}.png"
         title = f"{midi.name}: {len(notes)} notes, {notes.duration():.1f} s"
-        return plot_piano_roll(notes, png, title=title)
+        with self._in_use(png):
+            plot_piano_roll(notes, png, title=title)
+        self.prune(keep={png})
+        return png
+
+    def motif_preview(self) -> Path:
+        """The bundled motif's piano roll, shown when the page opens: kept for the life of the server."""
+        png = self.preview(self.motif)
+        self._pinned.add(png)
+        return png
+
+    def prune(self, keep: frozenset[Path] | set[Path] = frozenset()) -> list[Path]:
+        """Remove the oldest results, previews and uploads over `limits` (`musictx.app.disk.prune`); never the
+        motif, what requests in flight use, the newest request's results or ``keep``. Returns what went."""
+        with self._lock:
+            spared = self._pinned | set(self._busy) | set(keep) | ({self._newest} if self._newest else set())
+            removed = prune(self.workdir, self.limits, spared)
+            for gone in removed:  # what the server remembers of removed results goes with them
+                for table in (self.takeovers, self.lineage):  # list(): a request may add keys meanwhile
+                    for key in [k for k in list(table) if is_in(Path(k), gone)]:
+                        table.pop(key, None)
+        if removed:
+            log.info("removed %d old item(s) to keep the work folder under its limits", len(removed))
+        return removed
+
+    @contextmanager
+    def _in_use(self, *paths: Path) -> Iterator[None]:
+        """Keep ``paths`` from `prune` (run in another thread) while a request reads or writes them."""
+        with self._lock:
+            self._busy.extend(paths)
+        try:
+            yield
+        finally:
+            with self._lock:
+                for path in paths:
+                    self._busy.remove(path)
+
+    def _read(self, midi: Path):
+        """The notes of ``midi``, or GenerateError naming it (its name, not its server path) in the app's words."""
+        try:
+            return self.tokenizer.read(midi)
+        except MidiReadError as err:
+            raise GenerateError(f"{midi.name}: {reason_for_page(err.reason)}") from None
 
     @property
     def has_attention(self) -> bool:
         return hasattr(self.net, "attention_probs")
 
     def draw_arcs(self, midi: str | os.PathLike, choice: ArcChoice, takeover: float | None = None) -> Path:
-        """PNG of the attention arcs over a result's MIDI file (`musictx.arcs`), written beside it."""
-        midi = Path(midi)
-        arc_map = arcs_of_midi(self.net, self.tokenizer, midi, choice)
-        view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))
-        return plot_arcs(arc_map, midi.with_name(f"{midi.stem}_arcs_{view}_{choice.last_notes}.png"), choice.top,
-                         takeover)
+        """PNG of the attention arcs over a result's MIDI file (`musictx.evaluation.arcs`), written beside it."""
+        midi = self.check_upload(midi)
+        with self._in_use(midi.parent):
+            try:
+                arc_map = arcs_of_midi(self.net, self.tokenizer, midi, choice)
+            except MidiReadError as err:
+                raise GenerateError(f"{midi.name}: {reason_for_page(err.reason)}") from None
+            view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))
+            png = plot_arcs(arc_map, midi.with_name(f"{midi.stem}_arcs_{view}_{choice.last_notes}.png"), choice.top,
+                            takeover)
+        self.prune(keep={png})
+        return png
 
 
 def _safe_stem(path: Path) -> str:
@@ -229,7 +322,7 @@ def _safe_stem(path: Path) -> str:
 def _for_the_page(err: Exception, path: Path) -> str:
     """The command-line message of ``err`` said for the page: the file's name, not its server path, and no
     advice about command-line options that the page does not have."""
-    text = str(err).replace(f"seed_midi={path}", path.name)
+    text = reason_for_page(str(err).replace(f"seed_midi={path}", path.name))
     return text.replace(" Leave seed_midi unset for unconditional generation.", "").strip()
 
 

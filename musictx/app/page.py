@@ -6,7 +6,12 @@ in the file the seed starts, in seconds),
 ``/continue_further_<i>`` (the last seed seconds of result *i* as the seed; the five settings after seed seconds,
 then optionally the seed seconds), ``/preview_seed`` (the seed file's piano roll, shown when a file is chosen),
 ``/use_motif`` and ``/draw_arcs`` (result number from 1, layer, head, last notes; a Transformer's attention arcs,
-`musictx.arcs`). Every result of the session stays downloadable in the "Takes" list, newest first.
+`musictx.evaluation.arcs`). Every result of the session stays downloadable in the "Takes" list, newest first,
+while the server keeps it (`musictx.app.disk.Limits`: the oldest results are removed first).
+
+Requests that generate run one at a time, first come first served; at most ``max_queue`` events wait (Gradio
+shows each its place in the line), and one more is refused at once: the page says "This application is
+currently busy. Please try again.", an API client gets HTTP 503 (gradio_client: ``QueueError``).
 """
 
 from __future__ import annotations
@@ -16,8 +21,19 @@ from pathlib import Path
 
 import gradio as gr
 
-from musictx.app.core import MAX_SAMPLES, Continuer, Result, Settings, draw_request, preview_request, run_request
-from musictx.arcs import ArcChoice
+from musictx.app.core import (
+    DEFAULT_MAX_QUEUE,
+    MAX_LENGTH_SECONDS,
+    MAX_SAMPLES,
+    MAX_SEED_SECONDS,
+    Continuer,
+    Result,
+    Settings,
+    draw_request,
+    preview_request,
+    run_request,
+)
+from musictx.evaluation.arcs import ArcChoice
 
 
 @dataclass
@@ -55,22 +71,29 @@ def _slot(index: int) -> Slot:
     return Slot(box, title, image, audio, midi, further)
 
 
-def _header(cont: Continuer) -> str:
+def _header(cont: Continuer, max_queue: int) -> str:
     audio = "on" if cont.audio_reason is None else f"off ({cont.audio_reason})"
     return (f"# musictx: continue a MIDI file\nModel `{cont.meta['ref']}` ({cont.meta['source']}, "
             f"{type(cont.net).__name__}). Audio: {audio}. Upload a `.mid` file of at most "
-            f"{cont.max_upload_mb:g} MB or keep the bundled motif; the shaded part of each piano roll is the seed.")
+            f"{cont.max_upload_mb:g} MB or keep the bundled motif; the shaded part of each piano roll is the seed.\n\n"
+            f"{cont.limits.line()} {_queue_line(max_queue)}")
+
+
+def _queue_line(max_queue: int) -> str:
+    return (f"One request runs at a time and at most {max_queue} wait, first come first served (the page shows "
+            "your place); when the line is full the page says the server is busy.")
 
 
 def _controls() -> list:
     """Seed seconds, seconds to add, temperature, top-p, samples, random seed, seed start (the order of
     `Settings`; the seed start is shown second but passed last, so that API calls without it still work)."""
-    seed_seconds = gr.Slider(1, 30, value=8, step=0.5, label="Seed seconds (kept from the seed's first note; "
+    seed_seconds = gr.Slider(1, MAX_SEED_SECONDS, value=8, step=0.5,
+                             label="Seed seconds (kept from the seed's first note; "
                              "Continue further keeps a result's last seconds)")
     seed_from = gr.Number(value=0, minimum=0, label="Seed starts at (seconds into the file)")
     return [
         seed_seconds,
-        gr.Slider(1, 60, value=15, step=1, label="Seconds to add"),
+        gr.Slider(1, MAX_LENGTH_SECONDS, value=15, step=1, label="Seconds to add"),
         gr.Slider(0, 1.5, value=1.0, step=0.05, label="Temperature (0 = always the likeliest event)"),
         gr.Slider(0.5, 1.0, value=0.95, step=0.01, label="Top-p"),
         gr.Slider(1, MAX_SAMPLES, value=2, step=1, label="Samples"),
@@ -87,14 +110,17 @@ def _respond(results: list[Result] | None, message: str, n_outputs: int, takes: 
     values = [message, [str(r.midi) for r in results], gr.skip() if seed_file is None else seed_file]
     for i in range(MAX_SAMPLES):
         values += Slot.values(results[i] if i < len(results) else None)
-    takes = [str(r.midi) for r in reversed(results)] + list(takes or [])
+    # the server removes its oldest results (`musictx.app.disk`): the list shows those it still has
+    takes = [str(r.midi) for r in reversed(results)] + [t for t in takes or [] if Path(t).is_file()]
     return values + [takes, gr.update(value=takes, visible=True)]
 
 
-def build_page(cont: Continuer) -> gr.Blocks:
-    """The page around ``cont`` (not launched)."""
+def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks:
+    """The page around ``cont``, its queue bounded to ``max_queue`` waiting events (not launched)."""
+    if max_queue < 1:
+        raise ValueError(f"max_queue must be >= 1, got {max_queue}")
     with gr.Blocks(title="musictx") as page:
-        gr.Markdown(_header(cont))
+        gr.Markdown(_header(cont, max_queue))
         shown = gr.State([])  # MIDI paths of the results on the page, in slot order
         takes = gr.State([])  # MIDI paths of every result of this session, newest first
         with gr.Row():
@@ -102,7 +128,7 @@ def build_page(cont: Continuer) -> gr.Blocks:
                 seed_file = gr.File(value=str(cont.motif), label="Seed MIDI", file_types=[".mid", ".midi"],
                                     elem_id="seed-file")
                 use_motif = gr.Button("Use the bundled motif", size="sm")
-                preview = gr.Image(value=_preview(cont, cont.motif)[0], type="filepath", interactive=False,
+                preview = gr.Image(value=str(cont.motif_preview()), type="filepath", interactive=False,
                                    label="The seed file", elem_id="seed-roll")
                 preview_note = gr.Markdown(elem_id="seed-roll-note")
                 controls = _controls()
@@ -110,8 +136,8 @@ def build_page(cont: Continuer) -> gr.Blocks:
             with gr.Column(scale=2):
                 status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=90)
                 slots = [_slot(i) for i in range(MAX_SAMPLES)]
-                history = gr.File(label="Takes this session (newest first)", file_count="multiple",
-                                  interactive=False, visible=False, elem_id="takes")
+                history = gr.File(label="Takes this session (newest first, while the server keeps them)",
+                                  file_count="multiple", interactive=False, visible=False, elem_id="takes")
         outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs] + [takes, history]
         # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
 
@@ -142,10 +168,11 @@ def build_page(cont: Continuer) -> gr.Blocks:
                                api_name=f"continue_further_{i}", **common)
         seed_file.change(lambda path: _preview(cont, path), inputs=seed_file, outputs=[preview, preview_note],
                          api_name="preview_seed", concurrency_id="preview")
-        use_motif.click(lambda: str(cont.motif), outputs=seed_file, api_name="use_motif")
+        # instant, so it need not wait in (or take a place in) the bounded queue
+        use_motif.click(lambda: str(cont.motif), outputs=seed_file, api_name="use_motif", queue=False)
         if arcs is not None:
             arcs.clear_on(go)
-    return page
+    return page.queue(default_concurrency_limit=1, max_size=max_queue)
 
 
 @dataclass

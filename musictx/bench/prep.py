@@ -33,8 +33,8 @@ def _prep_once(input_dir: str, workers: int, out_root: str) -> tuple[float, dict
 
 def _pretty_midi_reference(input_dir: str, limit: int | None) -> tuple[float, dict]:
     from data_prep.sources import list_folder
-    from musictx.midi_io import MidiReadError
-    from musictx.tokenizer import EventTokenizer
+    from musictx.io.midi_io import MidiReadError
+    from musictx.io.tokenizer import EventTokenizer
 
     tok = EventTokenizer()
     files = list_folder(input_dir)[:limit]

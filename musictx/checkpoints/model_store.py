@@ -1,0 +1,244 @@
+"""The one place that loads and saves trained models, for every command.
+
+A model reference (``load_model(ref)``) is any of:
+  - the name of a model shipped inside the package (``"piano"``: ``musictx/pretrained/piano/``),
+  - a model folder: ``config.json`` (model and tokenizer configs) + ``model.safetensors`` (+ ``README.md``),
+  - a Lightning checkpoint ``.ckpt`` written by ``musictx-train``.
+
+Nothing here runs code named by a file. Nets are built only from the project's own registry of model
+classes (`musictx.models.MODELS`), with constructor arguments that must be plain JSON scalars and
+parameters of that class; checkpoints are read with ``torch.load(weights_only=True)`` and model folders
+with safetensors (no pickle at all).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.models import MODELS
+from musictx.paths import PRETRAINED_DIR
+
+DEFAULT_MODEL = "piano"
+CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+CHECKPOINT_KEY = "musictx"
+CHECKPOINT_FORMAT = 1
+FOLDER_FORMAT = 1
+WEIGHT_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+class ModelLoadError(ValueError):
+    """A model reference that does not name a usable model (the message names it and why)."""
+
+
+# ----- nets from and to plain data ---------------------------------------------------------------
+def net_spec(net: nn.Module) -> dict:
+    """{"name": the net's registry name, "target": its class path (informative), "config": its
+    constructor kwargs}."""
+    config = net.get_config() if hasattr(net, "get_config") else net.config
+    config = asdict(config) if is_dataclass(config) else dict(config)
+    return {"name": getattr(net, "name", None), "target": f"{type(net).__module__}.{type(net).__qualname__}",
+            "config": config}
+
+
+def _registry_name(spec: dict) -> str:
+    """The registry name of a spec; old checkpoints name only the class path, which must be ours."""
+    name = spec.get("name")
+    if name in MODELS:
+        return name
+    by_path = {f"{cls.__module__}.{cls.__qualname__}": key for key, cls in MODELS.items()}
+    if spec.get("target") in by_path and name in (None, ""):
+        return by_path[spec["target"]]
+    raise ModelLoadError(f"model {name or spec.get('target')!r} is not one of musictx's models {sorted(MODELS)}")
+
+
+def build_net(spec: dict) -> nn.Module:
+    """A fresh net from `net_spec`'s output: only registered classes, only plain scalar arguments that
+    the class's constructor takes."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("config"), dict):
+        raise ModelLoadError("model spec must be a dict with a 'config' dict")
+    cls = MODELS[_registry_name(spec)]
+    params = inspect.signature(cls.__init__).parameters
+    for key, value in spec["config"].items():
+        if key not in params or key == "self":
+            raise ModelLoadError(f"{cls.__name__} has no argument {key!r}")
+        if not (value is None or type(value) in (bool, int, float, str)):
+            raise ModelLoadError(f"{cls.__name__} argument {key}={value!r}: only plain numbers, strings, "
+                                 "booleans and null are accepted")
+    try:
+        return cls(**spec["config"])
+    except (TypeError, ValueError) as err:  # e.g. n_heads that does not divide d_model
+        raise ModelLoadError(f"{cls.__name__} cannot be built from its stored arguments ({err})") from None
+
+
+def _build(spec, path) -> nn.Module:
+    """`build_net` with the file named in its errors."""
+    try:
+        return build_net(spec)
+    except ModelLoadError as err:
+        raise ModelLoadError(f"{path}: {err}") from None
+
+
+# ----- Lightning checkpoints -------------------------------------------------------------------
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """The contents of a checkpoint written by ``musictx-train``, checked: readable without pickled code,
+    holding a musictx entry of a known format and only finite weights. Anything else raises
+    ModelLoadError naming the file and why (``musictx-train ckpt_path=`` checks a resume file with it)."""
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # truncated zip, not a zip, pickled code, unreadable file: many types
+        raise ModelLoadError(f"{path}: not a usable musictx checkpoint ({type(err).__name__}: "
+                             f"{_first_line(err)})") from None
+    block = ckpt.get(CHECKPOINT_KEY) if isinstance(ckpt, dict) else None
+    if not isinstance(block, dict):
+        raise ModelLoadError(f"{path}: no {CHECKPOINT_KEY!r} entry; not a checkpoint written by musictx-train")
+    if not isinstance(block.get("format", 0), int) or block.get("format", 0) > CHECKPOINT_FORMAT:
+        raise ModelLoadError(f"{path}: checkpoint format {block.get('format')!r} is newer than this code "
+                             f"({CHECKPOINT_FORMAT}); update musictx")
+    if not isinstance(ckpt.get("state_dict"), dict):
+        raise ModelLoadError(f"{path}: no 'state_dict' of weights; not a checkpoint written by musictx-train")
+    check_finite(ckpt["state_dict"], path)
+    return ckpt
+
+
+def check_finite(state: dict, path) -> None:
+    """Raise ModelLoadError naming the first floating-point tensor of ``state`` that holds NaN or inf
+    (a diverged run, or bits flipped on disk): such a model only ever outputs garbage."""
+    for name, value in state.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            finite = torch.isfinite(value)
+            if not bool(finite.all()):
+                bad = value.numel() - int(finite.sum())
+                raise ModelLoadError(f"{path}: parameter {name} holds {bad} non-finite value(s) (NaN or inf) "
+                                     f"of {value.numel()}; the file is damaged or training diverged")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "no detail"
+
+
+def _load_state(net: nn.Module, state: dict, path) -> None:
+    """``net.load_state_dict(state)``, a mismatch (missing, unexpected or reshaped weights) as ModelLoadError."""
+    try:
+        net.load_state_dict(state)
+    except RuntimeError as err:
+        raise ModelLoadError(f"{path}: weights do not fit the {type(net).__name__} the file describes "
+                             f"({_first_line(err)})") from None
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"
+                    ) -> tuple[nn.Module, EventTokenizer, dict]:
+    """Rebuild the trained net and its tokenizer from a checkpoint written by ``musictx-train``.
+
+    Returns ``(net, tokenizer, meta)``: the net in eval mode on ``map_location``, the `EventTokenizer` of its
+    training data, and ``meta`` = {"model", "global_step", "epoch", "hparams", "optimizer", "path"}.
+    Raises ModelLoadError (file and reason named) for unreadable, foreign or non-finite checkpoints.
+    """
+    ckpt = read_checkpoint(path, map_location)
+    block = ckpt[CHECKPOINT_KEY]
+    tokenizer = _tokenizer(block, path)
+    net = _build(block.get("model"), path)
+    state = {k[len("net."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("net.")}
+    _load_state(net, state, path)
+    meta = {"model": block["model"], "global_step": ckpt.get("global_step"), "epoch": ckpt.get("epoch"),
+            "hparams": ckpt.get("hyper_parameters", {}), "optimizer": block.get("optimizer"), "path": str(path)}
+    return net.to(map_location).eval(), tokenizer, meta
+
+
+def _tokenizer(block: dict, path) -> EventTokenizer:
+    try:
+        return EventTokenizer.from_dict(block["tokenizer"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise TokenizerMismatchError(f"{path}: unusable tokenizer entry: {err}") from err
+
+
+# ----- model folders ---------------------------------------------------------------------------
+def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | Path, dtype: str = "float16",
+                      info: dict | None = None) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (weights cast to ``dtype``) into ``out_dir``.
+    ``info`` (training data, steps, measured figures) is kept in the config under "info"."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu", WEIGHT_DTYPES[dtype]).contiguous() for k, v in net.state_dict().items()}
+    save_file(state, out / WEIGHTS_FILE, metadata={"format": "musictx", "dtype": dtype})
+    config = {"format": FOLDER_FORMAT, "model": net_spec(net), "tokenizer": tokenizer.to_dict(),
+              "weights_dtype": dtype, "info": info or {}}
+    (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    return out
+
+
+def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module, EventTokenizer, dict]:
+    """(net in fp32 eval mode, tokenizer, meta) of a model folder; no pickle is read."""
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ModelLoadError(f"{folder}: unreadable {CONFIG_FILE} ({err})") from None
+    if not isinstance(config, dict) or config.get("format", 0) > FOLDER_FORMAT:
+        raise ModelLoadError(f"{folder}/{CONFIG_FILE}: not a musictx model config of format <= {FOLDER_FORMAT}")
+    tokenizer = _tokenizer(config, folder)
+    net = _build(config.get("model"), folder / CONFIG_FILE)
+    weights = folder / WEIGHTS_FILE
+    try:
+        state = load_file(weights)
+    except Exception as err:  # missing, truncated or not a safetensors file
+        raise ModelLoadError(f"{weights}: unreadable weights ({type(err).__name__}: {_first_line(err)})") from None
+    check_finite(state, weights)
+    own = net.state_dict()
+    _load_state(net, {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}, weights)
+    meta = {"model": config["model"], "info": config.get("info", {}), "path": str(folder),
+            "global_step": config.get("info", {}).get("global_step")}
+    return net.to(map_location).eval(), tokenizer, meta
+
+
+# ----- one entry for every command -------------------------------------------------------------
+def shipped_models() -> list[str]:
+    """Names of the model folders installed with the package."""
+    if not PRETRAINED_DIR.is_dir():
+        return []
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p / CONFIG_FILE).is_file())
+
+
+def resolve(ref: str | Path | None) -> tuple[str, Path]:
+    """("shipped" | "folder" | "checkpoint", path) of a model reference; None = the default model."""
+    ref = DEFAULT_MODEL if ref in (None, "") else ref
+    if isinstance(ref, str) and ref in shipped_models():
+        return "shipped", PRETRAINED_DIR / ref
+    path = Path(ref)
+    if path.is_dir():
+        if not (path / CONFIG_FILE).is_file():
+            raise ModelLoadError(f"{path}: a folder without {CONFIG_FILE}; not a musictx model folder")
+        return "folder", path
+    if path.is_file():
+        return "checkpoint", path
+    names = ", ".join(shipped_models()) or "none installed"
+    raise ModelLoadError(f"{ref}: no such file, model folder or shipped model name (shipped: {names})")
+
+
+def load_model(ref: str | Path | None = None, map_location="cpu") -> tuple[nn.Module, EventTokenizer, dict]:
+    """(net, tokenizer, meta) of a shipped name, a model folder or a ``.ckpt``; ``meta["source"]`` says which."""
+    kind, path = resolve(ref)
+    if kind == "checkpoint":
+        net, tokenizer, meta = load_checkpoint(path, map_location)
+    else:
+        net, tokenizer, meta = load_model_folder(path, map_location)
+    n_vocab = meta["model"]["config"].get("vocab_size", tokenizer.vocab_size)
+    if n_vocab != tokenizer.vocab_size:
+        raise TokenizerMismatchError(f"{path}: net vocab_size {n_vocab} != its tokenizer's {tokenizer.vocab_size}")
+    return net, tokenizer, {**meta, "source": kind, "ref": str(ref or DEFAULT_MODEL)}
+
+
+def load_pretrained(name: str = DEFAULT_MODEL, map_location="cpu") -> tuple[nn.Module, EventTokenizer]:
+    """``net, tokenizer = load_pretrained("piano")``: a shipped model, ready to generate or fine-tune."""
+    if name not in shipped_models():
+        raise ModelLoadError(f"no shipped model {name!r}; installed: {', '.join(shipped_models()) or 'none'}")
+    net, tokenizer, _ = load_model_folder(PRETRAINED_DIR / name, map_location)
+    return net, tokenizer

@@ -1,0 +1,112 @@
+"""The model comparison report, written when a ``musictx-train -m experiment=compare`` sweep ends.
+
+A Hydra callback (``hydra.callbacks`` in conf/experiment/compare.yaml): each job of the sweep trains one
+model and writes ``metrics.json`` (test-split evaluation) and ``csv/metrics.csv`` (training log) in its
+own folder; this gathers them into ``compare.md`` (a Markdown table) and ``val_loss.png`` (the validation
+curves) in the sweep folder. Also usable by hand: ``python -m musictx.evaluation.compare <sweep dir>``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+
+CONT_COLUMNS = (("pitch_class_tv_vs_real", "PC dist. to real"), ("ioi_tv_vs_real", "IOI dist. to real"),
+                ("motif_reuse", "motif reuse"))
+
+
+def read_log(csv_path: Path) -> dict[str, list[tuple[int, float]]]:
+    """Series of a Lightning CSV log: name -> [(step, value)] (`musictx.evaluation.plots.read_metrics_csv`, paired)."""
+    from musictx.evaluation.plots import read_metrics_csv
+
+    return {key: list(zip(steps, values, strict=True)) for key, (steps, values) in read_metrics_csv(csv_path).items()}
+
+
+def gather(sweep_dir: Path) -> list[dict]:
+    runs = []
+    for metrics in sorted(sweep_dir.glob("*/metrics.json")):
+        run = json.loads(metrics.read_text())
+        log = metrics.parent / "csv" / "metrics.csv"
+        run["log"] = read_log(log) if log.exists() else {}
+        run["name"] = metrics.parent.name
+        runs.append(run)
+    return runs
+
+
+def _mean(points: list[tuple[int, float]], skip_first: int = 2) -> float:
+    vals = [v for _, v in points[skip_first:]] or [v for _, v in points]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def markdown_table(runs: list[dict]) -> str:
+    head = ["model", "params", "train tokens/s", "steps", "best val NLL", "test NLL", "test ppl", "test acc"]
+    has_cont = all("continuation" in r for r in runs)
+    if has_cont:
+        head += [c for _, c in CONT_COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in runs:
+        val = [v for _, v in r["log"].get("val/loss", [])]
+        speed = _mean(r["log"].get("train/tokens_per_s", []))
+        cells = [r["model"].rsplit(".", 1)[-1], f"{r['params']:,}", f"{speed:,.0f}",
+                 str(r.get("global_step")), f"{min(val):.4f}" if val else "-", f"{r['nll']['nll']:.4f}",
+                 f"{r['nll']['ppl']:.2f}", f"{r['nll']['accuracy']:.3f}"]
+        if has_cont:
+            cells += [f"{r['continuation']['continuation'][k]:.3f}" for k, _ in CONT_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    if has_cont:
+        real = runs[0]["continuation"]["real"]
+        cells = ["real continuation (ceiling)", "", "", "", "", "", "", ""]
+        lines.append("| " + " | ".join(cells + [f"{real[k]:.3f}" for k, _ in CONT_COLUMNS]) + " |")
+    return "\n".join(lines)
+
+
+def plot_val_curves(runs: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for r in runs:
+        pts = r["log"].get("val/loss", [])
+        if pts:
+            ax.plot([s for s, _ in pts], [v for _, v in pts], marker="o", ms=3,
+                    label=f"{r['model'].rsplit('.', 1)[-1]} (test {r['nll']['nll']:.3f})")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation NLL (nats/token)")
+    ax.set_title("Validation loss, same data, token budget and seed")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(sweep_dir: str | Path) -> Path | None:
+    sweep = Path(sweep_dir)
+    runs = gather(sweep)
+    if not runs:
+        print(f"compare: no */metrics.json under {sweep}; nothing to report")
+        return None
+    table = markdown_table(runs)
+    (sweep / "compare.md").write_text(table + "\n")
+    plot_val_curves(runs, sweep / "val_loss.png")
+    print(f"\n{table}\n\ncompare: wrote {sweep / 'compare.md'} and {sweep / 'val_loss.png'}")
+    return sweep / "compare.md"
+
+
+class CompareReport(Callback):
+    """Hydra callback: write the report once every job of the sweep has finished."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        write_report(config.hydra.sweep.dir)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m musictx.evaluation.compare <sweep dir>")
+    write_report(sys.argv[1])

@@ -1,0 +1,233 @@
+"""Does a model use what it has heard? Three measurements of in-context recall on a prepared split.
+
+- **Copy probe.** A passage S (``passage`` tokens) is heard, then ``gap`` tokens of other music F, then S
+  again: ``[S, F, S]``. The control replaces the first S by unrelated music U of the same length:
+  ``[U, F, S]``. The *copy gain* is the control's NLL minus the repeat's, on the second S's tokens from
+  ``skip`` on (the first few tokens of a repeat cannot be known to be one). A model that recalls predicts
+  the repeat almost perfectly (gain of several nats); one that ignores its context gains ~0. With
+  ``transpose`` the second S is moved by that many semitones in both sequences (a motif in a new key).
+  S, F and U come from three different pieces, so no gain comes from the piece's style.
+- **In-window repeats.** On ordinary windows, the NLL of tokens that close an ``ngram`` already heard
+  earlier in the same window (a literal repeat a copier could predict) against all other tokens.
+- **Context length.** The NLL of the same targets (the last ``targets`` tokens of stretches) with
+  ``contexts`` tokens before them: does more context help, up to 2x the trained one?
+
+Models only see token ids (numpy in, torch forward, floats out); `RecallProbe` in `musictx.training.callbacks`
+logs the copy gain at every validation, so a run's curves show when recall appears.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from musictx.io.token_store import TokenArrays
+from musictx.io.tokenizer import EventTokenizer
+from musictx.training.augment import transpose_ids
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One copy-probe triple: the passage S, the filler F (at least the largest gap) and the control U."""
+
+    passage: np.ndarray
+    filler: np.ndarray
+    unrelated: np.ndarray
+
+
+def draw_probes(arrays: TokenArrays, n: int, passage: int, filler: int, seed: int = 0) -> list[Probe]:
+    """``n`` probes with S, F and U from three different pieces of ``arrays`` (pieces reused if needed).
+
+    Raises ValueError when the split has fewer than 3 pieces long enough for a passage."""
+    rng = np.random.default_rng(seed)
+    long_enough = np.flatnonzero(arrays.lengths > passage + 1)
+    if len(long_enough) < 3:
+        raise ValueError(f"{arrays.dir}/{arrays.split}: the copy probe needs 3 pieces of more than {passage + 1} "
+                         f"tokens, found {len(long_enough)}")
+    probes = []
+    for _ in range(n):
+        s_piece, u_piece, f_piece = rng.choice(long_enough, 3, replace=False)
+        probes.append(Probe(_slice(arrays, s_piece, passage, rng), _filler(arrays, f_piece, filler, rng),
+                            _slice(arrays, u_piece, passage, rng)))
+    return probes
+
+
+def _slice(arrays: TokenArrays, piece: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    ids = arrays.piece(int(piece))[:-1]  # without EOS
+    start = int(rng.integers(0, max(len(ids) - n, 0) + 1))
+    return np.asarray(ids[start:start + n], dtype=np.int64)
+
+
+def _filler(arrays: TokenArrays, piece: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` tokens of music from ``piece`` on, continuing into the next pieces when it is shorter."""
+    parts, have, i = [], 0, int(piece)
+    while have < n:
+        part = np.asarray(arrays.piece(i % len(arrays))[:-1], dtype=np.int64)
+        parts.append(part if have else part[int(rng.integers(0, max(len(part) - n, 0) + 1)):])
+        have += len(parts[-1])
+        i += 1
+    return np.concatenate(parts)[:n]
+
+
+@torch.no_grad()
+def token_nll(net, ids: np.ndarray, device="cpu") -> np.ndarray:
+    """Per-target NLL (n - 1,) of a whole id sequence in one forward: entry t scores ids[t + 1]."""
+    x = torch.as_tensor(ids[None, :-1], dtype=torch.long, device=device)  # (1, T)
+    logits = net(x).float()  # (1, T, V)
+    y = torch.as_tensor(ids[None, 1:], dtype=torch.long, device=device)
+    return F.cross_entropy(logits.transpose(1, 2), y, reduction="none")[0].cpu().numpy()
+
+
+def copy_gain(net, tok: EventTokenizer, probes: list[Probe], gap: int, skip: int = 16, transpose: int = 0,
+              device="cpu") -> dict:
+    """Mean NLL of the repeated passage's tokens ``skip``.. after ``[S, F_gap, S']`` and ``[U, F_gap, S']``."""
+    repeat, control = [], []
+    for p in probes:
+        second = transpose_ids(p.passage, transpose, tok) if transpose else p.passage
+        tail = np.concatenate([p.filler[:gap], second])
+        for first, out in ((p.passage, repeat), (p.unrelated, control)):
+            nll = token_nll(net, np.concatenate([first, tail]), device)
+            out.append(nll[-(len(second) - skip):])  # the targets second[skip:]
+    nll_repeat, nll_control = float(np.concatenate(repeat).mean()), float(np.concatenate(control).mean())
+    return {"gap": gap, "transpose": transpose, "nll_repeat": nll_repeat, "nll_control": nll_control,
+            "gain": nll_control - nll_repeat}
+
+
+def repeated_positions(ids: np.ndarray, ngram: int) -> np.ndarray:
+    """Bool (len(ids),): True at t when ids[t - ngram + 1 .. t] already occurred, ending before t."""
+    seen: set[bytes] = set()
+    out = np.zeros(len(ids), dtype=bool)
+    for t in range(ngram - 1, len(ids)):
+        key = ids[t - ngram + 1:t + 1].tobytes()
+        out[t] = key in seen
+        seen.add(key)
+    return out
+
+
+def in_window_repeats(net, arrays: TokenArrays, context: int, n_windows: int, ngram: int = 16,
+                      pad_id: int | None = None, seed: int = 0, device="cpu") -> dict:
+    """NLL of targets that close an already-heard ``ngram`` in their window, against the other targets."""
+    rng = np.random.default_rng(seed)
+    long_enough = np.flatnonzero(arrays.lengths > context + 1)
+    rep, other = [], []
+    for _ in range(n_windows if len(long_enough) else 0):
+        ids = _slice(arrays, rng.choice(long_enough), context + 1, rng)
+        nll = token_nll(net, ids, device)
+        mask = repeated_positions(ids, ngram)[1:]  # aligned with the targets ids[1:]
+        rep.append(nll[mask])
+        other.append(nll[~mask])
+    rep_all = np.concatenate(rep) if rep else np.zeros(0)
+    other_all = np.concatenate(other) if other else np.zeros(0)
+    return {"ngram": ngram, "context": context, "windows": len(rep), "repeat_tokens": int(rep_all.size),
+            "other_tokens": int(other_all.size),
+            "nll_repeat": float(rep_all.mean()) if rep_all.size else None,
+            "nll_other": float(other_all.mean()) if other_all.size else None}
+
+
+def context_ceiling(net) -> int | None:
+    """The longest input a model can take: absolute positions end at max_seq_len; relative attention and
+    the LSTM have no such end (the Music Transformer's max_seq_len is only a cache size)."""
+    return getattr(net, "max_seq_len", None) if hasattr(net, "pos_emb") else None
+
+
+def nll_vs_context(net, arrays: TokenArrays, contexts: list[int], targets: int, n_stretches: int, seed: int = 0,
+                   device="cpu") -> list[dict]:
+    """NLL of the same ``targets`` tokens (the end of each stretch) with each of ``contexts`` tokens before."""
+    ceiling = context_ceiling(net)
+    contexts = sorted(c for c in contexts if ceiling is None or c + targets <= ceiling)
+    longest = contexts[-1] + targets + 1
+    rng = np.random.default_rng(seed)
+    pieces = np.flatnonzero(arrays.lengths > longest)
+    stretches = [_slice(arrays, rng.choice(pieces), longest, rng) for _ in range(n_stretches if len(pieces) else 0)]
+    saved = getattr(net, "max_seq_len", None)
+    rows = []
+    try:
+        if saved is not None and ceiling is None:
+            net.max_seq_len = max(saved, longest)  # relative attention: the limit is a cache size only
+        for c in contexts:
+            nll = [token_nll(net, s[-(c + targets + 1):], device)[-targets:] for s in stretches]
+            rows.append({"context": c, "targets": targets * len(stretches),
+                         "nll": float(np.concatenate(nll).mean()) if nll else None})
+    finally:
+        if saved is not None:
+            net.max_seq_len = saved
+    return rows
+
+
+# ----- the whole measurement (musictx-evaluate mode=recall) ------------------------------------------------
+DEFAULTS = dict(gaps=[0, 64, 256, 512, 768], num_probes=16, passage=128, skip=16, transpose=2, ngram=8,
+                repeat_windows=16, contexts=[128, 256, 512, 1024, 2048], targets=256, num_stretches=8, seed=0)
+
+
+def evaluate_recall(net, tok: EventTokenizer, arrays: TokenArrays, cfg, context: int, device="cpu",
+                    progress=print) -> dict:
+    """Copy gain vs gap (exact and transposed), in-window repeats and NLL vs context of ``net`` on ``arrays``.
+
+    ``cfg``: the ``recall:`` block of conf/evaluate.yaml (missing keys take `DEFAULTS`); ``context``: the
+    model's trained context, which bounds the probes' length (gaps that do not fit are left out)."""
+    s = {**DEFAULTS, **cfg}
+    passage, skip = int(s["passage"]), int(s["skip"])
+    gaps = [int(g) for g in s["gaps"] if 2 * passage + g <= context + 1]  # probes inside the trained context
+    probes = draw_probes(arrays, int(s["num_probes"]), passage, max(gaps, default=0), int(s["seed"]))
+    copies = {}
+    for step in sorted({0, int(s["transpose"])}):
+        progress(f"copy probe{f' (transposed {step:+d})' if step else ''}: gaps {gaps}")
+        copies["exact" if step == 0 else "transposed"] = [
+            copy_gain(net, tok, probes, g, skip, step, device) for g in gaps]
+    progress(f"in-window repeats: {s['repeat_windows']} windows of {context} tokens")
+    repeats = in_window_repeats(net, arrays, context, int(s["repeat_windows"]), int(s["ngram"]), seed=int(s["seed"]),
+                                device=device)
+    progress(f"NLL vs context: {list(s['contexts'])}")
+    by_context = nll_vs_context(net, arrays, [int(c) for c in s["contexts"]], int(s["targets"]),
+                                int(s["num_stretches"]), int(s["seed"]), device)
+    return {"settings": {k: s[k] for k in DEFAULTS}, "trained_context": context, "copy": copies,
+            "repeats": repeats, "context": by_context}
+
+
+def format_recall_table(res: dict) -> str:
+    lines = ["| gap (tokens) | " + " | ".join(f"copy gain, {kind}" for kind in res["copy"]) + " |",
+             "|---:|" + "---:|" * len(res["copy"])]
+    kinds = list(res["copy"].values())
+    for i, row in enumerate(kinds[0]):
+        lines.append(f"| {row['gap']} | " + " | ".join(
+            f"{k[i]['gain']:.3f} ({k[i]['nll_repeat']:.2f} vs {k[i]['nll_control']:.2f})" for k in kinds) + " |")
+    r = res["repeats"]
+    if r["nll_repeat"] is not None:
+        lines.append(f"\nin-window repeats ({r['ngram']}-grams, {r['repeat_tokens']:,} of "
+                     f"{r['repeat_tokens'] + r['other_tokens']:,} targets): NLL {r['nll_repeat']:.3f} "
+                     f"vs {r['nll_other']:.3f} on the other targets")
+    else:
+        lines.append(f"\nin-window repeats: no target in {r['windows']} windows closes a {r['ngram']}-gram heard "
+                     "earlier in its window")
+    lines.append("\n| context (tokens) | NLL of the same targets |\n|---:|---:|")
+    lines += [f"| {c['context']} | {c['nll']:.4f} |" for c in res["context"] if c["nll"] is not None]
+    return "\n".join(lines)
+
+
+def plot_recall(results: list[dict], labels: list[str], path) -> None:
+    """Copy gain vs gap (solid exact, dashed transposed) and NLL vs context, one line per result."""
+    from matplotlib.figure import Figure
+
+    from musictx.evaluation.plots import save_figure
+
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    gain_ax, ctx_ax = fig.subplots(1, 2)
+    for res, label, colour in zip(results, labels, [f"C{i}" for i in range(10)], strict=False):
+        for kind, style in (("exact", "-"), ("transposed", "--")):
+            rows = res["copy"].get(kind, [])
+            gain_ax.plot([r["gap"] for r in rows], [r["gain"] for r in rows], style, marker="o", color=colour,
+                         label=f"{label}, {kind}")
+        rows = [c for c in res["context"] if c["nll"] is not None]
+        ctx_ax.plot([c["context"] for c in rows], [c["nll"] for c in rows], marker="o", color=colour, label=label)
+        ctx_ax.axvline(res["trained_context"], color=colour, lw=0.8, ls=":")
+    gain_ax.axhline(0, color="grey", lw=0.8)
+    gain_ax.set(xlabel="gap between the passage and its repeat (tokens)", ylabel="copy gain (nats/token)",
+                title="[S, F, S] vs [U, F, S]: NLL of the repeat")
+    ctx_ax.set(xlabel="context before the targets (tokens)", ylabel="NLL (nats/token)", xscale="log",
+               title="the same targets, more context (dotted: trained)")
+    gain_ax.legend(fontsize=7)
+    ctx_ax.legend(fontsize=7)
+    save_figure(fig, path)

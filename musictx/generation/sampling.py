@@ -1,0 +1,332 @@
+"""Sampling from any next-token net: logit filters and `generate` (no Lightning, no Hydra).
+
+A net maps ids (B, T) to logits (B, T, V). For incremental decoding (the protocol of `musictx.models`)
+``net(ids, cache=state)`` returns ``(logits, state)`` and ``state = net.init_cache()`` starts a fresh one
+(Transformers: one KV cache per layer; LSTM: the carried (h, c)). `generate` feeds one token per step
+through the cache, or, with ``use_cache=False``, recomputes the whole window every step (the reference).
+
+Context: when a window would exceed ``net.max_seq_len`` (None for the LSTM: no limit) it slides. The
+last ``max_seq_len - slide`` tokens are kept, the cache is rebuilt by running them from scratch, and
+decoding goes on. The seed stays: the prompt's last ``keep_seed`` tokens (at most half of what a slide
+keeps) are pinned at the start of every slid window, before the most recent tokens, so that a model can
+still come back to the motif it was given once the music has run past its context.
+
+Both paths slide at the same steps, keep the same tokens and draw the same random numbers (one
+exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same tokens for the
+same generator seed. (Their logits differ by float rounding, ~1e-6; a draw that falls that close to a tie
+is possible in principle, and has not been seen in the tests.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
+OnStep = Callable[[Tensor, Tensor], None]  # (next ids (B,), done (B,) bool), called after every step
+
+
+class GenerationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `generate`: still a KeyboardInterrupt, carrying the ids made so far (B, T0 + n) so that
+    a caller can keep the partial samples."""
+
+    def __init__(self, ids: Tensor):
+        super().__init__("generation interrupted")
+        self.ids = ids
+
+
+def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
+    """Logits divided by ``temperature`` (> 0); below 1 sharpens, above 1 flattens."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 here (0 means greedy in `sample_next`), got {temperature}")
+    return logits if temperature == 1.0 else logits / temperature
+
+
+def top_k_filter(logits: Tensor, k: int) -> Tensor:
+    """Keep the ``k`` largest logits of each row, set the rest to -inf. Ties with the k-th are kept too."""
+    if k < 1:
+        raise ValueError(f"top_k must be >= 1, got {k}")
+    if k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1)
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose probability reaches ``p``.
+
+    A token is dropped when the tokens ranked above it already hold ``p`` or more of the mass, so the
+    most likely token is always kept.
+    """
+    if not 0 < p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {p}")
+    if p == 1:
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    mass_above = probs.cumsum(dim=-1) - probs  # (..., V) probability of the better-ranked tokens
+    drop_sorted = mass_above >= p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                generator: torch.Generator | None = None) -> Tensor:
+    """One id per row of ``logits`` (B, V). ``temperature=0`` is greedy (argmax, no random draw).
+
+    Sampling is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1): every call draws
+    exactly B * V numbers from ``generator``, whatever the filters leave, which keeps two decoding paths
+    in step, and filtered tokens (p = 0) can never be drawn.
+    """
+    logits = logits.float()
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = apply_temperature(logits, temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = logits.softmax(dim=-1)  # (B, V)
+    gen_device = generator.device if generator is not None else probs.device
+    noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator)
+    return (probs / noise.to(probs.device)).argmax(dim=-1)
+
+
+class ShiftClock:
+    """Per-sample steps of new music, counted from the TIME_SHIFT ids as they are sampled: ids
+    ``first_shift .. first_shift + n_shifts - 1`` move time on by 1 .. n_shifts steps, others by none."""
+
+    def __init__(self, first_shift: int, n_shifts: int):
+        self.first_shift, self.n_shifts = first_shift, n_shifts
+        self.steps: Tensor | None = None  # (B,) steps generated so far
+
+    @classmethod
+    def of(cls, tokenizer) -> ShiftClock:
+        """The clock of an `EventTokenizer`'s TIME_SHIFT ids."""
+        lay = tokenizer.layout
+        return cls(lay.time_shift, lay.velocity - lay.time_shift)
+
+    def add(self, next_ids: Tensor) -> Tensor:
+        """Count the ids (B,) just sampled; returns the steps (B,) so far."""
+        shift = next_ids - self.first_shift + 1
+        shift = torch.where((shift >= 1) & (shift <= self.n_shifts), shift, 0)  # (B,)
+        self.steps = shift if self.steps is None else self.steps + shift
+        return self.steps
+
+
+class SecondsLimit:
+    """A ``stop_fn`` for `generate`: a sample is complete once its new TIME_SHIFTs reach ``seconds``.
+
+    Counts the steps of every new TIME_SHIFT id per sample (`ShiftClock`). The shift that reaches the limit
+    is kept, so the new material lasts at least ``seconds`` and less than ``seconds`` plus one shift. Make a
+    fresh one per call.
+    """
+
+    def __init__(self, seconds: float, time_step: float, first_shift: int, n_shifts: int):
+        if seconds <= 0:
+            raise ValueError(f"length_seconds must be > 0, got {seconds}")
+        self.limit_steps = max(1, round(seconds / time_step))
+        self.clock = ShiftClock(first_shift, n_shifts)
+
+    @classmethod
+    def of(cls, tokenizer, seconds: float) -> SecondsLimit:
+        """The limit for an `EventTokenizer`'s TIME_SHIFT ids."""
+        clock = ShiftClock.of(tokenizer)
+        return cls(seconds, tokenizer.config.time_step, clock.first_shift, clock.n_shifts)
+
+    @property
+    def steps(self) -> Tensor | None:
+        """(B,) steps generated so far; None before the first call."""
+        return self.clock.steps
+
+    def __call__(self, next_ids: Tensor) -> Tensor:
+        return self.clock.add(next_ids) >= self.limit_steps
+
+
+class ProgressPrinter:
+    """An ``on_step`` for `generate` that prints, every ``every_s`` seconds of wall clock, the seconds of new
+    music of the least advanced sample still running, so that a long run shows that it is moving."""
+
+    def __init__(self, tokenizer, length_seconds: float | None, every_s: float):
+        self.clock = ShiftClock.of(tokenizer)
+        self.time_step, self.length, self.every_s = tokenizer.config.time_step, length_seconds, every_s
+        self.t0 = self.last = time.monotonic()
+
+    def __call__(self, next_ids: Tensor, done: Tensor) -> None:
+        steps = self.clock.add(next_ids)  # (B,)
+        now = time.monotonic()
+        if now - self.last < self.every_s or bool(done.all()):
+            return
+        self.last = now
+        seconds = steps[~done].min().item() * self.time_step
+        of = f" of {self.length:g} s" if self.length else ""
+        print(f"generating: {seconds:.1f} s{of} so far ({int(done.sum())} of {len(done)} samples done, "
+              f"{now - self.t0:.0f} s)", flush=True)
+
+
+def context_length(net: nn.Module) -> int | None:
+    """The longest window the net takes (``net.max_seq_len``); None for nets without a limit (LSTM)."""
+    return getattr(net, "max_seq_len", None)
+
+
+# Prompt tokens pinned at the start of a slid window (the seed's last ~10 s of piano); 0 turns it off.
+KEEP_SEED = 512
+
+
+def window_start(start: int, length: int, max_len: int | None, keep: int, pinned: int = 0, t0: int = 0) -> int:
+    """Where the recent part of the window over ids[:length] starts: unchanged while it and the ``pinned``
+    prompt ids fit in ``max_len``, else it slides so that ``keep`` ids remain in all; with pinned ids the
+    recent part never reaches back into the prompt (``t0`` ids) that they already hold."""
+    if max_len is None or pinned + length - start <= max_len:
+        return start
+    return max(length - (keep - pinned), t0) if pinned else length - keep
+
+
+def pinned_length(keep_seed: int | None, t0: int, keep: int) -> int:
+    """How many prompt ids a slid window pins: ``keep_seed`` (None or 0: none), at most the prompt and half
+    of what a slide keeps (the recent music needs room too)."""
+    return min(keep_seed or 0, t0, keep // 2)
+
+
+def _keep_after_slide(max_len: int | None, slide: int | None) -> int:
+    if max_len is None:
+        return 0
+    slide = max(1, max_len // 4) if slide is None else slide
+    if not 1 <= slide < max_len:
+        raise ValueError(f"slide must be in 1..max_seq_len-1 = 1..{max_len - 1}, got {slide}")
+    return max_len - slide
+
+
+class _Decoder:
+    """Logits of the next position, either through the net's cache or by recomputing the window."""
+
+    def __init__(self, net: nn.Module, use_cache: bool):
+        self.net, self.use_cache, self.state = net, use_cache, None
+
+    def restart(self, window: Tensor) -> Tensor:
+        """Run a whole window (B, T) from scratch; return the last position's logits (B, V)."""
+        if self.use_cache:
+            logits, self.state = self.net(window, cache=self.net.init_cache())
+        else:
+            logits = self.net(window)
+        return logits[:, -1]
+
+    def step(self, window: Tensor) -> Tensor:
+        """The window grew by one id at its end: logits (B, V) after it."""
+        if not self.use_cache:
+            return self.net(window)[:, -1]
+        logits, self.state = self.net(window[:, -1:], cache=self.state)
+        return logits[:, -1]
+
+
+@contextmanager
+def _eval_mode(net: nn.Module) -> Iterator[None]:
+    """Eval mode for the block; the net's train flag is put back."""
+    was_training = net.training
+    net.eval()
+    try:
+        yield
+    finally:
+        net.train(was_training)
+
+
+@contextmanager
+def _keep_on_interrupt(ids_so_far: Callable[[], Tensor]) -> Iterator[None]:
+    """A Ctrl-C inside the block becomes a `GenerationInterrupted` holding ``ids_so_far()``."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise GenerationInterrupted(ids_so_far()) from None
+
+
+# Room for this many new ids at first; then the room for new ids doubles whenever it is full. A huge
+# max_new_tokens (a bound, rarely reached when EOS or length_seconds stops the samples) so costs no
+# memory for ids that are never generated.
+FIRST_CHUNK = 1024
+
+
+def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
+    """``ids`` (B, T) copied into a new (B, capacity) buffer, the rest ``fill``."""
+    out = torch.full((ids.shape[0], capacity), fill, dtype=torch.long, device=ids.device)
+    out[:, : ids.shape[1]] = ids
+    return out
+
+
+@torch.inference_mode()
+def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
+             pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
+             stop_fn: StopFn | None = None, slide: int | None = None, guard=None,
+             keep_seed: int | None = KEEP_SEED, on_step: OnStep | None = None) -> Tensor:
+    """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
+
+    Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
+    ``eos_id`` (kept) or when ``stop_fn(next_ids)`` marks it; its later positions hold ``pad_id``, and the
+    loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
+    full window drops (default ``max_seq_len // 4``); ``keep_seed``: prompt ids pinned at the start of a
+    slid window (see the module docstring; None or 0: none). ``guard``
+    (e.g. `musictx.generation.guard.NoteGrammarGuard`)
+    follows the ids and masks forbidden ones before each draw. ``on_step(next_ids, done)`` is called after
+    every step (progress reports). The net runs in eval mode and is put back after. A Ctrl-C while sampling
+    raises `GenerationInterrupted` with the ids so far.
+    """
+    if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
+        raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if (eos_id is not None or stop_fn is not None) and pad_id is None:
+        raise ValueError("pad_id is needed to fill the samples that stop early (eos_id or stop_fn given)")
+    max_len = context_length(net)
+    keep = _keep_after_slide(max_len, slide)
+    if keep_seed is not None and keep_seed < 0:
+        raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
+    device = next(net.parameters()).device
+    B, t0 = prompt_ids.shape
+    pin = pinned_length(keep_seed, t0, keep)
+    total = t0 + max_new_tokens
+    fill = 0 if pad_id is None else pad_id
+    ids = _grow(prompt_ids.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    decoder = _Decoder(net, use_cache)
+    if guard is not None:
+        guard.start(prompt_ids.to(device))
+    pinned = False  # set at the first slide after the prompt
+    length = t0
+    with _eval_mode(net), _keep_on_interrupt(lambda: ids[:, :length]):
+        start = window_start(0, t0, max_len, keep)
+        logits = decoder.restart(ids[:, start:t0])
+        while length < total:
+            if pad_id is not None:
+                logits[:, pad_id] = float("-inf")
+            if guard is not None:
+                logits = guard.mask(logits)
+            nxt = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
+            if pad_id is not None:
+                nxt = nxt.masked_fill(done, pad_id)
+            if guard is not None:
+                guard.update(nxt)
+            if length == ids.shape[1]:
+                ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
+            ids[:, length] = nxt
+            length += 1
+            if eos_id is not None:
+                done |= nxt == eos_id
+            if stop_fn is not None:
+                done |= stop_fn(nxt)
+            if on_step is not None:
+                on_step(nxt, done)
+            if length == total or bool(done.all()):
+                break
+            new_start = window_start(start, length, max_len, keep, pin if pinned else 0, t0)
+            if new_start != start and pin and not pinned:  # the first slide: from now on the seed is pinned
+                pinned, new_start = True, window_start(start, length, max_len, keep, pin, t0)
+            window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
+            if pinned:
+                window = torch.cat([ids[:, t0 - pin:t0], window], dim=1)  # the seed, then the recent music
+            logits = decoder.restart(window) if new_start != start else decoder.step(window)
+            start = new_start
+    return ids[:, :length]

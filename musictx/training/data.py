@@ -1,0 +1,302 @@
+"""Training data: windows of a prepared dataset (see `musictx.io.token_store`) as (x, y) batches.
+
+Never tokenizes MIDI: it reads the memory-mapped arrays and the vocabulary that data prep wrote.
+
+- Train windows are random. Window ``g`` (a global window number) is drawn by an rng seeded with
+  ``(seed, g)``: a piece is chosen with probability proportional to its length (which is the same as
+  choosing a token uniformly over the split and taking its piece), then a start uniformly among the
+  starts that keep ``L + 1`` tokens inside the piece (start 0 when the piece is shorter). Because a
+  window depends only on ``(seed, g)``, the stream is the same for any number of workers, and
+  resuming is skipping to the right ``g``. Augmentation (transposition, time stretch) and the recall
+  curriculum (`musictx.training.recall_windows`: an earlier passage repeated later in the window) are drawn from
+  the same rng, on the train split only.
+- Validation / test windows are fixed: consecutive windows of ``L + 1`` tokens starting at ``0, L, 2L``
+  ... of every piece, so each token but the first of a piece is a target exactly once.
+- A window that runs past the end of its piece is padded with PAD; PAD targets are left out of the loss.
+
+Batches are ``(x, y)``, two LongTensors (B, L), ``y[:, t] == x[:, t + 1]`` within a window.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
+
+from musictx.io.token_store import DatasetFormatError, TokenArrays, load_tokenizer
+from musictx.io.tokenizer import EventTokenizer
+from musictx.training.augment import augment_ids
+from musictx.training.recall_windows import RecallCurriculum
+
+# Augmented slices are taken this much longer than the window (plus a few tokens), so that a stretch
+# by 0.95 or notes dropped by transposition still leave L + 1 tokens to crop.
+AUGMENT_MARGIN = 0.15
+
+
+def pad_to(ids: np.ndarray, n: int, pad_id: int) -> np.ndarray:
+    """The first ``n`` ids, right-padded with ``pad_id`` when there are fewer."""
+    out = np.full(n, pad_id, dtype=np.int64)
+    ids = ids[:n]
+    out[: len(ids)] = ids
+    return out
+
+
+def to_xy(window: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) of a window of L + 1 ids: inputs and next-token targets, both (L,)."""
+    w = torch.from_numpy(window)
+    return w[:-1], w[1:]
+
+
+class _SplitDataset(Dataset):
+    """Opens its split lazily in each process, so that worker processes never pickle a memmap."""
+
+    def __init__(self, data_dir: str | os.PathLike, split: str, seq_len: int, tokenizer: EventTokenizer):
+        self.data_dir, self.split, self.seq_len, self.tok = Path(data_dir), split, seq_len, tokenizer
+        self._arrays: TokenArrays | None = None
+
+    @property
+    def arrays(self) -> TokenArrays:
+        if self._arrays is None:
+            self._arrays = TokenArrays(self.data_dir, self.split)
+        return self._arrays
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_arrays": None}
+
+
+class RandomWindows(_SplitDataset):
+    """Train windows, indexed by a global window number ``g`` (any int >= 0); see the module docstring."""
+
+    def __init__(self, data_dir, split, seq_len, tokenizer, seed: int = 0, augment: bool = True,
+                 max_transpose: int = 3, stretch_range: tuple[float, float] = (0.95, 1.05),
+                 recall: RecallCurriculum | None = None):
+        super().__init__(data_dir, split, seq_len, tokenizer)
+        self.seed, self.augment = seed, augment
+        self.max_transpose, self.stretch_range = max_transpose, tuple(stretch_range)
+        self.recall = recall or RecallCurriculum()
+
+    def window(self, g: int) -> np.ndarray:
+        """The L + 1 ids of window ``g`` (int64, PAD-padded)."""
+        arr, n = self.arrays, self.seq_len + 1
+        rng = np.random.default_rng((self.seed, g))
+        # A token uniform over the split picks its piece with probability proportional to its length.
+        piece = int(np.searchsorted(arr.offsets, rng.integers(arr.num_tokens), side="right")) - 1
+        lo, hi = int(arr.offsets[piece]), int(arr.offsets[piece + 1])
+        start = lo + int(rng.integers(max(hi - lo - n, 0) + 1))
+        if not self.augment:
+            ids = np.asarray(arr.tokens[start:min(start + n, hi)], dtype=np.int64)
+        else:
+            longer = int(n * (1 + AUGMENT_MARGIN)) + 8
+            ids = np.asarray(arr.tokens[start:min(start + longer, hi)], dtype=np.int64)
+            ids = augment_ids(ids, self.tok, rng, self.max_transpose, self.stretch_range)
+        # drawn after augmentation, so a run with prob 0 sees exactly the windows it saw before
+        return pad_to(self.recall.apply(ids, n, self.tok, rng), n, self.tok.pad_id)
+
+    def __getitem__(self, g: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return to_xy(self.window(int(g)))
+
+
+class FixedWindows(_SplitDataset):
+    """Validation / test windows: each piece cut at 0, L, 2L, ... into windows of L + 1 ids."""
+
+    def __init__(self, data_dir, split, seq_len, tokenizer):
+        super().__init__(data_dir, split, seq_len, tokenizer)
+        lengths = self.arrays.lengths
+        # A piece of n ids has n - 1 targets, covered by ceil((n - 1) / L) windows (at least one).
+        counts = np.maximum(-(-(lengths - 1) // seq_len), 1)
+        piece = np.repeat(np.arange(len(lengths)), counts)
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        k = np.arange(len(piece)) - np.repeat(first, counts)
+        self.starts = self.arrays.offsets[piece] + k * seq_len  # (n_windows,) absolute start
+        self.ends = self.arrays.offsets[piece + 1]  # (n_windows,) end of the window's piece
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def window(self, i: int) -> np.ndarray:
+        n, start = self.seq_len + 1, int(self.starts[i])
+        ids = np.asarray(self.arrays.tokens[start:min(start + n, int(self.ends[i]))], dtype=np.int64)
+        return pad_to(ids, n, self.tok.pad_id)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return to_xy(self.window(int(i)))
+
+
+class WindowSampler(Sampler[int]):
+    """Global window numbers of one rank for one epoch: ``epoch_windows`` per epoch over all ranks.
+
+    Window ``i`` of this rank in epoch ``e`` is ``g = (e * n + i) * world_size + rank`` with ``n`` the
+    windows per rank and epoch. `resume` makes the next iteration skip the windows already trained on.
+    ``__len__`` stays the whole epoch, as Lightning counts the resumed epoch's batches from where it was.
+    """
+
+    def __init__(self, epoch_windows: int, batch_size: int, rank: int = 0, world_size: int = 1):
+        # Every rank gets the same whole number of batches, so DDP ranks stay in step.
+        self.per_rank = max(epoch_windows // world_size // batch_size, 1) * batch_size
+        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
+        self.epoch = 0
+        self._skip: tuple[int, int] | None = None  # (epoch, batches to skip), used once
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def resume(self, epoch: int, batches_done: int) -> None:
+        self.epoch = epoch
+        self._skip = (epoch, batches_done)
+
+    def __len__(self) -> int:
+        return self.per_rank
+
+    def __iter__(self):
+        first = 0
+        if self._skip is not None and self._skip[0] == self.epoch:
+            first = min(self._skip[1] * self.batch_size, self.per_rank)
+        self._skip = None
+        base = self.epoch * self.per_rank
+        for i in range(first, self.per_rank):
+            yield (base + i) * self.world_size + self.rank
+
+
+def check_options(**values) -> None:
+    """Raise ValueError naming the first option (as ``data.<name>``) that is not a whole number in range:
+    ``num_workers`` >= 0, the others >= 1 (``val_batch_size`` and ``epoch_windows`` may be None)."""
+    for name, value in values.items():
+        if value is None and name in ("val_batch_size", "epoch_windows"):
+            continue
+        low = 0 if name == "num_workers" else 1
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"data.{name} must be a whole number >= {low}, got {value!r}")
+
+
+class MusicDataModule(L.LightningDataModule):
+    """Batches of token windows from a directory written by ``musictx-prep``.
+
+    Args:
+        dir: the prepared directory (tokenizer.json, <split>.bin, <split>.idx.npy).
+        seq_len: L, the model's context; windows hold L + 1 ids.
+        batch_size: windows per batch (per device); ``val_batch_size`` defaults to it.
+        epoch_windows: train windows per epoch over all devices; default ``num_train_tokens // L``.
+        augment, max_transpose, stretch_range: train-time augmentation (`musictx.training.augment.augment_ids`).
+        recall: the recall curriculum's options (`musictx.training.recall_windows.RecallCurriculum`), train only.
+        seed: the train windows and their augmentation are a function of (seed, window number).
+    """
+
+    def __init__(self, dir: str | os.PathLike = "data/bach", seq_len: int = 2048, batch_size: int = 8,
+                 val_batch_size: int | None = None, num_workers: int = 2, seed: int = 0,
+                 epoch_windows: int | None = None, augment: bool = True, max_transpose: int = 3,
+                 stretch_range: tuple[float, float] = (0.95, 1.05), pin_memory: bool = False,
+                 recall: dict | None = None):
+        super().__init__()
+        check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
+                      epoch_windows=epoch_windows, num_workers=num_workers)
+        self.dir = Path(dir)
+        if not self.dir.is_dir():
+            raise DatasetFormatError(f"data.dir={dir}: no such folder; prepare one with musictx-prep "
+                                     "(output_dir=<folder>) and pass that folder")
+        self.seq_len, self.batch_size = seq_len, batch_size
+        self.val_batch_size = val_batch_size or batch_size
+        self.num_workers, self.seed, self.pin_memory = num_workers, seed, pin_memory
+        self.epoch_windows = epoch_windows
+        self.augment = dict(augment=augment, max_transpose=max_transpose, stretch_range=tuple(stretch_range))
+        recall = dict(recall or {})
+        if "stretch_range" in recall:
+            recall["stretch_range"] = tuple(recall["stretch_range"])
+        self.recall = RecallCurriculum(**recall)
+        self.recall.check_fits(seq_len)
+        # Read now: the model's vocab_size comes from here before anything is built.
+        self.tokenizer = load_tokenizer(self.dir)
+        self.train_sampler: WindowSampler | None = None
+        self._resume: dict | None = None
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    def check_split(self, split: str) -> TokenArrays:
+        """The split's arrays, after checking they fit the vocabulary and every piece ends with EOS."""
+        arr = TokenArrays(self.dir, split)
+        if len(arr) == 0:
+            raise DatasetFormatError(f"{self.dir}: split {split!r} has no pieces")
+        tok = self.tokenizer
+        top = int(arr.tokens.max())
+        if top >= tok.vocab_size:
+            raise DatasetFormatError(f"{self.dir}/{split}.bin holds id {top} but tokenizer.json has "
+                                     f"vocab_size {tok.vocab_size}: arrays and vocabulary do not match")
+        last = np.asarray(arr.tokens[arr.offsets[1:] - 1])
+        if (bad := np.flatnonzero(last != tok.eos_id)).size:
+            raise DatasetFormatError(f"{self.dir}/{split}: piece {int(bad[0])} does not end with EOS "
+                                     f"({tok.eos_id}); arrays and tokenizer.json do not match")
+        return arr
+
+    def setup(self, stage: str | None = None) -> None:
+        splits = {"fit": ("train", "validation"), "validate": ("validation",), "test": ("test",)}
+        for split in splits.get(stage, ("train", "validation", "test")):
+            self.check_split(split)
+
+    # ----- loaders ------------------------------------------------------------------------------
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = self.trainer
+        return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+
+    def _loader(self, dataset, batch_size: int, **kw) -> DataLoader:
+        return DataLoader(dataset, batch_size=batch_size, num_workers=self.num_workers,
+                          pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0, **kw)
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world = self._rank_world()
+        dataset = RandomWindows(self.dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment,
+                                recall=self.recall)
+        epoch_windows = self.epoch_windows or max(dataset.arrays.num_tokens // self.seq_len, 1)
+        self.train_sampler = WindowSampler(epoch_windows, self.batch_size, rank, world)
+        if self._resume is not None:
+            self.train_sampler.resume(self._resume["epoch"], self._resume["batches_done"])
+            self._resume = None
+        # drop_last: fixed batch shapes (no recompiles); the sampler already yields whole batches.
+        return self._loader(dataset, self.batch_size, sampler=self.train_sampler, drop_last=True)
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        dataset = FixedWindows(self.dir, split, self.seq_len, self.tokenizer)
+        rank, world = self._rank_world()
+        if world > 1:  # each rank takes every world-th window; the module sums the losses over ranks
+            dataset = Subset(dataset, range(rank, len(dataset), world))
+        return self._loader(dataset, self.val_batch_size, shuffle=False)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("validation")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    # ----- resume -------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Data position for checkpoints: the epoch and the train batches already done in it."""
+        trainer = self.trainer
+        if trainer is None or self.train_sampler is None:
+            return dict(self._resume or {})
+        done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        return {"epoch": trainer.current_epoch, "batches_done": int(done), "seed": self.seed,
+                "world_size": trainer.world_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Called by Lightning before the loaders are built when resuming with ``ckpt_path``."""
+        if not state:
+            return
+        if state.get("seed", self.seed) != self.seed:
+            raise ValueError(f"checkpoint was trained with data seed {state['seed']}, config has {self.seed}; "
+                             "resume with the same data.seed")
+        self._resume = {"epoch": int(state["epoch"]), "batches_done": int(state["batches_done"])}
+        world = self._rank_world()[1]
+        if state.get("world_size", world) != world:
+            warnings.warn(f"resuming on {world} devices a run made on {state['world_size']}: the step count "
+                          "carries on, but windows are numbered per device, so the data stream differs",
+                          stacklevel=2)
+        # Lightning warns that a plain DataLoader cannot resume mid-epoch; this module does it itself.
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before")
+        if self.train_sampler is not None:
+            self.train_sampler.resume(**self._resume)
+            self._resume = None

@@ -1,0 +1,65 @@
+"""Start training from saved weights (``musictx-train init_from=piano``): the net of a shipped model, a
+model folder or a checkpoint, with a fresh optimizer and schedule.
+
+The architecture is the saved model's: its shape-giving fields (sizes, vocabulary, relative distance)
+are kept, while run settings of the training config (dropout, attention kernel, block size, context
+length, gradient checkpointing) apply. A command-line override of a shape field that disagrees with
+the weights, another model type, or a dataset made with another tokenizer config stops the run with a
+message that names the field.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from musictx.checkpoints.model_store import build_net, load_model
+from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
+
+# Constructor arguments that a training run may change without touching a weight's shape.
+RUN_FIELDS = ("dropout", "attn_impl", "attn_block_size", "gradient_checkpointing", "max_seq_len")
+
+
+class InitFromError(ValueError):
+    """Saved weights that cannot start this run; the message names the field."""
+
+
+def overridden_fields(overrides: list[str]) -> dict[str, str]:
+    """{"model.net.d_model": "512", "model": "lstm", ...} of Hydra's command-line overrides."""
+    pairs = (o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
+    return {k: v for k, v in pairs}
+
+
+def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer, overrides: dict[str, str],
+                  model_name: str | None = None) -> tuple[nn.Module, dict]:
+    """(a net holding the weights of ``ref``, the saved model's meta) for a run whose config asks for
+    ``net_config`` (the composed ``model.net`` without ``_target_``) on data of ``data_tokenizer``."""
+    saved_net, saved_tok, meta = load_model(ref)
+    try:
+        saved_tok.check_compatible(data_tokenizer, what="the training data")
+    except TokenizerMismatchError as err:
+        raise TokenizerMismatchError(f"init_from={ref}: {err}") from None
+    saved_name = meta["model"].get("name")
+    if "model" in overrides and model_name not in (None, saved_name):
+        raise InitFromError(f"init_from={ref} holds a {saved_name!r} model but model={overrides['model']} "
+                            f"builds a {model_name!r}; drop model= to fine-tune it")
+    config = dict(meta["model"]["config"])
+    for key, value in net_config.items():
+        if key in RUN_FIELDS and key in config:
+            config[key] = value
+        elif f"model.net.{key}" in overrides and config.get(key, value) != value:
+            raise InitFromError(f"init_from={ref}: model.net.{key}={value} changes a weight shape; the saved "
+                                f"model has {key}={config.get(key)!r}")
+    net = build_net({"name": saved_name, "config": config})
+    own = net.state_dict()
+    for name, tensor in saved_net.state_dict().items():
+        if name in own and own[name].shape != tensor.shape:
+            raise InitFromError(f"init_from={ref}: weight {name} has shape {tuple(tensor.shape)} in the saved "
+                                f"model but {tuple(own[name].shape)} with this config ({_diff(meta, config)})")
+    net.load_state_dict(saved_net.state_dict())
+    return net, meta
+
+
+def _diff(meta: dict, config: dict) -> str:
+    saved = meta["model"]["config"]
+    changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in config.items() if saved.get(k) != v]
+    return ", ".join(changed) or "no field differs"
