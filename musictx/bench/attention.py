@@ -1,12 +1,16 @@
 """Benchmark one causal self-attention layer (forward + backward): relative kernels against plain SDPA.
 
-    python -m musictx.bench.attention --lengths 256,512,1024,2048 --repeats 5 --threads 1
+    python -m musictx.bench attention [--lengths 1024,2048,4096,8192] [--rounds 3] [--threads 1]
 
-Each (impl, L) case runs in a fresh subprocess so one case's allocator state and peak cannot leak into
-the next. Peak memory is the peak of live tensor bytes allocated during one forward+backward, beyond
-what was live before it (inputs, parameters), read from the torch profiler's allocator events; the
-process's peak-RSS growth over the first (unprofiled) step is printed next to it as a cross-check; it
-also counts allocator slack and one-time library buffers.
+Every cell (impl, L) runs in a fresh subprocess (`attention_cases.run_cell`), so that one cell's
+allocator state, lazy imports and peak cannot leak into the next. Cells are interleaved: each round
+runs every L and impl once, and the table shows per-cell medians over the rounds, with each ratio to
+SDPA taken within a round first (a burst of load from other processes then hits both sides of it).
+Columns: cold = the first step of the fresh process (wall time, and peak-RSS growth over it: what a
+user's first call costs); warm = median step time after it, forward alone, and the peak of live tensor
+bytes of one step (profiler allocator events). naive and skew hold L x L tensors and are skipped where
+they would not fit in the memory available; flex (FlexAttention with a relative score_mod, compiled)
+runs forward only: its backward does not run on CPU.
 """
 
 from __future__ import annotations
@@ -14,70 +18,38 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import shutil
 import statistics
 import subprocess
 import sys
-import time
 
-IMPLS = ("naive", "skew", "efficient", "sdpa")
-# Longest L each impl is run at by default: naive holds an (H, L, L, D) table, skew full L x L logits.
-DEFAULT_MAX_LEN = {"naive": 1024, "skew": 2048, "efficient": 4096, "sdpa": 4096}
-MIB = 2**20
+IMPLS = ("naive", "skew", "efficient", "sdpa", "flex")
+GIB = 2**30
 
 
-def _build_layer(impl: str, d_model: int, n_heads: int, length: int, max_rel_dist: int, block_size: int):
-    from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
-
-    if impl == "sdpa":
-        return PlainSelfAttention(d_model, n_heads)
-    rel = max_rel_dist if max_rel_dist > 0 else length
-    return RelativeSelfAttention(d_model, n_heads, rel, impl=impl, block_size=block_size)
-
-
-def _peak_tensor_bytes(step) -> int:
-    """Run step() under the profiler; return the peak of allocated-minus-freed CPU tensor bytes."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    live = peak = 0
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        live += e.nbytes()
-        peak = max(peak, live)
-    return peak
+def _mem_available() -> int:
+    """Bytes the kernel says can be allocated without swapping (MemAvailable)."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
-def run_case(impl: str, length: int, args) -> dict:
-    """Time and measure one case in this process (the worker side)."""
-    import torch
-
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    layer = _build_layer(impl, args.d_model, args.n_heads, length, args.max_rel_dist, args.block_size)
-    x = torch.randn(1, length, args.d_model, requires_grad=True)
-    grad = torch.randn(1, length, args.d_model)
-
-    def step():
-        layer(x).backward(grad)
-        x.grad = None
-        layer.zero_grad(set_to_none=True)
-
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    step()  # first step, unprofiled: also the warm-up
-    rss_delta = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
-    peak = _peak_tensor_bytes(step)
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return {"ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times), "peak_mib": peak / MIB,
-            "rss_mib": rss_delta / 1024}
+def skip_reason(impl: str, length: int, args) -> str | None:
+    """Why a cell is not run, or None. Estimates count the L x L tensors each path holds at its peak."""
+    d_head = args.d_model // args.n_heads
+    square = args.n_heads * length * length * 4  # one fp32 (H, L, L) tensor
+    need = {"naive": 4 * square * d_head, "skew": 8 * square}.get(impl, 0)  # naive: (H, L, L, D) tables
+    if need and need > args.memory_fraction * _mem_available():
+        return (f"needs ~{need / GIB:.0f} GiB, over {args.memory_fraction:.0%} of the "
+                f"{_mem_available() / GIB:.0f} GiB available")
+    if impl == "flex" and shutil.which(os.environ.get("CXX", "g++")) is None:
+        return "FlexAttention runs on CPU only compiled, and no C++ compiler is installed"
+    return None
 
 
-def _spawn(impl: str, length: int, args) -> dict | None:
+def _spawn(impl: str, length: int, args) -> dict:
     cmd = [sys.executable, "-m", "musictx.bench.attention", "--worker", impl, str(length)]
     cmd += ["--threads", str(args.threads), "--repeats", str(args.repeats), "--d-model", str(args.d_model)]
     cmd += ["--n-heads", str(args.n_heads), "--max-rel-dist", str(args.max_rel_dist)]
@@ -87,63 +59,101 @@ def _spawn(impl: str, length: int, args) -> dict | None:
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
-        print(f"  {impl} L={length}: timed out after {args.timeout}s", file=sys.stderr)
-        return None
+        return {"error": f"timed out after {args.timeout} s"}
     if done.returncode != 0:
-        print(f"  {impl} L={length}: failed (rc {done.returncode})\n{done.stderr[-2000:]}", file=sys.stderr)
-        return None
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": f"rc {done.returncode}: {last[:120]}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _ratio(a: float, b: float | None) -> str:
-    return f"{a / b:.2f}" if b else "-"
+def _median(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
-def format_table(results: dict) -> str:
-    """Markdown table from {(impl, L): result or None}; ratios are against sdpa at the same L."""
-    lines = [
-        "| impl | L | median ms | min ms | peak MiB | RSS growth MiB | time / sdpa (median) "
-        "| time / sdpa (min) | memory / sdpa |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for (impl, length), res in results.items():
-        if res is None:
-            lines.append(f"| {impl} | {length} | failed | - | - | - | - | - | - |")
+def summarise(rounds: list[dict], impl: str, length: int) -> dict:
+    """Medians over rounds of one cell's numbers and of its within-round ratios to SDPA."""
+    cells = [(r[(impl, length)], r.get(("sdpa", length), {})) for r in rounds]
+    ok = [(c, base) for c, base in cells if "error" not in c]
+    if not ok:
+        return {"error": cells[-1][0]["error"]}
+    keys = ("cold_s", "cold_rss_mib", "warm_ms", "fwd_ms", "peak_mib")
+    out = {k: _median([c[k] for c, _ in ok]) for k in keys}
+    for k in keys:
+        out[k + "_x"] = _median([c[k] / base[k] if base.get(k) else None for c, base in ok])
+    out["fwd_only"], out["rounds"] = ok[0][0]["fwd_only"], len(ok)
+    return out
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def format_table(rows: dict) -> str:
+    """Markdown table from {(impl, L): summary}; "x" columns are ratios to SDPA at the same L."""
+    lines = ["| L | impl | cold s | cold peak RSS MiB | vs SDPA | warm ms | vs SDPA | fwd ms | vs SDPA "
+             "| warm peak live MiB | vs SDPA |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (impl, length), s in rows.items():
+        if "error" in s or "skipped" in s:
+            lines.append(f"| {length} | {impl} | {s.get('skipped') or 'failed: ' + s['error']} "
+                         "| | | | | | | | |")
             continue
-        base = results.get(("sdpa", length)) or {}
+        name = f"{impl} (fwd only)" if s["fwd_only"] else impl
+        # a forward-only step is compared with SDPA's forward alone, not with its forward + backward
+        x = {k: None if s["fwd_only"] else s[k + "_x"] for k in ("cold_rss_mib", "warm_ms", "peak_mib")}
         lines.append(
-            f"| {impl} | {length} | {res['ms']:.1f} | {res['min_ms']:.1f} | {res['peak_mib']:.1f} "
-            f"| {res['rss_mib']:.1f} | {_ratio(res['ms'], base.get('ms'))} "
-            f"| {_ratio(res['min_ms'], base.get('min_ms'))} | {_ratio(res['peak_mib'], base.get('peak_mib'))} |"
-        )
+            f"| {length} | {name} | {s['cold_s']:.2f} | {s['cold_rss_mib']:.0f} | {_x(x['cold_rss_mib'])} "
+            f"| {s['warm_ms']:.0f} | {_x(x['warm_ms'])} | {s['fwd_ms']:.0f} | {_x(s['fwd_ms_x'])} "
+            f"| {s['peak_mib']:.1f} | {_x(x['peak_mib'])} |")
     return "\n".join(lines)
 
 
-def _best_of(runs: list[dict | None]) -> dict | None:
-    """Merge rounds of one case: the round with the lowest median, the lowest min over all rounds."""
-    runs = [r for r in runs if r is not None]
-    if not runs:
-        return None
-    best = dict(min(runs, key=lambda r: r["ms"]))
-    best["min_ms"] = min(r["min_ms"] for r in runs)
-    return best
+def goal_lines(rows: dict) -> list[str]:
+    """The issue's targets for the efficient kernel, read off the table."""
+    def get(length, key):
+        s = rows.get(("efficient", length), {})
+        return s.get(key)
+
+    out = []
+    for length, key, limit, what in ((2048, "cold_rss_mib_x", 1.6, "cold peak RSS"),
+                                     (8192, "cold_rss_mib_x", 2.0, "cold peak RSS"),
+                                     (2048, "warm_ms_x", 1.3, "warm time")):
+        value = get(length, key)
+        if value is not None:
+            out.append(f"- efficient {what} at L={length}: {value:.2f}x SDPA (goal <= {limit}x): "
+                       f"{'met' if value <= limit else 'MISSED'}")
+    big, small = get(8192, "cold_rss_mib"), get(4096, "cold_rss_mib")
+    if big and small:
+        out.append(f"- efficient cold peak RSS growth 8192 / 4096: {big / small:.2f} (goal <= 2.2): "
+                   f"{'met' if big / small <= 2.2 else 'MISSED'}")
+    return out
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        flags = open("/proc/cpuinfo").read()
+        isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+        return f"{names[0]} ({len(names)} logical CPUs, {isa})"
+    except (OSError, IndexError):
+        return "unknown CPU"
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m musictx.bench.attention", description=__doc__.split("\n")[0])
-    p.add_argument("--lengths", default="256,512,1024,2048,4096", help="comma-separated sequence lengths")
+    p = argparse.ArgumentParser(prog="python -m musictx.bench attention", description=__doc__.split("\n")[0])
+    p.add_argument("--lengths", default="1024,2048,4096,8192", help="comma-separated sequence lengths")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {IMPLS}")
-    p.add_argument("--repeats", type=int, default=5, help="timed forward+backward runs per case")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads in each case")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the table shows medians")
+    p.add_argument("--repeats", type=int, default=3, help="warm steps timed per cell and round")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads in each cell")
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--n-heads", type=int, default=8)
-    p.add_argument("--max-rel-dist", type=int, default=0, help="0 means L (every distance has a term)")
+    p.add_argument("--max-rel-dist", type=int, default=0, help="0 means L // 2, the model's default")
     p.add_argument("--block-size", type=int, default=64, help="query block of the efficient kernel")
-    p.add_argument("--all-lengths", action="store_true", help=f"ignore the per-impl caps {DEFAULT_MAX_LEN}")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run the whole case list this many times (fresh subprocesses each time) and keep each "
-                   "case's best round: on a shared machine other jobs only ever add time")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per case")
+    p.add_argument("--memory-fraction", type=float, default=0.6,
+                   help="skip naive/skew cells whose estimated peak exceeds this share of MemAvailable")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     p.add_argument("--worker", nargs=2, metavar=("IMPL", "L"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -152,30 +162,40 @@ def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print a Markdown table."""
     args = _parse(argv)
     if args.worker:
-        print(json.dumps(run_case(args.worker[0], int(args.worker[1]), args)))
+        from musictx.bench.attention_cases import run_cell
+
+        length = int(args.worker[1])
+        rel = args.max_rel_dist if args.max_rel_dist > 0 else length // 2
+        print(json.dumps(run_cell(args.worker[0], length, args.d_model, args.n_heads, rel, args.block_size,
+                                  args.threads, args.repeats)))
         return
     import torch
 
     impls = [s.strip() for s in args.impls.split(",") if s.strip()]
-    unknown = set(impls) - set(IMPLS)
-    if unknown:
-        raise SystemExit(f"unknown impls {sorted(unknown)}; choose from {IMPLS}")
+    if set(impls) - set(IMPLS):
+        raise SystemExit(f"unknown impls {sorted(set(impls) - set(IMPLS))}; choose from {IMPLS}")
     lengths = [int(s) for s in args.lengths.split(",") if s.strip()]
-    rel = "L" if args.max_rel_dist <= 0 else args.max_rel_dist
-    print(f"# One attention layer, forward+backward, batch 1, d_model {args.d_model}, {args.n_heads} heads, "
-          f"fp32, CPU, torch {torch.__version__}")
-    print(f"# torch threads {args.threads} per case (OMP_WAIT_POLICY=PASSIVE), one fresh subprocess per case, "
-          f"median and min of {args.repeats} after 2 warm-up steps, best of {args.rounds} round(s); "
-          f"max_rel_dist {rel}; efficient block {args.block_size}")
-    print("# peak MiB: peak live tensor bytes during one step (torch profiler allocator events), beyond "
-          "inputs and parameters; RSS growth: ru_maxrss delta over the first step\n")
-    cases = [(impl, n) for n in lengths for impl in impls if n <= DEFAULT_MAX_LEN[impl] or args.all_lengths]
-    runs = {case: [] for case in cases}
-    for _ in range(args.rounds):  # rounds interleave the cases, so a burst of load hits one round only
-        for impl, length in cases:
-            runs[(impl, length)].append(_spawn(impl, length, args))
-            print(f"  done {impl} L={length}: {runs[(impl, length)][-1]}", file=sys.stderr, flush=True)
-    print(format_table({case: _best_of(r) for case, r in runs.items()}))
+    print(f"# One attention layer (qkv and output projections + kernel), forward+backward, batch 1, d_model "
+          f"{args.d_model}, {args.n_heads} heads, fp32, max_rel_dist {args.max_rel_dist or 'L/2'}, efficient "
+          f"block {args.block_size}; torch {torch.__version__} on {_cpu_name()}")
+    print(f"# {args.threads} torch thread(s) per cell, OMP_WAIT_POLICY=PASSIVE; a fresh process per cell; "
+          f"{args.rounds} interleaved round(s), medians; warm: median of {args.repeats} steps; "
+          f"load average before: {os.getloadavg()[0]:.2f}")
+    cases = [(impl, n) for n in lengths for impl in impls]
+    skipped = {case: skip_reason(*case, args) for case in cases}
+    rounds = []
+    for r in range(args.rounds):
+        done = {}
+        for case in cases:
+            if skipped[case] is None:
+                done[case] = _spawn(*case, args)
+                print(f"  round {r + 1}: {case[0]} L={case[1]}: {done[case]}", file=sys.stderr, flush=True)
+        rounds.append(done)
+    rows = {case: {"skipped": f"skipped: {skipped[case]}"} if skipped[case] else summarise(rounds, *case)
+            for case in cases}
+    print(format_table(rows))
+    print("\n".join(["", *goal_lines(rows)]))
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int = 0) -> dict:
     """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once."""
-    from musictx.continue_midi import GenerateOptions, sample_continuations
-    from musictx.seeds import seed_from_midi
+    from musictx.generation.continue_midi import GenerateOptions, sample_continuations
+    from musictx.generation.seeds import seed_from_midi
 
     prompt = seed_from_midi(tokenizer, BUNDLED_MOTIF)
     opts = GenerateOptions(num_samples=batch, length_seconds=seconds, max_tokens=100_000, top_p=0.95, seed=seed)
@@ -49,7 +49,7 @@ def main(argv=None) -> None:
 
     import torch
 
-    from musictx.model_store import load_model
+    from musictx.checkpoints.model_store import load_model
 
     torch.set_num_threads(args.threads)
     net, tokenizer, meta = load_model(args.model)

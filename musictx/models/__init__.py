@@ -24,11 +24,8 @@ from musictx.models.attention import KVCache, PlainSelfAttention, RelativeSelfAt
 from musictx.models.lstm import LSTMBaseline, LSTMState
 from musictx.models.transformer import DecoderCache, MusicTransformer, VanillaTransformer
 
-MODELS: dict[str, type[nn.Module]] = {
-    "music_transformer": MusicTransformer,
-    "transformer": VanillaTransformer,
-    "lstm": LSTMBaseline,
-}
+# A model's identity is its class's `name`, written once there; configs and checkpoints refer to it.
+MODELS: dict[str, type[nn.Module]] = {cls.name: cls for cls in (MusicTransformer, VanillaTransformer, LSTMBaseline)}
 
 
 def build_model(name: str, vocab_size: int, **kwargs) -> nn.Module:

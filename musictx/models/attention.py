@@ -11,7 +11,7 @@ The kernels (scores + relative term + mask + softmax + weighted sum) are free fu
 projections, so `RelativeSelfAttention.impl` can be switched on a live module:
   - "naive":     materialises the (T, T, d_head) table of relative embeddings (Shaw et al.). Reference.
   - "skew":      the paper's skewing trick, O(T * d) extra for the relative term but full T x T logits.
-  - "efficient": a flash-style kernel over query blocks (`efficient_attention`, a torch.library custom op);
+  - "efficient": a flash-style kernel over query blocks (`efficient_attention`, a torch.library op);
                  keeps only the output and each row's log-sum-exp, recomputes logits in backward. Never
                  holds a T x T tensor; fp32 statistics and accumulators under autocast.
 
@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from musictx.models.decoding import KVCache, attend_relative_one_query
+from musictx.models.decoding import KVCache, attend_relative_one_query, decode_attention, decode_table
 from musictx.models.efficient_attention import attend_efficient
 
 IMPLS = ("naive", "skew", "efficient", "triton", "auto")  # auto: triton for CUDA inputs if it imports, else efficient
@@ -144,6 +144,18 @@ class _SelfAttention(nn.Module):
         y = self._attend(q, k, v)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, self.d_model))
 
+    def decode_step(self, x: Tensor, cache: KVCache) -> Tensor:
+        """One new token per sample, x (B, d_model) -> (B, d_model): `forward` for a decoding step in
+        eval mode, with fewer ops (no permutes of q, k, v; the output reshaped for free as T = 1)."""
+        B = x.shape[0]
+        qkv = F.linear(x, self.qkv.weight, self.qkv.bias).view(B, 3, self.n_heads, 1, self.d_head)
+        k, v = cache.append(qkv[:, 1], qkv[:, 2])  # (B, H, 1, D) each
+        y = self._decode_attend(qkv[:, 0], k, v, cache)  # (B, H * D)
+        return F.linear(y, self.proj.weight, self.proj.bias)
+
+    def _decode_attend(self, q: Tensor, k: Tensor, v: Tensor, cache: KVCache) -> Tensor:
+        return self._attend(q, k, v).reshape(q.shape[0], self.d_model)
+
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         raise NotImplementedError
 
@@ -173,8 +185,9 @@ class RelativeSelfAttention(_SelfAttention):
     "skew", "efficient", "triton" = the fused kernel of `triton_attention`, "auto" = triton for CUDA
     inputs when triton imports, else efficient) and `block_size` (query block of the efficient kernel)
     are plain attributes and may be changed on a live module. With impl="efficient", a single new token
-    (a decoding step) uses `attend_relative_one_query`, and inputs of at most `block_size` tokens the skew
-    path: same result, same memory, less repacking.
+    (a decoding step) uses `attend_relative_one_query` (or, through `decode_step`, its leaner twin
+    `decode_attention`), and inputs of at most `block_size` tokens the skew path: same result, same
+    memory, less repacking.
     """
 
     def __init__(
@@ -219,6 +232,14 @@ class RelativeSelfAttention(_SelfAttention):
         if self.impl == "naive":
             return attend_naive(q, k, v, rel_emb, p)
         raise ValueError(f"unknown attention impl {self.impl!r}; expected one of {IMPLS}")
+
+    def _decode_attend(self, q: Tensor, k: Tensor, v: Tensor, cache: KVCache) -> Tensor:
+        if self.impl not in ("efficient", "auto") or q.is_cuda:
+            return super()._decode_attend(q, k, v, cache)  # the impl's own one-query path
+        length = cache._k.shape[2]  # the buffer's size: every later step of this cache fits
+        if cache.rel_table is None or cache.rel_table.shape[1] < length:
+            cache.rel_table = decode_table(self.rel_emb, length)
+        return decode_attention(q[:, :, 0], cache, cache.rel_table)
 
     def _position_logits(self, q_rows: Tensor, rows: Tensor, t_k: int) -> Tensor:
         return relative_logits_rows(q_rows, clipped_table(self.rel_emb, t_k), rows, t_k)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor
 
 
@@ -27,6 +28,7 @@ class KVCache:
         self._k: Tensor | None = None  # (B, H, allocated, D)
         self._v: Tensor | None = None
         self.n = 0
+        self.rel_table: Tensor | None = None  # `decode_table` of the layer, built on its first decoding step
 
     @property
     def length(self) -> int:
@@ -58,6 +60,34 @@ class KVCache:
         self._v[:, :, self.n : need] = v
         self.n = need
         return self.k, self.v
+
+
+def decode_table(rel_emb: Tensor, length: int) -> Tensor:
+    """(H, length, D): row r holds E[min(r, M - 1)], the clipped table out to distance length - 1.
+
+    Built once per cache rather than clipping (a (H, Tk, D) copy) at every step; the table only changes
+    between generations."""
+    dist = torch.arange(length, device=rel_emb.device).clamp_(max=rel_emb.shape[1] - 1)
+    return rel_emb.index_select(1, dist)
+
+
+def decode_attention(q: Tensor, cache: KVCache, table: Tensor) -> Tensor:
+    """One query per sample against every cached key: q (B, H, D) -> (B, H * D).
+
+    The decoding step's few large ops: the keys and values stay in the cache's buffers (viewed as
+    (B*H, allocated, D)), the relative term is one batched matmul against `decode_table`'s first Tk rows,
+    flipped onto the keys (key j is at distance Tk - 1 - j) and added in place. The same arithmetic on
+    the same operand layouts as `attend_relative_one_query` over `clipped_table`, so the results, and
+    the sampled ids, are bit for bit the same."""
+    B, H, D = q.shape
+    t_k, allocated = cache.n, cache._k.shape[2]
+    keys = cache._k.view(B * H, allocated, D)[:, :t_k]
+    logits = torch.bmm(q.reshape(B * H, 1, D), keys.transpose(1, 2))  # (B*H, 1, Tk)
+    # heads first: the batch shares each head's table instead of a broadcast copy per sample
+    rel = torch.bmm(q.transpose(0, 1), table[:, :t_k].transpose(1, 2))  # (H, B, Tk), distance 0..
+    logits.view(B, H, t_k).add_(rel.transpose(0, 1).flip(-1))
+    probs = logits.mul_(1.0 / math.sqrt(D)).softmax(dim=-1)
+    return torch.bmm(probs, cache._v.view(B * H, allocated, D)[:, :t_k]).view(B, H * D)
 
 
 def attend_relative_one_query(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor) -> Tensor:

@@ -10,10 +10,13 @@ are cast once, when they are repacked head-major (a copy made anyway); the outpu
 back in their inputs' dtypes. The matmuls therefore run in fp32 under autocast too: accurate, but on a
 GPU slower than bf16 ones; the Triton kernel is the fast GPU path.
 
-torch.compile: the forward and backward are `torch.library` custom ops with fake (shape-only) versions
-and a registered autograd formula, so compiled graphs keep the kernel as one opaque call, with no graph
-breaks around it. Dropout: one torch.Generator per call, seeded from a seed *tensor* (drawn from torch's
-RNG inside the graph); the blocks draw their keep-masks from it in order, and backward replays the
+torch.compile: the forward and backward are `torch.library` ops with fake (shape-only) versions and a
+registered autograd formula, so compiled graphs keep the kernel as one opaque call, with no graph
+breaks around it. Eager calls import none of the compile machinery. The forward op also returns its
+repacked q, k and v, which backward reuses instead of repacking them again.
+
+Dropout: one torch.Generator per call, seeded from a seed *tensor* (drawn from torch's RNG inside the
+graph); the blocks draw their keep-masks from it in order, and backward replays the
 stream from the same seed rather than storing the masks.
 """
 
@@ -74,18 +77,20 @@ def _block_logits(q_k, kT, qs, tableT, start: int, end: int, n_rel: int, scratch
     torch.bmm(qs.reshape(H, -1, D), tableT[:, :, tableT.shape[2] - width :], out=qe)
     rel = qe.as_strided((HB, nb, width), (nb * width, width - 1, 1), qe.storage_offset() + nb - 1)
     logits = _take(scratch["logits"], HB, nb, end)
+    kT = kT[:, : q_k.shape[2], :end]  # kT's last row is ones: used only by the augmented q of backward
     if j0 == 0:
-        torch.baddbmm(rel, q_k, kT[:, :, :end], out=logits)
+        torch.baddbmm(rel, q_k, kT, out=logits)
     else:
-        torch.bmm(q_k, kT[:, :, :end], out=logits)
+        torch.bmm(q_k, kT, out=logits)
         logits[:, :, j0:] += rel
     masked = torch.ones(nb, nb, dtype=torch.bool, device=qs.device).triu_(1)
     logits[:, :, start:].masked_fill_(masked, float("-inf"))
     return logits
 
 
-def _block_attend(qs, kT, v, tableT, start, end, n_rel, drop, scratch) -> tuple[Tensor, Tensor]:
-    """Output (HB, nb, D) and log-sum-exp (HB, nb) of one query block; `drop` = (keep mask, p) or None."""
+def _block_attend(qs, kT, vT, tableT, start, end, n_rel, drop, scratch) -> tuple[Tensor, Tensor]:
+    """Output (HB, nb, D) and log-sum-exp (HB, nb) of one query block; `drop` = (keep mask, p) or None.
+    kT and vT are the (HB, D+1, Tk) layouts that backward needs; BLAS reads vT transposed for free."""
     logits = _block_logits(qs, kT, qs, tableT, start, end, n_rel, scratch)
     row_max = logits.amax(dim=-1, keepdim=True)
     probs = logits.sub_(row_max).exp_()  # unnormalised, in the logits buffer
@@ -94,7 +99,7 @@ def _block_attend(qs, kT, v, tableT, start, end, n_rel, drop, scratch) -> tuple[
     if drop is not None:
         probs.mul_(drop[0])
         scale = scale / (1 - drop[1])
-    out = torch.bmm(probs, v[:, :end]).mul_(scale)  # (HB, nb, D)
+    out = torch.bmm(probs, vT[:, : qs.shape[2], :end].transpose(1, 2)).mul_(scale)  # (HB, nb, D)
     return out, (row_max + row_sum.log()).squeeze(-1)
 
 
@@ -109,7 +114,7 @@ def _block_grads(saved, qs, dout, lse, row_dot, start, end, drop, grads, scratch
     kT and vT carry an extra row of ones, so [q, -lse] @ kT gives logits - lse and [dout, -row_dot] @ vT
     gives dP - row_dot straight out of the matmuls.
     """
-    k, kT, vT, tableT, n_rel = saved
+    kT, vT, tableT, n_rel = saved
     dk, dv, dtable = grads
     HB, nb, D = qs.shape
     H = tableT.shape[0]
@@ -127,7 +132,7 @@ def _block_grads(saved, qs, dout, lse, row_dot, start, end, drop, grads, scratch
         torch.bmm(dout, vT[:, :D, :end], out=dlogits).mul_(keep).sub_(row_dot[:, :, None])
         dlogits.mul_(probs)
         dv[:, :end].baddbmm_(probs.mul_(keep).transpose(1, 2), dout)
-    dqs = torch.bmm(dlogits, k[:, :end])  # (HB, nb, D)
+    dqs = torch.bmm(dlogits, kT[:, :D, :end].transpose(1, 2))  # (HB, nb, D)
     dk[:, :end].baddbmm_(dlogits.transpose(1, 2), qs)
     # inverse skew: dqe[a, c] = dlogits[a, j0 + c + a - (nb-1)]; reads left of the window land on
     # masked (zero) logits of the previous row, on the leading zeros, or on distances >= M whose table
@@ -154,6 +159,24 @@ def _fold_heads(x: Tensor, dtype: torch.dtype, scale: float = 1.0) -> Tensor:
     if scale != 1.0:
         out.mul_(scale)
     return out.view(H * B, T, D)
+
+
+def _fold_heads_t(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """(B, H, T, D) -> (H*B, D+1, T) in `dtype`: x transposed, plus a last row of ones. The one copy of
+    k (and of v) that forward and backward share: BLAS is faster on q @ kT than on q @ k.mT, and the
+    ones row lets backward's matmuls subtract a per-row constant for free (see `_block_grads`)."""
+    B, H, T, D = x.shape
+    out = torch.empty(H, B, D + 1, T, dtype=dtype, device=x.device)
+    out[:, :, :D].copy_(x.permute(1, 0, 3, 2))
+    out[:, :, D].fill_(1.0)
+    return out.view(H * B, D + 1, T)
+
+
+def _head_major(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """(B, H, T, D) -> (H*B, T, D) in `dtype`: a view when x is a head-major transpose (the kernel's
+    own output), else a copy."""
+    B, H, T, D = x.shape
+    return x.transpose(0, 1).reshape(H * B, T, D).to(dtype)
 
 
 def _unfold_heads(x: Tensor, B: int, dtype: torch.dtype) -> Tensor:
@@ -208,101 +231,119 @@ def _keep_buffer(scratch: dict, gen, p: float, HB: int, blk: slice, end: int):
     return None if gen is None else _draw_keep(gen, p, _take(scratch["keep"], HB, blk.stop - blk.start, end))
 
 
-# ----- forward and backward over all blocks (the custom ops' bodies) ------------------------------
+# ----- forward and backward over all blocks (the ops' bodies) -------------------------------------
 def forward_blocks(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float, seed: Tensor | None,
-                   block_size: int) -> tuple[Tensor, Tensor]:
-    """Output (B, H, Tq, D) in q's dtype and the log-sum-exp (H*B, Tq) in the compute dtype."""
+                   block_size: int) -> tuple[Tensor, ...]:
+    """Output (B, H, Tq, D) in q's dtype, then in the compute dtype the log-sum-exp (H*B, Tq) and the
+    repacked inputs that backward reuses: qs (H*B, Tq, D) scaled by 1/sqrt(D), kT and vT (H*B, D+1, Tk)."""
     B, H, t_q, D = q.shape
     t_k, n_rel, dtype = k.shape[2], rel_emb.shape[1], _compute_dtype(q)
     qs = _fold_heads(q, dtype, 1.0 / math.sqrt(D))  # scale once: every logit is linear in q
-    k, v = _fold_heads(k, dtype), _fold_heads(v, dtype)
-    kT = k.transpose(1, 2).contiguous()  # (HB, D, Tk): BLAS is faster on q @ kT than q @ k.mT
+    kT, vT = _fold_heads_t(k, dtype), _fold_heads_t(v, dtype)
     tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()  # (H, D, M+bs-1)
     out, lse = torch.empty_like(qs), qs.new_empty(H * B, t_q)
     scratch = _scratch(qs, t_k, block_size, dropout_p > 0)
     gen = _keep_stream(seed, dropout_p, q.device)
     for blk, start, end in _query_blocks(t_q, t_k, block_size):
         drop = _keep_buffer(scratch, gen, dropout_p, H * B, blk, end)
-        out[:, blk], lse[:, blk] = _block_attend(qs[:, blk], kT, v, tableT, start, end, n_rel, drop, scratch)
-    return _unfold_heads(out, B, q.dtype), lse
+        out[:, blk], lse[:, blk] = _block_attend(qs[:, blk], kT, vT, tableT, start, end, n_rel, drop, scratch)
+    return _unfold_heads(out, B, q.dtype), lse, qs, kT, vT
 
 
-def backward_blocks(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, out: Tensor, lse: Tensor,
+def backward_blocks(dout: Tensor, qs: Tensor, kT: Tensor, vT: Tensor, rel_emb: Tensor, out: Tensor, lse: Tensor,
                     dropout_p: float, seed: Tensor | None, block_size: int) -> tuple[Tensor, ...]:
-    """dq, dk, dv, dE, each in its input's dtype; all accumulation in the compute dtype."""
-    B, H, t_q, D = q.shape
-    t_k, n_rel, dtype = k.shape[2], rel_emb.shape[1], lse.dtype
-    qs = _fold_heads(q, dtype, 1.0 / math.sqrt(D))
-    kf, vf = _fold_heads(k, dtype), _fold_heads(v, dtype)
+    """dq, dk, dv (B, H, T, D) and dE (H, M, D), all in the compute dtype (the caller casts them back).
+
+    Works on forward's own repacked copies of q, k and v and on a view of its output: the only copy
+    of a T x D tensor made here is dout's, into the head-major layout."""
+    B, HB, (t_q, D), t_k = dout.shape[0], qs.shape[0], qs.shape[1:], kT.shape[2]
+    H, n_rel, dtype = HB // B, rel_emb.shape[1], qs.dtype
     tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()
-    ones = kf.new_ones(H * B, 1, t_k)
-    kT, vT = (torch.cat([x.transpose(1, 2), ones], dim=1) for x in (kf, vf))  # (HB, D+1, Tk)
-    saved = (kf, kT, vT, tableT, n_rel)
-    dout, out = _fold_heads(dout, dtype), _fold_heads(out, dtype)
-    row_dot = (dout * out).sum(-1)  # (HB, Tq): rowsum(P * dP), softmax backward
+    dout, out = _fold_heads(dout, dtype), _head_major(out, dtype)
     dtable = tableT.new_zeros(H, tableT.shape[2], D)  # (H, M + bs - 1, D)
-    dqs, grads = torch.empty_like(qs), (torch.zeros_like(kf), torch.zeros_like(vf), dtable)
+    dqs = torch.empty_like(qs)
+    grads = (qs.new_zeros(HB, t_k, D), qs.new_zeros(HB, t_k, D), dtable)
     scratch = _scratch(qs, t_k, block_size, dropout_p > 0)
-    gen = _keep_stream(seed, dropout_p, q.device)
+    gen = _keep_stream(seed, dropout_p, qs.device)
+    saved = (kT, vT, tableT, n_rel)
     for blk, start, end in _query_blocks(t_q, t_k, block_size):
-        drop = _keep_buffer(scratch, gen, dropout_p, H * B, blk, end)
-        dqs[:, blk] = _block_grads(saved, qs[:, blk], dout[:, blk], lse[:, blk], row_dot[:, blk],
+        drop = _keep_buffer(scratch, gen, dropout_p, HB, blk, end)
+        row_dot = (dout[:, blk] * out[:, blk]).sum(-1)  # (HB, nb): rowsum(P * dP), softmax backward
+        dqs[:, blk] = _block_grads(saved, qs[:, blk], dout[:, blk], lse[:, blk], row_dot,
                                    start, end, drop, grads, scratch)
-    del scratch, saved, kT, vT  # free the scratch before the outputs below are allocated
-    drel = dtable[:, block_size - 1 :].flip(1).to(rel_emb.dtype)  # drop the zero-pad rows; flip copies
-    dq = _unfold_heads(dqs.mul_(1.0 / math.sqrt(D)), B, q.dtype)
-    return dq, _unfold_heads(grads[0], B, k.dtype), _unfold_heads(grads[1], B, v.dtype), drel
+    del scratch, dout  # free the scratch before the outputs below are allocated
+    drel = dtable[:, block_size - 1 :].flip(1)  # drop the zero-pad rows; flip copies
+    dq = _unfold_heads(dqs.mul_(1.0 / math.sqrt(D)), B, dtype)
+    return dq, _unfold_heads(grads[0], B, dtype), _unfold_heads(grads[1], B, dtype), drel
 
 
-# ----- custom ops: opaque to torch.compile, differentiable through a registered backward ------------
-@torch.library.custom_op("musictx::relative_attention", mutates_args=(),
-                         schema="(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
-                                "int block_size) -> (Tensor, Tensor)")
-def _attention_op(q, k, v, rel_emb, dropout_p, seed, block_size):
-    with torch.autocast(q.device.type, enabled=False):  # the body picks its own precision
+# ----- the ops: opaque to torch.compile, differentiable through a registered backward ---------------
+# Registered with the low-level Library API rather than `torch.library.custom_op`: custom_op wraps
+# every kernel in `torch._disable_dynamo`, whose first call imports torch._dynamo (~900 modules,
+# ~150 MiB, ~2 s) in processes that never compile anything (generation, the app, the benches).
+_LIB = torch.library.Library("musictx", "FRAGMENT")  # module-level: the registrations live as long as it
+_LIB.define("relative_attention(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
+            "int block_size) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")
+_LIB.define("relative_attention_backward(Tensor dout, Tensor qs, Tensor kT, Tensor vT, Tensor rel_emb, Tensor out, "
+            "Tensor lse, float dropout_p, Tensor? seed, int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
+
+
+def _attention_impl(q, k, v, rel_emb, dropout_p, seed, block_size):
+    # autocast stays on below the op's dispatch; the body picks its own precision
+    with torch.autocast(q.device.type, enabled=False):
         return forward_blocks(q, k, v, rel_emb, dropout_p, seed, block_size)
 
 
-@_attention_op.register_fake
+def _attention_backward_impl(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size):
+    with torch.autocast(qs.device.type, enabled=False):
+        return backward_blocks(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size)
+
+
+_LIB.impl("relative_attention", _attention_impl, "CompositeExplicitAutograd")
+_LIB.impl("relative_attention_backward", _attention_backward_impl, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("musictx::relative_attention", lib=_LIB)
 def _(q, k, v, rel_emb, dropout_p, seed, block_size):
     B, H, t_q, D = q.shape
+    t_k, dtype = k.shape[2], _compute_dtype(q)
     out = q.new_empty(H, B, t_q, D).transpose(0, 1)  # the real output's head-major strides
-    return out, q.new_empty(H * B, t_q, dtype=_compute_dtype(q))
+    kT, vT = (q.new_empty(H * B, D + 1, t_k, dtype=dtype) for _ in range(2))
+    return out, q.new_empty(H * B, t_q, dtype=dtype), q.new_empty(H * B, t_q, D, dtype=dtype), kT, vT
 
 
-@torch.library.custom_op("musictx::relative_attention_backward", mutates_args=(),
-                         schema="(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor rel_emb, Tensor out, Tensor lse, "
-                                "float dropout_p, Tensor? seed, int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
-def _attention_backward_op(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size):
-    with torch.autocast(q.device.type, enabled=False):
-        return backward_blocks(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size)
+@torch.library.register_fake("musictx::relative_attention_backward", lib=_LIB)
+def _(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size):
+    B, H, t_q, D = dout.shape
+    t_k = kT.shape[2]
 
+    def like(t):
+        return qs.new_empty(H, B, t, D).transpose(0, 1)
 
-@_attention_backward_op.register_fake
-def _(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size):
-    def like(x):
-        B, H, T, D = x.shape
-        return x.new_empty(H, B, T, D).transpose(0, 1)
-
-    return like(q), like(k), like(v), torch.empty_like(rel_emb, memory_format=torch.contiguous_format)
+    return like(t_q), like(t_k), like(t_k), qs.new_empty(rel_emb.shape)
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, rel_emb, dropout_p, seed, block_size = inputs
-    out, lse = output
-    ctx.save_for_backward(q, k, v, rel_emb, out, lse, seed)
-    ctx.opts = (dropout_p, block_size)
-    ctx.mark_non_differentiable(lse)
+    out, lse, qs, kT, vT = output
+    # forward's own repacked q, k, v and its output, not the inputs: backward then copies none of them
+    ctx.save_for_backward(qs, kT, vT, rel_emb, out, lse, seed)
+    ctx.opts = (dropout_p, block_size, (q.dtype, k.dtype, v.dtype, rel_emb.dtype))
+    ctx.mark_non_differentiable(lse, qs, kT, vT)
+    ctx.set_materialize_grads(False)  # else autograd allocates zero gradients for the four extras
 
 
-def _backward(ctx, dout, _dlse):
-    q, k, v, rel_emb, out, lse, seed = ctx.saved_tensors
-    dropout_p, block_size = ctx.opts
-    grads = _attention_backward_op(dout, q, k, v, rel_emb, out, lse, dropout_p, seed, block_size)
-    return *grads, None, None, None
+def _backward(ctx, dout, *_extras):
+    if dout is None:  # the output itself was not used
+        return (None,) * 7
+    qs, kT, vT, rel_emb, out, lse, seed = ctx.saved_tensors
+    dropout_p, block_size, dtypes = ctx.opts
+    grads = torch.ops.musictx.relative_attention_backward.default(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed,
+                                                          block_size)
+    return *(g.to(dtype) for g, dtype in zip(grads, dtypes, strict=True)), None, None, None
 
 
-_attention_op.register_autograd(_backward, setup_context=_setup_context)
+torch.library.register_autograd("musictx::relative_attention", _backward, setup_context=_setup_context, lib=_LIB)
 
 
 def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float = 0.0,
@@ -313,4 +354,4 @@ def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p
     """
     if dropout_p > 0 and seed is None:
         seed = torch.randint(2**62, (), dtype=torch.int64)  # a tensor: no .item() in compiled graphs
-    return _attention_op(q, k, v, rel_emb, dropout_p, seed, block_size)[0]
+    return torch.ops.musictx.relative_attention.default(q, k, v, rel_emb, dropout_p, seed, block_size)[0]

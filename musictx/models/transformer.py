@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
@@ -46,6 +47,14 @@ class Block(nn.Module):
         x = x + self.drop(self.attn(self.ln1(x), cache))  # (B, T, d_model)
         return x + self.drop(self.ff(self.ln2(x)))
 
+    def decode_step(self, x: Tensor, cache: KVCache) -> Tensor:
+        """`forward` of one token per sample in eval mode (no dropout), x (B, d_model): the functional
+        ops straight on the parameters, as module calls cost more than the ops at batch 1."""
+        ln1, ln2, (fc1, _, fc2) = self.ln1, self.ln2, self.ff
+        x = x + self.attn.decode_step(F.layer_norm(x, ln1.normalized_shape, ln1.weight, ln1.bias, ln1.eps), cache)
+        h = F.layer_norm(x, ln2.normalized_shape, ln2.weight, ln2.bias, ln2.eps)
+        return x + F.linear(F.gelu(F.linear(h, fc1.weight, fc1.bias)), fc2.weight, fc2.bias)
+
 
 class _DecoderLM(nn.Module):
     """Token embedding -> blocks -> final LN -> vocabulary head; subclasses add positions.
@@ -60,6 +69,9 @@ class _DecoderLM(nn.Module):
     """
 
     name = ""
+    # Decoding steps (one token, a cache, eval mode) take `_decode_step`; False runs them through the
+    # general forward instead, the reference that `bench generate` compares against.
+    fast_decode = True
 
     def __init__(self, config: dict, vocab_size: int, d_model: int, n_layers: int, dropout: float,
                  max_seq_len: int, gradient_checkpointing: bool):
@@ -104,6 +116,8 @@ class _DecoderLM(nn.Module):
         start = 0 if cache is None else cache.length
         if start + ids.shape[1] > self.max_seq_len:
             raise ValueError(f"{start} cached + {ids.shape[1]} new tokens exceed max_seq_len={self.max_seq_len}")
+        if cache is not None and ids.shape[1] == 1 and self.fast_decode and not self.training:
+            return self._decode_step(ids[:, 0], start, cache), cache
         x = self.tok_emb(ids) * math.sqrt(self.tok_emb.embedding_dim)  # (B, T, d_model)
         x = self.drop(self._positions(x, start))
         for i, block in enumerate(self.blocks):
@@ -115,6 +129,14 @@ class _DecoderLM(nn.Module):
         logits = self.head(self.ln_f(x))  # (B, T, V)
         return logits if cache is None else (logits, cache)
 
+    def _decode_step(self, ids: Tensor, start: int, cache: DecoderCache) -> Tensor:
+        """Logits (B, 1, V) of one new token per sample, ids (B,): `forward` with a cache, in eval mode."""
+        x = F.embedding(ids, self.tok_emb.weight) * math.sqrt(self.tok_emb.embedding_dim)  # (B, d_model)
+        x = self._positions(x[:, None], start)[:, 0]
+        for block, layer_cache in zip(self.blocks, cache.layers, strict=True):
+            x = block.decode_step(x, layer_cache)
+        ln = self.ln_f
+        return F.linear(F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps), self.head.weight)[:, None]
 
     @torch.no_grad()
     def attention_probs(self, ids: Tensor, rows) -> Tensor:

@@ -1,0 +1,97 @@
+"""The decoding fast path (`_DecoderLM.fast_decode`): bit for bit the logits of the general forward with a
+cache, hence the same sampled ids for a seed as before it, and as recomputing the whole sequence."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from musictx.models import MusicTransformer, VanillaTransformer
+from musictx.models.decoding import KVCache, decode_attention, decode_table
+
+VOCAB = 40
+
+
+def _net(name: str, **kwargs):
+    torch.manual_seed(0)
+    if name == "music_transformer":  # a table shorter than the context: steps past it use the clipped rows
+        return MusicTransformer(VOCAB, d_model=32, n_layers=2, n_heads=2, d_ff=64, dropout=0.1, max_seq_len=64,
+                                max_rel_dist=12, attn_block_size=8, **kwargs).eval()
+    return VanillaTransformer(VOCAB, d_model=32, n_layers=2, n_heads=2, d_ff=64, dropout=0.1,
+                              max_seq_len=64).eval()
+
+
+def _step_logits(net, ids: torch.Tensor, prompt: int, fast: bool) -> torch.Tensor:
+    net.fast_decode = fast
+    with torch.inference_mode():
+        state = net.init_cache()
+        out = [net(ids[:, :prompt], cache=state)[0]]
+        out += [net(ids[:, t : t + 1], cache=state)[0] for t in range(prompt, ids.shape[1])]
+    net.fast_decode = True
+    return torch.cat(out, dim=1)
+
+
+@pytest.mark.parametrize("name", ["music_transformer", "transformer"])
+@pytest.mark.parametrize("prompt", [1, 20])  # 1: the very first token goes through the fast path too
+def test_fast_decoding_steps_equal_the_general_forward_bit_for_bit(name, prompt):
+    net = _net(name)
+    ids = torch.randint(0, VOCAB, (3, 50), generator=torch.Generator().manual_seed(1))
+    fast, reference = (_step_logits(net, ids, prompt, f) for f in (True, False))
+    assert torch.equal(fast, reference)
+    with torch.no_grad():
+        torch.testing.assert_close(fast, net(ids), rtol=1e-5, atol=1e-5)  # and the uncached forward
+
+
+def _sample(net, prompt: torch.Tensor, n: int, mode: str) -> torch.Tensor:
+    """n ids per row, drawn from softmax(logits) with a fixed generator: by cached steps (fast or
+    reference path) or by recomputing the whole sequence every step."""
+    gen = torch.Generator().manual_seed(3)
+    ids = prompt
+    net.fast_decode = mode == "fast"
+    with torch.inference_mode():
+        state = net.init_cache()
+        logits = net(prompt, cache=state)[0] if mode != "recompute" else net(prompt)
+        for _ in range(n):
+            nxt = torch.multinomial(logits[:, -1].softmax(-1), 1, generator=gen)  # (B, 1)
+            ids = torch.cat([ids, nxt], dim=1)
+            logits = net(ids) if mode == "recompute" else net(nxt, cache=state)[0]
+    net.fast_decode = True
+    return ids
+
+
+def test_sampled_ids_are_those_of_the_reference_path_and_of_recomputation():
+    net = _net("music_transformer")
+    prompt = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(2))
+    runs = {mode: _sample(net, prompt, 40, mode) for mode in ("fast", "reference", "recompute")}
+    assert torch.equal(runs["fast"], runs["reference"])
+    assert torch.equal(runs["fast"], runs["recompute"])
+    assert not torch.equal(runs["fast"][0], runs["fast"][1])  # the samples are not trivially alike
+
+
+def test_training_mode_keeps_the_general_forward():
+    """Dropout lives in the general forward: a net in training mode never takes the fast path."""
+    net = _net("music_transformer").train()
+    with torch.no_grad():
+        state = net.init_cache()
+        net(torch.zeros(1, 4, dtype=torch.long), cache=state)
+        a = net(torch.ones(1, 1, dtype=torch.long), cache=state)[0]
+    assert state.layers[0].rel_table is None and a.shape == (1, 1, VOCAB)  # the fast path builds the table
+
+
+def test_decode_table_rows_are_the_clipped_distances():
+    rel = torch.randn(2, 5, 3)
+    table = decode_table(rel, 8)
+    assert torch.equal(table[:, :5], rel) and torch.equal(table[:, 5:], rel[:, -1:].expand(-1, 3, -1))
+
+
+def test_decode_attention_reads_the_cache_buffers_in_place():
+    cache = KVCache(capacity=32)
+    k, v = torch.randn(2, 3, 10, 4), torch.randn(2, 3, 10, 4)
+    cache.append(k, v)
+    q = torch.randn(2, 3, 4)
+    rel = torch.randn(3, 6, 4)
+    got = decode_attention(q, cache, decode_table(rel, 32)).view(2, 3, 4)
+    dist = torch.arange(9, -1, -1).clamp(max=5)  # key j is at distance 9 - j, clipped to the table
+    logits = torch.einsum("bhd,bhjd->bhj", q, k) + torch.einsum("bhd,hjd->bhj", q, rel[:, dist])
+    expected = torch.einsum("bhj,bhjd->bhd", (logits / 2.0).softmax(-1), v)
+    torch.testing.assert_close(got, expected)
