@@ -1,4 +1,5 @@
-"""Data-prep throughput: ``python -m musictx.bench prep``.
+"""Data-prep throughput: ``python -m data_prep.bench`` (beside the prep it times, so musictx never imports
+data_prep).
 
 Prepares a folder (default ``../shared/data/piano``) end to end (read, sustain, tokenize, write) with 1
 and 2 worker processes, and compares with a plain single-process pretty_midi read-and-encode of the same
@@ -15,13 +16,17 @@ import tempfile
 import time
 from pathlib import Path
 
+# Before torch is imported (by the modules below): spinning OpenMP threads would distort the comparison.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from data_prep.prepare import compose_config, write_dataset  # noqa: E402
+from data_prep.sources import list_folder  # noqa: E402
+from musictx.io.midi_io import MidiReadError  # noqa: E402
+from musictx.io.tokenizer import EventTokenizer  # noqa: E402
+
 
 def _prep_once(input_dir: str, workers: int, out_root: str) -> tuple[float, dict]:
-    from data_prep.prepare import compose_config, write_dataset
-
     cfg = compose_config([
         "source=folder", f"input_dir={input_dir}", f"output_dir={out_root}/w{workers}", f"num_workers={workers}",
     ])
@@ -32,10 +37,6 @@ def _prep_once(input_dir: str, workers: int, out_root: str) -> tuple[float, dict
 
 
 def _pretty_midi_reference(input_dir: str, limit: int | None) -> tuple[float, dict]:
-    from data_prep.sources import list_folder
-    from musictx.io.midi_io import MidiReadError
-    from musictx.io.tokenizer import EventTokenizer
-
     tok = EventTokenizer()
     files = list_folder(input_dir)[:limit]
     totals = {"files": 0, "notes": 0, "tokens": 0}
@@ -58,7 +59,7 @@ def _row(name: str, wall: float, totals: dict, ref_wall_per_file: float) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m musictx.bench prep", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m data_prep.bench", description=__doc__.splitlines()[0])
     p.add_argument("--input-dir", default="../shared/data/piano")
     p.add_argument("--repeats", type=int, default=3, help="runs per worker count (median reported)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])

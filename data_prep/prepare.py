@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from data_prep import sources
+from data_prep.bach import export_chorales
 from data_prep.pool import TaskError, run_tasks
 from data_prep.safety import PrepError, check_options, check_output_dir, check_replaceable, clean_stale, temp_name
 from data_prep.splits import Piece, choose_moves, move_pieces
@@ -107,8 +108,6 @@ def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[
     """(input root, files with splits, files already known to be unusable)."""
     skipped: list[tuple[str, str]] = []
     if cfg.source == "bach":
-        from data_prep.bach import export_chorales
-
         root = Path(cfg.bach_cache_dir)
         skipped = export_chorales(root, num_workers=cfg.num_workers, timeout=max(cfg.timeout_s, 120),
                                   limit=cfg.get("bach_limit"))
@@ -136,7 +135,7 @@ def _input_dir(cfg: DictConfig) -> Path:
 
 def check_before_work(cfg: DictConfig) -> Path:
     """Validate the options and the output folder; returns the output folder (symlinks resolved)."""
-    check_options(cfg)
+    check_options(OmegaConf.to_container(cfg, resolve=True))
     inputs = {"bach_cache_dir": Path(cfg.bach_cache_dir)} if cfg.source == "bach" else {"input_dir": _input_dir(cfg)}
     check_output_dir(Path(cfg.output_dir), inputs)
     return Path(cfg.output_dir).resolve()

@@ -17,7 +17,7 @@ import socket
 from numbers import Real
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+import yaml
 
 from musictx.io.midi_io import READERS
 from musictx.io.token_store import SPLITS
@@ -32,18 +32,18 @@ class PrepError(ValueError):
     """An option or an output folder that musictx-prep refuses; the message says why and what to do."""
 
 
-def check_options(cfg: DictConfig) -> None:
-    """Refuse unknown keys and out-of-range values before any work."""
-    unknown = _unknown_keys(OmegaConf.to_container(cfg, resolve=False),
-                            OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "prepare.yaml"), resolve=False))
+def check_options(cfg: dict) -> None:
+    """Refuse unknown keys and out-of-range values before any work. ``cfg``: musictx-prep's options as a plain
+    dict (the command resolves its Hydra config into one)."""
+    unknown = _unknown_keys(cfg, yaml.safe_load((Path(CONF_DIR) / "prepare.yaml").read_text()))
     if unknown:
         raise PrepError(f"unknown option(s): {', '.join(unknown)} (see musictx/conf/prepare.yaml for the options)")
-    if cfg.source not in SOURCES:
-        raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {cfg.source!r}")
-    if cfg.reader not in READERS:
-        raise PrepError(f"reader={cfg.reader!r} is not a MIDI reader; choose one of {', '.join(sorted(READERS))}")
-    if cfg.fallback_reader is not None and cfg.fallback_reader not in READERS:
-        raise PrepError(f"fallback_reader={cfg.fallback_reader!r} is not a MIDI reader; choose one of "
+    if cfg["source"] not in SOURCES:
+        raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {cfg['source']!r}")
+    if cfg["reader"] not in READERS:
+        raise PrepError(f"reader={cfg['reader']!r} is not a MIDI reader; choose one of {', '.join(sorted(READERS))}")
+    if cfg.get("fallback_reader") is not None and cfg["fallback_reader"] not in READERS:
+        raise PrepError(f"fallback_reader={cfg['fallback_reader']!r} is not a MIDI reader; choose one of "
                         f"{', '.join(sorted(READERS))} or null")
     _check_number(cfg, "num_workers", lambda v: v >= 0 and v == int(v), "a whole number >= 0")
     _check_number(cfg, "timeout_s", lambda v: v > 0, "> 0 seconds")
@@ -62,25 +62,25 @@ def _unknown_keys(given: dict, known: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def _check_number(cfg: DictConfig, key: str, ok, wanted: str) -> None:
+def _check_number(cfg: dict, key: str, ok, wanted: str) -> None:
     value = cfg[key]
     if isinstance(value, bool) or not isinstance(value, Real) or not ok(value):
         raise PrepError(f"{key} must be {wanted}; got {value!r}")
 
 
-def _check_split(cfg: DictConfig) -> None:
-    s = cfg.split
+def _check_split(cfg: dict) -> None:
+    s = cfg["split"]
     for key in ("validation", "test"):
         value = s[key]
         if isinstance(value, bool) or not isinstance(value, Real) or not 0 <= value < 1:
             raise PrepError(f"split.{key} must be a fraction in [0, 1); got {value!r}")
-    if s.validation + s.test >= 1:
-        raise PrepError(f"split fractions must sum below 1 (train gets the rest); got validation={s.validation} "
-                        f"+ test={s.test}")
-    if s.group_by not in ("file", "parent"):
-        raise PrepError(f"split.group_by must be 'file' or 'parent'; got {s.group_by!r}")
+    if s["validation"] + s["test"] >= 1:
+        raise PrepError(f"split fractions must sum below 1 (train gets the rest); got validation={s['validation']} "
+                        f"+ test={s['test']}")
+    if s["group_by"] not in ("file", "parent"):
+        raise PrepError(f"split.group_by must be 'file' or 'parent'; got {s['group_by']!r}")
     # MAESTRO's CSV fixes the splits; elsewhere a validation fraction of 0 makes a dataset training refuses.
-    if cfg.source != "maestro" and s.validation == 0 and not cfg.allow_empty:
+    if cfg["source"] != "maestro" and s["validation"] == 0 and not cfg.get("allow_empty"):
         raise PrepError("split.validation=0 leaves no validation split, and musictx-train needs one; "
                         "give a fraction such as split.validation=0.1 (or allow_empty=true to write it anyway)")
 

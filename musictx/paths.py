@@ -7,11 +7,14 @@ Python module path when the script runs as an installed console script, and is t
 
 from pathlib import Path
 
-CONF_DIR = str(Path(__file__).resolve().parent / "conf")
+# The installed package itself: what it ships (models, configs) is not a place for a user's outputs.
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+CONF_DIR = str(PACKAGE_DIR / "conf")
 
 # The seed motif shipped with the package (written by scripts/make_motif.py): the README's first command,
 # the web app's default seed and the realtime and app benches continue it.
-BUNDLED_MOTIF = Path(__file__).resolve().parent / "assets" / "motif.mid"
+BUNDLED_MOTIF = PACKAGE_DIR / "assets" / "motif.mid"
 
 # The shipped model folders (config.json + model.safetensors + model card), read by the model store.
-PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+PRETRAINED_DIR = PACKAGE_DIR / "pretrained"

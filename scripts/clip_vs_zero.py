@@ -12,13 +12,13 @@ import sys
 
 import torch
 
-from musictx.commands.evaluate import evaluation_config, run_evaluation
+from musictx.evaluation.run import evaluation_options, run_evaluation
 from musictx.models import attention
 
 
 def measure(data_dir: str) -> dict:
-    cfg = evaluation_config(data={"dir": data_dir}, split="test", mode="nll", progress=False)
-    rcfg = evaluation_config(data={"dir": data_dir}, split="test", mode="recall", progress=False)
+    cfg = evaluation_options(data={"dir": data_dir}, split="test", mode="nll", progress=False)
+    rcfg = evaluation_options(data={"dir": data_dir}, split="test", mode="recall", progress=False)
     nll = run_evaluation(cfg)["nll"]["nll"]
     rec = run_evaluation(rcfg)["recall"]
     return {"nll": nll, "gain": {r["gap"]: r["gain"] for r in rec["copy"]["exact"]},

@@ -31,20 +31,22 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from musictx.checkpoints.model_store import load_model
-from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation
+from musictx.checkpoints.model_store import load_model, read_checkpoint
 from musictx.evaluation.compare import plot_val_curves, read_log
 from musictx.evaluation.motif import (
     evaluate_motif,
     format_motif_table,
     pick_motif_seeds,
-    plot_forgetting_curves,
     seed_group,
 )
+from musictx.evaluation.motif_plots import plot_forgetting_curves
 from musictx.evaluation.plots import plot_roll_panels, read_metrics_csv
-from musictx.generation.continue_midi import GenerateOptions, piece_notes, sample_continuations, write_midi
+from musictx.evaluation.run import evaluation_options, format_table, run_evaluation
+from musictx.generation.continue_seed import piece_notes, sample_continuations
+from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.audio import audio_unavailable, read_wav, render_wav
 from musictx.io.midi_io import Notes
+from musictx.io.midi_write import write_midi
 from musictx.io.token_store import TokenArrays, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +68,7 @@ ROLL_SECONDS = 30  # listenable evidence: 10 s of seed and 30 s of each model
 
 def evaluate(checkpoint: str, split: str, mode: str, **blocks) -> dict:
     """One `musictx-evaluate` run as a function, with this comparison's settings."""
-    cfg = evaluation_config(checkpoint=checkpoint, data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
+    cfg = evaluation_options(checkpoint=checkpoint, data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
                             batch_size=16, progress=False, **blocks)
     result = run_evaluation(cfg)
     print(format_table(result), flush=True)
@@ -116,7 +118,7 @@ def variants() -> Path:
     arrays = TokenArrays(DATA, "test")
     for label, (settings, model) in runs.items():
         if label not in out:
-            out[label] = evaluate_motif(model, tok, arrays, {**MOTIF, **settings})
+            out[label] = evaluate_motif(model, tok, arrays, evaluation_options(motif={**MOTIF, **settings}).motif)
             print(label, format_motif_table(out[label]), flush=True)
             write(path, out)
     return path
@@ -127,7 +129,7 @@ def budget(name: str) -> dict:
     """Steps, tokens, threads and wall clock of a training run, read from its own folder."""
     run = RUNS[name]
     cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
-    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
     start = (run / ".hydra" / "config.yaml").stat().st_mtime
     end = (run / "checkpoints" / "last.ckpt").stat().st_mtime
     speed = read_metrics_csv(run / "csv" / "metrics.csv").get("train/tokens_per_s", ([], []))[1]
@@ -190,9 +192,10 @@ def variants_table(variants: dict[str, dict], base_seeds: list[str]) -> str:
 def side_by_side(k: int, motif_seed, models: dict) -> dict:
     """Seed ``k``'s real continuation and each model's (same sampling seed) as one figure, MIDI and audio."""
     rows = {"real": motif_seed.ids[len(motif_seed.seed.ids):]}
-    opts = GenerateOptions(num_samples=1, length_seconds=ROLL_SECONDS, max_tokens=16384, seed=k)
+    sampling = SamplingOptions(seed=k)
     for name, (net, tok) in models.items():
-        rows[name] = sample_continuations(net, tok, motif_seed.seed, opts)[0]
+        rows[name] = sample_continuations(net, tok, motif_seed.seed, sampling, num_samples=1,
+                                          length_seconds=ROLL_SECONDS, max_tokens=16384)[0]
     tok = load_tokenizer(DATA)  # the one vocabulary of the three models and the seed
     end = motif_seed.seed.seconds + ROLL_SECONDS
     notes = {key: clip(piece_notes(tok, motif_seed.seed, new), end) for key, new in rows.items()}

@@ -29,9 +29,9 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-from musictx.commands.evaluate import evaluation_config, run_evaluation
 from musictx.evaluation.plots import read_metrics_csv, save_figure
 from musictx.evaluation.recall import format_recall_table, plot_recall
+from musictx.evaluation.run import evaluation_options, run_evaluation
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ROOT / "outputs" / "arms"
@@ -48,8 +48,8 @@ def arm_paths(arm: str) -> tuple[str, str, Path | None]:
 
 def evaluate_arm(arm: str, data_dir: str) -> dict:
     name, ckpt, _ = arm_paths(arm)
-    nll = run_evaluation(evaluation_config(checkpoint=ckpt, data={"dir": data_dir}, split="test", progress=False))
-    rec = run_evaluation(evaluation_config(checkpoint=ckpt, data={"dir": data_dir}, split="test", mode="recall"))
+    nll = run_evaluation(evaluation_options(checkpoint=ckpt, data={"dir": data_dir}, split="test", progress=False))
+    rec = run_evaluation(evaluation_options(checkpoint=ckpt, data={"dir": data_dir}, split="test", mode="recall"))
     out = {"name": name, "checkpoint": ckpt, "global_step": nll["global_step"], "nll": nll["nll"],
            "recall": rec["recall"]}
     path = ARMS / f"{name}.eval.json"
@@ -80,7 +80,7 @@ def plot_training(runs: dict[str, Path], path: Path) -> None:
     save_figure(fig, path)
 
 
-def report(arms: list[str], curves: list[str]) -> None:
+def report(arms: list[str], curves: list[str], out: str = "recall_arms") -> None:
     results = [json.loads((ARMS / f"{arm_paths(a)[0]}.eval.json").read_text()) for a in arms]
     gaps = [r["gap"] for r in results[0]["recall"]["copy"]["exact"]]
     lines = ["| arm | step | test NLL | " + " | ".join(f"copy gain @{g}" for g in gaps)
@@ -95,11 +95,12 @@ def report(arms: list[str], curves: list[str]) -> None:
     table = "\n".join(lines)
     print(table)
     DOCS.mkdir(exist_ok=True)
-    (DOCS / "recall_arms.json").write_text(json.dumps(
+    (DOCS / f"{out}.json").write_text(json.dumps(
         [{k: r[k] for k in ("name", "global_step", "nll", "recall")} for r in results], indent=1))
-    plot_recall([r["recall"] for r in results], [r["name"] for r in results], DOCS / "recall_arms.png")
-    plot_training(dict(c.split("=", 1) for c in curves), DOCS / "recall_arms_training.png")
-    print(f"wrote {DOCS / 'recall_arms.json'}, recall_arms.png, recall_arms_training.png")
+    plot_recall([r["recall"] for r in results], [r["name"] for r in results], DOCS / f"{out}.png")
+    if curves:
+        plot_training(dict(c.split("=", 1) for c in curves), DOCS / f"{out}_training.png")
+    print(f"wrote {DOCS / out}.json, {out}.png" + (f", {out}_training.png" if curves else ""))
 
 
 def keep_seed_table(folders: list[str]) -> None:
@@ -125,6 +126,7 @@ def main() -> None:
     parser.add_argument("arms", nargs="+", help="experiment names under outputs/arms, or name=checkpoint")
     parser.add_argument("--data", default=str(ROOT / "data" / "piano"))
     parser.add_argument("--curves", nargs="*", default=[], help="report: label=run_folder of training curves")
+    parser.add_argument("--out", default="recall_arms", help="report: docs/<out>.json, .png, _training.png")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.step == "keep-seed":
@@ -133,7 +135,7 @@ def main() -> None:
         for arm in args.arms:
             evaluate_arm(arm, args.data)
     else:
-        report(args.arms, args.curves)
+        report(args.arms, args.curves, args.out)
 
 
 if __name__ == "__main__":

@@ -23,11 +23,12 @@ import torch
 
 from musictx.bench.realtime import measure
 from musictx.checkpoints.export import export
-from musictx.checkpoints.model_store import load_model
-from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation
+from musictx.checkpoints.model_store import load_model, read_checkpoint
 from musictx.evaluation.plots import plot_loss_curves
+from musictx.evaluation.run import evaluation_options, format_table, run_evaluation
 from musictx.evaluation.spot_check import sample_nll
-from musictx.generation.continue_midi import GenerateOptions, run
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
 from musictx.io.token_store import TokenArrays
 from musictx.paths import PRETRAINED_DIR
 
@@ -39,7 +40,7 @@ SPOT_FILES = 8
 
 
 def evaluate(split: str, mode: str, **continuation) -> dict:
-    cfg = evaluation_config(checkpoint="piano", data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
+    cfg = evaluation_options(checkpoint="piano", data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
                             batch_size=16, progress=False,
                             continuation={"num_seeds": 16, "seed_seconds": 10, "length_seconds": 20, **continuation})
     result = run_evaluation(cfg)
@@ -62,7 +63,7 @@ def test_seed_rolls(test_files: list[str]) -> list[str]:
 
 def main(checkpoint: str) -> None:
     torch.set_num_threads(2)
-    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    ckpt = read_checkpoint(checkpoint)
     folder = export(checkpoint, PRETRAINED_DIR / "piano", dtype="float16")
     figures = {"global_step": ckpt["global_step"], "val": evaluate("validation", "nll")["nll"],
                "test": evaluate("test", "all")}

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from musictx.checkpoints.export import export
-from musictx.checkpoints.model_store import load_model
-from musictx.commands.evaluate import evaluation_config, run_evaluation
+from musictx.checkpoints.model_store import load_model, read_checkpoint
+from musictx.evaluation.run import evaluation_options, run_evaluation
 from musictx.evaluation.spot_check import sample_nll
 from musictx.paths import PRETRAINED_DIR
 
@@ -32,14 +32,14 @@ def main(checkpoint: str) -> None:
     torch.set_num_threads(2)
     folder = PRETRAINED_DIR / "piano"
     old = json.loads((folder / "config.json").read_text())["info"]
-    step = torch.load(checkpoint, map_location="cpu", weights_only=True)["global_step"]
+    step = read_checkpoint(checkpoint)["global_step"]
     export(checkpoint, folder, dtype="float16",
            info={"fine_tuned_from": {"global_step": old["global_step"], "test_nll_as_trained": old["test_nll"]},
                  "recipe": "experiment=piano_recall_bursty init_from=piano model.net.max_rel_dist=512 "
                            "schedule.lr=5e-4 schedule.warmup_steps=100 trainer.max_steps=1200"})
     figures = {"fine_tune_steps": step}
     for split, mode in (("validation", "nll"), ("test", "nll"), ("test", "recall")):
-        cfg = evaluation_config(checkpoint="piano", data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
+        cfg = evaluation_options(checkpoint="piano", data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
                                 batch_size=16, progress=False)
         figures[f"{split}_{mode}"] = run_evaluation(cfg)[mode]
     net, tok, _ = load_model("piano")

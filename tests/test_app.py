@@ -129,6 +129,11 @@ def test_arcs_of_a_result_and_bad_views_as_messages(continuer):
                                                             continuer.takeovers[str(result.midi)]))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.parent == result.midi.parent
     assert message.startswith("Each orange note")
+    # drawn over the ids the result was made of (no second reading of its file): they are its notes
+    made = continuer.tokenizer.decode_notes(continuer.ids[str(result.midi)])
+    back = continuer.tokenizer.read(result.midi)
+    assert len(made) == len(back) > 0 and (made.pitch == back.pitch).all()
+    assert abs(made.start - back.start).max() < 0.011
     png, message = draw_request(lambda: continuer.draw_arcs(result.midi, ArcChoice(head=99)))
     assert png is None and message.startswith("**Cannot draw:**") and "head=99 out of range" in message
 

@@ -43,7 +43,8 @@ def test_oldest_results_go_first_and_the_newest_stay(continuer):
         shown.append(results)
     assert run_folders(continuer.workdir)[-1] == shown[-1][0].midi.parent.name
     first = shown[0][0].midi
-    assert not first.exists() and str(first) not in continuer.takeovers and str(first) not in continuer.lineage
+    assert not first.exists() and all(str(first) not in table for table in (continuer.takeovers, continuer.lineage,
+                                                                          continuer.ids))
     results, message = run_request(lambda: continuer.continue_further(first, TINY))
     assert results is None and message == (f"**Cannot continue:** {first.name}: removed from the server to keep its "
                                             "disk use bounded (it keeps the newest 3 results); upload it again")

@@ -60,7 +60,8 @@ def test_pip_renderer_writes_the_motif(tmp_path, no_fluidsynth, rate):
 
 @needs_midirenderer
 def test_generate_writes_audible_wav_of_a_real_continuation(tmp_path, no_fluidsynth):
-    from musictx.generation.continue_midi import GenerateOptions, run
+    from musictx.generation.continue_midi import run
+    from musictx.generation.generate_options import GenerateOptions
 
     opts = GenerateOptions(seed_midi=str(MOTIF), seed_seconds=4.0, length_seconds=4.0, num_samples=1, seed=5,
                            threads=1, output_dir=str(tmp_path))

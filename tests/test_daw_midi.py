@@ -13,7 +13,8 @@ import pretty_midi
 import pytest
 
 from musictx.checkpoints.model_store import save_model_folder
-from musictx.generation.continue_midi import GenerateOptions, run
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
 from musictx.io.midi_timing import MidiTiming, read_timing
 from musictx.io.tokenizer import EventTokenizer
 

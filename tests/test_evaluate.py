@@ -9,21 +9,32 @@ import subprocess
 import sys
 
 import pytest
-from omegaconf import OmegaConf, open_dict
 
 from musictx.checkpoints.model_store import ModelLoadError
-from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation, write_result
 from musictx.evaluation.compare import write_report
+from musictx.evaluation.run import (
+    EvaluateError,
+    EvaluateOptions,
+    evaluation_options,
+    format_table,
+    run_evaluation,
+    write_result,
+)
 from musictx.io.token_store import TokenArrays
 
 from .gen_fixtures import fixture_tiny_checkpoint  # noqa: F401  (fixture)
 
 
 def eval_config(checkpoint, data_dir, **extra):
-    cfg = evaluation_config(checkpoint=str(checkpoint), data={"dir": str(data_dir)}, progress=False)
+    """evaluate.yaml's options with ``extra`` set, dotted keys (``continuation.num_seeds``) into their group."""
+    overrides = {"checkpoint": str(checkpoint), "data": {"dir": str(data_dir)}, "progress": False}
     for key, value in extra.items():
-        OmegaConf.update(cfg, key, value)
-    return cfg
+        group, _, name = key.rpartition(".")
+        if group:
+            overrides.setdefault(group, {})[name] = value
+        else:
+            overrides[key] = value
+    return evaluation_options(**overrides)
 
 
 def test_evaluation_scores_every_test_token_and_continues_seeds(tiny_checkpoint, prepared_dir):
@@ -76,16 +87,14 @@ def test_console_script_writes_metrics(tiny_checkpoint, prepared_dir, tmp_path):
 
 # ----- bad options and damaged checkpoints: one clear line, no metrics.json -----------------------------
 def test_unknown_keys_are_refused_before_any_work(tiny_checkpoint, prepared_dir):
-    from musictx.commands.evaluate import EvaluateError
-
     for key in ("strid", "continuation.num_seed", "data.dirr"):
-        cfg = eval_config(tiny_checkpoint, prepared_dir)
-        with open_dict(cfg):
-            OmegaConf.update(cfg, key, 1)
         with pytest.raises(EvaluateError, match=rf"unknown option\(s\) \['{key}'\]"):
-            run_evaluation(cfg)
+            eval_config(tiny_checkpoint, prepared_dir, **{key: 1})
+    values = {**vars(eval_config(tiny_checkpoint, prepared_dir)), "strid": 1}
+    with pytest.raises(EvaluateError, match=r"unknown option\(s\) \['strid'\]"):
+        EvaluateOptions.from_mapping(values)
     cfg = eval_config(tiny_checkpoint, prepared_dir, mode="continuation")
-    cfg.continuation.temperature = float("nan")
+    cfg.continuation["temperature"] = float("nan")
     with pytest.raises(EvaluateError, match="continuation.temperature must be a finite number"):
         run_evaluation(cfg)
 

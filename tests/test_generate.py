@@ -9,30 +9,21 @@ import os
 import subprocess
 import sys
 import wave
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 import pretty_midi
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from musictx.checkpoints.model_store import shipped_models
 from musictx.evaluation.plots import plot_loss_curves, plot_piano_roll, plot_roll_panels
-from musictx.generation.continue_midi import (
-    GenerateError,
-    GenerateOptions,
-    cut_at_seconds,
-    notes_to_midi,
-    run,
-    seed_from_midi,
-    unconditional_seed,
-)
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.seeds import GenerateError, cut_at_seconds, seed_from_midi, unconditional_seed
 from musictx.io.audio import audio_unavailable, render_wav
 from musictx.io.midi_io import Notes
+from musictx.io.midi_write import notes_to_midi
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
-from musictx.paths import CONF_DIR
 
 from .gen_fixtures import (  # noqa: F401  (fixtures)
     CKPT_CONTEXT,
@@ -289,19 +280,6 @@ def test_console_script_end_to_end(tiny_checkpoint, seed_midi, tmp_path):
         f"musictx-generate: error: checkpoint={tmp_path / 'missing.ckpt'}: no such file, model folder or shipped " \
         f"model name (shipped: {', '.join(shipped_models()) or 'none installed'})"
     assert not bad_dir.exists(), "a failed run must leave no directory behind"
-
-
-def test_config_file_matches_the_options_dataclass(tmp_path):
-    yaml = OmegaConf.load(Path(CONF_DIR) / "generate.yaml")
-    keys = set(yaml) - {"defaults", "hydra"}
-    assert keys == {f.name for f in fields(GenerateOptions)}
-    defaults = GenerateOptions()
-    for key in keys - {"checkpoint", "output_dir"}:
-        assert yaml[key] == getattr(defaults, key), key
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("generate", overrides=["checkpoint=x.ckpt", f"output_dir={tmp_path}", "top_k=5"])
-    opts = GenerateOptions.from_config(cfg)
-    assert (opts.checkpoint, opts.top_k, opts.output_dir) == ("x.ckpt", 5, str(tmp_path))
 
 
 # ----- plots and audio -----------------------------------------------------------------------------------

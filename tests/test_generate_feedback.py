@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from musictx.generation.continue_midi import GenerateOptions, run
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.sampling import generate
 from musictx.io.tokenizer import EventTokenizer
 
@@ -130,6 +131,37 @@ def test_ctrl_c_writes_the_samples_so_far_and_says_so(endless_checkpoint, tmp_pa
         assert sample["stop"] == "interrupted" and sample["new_tokens"] > 0
         notes = TOK.read(run_dir / sample["midi"])
         assert len(notes) == sample["notes"] > 0
+
+
+def test_ctrl_c_while_writing_records_the_samples_written(endless_checkpoint, tmp_path):
+    """64 samples take seconds to write (a MIDI file and a piano roll each): a Ctrl-C once the second one's MIDI
+    is on disk lands among them. The record lists what was written, and nothing half-written is left."""
+    run_dir = tmp_path / "run"
+    cmd = command(f"checkpoint={endless_checkpoint}", "length_seconds=5", "num_samples=64", "audio=false",
+                  "progress_every_s=null", f"hydra.run.dir={run_dir}")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    second = run_dir / "sample_01.mid"  # claimed empty with the others before any is written
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline and not (second.exists() and second.stat().st_size):
+        time.sleep(0.01)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    record = json.loads((run_dir / "generation.json").read_text())
+    written = [s["midi"] for s in record["samples"]]
+    assert record["interrupted"] and 1 <= len(written) < 64 and record["samples_not_written"] == 64 - len(written)
+    assert err.strip().splitlines()[-1] == (f"{PROG}: interrupted while writing: wrote {len(written)} of the 64 "
+                                            f"sample(s) and generation.json to {run_dir.resolve()}")
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(
+        ["generation.json", *written, *(s["png"] for s in record["samples"])])
+    for sample in record["samples"]:  # each one whole: the stop the run asked for, all its notes in the file
+        assert sample["stop"] == "length_seconds"
+        assert len(TOK.read(run_dir / sample["midi"])) == sample["notes"] > 0
 
 
 @pytest.mark.parametrize("typo", ["lenght_seconds=30", "+lenght_seconds=30"])

@@ -17,8 +17,10 @@ import pretty_midi
 import pytest
 
 from musictx.checkpoints.model_store import save_model_folder
-from musictx.generation.continue_midi import GenerateError, GenerateOptions, run, seed_from_midi
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import claim_record_path, claim_sample_numbers
+from musictx.generation.seeds import GenerateError, seed_from_midi
 from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import tiny_net

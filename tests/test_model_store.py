@@ -27,7 +27,9 @@ from musictx.checkpoints.model_store import (
     load_model,
     resolve,
 )
-from musictx.generation.continue_midi import GenerateError, GenerateOptions, run
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.seeds import GenerateError
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.paths import CONF_DIR
 from musictx.training.finetune import InitFromError
@@ -148,11 +150,11 @@ def test_init_from_refuses_another_tokenizer(tiny_folder, prepared_dir, tmp_path
 
 
 def test_resume_from_url_is_refused(prepared_dir, tmp_path):
-    from musictx.commands.train import train
+    from musictx.commands.train import train_config
 
     cfg, _ = _train_cfg(prepared_dir, tmp_path, "ckpt_path=http://example.invalid/last.ckpt")
     with pytest.raises(ValueError, match="resuming from a URL is refused"):
-        train(cfg)
+        train_config(cfg)
     assert not (tmp_path / "checkpoints").exists()
 
 

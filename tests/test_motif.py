@@ -10,10 +10,9 @@ import pretty_midi
 import pytest
 
 from musictx.checkpoints.model_store import load_model
-from musictx.commands.evaluate import evaluation_config, format_table, run_evaluation, write_result
+from musictx.commands.motif_curves import main
 from musictx.evaluation.motif import (
     is_trivial,
-    main,
     motif_score,
     near_share,
     ngrams,
@@ -25,7 +24,8 @@ from musictx.evaluation.motif import (
     window_curve,
     window_edges,
 )
-from musictx.generation.continue_midi import piece_notes
+from musictx.evaluation.run import evaluation_options, format_table, run_evaluation, write_result
+from musictx.generation.continue_seed import piece_notes
 from musictx.io.midi_io import Notes
 from musictx.io.token_store import TokenArrays, write_split
 from musictx.io.tokenizer import EventTokenizer
@@ -156,7 +156,7 @@ def test_seed_picker_prefers_a_repeating_motif(motif_split):
 
 
 def motif_config(checkpoint, data_dir, **motif):
-    return evaluation_config(checkpoint=str(checkpoint), data={"dir": str(data_dir)}, progress=False, mode="motif",
+    return evaluation_options(checkpoint=str(checkpoint), data={"dir": str(data_dir)}, progress=False, mode="motif",
                              motif={"max_tokens": 120, "min_score": 0.0, **motif})  # tiny pieces, few repeats
 
 

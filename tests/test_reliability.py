@@ -17,12 +17,15 @@ import pytest
 import torch
 
 from musictx.evaluation.plots import plot_piano_roll
-from musictx.generation.continue_midi import GenerateError, GenerateOptions, drop_leading_silence, run, seed_from_midi
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.guard import NoteGrammarGuard
 from musictx.generation.sampling import generate
+from musictx.generation.seeds import GenerateError, drop_leading_silence, seed_from_midi
 from musictx.io.jsonio import to_json
 from musictx.io.midi_io import Notes
 from musictx.io.tokenizer import EventTokenizer
+from musictx.paths import PACKAGE_DIR, PRETRAINED_DIR
 from musictx.training.data import MusicDataModule
 
 from .gen_fixtures import fixture_seed_midi, fixture_tiny_checkpoint, tiny_net  # noqa: F401  (fixtures)
@@ -168,6 +171,36 @@ def test_reused_output_dir_keeps_every_earlier_file(tiny_checkpoint, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted([*before, *listed, "generation_2.json"])
     assert all((out / name).read_bytes() == data for name, data in before.items())
     assert strict_json((out / "generation_2.json").read_text())["samples"] == record["samples"]
+
+
+def _inside_package(tmp_path: Path) -> dict[str, Path]:
+    link = tmp_path / "looks_like_mine"
+    link.symlink_to(PRETRAINED_DIR)  # a folder of the user's that is the package's in truth
+    return {"beside the shipped model": PRETRAINED_DIR / "piano", "a new folder in conf/": PACKAGE_DIR / "conf" / "out",
+            "a link into the package": link / "piano"}
+
+
+def _package_files() -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in PACKAGE_DIR.rglob("*") if "__pycache__" not in p.parts}
+
+
+@pytest.mark.parametrize("case", ["beside the shipped model", "a new folder in conf/", "a link into the package"])
+def test_output_dir_inside_the_installed_package_is_refused(case, tmp_path):
+    out = _inside_package(tmp_path)[case]
+    before = _package_files()
+    with pytest.raises(GenerateError, match=r"^output_dir=.*: inside the installed musictx package \("):
+        run(options("no_such_model", out))  # before the model: the checkpoint is not even looked up
+    assert _package_files() == before
+
+
+def test_cli_output_dir_inside_the_package_is_one_line_and_writes_nothing(tmp_path):
+    before = _package_files()
+    done = cli("musictx.commands.generate", f"output_dir={PRETRAINED_DIR / 'piano'}", "num_samples=1",
+               "length_seconds=1", f"hydra.run.dir={tmp_path / 'run'}")
+    assert one_line_error(done, "musictx-generate") == (
+        f"musictx-generate: error: output_dir={PRETRAINED_DIR / 'piano'}: inside the installed musictx package "
+        f"({PACKAGE_DIR}); choose a folder of your own")
+    assert _package_files() == before and not (tmp_path / "run").exists()
 
 
 # ----- 5. seeds that open with silence -------------------------------------------------------------------

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from musictx.checkpoints.model_store import load_checkpoint
-from musictx.commands.train import build, train
+from musictx.commands.train import build
+from musictx.commands.train import train_config as train
 from musictx.io.tokenizer import EventTokenizer
 
 from .test_train import compose_train

@@ -9,7 +9,7 @@ shows its piano roll (the seed shaded), plays in the page (WAV from `musictx.io.
 MIDI; "Continue this one further" takes a result as the next seed. Needs the ``app`` extra
 (``pip install 'musictx[app]'``); binds 127.0.0.1 unless ``--host`` says otherwise.
 
-- `musictx.app.core`: `Continuer`, the glue between a request and `musictx.generation.continue_midi`'s functions
+- `musictx.app.core`: `Continuer`, the glue between a request and the generation library (`musictx.generation`)
   (no Gradio).
 - `musictx.app.disk`: the one work folder (also Gradio's cache) and its limits; `musictx.app.messages`: upload
   problems in the app's words.

@@ -1,7 +1,8 @@
 """What one request of the web app does, without Gradio: `Continuer` holds the loaded model and turns a seed
-file and `Settings` into `Result` files through `musictx.generation.continue_midi`'s functions (seed cutting, sampling,
-writing MIDI / piano roll / WAV), keeping its work folder under `musictx.app.disk.Limits`; `run_request`
-turns any failure into a one-line message."""
+file and `Settings` into `Result` files through the generation library (seed cutting `musictx.generation.seeds`,
+sampling `musictx.generation.continue_seed`, writing MIDI / piano roll / WAV `musictx.generation.continue_midi`),
+keeping its work folder under `musictx.app.disk.Limits`; `run_request` turns any failure into a one-line
+message."""
 
 from __future__ import annotations
 
@@ -16,13 +17,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+from torch import Tensor
+
 from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune
 from musictx.app.messages import header_problem, reason_for_page
-from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, plot_arcs
+from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
 from musictx.evaluation.plots import plot_piano_roll
-from musictx.generation import continue_midi
-from musictx.generation.continue_midi import GenerateError, GenerateOptions
+from musictx.generation.continue_midi import open_model, write_sample
+from musictx.generation.continue_seed import sample_continuations
+from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.sampling import SecondsLimit
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
 from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import MidiReadError, file_problem
 from musictx.io.seed_tracks import track_merge
@@ -46,15 +53,16 @@ Report = Callable[[float, str], None]  # (fraction done, what is happening)
 
 @dataclass
 class Settings:
-    """What the page asks for; ``seed_seconds`` None keeps all of the seed file, ``seed_from`` (seconds into
-    it) starts the seed at the first note struck from there."""
+    """What the page asks for (its controls start at these defaults); ``seed_seconds`` None keeps all of the
+    seed file, ``seed_from`` (seconds into it) starts the seed at the first note struck from there. The
+    sampler's own settings start at the `SamplingOptions` defaults, the others are the app's."""
 
     seed_seconds: float | None = 8.0
     length_seconds: float = 15.0
-    temperature: float = 1.0
-    top_p: float = 0.95
+    temperature: float = SamplingOptions.temperature
+    top_p: float = SamplingOptions.top_p
     num_samples: int = 2
-    seed: int = 0
+    seed: int = SamplingOptions.seed
     seed_from: float = 0.0
 
     def check(self) -> None:
@@ -89,7 +97,7 @@ class Lineage:
     stem: str
     user_until: float | None = None  # None: an upload, all the user's
 
-    def user_until_after(self, seed: continue_midi.Seed) -> float | None:
+    def user_until_after(self, seed: Seed) -> float | None:
         """Where the user's notes end in results continued from ``seed`` cut out of this file; None when the
         seed is all the user's."""
         if self.user_until is None:
@@ -97,28 +105,17 @@ class Lineage:
         return max(0.0, min(self.user_until - seed.silence_dropped, seed.seconds))
 
 
-@contextmanager
-def generation_progress(net, tokenizer, seconds: float, report: Report) -> Iterator[None]:
-    """Call ``report(fraction, text)`` while `musictx.generation.sampling.generate` runs ``net``.
+class GenerationProgress:
+    """An ``on_step`` for `musictx.generation.sampling.generate` that reports ``(fraction, text)``: the mean
+    share of ``seconds`` the samples have made so far, counted from the TIME_SHIFT ids they draw."""
 
-    A forward pre-hook sees every window the sampler feeds the net; after the first (the prompt) the last
-    id of each window is the id just sampled, so counting its TIME_SHIFTs gives the seconds made so far.
-    """
-    limit = SecondsLimit.of(tokenizer, seconds)
-    calls = itertools.count()
+    def __init__(self, tokenizer, seconds: float, report: Report):
+        self.limit, self.seconds, self.report = SecondsLimit.of(tokenizer, seconds), seconds, report
 
-    def hook(_module, args):
-        if next(calls) == 0 or not args:
-            return
-        limit(args[0][:, -1])
-        done = (limit.steps.float() / limit.limit_steps).clamp(max=1.0).mean().item()
-        report(done, f"generating: {done * seconds:.1f} of {seconds:g} s")
-
-    handle = net.register_forward_pre_hook(hook)
-    try:
-        yield
-    finally:
-        handle.remove()
+    def __call__(self, next_ids: Tensor, done: Tensor) -> None:
+        self.limit(next_ids)
+        fraction = (self.limit.steps.float() / self.limit.limit_steps).clamp(max=1.0).mean().item()
+        self.report(fraction, f"generating: {fraction * self.seconds:.1f} of {self.seconds:g} s")
 
 
 class Continuer:
@@ -128,7 +125,7 @@ class Continuer:
                  soundfont: str | None = None, max_upload_mb: float = MAX_UPLOAD_MB, device: str = "cpu",
                  limits: Limits | None = None):
         self.base = GenerateOptions(checkpoint=model, soundfont=soundfont, device=device)
-        self.net, self.tokenizer, self.meta = continue_midi.load_model(self.base)
+        self.net, self.tokenizer, self.meta = open_model(self.base)
         self.workdir = Path(workdir) if workdir else make_workdir()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.motif = self.workdir / MOTIF.name  # a copy the page may serve
@@ -143,6 +140,7 @@ class Continuer:
         self._runs = itertools.count(1)
         self.takeovers: dict[str, float] = {}  # result MIDI path -> seconds where the model took over
         self.lineage: dict[str, Lineage] = {}  # result MIDI path -> its upload's name, where the user's notes end
+        self.ids: dict[str, np.ndarray] = {}  # result MIDI path -> the ids of its seed and continuation (arcs)
         self._takes: dict[str, int] = {}
         self._previews = itertools.count(1)
 
@@ -191,7 +189,7 @@ class Continuer:
         return [replace(r, seed_line=line) for r in results]
 
     def _continue(self, seed_path: Path, settings: Settings, report: Report | None,
-                  lineage: Lineage) -> tuple[continue_midi.Seed, list[Result]]:
+                  lineage: Lineage) -> tuple[Seed, list[Result]]:
         """(seed, results): sample from ``seed_path`` cut as ``settings`` say, write the results."""
         report = report or (lambda fraction, text: None)
         settings.check()
@@ -203,39 +201,47 @@ class Continuer:
         return seed, results
 
     def _sample_and_write(self, seed_path: Path, out: Path, settings: Settings, report: Report,
-                          lineage: Lineage) -> tuple[continue_midi.Seed, list[Result]]:
+                          lineage: Lineage) -> tuple[Seed, list[Result]]:
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
                        seed_from=float(settings.seed_from or 0))
         opts.check()
         report(0.0, "reading the seed")
-        try:
-            seed = continue_midi.seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds, opts.seed_from)
-        except GenerateError as err:  # name the file, not the server's temporary path
-            raise GenerateError(_for_the_page(err, seed_path)) from None
-        if seed.seconds > MAX_WHOLE_SEED_SECONDS:  # each result repeats its seed: its length bounds the files
-            raise GenerateError(f"{seed_path.name}: a seed of {seed.seconds:.0f} s is longer than the "
-                                f"{MAX_WHOLE_SEED_SECONDS:g} s allowed; give seed seconds "
-                                f"(at most {MAX_SEED_SECONDS:g})")
+        seed = self._seed(seed_path, opts)
         tracks = track_merge(self.tokenizer, seed_path)
         note = tracks.line() + "." if tracks.changed_anything else ""
-        with generation_progress(self.net, self.tokenizer, opts.length_seconds, report):
-            pieces = continue_midi.sample_continuations(self.net, self.tokenizer, seed, opts)
+        pieces = sample_continuations(self.net, self.tokenizer, seed, opts, num_samples=opts.num_samples,
+                                      length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
+                                      on_step=GenerationProgress(self.tokenizer, opts.length_seconds, report))
         out.mkdir(parents=True)
         mine = lineage.user_until_after(seed)  # where the user's own notes end in the new results
         results: list[Result] = []
         for i, ids in enumerate(pieces):
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
             name = f"{lineage.stem}_cont_{self._take(lineage.stem):02d}"
-            rec = continue_midi.write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None,
-                                             name=name, earlier_from=mine)
+            rec = write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None, name=name,
+                               earlier_from=mine)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title, note))
-            self.takeovers[str(results[-1].midi)] = seed.seconds
-            self.lineage[str(results[-1].midi)] = Lineage(lineage.stem, seed.seconds if mine is None else mine)
+            key = str(results[-1].midi)
+            self.takeovers[key] = seed.seconds
+            self.lineage[key] = Lineage(lineage.stem, seed.seconds if mine is None else mine)
+            self.ids[key] = np.concatenate([seed.ids, ids[ids != self.tokenizer.eos_id]])  # as the model read it
         return seed, results
+
+    def _seed(self, seed_path: Path, opts: GenerateOptions) -> Seed:
+        """The seed cut from ``seed_path`` as ``opts`` say, or GenerateError in the page's words."""
+        try:
+            seed = seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds, opts.seed_from)
+        except GenerateError as err:  # name the file, not the server's temporary path
+            raise GenerateError(_for_the_page(err, seed_path)) from None
+        if seed.seconds > MAX_WHOLE_SEED_SECONDS:  # each result repeats its seed: its length bounds the files
+            raise GenerateError(f"{seed_path.name}: a seed of {seed.seconds:.0f} s is longer than the "
+                                f"{MAX_WHOLE_SEED_SECONDS:g} s allowed; give seed seconds "
+                                f"(at most {MAX_SEED_SECONDS:g})")
+        return seed
 
     def _take(self, stem: str) -> int:
         """The next take number of results named after ``stem`` (numbered across the session, so that two
@@ -269,7 +275,7 @@ class Continuer:
             spared = self._pinned | set(self._busy) | set(keep) | ({self._newest} if self._newest else set())
             removed = prune(self.workdir, self.limits, spared)
             for gone in removed:  # what the server remembers of removed results goes with them
-                for table in (self.takeovers, self.lineage):  # list(): a request may add keys meanwhile
+                for table in (self.takeovers, self.lineage, self.ids):  # list(): a request may add keys meanwhile
                     for key in [k for k in list(table) if is_in(Path(k), gone)]:
                         table.pop(key, None)
         if removed:
@@ -300,11 +306,14 @@ class Continuer:
         return hasattr(self.net, "attention_probs")
 
     def draw_arcs(self, midi: str | os.PathLike, choice: ArcChoice, takeover: float | None = None) -> Path:
-        """PNG of the attention arcs over a result's MIDI file (`musictx.evaluation.arcs`), written beside it."""
+        """PNG of the attention arcs over a result (`musictx.evaluation.arcs`), written beside its MIDI file:
+        over the ids it was made of, or for a file this server did not make, over the file read again."""
         midi = self.check_upload(midi)
+        ids = self.ids.get(str(midi))
         with self._in_use(midi.parent):
             try:
-                arc_map = arcs_of_midi(self.net, self.tokenizer, midi, choice)
+                arc_map = (attention_arcs(self.net, self.tokenizer, ids, choice) if ids is not None else
+                           arcs_of_midi(self.net, self.tokenizer, midi, choice))
             except MidiReadError as err:
                 raise GenerateError(f"{midi.name}: {reason_for_page(err.reason)}") from None
             view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))

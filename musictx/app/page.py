@@ -86,18 +86,20 @@ def _queue_line(max_queue: int) -> str:
 
 def _controls() -> list:
     """Seed seconds, seconds to add, temperature, top-p, samples, random seed, seed start (the order of
-    `Settings`; the seed start is shown second but passed last, so that API calls without it still work)."""
-    seed_seconds = gr.Slider(1, MAX_SEED_SECONDS, value=8, step=0.5,
+    `Settings`, whose defaults they start at; the seed start is shown second but passed last, so that API
+    calls without it still work)."""
+    start = Settings()
+    seed_seconds = gr.Slider(1, MAX_SEED_SECONDS, value=start.seed_seconds, step=0.5,
                              label="Seed seconds (kept from the seed's first note; "
                              "Continue further keeps a result's last seconds)")
-    seed_from = gr.Number(value=0, minimum=0, label="Seed starts at (seconds into the file)")
+    seed_from = gr.Number(value=start.seed_from, minimum=0, label="Seed starts at (seconds into the file)")
     return [
         seed_seconds,
-        gr.Slider(1, MAX_LENGTH_SECONDS, value=15, step=1, label="Seconds to add"),
-        gr.Slider(0, 1.5, value=1.0, step=0.05, label="Temperature (0 = always the likeliest event)"),
-        gr.Slider(0.5, 1.0, value=0.95, step=0.01, label="Top-p"),
-        gr.Slider(1, MAX_SAMPLES, value=2, step=1, label="Samples"),
-        gr.Number(value=0, precision=0, label="Random seed"),
+        gr.Slider(1, MAX_LENGTH_SECONDS, value=start.length_seconds, step=1, label="Seconds to add"),
+        gr.Slider(0, 1.5, value=start.temperature, step=0.05, label="Temperature (0 = always the likeliest event)"),
+        gr.Slider(0.5, 1.0, value=start.top_p, step=0.01, label="Top-p"),
+        gr.Slider(1, MAX_SAMPLES, value=start.num_samples, step=1, label="Samples"),
+        gr.Number(value=start.seed, precision=0, label="Random seed"),
         seed_from,
     ]
 

@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHES = ("prep", "attention", "train", "generate", "realtime", "app")
+BENCHES = ("attention", "train", "generate", "realtime", "app")  # data prep: python -m data_prep.bench
 
 
 def main(argv=None) -> None:

@@ -12,6 +12,9 @@ import argparse
 import os
 import time
 
+from musictx.generation.continue_seed import sample_continuations
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import seed_from_midi
 from musictx.paths import BUNDLED_MOTIF
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -20,15 +23,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int = 0) -> dict:
     """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once."""
-    from musictx.generation.continue_midi import GenerateOptions, sample_continuations
-    from musictx.generation.seeds import seed_from_midi
-
     prompt = seed_from_midi(tokenizer, BUNDLED_MOTIF)
-    opts = GenerateOptions(num_samples=batch, length_seconds=seconds, max_tokens=100_000, top_p=0.95, seed=seed)
+    sampling = SamplingOptions(seed=seed)  # the shipped sampling settings (nucleus 0.95, the guard)
     runs = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        pieces = sample_continuations(net, tokenizer, prompt, opts)
+        pieces = sample_continuations(net, tokenizer, prompt, sampling, num_samples=batch, length_seconds=seconds,
+                                      max_tokens=100_000)
         wall = time.perf_counter() - t0
         music = sum(tokenizer.split_time_shifts(p)[2] for p in pieces) * tokenizer.config.time_step
         runs.append((wall, music, sum(len(p) for p in pieces)))

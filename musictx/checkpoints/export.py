@@ -1,4 +1,4 @@
-"""``musictx-export``: a Lightning checkpoint -> a model folder (config.json + model.safetensors) that
+"""A Lightning checkpoint -> a model folder (config.json + model.safetensors) that
 `musictx.checkpoints.model_store.load_model` and every command's ``checkpoint=`` accept, with no pickle to load.
 
     musictx-export outputs/piano/train/checkpoints/best-*.ckpt musictx/pretrained/piano --dtype float16
@@ -6,9 +6,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from musictx.checkpoints.model_store import WEIGHT_DTYPES, load_checkpoint, save_model_folder
+from musictx.checkpoints.model_store import load_checkpoint, save_model_folder
 
 
 def export(checkpoint: str, output_dir: str, dtype: str = "float16", info: dict | None = None):
@@ -16,17 +14,3 @@ def export(checkpoint: str, output_dir: str, dtype: str = "float16", info: dict 
     net, tokenizer, meta = load_checkpoint(checkpoint)
     info = {"global_step": meta.get("global_step"), "source_checkpoint": str(checkpoint), **(info or {})}
     return save_model_folder(net, tokenizer, output_dir, dtype=dtype, info=info)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="musictx-export", description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", help="a .ckpt written by musictx-train")
-    parser.add_argument("output_dir", help="the model folder to write")
-    parser.add_argument("--dtype", default="float16", choices=sorted(WEIGHT_DTYPES))
-    args = parser.parse_args(argv)
-    out = export(args.checkpoint, args.output_dir, args.dtype)
-    print(f"wrote {out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -78,6 +78,34 @@ def build_net(spec: dict) -> nn.Module:
         raise ModelLoadError(f"{cls.__name__} cannot be built from its stored arguments ({err})") from None
 
 
+def net_from_config(config: dict) -> nn.Module:
+    """A fresh net from a training config's ``model.net``: ``name`` (a key of `MODELS`) and the
+    constructor's arguments, checked as `build_net` checks a stored spec."""
+    config = dict(config)
+    return build_net({"name": config.pop("name", None), "config": config})
+
+
+def _plain(value):
+    """Keep only JSON-like values (checkpoints must load with ``torch.load(weights_only=True)``)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+def checkpoint_block(net: nn.Module, tokenizer: EventTokenizer, optimizer_factory) -> dict:
+    """The ``"musictx"`` entry the training module adds to each Lightning checkpoint: written here, beside
+    `read_checkpoint` and `load_checkpoint` that read it."""
+    func = getattr(optimizer_factory, "func", optimizer_factory)
+    optimizer = {"target": f"{func.__module__}.{func.__qualname__}",
+                 "kwargs": _plain(dict(getattr(optimizer_factory, "keywords", {}) or {}))}
+    return {"format": CHECKPOINT_FORMAT, "model": _plain(net_spec(net)), "tokenizer": tokenizer.to_dict(),
+            "optimizer": optimizer}
+
+
 def _build(spec, path) -> nn.Module:
     """`build_net` with the file named in its errors."""
     try:

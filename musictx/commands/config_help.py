@@ -5,6 +5,11 @@ Hydra's own ``--help`` lists the config groups it finds next to the primary conf
 ``length_seconds``. The key descriptions already live as trailing comments in each command's YAML; reading
 them (instead of copying them into a ``hydra.help.template``) keeps one place to write a key's meaning.
 ``--hydra-help`` still gives Hydra's flags.
+
+Sampling keys are written ``temperature: ${sampling:temperature}`` in the YAML files: their defaults are
+those of `musictx.generation.sampling_options.SamplingOptions`, written there only. Importing this module
+(every command does, for its ``--help``) registers the ``sampling`` resolver that Hydra needs to read them,
+and the help shows the number it stands for.
 """
 
 from __future__ import annotations
@@ -16,12 +21,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from musictx.generation.sampling_options import sampling_default
 from musictx.paths import CONF_DIR
 
 HELP_FLAGS = ("--help", "-h")
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<value>[^#]*?)\s*(?:#\s?(?P<note>.*))?$")
 _GROUP = re.compile(r"^\s+-\s+(?P<group>[A-Za-z_]\w*):\s*(?P<choice>\S+)")
 _SKIPPED_BLOCKS = ("hydra", "defaults")
+_SAMPLING_REFERENCE = re.compile(r"^\$\{sampling:(\w+)\}$")
+
+
+def register_resolvers() -> None:
+    """``${sampling:NAME}`` in conf/*.yaml: the `SamplingOptions` default of NAME (idempotent)."""
+    if not OmegaConf.has_resolver("sampling"):
+        OmegaConf.register_new_resolver("sampling", sampling_default)
+
+
+register_resolvers()  # before any command composes its config: Hydra resolves the keys with it
 
 
 @dataclass
@@ -64,6 +82,15 @@ def read_keys(text: str) -> tuple[list[str], list[Key], list[tuple[str, str]]]:
     return header, keys, groups
 
 
+def _shown(value: str) -> str:
+    """A key's default as the help shows it: the number a ``${sampling:NAME}`` reference stands for."""
+    found = _SAMPLING_REFERENCE.match(value)
+    if not found:
+        return value
+    default = sampling_default(found[1])
+    return "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+
+
 def _choices(group: str) -> str:
     names = sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
     return ", ".join(names)
@@ -80,7 +107,7 @@ def key_help(config_name: str, prog: str) -> str:
             if key.note:
                 rows.append((f"{key.name}.*", key.note))
         else:
-            rows.append((f"{key.name}={key.value}", key.note))
+            rows.append((f"{key.name}={_shown(key.value)}", key.note))
     width = min(max(len(k) for k, _ in rows) + 2, 34)
     lines += [f"  {k.ljust(width)}{note}".rstrip() if len(k) < width else f"  {k}  {note}".rstrip() for k, note in rows]
     nested = next((k.name for k in keys if "." in k.name), None)

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from musictx.evaluation.plots import new_figure, note_bars, save_figure
+from musictx.generation.seeds import seed_from_midi
 from musictx.io.midi_io import Notes
 from musictx.io.tokenizer import EventTokenizer
 
@@ -167,8 +169,6 @@ def attention_arcs(net, tokenizer: EventTokenizer, ids: np.ndarray, choice: ArcC
 def arcs_of_midi(net, tokenizer: EventTokenizer, midi: str | os.PathLike, choice: ArcChoice) -> ArcMap:
     """The ArcMap of a MIDI file, read as a seed is (from its first note; a bad file raises GenerateError
     or MidiReadError naming it)."""
-    from musictx.generation.seeds import seed_from_midi
-
     return attention_arcs(net, tokenizer, seed_from_midi(tokenizer, midi).ids, choice)
 
 
@@ -183,8 +183,6 @@ def plot_arcs(arc_map: ArcMap, path: str | os.PathLike, top: int = 3, takeover: 
     """Piano roll with arcs from each query note back to its `top` most attended notes (PNG)."""
     from matplotlib import colormaps
     from matplotlib.patches import FancyArrowPatch
-
-    from musictx.evaluation.plots import new_figure, note_bars, save_figure
 
     notes, span = arc_map.notes, arc_map.span
     t0, t1 = span.start_s, max(notes.duration(), span.end_s, span.start_s + 1.0)

@@ -1,19 +1,19 @@
 """The model comparison report, written when a ``musictx-train -m experiment=compare`` sweep ends.
 
-A Hydra callback (``hydra.callbacks`` in conf/experiment/compare.yaml): each job of the sweep trains one
-model and writes ``metrics.json`` (test-split evaluation) and ``csv/metrics.csv`` (training log) in its
-own folder; this gathers them into ``compare.md`` (a Markdown table) and ``val_loss.png`` (the validation
-curves) in the sweep folder. Also usable by hand: ``python -m musictx.evaluation.compare <sweep dir>``.
+A Hydra callback (`musictx.commands.compare.CompareReport`, named in conf/experiment/compare.yaml) calls
+`write_report`: each job of the sweep trains one model and writes ``metrics.json`` (test-split evaluation)
+and ``csv/metrics.csv`` (training log) in its own folder; this gathers them into ``compare.md`` (a Markdown
+table) and ``val_loss.png`` (the validation curves) in the sweep folder. Also usable by hand:
+``python -m musictx.commands.compare <sweep dir>``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
-from hydra.experimental.callback import Callback
+from musictx.evaluation.plots import read_metrics_csv
 
 CONT_COLUMNS = (("pitch_class_tv_vs_real", "PC dist. to real"), ("ioi_tv_vs_real", "IOI dist. to real"),
                 ("motif_reuse", "motif reuse"))
@@ -21,8 +21,6 @@ CONT_COLUMNS = (("pitch_class_tv_vs_real", "PC dist. to real"), ("ioi_tv_vs_real
 
 def read_log(csv_path: Path) -> dict[str, list[tuple[int, float]]]:
     """Series of a Lightning CSV log: name -> [(step, value)] (`musictx.evaluation.plots.read_metrics_csv`, paired)."""
-    from musictx.evaluation.plots import read_metrics_csv
-
     return {key: list(zip(steps, values, strict=True)) for key, (steps, values) in read_metrics_csv(csv_path).items()}
 
 
@@ -98,15 +96,3 @@ def write_report(sweep_dir: str | Path) -> Path | None:
     print(f"\n{table}\n\ncompare: wrote {sweep / 'compare.md'} and {sweep / 'val_loss.png'}")
     return sweep / "compare.md"
 
-
-class CompareReport(Callback):
-    """Hydra callback: write the report once every job of the sweep has finished."""
-
-    def on_multirun_end(self, config, **kwargs) -> None:
-        write_report(config.hydra.sweep.dir)
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m musictx.evaluation.compare <sweep dir>")
-    write_report(sys.argv[1])

@@ -9,12 +9,14 @@ seed and with the real continuation (`musictx.evaluation.metrics.compare`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
-from omegaconf import DictConfig
 
 from musictx.evaluation.metrics import compare, mean_metrics
-from musictx.generation.continue_midi import GenerateError, GenerateOptions, sample_continuations
-from musictx.generation.seeds import Seed, cut_at_seconds, drop_leading_silence, unconditional_seed
+from musictx.generation.continue_seed import sample_continuations
+from musictx.generation.sampling_options import SamplingOptions, finite_number, raise_first, whole_number
+from musictx.generation.seeds import GenerateError, Seed, cut_at_seconds, drop_leading_silence, unconditional_seed
 from musictx.io.midi_io import Notes
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
@@ -70,30 +72,49 @@ def grammar_breaks(tok: EventTokenizer, seed_ids: np.ndarray, new_ids: np.ndarra
     return {"stray_note_off_share": stray / max(len(new_ids), 1), "open_at_end_share": len(sounding) / max(struck, 1)}
 
 
-def continuation_options(cfg: DictConfig, device="cpu") -> GenerateOptions:
-    """The sampling settings of ``cfg`` (evaluate.yaml's ``continuation``), checked as musictx-generate
-    checks its own: a bad value raises ValueError naming ``continuation.<option>``."""
-    num_seeds = cfg.num_seeds
+@dataclass
+class ContinuationOptions:
+    """evaluate.yaml's ``continuation:`` block: how many seeds, how long, and how to sample."""
+
+    num_seeds: int
+    seed_seconds: float
+    length_seconds: float
+    max_tokens: int | None  # new ids per continuation at most (a safety bound)
+    sampling: SamplingOptions
+
+
+def continuation_options(cfg: dict | ContinuationOptions) -> ContinuationOptions:
+    """The settings of ``cfg`` (evaluate.yaml's ``continuation`` block as a dict; its sampling keys missing
+    or unresolved take the `SamplingOptions` defaults), checked as musictx-generate checks its own: a bad
+    value raises ValueError naming ``continuation.<option>``. A `ContinuationOptions` is returned as it is."""
+    if isinstance(cfg, ContinuationOptions):
+        return cfg
+    num_seeds = cfg["num_seeds"]
     if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"continuation.num_seeds must be a whole number >= 1, got {num_seeds!r}")
-    if cfg.seed_seconds is None or cfg.length_seconds is None:
+    if cfg["seed_seconds"] is None or cfg["length_seconds"] is None:
         raise ValueError("continuation.seed_seconds and continuation.length_seconds must be numbers, not null")
-    opts = GenerateOptions(num_samples=1, length_seconds=cfg.length_seconds, max_tokens=cfg.max_tokens,
-                           temperature=cfg.temperature, top_k=cfg.get("top_k"), top_p=cfg.get("top_p"),
-                           seed=cfg.seed, seed_seconds=cfg.seed_seconds, device=str(device),
-                           guard=bool(cfg.get("guard", True)), max_note_seconds=cfg.get("max_note_seconds", 5.0))
+    sampling = SamplingOptions.from_mapping(cfg)
     try:
-        opts.check_sampling()
+        sampling.check_sampling()
+        max_tokens = whole_number("max_tokens", cfg.get("max_tokens"))
+        for name in ("seed_seconds", "length_seconds"):
+            finite_number(name, cfg[name], nullable=False)
+        raise_first([(max_tokens is not None and max_tokens < 1, f"max_tokens must be >= 1 or null, got {max_tokens}"),
+                     (cfg["seed_seconds"] <= 0, f"seed_seconds must be > 0, got {cfg['seed_seconds']}"),
+                     (cfg["length_seconds"] <= 0, f"length_seconds must be > 0, got {cfg['length_seconds']}")])
     except GenerateError as err:
         raise ValueError(f"continuation.{err}") from None
-    return opts
+    return ContinuationOptions(num_seeds, cfg["seed_seconds"], cfg["length_seconds"], max_tokens, sampling)
 
 
-def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: DictConfig, device) -> dict:
-    """Mean metrics of model continuations, unconditioned samples and real continuations."""
-    opts = continuation_options(cfg, device)
+def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: dict | ContinuationOptions,
+                           device=None) -> dict:
+    """Mean metrics of model continuations, unconditioned samples and real continuations. ``device`` is not
+    used (sampling runs where ``net`` is); it stays for callers that pass it."""
+    opts = continuation_options(cfg)
     seed_s, length_s = opts.seed_seconds, opts.length_seconds
-    pieces = pick_pieces(arrays, tok, int(cfg.num_seeds), seed_s + length_s)
+    pieces = pick_pieces(arrays, tok, opts.num_seeds, seed_s + length_s)
     if not pieces:
         raise ValueError(f"no piece in {arrays.dir} [{arrays.split}] lasts seed_seconds + length_seconds = "
                          f"{seed_s + length_s:g} s (from its first note)")
@@ -104,9 +125,9 @@ def evaluate_continuations(net, tok: EventTokenizer, arrays: TokenArrays, cfg: D
         seed = Seed(cut_at_seconds(tok, ids, seed_s), seed_s, arrays.files[i] if arrays.files else None)
         seed_notes = notes_between(tok, ids, 0.0, seed_s)
         real = notes_between(tok, ids, seed_s, seed_s + length_s)
-        opts.seed = int(cfg.seed) + k
-        cont_ids = sample_continuations(net, tok, seed, opts)[0]
-        free_ids = sample_continuations(net, tok, uncond, opts)[0]
+        sampling = replace(opts.sampling, seed=opts.sampling.seed + k)
+        cont_ids, free_ids = (sample_continuations(net, tok, prompt, sampling, num_samples=1, length_seconds=length_s,
+                                                   max_tokens=opts.max_tokens)[0] for prompt in (seed, uncond))
         real_ids = cut_at_seconds(tok, ids, seed_s + length_s)[len(seed.ids):]
         for key, notes, (prompt, new) in (("continuation", _generated_notes(tok, seed, cont_ids), (seed.ids, cont_ids)),
                                           ("unconditioned", _generated_notes(tok, uncond, free_ids),

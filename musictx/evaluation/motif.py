@@ -26,27 +26,19 @@ continuations bring back only a few percent of the seed's 4-grams per 5 s window
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 
 from musictx.evaluation.continuation import notes_between
 from musictx.evaluation.metrics import ioi_histogram, pitch_class_histogram, tv_distance
-from musictx.generation.continue_midi import (
-    GenerateOptions,
-    Seed,
-    cut_at_seconds,
-    piece_notes,
-    sample_continuations,
-    seed_from_midi,
-    unconditional_seed,
-)
-from musictx.generation.sampling import KEEP_SEED, context_length
+from musictx.generation.continue_seed import piece_notes, sample_continuations
+from musictx.generation.sampling import context_length
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import GenerateError, Seed, cut_at_seconds, seed_from_midi, unconditional_seed
 from musictx.io.midi_io import Notes
 
 CHORD_SECONDS = 0.035  # onsets closer than this are one chord (performed chords spread over ~30 ms)
@@ -61,7 +53,6 @@ METRICS = (("motif_reuse", "motif reuse"), ("motif_reuse_rhythm", "motif reuse +
            ("motif_reuse_near", f"motif reuse, intervals +-{NEAR_SEMITONES}"),
            ("pitch_class_tv", "pitch-class dist. to seed"), ("ioi_tv", "IOI dist. to seed"))
 SOURCES = (("continuation", "model"), ("real", "real (ceiling)"), ("unconditioned", "unconditioned (floor)"))
-PANELS = (*METRICS, ("notes_per_s", "notes per second"))  # the forgetting-curve figure's panels
 Z95 = 1.96
 
 
@@ -268,18 +259,26 @@ def seed_from_file(tok, path: str, seed_seconds: float, length_seconds: float, s
 
 
 # ----- the evaluation -----------------------------------------------------------------------------------
-# The `motif:` block of conf/evaluate.yaml, for callers that pass a dict.
-DEFAULTS = dict(num_seeds=16, seed_midi=None, seed_seconds=10.0, length_seconds=60.0, window_seconds=5.0, ngram=4,
-                min_score=0.2, temperature=1.0, top_k=None, top_p=0.95, seed=0, max_tokens=16384, guard=True,
-                max_note_seconds=5.0, slide=None, keep_seed=KEEP_SEED, stride_seconds=10.0, max_per_group=4)
+# The keys of conf/evaluate.yaml's `motif:` block besides its sampling ones (`SamplingOptions`); their
+# defaults are written in the YAML only.
+KEYS = ("num_seeds", "seed_midi", "seed_seconds", "length_seconds", "window_seconds", "ngram", "min_score",
+        "stride_seconds", "max_per_group", "max_tokens")
 
 
-def _options(s: dict, device, num_samples: int, seed: int) -> GenerateOptions:
-    return GenerateOptions(num_samples=num_samples, length_seconds=float(s["length_seconds"]),
-                           max_tokens=int(s["max_tokens"]), temperature=float(s["temperature"]), top_k=s["top_k"],
-                           top_p=s["top_p"], seed=int(seed), slide=s["slide"], keep_seed=s["keep_seed"],
-                           device=str(device),
-                           guard=bool(s["guard"]), max_note_seconds=s["max_note_seconds"])
+def motif_sampling(s: dict) -> SamplingOptions:
+    """The sampling options of a ``motif:`` block (missing or unresolved ones: the defaults), checked: a bad
+    one raises ValueError naming ``motif.<option>``."""
+    sampling = SamplingOptions.from_mapping(s)
+    try:
+        sampling.check_sampling()
+    except GenerateError as err:
+        raise ValueError(f"motif.{err}") from None
+    return sampling
+
+
+def _sample(net, tok, seed: Seed, sampling: SamplingOptions, s: dict, num_samples: int) -> list:
+    return sample_continuations(net, tok, seed, sampling, num_samples=num_samples,
+                                length_seconds=float(s["length_seconds"]), max_tokens=int(s["max_tokens"]))
 
 
 def _seeds(tok, arrays, s: dict) -> list[MotifSeed]:
@@ -305,15 +304,15 @@ def _context_full_at(tok, net, seed: Seed, new_ids: np.ndarray) -> float | None:
     return tok.split_time_shifts(new_ids[:max(max_len - len(seed.ids), 0)])[2] * tok.config.time_step
 
 
-def _continue(net, tok, seeds: list[MotifSeed], s: dict, device) -> tuple[list, Seed, list]:
+def _continue(net, tok, seeds: list[MotifSeed], s: dict, sampling: SamplingOptions) -> tuple[list, Seed, list]:
     """(continuation ids per seed, the unconditioned prompt, one unconditioned sample per seed)."""
     if s["seed_midi"]:  # one prompt: its N continuations are one batch
-        conts = sample_continuations(net, tok, seeds[0].seed, _options(s, device, len(seeds), s["seed"]))
+        conts = _sample(net, tok, seeds[0].seed, sampling, s, len(seeds))
     else:
-        conts = [sample_continuations(net, tok, m.seed, _options(s, device, 1, int(s["seed"]) + k))[0]
+        conts = [_sample(net, tok, m.seed, replace(sampling, seed=sampling.seed + k), s, 1)[0]
                  for k, m in enumerate(seeds)]
     free_seed = unconditional_seed(tok)
-    return conts, free_seed, sample_continuations(net, tok, free_seed, _options(s, device, len(seeds), s["seed"]))
+    return conts, free_seed, _sample(net, tok, free_seed, sampling, s, len(seeds))
 
 
 def _curve_rows(tok, seeds: list[MotifSeed], conts: list, free_seed: Seed, free: list, windows: list,
@@ -334,16 +333,22 @@ def _curve_rows(tok, seeds: list[MotifSeed], conts: list, free_seed: Seed, free:
     return rows
 
 
-def evaluate_motif(net, tok, arrays, cfg, device="cpu") -> dict:
+def evaluate_motif(net, tok, arrays, cfg: dict, device=None) -> dict:
     """Forgetting curves of ``net`` (model, real continuation, unconditioned samples) over motif seeds.
 
-    ``cfg``: the ``motif:`` block of conf/evaluate.yaml (a DictConfig or a dict; missing keys take
-    `DEFAULTS`). ``arrays``: the split to draw seeds from (unused with ``seed_midi``)."""
-    s = {**DEFAULTS, **cfg}
+    ``cfg``: the ``motif:`` block of conf/evaluate.yaml as a dict, every key of `KEYS` given (the YAML's
+    block, e.g. ``musictx.evaluation.run.evaluation_options(motif={...}).motif``); sampling keys missing or
+    unresolved take the `SamplingOptions` defaults. ``arrays``: the split to draw seeds from (unused with
+    ``seed_midi``). ``device`` is not used (sampling runs where ``net`` is); it stays for callers that pass it."""
+    missing = [key for key in KEYS if key not in cfg]
+    if missing:
+        raise ValueError(f"motif: no {', '.join(missing)}; evaluate.yaml's motif block has every key")
+    sampling = motif_sampling(cfg)
+    s = {**cfg, **{k: v for k, v in asdict(sampling).items() if k in cfg}}  # as sampled: references resolved
     size, length = int(s["ngram"]), float(s["length_seconds"])
     seeds = _seeds(tok, arrays, s)
     windows = window_edges(length, float(s["window_seconds"]))
-    conts, free_seed, free = _continue(net, tok, seeds, s, device)
+    conts, free_seed, free = _continue(net, tok, seeds, s, sampling)
     rows = _curve_rows(tok, seeds, conts, free_seed, free, windows, size, length)
     full_at = [_context_full_at(tok, net, m.seed, new) for m, new in zip(seeds, conts, strict=True)]
     past = [t for t in full_at if t is not None]
@@ -351,7 +356,7 @@ def evaluate_motif(net, tok, arrays, cfg, device="cpu") -> dict:
     return {"seeds": [m.name for m in unique], "motif_scores": [m.score for m in unique],
             "seed_seconds": [m.seed.seconds for m in unique], "samples": len(seeds), "length_seconds": length,
             "window_seconds": float(s["window_seconds"]), "ngram": size, "windows": [list(w) for w in windows],
-            "settings": {k: s[k] for k in DEFAULTS}, "context": context_length(net), "context_full_s": full_at,
+            "settings": s, "context": context_length(net), "context_full_s": full_at,
             "share_past_context": len(past) / len(full_at),
             "context_full_mean_s": float(np.mean(past)) if past else None,
             "curves": {key: summarise(r) for key, r in rows.items() if r},
@@ -376,75 +381,3 @@ def format_motif_table(res: dict) -> str:
         cells = [" / ".join(f"{curves[src][key]['mean'][w]:.3f}" for src in sources) for key, _ in METRICS]
         lines.append(f"| {a:g}-{b:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _band(ax, x, curve: dict, colour, style: str, label: str) -> None:
-    ax.plot(x, curve["mean"], style, color=colour, label=label, marker="o", markersize=3)
-    ax.fill_between(x, curve["lo"], curve["hi"], color=colour, alpha=0.15, linewidth=0)
-
-
-def plot_forgetting_curves(results: list[dict], path, labels: list[str] | None = None) -> Path:
-    """One PNG, one panel per metric: each result's model curve (solid) and floor (dotted) in its own
-    colour with 95% bands, the real continuation (black, dashed) once per distinct seed set, and a thin
-    vertical line where that model's context fills on average. ``results``: `evaluate_motif` outputs."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    labels = labels or [f"model {i + 1}" for i in range(len(results))]
-    fig = Figure(figsize=(15, 8), layout="constrained")
-    axes = fig.subplots(2, 3, sharex=True).ravel()
-    drawn: set[tuple] = set()
-    for i, (res, label) in enumerate(zip(results, labels, strict=True)):
-        x = [(a + b) / 2 for a, b in res["windows"]]
-        curves, colour = res["curves"], f"C{i}"
-        ceiling = "real" in curves and tuple(res["seeds"]) not in drawn
-        drawn.add(tuple(res["seeds"]))
-        for ax, (key, title) in zip(axes, PANELS, strict=True):
-            _band(ax, x, curves["continuation"][key], colour, "-", label)
-            _band(ax, x, curves["unconditioned"][key], colour, ":", f"{label}, unconditioned (floor)")
-            if ceiling:
-                _band(ax, x, curves["real"][key], "black", "--", "real continuation (ceiling)")
-            if res.get("context_full_mean_s") is not None:
-                ax.axvline(res["context_full_mean_s"], color=colour, linewidth=0.8, alpha=0.6)
-            ax.set_title(title)
-            ax.set_xlim(0, max(b for _, b in res["windows"]))
-            if key.endswith("_tv"):
-                ax.set_ylim(-0.02, 1.02)  # distances: the whole scale
-            else:
-                ax.set_ylim(bottom=-0.02 * ax.get_ylim()[1])  # reuse is a few percent: zoom in, keep 0
-            ax.grid(alpha=0.3)
-    for ax in axes[3:]:
-        ax.set_xlabel("seconds after the seed (window centre)")
-    axes[0].legend(fontsize="small")
-    fig.suptitle(f"Forgetting curves: {results[0]['samples']} continuations, {results[0]['ngram']}-grams, "
-                 "95% bands; vertical lines: context full")
-    FigureCanvasAgg(fig)  # attaches the Agg canvas (no pyplot global state)
-    fig.savefig(path, dpi=110)
-    return Path(path)
-
-
-def result_label(result: dict, fallback: str) -> str:
-    """A short name for a musictx-evaluate result: the model class and its training step."""
-    model = (result.get("model") or fallback).rsplit(".", 1)[-1]
-    step = result.get("global_step")
-    return f"{model} (step {step})" if step is not None else model
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m musictx.evaluation.motif curves.png runA/metrics.json runB/metrics.json``: several models' curves
-    in one figure (each metrics.json from ``musictx-evaluate mode=motif``)."""
-    parser = argparse.ArgumentParser(prog="python -m musictx.evaluation.motif", description=main.__doc__)
-    parser.add_argument("out", help="PNG to write")
-    parser.add_argument("metrics", nargs="+", help="metrics.json files of mode=motif runs")
-    parser.add_argument("--labels", nargs="+", help="one name per metrics.json (default: model class and step)")
-    args = parser.parse_args(argv)
-    results = [json.loads(Path(p).read_text()) for p in args.metrics]
-    missing = [p for p, r in zip(args.metrics, results, strict=True) if "motif" not in r]
-    if missing:
-        parser.error(f"no mode=motif result in {missing}")
-    labels = args.labels or [result_label(r, Path(p).parent.name) for p, r in zip(args.metrics, results, strict=True)]
-    print(f"wrote {plot_forgetting_curves([r['motif'] for r in results], args.out, labels)}")
-
-
-if __name__ == "__main__":
-    main()

@@ -211,6 +211,7 @@ def plot_recall(results: list[dict], labels: list[str], path) -> None:
     """Copy gain vs gap (solid exact, dashed transposed) and NLL vs context, one line per result."""
     from matplotlib.figure import Figure
 
+    # matplotlib only when drawing: the training callback's copy probe imports this module
     from musictx.evaluation.plots import save_figure
 
     fig = Figure(figsize=(11, 4), layout="constrained")

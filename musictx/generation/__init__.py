@@ -1,2 +1,4 @@
-"""Generating: the sampling options and their checks, the KV-cached sampler and its grammar guard, seeds cut
-from MIDI files, and continuing a file into an output folder (`continue_midi.run` is ``musictx-generate``)."""
+"""Generating: the KV-cached sampler and its grammar guard (`sampling`, `guard`), the sampler's options
+(`sampling_options.SamplingOptions`, its defaults written there only), seeds cut from MIDI files (`seeds`),
+continuing a seed (`continue_seed`), and continuing a file into an output folder (`generate_options`,
+`output_folder`, `continue_midi.run`: the job behind ``musictx-generate``)."""

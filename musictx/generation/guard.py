@@ -28,7 +28,9 @@ class NoteGrammarGuard:
         self.now: Tensor | None = None  # (B,) steps so far
 
     @classmethod
-    def of(cls, tokenizer, max_note_seconds: float | None = 5.0) -> NoteGrammarGuard:
+    def of(cls, tokenizer, max_note_seconds: float | None) -> NoteGrammarGuard:
+        """The guard of an `EventTokenizer`'s ids; ``max_note_seconds`` None (or 0): no cap on a note's length
+        (the options' default is `musictx.generation.sampling_options.SamplingOptions.max_note_seconds`)."""
         lay = tokenizer.layout
         steps = None if not max_note_seconds else max(1, round(max_note_seconds / tokenizer.config.time_step))
         return cls(lay.note_on, lay.note_off, lay.time_shift, lay.velocity - lay.time_shift, steps)

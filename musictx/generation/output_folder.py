@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from musictx.generation.seeds import GenerateError
+from musictx.paths import PACKAGE_DIR
 
 # Any name that starts like a sample's (sample_07.mid, sample_07.png, sample_07_arcs_mean-mean_12.png, ...)
 # holds its number: new samples are numbered after the highest of them.
@@ -23,9 +24,14 @@ RECORD = "generation.json"
 
 
 def check_output_dir(output_dir: str | os.PathLike) -> None:
-    """Raise GenerateError unless ``output_dir`` is a folder or can be made one: checked before the model
-    runs, so that a typo does not cost the generation."""
+    """Raise GenerateError unless ``output_dir`` is a folder or can be made one, outside the installed
+    package: checked before the model runs, so that a typo does not cost the generation."""
     out = Path(output_dir)
+    if Path(os.path.realpath(out)).is_relative_to(PACKAGE_DIR):  # realpath: a symlink loop is no error here
+        # samples beside the shipped model.safetensors or the configs would be lost on reinstall, and are
+        # packaged with the model by anyone who builds a wheel from a checkout
+        raise GenerateError(f"output_dir={out}: inside the installed musictx package ({PACKAGE_DIR}); choose a "
+                            "folder of your own")
     for path in (out, *out.parents):
         if path.is_dir():
             if not os.access(path, os.W_OK | os.X_OK):
@@ -51,6 +57,14 @@ def claim_sample_numbers(out_dir: Path, count: int) -> list[int]:
             claimed.append(number)
         number += 1
     return claimed
+
+
+def release_numbers(out_dir: Path, numbers: list[int]) -> None:
+    """Remove the files of samples this run claimed but did not finish (its empty ``sample_NN.mid``, a
+    half-written piano roll or WAV): the numbers were claimed by this run alone, so nothing else has them."""
+    for number in numbers:
+        for suffix in (".mid", ".png", ".wav"):
+            (out_dir / f"{sample_name(number)}{suffix}").unlink(missing_ok=True)
 
 
 def claim_record_path(out_dir: Path) -> Path:

@@ -19,7 +19,8 @@ from musictx.io.tokenizer import EventTokenizer
 
 class GenerateError(ValueError):
     """A bad generation option or input file (a seed, a checkpoint, a tokenizer); the message names the
-    option or the file. Defined here so that seeds raise it too; `musictx.generation.continue_midi` exports it."""
+    option or the file. Defined here, the lowest of the generation modules, so that seeds, the options and the
+    output folder all raise it."""
 
 
 # A seed with one of these suffixes is a recording, not MIDI: said so rather than "unreadable MIDI".

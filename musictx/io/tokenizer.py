@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from musictx.io.midi_io import MidiReadError, Notes, notes_from_pretty_midi, read_notes
+from musictx.io.midi_write import notes_to_midi
 
 FORMAT_VERSION = 1
 
@@ -289,17 +290,9 @@ class EventTokenizer:
         return Notes(on[order] * c.time_step, off[order] * c.time_step, pitch[order], np.minimum(velocity, 127))
 
     def decode(self, ids, program: int = 0):
-        """A ``pretty_midi.PrettyMIDI`` with one piano track holding the decoded notes."""
-        import pretty_midi
-
-        notes = self.decode_notes(ids)
-        pm = pretty_midi.PrettyMIDI()
-        inst = pretty_midi.Instrument(program=program, name="musictx")
-        for s, e, p, v in zip(notes.start.tolist(), notes.end.tolist(), notes.pitch.tolist(),
-                              notes.velocity.tolist(), strict=True):
-            inst.notes.append(pretty_midi.Note(velocity=int(v), pitch=int(p), start=s, end=e))
-        pm.instruments.append(inst)
-        return pm
+        """A ``pretty_midi.PrettyMIDI`` with one piano track holding the decoded notes
+        (`musictx.io.midi_write.notes_to_midi`)."""
+        return notes_to_midi(self.decode_notes(ids), program)
 
     # ----- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -281,10 +281,12 @@ def backward_blocks(dout: Tensor, qs: Tensor, kT: Tensor, vT: Tensor, rel_emb: T
 # Registered with the low-level Library API rather than `torch.library.custom_op`: custom_op wraps
 # every kernel in `torch._disable_dynamo`, whose first call imports torch._dynamo (~900 modules,
 # ~150 MiB, ~2 s) in processes that never compile anything (generation, the app, the benches).
+# The names carry a version: torch.compile's on-disk caches key a graph by the op's name, not by its
+# Python code, so a changed schema under the old name would replay stale compiled backwards.
 _LIB = torch.library.Library("musictx", "FRAGMENT")  # module-level: the registrations live as long as it
-_LIB.define("relative_attention(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
+_LIB.define("relative_attention_v2(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
             "int block_size) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")
-_LIB.define("relative_attention_backward(Tensor dout, Tensor qs, Tensor kT, Tensor vT, Tensor rel_emb, Tensor out, "
+_LIB.define("relative_attention_v2_backward(Tensor dout, Tensor qs, Tensor kT, Tensor vT, Tensor rel_emb, Tensor out, "
             "Tensor lse, float dropout_p, Tensor? seed, int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
 
 
@@ -299,11 +301,11 @@ def _attention_backward_impl(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, see
         return backward_blocks(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size)
 
 
-_LIB.impl("relative_attention", _attention_impl, "CompositeExplicitAutograd")
-_LIB.impl("relative_attention_backward", _attention_backward_impl, "CompositeExplicitAutograd")
+_LIB.impl("relative_attention_v2", _attention_impl, "CompositeExplicitAutograd")
+_LIB.impl("relative_attention_v2_backward", _attention_backward_impl, "CompositeExplicitAutograd")
 
 
-@torch.library.register_fake("musictx::relative_attention", lib=_LIB)
+@torch.library.register_fake("musictx::relative_attention_v2", lib=_LIB)
 def _(q, k, v, rel_emb, dropout_p, seed, block_size):
     B, H, t_q, D = q.shape
     t_k, dtype = k.shape[2], _compute_dtype(q)
@@ -312,7 +314,7 @@ def _(q, k, v, rel_emb, dropout_p, seed, block_size):
     return out, q.new_empty(H * B, t_q, dtype=dtype), q.new_empty(H * B, t_q, D, dtype=dtype), kT, vT
 
 
-@torch.library.register_fake("musictx::relative_attention_backward", lib=_LIB)
+@torch.library.register_fake("musictx::relative_attention_v2_backward", lib=_LIB)
 def _(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size):
     B, H, t_q, D = dout.shape
     t_k = kT.shape[2]
@@ -338,12 +340,12 @@ def _backward(ctx, dout, *_extras):
         return (None,) * 7
     qs, kT, vT, rel_emb, out, lse, seed = ctx.saved_tensors
     dropout_p, block_size, dtypes = ctx.opts
-    grads = torch.ops.musictx.relative_attention_backward.default(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed,
-                                                          block_size)
+    grads = torch.ops.musictx.relative_attention_v2_backward.default(dout, qs, kT, vT, rel_emb, out, lse, dropout_p,
+                                                                     seed, block_size)
     return *(g.to(dtype) for g, dtype in zip(grads, dtypes, strict=True)), None, None, None
 
 
-torch.library.register_autograd("musictx::relative_attention", _backward, setup_context=_setup_context, lib=_LIB)
+torch.library.register_autograd("musictx::relative_attention_v2", _backward, setup_context=_setup_context, lib=_LIB)
 
 
 def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float = 0.0,
@@ -354,4 +356,4 @@ def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p
     """
     if dropout_p > 0 and seed is None:
         seed = torch.randint(2**62, (), dtype=torch.int64)  # a tensor: no .item() in compiled graphs
-    return torch.ops.musictx.relative_attention.default(q, k, v, rel_emb, dropout_p, seed, block_size)[0]
+    return torch.ops.musictx.relative_attention_v2.default(q, k, v, rel_emb, dropout_p, seed, block_size)[0]

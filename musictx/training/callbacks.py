@@ -10,6 +10,9 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from musictx.evaluation.recall import context_ceiling, copy_gain, draw_probes
+from musictx.io.token_store import TokenArrays
+
 
 class LastCheckpoint(L.Callback):
     """Keep ``<dirpath>/last.ckpt`` current: written after every validation and when training ends.
@@ -109,9 +112,6 @@ class RecallProbe(L.Callback):
         self._probes = None
 
     def _setup(self, trainer: L.Trainer, pl_module: L.LightningModule) -> bool:
-        from musictx.evaluation.recall import context_ceiling, draw_probes
-        from musictx.io.token_store import TokenArrays
-
         if self._probes is not None:
             return bool(self._probes)
         context = context_ceiling(pl_module.net) or getattr(trainer.datamodule, "seq_len", None) or 0
@@ -128,8 +128,6 @@ class RecallProbe(L.Callback):
         return bool(self._probes)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        from musictx.evaluation.recall import copy_gain
-
         if trainer.sanity_checking or not self._setup(trainer, pl_module):
             return
         tok = trainer.datamodule.tokenizer

@@ -29,10 +29,13 @@ def overridden_fields(overrides: list[str]) -> dict[str, str]:
     return {k: v for k, v in pairs}
 
 
-def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer, overrides: dict[str, str],
-                  model_name: str | None = None) -> tuple[nn.Module, dict]:
+def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer,
+                  overrides: dict[str, str]) -> tuple[nn.Module, dict]:
     """(a net holding the weights of ``ref``, the saved model's meta) for a run whose config asks for
-    ``net_config`` (the composed ``model.net`` without ``_target_``) on data of ``data_tokenizer``."""
+    ``net_config`` (the composed ``model.net``: ``name`` and constructor arguments) on data of
+    ``data_tokenizer``."""
+    net_config = dict(net_config)
+    model_name = net_config.pop("name", None)
     saved_net, saved_tok, meta = load_model(ref)
     try:
         saved_tok.check_compatible(data_tokenizer, what="the training data")

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from musictx.checkpoints.model_store import CHECKPOINT_FORMAT, CHECKPOINT_KEY, load_checkpoint, net_spec
+from musictx.checkpoints.model_store import CHECKPOINT_KEY, checkpoint_block, load_checkpoint, net_from_config
 from musictx.io.tokenizer import EventTokenizer
 
 
@@ -64,17 +64,6 @@ def compile_kwargs_for(kwargs: dict, device_type: str) -> dict:
     return {**kwargs, "options": {"fallback_random": True, **(kwargs.get("options") or {})}}
 
 
-def _plain(value):
-    """Keep only JSON-like values (checkpoints must load with ``torch.load(weights_only=True)``)."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return repr(value)
-
-
 def batch_seed(seed: int, rank: int, step: int, batch_idx: int) -> int:
     """The torch seed of one training batch on one rank: mixed by numpy's SeedSequence, so that nearby
     (rank, step) pairs give unrelated streams."""
@@ -86,7 +75,8 @@ class MusicLitModule(L.LightningModule):
     """Trains ``net`` (ids (B, T) -> logits (B, T, V)) with cross-entropy in nats per token, PAD ignored.
 
     Args:
-        net: the built model; its class and config go into checkpoints (see `net_spec`).
+        net: the model, built, or its config (``name``: a key of `musictx.models.MODELS`, and its
+            constructor arguments), which the model store builds; its spec goes into checkpoints.
         tokenizer: ``EventTokenizer.to_dict()`` of the data; saved in checkpoints, checked on resume.
         optimizer: a partial optimizer (``_partial_: true``), called with the parameter groups.
         scheduler: a schedule config for `make_schedule` (``name`` paper / cosine / constant), stepped
@@ -95,12 +85,12 @@ class MusicLitModule(L.LightningModule):
             state-dict keys stay clean); ``compile_kwargs`` go to ``torch.compile``.
     """
 
-    def __init__(self, net: nn.Module, tokenizer: dict, optimizer: Callable | None = None,
+    def __init__(self, net: nn.Module | dict, tokenizer: dict, optimizer: Callable | None = None,
                  scheduler: dict | None = None, compile: bool = False, compile_kwargs: dict | None = None):
         super().__init__()
         # The net is rebuilt from net_spec on load; the optimizer is a callable, not data.
         self.save_hyperparameters(ignore=["net", "optimizer"], logger=False)
-        self.net = net
+        self.net = net if isinstance(net, nn.Module) else net_from_config(net)
         self.tokenizer = EventTokenizer.from_dict(tokenizer)
         self.pad_id = self.tokenizer.pad_id
         self.optimizer_factory = optimizer or torch.optim.AdamW
@@ -267,23 +257,12 @@ class MusicLitModule(L.LightningModule):
 
     # ----- checkpoints --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint[CHECKPOINT_KEY] = {
-            "format": CHECKPOINT_FORMAT,
-            "model": _plain(net_spec(self.net)),
-            "tokenizer": self.tokenizer.to_dict(),
-            "optimizer": _optimizer_description(self.optimizer_factory),
-        }
+        checkpoint[CHECKPOINT_KEY] = checkpoint_block(self.net, self.tokenizer, self.optimizer_factory)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         stored = checkpoint.get(CHECKPOINT_KEY, {}).get("tokenizer")
         if stored is not None:
             self.tokenizer.check_compatible(stored, what="the checkpoint")
-
-
-def _optimizer_description(factory: Callable) -> dict:
-    func = getattr(factory, "func", factory)
-    return {"target": f"{func.__module__}.{func.__qualname__}",
-            "kwargs": _plain(dict(getattr(factory, "keywords", {}) or {}))}
 
 
 __all__ = ["MusicLitModule", "load_checkpoint", "make_schedule"]

@@ -1,0 +1,26 @@
+"""The comparison report of a ``musictx-train -m experiment=compare`` sweep (`musictx.evaluation.compare`):
+a Hydra callback that writes it when the sweep ends, and by hand for a finished sweep:
+
+    python -m musictx.commands.compare multirun/compare/<date>
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hydra.experimental.callback import Callback
+
+from musictx.evaluation.compare import write_report
+
+
+class CompareReport(Callback):
+    """Hydra callback: write the report once every job of the sweep has finished."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        write_report(config.hydra.sweep.dir)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m musictx.commands.compare <sweep dir>")
+    write_report(sys.argv[1])

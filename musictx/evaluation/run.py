@@ -1,0 +1,186 @@
+"""The job behind ``musictx-evaluate``: a model on a prepared split, its likelihood and/or continuation,
+motif or recall statistics (see `musictx.commands.evaluate` for the command line).
+
+``mode=recall`` (`musictx.evaluation.recall`) measures whether the model uses what it has heard: the copy gain
+of a repeated passage against the gap since it was heard, the NLL of in-window repeats, NLL vs context length;
+it also writes ``recall.png``. ``mode=motif`` (`musictx.evaluation.motif`) continues seeds that hold a
+repeating motif past the model's context and measures, window by window, how much of the motif comes back;
+it also writes ``forgetting_curve.png``.
+
+Options are `EvaluateOptions`, whose defaults are conf/evaluate.yaml's and nowhere else: the command gets
+them from Hydra, scripts from `evaluation_options(**overrides)`, which reads the same file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import yaml
+
+from musictx.checkpoints.model_store import load_model
+from musictx.evaluation.continuation import continuation_options, evaluate_continuations, format_continuation_table
+from musictx.evaluation.motif import evaluate_motif, format_motif_table
+from musictx.evaluation.motif_plots import plot_forgetting_curves, result_label
+from musictx.evaluation.recall import evaluate_recall, format_recall_table, plot_recall
+from musictx.evaluation.scoring import score_pieces
+from musictx.io.jsonio import write_json
+from musictx.io.token_store import TokenArrays, load_tokenizer
+from musictx.paths import CONF_DIR
+
+MODES = ("nll", "continuation", "all", "motif", "recall")
+GROUPS = ("data", "continuation", "motif", "recall")  # evaluate.yaml's nested blocks; their keys are checked too
+
+
+class EvaluateError(ValueError):
+    """A bad option; the message names it."""
+
+
+@dataclass
+class EvaluateOptions:
+    """The keys of conf/evaluate.yaml (see the comments there); built by `from_mapping`, which refuses
+    unknown keys."""
+
+    data: dict
+    split: str
+    mode: str
+    batch_size: int
+    device: str
+    continuation: dict
+    motif: dict
+    recall: dict
+    checkpoint: str | None = None
+    context: int | None = None
+    stride: int | None = None
+    progress: bool = True
+    output_dir: str | None = None
+
+    @classmethod
+    def from_mapping(cls, values: dict) -> EvaluateOptions:
+        """Options of a plain dict of evaluate.yaml's keys (a composed config, without its ``hydra`` block);
+        a key evaluate.yaml does not have raises EvaluateError (a ``+typo=...`` would otherwise be ignored)."""
+        known = _yaml_defaults()
+        values = {k: v for k, v in values.items() if k != "hydra"}
+        unknown = [k for k in values if k not in known]
+        for group in GROUPS:
+            if isinstance(values.get(group), dict):
+                unknown += [f"{group}.{k}" for k in values[group] if k not in known[group]]
+        if unknown:
+            raise EvaluateError(f"unknown option(s) {sorted(unknown)}; evaluate.yaml has {sorted(known)}")
+        return cls(**values)
+
+
+def _yaml_defaults() -> dict:
+    """evaluate.yaml as plain data, without its Hydra block (the one place the defaults are written)."""
+    values = yaml.safe_load(Path(CONF_DIR, "evaluate.yaml").read_text())
+    values.pop("hydra", None)
+    return values
+
+
+def evaluation_options(**overrides) -> EvaluateOptions:
+    """evaluate.yaml's settings with ``overrides`` merged in (nested dicts for its groups): what scripts
+    that evaluate several models pass to `run_evaluation`."""
+    values = _yaml_defaults()
+    values["output_dir"] = None  # the YAML's is Hydra's run dir
+    for key, value in overrides.items():
+        values[key] = {**values[key], **value} if key in GROUPS and isinstance(value, dict) else value
+    return EvaluateOptions.from_mapping(values)
+
+
+def check_options(opts: EvaluateOptions) -> None:
+    """Refuse, before any work, an unknown mode and bad continuation settings. Raises EvaluateError."""
+    if opts.mode not in MODES:
+        raise EvaluateError(f"mode must be one of {MODES}, got {opts.mode!r}")
+    if opts.mode in ("continuation", "all"):
+        try:
+            continuation_options(opts.continuation)
+        except ValueError as err:
+            raise EvaluateError(str(err)) from None
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def eval_context(opts: EvaluateOptions, net, meta: dict) -> int:
+    """Tokens of context per window: the option, else the model's own, else its training length."""
+    if opts.context:
+        return int(opts.context)
+    if getattr(net, "max_seq_len", None):
+        return int(net.max_seq_len)
+    seq_len = (meta.get("hparams") or {}).get("seq_len") or (meta.get("data") or {}).get("seq_len")
+    return int(seq_len or 1024)
+
+
+def evaluate_nll(net, tok, arrays: TokenArrays, opts: EvaluateOptions, context: int, device) -> dict:
+    totals = score_pieces(net, arrays.piece, len(arrays), arrays.lengths, context=context, stride=opts.stride,
+                          batch_size=opts.batch_size, pad_id=tok.pad_id, device=device, progress=opts.progress)
+    return {**totals.as_dict(), "context": context, "stride": opts.stride or max(context // 2, 1)}
+
+
+def run_evaluation(opts: EvaluateOptions) -> dict:
+    """Load the model and the split, measure what ``opts.mode`` asks; the result as plain data."""
+    check_options(opts)
+    device = pick_device(opts.device)
+    net, tok, meta = load_model(opts.checkpoint, map_location=device)
+    data_dir = opts.data["dir"]
+    tok.check_compatible(load_tokenizer(data_dir), what=f"data {data_dir}")
+    arrays = TokenArrays(data_dir, opts.split)
+    if len(arrays) == 0:
+        raise EvaluateError(f"split {opts.split!r} of {data_dir} has no pieces")
+    context = eval_context(opts, net, meta)
+    result = {"checkpoint": meta["ref"], "model_path": meta["path"], "data_dir": str(data_dir), "split": opts.split,
+              "model": meta["model"].get("target"), "params": sum(p.numel() for p in net.parameters()),
+              "global_step": meta.get("global_step")}
+    if opts.mode in ("nll", "all"):
+        result["nll"] = evaluate_nll(net, tok, arrays, opts, context, device)
+    if opts.mode in ("continuation", "all"):
+        result["continuation"] = evaluate_continuations(net, tok, arrays, opts.continuation, device)
+    if opts.mode == "motif":
+        result["motif"] = evaluate_motif(net, tok, arrays, opts.motif, device)
+    if opts.mode == "recall":
+        result["recall"] = evaluate_recall(net, tok, arrays, opts.recall, context, device,
+                                           progress=print if opts.progress else (lambda _: None))
+    return result
+
+
+def format_table(result: dict) -> str:
+    lines = [f"{result['model']} ({result['params']:,} params, step {result['global_step']}) on "
+             f"{result['data_dir']} [{result['split']}]"]
+    if "nll" in result:
+        n = result["nll"]
+        lines += ["| tokens | NLL (nats/token) | bits/token | perplexity | accuracy |", "|---|---|---|---|---|",
+                  f"| {n['tokens']:,} | {n['nll']:.4f} | {n['bits_per_token']:.4f} | {n['ppl']:.3f} | "
+                  f"{n['accuracy']:.4f} |"]
+    if "continuation" in result:
+        lines.append(format_continuation_table(result["continuation"]))
+    if "motif" in result:
+        lines.append(format_motif_table(result["motif"]))
+    if "recall" in result:
+        lines.append(format_recall_table(result["recall"]))
+    return "\n".join(lines)
+
+
+def write_result(result: dict, output_dir: str | Path) -> Path:
+    """metrics.json (NaN written as null: valid JSON), with the plots of its motif and recall parts."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = write_json(out / "metrics.json", result, what="metric")
+    if "motif" in result:  # the forgetting curve beside the numbers it plots
+        plot_forgetting_curves([result["motif"]], out / "forgetting_curve.png", [result_label(result, "model")])
+    if "recall" in result:
+        plot_recall([result["recall"]], [result_label(result, "model")], out / "recall.png")
+    return path
+
+
+def evaluate(opts: EvaluateOptions) -> tuple[dict, Path]:
+    """The whole ``musictx-evaluate`` job: measure, write metrics.json (and plots) in ``opts.output_dir``, print
+    the table; returns the result and the JSON's path."""
+    result = run_evaluation(opts)
+    path = write_result(result, opts.output_dir)
+    print(format_table(result))
+    print(f"\nwrote {path}")
+    return result, path

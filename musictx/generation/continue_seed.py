@@ -1,0 +1,83 @@
+"""Continuing a `Seed` with a net: the sampled ids of a batch of continuations, their notes, and why each
+stopped. ``musictx-generate`` (`musictx.generation.continue_midi`), the web app, the continuation and motif
+measures of ``musictx-evaluate`` and the benches all sample through `sample_continuations`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from musictx.generation.guard import NoteGrammarGuard
+from musictx.generation.sampling import OnStep, SecondsLimit, generate
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import Seed
+from musictx.io.midi_io import Notes
+from musictx.io.tokenizer import EventTokenizer
+
+# The token cap when max_tokens is unset: recorded piano runs at ~40-80 ids per second of music, so this is
+# only reached by a model that has gone wrong; DEFAULT_MAX_TOKENS without length_seconds.
+TOKENS_PER_SECOND = 200
+DEFAULT_MAX_TOKENS = 2048
+
+
+def token_cap(max_tokens: int | None, length_seconds: float | None) -> int:
+    """New ids per sample at most: ``max_tokens``, or when it is unset room for ``length_seconds`` of dense
+    piano (`TOKENS_PER_SECOND`), never below `DEFAULT_MAX_TOKENS`, so that the length asked for is what
+    stops a sample."""
+    if max_tokens is not None:
+        return max_tokens
+    return max(DEFAULT_MAX_TOKENS, math.ceil(TOKENS_PER_SECOND * (length_seconds or 0)))
+
+
+def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: SamplingOptions, *,
+                         num_samples: int, length_seconds: float | None, max_tokens: int | None,
+                         on_step: OnStep | None = None) -> list[np.ndarray]:
+    """New ids of ``num_samples`` continuations of ``seed``, sampled as one batch (EOS kept, PAD dropped).
+    Each stops after ``length_seconds`` of new music (None: no limit) or `token_cap` ids. ``on_step``: see
+    `musictx.generation.sampling.generate`; a Ctrl-C raises its `GenerationInterrupted`."""
+    device = next(net.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(sampling.seed)
+    prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
+    stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
+    guard = NoteGrammarGuard.of(tokenizer, sampling.max_note_seconds) if sampling.guard else None
+    ids = generate(net, prompt, token_cap(max_tokens, length_seconds), temperature=sampling.temperature,
+                   top_k=sampling.top_k, top_p=sampling.top_p, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
+                   use_cache=sampling.use_cache, generator=generator, stop_fn=stop, slide=sampling.slide,
+                   guard=guard, keep_seed=sampling.keep_seed, on_step=on_step)
+    return new_ids(tokenizer, seed, ids)
+
+
+def new_ids(tokenizer: EventTokenizer, seed: Seed, ids: torch.Tensor) -> list[np.ndarray]:
+    """Each row of the sampler's ``ids`` (B, T) after the seed, PAD dropped."""
+    new = ids[:, len(seed.ids):].cpu().numpy()
+    return [row[row != tokenizer.pad_id] for row in new]
+
+
+def piece_notes(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, include_seed: bool = True) -> Notes:
+    """Notes of seed + continuation; with ``include_seed=False`` only the notes struck after the seed,
+    moved to start at 0 (velocities still follow from the seed's last VELOCITY event)."""
+    notes = tokenizer.decode_notes(np.concatenate([seed.ids, new_ids]))
+    if include_seed:
+        return notes
+    step = tokenizer.config.time_step
+    cut = round(seed.seconds / step)
+    on, off = np.rint(notes.start / step).astype(np.int64), np.rint(notes.end / step).astype(np.int64)
+    keep = on >= cut
+    return Notes((on[keep] - cut) * step, (off[keep] - cut) * step, notes.pitch[keep], notes.velocity[keep])
+
+
+def new_seconds(tokenizer: EventTokenizer, new_ids: np.ndarray) -> float:
+    """Seconds of music the TIME_SHIFTs of ``new_ids`` add."""
+    return tokenizer.split_time_shifts(new_ids)[2] * tokenizer.config.time_step
+
+
+def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, length_seconds: float | None, cap: int) -> str:
+    """Why a continuation ended: "eos", "length_seconds", "max_tokens" (``cap`` ids) or "interrupted"."""
+    if len(new_ids) and new_ids[-1] == tokenizer.eos_id:
+        return "eos"
+    if length_seconds and new_seconds(tokenizer, new_ids) >= length_seconds - 1e-9:
+        return "length_seconds"
+    return "max_tokens" if len(new_ids) >= cap else "interrupted"

@@ -1,0 +1,99 @@
+"""How each id of a continuation is drawn: `SamplingOptions`, the one place its defaults are written.
+
+``musictx-generate`` (whose `GenerateOptions` extends it), the continuation and motif measures of
+``musictx-evaluate``, and the web app's `Settings` and sliders all start from these defaults. The YAML files
+in ``conf/`` do not repeat the numbers: a key written ``temperature: ${sampling:temperature}`` means "the
+`SamplingOptions` default"; the commands resolve it (`musictx.commands.config_help`), and a YAML read without
+Hydra still holding the text is read as the default by `SamplingOptions.from_mapping`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from musictx.generation.sampling import KEEP_SEED
+from musictx.generation.seeds import GenerateError
+
+
+@dataclass
+class SamplingOptions:
+    """The sampler's settings (`musictx.generation.sampling.generate` and its guard)."""
+
+    temperature: float = 1.0  # 0: greedy (argmax)
+    top_k: int | None = None  # keep the k most likely ids; None: off
+    top_p: float | None = 0.95  # nucleus sampling; None or 1: off
+    seed: int = 0  # of the random generator: same seed and settings, same samples
+    use_cache: bool = True  # False: recompute the whole window every step (the reference path, slow)
+    slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
+    keep_seed: int | None = KEEP_SEED  # the seed's last ids pinned at the start of a slid window; 0: none
+    guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.generation.guard)
+    max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
+
+    @classmethod
+    def from_mapping(cls, values) -> SamplingOptions:
+        """The options named in ``values`` (a dict, e.g. a block of evaluate.yaml; other keys are left for the
+        caller). A missing key, or one still holding its YAML reference ``${sampling:NAME}`` (a YAML read
+        without Hydra), takes the default."""
+        given = {f.name: values[f.name] for f in fields(cls) if f.name in values}
+        return cls(**{name: value for name, value in given.items() if value != reference(name)})
+
+    def check_sampling(self) -> None:
+        """Raise GenerateError naming the first bad option: whole numbers where counts are meant (a float
+        with a whole value, as Hydra reads ``1e9``, becomes an int), finite numbers in range."""
+        for name in ("top_k", "seed", "slide", "keep_seed"):
+            setattr(self, name, whole_number(name, getattr(self, name), nullable=name != "seed"))
+        for name in ("temperature", "top_p", "max_note_seconds"):
+            finite_number(name, getattr(self, name), nullable=name != "temperature")
+        bad = [
+            (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
+            (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
+            (self.top_p is not None and not 0 < self.top_p <= 1, f"top_p must be in (0, 1] or null, got {self.top_p}"),
+            (self.slide is not None and self.slide < 1, f"slide must be >= 1 or null, got {self.slide}"),
+            (self.keep_seed is not None and self.keep_seed < 0,
+             f"keep_seed must be >= 0 or null, got {self.keep_seed}"),
+            (self.max_note_seconds is not None and not self.max_note_seconds > 0,
+             f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
+        ]
+        raise_first(bad)
+
+
+def reference(name: str) -> str:
+    """How a YAML file in ``conf/`` says "the `SamplingOptions` default of ``name``"."""
+    return f"${{sampling:{name}}}"
+
+
+def sampling_default(name: str):
+    """The default of the `SamplingOptions` field ``name`` (what ``${sampling:NAME}`` resolves to)."""
+    known = {f.name: f.default for f in fields(SamplingOptions)}
+    if name not in known:
+        raise KeyError(f"${{sampling:{name}}}: SamplingOptions has no option {name!r}; it has {sorted(known)}")
+    return known[name]
+
+
+def raise_first(bad: list[tuple[bool, str]]) -> None:
+    """Raise GenerateError with the message of the first (condition, message) pair whose condition holds."""
+    for is_bad, message in bad:
+        if is_bad:
+            raise GenerateError(message)
+
+
+def whole_number(name: str, value, nullable: bool = True):
+    """``value`` as an int (None where ``nullable``); GenerateError naming ``name`` for anything else."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise GenerateError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def finite_number(name: str, value, nullable: bool = True) -> None:
+    """GenerateError naming ``name`` unless ``value`` is a finite number (or None where ``nullable``)."""
+    if value is None and nullable:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value):
+        raise GenerateError(f"{name} must be a finite number, got {value!r}")

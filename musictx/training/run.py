@@ -1,0 +1,112 @@
+"""The job behind ``musictx-train``: resume or start, seed, fit, report the checkpoints, evaluate if asked.
+
+The command (`musictx.commands.train`) composes the config and builds the DataModule, the LightningModule
+and the Trainer from it; this module runs them from a `TrainPlan`, with no Hydra in sight. Checkpoints land
+in ``plan.ckpt_dir`` (``last.ckpt`` and the best by ``val/loss``); `musictx.checkpoints.model_store` rebuilds
+the net and tokenizer from one.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from musictx.evaluation.run import evaluate, evaluation_options
+from musictx.training.finetune import InitFromError
+from musictx.training.resume import check_resume_fits, resolve_resume_path
+
+# The run's own lines (model, resume, warnings, checkpoints) for <run>/train.log; the command gives it Hydra's
+# file handler. They are printed as well, so a run outside Hydra (tests, notebooks) still shows them.
+RUN_LOG = logging.getLogger("musictx.train.run")
+RUN_LOG.propagate = False
+
+
+def report(line: str, stream=None) -> None:
+    """Print ``line`` (to stdout, or ``stream``) and keep it in the run's train.log."""
+    print(line, file=stream or sys.stdout)
+    RUN_LOG.info(line)
+
+
+def log_to_run_file() -> None:
+    """Hydra writes the root logger's records to <run>/train.log, but Lightning's loggers stop at their own
+    console handler and the run's lines are plain prints, so the file stayed empty. Give both this run's
+    file (a multirun's earlier job keeps its own)."""
+    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    RUN_LOG.setLevel(logging.INFO)
+    for logger in (RUN_LOG, logging.getLogger("lightning.pytorch"), logging.getLogger("lightning.fabric")):
+        if not logger.propagate:  # else the root logger's file has its records already
+            logger.handlers = [h for h in logger.handlers if not isinstance(h, logging.FileHandler)] + files
+
+
+@dataclass
+class TrainPlan:
+    """What a run does besides building its objects (keys of conf/train.yaml)."""
+
+    seed: int
+    ckpt_dir: str                    # where this run's checkpoints go (the SIGTERM line names it)
+    resume_dir: str                  # where ``ckpt_path=last`` / ``best`` look
+    output_dir: str                  # the run folder (metrics.json of ``evaluate``)
+    data_dir: str
+    ckpt_path: str | None = None     # resume from: a file, ``last`` or ``best``
+    init_from: str | None = None     # start from saved weights (the command builds the net)
+    threads: int | None = None
+    warmup_steps: int | None = None  # schedule.warmup_steps and trainer.max_steps: the short-run warning
+    max_steps: int | None = None
+    evaluate: dict | None = None     # ``evaluate: {...}``: score the best checkpoint after training
+
+
+def warn_short_run(plan: TrainPlan) -> None:
+    """One line on stderr when the run ends inside its learning-rate warm-up."""
+    warmup, max_steps = plan.warmup_steps, plan.max_steps
+    if warmup and max_steps and 0 < max_steps <= warmup:
+        report(f"musictx-train: warning: schedule.warmup_steps={warmup} >= trainer.max_steps={max_steps}: the run "
+               f"ends inside its warm-up, the learning rate reaching {max_steps / warmup:.0%} of its peak; lower "
+               "schedule.warmup_steps", sys.stderr)
+
+
+def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
+    """Seed, ``build()`` (the DataModule, LightningModule and Trainer), fit, resuming from ``plan.ckpt_path``
+    if set; return the final logged metrics."""
+    if plan.ckpt_path and plan.init_from:
+        raise InitFromError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
+    ckpt_path, resumed = resolve_resume_path(plan.ckpt_path, plan.resume_dir)
+    if resumed is not None and ckpt_path != str(plan.ckpt_path):
+        report(f"ckpt_path={plan.ckpt_path}: resuming from {ckpt_path} at step {resumed.get('global_step')}")
+    warn_short_run(plan)
+    if plan.threads:
+        torch.set_num_threads(plan.threads)
+    L.seed_everything(plan.seed, workers=True)
+    datamodule, module, trainer = build()
+    if resumed is not None:
+        check_resume_fits(module.net, resumed, ckpt_path)
+        del resumed  # the weights are read again by Lightning; do not hold two copies while training
+    if trainer.is_global_zero:
+        report(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
+               f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    except SIGTERMException:
+        raise SystemExit(f"musictx-train: stopped by SIGTERM at step {trainer.global_step}; resume with "
+                         f"ckpt_path={plan.ckpt_dir}/last.ckpt") from None
+    ckpt = trainer.checkpoint_callback
+    if ckpt is not None and trainer.is_global_zero:
+        score = "-" if ckpt.best_model_score is None else f"{float(ckpt.best_model_score):.4f}"
+        report(f"checkpoints in {ckpt.dirpath}: last.ckpt, best {ckpt.best_model_path or '-'} (val/loss {score})")
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if plan.evaluate and trainer.is_global_zero:
+        evaluate_after_training(plan, ckpt.best_model_path or f"{ckpt.dirpath}/last.ckpt")
+    return metrics
+
+
+def evaluate_after_training(plan: TrainPlan, checkpoint: str) -> None:
+    """``evaluate: {...}`` in the config (e.g. experiment=compare): score the best checkpoint on a split
+    and write ``metrics.json`` in the run dir, as ``musictx-evaluate`` would."""
+    opts = evaluation_options(**plan.evaluate)
+    opts.checkpoint, opts.data["dir"], opts.output_dir = checkpoint, plan.data_dir, plan.output_dir
+    evaluate(opts)

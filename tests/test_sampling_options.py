@@ -1,0 +1,103 @@
+"""One set of sampling defaults (`SamplingOptions`): the YAML files refer to it instead of repeating the numbers,
+and musictx-generate, musictx-evaluate (through Hydra or from Python), the app and its page all start there."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from musictx.app.core import Settings
+from musictx.commands.config_help import key_help  # importing it registers the ${sampling:...} resolver
+from musictx.evaluation.continuation import continuation_options
+from musictx.evaluation.motif import motif_sampling
+from musictx.evaluation.run import evaluation_options
+from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.sampling_options import SamplingOptions, reference
+from musictx.paths import CONF_DIR
+
+SAMPLING = [f.name for f in fields(SamplingOptions)]
+
+
+def raw(name: str) -> dict:
+    """A YAML file of conf/ as written (references unresolved)."""
+    return yaml.safe_load((Path(CONF_DIR) / f"{name}.yaml").read_text())
+
+
+def blocks_with_sampling_keys() -> list[tuple[str, dict]]:
+    """(where, block) of every block in conf/ that sets sampling options: generate.yaml's top level and every
+    ``continuation:`` or ``motif:`` block (evaluate.yaml's, an experiment's ``evaluate:``)."""
+    found = [("generate.yaml", raw("generate"))]
+
+    def walk(where: str, node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("continuation", "motif") and isinstance(value, dict):
+                    found.append((f"{where}:{key}", value))
+                walk(f"{where}:{key}", value)
+
+    for path in sorted(Path(CONF_DIR).rglob("*.yaml")):
+        walk(str(path.relative_to(CONF_DIR)), yaml.safe_load(path.read_text()))
+    return found
+
+
+def test_no_config_file_writes_a_sampling_default():
+    blocks = blocks_with_sampling_keys()
+    assert {where for where, _ in blocks} >= {"generate.yaml", "evaluate.yaml:continuation", "evaluate.yaml:motif"}
+    for where, block in blocks:
+        for name in SAMPLING:
+            if name in block:
+                assert block[name] == reference(name), f"{where}: {name}: {block[name]!r} repeats a default"
+
+
+def test_generate_yaml_lists_every_option_and_composes_to_the_defaults(tmp_path):
+    written = raw("generate")
+    assert set(written) - {"defaults", "hydra"} == {f.name for f in fields(GenerateOptions)}
+    defaults = GenerateOptions()
+    for key in set(written) - {"defaults", "hydra", "checkpoint", "output_dir", *SAMPLING}:
+        assert written[key] == getattr(defaults, key), key
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("generate", overrides=["checkpoint=x.ckpt", f"output_dir={tmp_path}", "top_k=5"])
+    opts = GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    assert opts == GenerateOptions(checkpoint="x.ckpt", output_dir=str(tmp_path), top_k=5)
+
+
+def test_evaluate_blocks_sample_with_the_defaults_through_hydra_and_from_python():
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("evaluate", overrides=["continuation.top_p=0.5"])
+    block = {name: OmegaConf.to_container(cfg[name], resolve=True) for name in ("continuation", "motif")}
+    assert continuation_options(block["continuation"]).sampling == SamplingOptions(top_p=0.5)
+    assert motif_sampling(block["motif"]) == SamplingOptions()
+    # evaluation_options reads the YAML without Hydra: the references are still text there
+    opts = evaluation_options(motif={"temperature": 0.8})
+    assert continuation_options(opts.continuation).sampling == SamplingOptions()
+    assert motif_sampling(opts.motif) == SamplingOptions(temperature=0.8)
+
+
+def test_from_mapping_takes_the_default_for_missing_or_unresolved_keys():
+    got = SamplingOptions.from_mapping({"top_p": reference("top_p"), "top_k": 8, "num_seeds": 3})
+    assert got == SamplingOptions(top_k=8)
+
+
+def test_the_app_and_its_page_start_at_the_defaults():
+    import gradio as gr
+
+    from musictx.app.page import _controls
+
+    start, sampling = Settings(), SamplingOptions()
+    assert (start.temperature, start.top_p, start.seed) == (sampling.temperature, sampling.top_p, sampling.seed)
+    with gr.Blocks():
+        controls = _controls()
+    assert [c.value for c in controls] == [start.seed_seconds, start.length_seconds, start.temperature, start.top_p,
+                                          start.num_samples, start.seed, start.seed_from]
+
+
+def test_help_shows_the_numbers_the_references_stand_for():
+    lines = key_help("generate", "musictx-generate").splitlines()
+    for name, value in asdict(SamplingOptions()).items():
+        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        assert any(line.split()[0] == f"{name}={shown}" for line in lines if line.startswith("  ")), name
+    assert not any("${sampling" in line for line in lines if line.startswith("  "))
