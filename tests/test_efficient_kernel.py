@@ -9,8 +9,8 @@ import sys
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile
 
+from musictx.bench.attention_cases import peak_tensor_bytes
 from musictx.models.attention import attend_naive
 from musictx.models.efficient_attention import attend_efficient
 
@@ -52,19 +52,6 @@ def test_first_eager_calls_import_no_compile_machinery():
     assert len(report["new"]) < 30, report["new"]
 
 
-def _peak_live_bytes(fn) -> int:
-    """Peak of allocated-minus-freed CPU tensor bytes while fn() runs (the profiler's allocator events)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-                    key=lambda e: e.start_ns())
-    live = peak = 0
-    for e in events:
-        live += e.nbytes()
-        peak = max(peak, live)
-    return peak
-
-
 def test_backward_reuses_the_forward_copies_of_q_k_v():
     """Backward's peak of live bytes, in units of one of q, k, v: its gradients (3) + the head-major dout
     (1) + about one of block scratch. Repacking q, k, v and out again, as before, peaked at 11.5."""
@@ -75,7 +62,7 @@ def test_backward_reuses_the_forward_copies_of_q_k_v():
     grad = torch.randn(B, H, T, D)
     out = attend_efficient(q, k, v, rel, 0.0, block)
     size = q.numel() * q.element_size()
-    peak = _peak_live_bytes(lambda: out.backward(grad)) / size
+    peak = peak_tensor_bytes(lambda: out.backward(grad)) / size
     assert peak < 6.5, f"backward peaked at {peak:.2f} x the size of q"
     expected = attend_naive(*(x.detach().requires_grad_() for x in (q, k, v, rel)))
     torch.testing.assert_close(out, expected.detach(), rtol=1e-4, atol=1e-5)
