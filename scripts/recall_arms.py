@@ -59,12 +59,15 @@ def evaluate_arm(arm: str, data_dir: str) -> dict:
     return out
 
 
-def plot_training(runs: dict[str, Path], path: Path) -> None:
-    """val/loss and the logged copy gains against step, one colour per run (``{label: run folder}``)."""
+def plot_training(runs: dict[str, Path], path: Path, offsets: dict[str, int] | None = None) -> None:
+    """val/loss and the logged copy gains against step, one colour per run (``{label: run folder}``); a run
+    started from another's checkpoint is drawn from ``offsets[label]`` steps on."""
     fig = Figure(figsize=(11, 4), layout="constrained")
     loss_ax, gain_ax = fig.subplots(1, 2)
     for k, (name, run) in enumerate(runs.items()):
         series = read_metrics_csv(Path(run) / "csv" / "metrics.csv")
+        shift = (offsets or {}).get(name, 0)
+        series = {key: ([s + shift for s in steps], values) for key, (steps, values) in series.items()}
         loss_ax.plot(*series["val/loss"], color=f"C{k}", marker="o", markersize=3, label=name)
         for key, style in (("recall/gain_64", "-"), ("recall/gain_512", "--")):
             if key in series:
