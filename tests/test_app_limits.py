@@ -156,14 +156,16 @@ def test_http_login_is_required(capped):
     assert refused.value.code == 401
 
 
+@pytest.mark.slow  # ~30 s: a real flood; test_the_built_page_bounds_its_queue_and_says_so checks the bound itself
 def test_http_a_full_queue_says_busy(capped, tmp_path):
-    """One request runs, one waits (--max-queue 1): of four sent at once, the later ones are refused at once
-    with the busy answer while the first is still generating 20 s of music."""
+    """One request runs, one waits (--max-queue 1): of six sent at once, the later ones are refused at once
+    with the busy answer while the first is still generating 60 s of music (the longest a request may ask
+    for: seconds of work on a loaded machine, a wide margin over the submissions' milliseconds)."""
     from gradio_client.utils import QueueError
 
     url, _ = capped
     client = capped_client(url, tmp_path)
-    jobs = [client.submit(upload(MOTIF), 2, 20, 1.0, 0.95, 1, k, api_name="/continue_seed") for k in range(4)]
+    jobs = [client.submit(upload(MOTIF), 2, 60, 1.0, 0.95, 1, k, api_name="/continue_seed") for k in range(6)]
     outcomes = []
     for job in jobs:
         try:
