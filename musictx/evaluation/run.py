@@ -13,6 +13,7 @@ them from Hydra, scripts from `evaluation_options(**overrides)`, which reads the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,9 +72,16 @@ class EvaluateOptions:
         return cls(**values)
 
 
+@functools.cache
+def _yaml_text() -> str:
+    # read once per process: `evaluation_options` and `EvaluateOptions.from_mapping` both need it
+    return Path(CONF_DIR, "evaluate.yaml").read_text()
+
+
 def _yaml_defaults() -> dict:
-    """evaluate.yaml as plain data, without its Hydra block (the one place the defaults are written)."""
-    values = yaml.safe_load(Path(CONF_DIR, "evaluate.yaml").read_text())
+    """evaluate.yaml as plain data (a fresh copy each call), without its Hydra block (the one place the
+    defaults are written)."""
+    values = yaml.safe_load(_yaml_text())
     values.pop("hydra", None)
     return values
 
