@@ -166,13 +166,15 @@ def test_interrupted_run_keeps_the_previous_dataset(tmp_path):
         write_random_midi(src / f"p{i:03d}.mid", seed=i, n_notes=1500, seconds=300)
     out = prep(tmp_path, src, "out", "num_workers=2").out_dir
     before = digest(out)
+    # One long performance (150k notes, ~3 s to parse here) keeps the second run tokenizing for seconds, so the
+    # interruption lands inside that phase on a loaded machine too (the 40 small files alone take ~0.6 s).
+    write_random_midi(src / "zz_long.mid", seed=99, n_notes=150_000, seconds=3000)
     cmd = [sys.executable, "-m", "data_prep.prepare", "source=folder", f"input_dir={src}", f"output_dir={out}",
            "reader=pretty_midi", "num_workers=1", f"hydra.run.dir={tmp_path / 'hydra'}", "split.test=0.2"]
     # A runner started in the background (`cmd &`, nohup) hands its children SIGINT ignored, and Python then
     # installs no KeyboardInterrupt handler: give the run a terminal's Ctrl-C, as a user's run has.
-    # The temporary folder exists only from the start of tokenizing to the swap (~0.6 s for these 40 files
-    # on an idle machine): interrupt as soon as it appears. On a loaded machine the poll can still miss that
-    # window and the run completes (a new, equal dataset): then the interruption is tried again.
+    # The temporary folder exists only from the start of tokenizing to the swap: interrupt as soon as it
+    # appears. Should the poll still miss it, the run completes (a new dataset) and the interruption is tried again.
     for _attempt in range(3):
         proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
