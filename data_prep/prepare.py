@@ -30,8 +30,17 @@ from tqdm import tqdm
 
 from data_prep import sources
 from data_prep.bach import export_chorales
+from data_prep.folk import export_folk
 from data_prep.pool import TaskError, run_tasks
-from data_prep.safety import PrepError, check_options, check_output_dir, check_replaceable, clean_stale, temp_name
+from data_prep.safety import (
+    SOURCES,
+    PrepError,
+    check_options,
+    check_output_dir,
+    check_replaceable,
+    clean_stale,
+    temp_name,
+)
 from data_prep.splits import Piece, choose_moves, move_pieces
 from musictx.commands.config_help import with_key_help
 from musictx.io.midi_io import MidiReadError
@@ -114,6 +123,11 @@ def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[
         files = sources.list_folder(root)
         if cfg.get("bach_limit"):
             files = files[: cfg.bach_limit]
+    elif cfg.source == "folk":
+        root = Path(cfg.folk_cache_dir)
+        skipped = export_folk(root, list(cfg.folk_collections), bpm=cfg.folk_bpm, num_workers=cfg.num_workers,
+                              timeout=max(cfg.timeout_s, 600), limit=cfg.get("folk_limit"))
+        files = sources.list_folder(root)
     elif cfg.source == "folder":
         root = _input_dir(cfg)
         files, skipped = sources.scan_folder(root)
@@ -121,7 +135,7 @@ def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[
         root = _input_dir(cfg)
         files, skipped = sources.list_maestro(root)
     else:
-        raise PrepError(f"source must be one of bach, folder, maestro; got {cfg.source!r}")
+        raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {cfg.source!r}")
     s = cfg.split
     files = sources.assign_splits(files, s.validation, s.test, s.group_by)
     return root, files, skipped
@@ -136,7 +150,9 @@ def _input_dir(cfg: DictConfig) -> Path:
 def check_before_work(cfg: DictConfig) -> Path:
     """Validate the options and the output folder; returns the output folder (symlinks resolved)."""
     check_options(OmegaConf.to_container(cfg, resolve=True))
-    inputs = {"bach_cache_dir": Path(cfg.bach_cache_dir)} if cfg.source == "bach" else {"input_dir": _input_dir(cfg)}
+    caches = {"bach": "bach_cache_dir", "folk": "folk_cache_dir"}
+    key = caches.get(cfg.source)
+    inputs = {key: Path(cfg[key])} if key else {"input_dir": _input_dir(cfg)}
     check_output_dir(Path(cfg.output_dir), inputs)
     return Path(cfg.output_dir).resolve()
 

@@ -23,7 +23,7 @@ from musictx.io.midi_io import READERS
 from musictx.io.token_store import SPLITS
 from musictx.paths import CONF_DIR
 
-SOURCES = ("bach", "folder", "maestro")
+SOURCES = ("bach", "folder", "folk", "maestro")
 DATASET_FILES = {"tokenizer.json", "manifest.json", "skipped.tsv"} | {
     f"{s}{ext}" for s in SPLITS for ext in (".bin", ".idx.npy", ".files.txt")}
 

@@ -13,6 +13,9 @@ Never tokenizes MIDI: it reads the memory-mapped arrays and the vocabulary that 
 - Validation / test windows are fixed: consecutive windows of ``L + 1`` tokens starting at ``0, L, 2L``
   ... of every piece, so each token but the first of a piece is a target exactly once.
 - A window that runs past the end of its piece is padded with PAD; PAD targets are left out of the loss.
+- ``data.mix`` (`musictx.training.mixed_windows`) draws a share of the train windows from a second
+  prepared dataset, chosen per window by its own rng seeded with ``(seed, g, 1)``; validation and test
+  read the main dataset only.
 
 Batches are ``(x, y)``, two LongTensors (B, L), ``y[:, t] == x[:, t + 1]`` within a window.
 """
@@ -31,6 +34,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 from musictx.io.token_store import DatasetFormatError, TokenArrays, load_tokenizer
 from musictx.io.tokenizer import EventTokenizer
 from musictx.training.augment import augment_ids
+from musictx.training.mixed_windows import MixedWindows, MixOptions, check_mix_dir, count_text
 from musictx.training.recall_windows import RecallCurriculum
 
 # Augmented slices are taken this much longer than the window (plus a few tokens), so that a stretch
@@ -183,6 +187,8 @@ class MusicDataModule(L.LightningDataModule):
         epoch_windows: train windows per epoch over all devices; default ``num_train_tokens // L``.
         augment, max_transpose, stretch_range: train-time augmentation (`musictx.training.augment.augment_ids`).
         recall: the recall curriculum's options (`musictx.training.recall_windows.RecallCurriculum`), train only.
+        mix: ``{dir, weight}``: a second prepared dataset giving a ``weight`` share of the train windows
+            (`musictx.training.mixed_windows`); off when dir is None or weight is 0.
         seed: the train windows and their augmentation are a function of (seed, window number).
     """
 
@@ -190,7 +196,7 @@ class MusicDataModule(L.LightningDataModule):
                  val_batch_size: int | None = None, num_workers: int = 2, seed: int = 0,
                  epoch_windows: int | None = None, augment: bool = True, max_transpose: int = 3,
                  stretch_range: tuple[float, float] = (0.95, 1.05), pin_memory: bool = False,
-                 recall: dict | None = None):
+                 recall: dict | None = None, mix: dict | None = None):
         super().__init__()
         check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
                       epoch_windows=epoch_windows, num_workers=num_workers)
@@ -210,6 +216,10 @@ class MusicDataModule(L.LightningDataModule):
         self.recall.check_fits(seq_len)
         # Read now: the model's vocab_size comes from here before anything is built.
         self.tokenizer = load_tokenizer(self.dir)
+        # Checked now too, so a wrong folder or vocabulary fails before a model is built.
+        self.mix = MixOptions.from_config(mix)
+        self.mix_dir = check_mix_dir(self.mix.dir, self.dir, self.tokenizer) if self.mix.on else None
+        self._mix_announced = False
         self.train_sampler: WindowSampler | None = None
         self._resume: dict | None = None
 
@@ -217,19 +227,21 @@ class MusicDataModule(L.LightningDataModule):
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
 
-    def check_split(self, split: str) -> TokenArrays:
-        """The split's arrays, after checking they fit the vocabulary and every piece ends with EOS."""
-        arr = TokenArrays(self.dir, split)
+    def check_split(self, split: str, data_dir: Path | None = None) -> TokenArrays:
+        """The split's arrays (of ``data_dir``, default the main dataset), after checking they fit the
+        vocabulary and every piece ends with EOS."""
+        data_dir = data_dir or self.dir
+        arr = TokenArrays(data_dir, split)
         if len(arr) == 0:
-            raise DatasetFormatError(f"{self.dir}: split {split!r} has no pieces")
+            raise DatasetFormatError(f"{data_dir}: split {split!r} has no pieces")
         tok = self.tokenizer
         top = int(arr.tokens.max())
         if top >= tok.vocab_size:
-            raise DatasetFormatError(f"{self.dir}/{split}.bin holds id {top} but tokenizer.json has "
+            raise DatasetFormatError(f"{data_dir}/{split}.bin holds id {top} but tokenizer.json has "
                                      f"vocab_size {tok.vocab_size}: arrays and vocabulary do not match")
         last = np.asarray(arr.tokens[arr.offsets[1:] - 1])
         if (bad := np.flatnonzero(last != tok.eos_id)).size:
-            raise DatasetFormatError(f"{self.dir}/{split}: piece {int(bad[0])} does not end with EOS "
+            raise DatasetFormatError(f"{data_dir}/{split}: piece {int(bad[0])} does not end with EOS "
                                      f"({tok.eos_id}); arrays and tokenizer.json do not match")
         return arr
 
@@ -237,6 +249,16 @@ class MusicDataModule(L.LightningDataModule):
         splits = {"fit": ("train", "validation"), "validate": ("validation",), "test": ("test",)}
         for split in splits.get(stage, ("train", "validation", "test")):
             self.check_split(split)
+            if split == "train" and self.mix_dir is not None:
+                self._setup_mix()
+
+    def _setup_mix(self) -> None:
+        """Check the mix dataset's train split and say once (on rank 0) what is mixed in."""
+        arr = self.check_split("train", self.mix_dir)
+        if not self._mix_announced and (self.trainer is None or self.trainer.is_global_zero):
+            print(f"mixing {self.mix.weight * 100:g}% of train windows from {self.mix_dir} "
+                  f"({count_text(arr.num_tokens)} train tokens)")
+        self._mix_announced = True
 
     # ----- loaders ------------------------------------------------------------------------------
     def _rank_world(self) -> tuple[int, int]:
@@ -247,11 +269,24 @@ class MusicDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_size=batch_size, num_workers=self.num_workers,
                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0, **kw)
 
+    def train_windows(self) -> RandomWindows | MixedWindows:
+        """The train dataset, indexed by global window number: the main dataset's windows, or with
+        ``data.mix`` on, those mixed with the mix dataset's (same seed, augmentation and recall)."""
+        main = RandomWindows(self.dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment,
+                             recall=self.recall)
+        if self.mix_dir is None:
+            return main
+        mix = RandomWindows(self.mix_dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment,
+                            recall=self.recall)
+        return MixedWindows(main, mix, self.mix.weight)
+
     def train_dataloader(self) -> DataLoader:
         rank, world = self._rank_world()
-        dataset = RandomWindows(self.dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment,
-                                recall=self.recall)
-        epoch_windows = self.epoch_windows or max(dataset.arrays.num_tokens // self.seq_len, 1)
+        dataset = self.train_windows()
+        # The default epoch counts the main dataset's train tokens only: mixing changes what an epoch
+        # holds, not how long it is, so a run's steps per epoch stay those of its main dataset.
+        main_tokens = TokenArrays(self.dir, "train").num_tokens
+        epoch_windows = self.epoch_windows or max(main_tokens // self.seq_len, 1)
         self.train_sampler = WindowSampler(epoch_windows, self.batch_size, rank, world)
         if self._resume is not None:
             self.train_sampler.resume(self._resume["epoch"], self._resume["batches_done"])

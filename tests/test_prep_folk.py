@@ -1,0 +1,84 @@
+"""source=folk: ABC folk tunes from the music21 corpus, played with their repeats, as a prep source."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from data_prep.prepare import compose_config, write_dataset
+from data_prep.safety import PrepError
+from musictx.io.token_store import TokenArrays
+
+music21 = pytest.importorskip("music21", reason="source=folk needs music21 (the corpus extra)")
+
+from data_prep.folk import DOWNBEAT, OFF_BEAT, ON_BEAT, collection_files, tune_to_midi  # noqa: E402
+
+TUNE = """X:1
+T:Test tune
+M:4/4
+L:1/8
+K:C
+|:C2 D2 E2 F2|G A B c d2 e2:|
+|c8|]
+"""
+
+
+def test_repeat_marks_are_played_out_with_accents_and_tempo():
+    score = music21.converter.parse(TUNE, format="abc")
+    pm, expanded = tune_to_midi(score, default_bpm=120)
+    notes = pm.instruments[0].notes
+    assert expanded and len(notes) == 2 * 10 + 1  # the section, the section again, the last note
+    first, again = notes[:10], notes[10:20]
+    assert [n.pitch for n in first] == [n.pitch for n in again] == [60, 62, 64, 65, 67, 69, 71, 72, 74, 76]
+    # 120 quarter notes a minute: a bar of 4/4 lasts 2 s, so the repeat starts 4 s in (two bars)
+    assert again[0].start == pytest.approx(4.0) and first[1].start == pytest.approx(0.5)
+    assert [n.velocity for n in first[:4]] == [DOWNBEAT, ON_BEAT, ON_BEAT, ON_BEAT]
+    assert [n.velocity for n in first[4:6]] == [DOWNBEAT, OFF_BEAT]  # G on beat 1, A an eighth after it
+    assert first[0].end - first[0].start == pytest.approx(0.5 * 0.95)  # detached a little
+
+
+@pytest.mark.parametrize("body", ["|:CDEF|GABc|", "|:CDEF|:GABc:|"])  # a start without an end; two starts
+def test_malformed_repeats_keep_the_tune_as_written(body):
+    score = music21.converter.parse(f"X:1\nT:t\nM:4/4\nL:1/4\nK:C\n{body}\n", format="abc")
+    pm, expanded = tune_to_midi(score, default_bpm=120)
+    notes = pm.instruments[0].notes
+    assert not expanded and [n.pitch for n in notes] == [60, 62, 64, 65, 67, 69, 71, 72]
+    assert [n.start for n in notes] == pytest.approx([0.5 * i for i in range(8)])
+    assert [n.velocity for n in notes[:5]] == [DOWNBEAT, ON_BEAT, ON_BEAT, ON_BEAT, DOWNBEAT]
+
+
+def test_unknown_collection_is_named():
+    with pytest.raises(FileNotFoundError, match="'nosuchfolk' is not a music21 corpus collection"):
+        collection_files(["nosuchfolk"])
+
+
+def test_folk_source_prepares_tunes_whose_sections_come_back(tmp_path):
+    cfg = compose_config(["source=folk", f"output_dir={tmp_path / 'folk'}", f"folk_cache_dir={tmp_path / 'cache'}",
+                          "folk_collections=[ryansMammoth]", "folk_limit=6", "num_workers=0",
+                          "split.validation=0.2", "split.test=0.2"])
+    res = write_dataset(cfg, progress=False)
+    assert sum(s.files for s in res.stats.values()) + len(res.skipped) == 6
+    assert sum(s.files for s in res.stats.values()) >= 5
+    records = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "ryansMammoth").glob("*/export.json")]
+    assert len(records) == 6 and sum(len(r["written"]) for r in records) >= 5
+    # Played-out repeats: most tunes hold a passage of 32 tokens that comes back literally later in the piece.
+    arr = TokenArrays(res.out_dir, "train")
+    with_repeat = 0
+    for i in range(len(arr.lengths)):
+        ids = np.asarray(arr.tokens[arr.offsets[i]:arr.offsets[i + 1]])
+        grams = {tuple(ids[j:j + 32]) for j in range(0, len(ids) // 2, 4)}
+        with_repeat += any(tuple(ids[j:j + 32]) in grams for j in range(len(ids) // 2, len(ids) - 32))
+    assert with_repeat >= len(arr.lengths) // 2
+    # a second run reads the cache only: no tune is written again
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.mid")}
+    write_dataset(cfg, progress=False)
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.mid")} == stamps
+
+
+def test_folk_cache_must_not_be_the_output(tmp_path):
+    cfg = compose_config(["source=folk", f"output_dir={tmp_path / 'data'}", f"folk_cache_dir={tmp_path / 'data' / 'c'}",
+                          "folk_limit=1"])
+    with pytest.raises(PrepError, match="is a parent of folk_cache_dir"):
+        write_dataset(cfg, progress=False)
