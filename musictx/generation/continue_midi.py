@@ -41,6 +41,7 @@ import torch
 from musictx.checkpoints.model_store import ModelLoadError, load_model
 from musictx.evaluation.plots import plot_piano_roll
 from musictx.generation.continue_seed import new_ids, new_seconds, piece_notes, sample_continuations, stop_reason
+from musictx.generation.ctrl_c import remembered_ctrl_c
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import (
     claim_record_path,
@@ -161,8 +162,11 @@ def write_samples(out_dir: Path, tokenizer: EventTokenizer, seed: Seed, pieces: 
         print(reuse)
     samples: list[dict] = []
     try:
-        for number, ids in zip(numbers, pieces, strict=True):
-            samples.append(write_sample(out_dir, number, tokenizer, seed, ids, opts, audio=audio))
+        with remembered_ctrl_c() as pressed:
+            for number, ids in zip(numbers, pieces, strict=True):
+                samples.append(write_sample(out_dir, number, tokenizer, seed, ids, opts, audio=audio))
+                if pressed():  # its KeyboardInterrupt was swallowed (raised inside a GC callback): stop here
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         release_numbers(out_dir, numbers[len(samples):])
         return samples, record_path, True
