@@ -144,9 +144,9 @@ def _export_file(job: tuple[str, str, str, float]) -> dict:
 
 def export_folk(cache_dir: str | Path, collections: list[str], bpm: float, num_workers: int = 1,
                 timeout: float = 600.0, limit: int | None = None) -> list[tuple[str, str]]:
-    """Export the tunes of ``collections`` (music21 corpus folders; musictx-prep's ``folk_collections``) to ``cache_dir/<collection>/<abc file>/`` (ABC files already
-    exported are skipped); returns (name, reason) for every ABC file or tune that failed. ``limit``: only the
-    first N ABC files of each collection (quick tests)."""
+    """Export the tunes of ``collections`` (music21 corpus folders; musictx-prep's ``folk_collections``) to
+    ``cache_dir/<collection>/<abc file>/`` (ABC files already exported are skipped); returns (name, reason)
+    for every ABC file or tune that failed. ``limit``: only the first N ABC files of each collection."""
     cache = Path(cache_dir)
     files = collection_files(collections)
     if limit:
