@@ -159,3 +159,45 @@ def test_bad_mix_folders_and_keys_are_named(dirs, tmp_path):
         build(dir=no_train, weight=0.3)
     with pytest.raises(ValueError, match="unknown keys"):
         build(dir=dirs["mix"], weight=0.3, wieght=0.5)
+
+
+def test_mix_tempo_and_dynamics_vary_only_the_mix_windows(dirs):
+    """data.mix.stretch_range / velocity_shift re-time and re-level the mix windows, window by window; the
+    main windows stay exactly those of a run without them."""
+    plain = datamodule(dirs["main"], mix={"dir": dirs["mix"], "weight": 0.5}, max_transpose=0,
+                       stretch_range=(1.0, 1.0)).train_windows()
+    varied = datamodule(dirs["main"], mix={"dir": dirs["mix"], "weight": 0.5, "stretch_range": [0.5, 0.5],
+                                           "velocity_shift": 3},
+                        max_transpose=0, stretch_range=(1.0, 1.0)).train_windows()
+    tok, lay = plain.main.tok, plain.main.tok.layout
+    seen_shifts, span_a, span_b = set(), 0, 0
+    for g in range(60):
+        a, b = plain.window(g), varied.window(g)
+        if not plain.from_mix(g):
+            assert np.array_equal(a, b)
+            continue
+        # half the tempo: the same notes in the same order, in about half the time
+        notes_a, notes_b = a[a < lay.time_shift], b[b < lay.time_shift]
+        k = min(len(notes_a), len(notes_b)) // 2
+        assert k > 4 and np.array_equal(notes_a[:k], notes_b[:k])
+        t_a = np.cumsum(tok.shift_steps(a))[a < lay.time_shift][:k]  # the clock at each note event
+        t_b = np.cumsum(tok.shift_steps(b))[b < lay.time_shift][:k]
+        span_a, span_b = span_a + t_a[-1], span_b + t_b[-1]
+        # one shift for the whole window, within +-3 bins (unless clipped at the range's ends)
+        va = a[(a >= lay.velocity) & (a < lay.pad)][:4]
+        vb = b[(b >= lay.velocity) & (b < lay.pad)][:4]
+        inside = (va + 3 < lay.pad) & (va - 3 >= lay.velocity)
+        moved = set((vb - va)[inside].tolist())
+        assert len(moved) <= 1 and all(-3 <= m <= 3 for m in moved)
+        seen_shifts |= moved
+    assert len(seen_shifts) >= 3  # the level is drawn per window
+    assert span_a > 300 and abs(span_b / span_a - 0.5) < 0.05, (span_a, span_b)
+
+
+@pytest.mark.parametrize("mix, message", [({"stretch_range": [0, 1]}, "stretch_range must be"),
+                                          ({"stretch_range": [1.5, 1.2]}, "stretch_range must be"),
+                                          ({"velocity_shift": -1}, "velocity_shift must be"),
+                                          ({"velocity_shift": 1.5}, "velocity_shift must be")])
+def test_bad_mix_tempo_and_dynamics_are_refused(dirs, mix, message):
+    with pytest.raises(ValueError, match=message):
+        MusicDataModule(dirs["main"], seq_len=L, num_workers=0, mix={"dir": dirs["mix"], "weight": 0.3, **mix})

@@ -68,6 +68,18 @@ def test_a_net_trained_to_copy_gains_a_lot_and_an_untrained_one_nothing(copier, 
     assert abs(copy_gain(untrained, TOK, probes, GAP)["gain"]) < 0.05
 
 
+def test_the_copy_gain_splits_by_event_family(copier, probes):
+    """The families partition the scored targets, and the copier (which copies any id) gains in each."""
+    res = copy_gain(copier, TOK, probes, GAP)
+    fam = res["by_event"]
+    assert set(fam) == {"note_on", "note_off", "time_shift", "velocity"}
+    total = sum(f["tokens"] for f in fam.values())
+    assert total == len(probes) * (PASSAGE - 16)
+    for key in ("nll_repeat", "nll_control"):
+        assert sum(f[key] * f["tokens"] for f in fam.values()) / total == pytest.approx(res[key], rel=1e-5)
+    assert all(f["gain"] > 1.0 for f in fam.values()), fam
+
+
 def test_probes_come_from_three_pieces_and_a_split_too_small_is_refused(prepared_dir, probes):
     arrays = TokenArrays(prepared_dir, "train")
     p = probes[0]
@@ -105,7 +117,7 @@ def test_evaluate_recall_reports_and_draws(copier, prepared_dir, tmp_path):
     assert set(res["copy"]) == {"exact", "transposed"} and res["copy"]["exact"][1]["gain"] > 1.0
     assert res["repeats"]["windows"] == 3
     table = format_recall_table(res)
-    assert f"| {GAP} |" in table and "| 32 |" in table
+    assert f"| {GAP} |" in table and "| 32 |" in table and "copy gain, time_shift" in table
     plot_recall([res], ["copier"], tmp_path / "recall.png")
     assert (tmp_path / "recall.png").stat().st_size > 10_000
 

@@ -81,19 +81,36 @@ def token_nll(net, ids: np.ndarray, device="cpu") -> np.ndarray:
     return F.cross_entropy(logits.transpose(1, 2), y, reduction="none")[0].cpu().numpy()
 
 
+EVENT_FAMILIES = ("note_on", "note_off", "time_shift", "velocity")
+
+
+def event_family(ids: np.ndarray, tok: EventTokenizer) -> np.ndarray:
+    """The family of each id as an index into `EVENT_FAMILIES` (PAD and EOS: 4)."""
+    lay = tok.layout
+    return np.searchsorted([lay.note_off, lay.time_shift, lay.velocity, lay.pad], ids, side="right")
+
+
 def copy_gain(net, tok: EventTokenizer, probes: list[Probe], gap: int, skip: int = 16, transpose: int = 0,
               device="cpu") -> dict:
-    """Mean NLL of the repeated passage's tokens ``skip``.. after ``[S, F_gap, S']`` and ``[U, F_gap, S']``."""
-    repeat, control = [], []
+    """Mean NLL of the repeated passage's tokens ``skip``.. after ``[S, F_gap, S']`` and ``[U, F_gap, S']``,
+    overall and by event family (``by_event``: is it the pitches that are recalled, or the timing and
+    dynamics too? A continuation that keeps a motif's notes but not its pulse recalls only the first)."""
+    repeat, control, family = [], [], []
     for p in probes:
         second = transpose_ids(p.passage, transpose, tok) if transpose else p.passage
         tail = np.concatenate([p.filler[:gap], second])
+        family.append(event_family(second[skip:], tok))
         for first, out in ((p.passage, repeat), (p.unrelated, control)):
             nll = token_nll(net, np.concatenate([first, tail]), device)
             out.append(nll[-(len(second) - skip):])  # the targets second[skip:]
-    nll_repeat, nll_control = float(np.concatenate(repeat).mean()), float(np.concatenate(control).mean())
-    return {"gap": gap, "transpose": transpose, "nll_repeat": nll_repeat, "nll_control": nll_control,
-            "gain": nll_control - nll_repeat}
+    repeat, control, family = np.concatenate(repeat), np.concatenate(control), np.concatenate(family)
+    by_event = {name: {"tokens": int((family == i).sum()), "nll_repeat": float(repeat[family == i].mean()),
+                       "nll_control": float(control[family == i].mean()),
+                       "gain": float(control[family == i].mean() - repeat[family == i].mean())}
+                for i, name in enumerate(EVENT_FAMILIES) if (family == i).any()}
+    return {"gap": gap, "transpose": transpose, "nll_repeat": float(repeat.mean()),
+            "nll_control": float(control.mean()), "gain": float(control.mean() - repeat.mean()),
+            "by_event": by_event}
 
 
 def repeated_positions(ids: np.ndarray, ngram: int) -> np.ndarray:
@@ -202,6 +219,13 @@ def format_recall_table(res: dict) -> str:
     else:
         lines.append(f"\nin-window repeats: no target in {r['windows']} windows closes a {r['ngram']}-gram heard "
                      "earlier in its window")
+    exact = res["copy"].get("exact", [])
+    if exact and "by_event" in exact[0]:
+        lines.append("\n| gap | " + " | ".join(f"copy gain, {name}" for name in EVENT_FAMILIES) + " |\n|---:|"
+                     + "---:|" * len(EVENT_FAMILIES))
+        lines += [f"| {row['gap']} | " + " | ".join(
+            f"{row['by_event'][n]['gain']:.2f}" if n in row["by_event"] else "-" for n in EVENT_FAMILIES) + " |"
+            for row in exact]
     lines.append("\n| context (tokens) | NLL of the same targets |\n|---:|---:|")
     lines += [f"| {c['context']} | {c['nll']:.4f} |" for c in res["context"] if c["nll"] is not None]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Data augmentation on id arrays (numpy, no torch): transposition and time stretch.
+"""Data augmentation on id arrays (numpy, no torch): transposition, time stretch and dynamics.
 
 Used on the train split only. Both work on token ids directly, so the DataModule never re-tokenizes.
 """
@@ -53,12 +53,28 @@ def stretch_ids(ids: np.ndarray, factor: float, tok: EventTokenizer) -> np.ndarr
     return out[:-1]
 
 
+def shift_velocity_ids(ids: np.ndarray, bins: int, tok: EventTokenizer) -> np.ndarray:
+    """Move every VELOCITY event by ``bins`` velocity bins, clipped to the vocabulary's range: the same
+    phrase played louder or softer, its accents kept (until the clip)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    lay = tok.layout
+    is_vel = (ids >= lay.velocity) & (ids < lay.pad)
+    moved = np.clip(ids + bins, lay.velocity, lay.pad - 1)
+    return np.where(is_vel, moved, ids)
+
+
 def augment_ids(ids: np.ndarray, tok: EventTokenizer, rng: np.random.Generator,
-                max_transpose: int = 3, stretch_range: tuple[float, float] = (0.95, 1.05)) -> np.ndarray:
+                max_transpose: int = 3, stretch_range: tuple[float, float] = (0.95, 1.05),
+                velocity_shift: int = 0) -> np.ndarray:
     """The paper's train-time augmentation: transpose in [-max_transpose, +max_transpose] semitones and
-    stretch time by a uniform factor in ``stretch_range``."""
+    stretch time by a uniform factor in ``stretch_range``; with ``velocity_shift`` > 0, also move the
+    dynamics by a uniform [-velocity_shift, +velocity_shift] bins (drawn last, so that 0 leaves the
+    stream of draws, and the windows, as they were)."""
     semitones = int(rng.integers(-max_transpose, max_transpose + 1)) if max_transpose else 0
     lo, hi = stretch_range
     factor = float(rng.uniform(lo, hi)) if hi > lo else lo
     out = transpose_ids(ids, semitones, tok)
-    return stretch_ids(out, factor, tok) if factor != 1.0 else out
+    out = stretch_ids(out, factor, tok) if factor != 1.0 else out
+    if velocity_shift > 0:
+        out = shift_velocity_ids(out, int(rng.integers(-velocity_shift, velocity_shift + 1)), tok)
+    return out

@@ -42,6 +42,12 @@ from musictx.training.recall_windows import RecallCurriculum
 AUGMENT_MARGIN = 0.15
 
 
+def slice_length(n: int, stretch_low: float) -> int:
+    """Ids to read for a window of ``n`` after augmentation: the margin above, and in proportion more
+    when the stretch may compress further than 0.95 (``data.mix.stretch_range`` for tempo variety)."""
+    return int(n * (1 + AUGMENT_MARGIN) * max(1.0, 0.95 / stretch_low)) + 8
+
+
 def pad_to(ids: np.ndarray, n: int, pad_id: int) -> np.ndarray:
     """The first ``n`` ids, right-padded with ``pad_id`` when there are fewer."""
     out = np.full(n, pad_id, dtype=np.int64)
@@ -78,10 +84,11 @@ class RandomWindows(_SplitDataset):
 
     def __init__(self, data_dir, split, seq_len, tokenizer, seed: int = 0, augment: bool = True,
                  max_transpose: int = 3, stretch_range: tuple[float, float] = (0.95, 1.05),
-                 recall: RecallCurriculum | None = None):
+                 recall: RecallCurriculum | None = None, velocity_shift: int = 0):
         super().__init__(data_dir, split, seq_len, tokenizer)
         self.seed, self.augment = seed, augment
         self.max_transpose, self.stretch_range = max_transpose, tuple(stretch_range)
+        self.velocity_shift = velocity_shift
         self.recall = recall or RecallCurriculum()
 
     def window(self, g: int) -> np.ndarray:
@@ -95,9 +102,9 @@ class RandomWindows(_SplitDataset):
         if not self.augment:
             ids = np.asarray(arr.tokens[start:min(start + n, hi)], dtype=np.int64)
         else:
-            longer = int(n * (1 + AUGMENT_MARGIN)) + 8
+            longer = slice_length(n, self.stretch_range[0])
             ids = np.asarray(arr.tokens[start:min(start + longer, hi)], dtype=np.int64)
-            ids = augment_ids(ids, self.tok, rng, self.max_transpose, self.stretch_range)
+            ids = augment_ids(ids, self.tok, rng, self.max_transpose, self.stretch_range, self.velocity_shift)
         # drawn after augmentation, so a run with prob 0 sees exactly the windows it saw before
         return pad_to(self.recall.apply(ids, n, self.tok, rng), n, self.tok.pad_id)
 
@@ -276,8 +283,8 @@ class MusicDataModule(L.LightningDataModule):
                              recall=self.recall)
         if self.mix_dir is None:
             return main
-        mix = RandomWindows(self.mix_dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment,
-                            recall=self.recall)
+        mix = RandomWindows(self.mix_dir, "train", self.seq_len, self.tokenizer, self.seed,
+                            **self.mix.augment_of(self.augment), recall=self.recall)
         return MixedWindows(main, mix, self.mix.weight)
 
     def train_dataloader(self) -> DataLoader:

@@ -37,10 +37,18 @@ class MixOptions:
 
     Mixing is off when ``dir`` is None or ``weight`` is 0; weight 1 is refused (no main data would be left,
     yet the epoch length and validation still come from the main dataset).
+
+    ``stretch_range`` and ``velocity_shift`` vary the mix windows' tempo and dynamics more than the main
+    data's augmentation does (applied with it, so only with ``data.augment``). Scores played at one tempo
+    and one velocity rule (``source=folk``) otherwise teach a prior for both, and a model then predicts
+    a seed's pulse and dynamics from that prior rather than from the seed: with every tune at its own
+    tempo and level, the only way to predict them is to read them from the window.
     """
 
     dir: str | os.PathLike | None = None
     weight: float = 0.0
+    stretch_range: tuple[float, float] | None = None  # None: data.stretch_range
+    velocity_shift: int = 0  # VELOCITY bins, uniform in [-v, v] per window
 
     def __post_init__(self):
         w = self.weight
@@ -50,14 +58,34 @@ class MixOptions:
         if w > 0 and self.dir is None:
             raise ValueError(f"data.mix.weight={w} but data.mix.dir is null: name the prepared folder to mix "
                              "in (e.g. data.mix.dir=data/folk), or set data.mix.weight=0")
+        if self.stretch_range is not None:
+            lo, hi = self.stretch_range
+            if not 0 < lo <= hi:
+                raise ValueError(f"data.mix.stretch_range must be [low, high] with 0 < low <= high, got "
+                                 f"{list(self.stretch_range)}")
+            object.__setattr__(self, "stretch_range", (float(lo), float(hi)))
+        if isinstance(self.velocity_shift, bool) or not isinstance(self.velocity_shift, int) \
+                or self.velocity_shift < 0:
+            raise ValueError(f"data.mix.velocity_shift must be a whole number of velocity bins >= 0, got "
+                             f"{self.velocity_shift!r}")
 
     @classmethod
     def from_config(cls, cfg: Mapping | None) -> MixOptions:
         cfg = dict(cfg or {})
         unknown = set(cfg) - {f.name for f in fields(cls)}
         if unknown:
-            raise ValueError(f"data.mix: unknown keys {sorted(unknown)}; known: dir, weight")
+            raise ValueError(f"data.mix: unknown keys {sorted(unknown)}; known: "
+                             f"{', '.join(f.name for f in fields(cls))}")
+        if cfg.get("stretch_range") is not None:
+            cfg["stretch_range"] = tuple(cfg["stretch_range"])
         return cls(**cfg)
+
+    def augment_of(self, main: dict) -> dict:
+        """The mix windows' augmentation options: the main data's ``main`` with this tempo and dynamics."""
+        out = dict(main, velocity_shift=self.velocity_shift)
+        if self.stretch_range is not None:
+            out["stretch_range"] = self.stretch_range
+        return out
 
     @property
     def on(self) -> bool:
