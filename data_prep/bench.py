@@ -1,5 +1,5 @@
-"""Data-prep throughput: ``python -m data_prep.bench`` (beside the prep it times, so musictx never imports
-data_prep).
+"""Data-prep throughput: ``python -m data_prep.bench`` (beside the prep it times, so musictx's library never
+imports data_prep; only its ``musictx-prep`` command does).
 
 Prepares a folder (default ``../shared/data/piano``) end to end (read, sustain, tokenize, write) with 1
 and 2 worker processes, and compares with a plain single-process pretty_midi read-and-encode of the same
@@ -20,17 +20,17 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from data_prep.prepare import compose_config, write_dataset  # noqa: E402
+from data_prep.options import prep_options  # noqa: E402
+from data_prep.prepare import write_dataset  # noqa: E402
 from data_prep.sources import list_folder  # noqa: E402
 from musictx.io.midi_io import MidiReadError  # noqa: E402
 from musictx.io.tokenizer import EventTokenizer  # noqa: E402
 
 
 def _prep_once(input_dir: str, workers: int, out_root: str) -> tuple[float, dict]:
-    cfg = compose_config([
-        "source=folder", f"input_dir={input_dir}", f"output_dir={out_root}/w{workers}", f"num_workers={workers}",
-    ])
-    res = write_dataset(cfg, progress=False)
+    # prepare.yaml's settings read without Hydra (data_prep never imports it), as `musictx-prep` would get them
+    opts = prep_options(source="folder", input_dir=input_dir, output_dir=f"{out_root}/w{workers}", num_workers=workers)
+    res = write_dataset(opts, progress=False)
     totals = {"files": sum(s.files for s in res.stats.values()), "notes": sum(s.notes for s in res.stats.values()),
               "tokens": sum(s.tokens for s in res.stats.values())}
     return res.wall_s, totals

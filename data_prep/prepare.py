@@ -1,8 +1,6 @@
-"""Prepare a MIDI dataset: tokenize every file in parallel and write memory-mappable token arrays.
-
-    musictx-prep                                   # default: Bach chorales from music21 -> data/bach
-    musictx-prep source=folder input_dir=/data/midi output_dir=data/mine num_workers=8
-    musictx-prep source=maestro input_dir=/data/maestro-v3.0.0 output_dir=data/maestro
+"""The job behind ``musictx-prep`` (the command line is `musictx.commands.prep`): tokenize every MIDI file
+in parallel and write memory-mappable token arrays. It takes `data_prep.options.PrepOptions`, never a Hydra
+config, so tests and benches run it without Hydra.
 
 Writes the format described in ``musictx.io.token_store``. A file that cannot be used (corrupt, empty,
 only drums, too long, hangs, exhausts memory) is listed in ``skipped.tsv`` with the reason and the run
@@ -17,20 +15,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import hydra
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from data_prep import sources
 from data_prep.bach import export_chorales
 from data_prep.folk import export_folk
+from data_prep.options import PrepOptions
 from data_prep.pool import TaskError, run_tasks
 from data_prep.safety import (
     SOURCES,
@@ -42,11 +38,9 @@ from data_prep.safety import (
     temp_name,
 )
 from data_prep.splits import Piece, choose_moves, move_pieces
-from musictx.commands.config_help import with_key_help
 from musictx.io.midi_io import MidiReadError
 from musictx.io.token_store import SPLITS, SplitWriter
 from musictx.io.tokenizer import EventTokenizer
-from musictx.paths import CONF_DIR
 
 _TOKENIZERS: dict[str, EventTokenizer] = {}
 
@@ -113,59 +107,59 @@ class PrepResult:
     moved: dict[str, str] = field(default_factory=dict)  # piece key -> the empty split it was moved to
 
 
-def list_sources(cfg: DictConfig) -> tuple[Path, list[sources.SourceFile], list[tuple[str, str]]]:
+def list_sources(opts: PrepOptions) -> tuple[Path, list[sources.SourceFile], list[tuple[str, str]]]:
     """(input root, files with splits, files already known to be unusable)."""
     skipped: list[tuple[str, str]] = []
-    if cfg.source == "bach":
-        root = Path(cfg.bach_cache_dir)
-        skipped = export_chorales(root, num_workers=cfg.num_workers, timeout=max(cfg.timeout_s, 120),
-                                  limit=cfg.get("bach_limit"))
+    if opts.source == "bach":
+        root = Path(opts.bach_cache_dir)
+        skipped = export_chorales(root, num_workers=opts.num_workers, timeout=max(opts.timeout_s, 120),
+                                  limit=opts.bach_limit)
         files = sources.list_folder(root)
-        if cfg.get("bach_limit"):
-            files = files[: cfg.bach_limit]
-    elif cfg.source == "folk":
-        root = Path(cfg.folk_cache_dir)
-        skipped = export_folk(root, list(cfg.folk_collections), bpm=cfg.folk_bpm, num_workers=cfg.num_workers,
-                              timeout=max(cfg.timeout_s, 600), limit=cfg.get("folk_limit"))
+        if opts.bach_limit:
+            files = files[: opts.bach_limit]
+    elif opts.source == "folk":
+        root = Path(opts.folk_cache_dir)
+        skipped = export_folk(root, list(opts.folk_collections), bpm=opts.folk_bpm, num_workers=opts.num_workers,
+                              timeout=max(opts.timeout_s, 600), limit=opts.folk_limit)
         files = sources.list_folder(root)
-    elif cfg.source == "folder":
-        root = _input_dir(cfg)
+    elif opts.source == "folder":
+        root = _input_dir(opts)
         files, skipped = sources.scan_folder(root)
-    elif cfg.source == "maestro":
-        root = _input_dir(cfg)
+    elif opts.source == "maestro":
+        root = _input_dir(opts)
         files, skipped = sources.list_maestro(root)
     else:
-        raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {cfg.source!r}")
-    s = cfg.split
+        raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {opts.source!r}")
+    s = opts.split
     files = sources.assign_splits(files, s.validation, s.test, s.group_by)
     return root, files, skipped
 
 
-def _input_dir(cfg: DictConfig) -> Path:
-    if not cfg.get("input_dir"):
-        raise PrepError(f"source={cfg.source} needs input_dir=<folder of MIDI files>")
-    return Path(cfg.input_dir)
+def _input_dir(opts: PrepOptions) -> Path:
+    if not opts.input_dir:
+        raise PrepError(f"source={opts.source} needs input_dir=<folder of MIDI files>")
+    return Path(opts.input_dir)
 
 
-def check_before_work(cfg: DictConfig) -> Path:
+def check_before_work(opts: PrepOptions) -> Path:
     """Validate the options and the output folder; returns the output folder (symlinks resolved)."""
-    check_options(OmegaConf.to_container(cfg, resolve=True))
+    check_options(opts.to_mapping())
     caches = {"bach": "bach_cache_dir", "folk": "folk_cache_dir"}
-    key = caches.get(cfg.source)
-    inputs = {key: Path(cfg[key])} if key else {"input_dir": _input_dir(cfg)}
-    check_output_dir(Path(cfg.output_dir), inputs)
-    return Path(cfg.output_dir).resolve()
+    key = caches.get(opts.source)
+    inputs = {key: Path(getattr(opts, key))} if key else {"input_dir": _input_dir(opts)}
+    check_output_dir(Path(opts.output_dir), inputs)
+    return Path(opts.output_dir).resolve()
 
 
-def tokenize_all(files, tok: EventTokenizer, cfg: DictConfig, out_dir: Path, progress: bool = True):
+def tokenize_all(files, tok: EventTokenizer, opts: PrepOptions, out_dir: Path, progress: bool = True):
     """Tokenize in parallel and stream the pieces, in input order, into one writer per split; returns the
     pieces written and the files skipped."""
     writers = {name: SplitWriter(out_dir, name) for name in SPLITS}
     pieces, skipped, pending, next_i = [], [], {}, 0
-    jobs = [(f.path, tok.to_dict(), cfg.reader, cfg.get("fallback_reader"), cfg.max_seconds) for f in files]
+    jobs = [(f.path, tok.to_dict(), opts.reader, opts.fallback_reader, opts.max_seconds) for f in files]
     bar = tqdm(total=len(jobs), desc="tokenize", unit="file", disable=not progress)
-    for i, result in run_tasks(tokenize_file, jobs, num_workers=cfg.num_workers, timeout=cfg.timeout_s,
-                               max_memory_gb=cfg.max_memory_gb):
+    for i, result in run_tasks(tokenize_file, jobs, num_workers=opts.num_workers, timeout=opts.timeout_s,
+                               max_memory_gb=opts.max_memory_gb):
         pending[i] = result
         # Results arrive in completion order; write them in input order for byte-identical output.
         while next_i in pending:
@@ -184,28 +178,29 @@ def tokenize_all(files, tok: EventTokenizer, cfg: DictConfig, out_dir: Path, pro
     return pieces, skipped
 
 
-def write_dataset(cfg: DictConfig, progress: bool = True) -> PrepResult:
-    """The whole job; writes into a temporary folder and swaps it into place at the end."""
+def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
+    """The whole job; writes into a temporary folder and swaps it into place at the end. Raises PrepError
+    (bad options, output folder, or no usable piece) or FileNotFoundError (no input) with a message."""
     t0 = time.perf_counter()
-    out_dir = check_before_work(cfg)
-    tok = EventTokenizer(OmegaConf.to_container(cfg.tokenizer, resolve=True))
+    out_dir = check_before_work(opts)
+    tok = EventTokenizer(dict(opts.tokenizer))
     clean_stale(out_dir)
-    root, files, skipped = list_sources(cfg)
+    root, files, skipped = list_sources(opts)
     if not files:
-        raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={cfg.source} under {root}")
+        raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={opts.source} under {root}")
     tmp = temp_name(out_dir, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:  # from the mkdir on: a Ctrl-C right after it must not leave the empty folder behind
         tmp.mkdir(parents=True)
-        pieces, bad = tokenize_all(files, tok, cfg, tmp, progress)
+        pieces, bad = tokenize_all(files, tok, opts, tmp, progress)
         skipped = sorted(skipped + bad)
-        moved, pieces = _fill_empty_splits(cfg, pieces, tmp)
+        moved, pieces = _fill_empty_splits(opts, pieces, tmp)
         stats = split_stats(pieces)
-        if not cfg.allow_empty:
+        if not opts.allow_empty:
             _check_not_empty(stats, skipped, out_dir)
-            _check_splits_filled(cfg, stats, skipped, out_dir)
+            _check_splits_filled(opts, stats, skipped, out_dir)
         tok.save(tmp / "tokenizer.json")
-        _write_manifest(tmp / "manifest.json", cfg, tok, stats, len(skipped), moved)
+        _write_manifest(tmp / "manifest.json", opts, tok, stats, len(skipped), moved)
         _write_skipped(tmp / "skipped.tsv", skipped)
         _swap_into_place(tmp, out_dir)
     except BaseException:  # Ctrl-C included: drop the partial output, keep the previous dataset
@@ -225,22 +220,23 @@ def _check_not_empty(stats: dict[str, SplitStats], skipped: list[tuple[str, str]
                     "write it anyway")
 
 
-def _fill_empty_splits(cfg: DictConfig, pieces: list[Piece], out_dir: Path) -> tuple[dict[str, str], list[Piece]]:
+def _fill_empty_splits(opts: PrepOptions, pieces: list[Piece], out_dir: Path) -> tuple[dict[str, str], list[Piece]]:
     """({piece key: split} moved out of train, the pieces after the moves); see `data_prep.splits`. MAESTRO's
     CSV decides its splits: nothing is moved there."""
-    if cfg.source == "maestro":
+    if opts.source == "maestro":
         return {}, pieces
-    moves = choose_moves(pieces, {"validation": cfg.split.validation, "test": cfg.split.test}, cfg.split.group_by)
-    return moves, move_pieces(out_dir, pieces, moves, cfg.split.group_by)
+    s = opts.split
+    moves = choose_moves(pieces, {"validation": s.validation, "test": s.test}, s.group_by)
+    return moves, move_pieces(out_dir, pieces, moves, s.group_by)
 
 
-def _check_splits_filled(cfg: DictConfig, stats: dict[str, SplitStats], skipped: list, out_dir: Path) -> None:
+def _check_splits_filled(opts: PrepOptions, stats: dict[str, SplitStats], skipped: list, out_dir: Path) -> None:
     """Refuse a dataset where a split asked for (fraction > 0) still has no piece: too few usable pieces
     to give it one (`_fill_empty_splits`)."""
-    if cfg.source == "maestro":  # the CSV decides; the fractions do not apply
+    if opts.source == "maestro":  # the CSV decides; the fractions do not apply
         return
     for split in ("validation", "test"):
-        fraction = cfg.split[split]
+        fraction = getattr(opts.split, split)
         if fraction > 0 and not stats[split].files:
             counts = ", ".join(f"{s.files} {name}" for name, s in stats.items())
             other = "" if split == "validation" else f", set split.{split}=0"
@@ -254,12 +250,12 @@ def _kept(out_dir: Path) -> str:
     return "the previous dataset there is kept" if out_dir.exists() else "nothing was written"
 
 
-def _write_manifest(path: Path, cfg, tok, stats, n_skipped: int, moved: dict[str, str]) -> None:
+def _write_manifest(path: Path, opts: PrepOptions, tok, stats, n_skipped: int, moved: dict[str, str]) -> None:
     manifest = {
-        "source": cfg.source,
-        "input_dir": None if cfg.source == "bach" else str(cfg.input_dir),
-        "reader": cfg.reader,
-        "split": OmegaConf.to_container(cfg.split, resolve=True),
+        "source": opts.source,
+        "input_dir": None if opts.source == "bach" else str(opts.input_dir),
+        "reader": opts.reader,
+        "split": asdict(opts.split),
         "tokenizer": tok.to_dict(),
         "splits": {k: {**vars(v), "seconds": round(v.seconds, 3)} for k, v in stats.items()},
         "skipped": n_skipped,
@@ -304,23 +300,8 @@ def print_summary(res: PrepResult) -> None:
             print(f"  ... and {len(res.skipped) - 10} more")
 
 
-def compose_config(overrides: list[str] | tuple = ()) -> DictConfig:
-    """The prep config with command-line style overrides, without running Hydra's app (tests, benches)."""
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="prepare", overrides=list(overrides))
-
-
-@with_key_help("prepare", "musictx-prep")
-@hydra.main(config_path=CONF_DIR, config_name="prepare", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    try:
-        res = write_dataset(cfg)
-    except (PrepError, FileNotFoundError) as err:
-        sys.exit(f"musictx-prep: error: {err}")
+def run(opts: PrepOptions) -> PrepResult:
+    """What ``musictx-prep`` does: write the dataset with a progress bar, then print its summary."""
+    res = write_dataset(opts)
     print_summary(res)
-
-
-if __name__ == "__main__":
-    main()
+    return res

@@ -9,6 +9,7 @@ run can tell those of dead processes (killed with ``kill -9``, a lost node) and 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -32,12 +33,35 @@ class PrepError(ValueError):
     """An option or an output folder that musictx-prep refuses; the message says why and what to do."""
 
 
-def check_options(cfg: dict) -> None:
-    """Refuse unknown keys and out-of-range values before any work. ``cfg``: musictx-prep's options as a plain
-    dict (the command resolves its Hydra config into one)."""
-    unknown = _unknown_keys(cfg, yaml.safe_load((Path(CONF_DIR) / "prepare.yaml").read_text()))
+def yaml_options() -> dict:
+    """conf/prepare.yaml as plain data without its ``hydra`` block: the option names, and the one place their
+    defaults are written (a fresh copy each call)."""
+    values = yaml.safe_load(_yaml_text())
+    values.pop("hydra", None)
+    return values
+
+
+@functools.cache
+def _yaml_text() -> str:
+    return (Path(CONF_DIR) / "prepare.yaml").read_text()
+
+
+def check_option_names(cfg: dict) -> None:
+    """Refuse keys prepare.yaml does not have (a ``+typo=...`` would otherwise be ignored) and keys it has that
+    ``cfg`` lacks, nested ones included."""
+    known = yaml_options()
+    unknown = _extra_keys(cfg, known)
     if unknown:
         raise PrepError(f"unknown option(s): {', '.join(unknown)} (see musictx/conf/prepare.yaml for the options)")
+    missing = _extra_keys(known, cfg)
+    if missing:
+        raise PrepError(f"missing option(s): {', '.join(missing)} (see musictx/conf/prepare.yaml for the options)")
+
+
+def check_options(cfg: dict) -> None:
+    """Refuse unknown or missing keys and out-of-range values before any work. ``cfg``: musictx-prep's options
+    as a plain dict (`data_prep.options.PrepOptions.to_mapping`, or a resolved config)."""
+    check_option_names(cfg)
     if cfg["source"] not in SOURCES:
         raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {cfg['source']!r}")
     if cfg["reader"] not in READERS:
@@ -52,13 +76,14 @@ def check_options(cfg: dict) -> None:
     _check_split(cfg)
 
 
-def _unknown_keys(given: dict, known: dict, prefix: str = "") -> list[str]:
+def _extra_keys(given: dict, known: dict, prefix: str = "") -> list[str]:
+    """The dotted names of the keys of ``given`` that ``known`` lacks."""
     out = []
     for key, value in given.items():
         if key not in known:
             out.append(f"{prefix}{key}")
         elif isinstance(value, dict) and isinstance(known[key], dict):
-            out += _unknown_keys(value, known[key], f"{prefix}{key}.")
+            out += _extra_keys(value, known[key], f"{prefix}{key}.")
     return out
 
 

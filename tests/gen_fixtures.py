@@ -56,7 +56,7 @@ def fixture_tiny_checkpoint(prepared_dir, tmp_path_factory) -> Path:
                  "++trainer.enable_model_summary=false", "~callbacks.progress_bar"]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=overrides)
-    from musictx.commands.train import build
+    from musictx.commands.train_objects import build
 
     L.seed_everything(cfg.seed)
     datamodule, module, trainer = build(cfg)

@@ -20,7 +20,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from musictx.commands.train import build
+from musictx.checkpoints.model_store import read_checkpoint
+from musictx.commands.train_objects import build
 from musictx.paths import CONF_DIR
 from musictx.training.data import RandomWindows
 
@@ -44,7 +45,7 @@ def ddp_run(prepared_dir, tmp_path_factory):
            f"trainer.val_check_interval={VAL_STEP}", *probe]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
-    records = {r: torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)
+    records = {r: torch.load(out / f"rank{r}.pt", weights_only=True) for r in (0, 1)
                if (out / f"rank{r}.pt").exists()}
     assert set(records) == {0, 1}, done.stderr[-4000:]
     return done, records, out / "run"
@@ -95,7 +96,7 @@ def test_validation_equals_one_process_over_the_same_windows(ddp_run, prepared_d
     (v0,), (v1,) = records[0]["val"], records[1]["val"]
     assert v0["step"] == v1["step"] == VAL_STEP and v0["logged"] == v1["logged"]
     last = run_dir / "checkpoints" / "last.ckpt"
-    assert torch.load(last, weights_only=True)["global_step"] == VAL_STEP
+    assert read_checkpoint(last)["global_step"] == VAL_STEP
     cfg = compose_cfg(f"data.dir={prepared_dir}", f"paths.output_dir={tmp_path}", "trainer.devices=1")
     datamodule, module, trainer = build(cfg)
     (single,) = trainer.validate(module, datamodule=datamodule, ckpt_path=str(last), verbose=False)

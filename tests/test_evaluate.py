@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from musictx.checkpoints.model_store import ModelLoadError
+from musictx.checkpoints.model_store import ModelLoadError, read_checkpoint
 from musictx.evaluation.compare import write_report
 from musictx.evaluation.run import (
     EvaluateError,
@@ -117,7 +117,7 @@ def _damaged(kind: str, tiny_checkpoint, tmp_path) -> str:
         data = tiny_checkpoint.read_bytes()
         path.write_bytes(data[: len(data) // 3])
     else:
-        ckpt = torch.load(tiny_checkpoint, weights_only=True)
+        ckpt = read_checkpoint(tiny_checkpoint)
         next(v for k, v in ckpt["state_dict"].items() if k.startswith("net."))[0] = float("nan")
         torch.save(ckpt, path)
     return str(path)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from musictx.checkpoints.model_store import read_checkpoint
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.sampling import generate
@@ -34,7 +35,7 @@ ENDLESS = {60: 0.4, LAY.note_off + 60: 0.4, LAY.time_shift + 4: 0.2}
 def fixture_endless_checkpoint(tiny_checkpoint, tmp_path_factory) -> Path:
     """The tiny checkpoint made to ignore its input and draw from `ENDLESS` at every step: it never ends a
     piece, and writes 60-100 ids per second of music (more than 2048 ids for a minute)."""
-    ckpt = torch.load(tiny_checkpoint, weights_only=True)
+    ckpt = read_checkpoint(tiny_checkpoint)
     state = ckpt["state_dict"]
     state["net.ln_f.weight"].zero_()  # the final norm's output is its bias, whatever the input
     state["net.ln_f.bias"].zero_()[0] = 1.0

@@ -15,7 +15,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from musictx.commands.train import build
+from musictx.commands.train_objects import build
 from musictx.models import build_model
 from musictx.models.attention import RelativeSelfAttention
 from musictx.paths import CONF_DIR

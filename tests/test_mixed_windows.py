@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from data_prep.prepare import compose_config, write_dataset
+from data_prep.prepare import write_dataset
+from musictx.commands.prep import compose_options
 from musictx.io.token_store import DatasetFormatError, TokenArrays
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.training.data import MusicDataModule, RandomWindows, to_xy
@@ -29,9 +30,9 @@ def prepare(root: Path, name: str, first_seed: int, *overrides: str) -> Path:
     midi = root / f"{name}_midi"
     for i in range(12):
         write_random_midi(midi / f"{name}_{i}.mid", seed=first_seed + i, n_notes=60, seconds=10.0)
-    cfg = compose_config(["source=folder", f"input_dir={midi}", f"output_dir={root / name}", "num_workers=0",
-                          *overrides])
-    return write_dataset(cfg, progress=False).out_dir
+    opts = compose_options(["source=folder", f"input_dir={midi}", f"output_dir={root / name}", "num_workers=0",
+                            *overrides])
+    return write_dataset(opts, progress=False).out_dir
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from musictx.checkpoints.model_store import (
     build_net,
     load_checkpoint,
     load_model,
+    read_checkpoint,
     resolve,
 )
 from musictx.generation.continue_midi import run
@@ -43,7 +44,7 @@ def fixture_tiny_folder(tiny_checkpoint, tmp_path_factory):
 
 
 def _crafted(tiny_checkpoint, tmp_path, spec: dict):
-    ckpt = torch.load(tiny_checkpoint, weights_only=True)
+    ckpt = read_checkpoint(tiny_checkpoint)
     ckpt["musictx"]["model"] = spec
     path = tmp_path / "crafted.ckpt"
     torch.save(ckpt, path)
@@ -115,7 +116,7 @@ def _train_cfg(data_dir, out, *extra):
 
 
 def test_init_from_starts_from_the_saved_weights(tiny_folder, prepared_dir, tmp_path):
-    from musictx.commands.train import build
+    from musictx.commands.train_objects import build
 
     cfg, overrides = _train_cfg(prepared_dir, tmp_path, f"init_from={tiny_folder}", "model.net.dropout=0.1")
     L.seed_everything(0)
@@ -134,7 +135,7 @@ def test_init_from_starts_from_the_saved_weights(tiny_folder, prepared_dir, tmp_
     (["model=lstm"], InitFromError, r"holds a 'music_transformer' model but model=lstm"),
 ])
 def test_init_from_refuses_shape_changes(tiny_folder, prepared_dir, tmp_path, extra, error, message):
-    from musictx.commands.train import build
+    from musictx.commands.train_objects import build
 
     cfg, overrides = _train_cfg(prepared_dir, tmp_path, f"init_from={tiny_folder}", *extra)
     with pytest.raises(error, match=message):
@@ -150,7 +151,7 @@ def test_init_from_refuses_another_tokenizer(tiny_folder, prepared_dir, tmp_path
 
 
 def test_resume_from_url_is_refused(prepared_dir, tmp_path):
-    from musictx.commands.train import train_config
+    from musictx.commands.train_objects import train_config
 
     cfg, _ = _train_cfg(prepared_dir, tmp_path, "ckpt_path=http://example.invalid/last.ckpt")
     with pytest.raises(ValueError, match="resuming from a URL is refused"):
@@ -180,7 +181,7 @@ def test_wheel_ships_configs_and_model_folders(tmp_path):
 def _poisoned(tiny_checkpoint, tmp_path, how: str) -> tuple[Path, str]:
     """A copy of the tiny checkpoint with one weight NaN, or made inf by setting its exponent bits (as a
     bit flip on disk would); returns (path, the parameter's name in the file)."""
-    ckpt = torch.load(tiny_checkpoint, weights_only=True)
+    ckpt = read_checkpoint(tiny_checkpoint)
     name = [k for k, v in ckpt["state_dict"].items() if k.startswith("net.") and v.is_floating_point()][-1]
     flat = ckpt["state_dict"][name].view(-1)
     if how == "nan":
@@ -223,7 +224,7 @@ def test_unreadable_checkpoints_are_model_load_errors(damage, tiny_checkpoint, t
     elif damage == "garbage":
         path.write_bytes(b"\x00" * 1000)
     else:
-        ckpt = torch.load(tiny_checkpoint, weights_only=True)
+        ckpt = read_checkpoint(tiny_checkpoint)
         del ckpt["state_dict"]
         torch.save(ckpt, path)
     with pytest.raises(ModelLoadError, match=r"damaged\.ckpt: (not a usable musictx checkpoint|no 'state_dict')"):

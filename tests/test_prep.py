@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data_prep.prepare import compose_config, write_dataset
+from data_prep.prepare import write_dataset
 from data_prep.safety import PrepError
 from data_prep.sources import hash_position, hash_split
+from musictx.commands.prep import compose_options
 from musictx.io.token_store import SPLITS, TokenArrays, load_manifest, load_tokenizer
 from musictx.io.tokenizer import EventTokenizer
 from musictx.training.data import MusicDataModule
@@ -36,9 +37,9 @@ def make_folder(root: Path, n_good: int = 12) -> Path:
 
 
 def prep(tmp_path: Path, input_dir: Path, out_name: str = "out", *extra: str):
-    cfg = compose_config(["source=folder", f"input_dir={input_dir}", f"output_dir={tmp_path / out_name}",
-                          *extra])
-    return write_dataset(cfg, progress=False)
+    opts = compose_options(["source=folder", f"input_dir={input_dir}", f"output_dir={tmp_path / out_name}",
+                            *extra])
+    return write_dataset(opts, progress=False)
 
 
 def digest(folder: Path) -> dict[str, str]:
@@ -139,8 +140,8 @@ def test_maestro_source_follows_the_csv(tmp_path):
     lines = ["canonical_composer,canonical_title,split,year,midi_filename,audio_filename,duration"]
     lines += [f"X,Y,{split},2004,{rel},{rel[:-5]}.wav,10.0" for rel, split in rows]
     (root / "maestro-v3.0.0.csv").write_text("\n".join(lines) + "\n")
-    cfg = compose_config(["source=maestro", f"input_dir={root}", f"output_dir={tmp_path / 'out'}"])
-    out = write_dataset(cfg, progress=False).out_dir
+    opts = compose_options(["source=maestro", f"input_dir={root}", f"output_dir={tmp_path / 'out'}"])
+    out = write_dataset(opts, progress=False).out_dir
     assert TokenArrays(out, "train").files == ["2004/a.midi"]
     assert TokenArrays(out, "validation").files == ["2004/b.midi"]
     assert TokenArrays(out, "test").files == ["2006/c.midi"]
@@ -149,7 +150,7 @@ def test_maestro_source_follows_the_csv(tmp_path):
 
 def test_clear_errors_for_bad_options(tmp_path):
     with pytest.raises(ValueError, match="needs input_dir"):
-        write_dataset(compose_config(["source=folder"]), progress=False)
+        write_dataset(compose_options(["source=folder"]), progress=False)
     with pytest.raises(FileNotFoundError, match="is not a folder"):
         prep(tmp_path, tmp_path / "missing")
     (tmp_path / "empty").mkdir()
@@ -169,7 +170,7 @@ def test_interrupted_run_keeps_the_previous_dataset(tmp_path):
     # One long performance (150k notes, ~3 s to parse here) keeps the second run tokenizing for seconds, so the
     # interruption lands inside that phase on a loaded machine too (the 40 small files alone take ~0.6 s).
     write_random_midi(src / "zz_long.mid", seed=99, n_notes=150_000, seconds=3000)
-    cmd = [sys.executable, "-m", "data_prep.prepare", "source=folder", f"input_dir={src}", f"output_dir={out}",
+    cmd = [sys.executable, "-m", "musictx.commands.prep", "source=folder", f"input_dir={src}", f"output_dir={out}",
            "reader=pretty_midi", "num_workers=1", f"hydra.run.dir={tmp_path / 'hydra'}", "split.test=0.2"]
     # A runner started in the background (`cmd &`, nohup) hands its children SIGINT ignored, and Python then
     # installs no KeyboardInterrupt handler: give the run a terminal's Ctrl-C, as a user's run has.
@@ -221,9 +222,9 @@ def test_bach_source_exports_chorales_with_unique_names(tmp_path):
     names = chorale_names()
     assert len(names) > 300 and len({Path(n).name for n in names}) == len(names)
     assert any(Path(n).name.count(".") for n in names)  # e.g. bwv144.3: a stem would collide
-    cfg = compose_config([f"output_dir={tmp_path / 'bach'}", f"bach_cache_dir={tmp_path / 'cache'}",
-                          "bach_limit=4", "split.validation=0.25", "split.test=0.25"])
-    res = write_dataset(cfg, progress=False)
+    opts = compose_options([f"output_dir={tmp_path / 'bach'}", f"bach_cache_dir={tmp_path / 'cache'}",
+                            "bach_limit=4", "split.validation=0.25", "split.test=0.25"])
+    res = write_dataset(opts, progress=False)
     assert sum(s.files for s in res.stats.values()) + len(res.skipped) == 4
     exported = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert exported == sorted(f"{Path(n).name}.mid" for n in names[:4])

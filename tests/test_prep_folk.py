@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from data_prep.prepare import compose_config, write_dataset
+from data_prep.prepare import write_dataset
 from data_prep.safety import PrepError
+from musictx.commands.prep import compose_options
 from musictx.io.token_store import TokenArrays
 
 music21 = pytest.importorskip("music21", reason="source=folk needs music21 (the corpus extra)")
@@ -55,10 +56,10 @@ def test_unknown_collection_is_named():
 
 
 def test_folk_source_prepares_tunes_whose_sections_come_back(tmp_path):
-    cfg = compose_config(["source=folk", f"output_dir={tmp_path / 'folk'}", f"folk_cache_dir={tmp_path / 'cache'}",
-                          "folk_collections=[ryansMammoth]", "folk_limit=6", "num_workers=0",
-                          "split.validation=0.2", "split.test=0.2"])
-    res = write_dataset(cfg, progress=False)
+    opts = compose_options(["source=folk", f"output_dir={tmp_path / 'folk'}", f"folk_cache_dir={tmp_path / 'cache'}",
+                            "folk_collections=[ryansMammoth]", "folk_limit=6", "num_workers=0",
+                            "split.validation=0.2", "split.test=0.2"])
+    res = write_dataset(opts, progress=False)
     assert sum(s.files for s in res.stats.values()) + len(res.skipped) == 6
     assert sum(s.files for s in res.stats.values()) >= 5
     records = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "ryansMammoth").glob("*/export.json")]
@@ -73,12 +74,12 @@ def test_folk_source_prepares_tunes_whose_sections_come_back(tmp_path):
     assert with_repeat >= len(arr.lengths) // 2
     # a second run reads the cache only: no tune is written again
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.mid")}
-    write_dataset(cfg, progress=False)
+    write_dataset(opts, progress=False)
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.mid")} == stamps
 
 
 def test_folk_cache_must_not_be_the_output(tmp_path):
-    cfg = compose_config(["source=folk", f"output_dir={tmp_path / 'data'}", f"folk_cache_dir={tmp_path / 'data' / 'c'}",
-                          "folk_limit=1"])
+    opts = compose_options(["source=folk", f"output_dir={tmp_path / 'data'}",
+                            f"folk_cache_dir={tmp_path / 'data' / 'c'}", "folk_limit=1"])
     with pytest.raises(PrepError, match="is a parent of folk_cache_dir"):
-        write_dataset(cfg, progress=False)
+        write_dataset(opts, progress=False)

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from data_prep import safety, sources
-from data_prep.prepare import compose_config, write_dataset
+from data_prep.prepare import write_dataset
 from data_prep.safety import PrepError
+from musictx.commands.prep import compose_options
 from musictx.io.token_store import SPLITS, TokenArrays, read_file_names
 from musictx.io.tokenizer import EventTokenizer
 from tests.helpers import write_random_midi
@@ -37,7 +38,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def prep(*overrides: str):
-    return write_dataset(compose_config(["source=folder", *overrides]), progress=False)
+    return write_dataset(compose_options(["source=folder", *overrides]), progress=False)
 
 
 def prep_cli(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -80,9 +81,9 @@ def test_output_dir_around_the_bach_cache_is_refused_before_export(tmp_path):
     cache = tmp_path / "data" / "bach_midi"
     cache.mkdir(parents=True)
     (cache / "keep.txt").write_text("cached")
-    cfg = compose_config([f"output_dir={tmp_path / 'data'}", f"bach_cache_dir={cache}", "bach_limit=1"])
+    opts = compose_options([f"output_dir={tmp_path / 'data'}", f"bach_cache_dir={cache}", "bach_limit=1"])
     with pytest.raises(PrepError, match="is a parent of bach_cache_dir"):
-        write_dataset(cfg, progress=False)
+        write_dataset(opts, progress=False)
     assert sorted(p.name for p in cache.iterdir()) == ["keep.txt"]  # nothing exported, nothing deleted
 
 
@@ -279,7 +280,7 @@ def test_killed_prep_leaves_no_workers_and_a_later_run_cleans_up(tmp_path):
     for i in range(30):
         write_random_midi(src / f"p{i:02d}.mid", seed=i, n_notes=1000, seconds=200)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "data_prep.prepare", "source=folder", f"input_dir={src}", f"output_dir={out}",
+    cmd = [sys.executable, "-m", "musictx.commands.prep", "source=folder", f"input_dir={src}", f"output_dir={out}",
            "reader=pretty_midi", "num_workers=2", f"hydra.run.dir={tmp_path / 'hydra'}"]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: list[int] = []

@@ -88,7 +88,7 @@ def _finetune_cfg(data_dir, out):
 
 @needs_shared
 def test_finetuning_starts_from_the_pretrained_loss(tmp_path):
-    from musictx.commands.train import build
+    from musictx.commands.train_objects import build
 
     cfg, overrides = _finetune_cfg(_real_dataset(tmp_path / "data", EventTokenizer()), tmp_path / "run")
     L.seed_everything(0)
@@ -100,7 +100,7 @@ def test_finetuning_starts_from_the_pretrained_loss(tmp_path):
 
 @needs_shared
 def test_finetuning_refuses_another_tokenizer(tmp_path):
-    from musictx.commands.train import build
+    from musictx.commands.train_objects import build
 
     cfg, overrides = _finetune_cfg(_real_dataset(tmp_path / "data", EventTokenizer({"velocity_bins": 16})),
                                    tmp_path / "run")

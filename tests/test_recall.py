@@ -19,6 +19,7 @@ from musictx.evaluation.recall import (
     plot_recall,
     repeated_positions,
 )
+from musictx.evaluation.run import evaluation_options
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models import MusicTransformer, VanillaTransformer
@@ -110,8 +111,12 @@ def test_nll_vs_context_lifts_the_relative_models_limit_and_keeps_the_vanilla_on
 
 
 def test_evaluate_recall_reports_and_draws(copier, prepared_dir, tmp_path):
-    cfg = {"gaps": [0, GAP, 500], "num_probes": 3, "passage": PASSAGE, "contexts": [16, 32], "targets": 8,
-           "num_stretches": 2, "repeat_windows": 3, "ngram": 4}
+    cfg = evaluation_options(recall={"gaps": [0, GAP, 500], "num_probes": 3, "passage": PASSAGE,
+                                     "contexts": [16, 32], "targets": 8, "num_stretches": 2, "repeat_windows": 3,
+                                     "ngram": 4}).recall
+    with pytest.raises(ValueError, match="recall: no seed; evaluate.yaml's recall block has every key"):
+        evaluate_recall(copier, TOK, TokenArrays(prepared_dir, "train"), {k: v for k, v in cfg.items() if k != "seed"},
+                        context=64)
     res = evaluate_recall(copier, TOK, TokenArrays(prepared_dir, "train"), cfg, context=64, progress=lambda _: None)
     assert [r["gap"] for r in res["copy"]["exact"]] == [0, GAP]  # 500 does not fit the trained 64 tokens
     assert set(res["copy"]) == {"exact", "transposed"} and res["copy"]["exact"][1]["gain"] > 1.0

@@ -100,3 +100,29 @@ def test_bursty_windows_get_up_to_repeats_copies():
     assert min(len(ones), len(twos), len(threes)) > 30
     with pytest.raises(ValueError, match="repeats"):
         RecallCurriculum(repeats=0)
+
+
+def test_a_loop_plays_its_passage_three_times_back_to_back():
+    """loop_prob 1: every repeat is A A A, so the third A begins right where the second ended."""
+    ids = np.arange(1000) % 300 + 1  # no run of ids repeats by chance within a window
+    cur = RecallCurriculum(prob=1.0, min_len=20, max_len=30, transpose_prob=0.0, stretch_prob=0.0, loop_prob=1.0)
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        out = cur.apply(ids, 200, TOK, rng)
+        extra = len(out) - len(ids)
+        assert 40 <= extra <= 60 and extra % 2 == 0
+        length = extra // 2
+        at = int(np.flatnonzero(out[:len(ids)] != ids)[0])  # where the first inserted copy begins
+        passage = out[at - length:at]
+        assert np.array_equal(passage, ids[at - length:at])  # the original A, then two more
+        assert np.array_equal(out[at:at + length], passage) and np.array_equal(out[at + length:at + extra], passage)
+        assert np.array_equal(out[at + extra:], ids[at:])
+    no_loop = RecallCurriculum(prob=1.0, min_len=20, max_len=30, transpose_prob=0.0, stretch_prob=0.0)
+    with_zero = RecallCurriculum(prob=1.0, min_len=20, max_len=30, transpose_prob=0.0, stretch_prob=0.0,
+                                 loop_prob=0.0)
+    a, b = np.random.default_rng(3), np.random.default_rng(3)
+    assert all(np.array_equal(no_loop.apply(ids, 200, TOK, a), with_zero.apply(ids, 200, TOK, b)) for _ in range(20))
+    with pytest.raises(ValueError, match="loop_prob"):
+        RecallCurriculum(loop_prob=1.5)
+    with pytest.raises(ValueError, match="2 repeat"):
+        RecallCurriculum(prob=1.0, max_len=400, loop_prob=0.5).check_fits(1024)

@@ -16,7 +16,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from torch import nn
 
-from musictx.commands.train import build, instantiate_dict
+from musictx.checkpoints.model_store import read_checkpoint
+from musictx.commands.train_objects import build, instantiate_dict
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.paths import CONF_DIR
 from musictx.training.lit_module import (
@@ -87,7 +88,7 @@ def test_resume_continues_step_data_and_weights(prepared_dir, tmp_path):
     straight, _ = fit_recorded(straight_cfg)
     first, _ = fit_recorded(first_cfg)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    assert torch.load(last, weights_only=True)["MusicDataModule"] == {
+    assert read_checkpoint(last)["MusicDataModule"] == {
         "epoch": 1, "batches_done": 3, "seed": first_cfg.seed, "world_size": 1}
 
     resumed_cfg = compose_train(prepared_dir, tmp_path / "run", *common, "trainer.max_steps=12",
@@ -267,8 +268,8 @@ def test_last_checkpoint_follows_every_validation_not_the_best(prepared_dir, tmp
     fit(cfg)
     ckpts = tmp_path / "checkpoints"
     (best,) = ckpts.glob("best-*.ckpt")
-    assert torch.load(best, weights_only=True)["global_step"] == 2
-    assert torch.load(ckpts / "last.ckpt", weights_only=True)["global_step"] == 6
+    assert read_checkpoint(best)["global_step"] == 2
+    assert read_checkpoint(ckpts / "last.ckpt")["global_step"] == 6
     assert sorted(p.name for p in ckpts.iterdir()) == sorted([best.name, "last.ckpt"])  # no temporary files left
 
 
@@ -291,7 +292,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_non_zero(prepared_dir, tmp_path):
         code = proc.wait(timeout=120)
     message = re.search(r"stopped by SIGTERM at step (\d+)", log.read_text())
     assert code != 0 and message, log.read_text()[-2000:]
-    assert torch.load(last, weights_only=True)["global_step"] == int(message.group(1)) >= 5
+    assert read_checkpoint(last)["global_step"] == int(message.group(1)) >= 5
 
 
 # ----- resume keeps the history; bad resume files and data options: one clear line --------------------

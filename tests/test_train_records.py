@@ -17,9 +17,9 @@ import lightning as L
 import pytest
 import torch
 
-from musictx.checkpoints.model_store import load_checkpoint
-from musictx.commands.train import build
-from musictx.commands.train import train_config as train
+from musictx.checkpoints.model_store import load_checkpoint, read_checkpoint
+from musictx.commands.train_objects import build
+from musictx.commands.train_objects import train_config as train
 from musictx.io.tokenizer import EventTokenizer
 
 from .test_train import compose_train
@@ -73,7 +73,7 @@ def test_every_run_validates_its_last_step(overrides, validated_at, prepared_dir
     last = validated_at[-1]
     (best,) = (tmp_path / "checkpoints").glob("best-*.ckpt")
     assert best.name.startswith(f"best-step{last:07d}-val")
-    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == last
+    assert read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == last
     assert logged_steps(metric_rows(tmp_path), "val/loss")[-1] == last - 1  # Lightning logs the step index
 
 

@@ -175,17 +175,22 @@ def nll_vs_context(net, arrays: TokenArrays, contexts: list[int], targets: int, 
 
 
 # ----- the whole measurement (musictx-evaluate mode=recall) ------------------------------------------------
-DEFAULTS = dict(gaps=[0, 64, 256, 512, 768], num_probes=16, passage=128, skip=16, transpose=2, ngram=8,
-                repeat_windows=16, contexts=[128, 256, 512, 1024, 2048], targets=256, num_stretches=8, seed=0)
+# The keys of conf/evaluate.yaml's `recall:` block; their defaults are written in the YAML only.
+KEYS = ("gaps", "num_probes", "passage", "skip", "transpose", "ngram", "repeat_windows", "contexts", "targets",
+        "num_stretches", "seed")
 
 
 def evaluate_recall(net, tok: EventTokenizer, arrays: TokenArrays, cfg, context: int, device="cpu",
                     progress=print) -> dict:
     """Copy gain vs gap (exact and transposed), in-window repeats and NLL vs context of ``net`` on ``arrays``.
 
-    ``cfg``: the ``recall:`` block of conf/evaluate.yaml (missing keys take `DEFAULTS`); ``context``: the
-    model's trained context, which bounds the probes' length (gaps that do not fit are left out)."""
-    s = {**DEFAULTS, **cfg}
+    ``cfg``: the ``recall:`` block of conf/evaluate.yaml as a dict, every key of `KEYS` given (e.g.
+    ``musictx.evaluation.run.evaluation_options(recall={...}).recall``); ``context``: the model's trained
+    context, which bounds the probes' length (gaps that do not fit are left out)."""
+    missing = [key for key in KEYS if key not in cfg]
+    if missing:
+        raise ValueError(f"recall: no {', '.join(missing)}; evaluate.yaml's recall block has every key")
+    s = dict(cfg)
     passage, skip = int(s["passage"]), int(s["skip"])
     gaps = [int(g) for g in s["gaps"] if 2 * passage + g <= context + 1]  # probes inside the trained context
     probes = draw_probes(arrays, int(s["num_probes"]), passage, max(gaps, default=0), int(s["seed"]))
@@ -200,7 +205,7 @@ def evaluate_recall(net, tok: EventTokenizer, arrays: TokenArrays, cfg, context:
     progress(f"NLL vs context: {list(s['contexts'])}")
     by_context = nll_vs_context(net, arrays, [int(c) for c in s["contexts"]], int(s["targets"]),
                                 int(s["num_stretches"]), int(s["seed"]), device)
-    return {"settings": {k: s[k] for k in DEFAULTS}, "trained_context": context, "copy": copies,
+    return {"settings": {k: s[k] for k in KEYS}, "trained_context": context, "copy": copies,
             "repeats": repeats, "context": by_context}
 
 

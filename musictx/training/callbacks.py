@@ -63,7 +63,7 @@ class ValidateAtEnd(L.Callback):
     interval (a 30-step fine-tune with validation every 1000) otherwise ends with no val/loss, no best
     checkpoint and no metrics.csv row. Asking Lightning to stop at that step makes its own loop validate
     there, so checkpoints and loggers see it as any other validation (and it runs once if the step was a
-    check step anyway). `musictx.commands.train.build` puts it first in every run's callbacks.
+    check step anyway). `musictx.commands.train_objects.build` puts it first in every run's callbacks.
 
     A run resumed from a checkpoint written in such a validation would log every step one too low:
     Lightning counts logged steps apart from ``global_step`` and, for a checkpoint written in a validation,
@@ -106,8 +106,8 @@ class RecallProbe(L.Callback):
     earlier. The probes are drawn once, so the curve follows the model, not the draw. Gaps whose probe
     does not fit the model's context are left out, and a split too small for probes is said once."""
 
-    def __init__(self, gaps: tuple[int, ...] = (64, 512), num_probes: int = 8, passage: int = 128, skip: int = 16,
-                 seed: int = 0):
+    def __init__(self, gaps: tuple[int, ...], num_probes: int, passage: int, skip: int = 16, seed: int = 0):
+        # gaps, num_probes and passage: conf/callbacks/default.yaml's recall_probe block, their one home
         self.gaps, self.num_probes, self.passage, self.skip, self.seed = tuple(gaps), num_probes, passage, skip, seed
         self._probes = None
 

@@ -31,6 +31,10 @@ class RecallCurriculum:
         repeats: a recall window gets 1..repeats repeats (uniform), each of its own passage and gap, so
             that more of the window rewards recall ("bursty" data, which brings in-context copying on
             earlier in language models).
+        loop_prob: share of repeats played as a loop: the passage three times back to back (A A A). With a
+            gap, what follows a repeat's end is the filler again, so the data never rewards *starting* the
+            passage once it has been heard through; in a loop, the third A begins where the second began
+            after the first, which is what continuing a seed that plays its phrase twice asks for.
     """
 
     prob: float = 0.0
@@ -41,6 +45,7 @@ class RecallCurriculum:
     stretch_prob: float = 0.15
     stretch_range: tuple[float, float] = (0.9, 1.1)
     repeats: int = 1
+    loop_prob: float = 0.0
 
     def __post_init__(self):
         if not 0.0 <= self.prob <= 1.0:
@@ -49,15 +54,16 @@ class RecallCurriculum:
             raise ValueError(f"data.recall needs 1 <= min_len <= max_len, got {self.min_len}, {self.max_len}")
         if self.repeats < 1:
             raise ValueError(f"data.recall.repeats must be >= 1, got {self.repeats!r}")
-        for name in ("transpose_prob", "stretch_prob"):
+        for name in ("transpose_prob", "stretch_prob", "loop_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"data.recall.{name} must be in [0, 1], got {getattr(self, name)!r}")
 
     def check_fits(self, seq_len: int) -> None:
         """A window must hold a passage, its repeat and one more token."""
-        if 2 * self.max_len + 1 > seq_len + 1 and self.prob > 0:
-            raise ValueError(f"data.recall.max_len={self.max_len}: a passage and its repeat do not fit in "
-                             f"data.seq_len={seq_len}; use max_len <= {seq_len // 2}")
+        copies = 3 if self.loop_prob > 0 else 2
+        if copies * self.max_len + 1 > seq_len + 1 and self.prob > 0:
+            raise ValueError(f"data.recall.max_len={self.max_len}: a passage and its {copies - 1} repeat(s) do "
+                             f"not fit in data.seq_len={seq_len}; use max_len <= {seq_len // copies}")
 
     def apply(self, ids: np.ndarray, n: int, tok: EventTokenizer, rng: np.random.Generator) -> np.ndarray:
         """``ids`` (at least ``n`` of them, else returned as is) with a repeat inserted, drawn by ``rng``."""
@@ -71,6 +77,10 @@ class RecallCurriculum:
     def _insert_repeat(self, ids: np.ndarray, n: int, tok: EventTokenizer, rng: np.random.Generator) -> np.ndarray:
         """One passage of the first ``n`` ids played again later among them (what follows is pushed on)."""
         length = int(rng.integers(self.min_len, self.max_len + 1))
+        if self.loop_prob > 0 and rng.random() < self.loop_prob:  # no draw at 0: the windows stay as they were
+            src = int(rng.integers(0, n - 3 * length + 1))
+            at, again = src + length, self.variant(ids[src:src + length], tok, rng)
+            return np.concatenate([ids[:at], again, again, ids[at:]])
         gap = int(rng.integers(0, n - 2 * length + 1))  # tokens between the passage's end and the repeat
         src = int(rng.integers(0, n - 2 * length - gap + 1))
         at = src + length + gap

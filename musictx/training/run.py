@@ -1,9 +1,9 @@
 """The job behind ``musictx-train``: resume or start, seed, fit, report the checkpoints, evaluate if asked.
 
-The command (`musictx.commands.train`) composes the config and builds the DataModule, the LightningModule
-and the Trainer from it; this module runs them from a `TrainPlan`, with no Hydra in sight. Checkpoints land
-in ``plan.ckpt_dir`` (``last.ckpt`` and the best by ``val/loss``); `musictx.checkpoints.model_store` rebuilds
-the net and tokenizer from one.
+The command (`musictx.commands.train`) composes the config, `musictx.commands.train_objects` builds the
+DataModule, the LightningModule and the Trainer from it, and this module runs them from a `TrainPlan`, with
+no Hydra in sight. Checkpoints land in ``plan.ckpt_dir`` (``last.ckpt`` and the best by ``val/loss``);
+`musictx.checkpoints.model_store` rebuilds the net and tokenizer from one.
 """
 
 from __future__ import annotations
@@ -59,6 +59,20 @@ class TrainPlan:
     warmup_steps: int | None = None  # schedule.warmup_steps and trainer.max_steps: the short-run warning
     max_steps: int | None = None
     evaluate: dict | None = None     # ``evaluate: {...}``: score the best checkpoint after training
+
+    # Each field's key in conf/train.yaml, in one place (the command reads them with these keys).
+    CONFIG_KEYS = {"seed": "seed", "ckpt_dir": "paths.ckpt_dir", "resume_dir": "callbacks.last_checkpoint.dirpath",
+                   "output_dir": "paths.output_dir", "data_dir": "data.dir", "ckpt_path": "ckpt_path",
+                   "init_from": "init_from", "threads": "threads", "warmup_steps": "schedule.warmup_steps",
+                   "max_steps": "trainer.max_steps", "evaluate": "evaluate"}
+
+    @classmethod
+    def from_values(cls, values: dict) -> TrainPlan:
+        """The plan of ``{field: value}`` read at `CONFIG_KEYS` (missing or None: the field's default);
+        ``resume_dir`` falls back to ``ckpt_dir`` when no last-checkpoint callback names its folder."""
+        given = {k: v for k, v in values.items() if v is not None}
+        given.setdefault("resume_dir", given.get("ckpt_dir"))
+        return cls(**given)
 
 
 def warn_short_run(plan: TrainPlan) -> None:

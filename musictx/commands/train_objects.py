@@ -1,0 +1,55 @@
+"""Hydra's side of ``musictx-train``: the objects conf/train.yaml names, built from the composed config.
+
+The DataModule first (the net's ``vocab_size`` comes from the data's ``tokenizer.json``), then the
+LightningModule around the net (with ``init_from``, its weights from a saved model), the Trainer with its
+callbacks and loggers. Tests build runs with `build` too, so it lives apart from the console script.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from musictx.training.callbacks import ValidateAtEnd
+from musictx.training.finetune import init_net_from, overridden_fields
+from musictx.training.run import TrainPlan, report, train
+
+
+def instantiate_dict(cfg: DictConfig | None) -> list:
+    """Objects of a dict of configs (callbacks, loggers); null entries are skipped."""
+    return [hydra.utils.instantiate(c) for c in (cfg or {}).values() if c is not None]
+
+
+def build(cfg: DictConfig, overrides: list[str] | None = None) -> tuple:
+    """The DataModule, the LightningModule around the net, and the Trainer of a composed config.
+    ``overrides`` are the command line's, to tell an asked-for shape change from a default."""
+    datamodule = hydra.utils.instantiate(cfg.data)
+    with open_dict(cfg):
+        cfg.model.net.vocab_size = datamodule.vocab_size
+    extra = {}
+    if cfg.get("init_from"):
+        net_cfg = OmegaConf.to_container(cfg.model.net, resolve=True)
+        fields = overridden_fields(overrides or [])
+        extra["net"], meta = init_net_from(cfg.init_from, net_cfg, datamodule.tokenizer, fields)
+        report(f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}")
+    module = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict(), **extra)
+    loggers = instantiate_dict(cfg.get("logger"))
+    callbacks = [ValidateAtEnd(), *instantiate_dict(cfg.get("callbacks"))]
+    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    return datamodule, module, trainer
+
+
+def plan_of(cfg: DictConfig) -> TrainPlan:
+    """The run's `TrainPlan`, each field read at its key in `TrainPlan.CONFIG_KEYS`."""
+    values = {}
+    for name, key in TrainPlan.CONFIG_KEYS.items():
+        value = OmegaConf.select(cfg, key, default=None)
+        values[name] = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
+    return TrainPlan.from_values(values)
+
+
+def train_config(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:
+    """Train what a composed config describes (tests and notebooks call this instead of the console script)."""
+    return train(plan_of(cfg), lambda: build(cfg, overrides))
