@@ -86,6 +86,28 @@ def test_model_folder_round_trip(tiny_checkpoint, tiny_folder):
     assert (got - ref).abs().max() < 2e-2 * ref.abs().max()  # fp16 weights, fp32 compute
 
 
+def test_a_sharded_folder_loads_the_same_weights(tiny_checkpoint, tiny_folder, tmp_path):
+    """--max-shard-mb splits the weights into files under the cap (a transfer taking files of at most
+    16 MiB), listed in config.json; loading reads them all; a missing shard is one line naming it."""
+    whole = (tiny_folder / WEIGHTS_FILE).stat().st_size
+    cap_mb = whole / 3.5 / 2**20
+    subprocess.run([sys.executable, "-m", "musictx.commands.export", str(tiny_checkpoint), str(tmp_path / "sharded"),
+                    "--max-shard-mb", f"{cap_mb:.6f}"], check=True, capture_output=True)
+    folder = tmp_path / "sharded"
+    listed = json.loads((folder / CONFIG_FILE).read_text())["weights_files"]
+    assert len(listed) >= 3 and listed[0] == f"model-00001-of-{len(listed):05d}.safetensors"
+    assert sorted(p.name for p in folder.glob("*.safetensors")) == listed
+    tensors = max(t.numel() * t.element_size() for t in load_file(tiny_folder / WEIGHTS_FILE).values())
+    assert all((folder / n).stat().st_size <= max(cap_mb * 2**20, tensors) + 4096 for n in listed)  # + header
+    net_whole, _, _ = load_model(str(tiny_folder))
+    net_sharded, _, _ = load_model(str(folder))
+    for (k, a), (k2, b) in zip(net_whole.state_dict().items(), net_sharded.state_dict().items(), strict=True):
+        assert k == k2 and torch.equal(a, b)
+    (folder / listed[2]).unlink()
+    with pytest.raises(ModelLoadError, match=f"{listed[2]}: unreadable weights"):
+        load_model(str(folder))
+
+
 def test_references_resolve_and_bad_ones_are_named(tiny_checkpoint, tiny_folder, tmp_path):
     assert resolve(str(tiny_checkpoint))[0] == "checkpoint"
     assert resolve(str(tiny_folder))[0] == "folder"

@@ -189,18 +189,58 @@ def _tokenizer(block: dict, path) -> EventTokenizer:
 
 
 # ----- model folders ---------------------------------------------------------------------------
+def shard_groups(state: dict[str, torch.Tensor], max_bytes: int | None) -> list[list[str]]:
+    """The state's keys in order, cut into groups of at most ``max_bytes`` of tensor data each (one
+    tensor larger than that is a group alone); None or a state that fits: one group."""
+    groups, size = [[]], 0
+    for key, tensor in state.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if max_bytes and groups[-1] and size + nbytes > max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(key)
+        size += nbytes
+    return groups
+
+
 def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | Path, dtype: str = "float16",
-                      info: dict | None = None) -> Path:
+                      info: dict | None = None, max_shard_mb: float | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (weights cast to ``dtype``) into ``out_dir``.
-    ``info`` (training data, steps, measured figures) is kept in the config under "info"."""
+    ``info`` (training data, steps, measured figures) is kept in the config under "info". With
+    ``max_shard_mb``, weights over that size are split into ``model-00001-of-0000N.safetensors`` files of
+    at most that much each (a transfer that takes files of at most 16 MiB), listed in the config."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu", WEIGHT_DTYPES[dtype]).contiguous() for k, v in net.state_dict().items()}
-    save_file(state, out / WEIGHTS_FILE, metadata={"format": "musictx", "dtype": dtype})
+    groups = shard_groups(state, int(max_shard_mb * 2**20) if max_shard_mb else None)
+    names = [WEIGHTS_FILE] if len(groups) == 1 else [
+        f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
+    for name, keys in zip(names, groups, strict=True):
+        save_file({k: state[k] for k in keys}, out / name, metadata={"format": "musictx", "dtype": dtype})
     config = {"format": FOLDER_FORMAT, "model": net_spec(net), "tokenizer": tokenizer.to_dict(),
               "weights_dtype": dtype, "info": info or {}}
+    if len(names) > 1:
+        config["weights_files"] = names
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     return out
+
+
+def _read_weights(folder: Path, config: dict) -> tuple[dict[str, torch.Tensor], Path]:
+    """The folder's weights (every shard the config lists, else model.safetensors) and the path to name
+    in errors; a missing, unreadable or out-of-folder shard raises ModelLoadError."""
+    names = config.get("weights_files") or [WEIGHTS_FILE]
+    if not isinstance(names, list) or not all(isinstance(n, str) and Path(n).name == n for n in names):
+        raise ModelLoadError(f"{folder}/{CONFIG_FILE}: weights_files must list file names inside the folder")
+    state: dict[str, torch.Tensor] = {}
+    for name in names:
+        try:
+            part = load_file(folder / name)
+        except Exception as err:  # missing, truncated or not a safetensors file
+            raise ModelLoadError(f"{folder / name}: unreadable weights ({type(err).__name__}: "
+                                 f"{_first_line(err)})") from None
+        check_finite(part, folder / name)
+        state.update(part)
+    return state, folder / names[0] if len(names) == 1 else folder
 
 
 def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module, EventTokenizer, dict]:
@@ -214,12 +254,7 @@ def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module
         raise ModelLoadError(f"{folder}/{CONFIG_FILE}: not a musictx model config of format <= {FOLDER_FORMAT}")
     tokenizer = _tokenizer(config, folder)
     net = _build(config.get("model"), folder / CONFIG_FILE)
-    weights = folder / WEIGHTS_FILE
-    try:
-        state = load_file(weights)
-    except Exception as err:  # missing, truncated or not a safetensors file
-        raise ModelLoadError(f"{weights}: unreadable weights ({type(err).__name__}: {_first_line(err)})") from None
-    check_finite(state, weights)
+    state, weights = _read_weights(folder, config)
     own = net.state_dict()
     _load_state(net, {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}, weights)
     meta = {"model": config["model"], "info": config.get("info", {}), "path": str(folder),

@@ -16,8 +16,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("checkpoint", help="a .ckpt written by musictx-train")
     parser.add_argument("output_dir", help="the model folder to write")
     parser.add_argument("--dtype", default="float16", choices=sorted(WEIGHT_DTYPES))
+    parser.add_argument("--max-shard-mb", type=float, default=None,
+                        help="split weights larger than this into files of at most this many MiB each")
     args = parser.parse_args(argv)
-    out = export(args.checkpoint, args.output_dir, args.dtype)
+    if args.max_shard_mb is not None and args.max_shard_mb <= 0:
+        parser.error(f"--max-shard-mb must be > 0, got {args.max_shard_mb}")
+    out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
     print(f"wrote {out}")
 
 
