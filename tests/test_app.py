@@ -321,6 +321,24 @@ def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client
     assert out[0] == "1 continuation(s) ready."
 
 
+def clear_seed_in_page(page, tries: int = 3) -> None:
+    """Clear the seed box until its file input shows. A click that lands before the page has wired its
+    handlers does nothing (a fresh-clone CI run on a loaded machine waited 120 s for the input), so the
+    click is repeated while the Clear button is still there."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(tries):
+        clear = page.locator("#seed-file button[aria-label=Clear]")
+        if clear.count():
+            clear.click()
+        try:
+            page.locator("#seed-file input[type=file]").wait_for(state="attached", timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
+
+
 def upload_in_page(page, path: Path, tries: int = 3) -> None:
     """Choose ``path`` in the seed box's file input and wait until the page shows its name. The input is
     re-rendered after Clear; a file set on the old element while that happens is lost (seen once in a few
@@ -367,7 +385,7 @@ def test_browser_upload_continue_listen_download(server, tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
             page.set_default_timeout(120_000)  # generous for a loaded machine; each step takes seconds
             page.goto(server)
-            page.locator("#seed-file button[aria-label=Clear]").click()
+            clear_seed_in_page(page)
             upload_in_page(page, seed)
             page.wait_for_function("() => document.querySelector('#seed-roll img')?.src.endsWith('_my_seed.png')")
             for label, value in [("Seed seconds", "6"), ("Seconds to add", "4"), ("Samples", "2")]:
