@@ -38,6 +38,7 @@ from data_prep.safety import (
     temp_name,
 )
 from data_prep.splits import Piece, choose_moves, move_pieces
+from musictx.generation.ctrl_c import remembered_ctrl_c
 from musictx.io.midi_io import MidiReadError
 from musictx.io.token_store import SPLITS, SplitWriter
 from musictx.io.tokenizer import EventTokenizer
@@ -192,7 +193,12 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
     shutil.rmtree(tmp, ignore_errors=True)
     try:  # from the mkdir on: a Ctrl-C right after it must not leave the empty folder behind
         tmp.mkdir(parents=True)
-        pieces, bad = tokenize_all(files, tok, opts, tmp, progress)
+        # A Ctrl-C that Python swallowed in a GC callback ("Exception ignored") is remembered and acted on
+        # here: a fresh-clone CI run saw an interrupted prep finish and swap its dataset in, three times.
+        with remembered_ctrl_c() as pressed:
+            pieces, bad = tokenize_all(files, tok, opts, tmp, progress)
+            if pressed():
+                raise KeyboardInterrupt
         skipped = sorted(skipped + bad)
         moved, pieces = _fill_empty_splits(opts, pieces, tmp)
         stats = split_stats(pieces)

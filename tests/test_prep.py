@@ -183,11 +183,11 @@ def test_interrupted_run_keeps_the_previous_dataset(tmp_path):
         while not list(tmp_path.glob(".out.tmp-*")) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         if proc.returncode != 0:
             break
         before = digest(out)  # the completed run replaced the dataset; the next attempt must keep this one
-    assert proc.returncode != 0, "the run finished before it could be interrupted, three times"
+    assert proc.returncode != 0, f"the run finished before it could be interrupted, three times:\n{err[-3000:]}"
     assert digest(out) == before
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
 
