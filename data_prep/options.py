@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from data_prep.safety import PrepError, check_option_names, yaml_options
+from data_prep.safety import PrepError, check_option_names
+from musictx.paths import conf_values
 
 GROUPS = ("split", "tokenizer")  # prepare.yaml's nested blocks
 
@@ -74,7 +75,4 @@ def prep_options(**overrides) -> PrepOptions:
     required: the YAML's default (``data/${source}``) is a Hydra interpolation."""
     if "output_dir" not in overrides:
         raise PrepError("prep_options needs output_dir (the YAML's default is resolved by Hydra, in musictx-prep)")
-    values = yaml_options()
-    for key, value in overrides.items():
-        values[key] = {**values[key], **value} if key in GROUPS and isinstance(value, dict) else value
-    return PrepOptions.from_mapping(values)
+    return PrepOptions.from_mapping(conf_values("prepare", GROUPS, **overrides))

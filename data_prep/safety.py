@@ -9,7 +9,6 @@ run can tell those of dead processes (killed with ``kill -9``, a lost node) and 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -18,11 +17,9 @@ import socket
 from numbers import Real
 from pathlib import Path
 
-import yaml
-
 from musictx.io.midi_io import READERS
 from musictx.io.token_store import SPLITS
-from musictx.paths import CONF_DIR
+from musictx.paths import conf_values
 
 SOURCES = ("bach", "folder", "folk", "maestro")
 DATASET_FILES = {"tokenizer.json", "manifest.json", "skipped.tsv"} | {
@@ -33,23 +30,10 @@ class PrepError(ValueError):
     """An option or an output folder that musictx-prep refuses; the message says why and what to do."""
 
 
-def yaml_options() -> dict:
-    """conf/prepare.yaml as plain data without its ``hydra`` block: the option names, and the one place their
-    defaults are written (a fresh copy each call)."""
-    values = yaml.safe_load(_yaml_text())
-    values.pop("hydra", None)
-    return values
-
-
-@functools.cache
-def _yaml_text() -> str:
-    return (Path(CONF_DIR) / "prepare.yaml").read_text()
-
-
 def check_option_names(cfg: dict) -> None:
     """Refuse keys prepare.yaml does not have (a ``+typo=...`` would otherwise be ignored) and keys it has that
     ``cfg`` lacks, nested ones included."""
-    known = yaml_options()
+    known = conf_values("prepare")
     unknown = _extra_keys(cfg, known)
     if unknown:
         raise PrepError(f"unknown option(s): {', '.join(unknown)} (see musictx/conf/prepare.yaml for the options)")
@@ -59,9 +43,9 @@ def check_option_names(cfg: dict) -> None:
 
 
 def check_options(cfg: dict) -> None:
-    """Refuse unknown or missing keys and out-of-range values before any work. ``cfg``: musictx-prep's options
-    as a plain dict (`data_prep.options.PrepOptions.to_mapping`, or a resolved config)."""
-    check_option_names(cfg)
+    """Refuse out-of-range values before any work. ``cfg``: musictx-prep's options as a plain dict
+    (`data_prep.options.PrepOptions.to_mapping`); their names were checked when the options were built
+    (`PrepOptions.from_mapping` calls `check_option_names`), a dataclass cannot gain or lose one since."""
     if cfg["source"] not in SOURCES:
         raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {cfg['source']!r}")
     if cfg["reader"] not in READERS:

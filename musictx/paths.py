@@ -5,7 +5,10 @@ Entry points pass this absolute path to ``@hydra.main``: a relative ``config_pat
 Python module path when the script runs as an installed console script, and is then not found.
 """
 
+import functools
 from pathlib import Path
+
+import yaml
 
 # The installed package itself: what it ships (models, configs) is not a place for a user's outputs.
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -18,3 +21,19 @@ BUNDLED_MOTIF = PACKAGE_DIR / "assets" / "motif.mid"
 
 # The shipped model folders (config.json + model.safetensors + model card), read by the model store.
 PRETRAINED_DIR = PACKAGE_DIR / "pretrained"
+
+
+@functools.cache
+def _conf_text(name: str) -> str:
+    return (PACKAGE_DIR / "conf" / f"{name}.yaml").read_text()  # read once per process
+
+
+def conf_values(name: str, groups: tuple[str, ...] = (), **overrides) -> dict:
+    """conf/<name>.yaml as plain data without its ``hydra`` block (a fresh copy each call), read without
+    Hydra: the option names, and the one place their defaults are written. ``overrides`` replace keys, and
+    a dict for one of ``groups`` (the YAML's nested blocks) is merged into that block."""
+    values = yaml.safe_load(_conf_text(name))
+    values.pop("hydra", None)
+    for key, value in overrides.items():
+        values[key] = {**values[key], **value} if key in groups and isinstance(value, dict) else value
+    return values

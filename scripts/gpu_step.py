@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+# musictx is imported inside the steps, not here: on the GPU machine its dependencies (symusic, hydra...) are
+# installed by the `tests` step from carry/wheels, after this script has started.
 REPO = Path(__file__).resolve().parents[1]
 CARRY = REPO / "carry"
 TINY = ["model.net.n_layers=1", "model.net.d_model=32", "model.net.n_heads=2", "model.net.d_ff=32",

@@ -104,10 +104,11 @@ def copy_gain(net, tok: EventTokenizer, probes: list[Probe], gap: int, skip: int
             nll = token_nll(net, np.concatenate([first, tail]), device)
             out.append(nll[-(len(second) - skip):])  # the targets second[skip:]
     repeat, control, family = np.concatenate(repeat), np.concatenate(control), np.concatenate(family)
-    by_event = {name: {"tokens": int((family == i).sum()), "nll_repeat": float(repeat[family == i].mean()),
-                       "nll_control": float(control[family == i].mean()),
-                       "gain": float(control[family == i].mean() - repeat[family == i].mean())}
-                for i, name in enumerate(EVENT_FAMILIES) if (family == i).any()}
+    by_event = {}
+    for i, name in enumerate(EVENT_FAMILIES):
+        if (kept := family == i).any():
+            rep, ctl = float(repeat[kept].mean()), float(control[kept].mean())
+            by_event[name] = {"tokens": int(kept.sum()), "nll_repeat": rep, "nll_control": ctl, "gain": ctl - rep}
     return {"gap": gap, "transpose": transpose, "nll_repeat": float(repeat.mean()),
             "nll_control": float(control.mean()), "gain": float(control.mean() - repeat.mean()),
             "by_event": by_event}

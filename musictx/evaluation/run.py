@@ -13,12 +13,10 @@ them from Hydra, scripts from `evaluation_options(**overrides)`, which reads the
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import yaml
 
 from musictx.checkpoints.model_store import load_model
 from musictx.evaluation.continuation import continuation_options, evaluate_continuations, format_continuation_table
@@ -28,7 +26,7 @@ from musictx.evaluation.recall import evaluate_recall, format_recall_table, plot
 from musictx.evaluation.scoring import score_pieces
 from musictx.io.jsonio import write_json
 from musictx.io.token_store import TokenArrays, load_tokenizer
-from musictx.paths import CONF_DIR
+from musictx.paths import conf_values
 
 MODES = ("nll", "continuation", "all", "motif", "recall")
 GROUPS = ("data", "continuation", "motif", "recall")  # evaluate.yaml's nested blocks; their keys are checked too
@@ -61,7 +59,7 @@ class EvaluateOptions:
     def from_mapping(cls, values: dict) -> EvaluateOptions:
         """Options of a plain dict of evaluate.yaml's keys (a composed config, without its ``hydra`` block);
         a key evaluate.yaml does not have raises EvaluateError (a ``+typo=...`` would otherwise be ignored)."""
-        known = _yaml_defaults()
+        known = conf_values("evaluate")
         values = {k: v for k, v in values.items() if k != "hydra"}
         unknown = [k for k in values if k not in known]
         for group in GROUPS:
@@ -72,28 +70,11 @@ class EvaluateOptions:
         return cls(**values)
 
 
-@functools.cache
-def _yaml_text() -> str:
-    # read once per process: `evaluation_options` and `EvaluateOptions.from_mapping` both need it
-    return Path(CONF_DIR, "evaluate.yaml").read_text()
-
-
-def _yaml_defaults() -> dict:
-    """evaluate.yaml as plain data (a fresh copy each call), without its Hydra block (the one place the
-    defaults are written)."""
-    values = yaml.safe_load(_yaml_text())
-    values.pop("hydra", None)
-    return values
-
-
 def evaluation_options(**overrides) -> EvaluateOptions:
     """evaluate.yaml's settings with ``overrides`` merged in (nested dicts for its groups): what scripts
     that evaluate several models pass to `run_evaluation`."""
-    values = _yaml_defaults()
-    values["output_dir"] = None  # the YAML's is Hydra's run dir
-    for key, value in overrides.items():
-        values[key] = {**values[key], **value} if key in GROUPS and isinstance(value, dict) else value
-    return EvaluateOptions.from_mapping(values)
+    # output_dir: the YAML's is Hydra's run dir
+    return EvaluateOptions.from_mapping(conf_values("evaluate", GROUPS, **{"output_dir": None, **overrides}))
 
 
 def check_options(opts: EvaluateOptions) -> None:

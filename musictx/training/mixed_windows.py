@@ -76,9 +76,7 @@ class MixOptions:
         if unknown:
             raise ValueError(f"data.mix: unknown keys {sorted(unknown)}; known: "
                              f"{', '.join(f.name for f in fields(cls))}")
-        if cfg.get("stretch_range") is not None:
-            cfg["stretch_range"] = tuple(cfg["stretch_range"])
-        return cls(**cfg)
+        return cls(**cfg)  # __post_init__ makes stretch_range a tuple of floats
 
     def augment_of(self, main: dict) -> dict:
         """The mix windows' augmentation options: the main data's ``main`` with this tempo and dynamics."""
