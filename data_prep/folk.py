@@ -13,7 +13,10 @@ a performance by these rules:
 - velocity by metric position: 84 on the first beat of a bar, 72 on other beats, 64 off the beat
   (the plain accents a fiddler or a pianist gives a dance tune);
 - each note sounds 95% of its written length, so that repeated notes are struck again; grace notes
-  (no written length) and chord symbols are left out.
+  (no written length) and chord symbols are left out;
+- ``plays`` times through (musictx-prep's ``folk_plays``): a dance tune is played two or three times in a
+  row at a session, and a song has verses, so with ``plays`` > 1 the tune starts again on the beat where
+  its last bar ends. That is where the data shows a phrase coming back after a cadence.
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ def _timed_notes(played) -> list[tuple[float, float, int, tuple]]:
     return out
 
 
-def tune_to_midi(score, default_bpm: float):
-    """One music21 score -> (pretty_midi.PrettyMIDI, repeats played out?)."""
+def tune_to_midi(score, default_bpm: float, plays: int = 1):
+    """One music21 score -> (pretty_midi.PrettyMIDI, repeats played out?), played ``plays`` times through."""
     import pretty_midi
     from music21 import repeat, tempo
     from music21.exceptions21 import StreamException
@@ -102,31 +105,37 @@ def tune_to_midi(score, default_bpm: float):
     bpm = marks[0].getQuarterBPM() if marks and marks[0].getQuarterBPM() else default_bpm
     beat_s = 60.0 / min(max(bpm, TEMPO_RANGE[0]), TEMPO_RANGE[1])  # seconds per quarter note
     piano = pretty_midi.Instrument(program=0, name="folk")
-    for start_ql, length_ql, velocity, pitches in _timed_notes(played):
-        start = start_ql * beat_s
-        end = start + max(length_ql * beat_s * LEGATO, 0.05)
-        piano.notes += [pretty_midi.Note(velocity=velocity, pitch=p.midi, start=start, end=end)
-                        for p in pitches if 0 <= p.midi <= 127]
+    notes = _timed_notes(played)
+    # One time through lasts until its last bar line (a pickup's missing beats are in the last bar).
+    length_ql = max([float(played.highestTime)] + [s + n for s, n, _, _ in notes])
+    for k in range(plays):
+        for start_ql, note_ql, velocity, pitches in notes:
+            start = (start_ql + k * length_ql) * beat_s
+            end = start + max(note_ql * beat_s * LEGATO, 0.05)
+            piano.notes += [pretty_midi.Note(velocity=velocity, pitch=p.midi, start=start, end=end)
+                            for p in pitches if 0 <= p.midi <= 127]
     pm = pretty_midi.PrettyMIDI(initial_tempo=60.0 / beat_s)
     pm.instruments.append(piano)
     return pm, expanded
 
 
-def _export_file(job: tuple[str, str, str, float]) -> dict:
+def _export_file(job: tuple[str, str, str, float, int]) -> dict:
     """Export every tune of one ABC file; returns what was written, and tunes that failed with their reason."""
-    collection, abc_path, out_dir, bpm = job
+    collection, abc_path, out_dir, bpm, plays = job
     from music21 import converter
 
     parsed = converter.parse(abc_path)
     scores = list(parsed.scores) if hasattr(parsed, "scores") else [parsed]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    record = {"written": [], "failed": [], "not_expanded": 0}
+    for stale in out.glob("*.mid"):  # rendered with other settings: this file's tunes are all written again
+        stale.unlink()
+    record = {"written": [], "failed": [], "not_expanded": 0, "plays": plays, "bpm": bpm}
     for i, score in enumerate(scores):
         number = getattr(score.metadata, "number", None) or i + 1
         name = f"{int(number) if str(number).isdigit() else i + 1:05d}_{_slug(score.metadata.title)}.mid"
         try:
-            pm, expanded = tune_to_midi(score, bpm)
+            pm, expanded = tune_to_midi(score, bpm, plays)
         except Exception as err:  # one odd tune must not lose the rest of its collection
             record["failed"].append([name, f"music21 could not play it: {type(err).__name__}: {err}"])
             continue
@@ -142,17 +151,29 @@ def _export_file(job: tuple[str, str, str, float]) -> dict:
     return record
 
 
+def _exported_as(done: Path, bpm: float, plays: int) -> bool:
+    """Whether an ABC file's folder holds its tunes rendered with these settings (a record from before
+    ``plays`` existed was rendered once through, at an unrecorded bpm: taken as the default's)."""
+    if not done.exists():
+        return False
+    record = json.loads(done.read_text())
+    return record.get("plays", 1) == plays and record.get("bpm", bpm) == bpm
+
+
 def export_folk(cache_dir: str | Path, collections: list[str], bpm: float, num_workers: int = 1,
-                timeout: float = 600.0, limit: int | None = None) -> list[tuple[str, str]]:
+                timeout: float = 600.0, limit: int | None = None, plays: int = 1) -> list[tuple[str, str]]:
     """Export the tunes of ``collections`` (music21 corpus folders; musictx-prep's ``folk_collections``) to
-    ``cache_dir/<collection>/<abc file>/`` (ABC files already exported are skipped); returns (name, reason)
-    for every ABC file or tune that failed. ``limit``: only the first N ABC files of each collection."""
+    ``cache_dir/<collection>/<abc file>/``, each played ``plays`` times through (ABC files already exported
+    with the same bpm and plays are skipped; others are exported again); returns (name, reason) for every
+    ABC file or tune that failed. ``limit``: only the first N ABC files of each collection."""
+    if plays < 1:
+        raise ValueError(f"folk_plays must be >= 1 (times through each tune), got {plays}")
     cache = Path(cache_dir)
     files = collection_files(collections)
     if limit:
         files = [f for c in collections for f in [x for x in files if x[0] == c][:limit]]
-    jobs = [(c, str(p), str(cache / c / p.stem), float(bpm)) for c, p in files]
-    todo = [j for j in jobs if not (Path(j[2]) / DONE).exists()]
+    jobs = [(c, str(p), str(cache / c / p.stem), float(bpm), int(plays)) for c, p in files]
+    todo = [j for j in jobs if not _exported_as(Path(j[2]) / DONE, float(bpm), int(plays))]
     failures: list[tuple[str, str]] = []
     if todo:
         bar = tqdm(total=len(todo), desc="export folk tunes", unit="abc file")
@@ -170,6 +191,6 @@ def export_folk(cache_dir: str | Path, collections: list[str], bpm: float, num_w
             written += len(record["written"])
             not_expanded += record["not_expanded"]
             failures += [(f"{c}/{p.stem}/{name}", reason) for name, reason in record["failed"]]
-    print(f"folk: {written} tunes from {len(files)} ABC files; {not_expanded} kept as written "
+    print(f"folk: {written} tunes from {len(files)} ABC files, played {plays}x through; {not_expanded} kept as written "
           f"(their repeat marks are malformed), {len(failures)} failed (listed in skipped.tsv)")
     return failures

@@ -40,6 +40,7 @@ class PrepOptions:
     folk_collections: tuple[str, ...]
     folk_bpm: float
     folk_limit: int | None
+    folk_plays: int
     num_workers: int
     timeout_s: float
     max_memory_gb: float

@@ -38,7 +38,7 @@ from data_prep.safety import (
     temp_name,
 )
 from data_prep.splits import Piece, choose_moves, move_pieces
-from musictx.generation.ctrl_c import remembered_ctrl_c
+from musictx.ctrl_c import remembered_ctrl_c
 from musictx.io.midi_io import MidiReadError
 from musictx.io.token_store import SPLITS, SplitWriter
 from musictx.io.tokenizer import EventTokenizer
@@ -121,7 +121,8 @@ def list_sources(opts: PrepOptions) -> tuple[Path, list[sources.SourceFile], lis
     elif opts.source == "folk":
         root = Path(opts.folk_cache_dir)
         skipped = export_folk(root, list(opts.folk_collections), bpm=opts.folk_bpm, num_workers=opts.num_workers,
-                              timeout=max(opts.timeout_s, 600), limit=opts.folk_limit)
+                              timeout=max(opts.timeout_s, 600), limit=opts.folk_limit,
+                              plays=opts.folk_plays)
         files = sources.list_folder(root)
     elif opts.source == "folder":
         root = _input_dir(opts)

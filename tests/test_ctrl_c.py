@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from musictx.generation.ctrl_c import remembered_ctrl_c
+from musictx.ctrl_c import remembered_ctrl_c
 
 
 class _CtrlCInFinalizer:
@@ -41,3 +41,25 @@ def test_the_guard_remembers_it_and_puts_the_handler_back(python_sigint):
         os.kill(os.getpid(), signal.SIGINT)
         for _ in range(100_000):
             pass
+
+
+def test_sampling_stops_at_a_swallowed_ctrl_c_with_the_ids_so_far(python_sigint):
+    import torch
+
+    from musictx.generation.sampling import GenerationInterrupted, generate
+    from musictx.models.transformer import MusicTransformer
+
+    net = MusicTransformer(vocab_size=20, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=64)
+    steps = []
+
+    def on_step(next_ids, done):
+        steps.append(1)
+        if len(steps) == 5:
+            _CtrlCInFinalizer()  # the KeyboardInterrupt is dropped inside __del__; generate must still stop
+
+    prompt = torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(GenerationInterrupted) as stop:
+        generate(net, prompt, 40, on_step=on_step, generator=torch.Generator().manual_seed(0))
+    assert len(steps) == 5 and stop.value.ids.shape == (2, 3 + 5)
+    assert torch.equal(stop.value.ids[:, :3], prompt)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

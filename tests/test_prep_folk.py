@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pretty_midi
 import pytest
 
 from data_prep.prepare import write_dataset
@@ -38,6 +39,37 @@ def test_repeat_marks_are_played_out_with_accents_and_tempo():
     assert [n.velocity for n in first[:4]] == [DOWNBEAT, ON_BEAT, ON_BEAT, ON_BEAT]
     assert [n.velocity for n in first[4:6]] == [DOWNBEAT, OFF_BEAT]  # G on beat 1, A an eighth after it
     assert first[0].end - first[0].start == pytest.approx(0.5 * 0.95)  # detached a little
+
+
+def test_a_tune_played_twice_starts_again_where_its_last_bar_ends():
+    # A pickup (one eighth) and a short last bar: once through lasts 2 bars of 4/4, 4 s at 120 bpm.
+    score = music21.converter.parse("X:1\nT:t\nM:4/4\nL:1/8\nK:C\nG|c2 e2 g2 e2|c6 z|]\n", format="abc")
+    once, _ = tune_to_midi(score, default_bpm=120)
+    twice, _ = tune_to_midi(score, default_bpm=120, plays=2)
+    a, b = once.instruments[0].notes, twice.instruments[0].notes
+    assert len(b) == 2 * len(a) == 12
+    assert [n.pitch for n in b[6:]] == [n.pitch for n in a] == [67, 72, 76, 79, 76, 72]
+    assert [n.velocity for n in b[6:]] == [n.velocity for n in a]
+    length = b[6].start - a[0].start  # the pickup again, on the same beat of the bar as the first time
+    assert length == pytest.approx(4.0)
+    assert [n.start - length for n in b[6:]] == pytest.approx([n.start for n in a])
+    assert b[7].start == pytest.approx(4.25) and b[7].velocity == DOWNBEAT  # the second time's first downbeat
+
+
+def test_a_cache_rendered_otherwise_is_rendered_again(tmp_path):
+    from data_prep.folk import export_folk
+
+    cache = tmp_path / "cache"
+    export_folk(cache, ["ryansMammoth"], bpm=120, num_workers=0, limit=2)
+    once = sorted(cache.rglob("*.mid"))
+    n_once = [len(pretty_midi.PrettyMIDI(str(p)).instruments[0].notes) for p in once]
+    export_folk(cache, ["ryansMammoth"], bpm=120, num_workers=0, limit=2, plays=2)
+    twice = sorted(cache.rglob("*.mid"))
+    assert twice == once  # the same tunes, written again, none left over from the first rendering
+    assert [len(pretty_midi.PrettyMIDI(str(p)).instruments[0].notes) for p in twice] == \
+        [2 * n for n in n_once]
+    with pytest.raises(ValueError, match="folk_plays must be >= 1"):
+        export_folk(cache, ["ryansMammoth"], bpm=120, plays=0)
 
 
 @pytest.mark.parametrize("body", ["|:CDEF|GABc|", "|:CDEF|:GABc:|"])  # a start without an end; two starts

@@ -39,9 +39,9 @@ import numpy as np
 import torch
 
 from musictx.checkpoints.model_store import ModelLoadError, load_model
+from musictx.ctrl_c import remembered_ctrl_c
 from musictx.evaluation.plots import plot_piano_roll
 from musictx.generation.continue_seed import new_ids, new_seconds, piece_notes, sample_continuations, stop_reason
-from musictx.generation.ctrl_c import remembered_ctrl_c
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import (
     claim_record_path,

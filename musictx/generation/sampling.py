@@ -26,6 +26,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from musictx.ctrl_c import remembered_ctrl_c
+
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
 OnStep = Callable[[Tensor, Tensor], None]  # (next ids (B,), done (B,) bool), called after every step
 
@@ -235,10 +237,13 @@ def _eval_mode(net: nn.Module) -> Iterator[None]:
 
 
 @contextmanager
-def _keep_on_interrupt(ids_so_far: Callable[[], Tensor]) -> Iterator[None]:
-    """A Ctrl-C inside the block becomes a `GenerationInterrupted` holding ``ids_so_far()``."""
+def _keep_on_interrupt(ids_so_far: Callable[[], Tensor]) -> Iterator[Callable[[], bool]]:
+    """A Ctrl-C inside the block becomes a `GenerationInterrupted` holding ``ids_so_far()``. Yields
+    ``pressed()`` for the loop to ask between steps: a KeyboardInterrupt raised inside a GC callback is
+    swallowed by Python, and only the remembered signal then stops the sampling (`musictx.ctrl_c`)."""
     try:
-        yield
+        with remembered_ctrl_c() as pressed:
+            yield pressed
     except KeyboardInterrupt:
         raise GenerationInterrupted(ids_so_far()) from None
 
@@ -296,7 +301,7 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
         guard.start(prompt_ids.to(device))
     pinned = False  # set at the first slide after the prompt
     length = t0
-    with _eval_mode(net), _keep_on_interrupt(lambda: ids[:, :length]):
+    with _eval_mode(net), _keep_on_interrupt(lambda: ids[:, :length]) as pressed:
         start = window_start(0, t0, max_len, keep)
         logits = decoder.restart(ids[:, start:t0])
         while length < total:
@@ -321,6 +326,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
                 on_step(nxt, done)
             if length == total or bool(done.all()):
                 break
+            if pressed():
+                raise KeyboardInterrupt
             new_start = window_start(start, length, max_len, keep, pin if pinned else 0, t0)
             if new_start != start and pin and not pinned:  # the first slide: from now on the seed is pinned
                 pinned, new_start = True, window_start(start, length, max_len, keep, pin, t0)

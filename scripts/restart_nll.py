@@ -1,0 +1,83 @@
+"""Does a model start the bundled motif's phrase again by itself? Teacher-forced odds of a restart.
+
+    OMP_WAIT_POLICY=PASSIVE python scripts/restart_nll.py piano outputs/arms/K_loop/checkpoints/last.ckpt ...
+
+The bundled motif (musictx/assets/motif.mid, 8 bars at 96 bpm, 20 s) states a phrase of four bars and
+then a second phrase that repeats its figure. A continuation that "brings the figure back" must, at some
+point, start the phrase once more. This scores, for each model, the piece made of the motif followed by
+its second phrase again (bars 5-8 from 20 s on), read teacher-forced:
+
+- the NLL per token of the seed's own second phrase (its first repeat: recall once cued by the first);
+- the NLL of the restart's first 40 tokens (after 20 s), and p(first bar of the restart), the probability
+  that a sampler at temperature 1 plays that whole bar: about how often a sample starts the phrase again.
+
+Sampled continuations show the same thing more noisily (musictx-evaluate mode=motif); this is the
+measurement that moves first when training makes restarts more likely (docs/recall.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+import pretty_midi
+import torch
+
+from musictx.checkpoints.model_store import load_model
+from musictx.paths import BUNDLED_MOTIF
+
+PHRASE_S, SEED_S, BAR_S, RESTART_TOKENS = 10.0, 20.0, 2.5, 40
+
+
+def motif_then_restart(path) -> pretty_midi.PrettyMIDI:
+    """The motif, then its second phrase (the notes from PHRASE_S on) again from SEED_S."""
+    pm = pretty_midi.PrettyMIDI(str(path))
+    notes = pm.instruments[0].notes
+    again = [pretty_midi.Note(n.velocity, n.pitch, n.start + SEED_S - PHRASE_S, n.end + SEED_S - PHRASE_S)
+             for n in notes if n.start >= PHRASE_S - 1e-6]
+    pm.instruments[0].notes = sorted(notes + again, key=lambda n: (n.start, n.pitch))
+    return pm
+
+
+def index_at(tok, ids: np.ndarray, seconds: float) -> int:
+    """Index of the first id at or after ``seconds`` (time shifts summed)."""
+    shift = tok.shift_steps(ids)
+    before = np.cumsum(shift) - shift
+    return int(np.searchsorted(before, round(seconds / tok.config.time_step), side="left"))
+
+
+@torch.no_grad()
+def token_nll(net, ids: np.ndarray) -> np.ndarray:
+    """NLL of ids[1:] given what precedes each, one window: (T - 1,)."""
+    x = torch.as_tensor(ids, dtype=torch.long)[None]
+    logp = net.eval()(x[:, :-1]).float().log_softmax(-1)  # (1, T-1, V)
+    return -logp.gather(-1, x[:, 1:, None])[0, :, 0].numpy()
+
+
+def restart_figures(ref: str) -> dict:
+    net, tok, _ = load_model(ref)
+    ids = tok.encode(motif_then_restart(BUNDLED_MOTIF))
+    nll = token_nll(net, ids)  # nll[i] scores ids[i + 1]
+    phrase, seed_end, bar_end = (index_at(tok, ids, s) for s in (PHRASE_S, SEED_S, SEED_S + BAR_S))
+    restart = nll[seed_end - 1:seed_end - 1 + RESTART_TOKENS]
+    first_bar = nll[seed_end - 1:bar_end - 1]
+    return {"second_phrase": float(nll[phrase - 1:seed_end - 1].mean()), "restart_40": float(restart.mean()),
+            "first_bar_tokens": len(first_bar), "p_first_bar": math.exp(-float(first_bar.sum()))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="+", help="shipped names, model folders or .ckpt files")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print("| model | 2nd phrase of the seed | restart, first 40 tokens | p(whole first bar of the restart) |")
+    print("|---|---:|---:|---:|")
+    for ref in args.models:
+        f = restart_figures(ref)
+        print(f"| {ref} | {f['second_phrase']:.2f} | {f['restart_40']:.2f} | {f['p_first_bar']:.1e} "
+              f"({f['first_bar_tokens']} tokens) |")
+
+
+if __name__ == "__main__":
+    main()
