@@ -1,6 +1,7 @@
 """One GPU step per call of the lent machine (issue 22; docs/gpu.md), each inside a 10-minute call.
 
     python scripts/gpu_step.py tests  --out $OUT          # install carried wheels (carry/wheels), run -m gpu tests
+    python scripts/gpu_step.py kernels --out $OUT         # the kernel table: kernels.md, kernels.json
     python scripts/gpu_step.py train  --out $OUT --minutes 8   # experiment=paper_recall, resumed from last.ckpt
     python scripts/gpu_step.py export --out $OUT          # last.ckpt -> fp16 model folder in files < 16 MiB
 
@@ -87,6 +88,27 @@ def run_train(args) -> int:
     return done.returncode
 
 
+def kernels_command(args) -> list[str]:
+    """The attention table at the paper's size in bf16 (a CPU-sized, fp32 one with --device cpu --tiny)."""
+    cmd = [sys.executable, "-m", "musictx.bench", "attention_gpu", "--json", str(args.out / "kernels.json"),
+           "--rounds", "2"]
+    if args.device == "cpu":
+        cmd += ["--device", "cpu", "--dtype", "fp32"]
+    if args.tiny:
+        cmd += ["--lengths", "64,128", "--impls", "triton,efficient,skew,sdpa", "--d-model", "64", "--n-heads", "2",
+                "--repeats", "2", "--warmup", "1"]
+    return cmd
+
+
+def run_kernels(args) -> int:
+    cmd = kernels_command(args)
+    print(" ".join(cmd), flush=True)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    (args.out / "kernels.md").write_text(done.stdout + ("\n" + done.stderr[-4000:] if done.returncode else ""))
+    print(done.stdout, done.stderr[-4000:], sep="\n")
+    return done.returncode
+
+
 def run_export(args) -> int:
     from musictx.checkpoints.export import export
 
@@ -98,7 +120,7 @@ def run_export(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/gpu_step.py", description=__doc__.splitlines()[0])
-    p.add_argument("step", choices=["tests", "train", "export"])
+    p.add_argument("step", choices=["tests", "kernels", "train", "export"])
     p.add_argument("--out", type=Path, required=True, help="the folder whose files come back ($OUT)")
     p.add_argument("--run-dir", default="/root/musictx_paper_run", help="kept on the machine between calls")
     p.add_argument("--data", default=str(CARRY), help="the folder holding piano/ and folk/ (prepared)")
@@ -109,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="more musictx-train overrides (train)")
     args = p.parse_intermixed_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    return {"tests": run_tests, "train": run_train, "export": run_export}[args.step](args)
+    return {"tests": run_tests, "kernels": run_kernels, "train": run_train, "export": run_export}[args.step](args)
 
 
 if __name__ == "__main__":

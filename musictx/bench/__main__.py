@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHES = ("attention", "train", "generate", "realtime", "app")  # data prep: python -m data_prep.bench
+BENCHES = ("attention", "attention_gpu", "train", "generate", "realtime", "app")  # data prep: python -m data_prep.bench
 
 
 def main(argv=None) -> None:

@@ -16,10 +16,10 @@ MIB = 2**20
 FWD_ONLY = ("flex",)  # FlexAttention's backward does not run on CPU
 
 
-def _flex_layer(d_model: int, n_heads: int, length: int, max_rel_dist: int):
+def flex_layer(d_model: int, n_heads: int, length: int, max_rel_dist: int, device: str = "cpu"):
     """Relative attention through FlexAttention: the relative logits q . E[min(i - j, M - 1)] (the model's
     clipped table) gathered in a score_mod from a precomputed (B, H, L, M) table of q . E, causal block
-    mask. Compiled, as flex runs on CPU only through inductor."""
+    mask built for ``device``. Compiled, as flex runs on CPU only through inductor (and fast on GPU only so)."""
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -28,7 +28,7 @@ def _flex_layer(d_model: int, n_heads: int, length: int, max_rel_dist: int):
     class FlexRelative(RelativeSelfAttention):
         def __init__(self):
             super().__init__(d_model, n_heads, max_rel_dist)
-            self.mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, length, length, device="cpu")
+            self.mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, length, length, device=device)
             self.flex = torch.compile(flex_attention, fullgraph=True)
 
         def _attend(self, q, k, v):
@@ -49,7 +49,7 @@ def build_layer(impl: str, d_model: int, n_heads: int, length: int, max_rel_dist
     if impl == "sdpa":
         return PlainSelfAttention(d_model, n_heads)
     if impl == "flex":
-        return _flex_layer(d_model, n_heads, length, max_rel_dist)
+        return flex_layer(d_model, n_heads, length, max_rel_dist)
     return RelativeSelfAttention(d_model, n_heads, max_rel_dist, impl=impl, block_size=block_size)
 
 
