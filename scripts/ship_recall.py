@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -74,7 +75,7 @@ def main() -> None:
     parser.add_argument("checkpoint")
     parser.add_argument("--recipe", help="ship: the training command, for config.json")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))  # 1 beside a training run
     if args.step == "measure":
         measure(args.checkpoint)
     else:

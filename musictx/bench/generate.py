@@ -156,6 +156,37 @@ def goal_lines(rows: list[tuple[int, str, dict]]) -> list[str]:
     return out
 
 
+def step_floor(net, args, cached: int = 500, steps: int = 200, rounds: int = 7) -> str:
+    """One decoding step of ``net`` against the same architecture at a quarter of the width (1/16 of the
+    weights, random), ``cached`` ids in the cache, interleaved rounds: how much of a step is per-op cost
+    that does not depend on the data a step reads."""
+    import torch
+
+    from musictx.checkpoints.model_store import build_net
+
+    config = net.get_config()
+    small = {**config, "d_model": config["d_model"] // 4, "d_ff": config["d_ff"] // 4}
+    nets = {"this model": net.eval(), "a quarter of its width": build_net({"name": net.name, "config": small}).eval()}
+    ms: dict[str, list[float]] = {k: [] for k in nets}
+    ids = torch.tensor([[5]])
+    with torch.inference_mode():
+        states = {k: n(torch.randint(0, 300, (1, cached)), cache=n.init_cache())[1] for k, n in nets.items()}
+        for _ in range(rounds):
+            for k, n in nets.items():
+                times = []
+                for _ in range(steps):
+                    t0 = time.perf_counter()
+                    n(ids, cache=states[k])
+                    times.append(time.perf_counter() - t0)
+                    for layer in states[k].layers:  # back to `cached` ids: every step sees the same context
+                        layer.n = cached
+                ms[k].append(1000 * statistics.median(times))
+    big, small_ms = (statistics.median(v) for v in ms.values())
+    return (f"- one batch-1 step with {cached} cached ids: {big:.2f} ms; the same net at a quarter of the width "
+            f"(1/16 of the weights): {small_ms:.2f} ms, so ~{small_ms / big:.0%} of a step is per-op cost "
+            f"({rounds} interleaved rounds of {steps} steps, medians)")
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -176,6 +207,7 @@ def main(argv=None) -> None:
     p.add_argument("--uncached-tokens", type=int, default=16, help="steps timed per length without the cache")
     p.add_argument("--uncached-points", type=int, default=3, help="window lengths timed without the cache")
     p.add_argument("--no-uncached", action="store_true", help="skip the (slow) recomputation path")
+    p.add_argument("--floor", action="store_true", help="also time a step against a quarter-width twin")
     args = p.parse_args(argv)
 
     import torch
@@ -206,6 +238,8 @@ def main(argv=None) -> None:
               "by integrating the per-step time, interpolated linearly between those lengths. Their ms/token "
               "columns are the per-step times at the first and last length.")
     print("\n".join(goal_lines(rows)))
+    if args.floor and hasattr(net, "init_cache") and "d_ff" in net.get_config():
+        print(step_floor(net, args))
     print(f"load average after: {_load()} (other processes share these cores: compare rows of one run only)")
 
 
