@@ -6,33 +6,37 @@ I - IV - V - I, then again with a varied ending; the left hand holds the bass. A
 motif is what relative attention should pick up and keep.
 """
 
+import argparse
 from pathlib import Path
 
 import pretty_midi
 
-BEAT = 60 / 96
 MOTIF = [(0, 0.5), (4, 0.5), (7, 0.5), (4, 0.5), (12, 2.0)]  # (semitones above the root, beats)
 ROOTS = [60, 65, 67, 60, 60, 65, 67, 60]  # C F G C | C F G C
 BASS = [48, 41, 43, 48, 45, 41, 43, 36]
 
 
-def build() -> pretty_midi.PrettyMIDI:
-    pm = pretty_midi.PrettyMIDI(initial_tempo=96)
+def build(bpm: float = 96) -> pretty_midi.PrettyMIDI:
+    beat = 60 / bpm
+    pm = pretty_midi.PrettyMIDI(initial_tempo=bpm)
     piano = pretty_midi.Instrument(program=0, name="motif")
     for bar, (root, bass) in enumerate(zip(ROOTS, BASS, strict=True)):
-        t = bar * 4 * BEAT
+        t = bar * 4 * beat
         motif = MOTIF if bar % 4 != 3 else [(0, 0.5), (-1, 0.5), (2, 0.5), (-5, 0.5), (0, 2.0)]  # cadence
         for i, (step, beats) in enumerate(motif):
             velocity = 80 if i == 0 else 66 if beats < 1 else 74
-            piano.notes.append(pretty_midi.Note(velocity, root + step, t, t + beats * BEAT * 0.95))
-            t += beats * BEAT
-        start = bar * 4 * BEAT
-        piano.notes.append(pretty_midi.Note(58, bass, start, start + 4 * BEAT * 0.98))
+            piano.notes.append(pretty_midi.Note(velocity, root + step, t, t + beats * beat * 0.95))
+            t += beats * beat
+        start = bar * 4 * beat
+        piano.notes.append(pretty_midi.Note(58, bass, start, start + 4 * beat * 0.98))
     pm.instruments.append(piano)
     return pm
 
 
 if __name__ == "__main__":
-    out = Path(__file__).resolve().parents[1] / "musictx" / "assets" / "motif.mid"
-    build().write(str(out))
-    print(f"wrote {out}")
+    parser = argparse.ArgumentParser(description="write the bundled motif (or the same motif at another tempo)")
+    parser.add_argument("--bpm", type=float, default=96)
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "musictx" / "assets" / "motif.mid"))
+    args = parser.parse_args()
+    build(args.bpm).write(args.out)
+    print(f"wrote {args.out}")
