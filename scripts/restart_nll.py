@@ -21,11 +21,12 @@ from __future__ import annotations
 import argparse
 import math
 
-import numpy as np
 import pretty_midi
 import torch
 
 from musictx.checkpoints.model_store import load_model
+from musictx.evaluation.recall import token_nll
+from musictx.generation.seeds import cut_at_seconds
 from musictx.paths import BUNDLED_MOTIF
 
 RESTART_TOKENS = 40
@@ -45,27 +46,13 @@ def motif_then_restart(path, bpm: float = 96.0) -> pretty_midi.PrettyMIDI:
     return pm
 
 
-def index_at(tok, ids: np.ndarray, seconds: float) -> int:
-    """Index of the first id at or after ``seconds`` (time shifts summed)."""
-    shift = tok.shift_steps(ids)
-    before = np.cumsum(shift) - shift
-    return int(np.searchsorted(before, round(seconds / tok.config.time_step), side="left"))
-
-
-@torch.no_grad()
-def token_nll(net, ids: np.ndarray) -> np.ndarray:
-    """NLL of ids[1:] given what precedes each, one window: (T - 1,)."""
-    x = torch.as_tensor(ids, dtype=torch.long)[None]
-    logp = net.eval()(x[:, :-1]).float().log_softmax(-1)  # (1, T-1, V)
-    return -logp.gather(-1, x[:, 1:, None])[0, :, 0].numpy()
-
-
 def restart_figures(ref: str, motif=BUNDLED_MOTIF, bpm: float = 96.0) -> dict:
     net, tok, _ = load_model(ref)
     ids = tok.encode(motif_then_restart(motif, bpm))
-    nll = token_nll(net, ids)  # nll[i] scores ids[i + 1]
+    nll = token_nll(net.eval(), ids)  # nll[i] scores ids[i + 1]
     bar = bar_seconds(bpm)
-    phrase, seed_end, bar_end = (index_at(tok, ids, s) for s in (4 * bar, 8 * bar, 9 * bar))
+    # index of the first id at or after each time: the length of the ids cut there
+    phrase, seed_end, bar_end = (len(cut_at_seconds(tok, ids, s)) for s in (4 * bar, 8 * bar, 9 * bar))
     restart = nll[seed_end - 1:seed_end - 1 + RESTART_TOKENS]
     first_bar = nll[seed_end - 1:bar_end - 1]
     return {"second_phrase": float(nll[phrase - 1:seed_end - 1].mean()), "restart_40": float(restart.mean()),

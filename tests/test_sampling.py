@@ -280,7 +280,7 @@ def test_generation_benchmark_times_a_step_against_its_quarter_width_twin():
     from musictx.checkpoints.model_store import load_model
 
     net, _, _ = load_model("piano")
-    line = step_floor(net, None, cached=64, steps=3, rounds=1)
+    line = step_floor(net, cached=64, steps=3, rounds=1)
     big, small = (float(x.split(" ms")[0].split()[-1]) for x in line.split(":")[1:3])
     assert 0 < small < big  # 1/16 of the weights: the step must be cheaper
     assert "64 cached ids" in line and "1 interleaved rounds of 3 steps" in line

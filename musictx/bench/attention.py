@@ -129,7 +129,7 @@ def goal_lines(rows: dict) -> list[str]:
     return out
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     lengths = [int(s) for s in args.lengths.split(",") if s.strip()]
     print(f"# One attention layer (qkv and output projections + kernel), forward+backward, batch 1, d_model "
           f"{args.d_model}, {args.n_heads} heads, fp32, max_rel_dist {args.max_rel_dist or 'L/2'}, efficient "
-          f"block {args.block_size}; torch {torch.__version__} on {_cpu_name()}")
+          f"block {args.block_size}; torch {torch.__version__} on {cpu_name()}")
     print(f"# {args.threads} torch thread(s) per cell, OMP_WAIT_POLICY=PASSIVE; a fresh process per cell; "
           f"{args.rounds} interleaved round(s), medians; warm: median of {args.repeats} steps; "
           f"load average before: {os.getloadavg()[0]:.2f}")

@@ -129,9 +129,9 @@ def device_name(device: str) -> str:
 
     if device == "cuda":
         return f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
-    from musictx.bench.attention import _cpu_name
+    from musictx.bench.attention import cpu_name
 
-    return _cpu_name()
+    return cpu_name()
 
 
 def _parse(argv):

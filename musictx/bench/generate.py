@@ -156,7 +156,7 @@ def goal_lines(rows: list[tuple[int, str, dict]]) -> list[str]:
     return out
 
 
-def step_floor(net, args, cached: int = 500, steps: int = 200, rounds: int = 7) -> str:
+def step_floor(net, cached: int = 500, steps: int = 200, rounds: int = 7) -> str:
     """One decoding step of ``net`` against the same architecture at a quarter of the width (1/16 of the
     weights, random), ``cached`` ids in the cache, interleaved rounds: how much of a step is per-op cost
     that does not depend on the data a step reads."""
@@ -239,7 +239,7 @@ def main(argv=None) -> None:
               "columns are the per-step times at the first and last length.")
     print("\n".join(goal_lines(rows)))
     if args.floor and hasattr(net, "init_cache") and "d_ff" in net.get_config():
-        print(step_floor(net, args))
+        print(step_floor(net))
     print(f"load average after: {_load()} (other processes share these cores: compare rows of one run only)")
 
 
