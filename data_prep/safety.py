@@ -57,6 +57,7 @@ def check_options(cfg: dict) -> None:
     _check_number(cfg, "timeout_s", lambda v: v > 0, "> 0 seconds")
     _check_number(cfg, "max_memory_gb", lambda v: v >= 0, ">= 0 (0 = no limit)")
     _check_number(cfg, "max_seconds", lambda v: v >= 0, ">= 0 (0 = no limit)")
+    _check_number(cfg, "folk_plays", lambda v: v >= 1 and v == int(v), "a whole number >= 1 (times through each tune)")
     _check_split(cfg)
 
 

@@ -125,6 +125,8 @@ def dataset(tmp_path) -> tuple[Path, Path, dict]:
     ("num_workers=-1", "num_workers must be a whole number >= 0"),
     ("num_workers=1.5", "num_workers must be a whole number >= 0"),
     ("max_memory_gb=-1", "max_memory_gb must be >= 0"),
+    ("folk_plays=0", "folk_plays must be a whole number >= 1"),
+    ("folk_plays=1.5", "folk_plays must be a whole number >= 1"),
     ("split.validation=1.0", r"split.validation must be a fraction in \[0, 1\)"),
     ("split.test=-0.1", r"split.test must be a fraction in \[0, 1\)"),
     ("split.validation=0", "split.validation=0 leaves no validation split"),
