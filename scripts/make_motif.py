@@ -16,7 +16,9 @@ ROOTS = [60, 65, 67, 60, 60, 65, 67, 60]  # C F G C | C F G C
 BASS = [48, 41, 43, 48, 45, 41, 43, 36]
 
 
-def build(bpm: float = 96) -> pretty_midi.PrettyMIDI:
+def build(bpm: float = 96, gate: float = 0.95) -> pretty_midi.PrettyMIDI:
+    """The motif at ``bpm``; each melody note sounds ``gate`` of its slot (0.95: detached, as the bundled
+    file; 1: held to the next note; above 1: overlapping it, legato as a pianist plays a broken chord)."""
     beat = 60 / bpm
     pm = pretty_midi.PrettyMIDI(initial_tempo=bpm)
     piano = pretty_midi.Instrument(program=0, name="motif")
@@ -25,7 +27,7 @@ def build(bpm: float = 96) -> pretty_midi.PrettyMIDI:
         motif = MOTIF if bar % 4 != 3 else [(0, 0.5), (-1, 0.5), (2, 0.5), (-5, 0.5), (0, 2.0)]  # cadence
         for i, (step, beats) in enumerate(motif):
             velocity = 80 if i == 0 else 66 if beats < 1 else 74
-            piano.notes.append(pretty_midi.Note(velocity, root + step, t, t + beats * beat * 0.95))
+            piano.notes.append(pretty_midi.Note(velocity, root + step, t, t + beats * beat * gate))
             t += beats * beat
         start = bar * 4 * beat
         piano.notes.append(pretty_midi.Note(58, bass, start, start + 4 * beat * 0.98))
@@ -36,7 +38,8 @@ def build(bpm: float = 96) -> pretty_midi.PrettyMIDI:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="write the bundled motif (or the same motif at another tempo)")
     parser.add_argument("--bpm", type=float, default=96)
+    parser.add_argument("--gate", type=float, default=0.95, help="melody note length / its slot (default 0.95)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "musictx" / "assets" / "motif.mid"))
     args = parser.parse_args()
-    build(args.bpm).write(args.out)
+    build(args.bpm, args.gate).write(args.out)
     print(f"wrote {args.out}")

@@ -84,6 +84,17 @@ def test_a_motif_sequenced_inside_the_key_is_near_not_exact():
     assert near_share(set(), {(1, 1, 1, 1)}) == near_share({(1, 1, 1, 1)}, set()) == 0.0
 
 
+def test_the_figure_on_other_intervals_is_figure_reuse_only_with_its_rhythm_and_direction():
+    """C D E C G F (up, up, down, up, down) with wider leaps, C E G C C' A, is the same figure to a listener:
+    no interval is within a semitone of the motif's, every direction and inter-onset bin is."""
+    wider = [60, 64, 67, 60, 72, 69]  # intervals 4 3 -7 12 -3, then -9: the motif's directions
+    assert window_curve(SEED, line(wider, IOIS, 10), WINDOWS)["figure_reuse"] == [1.0] * len(WINDOWS)
+    assert window_curve(SEED, line(wider, IOIS, 10), WINDOWS)["motif_reuse_near"] == [0.0] * len(WINDOWS)
+    assert window_curve(SEED, line(wider, [0.3], 12), WINDOWS)["figure_reuse"] == [0.0] * len(WINDOWS)
+    upside_down = [72 - (p - 60) for p in wider]  # every direction reversed
+    assert window_curve(SEED, line(upside_down, IOIS, 10), WINDOWS)["figure_reuse"] == [0.0] * len(WINDOWS)
+
+
 def test_curve_falls_when_the_motif_is_dropped_and_when_the_music_stops():
     after = Notes.concat([line(MOTIF, IOIS, 4), line(OTHER, IOIS, 4, t0=8.0)])  # motif 0-8 s, other 8-15 s
     curve = window_curve(SEED, after, WINDOWS)

@@ -13,10 +13,12 @@ this, so it is measured directly, as a *forgetting curve*:
    `seed_from_file` makes a user's MIDI file the one seed, continued N times.
 3. Curve. What follows the seed is cut into windows (``window_seconds``); in each, the share of the motif's
    n-grams that come back (with and without rhythm, and "near": each interval within ``NEAR_SEMITONES``,
-   which also counts a motif sequenced inside a key, where a major second becomes a minor one) and the
-   pitch-class and IOI total-variation distances to the seed. The real continuation is the ceiling,
-   unconditioned samples (which never heard the seed) the floor; each curve is a mean over seeds with a
-   95% band (mean +- 1.96 sd / sqrt(n)).
+   which also counts a motif sequenced inside a key, where a major second becomes a minor one; and
+   "figure": only each interval's direction, with rhythm, so that the figure played on another chord, a
+   broken chord with its intervals changed, counts as a listener hears it; chance is higher here, so read
+   it against the floor) and the pitch-class and IOI total-variation distances to the seed. The real
+   continuation is the ceiling, unconditioned samples (which never heard the seed) the floor; each curve
+   is a mean over seeds with a 95% band (mean +- 1.96 sd / sqrt(n)).
 
 An empty window (the sample stopped, or a long rest) counts as forgotten: reuse 0, distances 1. Every
 sequence ends at ``length_seconds``, so the n-grams starting in the last window's final notes are lost
@@ -51,6 +53,7 @@ RHYTHM_EDGES = np.concatenate([[0.0], CHORD_SECONDS * 2.0 ** np.arange(8), [np.i
 NEAR_SEMITONES = 1
 METRICS = (("motif_reuse", "motif reuse"), ("motif_reuse_rhythm", "motif reuse + rhythm"),
            ("motif_reuse_near", f"motif reuse, intervals +-{NEAR_SEMITONES}"),
+           ("figure_reuse", "figure: contour + rhythm"),
            ("pitch_class_tv", "pitch-class dist. to seed"), ("ioi_tv", "IOI dist. to seed"))
 SOURCES = (("continuation", "model"), ("real", "real (ceiling)"), ("unconditioned", "unconditioned (floor)"))
 Z95 = 1.96
@@ -70,13 +73,15 @@ def read_line(notes: Notes) -> tuple[np.ndarray, np.ndarray]:
     return pitch[order], onset[order]
 
 
-def ngrams(notes: Notes, size: int = 4, rhythm: bool = False) -> tuple[list[tuple], np.ndarray]:
+def ngrams(notes: Notes, size: int = 4, rhythm: bool = False, contour: bool = False) -> tuple[list[tuple], np.ndarray]:
     """The interval n-grams of ``notes`` in order, and the onset of each one's first note. With ``rhythm``
-    each interval is paired with the RHYTHM_EDGES bin of the time to the next onset."""
+    each interval is paired with the RHYTHM_EDGES bin of the time to the next onset; with ``contour`` an
+    interval is only its direction (-1, 0, +1)."""
     pitch, onset = read_line(notes)
     if len(pitch) <= size:
         return [], np.zeros(0)
-    symbols: list = np.diff(pitch).tolist()
+    steps = np.diff(pitch)
+    symbols: list = (np.sign(steps) if contour else steps).tolist()
     if rhythm:
         symbols = list(zip(symbols, (np.digitize(np.diff(onset), RHYTHM_EDGES) - 1).tolist(), strict=True))
     keys = [tuple(symbols[i:i + size]) for i in range(len(symbols) - size + 1)]
@@ -89,10 +94,10 @@ def is_trivial(key: tuple) -> bool:
     return all(i == 0 for i in intervals) or (len(key) > 2 and all(key[i] == key[i + 2] for i in range(len(key) - 2)))
 
 
-def seed_motif(seed: Notes, size: int = 4, rhythm: bool = False) -> set[tuple]:
+def seed_motif(seed: Notes, size: int = 4, rhythm: bool = False, contour: bool = False) -> set[tuple]:
     """The n-grams that occur at least twice in the seed (trivial ones left out); a seed with no repeat
     (a user's file) falls back to all its n-grams, so that reuse stays defined."""
-    counts = Counter(k for k in ngrams(seed, size, rhythm)[0] if not is_trivial(k))
+    counts = Counter(k for k in ngrams(seed, size, rhythm, contour)[0] if not is_trivial(k))
     return {k for k, c in counts.items() if c >= 2} or set(counts)
 
 
@@ -137,13 +142,14 @@ def window_curve(seed: Notes, after: Notes, windows: list[tuple[float, float]], 
     without rhythm, pitch-class and IOI distance to the seed, notes per second. An n-gram belongs to the
     window of its first note, so a motif straddling a window edge still counts."""
     out: dict[str, list] = {key: [] for key, _ in METRICS} | {"notes_per_s": []}
-    for rhythm, key in ((False, "motif_reuse"), (True, "motif_reuse_rhythm")):
-        motif = seed_motif(seed, size, rhythm)
-        keys, starts = ngrams(after, size, rhythm)
+    for rhythm, contour, key in ((False, False, "motif_reuse"), (True, False, "motif_reuse_rhythm"),
+                                 (True, True, "figure_reuse")):
+        motif = seed_motif(seed, size, rhythm, contour)
+        keys, starts = ngrams(after, size, rhythm, contour)
         for a, b in windows:
             seen = {k for k, s in zip(keys, starts, strict=True) if a - 1e-9 <= s < b - 1e-9}
             out[key].append(len(motif & seen) / len(motif) if motif else 0.0)
-            if not rhythm:
+            if key == "motif_reuse":
                 out["motif_reuse_near"].append(near_share(motif, seen))
     pc_seed, ioi_seed = pitch_class_histogram(seed), ioi_histogram(seed)
     for a, b in windows:

@@ -22,8 +22,12 @@ def plot_forgetting_curves(results: list[dict], path, labels: list[str] | None =
     from matplotlib.figure import Figure
 
     labels = labels or [f"model {i + 1}" for i in range(len(results))]
-    fig = Figure(figsize=(15, 8), layout="constrained")
-    axes = fig.subplots(2, 3, sharex=True).ravel()
+    cols = -(-len(PANELS) // 2)
+    fig = Figure(figsize=(5 * cols, 8), layout="constrained")
+    grid = fig.subplots(2, cols, sharex=True).ravel()
+    for ax in grid[len(PANELS):]:
+        ax.set_axis_off()  # an odd number of panels leaves one slot empty
+    axes = grid[:len(PANELS)]
     drawn: set[tuple] = set()
     for i, (res, label) in enumerate(zip(results, labels, strict=True)):
         x = [(a + b) / 2 for a, b in res["windows"]]
@@ -44,7 +48,7 @@ def plot_forgetting_curves(results: list[dict], path, labels: list[str] | None =
             else:
                 ax.set_ylim(bottom=-0.02 * ax.get_ylim()[1])  # reuse is a few percent: zoom in, keep 0
             ax.grid(alpha=0.3)
-    for ax in axes[3:]:
+    for ax in grid[-cols:]:
         ax.set_xlabel("seconds after the seed (window centre)")
     axes[0].legend(fontsize="small")
     fig.suptitle(f"Forgetting curves: {results[0]['samples']} continuations, {results[0]['ngram']}-grams, "
