@@ -31,6 +31,14 @@ def test_the_bundled_motif_is_what_the_script_writes(tmp_path):
     assert [n.start for n in fast] == pytest.approx([n.start * 96 / 120 for n in slow])
 
 
+def test_gate_changes_how_long_the_melody_sounds_and_nothing_else():
+    make_motif = script("make_motif")
+    detached, legato = make_motif.build(gate=0.95).instruments[0].notes, make_motif.build(gate=1.1).instruments[0].notes
+    assert [(n.pitch, n.start) for n in detached] == [(n.pitch, n.start) for n in legato]
+    longer = [b.end - a.end for a, b in zip(detached, legato, strict=True)]
+    assert sum(d > 1e-9 for d in longer) == 40 and min(longer) > -1e-9  # the 40 melody notes; the bass as it was
+
+
 @pytest.mark.parametrize("bpm", [96, 120])
 def test_the_restart_is_the_second_phrase_again_after_the_eighth_bar(tmp_path, bpm):
     restart = script("restart_nll")
