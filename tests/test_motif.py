@@ -88,8 +88,8 @@ def test_the_figure_on_other_intervals_is_figure_reuse_only_with_its_rhythm_and_
     """C D E C G F (up, up, down, up, down) with wider leaps, C E G C C' A, is the same figure to a listener:
     no interval is within a semitone of the motif's, every direction and inter-onset bin is."""
     wider = [60, 64, 67, 60, 72, 69]  # intervals 4 3 -7 12 -3, then -9: the motif's directions
-    assert window_curve(SEED, line(wider, IOIS, 10), WINDOWS)["figure_reuse"] == [1.0] * len(WINDOWS)
-    assert window_curve(SEED, line(wider, IOIS, 10), WINDOWS)["motif_reuse_near"] == [0.0] * len(WINDOWS)
+    curve = window_curve(SEED, line(wider, IOIS, 10), WINDOWS)
+    assert curve["figure_reuse"] == [1.0] * len(WINDOWS) and curve["motif_reuse_near"] == [0.0] * len(WINDOWS)
     assert window_curve(SEED, line(wider, [0.3], 12), WINDOWS)["figure_reuse"] == [0.0] * len(WINDOWS)
     upside_down = [72 - (p - 60) for p in wider]  # every direction reversed
     assert window_curve(SEED, line(upside_down, IOIS, 10), WINDOWS)["figure_reuse"] == [0.0] * len(WINDOWS)

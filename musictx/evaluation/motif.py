@@ -139,8 +139,9 @@ def notes_in(notes: Notes, start: float, end: float) -> Notes:
 
 def window_curve(seed: Notes, after: Notes, windows: list[tuple[float, float]], size: int = 4) -> dict[str, list]:
     """Per window of ``after`` (the notes after the seed, time 0 = where the seed ends): motif reuse with and
-    without rhythm, pitch-class and IOI distance to the seed, notes per second. An n-gram belongs to the
-    window of its first note, so a motif straddling a window edge still counts."""
+    without rhythm, near, and of the figure (directions + rhythm); pitch-class and IOI distance to the seed;
+    notes per second. An n-gram belongs to the window of its first note, so a motif straddling a window edge
+    still counts."""
     out: dict[str, list] = {key: [] for key, _ in METRICS} | {"notes_per_s": []}
     for rhythm, contour, key in ((False, False, "motif_reuse"), (True, False, "motif_reuse_rhythm"),
                                  (True, True, "figure_reuse")):

@@ -48,8 +48,9 @@ def plot_forgetting_curves(results: list[dict], path, labels: list[str] | None =
             else:
                 ax.set_ylim(bottom=-0.02 * ax.get_ylim()[1])  # reuse is a few percent: zoom in, keep 0
             ax.grid(alpha=0.3)
-    for ax in grid[-cols:]:
+    for ax in axes[-cols:]:  # the lowest panel of each column, the one above an empty slot included
         ax.set_xlabel("seconds after the seed (window centre)")
+        ax.tick_params(labelbottom=True)  # sharex hid the ticks of every panel above the bottom row
     axes[0].legend(fontsize="small")
     fig.suptitle(f"Forgetting curves: {results[0]['samples']} continuations, {results[0]['ngram']}-grams, "
                  "95% bands; vertical lines: context full")
