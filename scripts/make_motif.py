@@ -41,5 +41,8 @@ if __name__ == "__main__":
     parser.add_argument("--gate", type=float, default=0.95, help="melody note length / its slot (default 0.95)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "musictx" / "assets" / "motif.mid"))
     args = parser.parse_args()
+    for name in ("bpm", "gate"):
+        if not getattr(args, name) > 0:
+            parser.error(f"--{name} must be > 0, got {getattr(args, name)}")
     build(args.bpm, args.gate).write(args.out)
     print(f"wrote {args.out}")
