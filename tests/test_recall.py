@@ -31,12 +31,14 @@ TOK = EventTokenizer()
 PASSAGE, GAP = 24, 8
 
 
-def _copier(period: int, steps: int = 150) -> MusicTransformer:
+def _copier(period: int, steps: int = 150, context: int | None = None) -> MusicTransformer:
     """A one-layer relative transformer trained on random ids that repeat every ``period`` tokens: it learns
-    to copy the token ``period`` back (one relative distance), and nothing else."""
+    to copy the token ``period`` back (one relative distance), and nothing else. ``context``: its
+    ``max_seq_len`` (default two periods)."""
     torch.manual_seed(0)
+    context = context or 2 * period
     net = MusicTransformer(TOK.vocab_size, n_layers=1, d_model=64, n_heads=2, d_ff=64, dropout=0.0,
-                           max_seq_len=2 * period, max_rel_dist=2 * period)
+                           max_seq_len=context, max_rel_dist=context)
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
     for _ in range(steps):
         ids = torch.randint(0, TOK.vocab_size - 2, (16, period)).repeat(1, 2)  # (16, 2 * period)

@@ -44,12 +44,20 @@ def blocks_with_sampling_keys() -> list[tuple[str, dict]]:
     return found
 
 
+# The one setting evaluations choose for themselves: they measure the model's own distribution, where
+# generation samples with recall guidance (its default, in SamplingOptions).
+MEASURED = {"recall_guidance": 0.0}
+
+
 def test_no_config_file_writes_a_sampling_default():
     blocks = blocks_with_sampling_keys()
     assert {where for where, _ in blocks} >= {"generate.yaml", "evaluate.yaml:continuation", "evaluate.yaml:motif"}
     for where, block in blocks:
         for name in SAMPLING:
             if name in block:
+                if where.startswith("evaluate.yaml") and name in MEASURED:
+                    assert block[name] == MEASURED[name] != getattr(SamplingOptions(), name), (where, name)
+                    continue
                 assert block[name] == reference(name), f"{where}: {name}: {block[name]!r} repeats a default"
 
 
@@ -69,12 +77,12 @@ def test_evaluate_blocks_sample_with_the_defaults_through_hydra_and_from_python(
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("evaluate", overrides=["continuation.top_p=0.5"])
     block = {name: OmegaConf.to_container(cfg[name], resolve=True) for name in ("continuation", "motif")}
-    assert continuation_options(block["continuation"]).sampling == SamplingOptions(top_p=0.5)
-    assert motif_sampling(block["motif"]) == SamplingOptions()
+    assert continuation_options(block["continuation"]).sampling == SamplingOptions(top_p=0.5, **MEASURED)
+    assert motif_sampling(block["motif"]) == SamplingOptions(**MEASURED)
     # evaluation_options reads the YAML without Hydra: the references are still text there
     opts = evaluation_options(motif={"temperature": 0.8})
-    assert continuation_options(opts.continuation).sampling == SamplingOptions()
-    assert motif_sampling(opts.motif) == SamplingOptions(temperature=0.8)
+    assert continuation_options(opts.continuation).sampling == SamplingOptions(**MEASURED)
+    assert motif_sampling(opts.motif) == SamplingOptions(temperature=0.8, **MEASURED)
 
 
 def test_from_mapping_takes_the_default_for_missing_or_unresolved_keys():

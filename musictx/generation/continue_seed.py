@@ -46,7 +46,8 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: S
     ids = generate(net, prompt, token_cap(max_tokens, length_seconds), temperature=sampling.temperature,
                    top_k=sampling.top_k, top_p=sampling.top_p, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
                    use_cache=sampling.use_cache, generator=generator, stop_fn=stop, slide=sampling.slide,
-                   guard=guard, keep_seed=sampling.keep_seed, on_step=on_step)
+                   guard=guard, keep_seed=sampling.keep_seed, on_step=on_step,
+                   guidance=sampling.guidance())
     return new_ids(tokenizer, seed, ids)
 
 

@@ -203,7 +203,7 @@ def _keep_after_slide(max_len: int | None, slide: int | None) -> int:
     return max_len - slide
 
 
-class _Decoder:
+class WindowDecoder:
     """Logits of the next position, either through the net's cache or by recomputing the window."""
 
     def __init__(self, net: nn.Module, use_cache: bool):
@@ -266,7 +266,7 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
              pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
              stop_fn: StopFn | None = None, slide: int | None = None, guard=None,
-             keep_seed: int | None = KEEP_SEED, on_step: OnStep | None = None) -> Tensor:
+             keep_seed: int | None = KEEP_SEED, on_step: OnStep | None = None, guidance=None) -> Tensor:
     """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
 
     Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
@@ -275,7 +275,9 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     full window drops (default ``max_seq_len // 4``); ``keep_seed``: prompt ids pinned at the start of a
     slid window (see the module docstring; None or 0: none). ``guard``
     (e.g. `musictx.generation.guard.NoteGrammarGuard`)
-    follows the ids and masks forbidden ones before each draw. ``on_step(next_ids, done)`` is called after
+    follows the ids and masks forbidden ones before each draw. ``guidance`` (e.g.
+    `musictx.generation.recall_guidance.RecallGuidance`) wraps the decoder and reshapes its logits after
+    the masks, before the filters. ``on_step(next_ids, done)`` is called after
     every step (progress reports). The net runs in eval mode and is put back after. A Ctrl-C while sampling
     raises `GenerationInterrupted` with the ids so far.
     """
@@ -296,7 +298,9 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     fill = 0 if pad_id is None else pad_id
     ids = _grow(prompt_ids.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    decoder = _Decoder(net, use_cache)
+    decoder = WindowDecoder(net, use_cache)
+    if guidance is not None:
+        decoder = guidance.around(decoder, net)
     if guard is not None:
         guard.start(prompt_ids.to(device))
     pinned = False  # set at the first slide after the prompt
@@ -309,6 +313,8 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
                 logits[:, pad_id] = float("-inf")
             if guard is not None:
                 logits = guard.mask(logits)
+            if guidance is not None:
+                logits = decoder.guide(logits)  # after the masks: it re-ranks only what may be drawn
             nxt = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
             if pad_id is not None:
                 nxt = nxt.masked_fill(done, pad_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from musictx.generation.recall_guidance import RecallGuidance
 from musictx.generation.sampling import KEEP_SEED
 from musictx.generation.seeds import GenerateError
 
@@ -31,6 +32,11 @@ class SamplingOptions:
     keep_seed: int | None = KEEP_SEED  # the seed's last ids pinned at the start of a slid window; 0: none
     guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.generation.guard)
     max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
+    # Sample toward what the whole context (the seed) adds to the recent music: continuations come back to
+    # the seed's figure, pulse and key (musictx.generation.recall_guidance; docs/recall.md); 0: off, the
+    # model's own distribution, which is what musictx-evaluate measures unless asked.
+    recall_guidance: float = 1.0
+    recall_local: int = 64  # with recall_guidance: the recent ids the contrast branch sees
 
     @classmethod
     def from_mapping(cls, values) -> SamplingOptions:
@@ -43,10 +49,10 @@ class SamplingOptions:
     def check_sampling(self) -> None:
         """Raise GenerateError naming the first bad option: whole numbers where counts are meant (a float
         with a whole value, as Hydra reads ``1e9``, becomes an int), finite numbers in range."""
-        for name in ("top_k", "seed", "slide", "keep_seed"):
-            setattr(self, name, whole_number(name, getattr(self, name), nullable=name != "seed"))
-        for name in ("temperature", "top_p", "max_note_seconds"):
-            finite_number(name, getattr(self, name), nullable=name != "temperature")
+        for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
+            setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
+        for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance"):
+            finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
             (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
@@ -56,8 +62,19 @@ class SamplingOptions:
              f"keep_seed must be >= 0 or null, got {self.keep_seed}"),
             (self.max_note_seconds is not None and not self.max_note_seconds > 0,
              f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
+            (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
+            (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
         ]
         raise_first(bad)
+
+    def guidance(self) -> RecallGuidance | None:
+        """The sampler's `RecallGuidance`, or None when ``recall_guidance`` is 0."""
+        if not self.recall_guidance:
+            return None
+        return RecallGuidance(self.recall_guidance, self.recall_local, self.top_p or 1.0)
+
+
+NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds")  # options that may be None
 
 
 def reference(name: str) -> str:

@@ -1,0 +1,88 @@
+"""Recall guidance: sample toward what the whole context adds to the recent music.
+
+Each step the net is asked twice: with its whole window (the seed, the music so far) and with only the
+window's last ``local`` ids. What the first knows and the second does not is what the model takes from
+further back: the seed's figure, its pulse and key. The sampled distribution is
+
+    log p_guided = log p_all + weight * (log p_all - log p_recent)
+
+(contrastive, "context-aware" decoding; classifier-free guidance with the recent music as the
+unconditioned branch). ``weight`` 0 is plain sampling. Guidance only re-ranks what the whole-context model
+already finds plausible: tokens outside its top-``plausible`` nucleus stay impossible, so a token that
+is merely unlikely after the recent ids cannot be pulled in from nowhere.
+
+The recent branch has its own KV cache and sees the last ``local`` to ``2 * local - 1`` ids (it restarts
+from the last ``local`` every ``local`` steps), so it costs about one more cached step per id. Windows no
+longer than ``local`` are left as they are (both branches would agree).
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from musictx.generation.sampling import WindowDecoder, top_p_filter
+
+
+class RecallGuidance:
+    """The settings; `around` wraps a decoder (``restart(window)`` and ``step(window)`` -> logits (B, V)) of
+    ``net`` in a `GuidedDecoder`. `musictx.generation.sampling.generate` takes one as ``guidance``."""
+
+    def __init__(self, weight: float, local: int = 64, plausible: float = 0.95):
+        if not weight >= 0:
+            raise ValueError(f"recall guidance weight must be >= 0, got {weight}")
+        if local < 1:
+            raise ValueError(f"recall guidance local must be >= 1 id, got {local}")
+        if not 0 < plausible <= 1:
+            raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
+        self.weight, self.local, self.plausible = weight, local, plausible
+
+    def around(self, decoder, net: nn.Module) -> GuidedDecoder:
+        return GuidedDecoder(decoder, net, self)
+
+
+class GuidedDecoder:
+    """A decoder that also asks the net about the window's recent ids: a second, cached `WindowDecoder`
+    that restarts from the last ``local`` ids and grows one id a step until it would hold ``2 * local``.
+    `restart` and `step` return the whole window's logits as the plain decoder does; `guide` then turns
+    them, once the sampler has masked what it forbids, into the guided logits."""
+
+    def __init__(self, decoder, net: nn.Module, guidance: RecallGuidance):
+        self.decoder, self.guidance = decoder, guidance
+        self.recent = WindowDecoder(net, use_cache=True)
+        self.recent_len = 0  # ids the recent branch holds; 0: not started
+        self.recent_logits: Tensor | None = None  # (B, V) after the recent ids; None: no guidance this step
+        self.guided_steps = 0  # steps that were guided (tests check guidance ran)
+
+    def restart(self, window: Tensor) -> Tensor:
+        self.recent_len = 0
+        return self._with_recent(self.decoder.restart(window), window)
+
+    def step(self, window: Tensor) -> Tensor:
+        return self._with_recent(self.decoder.step(window), window)
+
+    def _with_recent(self, logits: Tensor, window: Tensor) -> Tensor:
+        """Run the recent branch on ``window`` (B, T) where guidance applies; pass ``logits`` through."""
+        local = self.guidance.local
+        self.recent_logits = None
+        if self.guidance.weight == 0 or window.shape[1] <= local:
+            self.recent_len = 0  # the branch starts once the window outgrows it
+        elif self.recent_len == 0 or self.recent_len + 1 >= 2 * local:
+            self.recent_len = local
+            self.recent_logits = self.recent.restart(window[:, -local:])
+        else:
+            self.recent_len += 1
+            self.recent_logits = self.recent.step(window[:, -self.recent_len:])
+        return logits
+
+    def guide(self, logits: Tensor) -> Tensor:
+        """The whole window's ``logits`` (B, V), forbidden ids already -inf, guided against the recent
+        branch over the ids still allowed; unchanged where this step has no recent branch."""
+        if self.recent_logits is None:
+            return logits
+        self.guided_steps += 1
+        allowed = ~logits.isneginf()
+        log_all = logits.float().log_softmax(dim=-1)
+        log_recent = self.recent_logits.float().masked_fill(~allowed, float("-inf")).log_softmax(dim=-1)
+        guided = log_all + self.guidance.weight * (log_all - log_recent)  # NaN where both are -inf: masked
+        implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()
+        return guided.masked_fill(implausible, float("-inf"))

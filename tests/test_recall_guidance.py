@@ -1,0 +1,128 @@
+"""Recall guidance (musictx.generation.recall_guidance): the contrast of the whole window with its recent
+ids, exactly as written; no change where it should make none; a net that half-learned to copy copies more
+often with it; its options are checked."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from musictx.generation.recall_guidance import RecallGuidance
+from musictx.generation.sampling import WindowDecoder, generate, top_p_filter
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import GenerateError
+from musictx.io.tokenizer import EventTokenizer
+from musictx.models import MusicTransformer
+
+from .test_recall import _copier
+
+TOK = EventTokenizer()
+PERIOD = 24
+
+
+def _net() -> MusicTransformer:
+    torch.manual_seed(3)
+    return MusicTransformer(TOK.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=32, max_seq_len=128).eval()
+
+
+@torch.inference_mode()
+def test_guided_logits_are_the_whole_window_pushed_away_from_its_recent_ids():
+    net, weight, local = _net(), 1.5, 16
+    window = torch.randint(0, TOK.vocab_size - 2, (2, 40))
+    decoder = RecallGuidance(weight, local, plausible=0.9).around(WindowDecoder(net, use_cache=True), net)
+    plain = decoder.restart(window)  # (2, V): the whole window's logits, as without guidance
+    torch.testing.assert_close(plain, net(window)[:, -1], atol=1e-5, rtol=1e-5)
+    out = decoder.guide(plain.clone())
+    log_all = plain.log_softmax(-1)
+    log_recent = net(window[:, -local:])[:, -1].log_softmax(-1)  # the branch sees the last 16 ids only
+    kept = ~top_p_filter(log_all, 0.9).isneginf()
+    expected = log_all + weight * (log_all - log_recent)
+    torch.testing.assert_close(out[kept], expected[kept], atol=1e-5, rtol=1e-5)
+    assert out[~kept].isneginf().all() and 0 < kept.sum(-1).min() < TOK.vocab_size  # the nucleus bounds it
+    assert decoder.guided_steps == 1
+    step = decoder.guide(decoder.step(torch.cat([window, window[:, :1]], dim=1)))  # the cached path too
+    assert decoder.guided_steps == 2 and step.isneginf().any()
+
+
+@torch.inference_mode()
+def test_ids_the_sampler_forbids_stay_forbidden_even_when_they_were_all_the_model_wanted():
+    """The guard may forbid the whole nucleus (a NOTE_OFF of a note it already ended): guidance then
+    re-ranks the ids left, and never returns a row with nothing to draw (which argmax read as id 0)."""
+    net = _net()
+    window = torch.randint(0, TOK.vocab_size - 2, (2, 40))
+    decoder = RecallGuidance(2.0, 16).around(WindowDecoder(net, use_cache=True), net)
+    logits = decoder.restart(window) * 50  # sharp, as a trained net's often are
+    nucleus = ~top_p_filter(logits.log_softmax(-1), 0.95).isneginf()
+    top = logits.topk(40, dim=-1).indices  # (2, 40): the whole nucleus and more
+    assert nucleus.sum(-1).max() <= 40
+    masked = logits.scatter(-1, top, float("-inf"))
+    out = decoder.guide(masked)
+    assert not out.isnan().any() and out.gather(-1, top).isneginf().all()
+    assert (~out.isneginf()).sum(-1).min() >= 1
+
+
+def _sample(net, prompt, guidance, use_cache=True, n=24):
+    gen = torch.Generator().manual_seed(11)
+    return generate(net, prompt, n, top_p=None, generator=gen, use_cache=use_cache, guidance=guidance)
+
+
+def test_no_weight_or_a_window_within_the_recent_branch_samples_as_plain_sampling():
+    net = _net()
+    prompt = torch.randint(0, TOK.vocab_size - 2, (3, 20))
+    plain = _sample(net, prompt, None)
+    assert torch.equal(_sample(net, prompt, RecallGuidance(0.0)), plain)
+    assert torch.equal(_sample(net, prompt, RecallGuidance(2.0, local=64)), plain)  # 20 + 24 ids < 64
+    assert not torch.equal(_sample(net, prompt, RecallGuidance(2.0, local=8)), plain)
+
+
+def _loop_share(ids: torch.Tensor, start: int) -> float:
+    """Share of ids from ``start`` on that repeat the id one period back: the loop continued."""
+    return (ids[:, start:] == ids[:, start - PERIOD:-PERIOD]).float().mean().item()
+
+
+def test_a_net_that_half_learned_to_copy_copies_more_often_with_guidance():
+    net = _copier(PERIOD, steps=150, context=4 * PERIOD)  # copies a loop ~3 times in 10 when sampled
+    torch.manual_seed(5)
+    prompt = torch.randint(0, TOK.vocab_size - 2, (32, PERIOD)).repeat(1, 2)  # (32, 48): a loop, twice
+    plain = _loop_share(_sample(net, prompt, None), 2 * PERIOD)
+    cached = _sample(net, prompt, RecallGuidance(2.0, local=PERIOD // 2))
+    guided = _loop_share(cached, 2 * PERIOD)
+    assert 0.05 < plain < 0.8, plain  # the premise: a half-learned copy
+    assert guided > plain + 0.2, (plain, guided)  # the recent 12 ids cannot see the copy; the window can
+    recomputed = _sample(net, prompt, RecallGuidance(2.0, local=PERIOD // 2), use_cache=False)
+    assert torch.equal(recomputed, cached)  # both decoding paths are guided alike
+
+
+def test_the_options_refuse_a_negative_weight_and_build_guidance_only_when_on():
+    assert SamplingOptions(recall_guidance=0.0).guidance() is None
+    assert SamplingOptions().guidance().weight > 0  # generation is guided unless told otherwise
+    on = SamplingOptions(recall_guidance=1.0, recall_local=32, top_p=0.9).guidance()
+    assert (on.weight, on.local, on.plausible) == (1.0, 32, 0.9)
+    with pytest.raises(GenerateError, match="recall_guidance must be >= 0"):
+        SamplingOptions(recall_guidance=-1.0).check_sampling()
+    with pytest.raises(GenerateError, match="recall_local must be >= 1"):
+        SamplingOptions(recall_local=0).check_sampling()
+    with pytest.raises(ValueError, match="weight must be >= 0"):
+        RecallGuidance(float("nan"))
+
+
+def test_the_bundled_motif_continued_through_the_options_is_guided_only_when_asked(tmp_path):
+    """The path musictx-generate, the evaluations and make continue take: `SamplingOptions` ->
+    `sample_continuations` -> `generate`, on the real bundled motif file."""
+    from importlib.resources import files
+
+    from musictx.generation.continue_seed import sample_continuations
+    from musictx.generation.seeds import seed_from_midi
+
+    torch.manual_seed(0)
+    net = MusicTransformer(TOK.vocab_size, n_layers=1, d_model=32, n_heads=2, d_ff=32, max_seq_len=256).eval()
+    seed = seed_from_midi(TOK, files("musictx") / "assets" / "motif.mid", seed_seconds=4)
+
+    def continuations(**options):
+        ids = sample_continuations(net, TOK, seed, SamplingOptions(**options), num_samples=2, length_seconds=None,
+                                   max_tokens=40)
+        return [row.tolist() for row in ids]
+
+    plain = continuations(recall_guidance=0.0, recall_local=8)
+    assert continuations(recall_guidance=0.0) == plain  # off: recall_local changes nothing
+    assert continuations(recall_guidance=3.0, recall_local=8) != plain
