@@ -5,6 +5,7 @@ Transformer's parameter count, and the shipped model's folder is what experiment
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -61,6 +62,12 @@ def test_matched_parameter_counts_and_the_attention_each_uses(configs):
 
 
 def test_the_shipped_model_is_what_experiment_piano_builds(configs):
-    shipped = json.loads((PRETRAINED_DIR / "piano" / "config.json").read_text())["model"]["config"]
+    """The architecture is experiment=piano's; the context is that of the last fine-tune's windows, as its
+    recorded recipe says (R: ``data.seq_len=2048``), else the experiment's."""
+    shipped_json = json.loads((PRETRAINED_DIR / "piano" / "config.json").read_text())
+    shipped, recipe = shipped_json["model"]["config"], shipped_json["info"].get("recipe") or ""
     built = build(configs["piano"]).config
-    assert {k: built[k] for k in shipped} == shipped
+    same = [k for k in shipped if k != "max_seq_len"]
+    assert {k: built[k] for k in same} == {k: shipped[k] for k in same}
+    trained_at = re.search(r"data\.seq_len=(\d+)", recipe)
+    assert shipped["max_seq_len"] == (int(trained_at.group(1)) if trained_at else built["max_seq_len"])
