@@ -123,6 +123,19 @@ def test_seed_from_and_the_merged_tracks_line(continuer, tmp_path):
     assert plain == "1 continuation(s) ready."  # one piano track: nothing worth saying on the page
 
 
+def test_the_guidance_setting_reaches_the_sampler(continuer):
+    """The page's "come back to the seed" slider: 0 samples the model alone, the default leans on the seed;
+    the same random seed then gives other music, and a negative weight is refused with its name."""
+    def notes(guidance: float):
+        settings = Settings(seed_seconds=8, length_seconds=4, num_samples=1, seed=3, recall_guidance=guidance)
+        [result] = continuer.continue_file(MOTIF, settings)
+        return continuer.tokenizer.read(result.midi).pitch.tolist()
+
+    assert notes(0.0) != notes(Settings.recall_guidance) and Settings.recall_guidance > 0
+    _, message = run_request(lambda: continuer.continue_file(MOTIF, Settings(recall_guidance=-1)))
+    assert message.startswith("**Cannot continue:**") and "recall_guidance must be >= 0" in message
+
+
 def test_arcs_of_a_result_and_bad_views_as_messages(continuer):
     [result] = continuer.continue_file(MOTIF, Settings(seed_seconds=3, length_seconds=2, num_samples=1, seed=2))
     png, message = draw_request(lambda: continuer.draw_arcs(result.midi, ArcChoice(layer=0, last_notes=5),
@@ -319,6 +332,11 @@ def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client
     assert out[0].startswith(f"**Cannot continue:** {MOTIF.name}: no note starts at or after seed_from=10000 s")
     out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, api_name="/continue_seed")
     assert out[0] == "1 continuation(s) ready."
+    # the guidance, passed last; it needs a seed longer than its 64 recent tokens (8 s of the motif)
+    guided, alone = (client.predict(upload(MOTIF), 8, 2, 1.0, 0.95, 1, 0, 0, *w, api_name="/continue_seed")
+                     for w in ((), (0.0,)))
+    assert guided[0] == alone[0] == "1 continuation(s) ready."
+    assert Path(alone[5]["value"]).read_bytes() != Path(guided[5]["value"]).read_bytes()  # same seed, other music
 
 
 def clear_seed_in_page(page, tries: int = 3) -> None:

@@ -100,7 +100,8 @@ def test_the_app_and_its_page_start_at_the_defaults():
     with gr.Blocks():
         controls = _controls()
     assert [c.value for c in controls] == [start.seed_seconds, start.length_seconds, start.temperature, start.top_p,
-                                          start.num_samples, start.seed, start.seed_from]
+                                          start.num_samples, start.seed, start.seed_from, start.recall_guidance]
+    assert start.recall_guidance == sampling.recall_guidance
 
 
 def test_help_shows_the_numbers_the_references_stand_for():

@@ -64,6 +64,7 @@ class Settings:
     num_samples: int = 2
     seed: int = SamplingOptions.seed
     seed_from: float = 0.0
+    recall_guidance: float = SamplingOptions.recall_guidance  # how hard the sampler leans on the seed
 
     def check(self) -> None:
         """GenerateError naming the first setting over what the app allows (`GenerateOptions.check` does
@@ -205,7 +206,7 @@ class Continuer:
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
-                       seed_from=float(settings.seed_from or 0))
+                       seed_from=float(settings.seed_from or 0), recall_guidance=float(settings.recall_guidance))
         opts.check()
         report(0.0, "reading the seed")
         seed = self._seed(seed_path, opts)

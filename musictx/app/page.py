@@ -85,9 +85,9 @@ def _queue_line(max_queue: int) -> str:
 
 
 def _controls() -> list:
-    """Seed seconds, seconds to add, temperature, top-p, samples, random seed, seed start (the order of
-    `Settings`, whose defaults they start at; the seed start is shown second but passed last, so that API
-    calls without it still work)."""
+    """Seed seconds, seconds to add, temperature, top-p, samples, random seed, seed start, recall guidance
+    (the order of `Settings`, whose defaults they start at; the seed start is shown second but passed after
+    the others, and the guidance last, so that API calls without them still work)."""
     start = Settings()
     seed_seconds = gr.Slider(1, MAX_SEED_SECONDS, value=start.seed_seconds, step=0.5,
                              label="Seed seconds (kept from the seed's first note; "
@@ -101,6 +101,8 @@ def _controls() -> list:
         gr.Slider(1, MAX_SAMPLES, value=start.num_samples, step=1, label="Samples"),
         gr.Number(value=start.seed, precision=0, label="Random seed"),
         seed_from,
+        gr.Slider(0, 2, value=start.recall_guidance, step=0.1,
+                  label="Come back to the seed (recall guidance; 0 = the model alone)"),
     ]
 
 
@@ -144,19 +146,20 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
 
         def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
-                        random_seed, seed_from=0, progress=gr.Progress()):  # noqa: B008
+                        random_seed, seed_from=0, recall=GUIDANCE, progress=gr.Progress()):  # noqa: B008
             settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                                 seed_from)
+                                 seed_from, recall)
             results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
             return _respond(results, message, len(outputs), done)
 
         def further(index: int):
             def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
-                           seed_seconds=None, progress=gr.Progress()):  # noqa: B008
+                           seed_seconds=None, recall=GUIDANCE, progress=gr.Progress()):  # noqa: B008
                 if index >= len(paths):
                     return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
                                     done)
-                settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed)
+                settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
+                                     recall=recall)
                 results, message = run_request(lambda: cont.continue_further(paths[index], settings,
                                                                              _reporter(progress)))
                 return _respond(results, message, len(outputs), done, seed_file=paths[index])
@@ -166,7 +169,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
         go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed", **common)
         for i, slot in enumerate(slots):
-            slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0]],
+            slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0], controls[7]],
                                api_name=f"continue_further_{i}", **common)
         seed_file.change(lambda path: _preview(cont, path), inputs=seed_file, outputs=[preview, preview_note],
                          api_name="preview_seed", concurrency_id="preview")
@@ -220,10 +223,14 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
     return ArcsPanel(image, message)
 
 
-def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0) -> Settings:
+GUIDANCE = Settings.recall_guidance  # what API calls that leave the guidance out get
+
+
+def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0,
+              recall=GUIDANCE) -> Settings:
     """The page's values as `Settings` (sliders send floats; a cleared number box sends None)."""
     return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
-                    int(random_seed or 0), float(seed_from or 0))
+                    int(random_seed or 0), float(seed_from or 0), float(GUIDANCE if recall is None else recall))
 
 
 def _preview(cont: Continuer, path) -> tuple[str | None, str]:
