@@ -146,7 +146,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
 
         def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
-                        random_seed, seed_from=0, recall=GUIDANCE, progress=gr.Progress()):  # noqa: B008
+                        random_seed, seed_from=0, recall=None, progress=gr.Progress()):  # noqa: B008
             settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
                                  seed_from, recall)
             results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
@@ -154,7 +154,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
 
         def further(index: int):
             def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
-                           seed_seconds=None, recall=GUIDANCE, progress=gr.Progress()):  # noqa: B008
+                           seed_seconds=None, recall=None, progress=gr.Progress()):  # noqa: B008
                 if index >= len(paths):
                     return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
                                     done)
@@ -223,14 +223,13 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
     return ArcsPanel(image, message)
 
 
-GUIDANCE = Settings.recall_guidance  # what API calls that leave the guidance out get
-
-
 def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0,
-              recall=GUIDANCE) -> Settings:
-    """The page's values as `Settings` (sliders send floats; a cleared number box sends None)."""
+              recall=None) -> Settings:
+    """The page's values as `Settings` (sliders send floats; a cleared number box sends None; an API call
+    that leaves the guidance out gets `Settings`' default)."""
+    recall = Settings.recall_guidance if recall is None else float(recall)
     return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
-                    int(random_seed or 0), float(seed_from or 0), float(GUIDANCE if recall is None else recall))
+                    int(random_seed or 0), float(seed_from or 0), recall)
 
 
 def _preview(cont: Continuer, path) -> tuple[str | None, str]:
