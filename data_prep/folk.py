@@ -33,11 +33,14 @@ from data_prep.pool import TaskError, run_tasks
 DOWNBEAT, ON_BEAT, OFF_BEAT = 84, 72, 64
 LEGATO = 0.95
 TEMPO_RANGE = (40.0, 240.0)
-DONE = "export.json"  # per ABC file: what was written from it, so a second run only reads the MIDI files
+# Score formats music21 reads: the folk collections are ABC; the composers' folders (held-out music for
+# evaluation, docs/recall.md "Held-out music") are MusicXML and Humdrum.
+SCORE_SUFFIXES = (".abc", ".mxl", ".xml", ".musicxml", ".krn")
+DONE = "export.json"  # per score file: what was written from it, so a second run only reads the MIDI files
 
 
 def collection_files(collections) -> list[tuple[str, Path]]:
-    """(collection, ABC file) for every file of the named music21 corpus collections, sorted."""
+    """(collection, score file) for every file of the named music21 corpus collections, sorted."""
     try:
         from music21 import corpus
     except ImportError as err:
@@ -50,8 +53,23 @@ def collection_files(collections) -> list[tuple[str, Path]]:
             known = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
             raise FileNotFoundError(f"folk_collections: {name!r} is not a music21 corpus collection "
                                     f"(there are: {', '.join(known)})")
-        out += [(name, p) for p in sorted(folder.glob("*.abc"))]
+        out += [(name, p) for p in sorted(folder.rglob("*")) if p.suffix.lower() in SCORE_SUFFIXES]
     return out
+
+
+def one_format_each(files: list[tuple[str, Path]]) -> tuple[list[tuple[str, Path]], list[str]]:
+    """``files`` with one file per work: where a work ships in two formats (beethoven/opus18no1/movement3 is
+    both .krn and .mxl) the first of SCORE_SUFFIXES' order is kept, so no music is counted twice; returns
+    the files kept and the names of those left out."""
+    rank = {suffix: i for i, suffix in enumerate(SCORE_SUFFIXES)}
+    best: dict[tuple[str, Path], tuple[str, Path]] = {}
+    for c, p in files:
+        key = (c, p.with_suffix(""))
+        if key not in best or rank[p.suffix.lower()] < rank[best[key][1].suffix.lower()]:
+            best[key] = (c, p)
+    kept = [f for f in files if best[(f[0], f[1].with_suffix(""))] == f]
+    left = [f"{_cache_folder(Path(), c, p)}{p.suffix}" for c, p in files if (c, p) not in kept]
+    return kept, left
 
 
 def _slug(text: str) -> str:
@@ -120,11 +138,12 @@ def tune_to_midi(score, default_bpm: float, plays: int = 1):
 
 
 def _export_file(job: tuple[str, str, str, float, int]) -> dict:
-    """Export every tune of one ABC file; returns what was written, and tunes that failed with their reason."""
-    collection, abc_path, out_dir, bpm, plays = job
+    """Export every tune of one score file (an ABC file may hold hundreds); returns what was written, and
+    tunes that failed with their reason."""
+    collection, score_path, out_dir, bpm, plays = job
     from music21 import converter
 
-    parsed = converter.parse(abc_path)
+    parsed = converter.parse(score_path)
     scores = list(parsed.scores) if hasattr(parsed, "scores") else [parsed]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -152,7 +171,7 @@ def _export_file(job: tuple[str, str, str, float, int]) -> dict:
 
 
 def _exported_as(done: Path, bpm: float, plays: int) -> bool:
-    """Whether an ABC file's folder holds its tunes rendered with these settings (a record from before
+    """Whether a score file's folder holds its tunes rendered with these settings (a record from before
     ``plays`` existed was rendered once through, at an unrecorded bpm: taken as the default's)."""
     if not done.exists():
         return False
@@ -160,23 +179,32 @@ def _exported_as(done: Path, bpm: float, plays: int) -> bool:
     return record.get("plays", 1) == plays and record.get("bpm", bpm) == bpm
 
 
+def _cache_folder(cache: Path, collection: str, path: Path) -> Path:
+    """Where one score file's renders go: its path inside the collection, without the suffix (movements of
+    one work share a file name, e.g. beethoven/opus59no1/movement1 and opus59no2/movement1)."""
+    from music21 import corpus
+
+    inside = path.relative_to(Path(corpus.__file__).parent / collection)
+    return cache / collection / inside.with_suffix("")
+
+
 def export_folk(cache_dir: str | Path, collections: list[str], bpm: float, num_workers: int = 1,
                 timeout: float = 600.0, limit: int | None = None, plays: int = 1) -> list[tuple[str, str]]:
     """Export the tunes of ``collections`` (music21 corpus folders; musictx-prep's ``folk_collections``) to
-    ``cache_dir/<collection>/<abc file>/``, each played ``plays`` times through (ABC files already exported
+    ``cache_dir/<collection>/<score file>/``, each played ``plays`` times through (files already exported
     with the same bpm and plays are skipped; others are exported again); returns (name, reason) for every
-    ABC file or tune that failed. ``limit``: only the first N ABC files of each collection."""
+    score file or tune that failed. ``limit``: only the first N score files of each collection."""
     if plays < 1:
         raise ValueError(f"folk_plays must be >= 1 (times through each tune), got {plays}")
     cache = Path(cache_dir)
-    files = collection_files(collections)
+    files, twins = one_format_each(collection_files(collections))
     if limit:
         files = [f for c in collections for f in [x for x in files if x[0] == c][:limit]]
-    jobs = [(c, str(p), str(cache / c / p.stem), float(bpm), int(plays)) for c, p in files]
+    jobs = [(c, str(p), str(_cache_folder(cache, c, p)), float(bpm), int(plays)) for c, p in files]
     todo = [j for j in jobs if not _exported_as(Path(j[2]) / DONE, float(bpm), int(plays))]
     failures: list[tuple[str, str]] = []
     if todo:
-        bar = tqdm(total=len(todo), desc="export folk tunes", unit="abc file")
+        bar = tqdm(total=len(todo), desc="export scores", unit="file")
         for i, result in run_tasks(_export_file, todo, num_workers=num_workers, timeout=timeout):
             if isinstance(result, TaskError):
                 where = f"{todo[i][0]}/{Path(todo[i][1]).name}"
@@ -185,12 +213,13 @@ def export_folk(cache_dir: str | Path, collections: list[str], bpm: float, num_w
         bar.close()
     not_expanded = written = 0
     for c, p in files:
-        done = cache / c / p.stem / DONE
+        done = _cache_folder(cache, c, p) / DONE
         if done.exists():
             record = json.loads(done.read_text())
             written += len(record["written"])
             not_expanded += record["not_expanded"]
-            failures += [(f"{c}/{p.stem}/{name}", reason) for name, reason in record["failed"]]
-    print(f"folk: {written} tunes from {len(files)} ABC files, played {plays}x through; {not_expanded} kept as written "
-          f"(their repeat marks are malformed), {len(failures)} failed (listed in skipped.tsv)")
+            failures += [(f"{_cache_folder(Path(), c, p)}/{name}", reason) for name, reason in record["failed"]]
+    twice = f"; {len(twins)} left out as a second format of a work kept ({', '.join(twins)})" if twins else ""
+    print(f"folk: {written} tunes from {len(files)} score files, played {plays}x through; {not_expanded} kept as "
+          f"written (their repeat marks are malformed), {len(failures)} failed (listed in skipped.tsv){twice}")
     return failures

@@ -1,4 +1,5 @@
-"""source=folk: ABC folk tunes from the music21 corpus, played with their repeats, as a prep source."""
+"""source=folk: ABC folk tunes from the music21 corpus, played with their repeats, as a prep source; the
+composers' MusicXML folders of the same corpus (the held-out music of docs/recall.md) through the same path."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from musictx.io.token_store import TokenArrays
 
 music21 = pytest.importorskip("music21", reason="source=folk needs music21 (the corpus extra)")
 
-from data_prep.folk import DOWNBEAT, OFF_BEAT, ON_BEAT, collection_files, tune_to_midi  # noqa: E402
+from data_prep.folk import (  # noqa: E402
+    DOWNBEAT,
+    OFF_BEAT,
+    ON_BEAT,
+    collection_files,
+    one_format_each,
+    tune_to_midi,
+)
 
 TUNE = """X:1
 T:Test tune
@@ -108,6 +116,31 @@ def test_folk_source_prepares_tunes_whose_sections_come_back(tmp_path):
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.mid")}
     write_dataset(opts, progress=False)
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*.mid")} == stamps
+
+
+def test_a_work_in_two_formats_is_kept_once_and_nested_movements_keep_their_own_folders():
+    files = collection_files(["beethoven"])
+    names = {str(p).split("beethoven/", 1)[1] for _, p in files}
+    assert {"opus18no1/movement3.krn", "opus18no1/movement3.mxl", "opus59no1/movement3.mxl"} <= names
+    kept, left = one_format_each(files)
+    assert "beethoven/opus18no1/movement3.krn" in left and len(kept) + len(left) == len(files)
+    kept_names = [str(p).split("beethoven/", 1)[1] for _, p in kept]
+    assert "opus18no1/movement3.mxl" in kept_names and "opus18no1/movement3.krn" not in kept_names
+    assert len({n.rsplit(".", 1)[0] for n in kept_names}) == len(kept_names)  # one file per work
+
+
+def test_a_musicxml_score_is_prepared_as_a_performance(tmp_path, capsys):
+    """A composer's folder (Joplin's Maple Leaf Rag, MusicXML): played at its marked tempo with the accent
+    rule, tokenized, and said so in the summary line."""
+    opts = compose_options(["source=folk", f"output_dir={tmp_path / 'rag'}", f"folk_cache_dir={tmp_path / 'cache'}",
+                            "folk_collections=[joplin]", "num_workers=0", "split.validation=0", "split.test=0",
+                            "allow_empty=true"])
+    res = write_dataset(opts, progress=False)
+    assert "1 tunes from 1 score files" in capsys.readouterr().out
+    [midi] = (tmp_path / "cache" / "joplin").rglob("*.mid")
+    notes = pretty_midi.PrettyMIDI(str(midi)).instruments[0].notes
+    assert len(notes) > 1000 and {n.velocity for n in notes} <= {DOWNBEAT, ON_BEAT, OFF_BEAT}
+    assert res.stats["train"].files == 1 and res.stats["train"].tokens > 5000
 
 
 def test_folk_cache_must_not_be_the_output(tmp_path):

@@ -45,6 +45,41 @@ def test_guided_logits_are_the_whole_window_pushed_away_from_its_recent_ids():
 
 
 @torch.inference_mode()
+@torch.inference_mode()
+def test_against_the_continuation_the_branch_sees_the_new_music_and_never_the_seed():
+    """With ``against="continuation"`` the contrast is the window without the seed: once there are ``local``
+    new ids the branch holds all of them (grown by cached steps), also after a slide pins the seed."""
+    net, local, t0, pin = _net(), 4, 30, 8
+    prompt = torch.randint(0, TOK.vocab_size - 2, (2, t0))
+    guidance = RecallGuidance(1.0, local, against="continuation")
+    decoder = guidance.around(WindowDecoder(net, use_cache=True), net, pinned=pin)
+    decoder.restart(prompt)
+    window = prompt
+    for n in range(1, 12):
+        window = torch.cat([window, torch.randint(0, TOK.vocab_size - 2, (2, 1))], dim=1)
+        decoder.step(window)
+        branch = window[:, t0:] if n >= local else window[:, -decoder.recent_len:]
+        assert decoder.recent_len == branch.shape[1] >= min(n, local)
+        torch.testing.assert_close(decoder.recent_logits, net(branch)[:, -1], atol=1e-5, rtol=1e-5)
+    slid = torch.cat([prompt[:, -pin:], window[:, t0 + 3:]], dim=1)  # the window slid: seed pinned, 8 new ids
+    decoder.restart(slid)
+    torch.testing.assert_close(decoder.recent_logits, net(window[:, t0 + 3:])[:, -1], atol=1e-5, rtol=1e-5)
+    grown = torch.cat([slid, window[:, :1]], dim=1)
+    decoder.step(grown)
+    torch.testing.assert_close(decoder.recent_logits, net(grown[:, pin:])[:, -1], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="against must be one of recent, continuation"):
+        RecallGuidance(1.0, against="seed")
+
+
+def test_against_the_continuation_cached_and_recomputed_sampling_agree_across_slides():
+    net = _net()  # max_seq_len 128: 150 new ids slide the window twice
+    prompt = torch.randint(0, TOK.vocab_size - 2, (2, 40))
+    guidance = RecallGuidance(1.5, local=8, against="continuation")
+    cached = _sample(net, prompt, guidance, n=150)
+    assert torch.equal(_sample(net, prompt, guidance, use_cache=False, n=150), cached)
+    assert not torch.equal(_sample(net, prompt, None, n=150), cached)  # it guided
+
+
 def test_ids_the_sampler_forbids_stay_forbidden_even_when_they_were_all_the_model_wanted():
     """The guard may forbid the whole nucleus (a NOTE_OFF of a note it already ended): guidance then
     re-ranks the ids left, and never returns a row with nothing to draw (which argmax read as id 0)."""
@@ -102,6 +137,9 @@ def test_the_options_refuse_a_negative_weight_and_build_guidance_only_when_on():
         SamplingOptions(recall_guidance=-1.0).check_sampling()
     with pytest.raises(GenerateError, match="recall_local must be >= 1"):
         SamplingOptions(recall_local=0).check_sampling()
+    with pytest.raises(GenerateError, match="recall_against must be one of recent, continuation, got 'seed'"):
+        SamplingOptions(recall_against="seed").check_sampling()
+    assert SamplingOptions(recall_against="continuation").guidance().against == "continuation"
     with pytest.raises(ValueError, match="weight must be >= 0"):
         RecallGuidance(float("nan"))
 

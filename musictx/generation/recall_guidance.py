@@ -14,6 +14,11 @@ is merely unlikely after the recent ids cannot be pulled in from nowhere.
 The recent branch has its own KV cache and sees the last ``local`` to ``2 * local - 1`` ids (it restarts
 from the last ``local`` every ``local`` steps), so it costs about one more cached step per id. Windows no
 longer than ``local`` are left as they are (both branches would agree).
+
+``against="continuation"`` contrasts with everything generated after the seed instead (once there are
+``local`` new ids; the last ``local`` to ``2 * local - 1`` before that): what is amplified is then what the
+seed alone adds, also a minute in, when most of the window is the model's own music. This branch grows
+with the continuation and restarts only when the window slides (docs/recall.md "Held-out music").
 """
 
 from __future__ import annotations
@@ -27,17 +32,22 @@ class RecallGuidance:
     """The settings; `around` wraps a decoder (``restart(window)`` and ``step(window)`` -> logits (B, V)) of
     ``net`` in a `GuidedDecoder`. `musictx.generation.sampling.generate` takes one as ``guidance``."""
 
-    def __init__(self, weight: float, local: int = 64, plausible: float = 0.95):
+    BRANCHES = ("recent", "continuation")  # what the whole window is contrasted with (module docstring)
+
+    def __init__(self, weight: float, local: int = 64, plausible: float = 0.95, against: str = "recent"):
+        if against not in self.BRANCHES:
+            raise ValueError(f"recall guidance against must be one of {', '.join(self.BRANCHES)}, got {against!r}")
         if not weight >= 0:
             raise ValueError(f"recall guidance weight must be >= 0, got {weight}")
         if local < 1:
             raise ValueError(f"recall guidance local must be >= 1 id, got {local}")
         if not 0 < plausible <= 1:
             raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
-        self.weight, self.local, self.plausible = weight, local, plausible
+        self.weight, self.local, self.plausible, self.against = weight, local, plausible, against
 
-    def around(self, decoder, net: nn.Module) -> GuidedDecoder:
-        return GuidedDecoder(decoder, net, self)
+    def around(self, decoder, net: nn.Module, pinned: int = 0) -> GuidedDecoder:
+        """``pinned``: seed ids the sampler keeps at the start of a slid window (never new music)."""
+        return GuidedDecoder(decoder, net, self, pinned)
 
 
 class GuidedDecoder:
@@ -46,33 +56,50 @@ class GuidedDecoder:
     `restart` and `step` return the whole window's logits as the plain decoder does; `guide` then turns
     them, once the sampler has masked what it forbids, into the guided logits."""
 
-    def __init__(self, decoder, net: nn.Module, guidance: RecallGuidance):
-        self.decoder, self.guidance = decoder, guidance
+    def __init__(self, decoder, net: nn.Module, guidance: RecallGuidance, pinned: int = 0):
+        self.decoder, self.guidance, self.pinned = decoder, guidance, pinned
         self.recent = WindowDecoder(net, use_cache=True)
         self.recent_len = 0  # ids the recent branch holds; 0: not started
         self.recent_logits: Tensor | None = None  # (B, V) after the recent ids; None: no guidance this step
         self.guided_steps = 0  # steps that were guided (tests check guidance ran)
+        self.new_ids = -1  # ids generated so far: each call after the first follows one new id
+        self.whole_continuation = False  # whether the branch holds all new ids in the window (against=continuation)
 
     def restart(self, window: Tensor) -> Tensor:
+        self.new_ids += 1
         self.recent_len = 0
         return self._with_recent(self.decoder.restart(window), window)
 
     def step(self, window: Tensor) -> Tensor:
+        self.new_ids += 1
         return self._with_recent(self.decoder.step(window), window)
 
     def _with_recent(self, logits: Tensor, window: Tensor) -> Tensor:
         """Run the recent branch on ``window`` (B, T) where guidance applies; pass ``logits`` through."""
         local = self.guidance.local
         self.recent_logits = None
+        new_in_window = min(self.new_ids, window.shape[1] - self.pinned)  # new ids are the window's tail
         if self.guidance.weight == 0 or window.shape[1] <= local:
             self.recent_len = 0  # the branch starts once the window outgrows it
-        elif self.recent_len == 0 or self.recent_len + 1 >= 2 * local:
+        elif self.guidance.against == "continuation" and local <= new_in_window < window.shape[1]:
+            self._continuation_branch(window, new_in_window)
+        elif self.recent_len == 0 or self.whole_continuation or self.recent_len + 1 >= 2 * local:
+            self.whole_continuation = False
             self.recent_len = local
             self.recent_logits = self.recent.restart(window[:, -local:])
         else:
             self.recent_len += 1
             self.recent_logits = self.recent.step(window[:, -self.recent_len:])
         return logits
+
+    def _continuation_branch(self, window: Tensor, n: int) -> None:
+        """The branch over the window's last ``n`` ids, all generated: it steps while it grows by one id
+        with the window, and restarts when the window slid (or the branch held only recent ids)."""
+        if self.whole_continuation and self.recent_len and n == self.recent_len + 1:
+            self.recent_logits = self.recent.step(window[:, -n:])
+        else:
+            self.recent_logits = self.recent.restart(window[:, -n:])
+        self.recent_len, self.whole_continuation = n, True
 
     def guide(self, logits: Tensor) -> Tensor:
         """The whole window's ``logits`` (B, V), forbidden ids already -inf, guided against the recent

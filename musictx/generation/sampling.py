@@ -300,7 +300,7 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     done = torch.zeros(B, dtype=torch.bool, device=device)
     decoder = WindowDecoder(net, use_cache)
     if guidance is not None:
-        decoder = guidance.around(decoder, net)
+        decoder = guidance.around(decoder, net, pinned=pin)
     if guard is not None:
         guard.start(prompt_ids.to(device))
     pinned = False  # set at the first slide after the prompt

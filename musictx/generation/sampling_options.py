@@ -37,6 +37,8 @@ class SamplingOptions:
     # model's own distribution, which is what musictx-evaluate measures unless asked.
     recall_guidance: float = 1.0
     recall_local: int = 64  # with recall_guidance: the recent ids the contrast branch sees
+    recall_against: str = "recent"  # the contrast branch: recent (the last recall_local ids) | continuation
+                                    # (all the music after the seed: amplifies what the seed alone adds)
 
     @classmethod
     def from_mapping(cls, values) -> SamplingOptions:
@@ -64,6 +66,8 @@ class SamplingOptions:
              f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
+            (self.recall_against not in RecallGuidance.BRANCHES,
+             f"recall_against must be one of {', '.join(RecallGuidance.BRANCHES)}, got {self.recall_against!r}"),
         ]
         raise_first(bad)
 
@@ -71,7 +75,7 @@ class SamplingOptions:
         """The sampler's `RecallGuidance`, or None when ``recall_guidance`` is 0."""
         if not self.recall_guidance:
             return None
-        return RecallGuidance(self.recall_guidance, self.recall_local, self.top_p or 1.0)
+        return RecallGuidance(self.recall_guidance, self.recall_local, self.top_p or 1.0, self.recall_against)
 
 
 NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds")  # options that may be None
