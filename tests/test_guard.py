@@ -1,5 +1,6 @@
 """The sampler's grammar guard: stray NOTE_OFFs are never drawn, overdue notes must end, the seed's
-sounding notes count, and the guarded cached and uncached paths still agree."""
+sounding notes count, no new note starts while the texture is at its cap (a multiple of the seed's most
+notes at once), and the guarded cached and uncached paths still agree."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import torch
 
 from musictx.evaluation.continuation import grammar_breaks
-from musictx.generation.guard import NoteGrammarGuard
+from musictx.generation.guard import MIN_POLYPHONY, NoteGrammarGuard
 from musictx.generation.sampling import generate
 from musictx.io.tokenizer import EventTokenizer
 
@@ -89,3 +90,64 @@ def test_start_follows_the_prompt_as_update_does_id_by_id():
         assert torch.equal(fast.onset, slow.onset) and torch.equal(fast.now, slow.now), f"trial {trial}"
         logits = torch.zeros(3, TOK.vocab_size)
         assert torch.equal(fast.mask(logits), slow.mask(logits))
+
+
+def _sounding_counts(ids) -> list[int]:
+    """Notes sounding after each id, followed id by id (the reference for `most_at_once`)."""
+    sounding, counts = set(), []
+    for i in map(int, ids):
+        if LAY.note_on <= i < LAY.note_off:
+            sounding.add(i - LAY.note_on)
+        elif LAY.note_off <= i < LAY.note_off + 128:
+            sounding.discard(i - LAY.note_off)
+        counts.append(len(sounding))
+    return counts
+
+
+def test_most_at_once_counts_the_notes_sounding_while_time_passes():
+    guard = NoteGrammarGuard.of(TOK, None, polyphony_ratio=1.0)
+    # a 3-note chord over time, a fourth note struck and released in the same instant, a restruck pitch
+    ids = [on(60), on(64), on(67), shift(10), on(72), off(72), on(60), shift(5), off(60), off(64), shift(5)]
+    assert guard.most_at_once(torch.tensor(ids)) == 3
+    assert guard.most_at_once(torch.tensor([shift(3), off(50)])) == 0
+    from importlib.resources import files  # a real file: the bundled motif, against the id-by-id count
+
+    ids = TOK.encode(str(files("musictx") / "assets" / "motif.mid"))
+    counts = _sounding_counts(ids)
+    shifts = (ids >= LAY.time_shift) & (ids < LAY.time_shift + 100)
+    during = [c for c, s in zip(counts, shifts, strict=True) if s] + counts[-1:]
+    assert guard.most_at_once(torch.as_tensor(ids)) == max(during) >= 2
+
+
+def test_at_the_cap_no_new_note_starts_until_one_ends():
+    guard = NoteGrammarGuard(LAY.note_on, LAY.note_off, LAY.time_shift, 100, None, polyphony_ratio=1.5,
+                             min_polyphony=1)
+    guard.start(torch.tensor([[on(60), on(64), shift(10), off(60), off(64), shift(10)]]))  # seed: 2 at once
+    assert guard.cap.tolist() == [3]  # ceil(1.5 * 2)
+    for pitch in (50, 55, 59):
+        assert not torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0, on(pitch)]
+        guard.update(torch.tensor([on(pitch)]))
+    forbidden = torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0]
+    assert forbidden[LAY.note_on:LAY.note_off].all()  # three sound: no fourth
+    assert not forbidden[off(55)] and not forbidden[shift(7)] and not forbidden[LAY.velocity]
+    guard.update(torch.tensor([off(55)]))
+    assert not torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0, on(70)]
+    floor = NoteGrammarGuard.of(TOK, None, polyphony_ratio=1.5)
+    floor.start(torch.tensor([[on(60), shift(3)]]))
+    assert floor.cap.tolist() == [MIN_POLYPHONY]  # a one-voice seed still leaves room for chords
+
+
+def test_capped_generation_never_exceeds_the_cap_and_both_paths_agree():
+    net = tiny_net("music_transformer", max_seq_len=32)
+    prompt = torch.tensor([[LAY.velocity + 15, on(60), on(64), on(67), shift(20)]] * 3)
+    runs = {}
+    for cached in (True, False):
+        guard = NoteGrammarGuard(LAY.note_on, LAY.note_off, LAY.time_shift, 100, None, polyphony_ratio=1.0,
+                                 min_polyphony=1)
+        runs[cached] = generate(net, prompt, 300, generator=torch.Generator().manual_seed(5), guard=guard,
+                                use_cache=cached)
+    assert torch.equal(runs[True], runs[False])
+    free = generate(net, prompt, 300, generator=torch.Generator().manual_seed(5),
+                    guard=NoteGrammarGuard.of(TOK, None))
+    assert max(max(_sounding_counts(row)) for row in free) > 3  # the premise: unguarded, the net piles up
+    assert max(max(_sounding_counts(row)) for row in runs[True]) == 3

@@ -110,3 +110,29 @@ def test_help_shows_the_numbers_the_references_stand_for():
         shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         assert any(line.split()[0] == f"{name}={shown}" for line in lines if line.startswith("  ")), name
     assert not any("${sampling" in line for line in lines if line.startswith("  "))
+
+
+
+def test_a_bad_polyphony_ratio_is_named_and_a_good_one_caps_the_continuations():
+    import numpy as np
+    import pytest
+
+    from musictx.generation.continue_seed import sample_continuations
+    from musictx.generation.guard import MIN_POLYPHONY
+    from musictx.generation.seeds import GenerateError, Seed
+
+    from .gen_fixtures import tiny_net
+    from .test_guard import LAY, TOK, _sounding_counts, on, shift
+
+    with pytest.raises(GenerateError, match="polyphony_ratio must be > 0 or null, got 0"):
+        SamplingOptions(polyphony_ratio=0.0).check_sampling()
+    net = tiny_net("music_transformer", max_seq_len=64, seed=1)
+    seed = Seed(ids=np.array([LAY.velocity + 15, on(60), on(64), shift(20)]), seconds=0.2)
+
+    def most(ratio):
+        opts = SamplingOptions(polyphony_ratio=ratio, recall_guidance=0.0, max_note_seconds=None, seed=3)
+        rows = sample_continuations(net, TOK, seed, opts, num_samples=4, length_seconds=None, max_tokens=600)
+        return max(max(_sounding_counts(list(seed.ids) + list(row))) for row in rows)
+
+    assert most(None) > MIN_POLYPHONY  # the premise: this net piles notes up
+    assert most(1.0) == MIN_POLYPHONY  # the seed holds 2 at once: the floor is the cap

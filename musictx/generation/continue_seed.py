@@ -42,7 +42,8 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: S
     generator = torch.Generator(device=device).manual_seed(sampling.seed)
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
-    guard = NoteGrammarGuard.of(tokenizer, sampling.max_note_seconds) if sampling.guard else None
+    guard = (NoteGrammarGuard.of(tokenizer, sampling.max_note_seconds, sampling.polyphony_ratio)
+             if sampling.guard else None)
     ids = generate(net, prompt, token_cap(max_tokens, length_seconds), temperature=sampling.temperature,
                    top_k=sampling.top_k, top_p=sampling.top_p, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
                    use_cache=sampling.use_cache, generator=generator, stop_fn=stop, slide=sampling.slide,

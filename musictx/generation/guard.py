@@ -1,10 +1,13 @@
 """A sampling guard for Performance-event ids: the sampler refuses events the grammar forbids.
 
-Two rules, as in Magenta's Performance RNN decoding (which caps note durations):
+Three rules; the first two as in Magenta's Performance RNN decoding (which caps note durations):
   - a NOTE_OFF for a pitch that is not sounding is never drawn (it would be a no-op id, wasted context);
   - a note that has sounded for ``max_note_seconds`` must end: while any note is overdue, only the
     NOTE_OFFs of overdue notes may be drawn. Notes of the seed that sound at the cut count too, so a
-    note held over the cut cannot hang to the end of the continuation.
+    note held over the cut cannot hang to the end of the continuation;
+  - the texture stays near the seed's: while ``polyphony_ratio`` times the seed's most notes at once
+    (at least ``min_polyphony``) sound, no new note starts. A piano model continuing a sparse score
+    otherwise piles up walls of 13-23 held notes where the music has 4-5 (docs/recall.md "Held-out music").
 
 `generate` calls ``guard.start(prompt)``, then per step ``guard.mask(logits)`` before sampling and
 ``guard.update(next_ids)`` after; the cached and uncached paths see exactly the same masks. Torch only.
@@ -15,25 +18,31 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+MIN_POLYPHONY = 10  # the polyphony cap never goes below this: a pedalled piano chord sounds 8-10 notes
+
 
 class NoteGrammarGuard:
     """Masks the logits (B, V) of Performance ids laid out as NOTE_ON (n_pitches), NOTE_OFF (n_pitches),
     TIME_SHIFT (n_shifts, 1..n_shifts steps), then the rest (VELOCITY, PAD, EOS)."""
 
-    def __init__(self, note_on: int, note_off: int, time_shift: int, n_shifts: int, max_note_steps: int | None):
+    def __init__(self, note_on: int, note_off: int, time_shift: int, n_shifts: int, max_note_steps: int | None,
+                 polyphony_ratio: float | None = None, min_polyphony: int = MIN_POLYPHONY):
         self.note_on, self.note_off, self.time_shift, self.n_shifts = note_on, note_off, time_shift, n_shifts
         self.n_pitches = note_off - note_on
         self.max_note_steps = max_note_steps
+        self.polyphony_ratio, self.min_polyphony = polyphony_ratio, min_polyphony
         self.onset: Tensor | None = None  # (B, n_pitches) step of the sounding note's onset, -1 if silent
         self.now: Tensor | None = None  # (B,) steps so far
+        self.cap: Tensor | None = None  # (B,) most notes at once before no new note starts; None: no cap
 
     @classmethod
-    def of(cls, tokenizer, max_note_seconds: float | None) -> NoteGrammarGuard:
-        """The guard of an `EventTokenizer`'s ids; ``max_note_seconds`` None (or 0): no cap on a note's length
-        (the options' default is `musictx.generation.sampling_options.SamplingOptions.max_note_seconds`)."""
+    def of(cls, tokenizer, max_note_seconds: float | None, polyphony_ratio: float | None = None) -> NoteGrammarGuard:
+        """The guard of an `EventTokenizer`'s ids; ``max_note_seconds`` None (or 0): no cap on a note's length;
+        ``polyphony_ratio`` None: no cap on notes at once (the options' defaults are in
+        `musictx.generation.sampling_options.SamplingOptions`)."""
         lay = tokenizer.layout
         steps = None if not max_note_seconds else max(1, round(max_note_seconds / tokenizer.config.time_step))
-        return cls(lay.note_on, lay.note_off, lay.time_shift, lay.velocity - lay.time_shift, steps)
+        return cls(lay.note_on, lay.note_off, lay.time_shift, lay.velocity - lay.time_shift, steps, polyphony_ratio)
 
     def start(self, prompt: Tensor) -> None:
         """Follow the prompt (B, T0): which notes sound at its end, since when. Vectorised over the prompt
@@ -62,6 +71,28 @@ class NoteGrammarGuard:
         sounding = (last >= 0) & on.gather(1, at)
         self.onset = torch.where(sounding, steps.gather(1, at), -1)  # a NOTE_ON adds no step itself
         self.now = steps[:, -1].clone()
+        if self.polyphony_ratio is not None:
+            most = torch.tensor([self.most_at_once(row) for row in prompt], dtype=torch.long, device=device)
+            self.cap = (most.float() * self.polyphony_ratio).ceil().long().clamp(min=self.min_polyphony)
+
+    def most_at_once(self, ids: Tensor) -> int:
+        """The most notes sounding together over the ids (T,) of one sample, counted during each TIME_SHIFT
+        and at the end. A NOTE_ON of a sounding pitch or a NOTE_OFF of a silent one changes nothing."""
+        on = (ids >= self.note_on) & (ids < self.note_off)
+        off = (ids >= self.note_off) & (ids < self.note_off + self.n_pitches)
+        events = (on | off).nonzero().squeeze(1)  # (E,) positions of note events
+        if len(events) == 0:
+            return 0
+        pitch = torch.where(on, ids - self.note_on, ids - self.note_off)[events]
+        order = torch.argsort(pitch * len(ids) + events)  # grouped by pitch, in time order within a pitch
+        is_on, same = on[events][order], pitch[order]
+        was_on = torch.zeros_like(is_on)  # the pitch's previous event, if any, was a NOTE_ON
+        was_on[1:] = is_on[:-1] & (same[1:] == same[:-1])
+        delta = torch.zeros(len(ids), dtype=torch.long, device=ids.device)
+        delta[events[order]] = (is_on & ~was_on).long() - (~is_on & was_on).long()
+        count = delta.cumsum(0)  # (T,) notes sounding after each id
+        shift = (ids >= self.time_shift) & (ids < self.time_shift + self.n_shifts)
+        return int(torch.cat([count[shift], count[-1:]]).max())
 
     def update(self, ids: Tensor) -> None:
         """Advance by one id per sample (B,)."""
@@ -87,4 +118,6 @@ class NoteGrammarGuard:
                 only_offs = torch.ones_like(forbid)
                 only_offs[:, self.note_off : self.note_off + self.n_pitches] = ~overdue
                 forbid = torch.where(any_overdue[:, None], only_offs, forbid)
+        if self.cap is not None:  # at the cap: a NOTE_OFF, a TIME_SHIFT or a VELOCITY, never a new note
+            forbid[:, self.note_on : self.note_off] |= (sounding.sum(dim=1) >= self.cap)[:, None]
         return logits.masked_fill(forbid, float("-inf"))

@@ -32,6 +32,9 @@ class SamplingOptions:
     keep_seed: int | None = KEEP_SEED  # the seed's last ids pinned at the start of a slid window; 0: none
     guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.generation.guard)
     max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
+    # with guard: no new note while this many times the seed's most notes at once sound (at least
+    # musictx.generation.guard.MIN_POLYPHONY); None: no cap
+    polyphony_ratio: float | None = None
     # Sample toward what the whole context (the seed) adds to the recent music: continuations come back to
     # the seed's figure, pulse and key (musictx.generation.recall_guidance; docs/recall.md); 0: off, the
     # model's own distribution, which is what musictx-evaluate measures unless asked.
@@ -53,7 +56,7 @@ class SamplingOptions:
         with a whole value, as Hydra reads ``1e9``, becomes an int), finite numbers in range."""
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
-        for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance"):
+        for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -64,6 +67,8 @@ class SamplingOptions:
              f"keep_seed must be >= 0 or null, got {self.keep_seed}"),
             (self.max_note_seconds is not None and not self.max_note_seconds > 0,
              f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
+            (self.polyphony_ratio is not None and not self.polyphony_ratio > 0,
+             f"polyphony_ratio must be > 0 or null, got {self.polyphony_ratio}"),
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
             (self.recall_against not in RecallGuidance.BRANCHES,
@@ -78,7 +83,7 @@ class SamplingOptions:
         return RecallGuidance(self.recall_guidance, self.recall_local, self.top_p or 1.0, self.recall_against)
 
 
-NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds")  # options that may be None
+NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds", "polyphony_ratio")  # options that may be None
 
 
 def reference(name: str) -> str:
