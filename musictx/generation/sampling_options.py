@@ -33,8 +33,8 @@ class SamplingOptions:
     guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.generation.guard)
     max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
     # with guard: no new note while this many times the seed's most notes at once sound (at least
-    # musictx.generation.guard.MIN_POLYPHONY); None: no cap
-    polyphony_ratio: float | None = None
+    # musictx.generation.guard.MIN_POLYPHONY): the texture stays near the seed's; None: no cap
+    polyphony_ratio: float | None = 1.5
     # Sample toward what the whole context (the seed) adds to the recent music: continuations come back to
     # the seed's figure, pulse and key (musictx.generation.recall_guidance; docs/recall.md); 0: off, the
     # model's own distribution, which is what musictx-evaluate measures unless asked.
