@@ -39,13 +39,18 @@ SCORE_SUFFIXES = (".abc", ".mxl", ".xml", ".musicxml", ".krn")
 DONE = "export.json"  # per score file: what was written from it, so a second run only reads the MIDI files
 
 
-def collection_files(collections) -> list[tuple[str, Path]]:
-    """(collection, score file) for every file of the named music21 corpus collections, sorted."""
+def _corpus_root() -> Path:
+    """The folder of music21's corpus: its collections ship inside the music21 package."""
     try:
         from music21 import corpus
     except ImportError as err:
         raise ImportError("source=folk needs music21: pip install 'musictx[corpus]'") from err
-    root = Path(corpus.__file__).parent  # the collections ship inside the music21 package
+    return Path(corpus.__file__).parent
+
+
+def collection_files(collections) -> list[tuple[str, Path]]:
+    """(collection, score file) for every file of the named music21 corpus collections, sorted."""
+    root = _corpus_root()
     out = []
     for name in collections:
         folder = root / name
@@ -67,8 +72,9 @@ def one_format_each(files: list[tuple[str, Path]]) -> tuple[list[tuple[str, Path
         key = (c, p.with_suffix(""))
         if key not in best or rank[p.suffix.lower()] < rank[best[key][1].suffix.lower()]:
             best[key] = (c, p)
-    kept = [f for f in files if best[(f[0], f[1].with_suffix(""))] == f]
-    left = [f"{_cache_folder(Path(), c, p)}{p.suffix}" for c, p in files if (c, p) not in kept]
+    chosen = set(best.values())
+    kept = [f for f in files if f in chosen]
+    left = [f"{_cache_folder(Path(), c, p)}{p.suffix}" for c, p in files if (c, p) not in chosen]
     return kept, left
 
 
@@ -182,9 +188,7 @@ def _exported_as(done: Path, bpm: float, plays: int) -> bool:
 def _cache_folder(cache: Path, collection: str, path: Path) -> Path:
     """Where one score file's renders go: its path inside the collection, without the suffix (movements of
     one work share a file name, e.g. beethoven/opus59no1/movement1 and opus59no2/movement1)."""
-    from music21 import corpus
-
-    inside = path.relative_to(Path(corpus.__file__).parent / collection)
+    inside = path.relative_to(_corpus_root() / collection)
     return cache / collection / inside.with_suffix("")
 
 

@@ -53,13 +53,14 @@ class NoteGrammarGuard:
         device = prompt.device
         self.onset = torch.full((B, self.n_pitches), -1, dtype=torch.long, device=device)
         self.now = torch.zeros(B, dtype=torch.long, device=device)
+        on, off, shift = self._kinds(prompt)
+        pitch = torch.where(on, prompt - self.note_on, prompt - self.note_off).clamp(0, self.n_pitches - 1)
+        if self.polyphony_ratio is not None:
+            most = self._most_at_once(on, off, pitch, shift)  # (B,)
+            self.cap = (most.float() * self.polyphony_ratio).ceil().long().clamp(min=self.min_polyphony)
         if T0 == 0:
             return
-        shift = (prompt >= self.time_shift) & (prompt < self.time_shift + self.n_shifts)
         steps = torch.where(shift, prompt - self.time_shift + 1, 0).cumsum(dim=1)  # (B, T0) after each id
-        on = (prompt >= self.note_on) & (prompt < self.note_off)
-        off = (prompt >= self.note_off) & (prompt < self.note_off + self.n_pitches)
-        pitch = torch.where(on, prompt - self.note_on, prompt - self.note_off).clamp(0, self.n_pitches - 1)
         # Position of the last NOTE_ON / NOTE_OFF of each (sample, pitch); -1: none.
         position = torch.arange(T0, device=device).expand(B, T0)
         slot = torch.arange(B, device=device)[:, None] * self.n_pitches + pitch  # (B, T0)
@@ -71,35 +72,42 @@ class NoteGrammarGuard:
         sounding = (last >= 0) & on.gather(1, at)
         self.onset = torch.where(sounding, steps.gather(1, at), -1)  # a NOTE_ON adds no step itself
         self.now = steps[:, -1].clone()
-        if self.polyphony_ratio is not None:
-            most = torch.tensor([self.most_at_once(row) for row in prompt], dtype=torch.long, device=device)
-            self.cap = (most.float() * self.polyphony_ratio).ceil().long().clamp(min=self.min_polyphony)
 
-    def most_at_once(self, ids: Tensor) -> int:
-        """The most notes sounding together over the ids (T,) of one sample, counted during each TIME_SHIFT
-        and at the end. A NOTE_ON of a sounding pitch or a NOTE_OFF of a silent one changes nothing."""
+    def _kinds(self, ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Masks of the NOTE_ON, NOTE_OFF and TIME_SHIFT ids among ``ids`` (any shape)."""
         on = (ids >= self.note_on) & (ids < self.note_off)
         off = (ids >= self.note_off) & (ids < self.note_off + self.n_pitches)
-        events = (on | off).nonzero().squeeze(1)  # (E,) positions of note events
-        if len(events) == 0:
-            return 0
-        pitch = torch.where(on, ids - self.note_on, ids - self.note_off)[events]
-        order = torch.argsort(pitch * len(ids) + events)  # grouped by pitch, in time order within a pitch
-        is_on, same = on[events][order], pitch[order]
-        was_on = torch.zeros_like(is_on)  # the pitch's previous event, if any, was a NOTE_ON
-        was_on[1:] = is_on[:-1] & (same[1:] == same[:-1])
-        delta = torch.zeros(len(ids), dtype=torch.long, device=ids.device)
-        delta[events[order]] = (is_on & ~was_on).long() - (~is_on & was_on).long()
-        count = delta.cumsum(0)  # (T,) notes sounding after each id
         shift = (ids >= self.time_shift) & (ids < self.time_shift + self.n_shifts)
-        return int(torch.cat([count[shift], count[-1:]]).max())
+        return on, off, shift
+
+    def most_at_once(self, ids: Tensor) -> int:
+        """The most notes sounding together over the ids (T,) of one sample (see `_most_at_once`)."""
+        on, off, shift = self._kinds(ids[None])
+        pitch = torch.where(on, ids[None] - self.note_on, ids[None] - self.note_off).clamp(0, self.n_pitches - 1)
+        return int(self._most_at_once(on, off, pitch, shift)[0])
+
+    def _most_at_once(self, on: Tensor, off: Tensor, pitch: Tensor, shift: Tensor) -> Tensor:
+        """(B,) the most notes sounding together in each row of ids (B, T) given by their masks and pitches,
+        counted during each TIME_SHIFT and at the end. A NOTE_ON of a sounding pitch or a NOTE_OFF of a
+        silent one changes nothing."""
+        B, T = on.shape
+        if T == 0:
+            return torch.zeros(B, dtype=torch.long, device=on.device)
+        row, t = (on | off).nonzero(as_tuple=True)  # (E,) the note events
+        voice = row * self.n_pitches + pitch[row, t]  # one (sample, pitch) per voice
+        order = torch.argsort(voice * T + t)  # grouped by voice, in time order within a voice
+        is_on, voice = on[row, t][order], voice[order]
+        was_on = torch.zeros_like(is_on)  # the voice's previous event, if any, was a NOTE_ON
+        was_on[1:] = is_on[:-1] & (voice[1:] == voice[:-1])
+        delta = torch.zeros(B, T, dtype=torch.long, device=on.device)
+        delta[row[order], t[order]] = (is_on & ~was_on).long() - (~is_on & was_on).long()
+        count = delta.cumsum(dim=1)  # (B, T) notes sounding after each id; never negative
+        return torch.maximum(torch.where(shift, count, 0).amax(dim=1), count[:, -1])
 
     def update(self, ids: Tensor) -> None:
         """Advance by one id per sample (B,)."""
         rows = torch.arange(ids.shape[0], device=ids.device)
-        on = (ids >= self.note_on) & (ids < self.note_off)
-        off = (ids >= self.note_off) & (ids < self.note_off + self.n_pitches)
-        shift = (ids >= self.time_shift) & (ids < self.time_shift + self.n_shifts)
+        on, off, shift = self._kinds(ids)
         pitch_on = (ids - self.note_on).clamp(0, self.n_pitches - 1)
         pitch_off = (ids - self.note_off).clamp(0, self.n_pitches - 1)
         self.onset[rows[off], pitch_off[off]] = -1
