@@ -349,3 +349,29 @@ def test_clipped_table_is_the_table_itself_when_it_covers_the_keys():
     assert clipped_table(e, 6) is e
     longer = clipped_table(e, 9)
     assert longer.shape == (2, 9, 3) and torch.equal(longer[:, 6:], e[:, 5:6].expand(2, 3, 3))
+
+
+def test_long_keys_reach_the_kernel_as_a_shifted_table_of_m_minus_1_rows(monkeypatch):
+    """Past the table the efficient kernel gets E[:M-1] - E[M-1] (softmax ignores the per-row q . E[M-1]),
+    not the clipped (H, Tk, D) table: its relative window stops at M - 1. Output and dE stay the clipped
+    definition's; with keys inside the table it gets E itself."""
+    import musictx.models.attention as attention_module
+
+    tables = []
+    real = attention_module.attend_efficient
+
+    def spy(q, k, v, rel_emb, *args):
+        tables.append(rel_emb.detach().clone())
+        return real(q, k, v, rel_emb, *args)
+
+    monkeypatch.setattr(attention_module, "attend_efficient", spy)
+    attn = _module(8, 2, 5, 4)
+    x = torch.randn(2, 13, 8, dtype=torch.float64)
+    torch.testing.assert_close(attn(x), _clipped_pairwise(x, attn))
+    e = attn.rel_emb.detach()
+    torch.testing.assert_close(tables[-1], e[:, :4] - e[:, 4:])
+    (grad,) = torch.autograd.grad(attn(x).square().sum(), [attn.rel_emb])
+    want = torch.autograd.grad(_clipped_pairwise(x, attn).square().sum(), [attn.rel_emb])[0]
+    torch.testing.assert_close(grad, want)
+    attn(x[:, :5])  # 5 keys, M = 5: nothing is clipped
+    assert tables[-1].shape == (2, 5, 4) and torch.equal(tables[-1], e)

@@ -43,6 +43,18 @@ def clipped_table(rel_emb: Tensor, t_k: int) -> Tensor:
     return torch.cat([rel_emb, rel_emb[:, -1:].expand(-1, t_k - n_rel, -1)], dim=1)
 
 
+def shifted_table(rel_emb: Tensor) -> Tensor:
+    """(H, M - 1, D): E[r] - E[M - 1], the table that gives clipped attention to a kernel whose
+    distances past its table get no term.
+
+    With distances from M - 1 on clipped to E[M - 1], every logit of query i holds q_i . E[M - 1] plus
+    this table's term (zero from distance M - 1 on). That part is the same for all of query i's keys,
+    and softmax ignores a constant per row, so the output and every gradient are unchanged, while the
+    kernel's relative window stops at distance M - 1 instead of running over all Tk keys (a quarter of
+    the relative work at M = L / 2). E[M - 1]'s gradient flows back through the subtraction."""
+    return rel_emb[:, :-1] - rel_emb[:, -1:]
+
+
 def causal_allowed(t_q: int, t_k: int, device=None) -> Tensor:
     """Bool (Tq, Tk), True where query i (absolute position t_k - t_q + i) may see key j."""
     offset = t_k - t_q
@@ -207,6 +219,7 @@ class RelativeSelfAttention(_SelfAttention):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         p = self.dropout if self.training else 0.0
+        long_keys = k.shape[2] > self.max_rel_dist > 1  # some distances are clipped to E[M - 1]
         rel_emb = clipped_table(self.rel_emb, k.shape[2])  # (H, max(M, Tk), D)
         impl = self.impl
         if impl == "auto":
@@ -226,6 +239,8 @@ class RelativeSelfAttention(_SelfAttention):
                 # a single query block (e.g. a decoding step) holds no more with the skew path, which
                 # skips the kernel's repacking of every cached key and value: twice as fast per token
                 return attend_skew(q, k, v, rel_emb, p)
+            if long_keys:
+                rel_emb = shifted_table(self.rel_emb)  # (H, M - 1, D): same softmax, shorter window
             return attend_efficient(q, k, v, rel_emb, p, self.block_size)
         if self.impl == "skew":
             return attend_skew(q, k, v, rel_emb, p)

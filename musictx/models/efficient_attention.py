@@ -90,46 +90,44 @@ def _block_logits(q_k, kT, qs, tableT, start: int, end: int, n_rel: int, scratch
 
 def _block_attend(qs, kT, vT, tableT, start, end, n_rel, drop, scratch) -> tuple[Tensor, Tensor]:
     """Output (HB, nb, D) and log-sum-exp (HB, nb) of one query block; `drop` = (keep mask, p) or None.
-    kT and vT are the (HB, D+1, Tk) layouts that backward needs; BLAS reads vT transposed for free."""
+    kT and vT are the (HB, D+1, Tk) views that backward needs."""
     logits = _block_logits(qs, kT, qs, tableT, start, end, n_rel, scratch)
-    row_max = logits.amax(dim=-1, keepdim=True)
-    probs = logits.sub_(row_max).exp_()  # unnormalised, in the logits buffer
-    row_sum = probs.sum(dim=-1, keepdim=True)
-    scale = row_sum.reciprocal()  # normalise the (nb, D) output rather than the (nb, end) probabilities
+    row_max = logits.amax(dim=-1)
+    # softmax's fused kernel works row by row in cache; the relative term's scratch is free again
+    probs = torch.ops.aten._softmax.out(logits, -1, False, out=_take(scratch["qe"], *logits.shape))
+    # log-sum-exp = max - log(largest probability): the largest probability is 1 / sum(exp(x - max))
+    lse = probs.amax(dim=-1).log_().neg_().add_(row_max)
     if drop is not None:
         probs.mul_(drop[0])
-        scale = scale / (1 - drop[1])
-    out = torch.bmm(probs, vT[:, : qs.shape[2], :end].transpose(1, 2)).mul_(scale)  # (HB, nb, D)
-    return out, (row_max + row_sum.log()).squeeze(-1)
+    out = torch.bmm(probs, vT[:, : qs.shape[2], :end].transpose(1, 2))  # (HB, nb, D)
+    if drop is not None:
+        out.mul_(1 / (1 - drop[1]))  # on the (nb, D) output, not the (nb, end) probabilities
+    return out, lse
 
 
-def _augment(x: Tensor, col: Tensor) -> Tensor:
-    """(HB, nb, D) and (HB, nb) -> (HB, nb, D+1); against a row of ones it adds col to every logit."""
-    return torch.cat([x, col[:, :, None]], dim=-1)
-
-
-def _block_grads(saved, qs, dout, lse, row_dot, start, end, drop, grads, scratch) -> Tensor:
+def _block_grads(saved, q_aug, d_aug, start, end, drop, grads, scratch) -> Tensor:
     """Accumulate one query block's dk, dv, dtable into `grads`; return its dqs (HB, nb, D).
 
-    kT and vT carry an extra row of ones, so [q, -lse] @ kT gives logits - lse and [dout, -row_dot] @ vT
-    gives dP - row_dot straight out of the matmuls.
+    q_aug = [q, -lse] and d_aug = [dout, -row_dot] (HB, nb, D+1): against kT's and vT's extra row of
+    ones, q_aug @ kT gives logits - lse and d_aug @ vT gives dP - row_dot straight out of the matmuls.
     """
     kT, vT, tableT, n_rel = saved
     dk, dv, dtable = grads
-    HB, nb, D = qs.shape
+    HB, nb, D = q_aug.shape[0], q_aug.shape[1], q_aug.shape[2] - 1
     H = tableT.shape[0]
-    probs = _block_logits(_augment(qs, -lse), kT, qs, tableT, start, end, n_rel, scratch).exp_()
+    qs, dout = q_aug[..., :D], d_aug[..., :D]
+    probs = _block_logits(q_aug, kT, qs, tableT, start, end, n_rel, scratch).exp_()
     # dlogits go to the (now free) qe scratch with nb-1 leading zeros per head: see the inverse skew
     slab = nb - 1 + nb * end
     buf = _take(scratch["qe"], HB, slab)
     dlogits = buf[:, nb - 1 :].view(HB, nb, end)
     if drop is None:
-        torch.bmm(_augment(dout, -row_dot), vT[:, :, :end], out=dlogits)
+        torch.bmm(d_aug, vT[:, :, :end], out=dlogits)
         dv[:, :end].baddbmm_(probs.transpose(1, 2), dout)
         dlogits.mul_(probs)  # softmax backward: P * (dP - rowsum(P * dP))
     else:
         keep = drop[0].mul_(1 / (1 - drop[1]))
-        torch.bmm(dout, vT[:, :D, :end], out=dlogits).mul_(keep).sub_(row_dot[:, :, None])
+        torch.bmm(dout, vT[:, :D, :end], out=dlogits).mul_(keep).add_(d_aug[..., D:])
         dlogits.mul_(probs)
         dv[:, :end].baddbmm_(probs.mul_(keep).transpose(1, 2), dout)
     dqs = torch.bmm(dlogits, kT[:, :D, :end].transpose(1, 2))  # (HB, nb, D)
@@ -145,31 +143,33 @@ def _block_grads(saved, qs, dout, lse, row_dot, start, end, drop, grads, scratch
         dqe = _take(scratch["logits"], HB, nb, width).copy_(dqe)
     dqe = dqe.view(H, -1, width)  # (H, B*nb, W)
     rows = slice(tableT.shape[2] - width, tableT.shape[2])
-    dqs += torch.bmm(dqe, tableT[:, :, rows].transpose(1, 2)).view(HB, nb, D)
-    dtable[:, rows].baddbmm_(dqe.transpose(1, 2), qs.reshape(H, -1, D))
+    qs = qs.reshape(H, -1, D)  # (H, B*nb, D)
+    dqs.view(H, -1, D).baddbmm_(dqe, tableT[:, :, rows].transpose(1, 2))
+    dtable[:, rows].baddbmm_(dqe.transpose(1, 2), qs)
     return dqs
 
 
-def _fold_heads(x: Tensor, dtype: torch.dtype, scale: float = 1.0) -> Tensor:
-    """(B, H, T, D) -> scale * x as (H*B, T, D) in `dtype`, head-major, contiguous: the one copy where
-    low-precision inputs are widened (scaled after the cast, so no extra rounding)."""
+def _fold_heads(x: Tensor, dtype: torch.dtype, scale: float = 1.0, extra: int = 0) -> Tensor:
+    """(B, H, T, D) -> scale * x as (H*B, T, D + extra) in `dtype`, head-major: the one copy where
+    low-precision inputs are widened (scaled after the cast, so no extra rounding). The `extra`
+    columns are left for the caller to fill."""
     B, H, T, D = x.shape
-    out = torch.empty(H, B, T, D, dtype=dtype, device=x.device)
-    out.copy_(x.transpose(0, 1))
+    out = torch.empty(H, B, T, D + extra, dtype=dtype, device=x.device)
+    body = out[..., :D]
+    body.copy_(x.transpose(0, 1))
     if scale != 1.0:
-        out.mul_(scale)
-    return out.view(H * B, T, D)
+        body.mul_(scale)
+    return out.view(H * B, T, D + extra)
 
 
 def _fold_heads_t(x: Tensor, dtype: torch.dtype) -> Tensor:
-    """(B, H, T, D) -> (H*B, D+1, T) in `dtype`: x transposed, plus a last row of ones. The one copy of
-    k (and of v) that forward and backward share: BLAS is faster on q @ kT than on q @ k.mT, and the
-    ones row lets backward's matmuls subtract a per-row constant for free (see `_block_grads`)."""
-    B, H, T, D = x.shape
-    out = torch.empty(H, B, D + 1, T, dtype=dtype, device=x.device)
-    out[:, :, :D].copy_(x.permute(1, 0, 3, 2))
-    out[:, :, D].fill_(1.0)
-    return out.view(H * B, D + 1, T)
+    """(B, H, T, D) -> (H*B, D+1, T) in `dtype`: x plus a last column of ones, stored (H*B, T, D+1) and
+    returned transposed. The one copy of k (and of v) that forward and backward share. Copying rows
+    whole is several times faster than transposing them, and BLAS reads either layout at the same
+    speed; the ones let backward's matmuls subtract a per-row constant for free (see `_block_grads`)."""
+    folded = _fold_heads(x, dtype, extra=1)
+    folded[..., -1] = 1.0
+    return folded.transpose(1, 2)
 
 
 def _head_major(x: Tensor, dtype: torch.dtype) -> Tensor:
@@ -234,44 +234,47 @@ def _keep_buffer(scratch: dict, gen, p: float, HB: int, blk: slice, end: int):
 # ----- forward and backward over all blocks (the ops' bodies) -------------------------------------
 def forward_blocks(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float, seed: Tensor | None,
                    block_size: int) -> tuple[Tensor, ...]:
-    """Output (B, H, Tq, D) in q's dtype, then in the compute dtype the log-sum-exp (H*B, Tq) and the
-    repacked inputs that backward reuses: qs (H*B, Tq, D) scaled by 1/sqrt(D), kT and vT (H*B, D+1, Tk)."""
+    """Output (B, H, Tq, D) in q's dtype, then in the compute dtype the repacked inputs that backward
+    reuses: q_aug (H*B, Tq, D+1), q scaled by 1/sqrt(D) with each row's -log-sum-exp as its last column,
+    kT and vT (H*B, D+1, Tk)."""
     B, H, t_q, D = q.shape
     t_k, n_rel, dtype = k.shape[2], rel_emb.shape[1], _compute_dtype(q)
-    qs = _fold_heads(q, dtype, 1.0 / math.sqrt(D))  # scale once: every logit is linear in q
+    q_aug = _fold_heads(q, dtype, 1.0 / math.sqrt(D), extra=1)  # scale once: every logit is linear in q
+    qs = q_aug[..., :D]
     kT, vT = _fold_heads_t(k, dtype), _fold_heads_t(v, dtype)
     tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()  # (H, D, M+bs-1)
-    out, lse = torch.empty_like(qs), qs.new_empty(H * B, t_q)
-    scratch = _scratch(qs, t_k, block_size, dropout_p > 0)
+    out = q_aug.new_empty(H * B, t_q, D)
+    scratch = _scratch(out, t_k, block_size, dropout_p > 0)
     gen = _keep_stream(seed, dropout_p, q.device)
     for blk, start, end in _query_blocks(t_q, t_k, block_size):
         drop = _keep_buffer(scratch, gen, dropout_p, H * B, blk, end)
-        out[:, blk], lse[:, blk] = _block_attend(qs[:, blk], kT, vT, tableT, start, end, n_rel, drop, scratch)
-    return _unfold_heads(out, B, q.dtype), lse, qs, kT, vT
+        out[:, blk], lse = _block_attend(qs[:, blk], kT, vT, tableT, start, end, n_rel, drop, scratch)
+        q_aug[:, blk, D] = lse.neg_()
+    return _unfold_heads(out, B, q.dtype), q_aug, kT, vT
 
 
-def backward_blocks(dout: Tensor, qs: Tensor, kT: Tensor, vT: Tensor, rel_emb: Tensor, out: Tensor, lse: Tensor,
+def backward_blocks(dout: Tensor, q_aug: Tensor, kT: Tensor, vT: Tensor, rel_emb: Tensor, out: Tensor,
                     dropout_p: float, seed: Tensor | None, block_size: int) -> tuple[Tensor, ...]:
     """dq, dk, dv (B, H, T, D) and dE (H, M, D), all in the compute dtype (the caller casts them back).
 
     Works on forward's own repacked copies of q, k and v and on a view of its output: the only copy
     of a T x D tensor made here is dout's, into the head-major layout."""
-    B, HB, (t_q, D), t_k = dout.shape[0], qs.shape[0], qs.shape[1:], kT.shape[2]
-    H, n_rel, dtype = HB // B, rel_emb.shape[1], qs.dtype
+    B, HB, t_q, D, t_k = dout.shape[0], q_aug.shape[0], q_aug.shape[1], dout.shape[3], kT.shape[2]
+    H, n_rel, dtype = HB // B, rel_emb.shape[1], q_aug.dtype
     tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()
-    dout, out = _fold_heads(dout, dtype), _head_major(out, dtype)
+    # [dout, -rowsum(P * dP)] (HB, Tq, D+1) for every block at once
+    d_aug = _fold_heads(dout, dtype, extra=1)
+    d_aug[..., D] = (d_aug[..., :D] * _head_major(out, dtype)).sum(-1).neg_()
     dtable = tableT.new_zeros(H, tableT.shape[2], D)  # (H, M + bs - 1, D)
-    dqs = torch.empty_like(qs)
-    grads = (qs.new_zeros(HB, t_k, D), qs.new_zeros(HB, t_k, D), dtable)
-    scratch = _scratch(qs, t_k, block_size, dropout_p > 0)
-    gen = _keep_stream(seed, dropout_p, qs.device)
+    dqs = q_aug.new_empty(HB, t_q, D)
+    grads = (q_aug.new_zeros(HB, t_k, D), q_aug.new_zeros(HB, t_k, D), dtable)
+    scratch = _scratch(dqs, t_k, block_size, dropout_p > 0)
+    gen = _keep_stream(seed, dropout_p, q_aug.device)
     saved = (kT, vT, tableT, n_rel)
     for blk, start, end in _query_blocks(t_q, t_k, block_size):
         drop = _keep_buffer(scratch, gen, dropout_p, HB, blk, end)
-        row_dot = (dout[:, blk] * out[:, blk]).sum(-1)  # (HB, nb): rowsum(P * dP), softmax backward
-        dqs[:, blk] = _block_grads(saved, qs[:, blk], dout[:, blk], lse[:, blk], row_dot,
-                                   start, end, drop, grads, scratch)
-    del scratch, dout  # free the scratch before the outputs below are allocated
+        dqs[:, blk] = _block_grads(saved, q_aug[:, blk], d_aug[:, blk], start, end, drop, grads, scratch)
+    del scratch, d_aug  # free them before the outputs below are allocated
     drel = dtable[:, block_size - 1 :].flip(1)  # drop the zero-pad rows; flip copies
     dq = _unfold_heads(dqs.mul_(1.0 / math.sqrt(D)), B, dtype)
     return dq, _unfold_heads(grads[0], B, dtype), _unfold_heads(grads[1], B, dtype), drel
@@ -284,10 +287,10 @@ def backward_blocks(dout: Tensor, qs: Tensor, kT: Tensor, vT: Tensor, rel_emb: T
 # The names carry a version: torch.compile's on-disk caches key a graph by the op's name, not by its
 # Python code, so a changed schema under the old name would replay stale compiled backwards.
 _LIB = torch.library.Library("musictx", "FRAGMENT")  # module-level: the registrations live as long as it
-_LIB.define("relative_attention_v2(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
-            "int block_size) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")
-_LIB.define("relative_attention_v2_backward(Tensor dout, Tensor qs, Tensor kT, Tensor vT, Tensor rel_emb, Tensor out, "
-            "Tensor lse, float dropout_p, Tensor? seed, int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
+_LIB.define("relative_attention_v3(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
+            "int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
+_LIB.define("relative_attention_v3_backward(Tensor dout, Tensor q_aug, Tensor kT, Tensor vT, Tensor rel_emb, "
+            "Tensor out, float dropout_p, Tensor? seed, int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
 
 
 def _attention_impl(q, k, v, rel_emb, dropout_p, seed, block_size):
@@ -296,56 +299,56 @@ def _attention_impl(q, k, v, rel_emb, dropout_p, seed, block_size):
         return forward_blocks(q, k, v, rel_emb, dropout_p, seed, block_size)
 
 
-def _attention_backward_impl(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size):
-    with torch.autocast(qs.device.type, enabled=False):
-        return backward_blocks(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size)
+def _attention_backward_impl(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size):
+    with torch.autocast(q_aug.device.type, enabled=False):
+        return backward_blocks(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size)
 
 
-_LIB.impl("relative_attention_v2", _attention_impl, "CompositeExplicitAutograd")
-_LIB.impl("relative_attention_v2_backward", _attention_backward_impl, "CompositeExplicitAutograd")
+_LIB.impl("relative_attention_v3", _attention_impl, "CompositeExplicitAutograd")
+_LIB.impl("relative_attention_v3_backward", _attention_backward_impl, "CompositeExplicitAutograd")
 
 
-@torch.library.register_fake("musictx::relative_attention_v2", lib=_LIB)
+@torch.library.register_fake("musictx::relative_attention_v3", lib=_LIB)
 def _(q, k, v, rel_emb, dropout_p, seed, block_size):
     B, H, t_q, D = q.shape
     t_k, dtype = k.shape[2], _compute_dtype(q)
     out = q.new_empty(H, B, t_q, D).transpose(0, 1)  # the real output's head-major strides
-    kT, vT = (q.new_empty(H * B, D + 1, t_k, dtype=dtype) for _ in range(2))
-    return out, q.new_empty(H * B, t_q, dtype=dtype), q.new_empty(H * B, t_q, D, dtype=dtype), kT, vT
+    kT, vT = (q.new_empty(H * B, t_k, D + 1, dtype=dtype).transpose(1, 2) for _ in range(2))
+    return out, q.new_empty(H * B, t_q, D + 1, dtype=dtype), kT, vT
 
 
-@torch.library.register_fake("musictx::relative_attention_v2_backward", lib=_LIB)
-def _(dout, qs, kT, vT, rel_emb, out, lse, dropout_p, seed, block_size):
+@torch.library.register_fake("musictx::relative_attention_v3_backward", lib=_LIB)
+def _(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size):
     B, H, t_q, D = dout.shape
     t_k = kT.shape[2]
 
     def like(t):
-        return qs.new_empty(H, B, t, D).transpose(0, 1)
+        return q_aug.new_empty(H, B, t, D).transpose(0, 1)
 
-    return like(t_q), like(t_k), like(t_k), qs.new_empty(rel_emb.shape)
+    return like(t_q), like(t_k), like(t_k), q_aug.new_empty(rel_emb.shape)
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, rel_emb, dropout_p, seed, block_size = inputs
-    out, lse, qs, kT, vT = output
+    out, q_aug, kT, vT = output
     # forward's own repacked q, k, v and its output, not the inputs: backward then copies none of them
-    ctx.save_for_backward(qs, kT, vT, rel_emb, out, lse, seed)
+    ctx.save_for_backward(q_aug, kT, vT, rel_emb, out, seed)
     ctx.opts = (dropout_p, block_size, (q.dtype, k.dtype, v.dtype, rel_emb.dtype))
-    ctx.mark_non_differentiable(lse, qs, kT, vT)
-    ctx.set_materialize_grads(False)  # else autograd allocates zero gradients for the four extras
+    ctx.mark_non_differentiable(q_aug, kT, vT)
+    ctx.set_materialize_grads(False)  # else autograd allocates zero gradients for the three extras
 
 
 def _backward(ctx, dout, *_extras):
     if dout is None:  # the output itself was not used
         return (None,) * 7
-    qs, kT, vT, rel_emb, out, lse, seed = ctx.saved_tensors
+    q_aug, kT, vT, rel_emb, out, seed = ctx.saved_tensors
     dropout_p, block_size, dtypes = ctx.opts
-    grads = torch.ops.musictx.relative_attention_v2_backward.default(dout, qs, kT, vT, rel_emb, out, lse, dropout_p,
+    grads = torch.ops.musictx.relative_attention_v3_backward.default(dout, q_aug, kT, vT, rel_emb, out, dropout_p,
                                                                      seed, block_size)
     return *(g.to(dtype) for g, dtype in zip(grads, dtypes, strict=True)), None, None, None
 
 
-torch.library.register_autograd("musictx::relative_attention_v2", _backward, setup_context=_setup_context, lib=_LIB)
+torch.library.register_autograd("musictx::relative_attention_v3", _backward, setup_context=_setup_context, lib=_LIB)
 
 
 def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float = 0.0,
@@ -356,4 +359,4 @@ def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p
     """
     if dropout_p > 0 and seed is None:
         seed = torch.randint(2**62, (), dtype=torch.int64)  # a tensor: no .item() in compiled graphs
-    return torch.ops.musictx.relative_attention_v2.default(q, k, v, rel_emb, dropout_p, seed, block_size)[0]
+    return torch.ops.musictx.relative_attention_v3.default(q, k, v, rel_emb, dropout_p, seed, block_size)[0]
