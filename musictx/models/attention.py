@@ -219,8 +219,25 @@ class RelativeSelfAttention(_SelfAttention):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         p = self.dropout if self.training else 0.0
-        long_keys = k.shape[2] > self.max_rel_dist > 1  # some distances are clipped to E[M - 1]
+        impl = self._kernel(q)
+        if impl == "one_query":
+            return attend_relative_one_query(q, k, v, clipped_table(self.rel_emb, k.shape[2]))
+        if impl in ("efficient", "triton"):
+            # these kernels give distances past their table no term: with clipped distances they take
+            # E - E[M - 1] (M - 1 rows) and skip the far keys' relative work; see `shifted_table`
+            clipped = k.shape[2] > self.max_rel_dist > 1
+            rel_emb = shifted_table(self.rel_emb) if clipped else clipped_table(self.rel_emb, k.shape[2])
+            if impl == "triton":
+                from musictx.models.triton_attention import attend_triton  # lazy: triton is optional
+
+                return attend_triton(q, k, v, rel_emb, p)
+            return attend_efficient(q, k, v, rel_emb, p, self.block_size)
         rel_emb = clipped_table(self.rel_emb, k.shape[2])  # (H, max(M, Tk), D)
+        return attend_naive(q, k, v, rel_emb, p) if impl == "naive" else attend_skew(q, k, v, rel_emb, p)
+
+    def _kernel(self, q: Tensor) -> str:
+        """The kernel for these queries: `impl`, with "auto" resolved and the efficient impl's short
+        cases (a decoding step: "one_query"; a single query block: "skew", same result, less repacking)."""
         impl = self.impl
         if impl == "auto":
             impl = "efficient"
@@ -228,25 +245,14 @@ class RelativeSelfAttention(_SelfAttention):
                 from musictx.models.triton_attention import triton_available
 
                 impl = "triton" if triton_available() else "efficient"
-        if impl == "triton":
-            from musictx.models.triton_attention import attend_triton  # lazy: triton is optional
-
-            return attend_triton(q, k, v, rel_emb, p)
         if impl == "efficient":
-            if q.shape[2] == 1 and p == 0.0:
-                return attend_relative_one_query(q, k, v, rel_emb)  # a decoding step
+            if q.shape[2] == 1 and not (self.training and self.dropout > 0):
+                return "one_query"
             if q.shape[2] <= self.block_size:
-                # a single query block (e.g. a decoding step) holds no more with the skew path, which
-                # skips the kernel's repacking of every cached key and value: twice as fast per token
-                return attend_skew(q, k, v, rel_emb, p)
-            if long_keys:
-                rel_emb = shifted_table(self.rel_emb)  # (H, M - 1, D): same softmax, shorter window
-            return attend_efficient(q, k, v, rel_emb, p, self.block_size)
-        if self.impl == "skew":
-            return attend_skew(q, k, v, rel_emb, p)
-        if self.impl == "naive":
-            return attend_naive(q, k, v, rel_emb, p)
-        raise ValueError(f"unknown attention impl {self.impl!r}; expected one of {IMPLS}")
+                return "skew"
+        if impl not in IMPLS:
+            raise ValueError(f"unknown attention impl {impl!r}; expected one of {IMPLS}")
+        return impl
 
     def _decode_attend(self, q: Tensor, k: Tensor, v: Tensor, cache: KVCache) -> Tensor:
         if self.impl not in ("efficient", "auto") or q.is_cuda:
