@@ -132,12 +132,44 @@ def test_efficient_dropout_matches_masked_reference():
     B, H, t_q, t_k, D, n_rel, block, p, seed = 2, 2, 7, 10, 3, 4, 3, 0.3, torch.tensor(99)
     q, k, v, e = _qkve(B, H, t_q, t_k, D, n_rel)
     out = attend_efficient(q, k, v, e, p, block_size=block, seed=seed)
-    keep = dropout_keep_mask(seed, p, H * B, t_q, t_k, block, dtype=torch.float64)  # head-major
+    keep = dropout_keep_mask(seed, p, H, B, t_q, t_k, block, dtype=torch.float64)  # head-major
     keep = keep.view(H, B, t_q, t_k).transpose(0, 1)
     table_logits = _logits_reference(q, k, e)
     ref = (table_logits.softmax(-1) * keep / (1 - p)) @ v
     torch.testing.assert_close(out, ref)
     assert (keep == 0).any() and (keep == 1).any()
+
+
+@pytest.mark.parametrize("group_bytes", [1, 2000])  # one head per group; two heads (B = 2) per group
+def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch, group_bytes):
+    """Long inputs run head group by head group (each block's logits stay in L2): outputs, every
+    gradient, and the dropout stream (drawn group by group, replayed the same way in backward) agree."""
+    import musictx.models.efficient_attention as eff
+
+    monkeypatch.setattr(eff, "GROUP_BYTES", group_bytes)
+    B, H, t_q, t_k, D, n_rel, block = 2, 3, 9, 12, 4, 5, 4
+    assert len(eff._head_groups(H, B, t_q, t_k, block, 8)) == (3 if group_bytes == 1 else 2)
+    q, k, v, e = _qkve(B, H, t_q, t_k, D, n_rel)
+    grad_out = torch.randn(B, H, t_q, D, dtype=torch.float64)
+    got = [attend_efficient(q, k, v, e, 0.0, block)]
+    got += torch.autograd.grad(got[0], (q, k, v, e), grad_out)
+    want = [attend_naive(q, k, v, e)]
+    want += torch.autograd.grad(want[0], (q, k, v, e), grad_out)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+    p, seed = 0.3, torch.tensor(5)
+    keep = dropout_keep_mask(seed, p, H, B, t_q, t_k, block, dtype=torch.float64).view(H, B, t_q, t_k).transpose(0, 1)
+    ref = (_logits_reference(q, k, e).softmax(-1) * keep / (1 - p)) @ v
+    torch.testing.assert_close(attend_efficient(q, k, v, e, p, block, seed=seed), ref)
+    assert torch.autograd.gradcheck(lambda *x: attend_efficient(*x, p, block, seed=seed), (q, k, v, e))
+
+
+def test_head_groups_keep_a_block_of_logits_near_l2():
+    from musictx.models.efficient_attention import _head_groups
+
+    assert _head_groups(8, 1, 2048, 2048, 64, 4) == [(0, 2), (2, 4), (4, 6), (6, 8)]  # 2 heads: 1 MiB
+    assert _head_groups(8, 1, 8192, 8192, 64, 4) == [(h, h + 1) for h in range(8)]  # at least one head
+    assert _head_groups(8, 1, 100, 100, 64, 4) == [(0, 8)]  # short inputs: one group
 
 
 def _logits_reference(q, k, e):

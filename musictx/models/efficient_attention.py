@@ -1,8 +1,14 @@
 """The memory-efficient relative-attention kernel: query blocks, logits recomputed in backward.
 
 Same function and conventions as `musictx.models.attention`: q (B, H, Tq, D), k and v (B, H, Tk, D) with
-Tk >= Tq (the queries are the last Tq positions), E (H, M, D). The kernel keeps only the output and each
+Tk >= Tq (the queries are the last Tq positions), E (H, M, D); distances of M or more get no relative
+term (the model clips them by handing in E - E[M - 1], see `attention.shifted_table`), so a query block's
+relative matmul covers only its window of M + block - 1 keys. The kernel keeps only the output and each
 row's log-sum-exp; backward recomputes every block's logits. No Tq x Tk tensor is ever held.
+
+Per query block, forward is two matmuls for the logits (content over all earlier keys, relative over
+the window, lined up by a strided skew), softmax's fused row-wise kernel (each row stays in cache,
+instead of four passes over the block), and one matmul for the output; backward is seven matmuls.
 
 Precision: all arithmetic runs in fp32 (fp64 for fp64 inputs) whatever dtypes arrive, so under bf16 or
 fp16 autocast the row statistics (max, log-sum-exp) and the dq, dk, dv, dE accumulators are fp32. q, k, v
@@ -185,6 +191,18 @@ def _unfold_heads(x: Tensor, B: int, dtype: torch.dtype) -> Tensor:
     return x.to(dtype).view(HB // B, B, T, D).transpose(0, 1)
 
 
+# One query block's logits for a group of heads are kept near this many bytes: the block's elementwise
+# passes (mask, softmax, exp, the dP product) then run in a core's L2 (1 MiB on Zen 4) instead of L3.
+GROUP_BYTES = 1 << 20
+
+
+def _head_groups(n_heads: int, batch: int, t_q: int, t_k: int, block_size: int, itemsize: int):
+    """(first head, last head + 1) of each group the blocks run over: whole heads, at least one per group."""
+    per_head = batch * min(block_size, t_q) * t_k * itemsize
+    size = max(1, min(n_heads, GROUP_BYTES // per_head))
+    return [(h, min(h + size, n_heads)) for h in range(0, n_heads, size)]
+
+
 def _query_blocks(t_q: int, t_k: int, block_size: int):
     """Yield (query slice, absolute start, absolute end) per block; queries are the last t_q of t_k."""
     for a0 in range(0, t_q, block_size):
@@ -210,14 +228,17 @@ def _draw_keep(gen: torch.Generator | None, p: float, out: Tensor):
     return torch.rand(out.shape, generator=gen, out=out, dtype=out.dtype, device=out.device).ge_(p), p
 
 
-def dropout_keep_mask(seed: Tensor, p: float, hb: int, t_q: int, t_k: int, block_size: int,
+def dropout_keep_mask(seed: Tensor, p: float, n_heads: int, batch: int, t_q: int, t_k: int, block_size: int,
                       dtype: torch.dtype = torch.float32) -> Tensor:
     """The (H*B, Tq, Tk) 0/1 keep-mask the kernel applies for `seed` (rows head-major, as inside the
-    kernel; keys past each query block's end are 0). For tests and debugging."""
+    kernel; keys past each query block's end are 0), drawn in the kernel's order: head group by head
+    group, block by block. `dtype` is the kernel's compute dtype. For tests and debugging."""
     gen = _keep_stream(seed, p, torch.device("cpu"))
-    keep = torch.zeros(hb, t_q, t_k, dtype=dtype)
-    for blk, _, end in _query_blocks(t_q, t_k, block_size):
-        keep[:, blk, :end] = _draw_keep(gen, p, torch.empty(hb, blk.stop - blk.start, end, dtype=dtype))[0]
+    keep = torch.zeros(n_heads * batch, t_q, t_k, dtype=dtype)
+    for h0, h1 in _head_groups(n_heads, batch, t_q, t_k, block_size, dtype.itemsize):
+        for blk, _, end in _query_blocks(t_q, t_k, block_size):
+            shape = ((h1 - h0) * batch, blk.stop - blk.start, end)
+            keep[h0 * batch : h1 * batch, blk, :end] = _draw_keep(gen, p, torch.empty(shape, dtype=dtype))[0]
     return keep
 
 
@@ -244,12 +265,16 @@ def forward_blocks(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: 
     kT, vT = _fold_heads_t(k, dtype), _fold_heads_t(v, dtype)
     tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()  # (H, D, M+bs-1)
     out = q_aug.new_empty(H * B, t_q, D)
-    scratch = _scratch(out, t_k, block_size, dropout_p > 0)
+    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize)
+    scratch = _scratch(out[: groups[0][1] * B], t_k, block_size, dropout_p > 0)  # the first group is the largest
     gen = _keep_stream(seed, dropout_p, q.device)
-    for blk, start, end in _query_blocks(t_q, t_k, block_size):
-        drop = _keep_buffer(scratch, gen, dropout_p, H * B, blk, end)
-        out[:, blk], lse = _block_attend(qs[:, blk], kT, vT, tableT, start, end, n_rel, drop, scratch)
-        q_aug[:, blk, D] = lse.neg_()
+    for h0, h1 in groups:
+        rows, table = slice(h0 * B, h1 * B), tableT[h0:h1]
+        for blk, start, end in _query_blocks(t_q, t_k, block_size):
+            drop = _keep_buffer(scratch, gen, dropout_p, (h1 - h0) * B, blk, end)
+            out[rows, blk], lse = _block_attend(qs[rows, blk], kT[rows], vT[rows], table, start, end, n_rel, drop,
+                                                scratch)
+            q_aug[rows, blk, D] = lse.neg_()
     return _unfold_heads(out, B, q.dtype), q_aug, kT, vT
 
 
@@ -266,18 +291,21 @@ def backward_blocks(dout: Tensor, q_aug: Tensor, kT: Tensor, vT: Tensor, rel_emb
     d_aug = _fold_heads(dout, dtype, extra=1)
     d_aug[..., D] = (d_aug[..., :D] * _head_major(out, dtype)).sum(-1).neg_()
     dtable = tableT.new_zeros(H, tableT.shape[2], D)  # (H, M + bs - 1, D)
-    dqs = q_aug.new_empty(HB, t_q, D)
-    grads = (q_aug.new_zeros(HB, t_k, D), q_aug.new_zeros(HB, t_k, D), dtable)
-    scratch = _scratch(dqs, t_k, block_size, dropout_p > 0)
+    dqs, dk, dv = q_aug.new_empty(HB, t_q, D), q_aug.new_zeros(HB, t_k, D), q_aug.new_zeros(HB, t_k, D)
+    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize)
+    scratch = _scratch(dqs[: groups[0][1] * B], t_k, block_size, dropout_p > 0)
     gen = _keep_stream(seed, dropout_p, q_aug.device)
-    saved = (kT, vT, tableT, n_rel)
-    for blk, start, end in _query_blocks(t_q, t_k, block_size):
-        drop = _keep_buffer(scratch, gen, dropout_p, HB, blk, end)
-        dqs[:, blk] = _block_grads(saved, q_aug[:, blk], d_aug[:, blk], start, end, drop, grads, scratch)
+    for h0, h1 in groups:  # the same groups and blocks as forward: the same dropout stream
+        rows = slice(h0 * B, h1 * B)
+        saved, grads = (kT[rows], vT[rows], tableT[h0:h1], n_rel), (dk[rows], dv[rows], dtable[h0:h1])
+        for blk, start, end in _query_blocks(t_q, t_k, block_size):
+            drop = _keep_buffer(scratch, gen, dropout_p, (h1 - h0) * B, blk, end)
+            dqs[rows, blk] = _block_grads(saved, q_aug[rows, blk], d_aug[rows, blk], start, end, drop, grads,
+                                          scratch)
     del scratch, d_aug  # free them before the outputs below are allocated
     drel = dtable[:, block_size - 1 :].flip(1)  # drop the zero-pad rows; flip copies
     dq = _unfold_heads(dqs.mul_(1.0 / math.sqrt(D)), B, dtype)
-    return dq, _unfold_heads(grads[0], B, dtype), _unfold_heads(grads[1], B, dtype), drel
+    return dq, _unfold_heads(dk, B, dtype), _unfold_heads(dv, B, dtype), drel
 
 
 # ----- the ops: opaque to torch.compile, differentiable through a registered backward ---------------
