@@ -140,15 +140,25 @@ def test_efficient_dropout_matches_masked_reference():
     assert (keep == 0).any() and (keep == 1).any()
 
 
+@pytest.fixture
+def one_thread():
+    """Head groups are a one-thread layout: with more threads the kernel runs all heads at once."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("group_bytes", [1, 2000])  # one head per group; two heads (B = 2) per group
-def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch, group_bytes):
+def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch, one_thread, group_bytes):
     """Long inputs run head group by head group (each block's logits stay in L2): outputs, every
     gradient, and the dropout stream (drawn group by group, replayed the same way in backward) agree."""
     import musictx.models.efficient_attention as eff
 
     monkeypatch.setattr(eff, "GROUP_BYTES", group_bytes)
     B, H, t_q, t_k, D, n_rel, block = 2, 3, 9, 12, 4, 5, 4
-    assert len(eff._head_groups(H, B, t_q, t_k, block, 8)) == (3 if group_bytes == 1 else 2)
+    groups = eff._head_groups(H, B, t_q, t_k, block, 8, torch.device("cpu"))
+    assert len(groups) == (3 if group_bytes == 1 else 2)
     q, k, v, e = _qkve(B, H, t_q, t_k, D, n_rel)
     grad_out = torch.randn(B, H, t_q, D, dtype=torch.float64)
     got = [attend_efficient(q, k, v, e, 0.0, block)]
@@ -164,12 +174,15 @@ def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch
     assert torch.autograd.gradcheck(lambda *x: attend_efficient(*x, p, block, seed=seed), (q, k, v, e))
 
 
-def test_head_groups_keep_a_block_of_logits_near_l2():
+def test_head_groups_keep_a_block_of_logits_near_l2_on_one_thread(one_thread):
     from musictx.models.efficient_attention import _head_groups
 
-    assert _head_groups(8, 1, 2048, 2048, 64, 4) == [(0, 2), (2, 4), (4, 6), (6, 8)]  # 2 heads: 1 MiB
-    assert _head_groups(8, 1, 8192, 8192, 64, 4) == [(h, h + 1) for h in range(8)]  # at least one head
-    assert _head_groups(8, 1, 100, 100, 64, 4) == [(0, 8)]  # short inputs: one group
+    cpu = torch.device("cpu")
+    assert _head_groups(8, 1, 2048, 2048, 64, 4, cpu) == [(0, 2), (2, 4), (4, 6), (6, 8)]  # 2 heads: 1 MiB
+    assert _head_groups(8, 1, 8192, 8192, 64, 4, cpu) == [(h, h + 1) for h in range(8)]  # at least one head
+    assert _head_groups(8, 1, 100, 100, 64, 4, cpu) == [(0, 8)]  # short inputs: one group
+    torch.set_num_threads(2)  # several threads: one group (small parallel regions cost more than misses)
+    assert _head_groups(8, 1, 2048, 2048, 64, 4, cpu) == [(0, 8)]
 
 
 def _logits_reference(q, k, e):

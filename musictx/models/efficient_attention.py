@@ -191,13 +191,18 @@ def _unfold_heads(x: Tensor, B: int, dtype: torch.dtype) -> Tensor:
     return x.to(dtype).view(HB // B, B, T, D).transpose(0, 1)
 
 
-# One query block's logits for a group of heads are kept near this many bytes: the block's elementwise
-# passes (mask, softmax, exp, the dP product) then run in a core's L2 (1 MiB on Zen 4) instead of L3.
+# On one CPU thread, a query block's logits for a group of heads are kept near this many bytes: the
+# block's elementwise passes (mask, softmax, exp, the dP product) then run in the core's L2 (1 MiB on
+# Zen 4) instead of L3. With more threads every op is a parallel region, and three times as many
+# smaller ones cost more than the cache misses they save (measured), so all heads run at once there.
 GROUP_BYTES = 1 << 20
 
 
-def _head_groups(n_heads: int, batch: int, t_q: int, t_k: int, block_size: int, itemsize: int):
+def _head_groups(n_heads: int, batch: int, t_q: int, t_k: int, block_size: int, itemsize: int,
+                 device: torch.device):
     """(first head, last head + 1) of each group the blocks run over: whole heads, at least one per group."""
+    if device.type != "cpu" or torch.get_num_threads() > 1:
+        return [(0, n_heads)]
     per_head = batch * min(block_size, t_q) * t_k * itemsize
     size = max(1, min(n_heads, GROUP_BYTES // per_head))
     return [(h, min(h + size, n_heads)) for h in range(0, n_heads, size)]
@@ -232,10 +237,10 @@ def dropout_keep_mask(seed: Tensor, p: float, n_heads: int, batch: int, t_q: int
                       dtype: torch.dtype = torch.float32) -> Tensor:
     """The (H*B, Tq, Tk) 0/1 keep-mask the kernel applies for `seed` (rows head-major, as inside the
     kernel; keys past each query block's end are 0), drawn in the kernel's order: head group by head
-    group, block by block. `dtype` is the kernel's compute dtype. For tests and debugging."""
+    group (as on this thread count), block by block. `dtype` is the kernel's compute dtype. For tests."""
     gen = _keep_stream(seed, p, torch.device("cpu"))
     keep = torch.zeros(n_heads * batch, t_q, t_k, dtype=dtype)
-    for h0, h1 in _head_groups(n_heads, batch, t_q, t_k, block_size, dtype.itemsize):
+    for h0, h1 in _head_groups(n_heads, batch, t_q, t_k, block_size, dtype.itemsize, torch.device("cpu")):
         for blk, _, end in _query_blocks(t_q, t_k, block_size):
             shape = ((h1 - h0) * batch, blk.stop - blk.start, end)
             keep[h0 * batch : h1 * batch, blk, :end] = _draw_keep(gen, p, torch.empty(shape, dtype=dtype))[0]
@@ -265,7 +270,7 @@ def forward_blocks(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: 
     kT, vT = _fold_heads_t(k, dtype), _fold_heads_t(v, dtype)
     tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()  # (H, D, M+bs-1)
     out = q_aug.new_empty(H * B, t_q, D)
-    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize)
+    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize, q.device)
     scratch = _scratch(out[: groups[0][1] * B], t_k, block_size, dropout_p > 0)  # the first group is the largest
     gen = _keep_stream(seed, dropout_p, q.device)
     for h0, h1 in groups:
@@ -292,7 +297,7 @@ def backward_blocks(dout: Tensor, q_aug: Tensor, kT: Tensor, vT: Tensor, rel_emb
     d_aug[..., D] = (d_aug[..., :D] * _head_major(out, dtype)).sum(-1).neg_()
     dtable = tableT.new_zeros(H, tableT.shape[2], D)  # (H, M + bs - 1, D)
     dqs, dk, dv = q_aug.new_empty(HB, t_q, D), q_aug.new_zeros(HB, t_k, D), q_aug.new_zeros(HB, t_k, D)
-    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize)
+    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize, q_aug.device)
     scratch = _scratch(dqs[: groups[0][1] * B], t_k, block_size, dropout_p > 0)
     gen = _keep_stream(seed, dropout_p, q_aug.device)
     for h0, h1 in groups:  # the same groups and blocks as forward: the same dropout stream
