@@ -156,14 +156,19 @@ class _SelfAttention(nn.Module):
         y = self._attend(q, k, v)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, self.d_model))
 
-    def decode_step(self, x: Tensor, cache: KVCache) -> Tensor:
+    def decode_weights(self) -> tuple[Tensor, ...]:
+        """The projections' tensors that `decode_step` reads (gathered once per cache by the block)."""
+        return self.qkv.weight, self.qkv.bias, self.proj.weight, self.proj.bias
+
+    def decode_step(self, x: Tensor, cache: KVCache, weights: tuple[Tensor, ...] | None = None) -> Tensor:
         """One new token per sample, x (B, d_model) -> (B, d_model): `forward` for a decoding step in
         eval mode, with fewer ops (no permutes of q, k, v; the output reshaped for free as T = 1)."""
+        qkv_w, qkv_b, proj_w, proj_b = weights or self.decode_weights()
         B = x.shape[0]
-        qkv = F.linear(x, self.qkv.weight, self.qkv.bias).view(B, 3, self.n_heads, 1, self.d_head)
+        qkv = F.linear(x, qkv_w, qkv_b).view(B, 3, self.n_heads, 1, self.d_head)
         k, v = cache.append(qkv[:, 1], qkv[:, 2])  # (B, H, 1, D) each
         y = self._decode_attend(qkv[:, 0], k, v, cache)  # (B, H * D)
-        return F.linear(y, self.proj.weight, self.proj.bias)
+        return F.linear(y, proj_w, proj_b)
 
     def _decode_attend(self, q: Tensor, k: Tensor, v: Tensor, cache: KVCache) -> Tensor:
         return self._attend(q, k, v).reshape(q.shape[0], self.d_model)

@@ -26,6 +26,8 @@ class DecoderCache:
     """Incremental-decoding state of a decoder: one KVCache per layer. Made by `init_cache()`."""
 
     layers: list[KVCache] = field(default_factory=list)
+    # per block, the tensors a decoding step reads (`Block.decode_weights`), gathered at its first step
+    weights: list[tuple] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -47,13 +49,23 @@ class Block(nn.Module):
         x = x + self.drop(self.attn(self.ln1(x), cache))  # (B, T, d_model)
         return x + self.drop(self.ff(self.ln2(x)))
 
-    def decode_step(self, x: Tensor, cache: KVCache) -> Tensor:
-        """`forward` of one token per sample in eval mode (no dropout), x (B, d_model): the functional
-        ops straight on the parameters, as module calls cost more than the ops at batch 1."""
+    def decode_weights(self) -> tuple:
+        """The tensors (and the attention module) that `decode_step` reads, gathered once per cache: at
+        batch 1 looking up a submodule's parameter costs about as much as a small op."""
         ln1, ln2, (fc1, _, fc2) = self.ln1, self.ln2, self.ff
-        x = x + self.attn.decode_step(F.layer_norm(x, ln1.normalized_shape, ln1.weight, ln1.bias, ln1.eps), cache)
-        h = F.layer_norm(x, ln2.normalized_shape, ln2.weight, ln2.bias, ln2.eps)
-        return x + F.linear(F.gelu(F.linear(h, fc1.weight, fc1.bias)), fc2.weight, fc2.bias)
+        return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, fc1.weight, fc1.bias, fc2.weight,
+                fc2.bias, self.attn, self.attn.decode_weights())
+
+    @staticmethod
+    def decode_step(x: Tensor, cache: KVCache, weights: tuple) -> Tensor:
+        """`forward` of one token per sample in eval mode (no dropout), x (B, d_model), with the tensors of
+        `decode_weights`: the functional ops straight on the parameters, as module calls cost more than
+        the ops at batch 1."""
+        w1, b1, eps1, w2, b2, eps2, fc1_w, fc1_b, fc2_w, fc2_b, attn, attn_weights = weights
+        shape = x.shape[-1:]
+        x = x + attn.decode_step(F.layer_norm(x, shape, w1, b1, eps1), cache, attn_weights)
+        h = F.layer_norm(x, shape, w2, b2, eps2)
+        return x + F.linear(F.gelu(F.linear(h, fc1_w, fc1_b)), fc2_w, fc2_b)
 
 
 class _DecoderLM(nn.Module):
@@ -133,8 +145,10 @@ class _DecoderLM(nn.Module):
         """Logits (B, 1, V) of one new token per sample, ids (B,): `forward` with a cache, in eval mode."""
         x = F.embedding(ids, self.tok_emb.weight) * math.sqrt(self.tok_emb.embedding_dim)  # (B, d_model)
         x = self._positions(x[:, None], start)[:, 0]
-        for block, layer_cache in zip(self.blocks, cache.layers, strict=True):
-            x = block.decode_step(x, layer_cache)
+        if not cache.weights:
+            cache.weights = [block.decode_weights() for block in self.blocks]
+        for layer_cache, weights in zip(cache.layers, cache.weights, strict=True):
+            x = Block.decode_step(x, layer_cache, weights)
         ln = self.ln_f
         return F.linear(F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps), self.head.weight)[:, None]
 
