@@ -157,8 +157,7 @@ def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch
 
     monkeypatch.setattr(eff, "GROUP_BYTES", group_bytes)
     B, H, t_q, t_k, D, n_rel, block = 2, 3, 9, 12, 4, 5, 4
-    groups = eff._head_groups(H, B, t_q, t_k, block, 8, torch.device("cpu"))
-    assert len(groups) == (3 if group_bytes == 1 else 2)
+    assert eff.group_heads(H, B, t_q, t_k, block, 8, torch.device("cpu")) == (1 if group_bytes == 1 else 2)
     q, k, v, e = _qkve(B, H, t_q, t_k, D, n_rel)
     grad_out = torch.randn(B, H, t_q, D, dtype=torch.float64)
     got = [attend_efficient(q, k, v, e, 0.0, block)]
@@ -175,14 +174,33 @@ def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch
 
 
 def test_head_groups_keep_a_block_of_logits_near_l2_on_one_thread(one_thread):
-    from musictx.models.efficient_attention import _head_groups
+    from musictx.models.efficient_attention import _head_groups, group_heads
 
     cpu = torch.device("cpu")
-    assert _head_groups(8, 1, 2048, 2048, 64, 4, cpu) == [(0, 2), (2, 4), (4, 6), (6, 8)]  # 2 heads: 1 MiB
-    assert _head_groups(8, 1, 8192, 8192, 64, 4, cpu) == [(h, h + 1) for h in range(8)]  # at least one head
-    assert _head_groups(8, 1, 100, 100, 64, 4, cpu) == [(0, 8)]  # short inputs: one group
+    assert group_heads(8, 1, 2048, 2048, 64, 4, cpu) == 2  # 2 heads x 64 queries x 2048 keys x 4 B = 1 MiB
+    assert _head_groups(8, 2) == [(0, 2), (2, 4), (4, 6), (6, 8)] and _head_groups(5, 2) == [(0, 2), (2, 4), (4, 5)]
+    assert group_heads(8, 1, 8192, 8192, 64, 4, cpu) == 1  # at least one head
+    assert group_heads(8, 1, 100, 100, 64, 4, cpu) == 8  # short inputs: one group
     torch.set_num_threads(2)  # several threads: one group (small parallel regions cost more than misses)
-    assert _head_groups(8, 1, 2048, 2048, 64, 4, cpu) == [(0, 8)]
+    assert group_heads(8, 1, 2048, 2048, 64, 4, cpu) == 8
+
+
+def test_backward_keeps_forwards_head_groups_when_the_thread_count_changes(monkeypatch, one_thread):
+    """The dropout stream is replayed group by group: a backward run on another thread count must use the
+    groups its forward used, or the gradients would belong to other masks."""
+    q, k, v, e = _qkve(1, 4, 64, 64, 4, 32)
+    seed = torch.tensor(3)
+    import musictx.models.efficient_attention as eff
+
+    monkeypatch.setattr(eff, "GROUP_BYTES", 10_000)  # one head per group on one thread
+    assert eff.group_heads(4, 1, 64, 64, 16, 8, torch.device("cpu")) == 1
+    grad_out = torch.randn(1, 4, 64, 4, dtype=torch.float64)
+    out = attend_efficient(q, k, v, e, 0.3, 16, seed=seed)
+    want = torch.autograd.grad(out, (q, k, v, e), grad_out, retain_graph=True)
+    torch.set_num_threads(2)  # the next backward would group differently if it decided again
+    got = torch.autograd.grad(out, (q, k, v, e), grad_out)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
 
 
 def _logits_reference(q, k, e):

@@ -27,7 +27,7 @@ SHRINK = ["experiment=tiny", "logger=none", "data.seq_len=64", "data.batch_size=
           "++trainer.enable_model_summary=false", "~callbacks.progress_bar"]
 TRANSFORMER = ["model.net.n_heads=2", "model.net.d_ff=64", "model.net.dropout=0.1"]
 RELATIVE = [*TRANSFORMER, "model.net.attn_impl=efficient", "model.net.attn_block_size=16"]
-OPS = ("musictx::relative_attention_v3", "musictx::relative_attention_v3_backward")
+OPS = ("musictx::relative_attention_v4", "musictx::relative_attention_v4_backward")
 
 
 def compose_train(data_dir: Path, out_dir: Path, *overrides: str):
@@ -144,7 +144,7 @@ def test_no_graph_break_in_the_model_or_the_attention_layer(dtype):
             explained = torch._dynamo.explain(fn)(arg)
             assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
             targets = [n.target for n in explained.graphs[0].graph.nodes]
-            assert torch.ops.musictx.relative_attention_v3.default in targets  # one opaque call, in the graph
+            assert torch.ops.musictx.relative_attention_v4.default in targets  # one opaque call, in the graph
     torch._dynamo.reset()
 
 

@@ -198,13 +198,18 @@ def _unfold_heads(x: Tensor, B: int, dtype: torch.dtype) -> Tensor:
 GROUP_BYTES = 1 << 20
 
 
-def _head_groups(n_heads: int, batch: int, t_q: int, t_k: int, block_size: int, itemsize: int,
-                 device: torch.device):
-    """(first head, last head + 1) of each group the blocks run over: whole heads, at least one per group."""
+def group_heads(n_heads: int, batch: int, t_q: int, t_k: int, block_size: int, itemsize: int,
+                device: torch.device) -> int:
+    """How many heads the blocks run over at once (whole heads, at least one). Decided once per forward
+    and handed to its backward, which must replay the dropout stream in the same order."""
     if device.type != "cpu" or torch.get_num_threads() > 1:
-        return [(0, n_heads)]
+        return n_heads
     per_head = batch * min(block_size, t_q) * t_k * itemsize
-    size = max(1, min(n_heads, GROUP_BYTES // per_head))
+    return max(1, min(n_heads, GROUP_BYTES // per_head))
+
+
+def _head_groups(n_heads: int, size: int) -> list[tuple[int, int]]:
+    """(first head, last head + 1) of each group of `size` heads."""
     return [(h, min(h + size, n_heads)) for h in range(0, n_heads, size)]
 
 
@@ -240,7 +245,8 @@ def dropout_keep_mask(seed: Tensor, p: float, n_heads: int, batch: int, t_q: int
     group (as on this thread count), block by block. `dtype` is the kernel's compute dtype. For tests."""
     gen = _keep_stream(seed, p, torch.device("cpu"))
     keep = torch.zeros(n_heads * batch, t_q, t_k, dtype=dtype)
-    for h0, h1 in _head_groups(n_heads, batch, t_q, t_k, block_size, dtype.itemsize, torch.device("cpu")):
+    size = group_heads(n_heads, batch, t_q, t_k, block_size, dtype.itemsize, torch.device("cpu"))
+    for h0, h1 in _head_groups(n_heads, size):
         for blk, _, end in _query_blocks(t_q, t_k, block_size):
             shape = ((h1 - h0) * batch, blk.stop - blk.start, end)
             keep[h0 * batch : h1 * batch, blk, :end] = _draw_keep(gen, p, torch.empty(shape, dtype=dtype))[0]
@@ -270,7 +276,7 @@ def forward_blocks(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: 
     kT, vT = _fold_heads_t(k, dtype), _fold_heads_t(v, dtype)
     tableT = _distance_table(rel_emb.to(dtype), block_size).transpose(1, 2).contiguous()  # (H, D, M+bs-1)
     out = q_aug.new_empty(H * B, t_q, D)
-    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize, q.device)
+    groups = _head_groups(H, group_heads(H, B, t_q, t_k, block_size, dtype.itemsize, q.device))
     scratch = _scratch(out[: groups[0][1] * B], t_k, block_size, dropout_p > 0)  # the first group is the largest
     gen = _keep_stream(seed, dropout_p, q.device)
     for h0, h1 in groups:
@@ -284,7 +290,7 @@ def forward_blocks(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: 
 
 
 def backward_blocks(dout: Tensor, q_aug: Tensor, kT: Tensor, vT: Tensor, rel_emb: Tensor, out: Tensor,
-                    dropout_p: float, seed: Tensor | None, block_size: int) -> tuple[Tensor, ...]:
+                    dropout_p: float, seed: Tensor | None, block_size: int, heads: int) -> tuple[Tensor, ...]:
     """dq, dk, dv (B, H, T, D) and dE (H, M, D), all in the compute dtype (the caller casts them back).
 
     Works on forward's own repacked copies of q, k and v and on a view of its output: the only copy
@@ -297,7 +303,7 @@ def backward_blocks(dout: Tensor, q_aug: Tensor, kT: Tensor, vT: Tensor, rel_emb
     d_aug[..., D] = (d_aug[..., :D] * _head_major(out, dtype)).sum(-1).neg_()
     dtable = tableT.new_zeros(H, tableT.shape[2], D)  # (H, M + bs - 1, D)
     dqs, dk, dv = q_aug.new_empty(HB, t_q, D), q_aug.new_zeros(HB, t_k, D), q_aug.new_zeros(HB, t_k, D)
-    groups = _head_groups(H, B, t_q, t_k, block_size, dtype.itemsize, q_aug.device)
+    groups = _head_groups(H, heads)  # forward's groups, whatever the thread count is now
     scratch = _scratch(dqs[: groups[0][1] * B], t_k, block_size, dropout_p > 0)
     gen = _keep_stream(seed, dropout_p, q_aug.device)
     for h0, h1 in groups:  # the same groups and blocks as forward: the same dropout stream
@@ -320,10 +326,10 @@ def backward_blocks(dout: Tensor, q_aug: Tensor, kT: Tensor, vT: Tensor, rel_emb
 # The names carry a version: torch.compile's on-disk caches key a graph by the op's name, not by its
 # Python code, so a changed schema under the old name would replay stale compiled backwards.
 _LIB = torch.library.Library("musictx", "FRAGMENT")  # module-level: the registrations live as long as it
-_LIB.define("relative_attention_v3(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
+_LIB.define("relative_attention_v4(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
             "int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
-_LIB.define("relative_attention_v3_backward(Tensor dout, Tensor q_aug, Tensor kT, Tensor vT, Tensor rel_emb, "
-            "Tensor out, float dropout_p, Tensor? seed, int block_size) -> (Tensor, Tensor, Tensor, Tensor)")
+_LIB.define("relative_attention_v4_backward(Tensor dout, Tensor q_aug, Tensor kT, Tensor vT, Tensor rel_emb, "
+            "Tensor out, float dropout_p, Tensor? seed, int block_size, int heads) -> (Tensor, Tensor, Tensor, Tensor)")
 
 
 def _attention_impl(q, k, v, rel_emb, dropout_p, seed, block_size):
@@ -332,16 +338,16 @@ def _attention_impl(q, k, v, rel_emb, dropout_p, seed, block_size):
         return forward_blocks(q, k, v, rel_emb, dropout_p, seed, block_size)
 
 
-def _attention_backward_impl(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size):
+def _attention_backward_impl(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size, heads):
     with torch.autocast(q_aug.device.type, enabled=False):
-        return backward_blocks(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size)
+        return backward_blocks(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size, heads)
 
 
-_LIB.impl("relative_attention_v3", _attention_impl, "CompositeExplicitAutograd")
-_LIB.impl("relative_attention_v3_backward", _attention_backward_impl, "CompositeExplicitAutograd")
+_LIB.impl("relative_attention_v4", _attention_impl, "CompositeExplicitAutograd")
+_LIB.impl("relative_attention_v4_backward", _attention_backward_impl, "CompositeExplicitAutograd")
 
 
-@torch.library.register_fake("musictx::relative_attention_v3", lib=_LIB)
+@torch.library.register_fake("musictx::relative_attention_v4", lib=_LIB)
 def _(q, k, v, rel_emb, dropout_p, seed, block_size):
     B, H, t_q, D = q.shape
     t_k, dtype = k.shape[2], _compute_dtype(q)
@@ -350,8 +356,8 @@ def _(q, k, v, rel_emb, dropout_p, seed, block_size):
     return out, q.new_empty(H * B, t_q, D + 1, dtype=dtype), kT, vT
 
 
-@torch.library.register_fake("musictx::relative_attention_v3_backward", lib=_LIB)
-def _(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size):
+@torch.library.register_fake("musictx::relative_attention_v4_backward", lib=_LIB)
+def _(dout, q_aug, kT, vT, rel_emb, out, dropout_p, seed, block_size, heads):
     B, H, t_q, D = dout.shape
     t_k = kT.shape[2]
 
@@ -366,7 +372,9 @@ def _setup_context(ctx, inputs, output):
     out, q_aug, kT, vT = output
     # forward's own repacked q, k, v and its output, not the inputs: backward then copies none of them
     ctx.save_for_backward(q_aug, kT, vT, rel_emb, out, seed)
-    ctx.opts = (dropout_p, block_size, (q.dtype, k.dtype, v.dtype, rel_emb.dtype))
+    B, H, t_q, _ = q.shape  # forward just ran, in this thread: the same grouping as it used
+    heads = group_heads(H, B, t_q, k.shape[2], block_size, q_aug.dtype.itemsize, q.device)
+    ctx.opts = (dropout_p, block_size, heads, (q.dtype, k.dtype, v.dtype, rel_emb.dtype))
     ctx.mark_non_differentiable(q_aug, kT, vT)
     ctx.set_materialize_grads(False)  # else autograd allocates zero gradients for the three extras
 
@@ -375,13 +383,13 @@ def _backward(ctx, dout, *_extras):
     if dout is None:  # the output itself was not used
         return (None,) * 7
     q_aug, kT, vT, rel_emb, out, seed = ctx.saved_tensors
-    dropout_p, block_size, dtypes = ctx.opts
-    grads = torch.ops.musictx.relative_attention_v3_backward.default(dout, q_aug, kT, vT, rel_emb, out, dropout_p,
-                                                                     seed, block_size)
+    dropout_p, block_size, heads, dtypes = ctx.opts
+    grads = torch.ops.musictx.relative_attention_v4_backward.default(dout, q_aug, kT, vT, rel_emb, out, dropout_p,
+                                                                     seed, block_size, heads)
     return *(g.to(dtype) for g, dtype in zip(grads, dtypes, strict=True)), None, None, None
 
 
-torch.library.register_autograd("musictx::relative_attention_v3", _backward, setup_context=_setup_context, lib=_LIB)
+torch.library.register_autograd("musictx::relative_attention_v4", _backward, setup_context=_setup_context, lib=_LIB)
 
 
 def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float = 0.0,
@@ -392,4 +400,4 @@ def attend_efficient(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p
     """
     if dropout_p > 0 and seed is None:
         seed = torch.randint(2**62, (), dtype=torch.int64)  # a tensor: no .item() in compiled graphs
-    return torch.ops.musictx.relative_attention_v3.default(q, k, v, rel_emb, dropout_p, seed, block_size)[0]
+    return torch.ops.musictx.relative_attention_v4.default(q, k, v, rel_emb, dropout_p, seed, block_size)[0]
