@@ -160,10 +160,11 @@ class _SelfAttention(nn.Module):
         """The projections' tensors that `decode_step` reads (gathered once per cache by the block)."""
         return self.qkv.weight, self.qkv.bias, self.proj.weight, self.proj.bias
 
-    def decode_step(self, x: Tensor, cache: KVCache, weights: tuple[Tensor, ...] | None = None) -> Tensor:
+    def decode_step(self, x: Tensor, cache: KVCache, weights: tuple[Tensor, ...]) -> Tensor:
         """One new token per sample, x (B, d_model) -> (B, d_model): `forward` for a decoding step in
-        eval mode, with fewer ops (no permutes of q, k, v; the output reshaped for free as T = 1)."""
-        qkv_w, qkv_b, proj_w, proj_b = weights or self.decode_weights()
+        eval mode, with fewer ops (no permutes of q, k, v; the output reshaped for free as T = 1), on the
+        tensors of `decode_weights`."""
+        qkv_w, qkv_b, proj_w, proj_b = weights
         B = x.shape[0]
         qkv = F.linear(x, qkv_w, qkv_b).view(B, 3, self.n_heads, 1, self.d_head)
         k, v = cache.append(qkv[:, 1], qkv[:, 2])  # (B, H, 1, D) each
@@ -225,19 +226,20 @@ class RelativeSelfAttention(_SelfAttention):
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         p = self.dropout if self.training else 0.0
         impl = self._kernel(q)
-        if impl == "one_query":
-            return attend_relative_one_query(q, k, v, clipped_table(self.rel_emb, k.shape[2]))
-        if impl in ("efficient", "triton"):
+        if impl in ("efficient", "triton") and k.shape[2] > self.max_rel_dist > 1:
             # these kernels give distances past their table no term: with clipped distances they take
             # E - E[M - 1] (M - 1 rows) and skip the far keys' relative work; see `shifted_table`
-            clipped = k.shape[2] > self.max_rel_dist > 1
-            rel_emb = shifted_table(self.rel_emb) if clipped else clipped_table(self.rel_emb, k.shape[2])
-            if impl == "triton":
-                from musictx.models.triton_attention import attend_triton  # lazy: triton is optional
+            rel_emb = shifted_table(self.rel_emb)
+        else:
+            rel_emb = clipped_table(self.rel_emb, k.shape[2])  # (H, max(M, Tk), D)
+        if impl == "one_query":
+            return attend_relative_one_query(q, k, v, rel_emb)
+        if impl == "triton":
+            from musictx.models.triton_attention import attend_triton  # lazy: triton is optional
 
-                return attend_triton(q, k, v, rel_emb, p)
+            return attend_triton(q, k, v, rel_emb, p)
+        if impl == "efficient":
             return attend_efficient(q, k, v, rel_emb, p, self.block_size)
-        rel_emb = clipped_table(self.rel_emb, k.shape[2])  # (H, max(M, Tk), D)
         return attend_naive(q, k, v, rel_emb, p) if impl == "naive" else attend_skew(q, k, v, rel_emb, p)
 
     def _kernel(self, q: Tensor) -> str:
