@@ -4,6 +4,10 @@ During generation each step feeds one token. Two things then dominate the cost i
 copying the whole cache every step (``torch.cat``) and running the single query through the training
 kernels, which rebuild tables sized for many queries. `KVCache` writes in place into buffers that grow
 by doubling, and `attend_relative_one_query` touches nothing bigger than (B, H, 1, max_rel_dist).
+
+At batch 1 a step is a few dozen tiny ops, and each op's fixed cost counts as much as its arithmetic:
+`decode_attention` (the models' fast decoding path) is four ops on operands laid out for it once per cache
+(`decode_table`, `KVCache.keys_t` / ``values``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class KVCache:
         self._v: Tensor | None = None
         self.n = 0
         self.rel_table: Tensor | None = None  # `decode_table` of the layer, built on its first decoding step
+        self.keys_t: Tensor | None = None  # views of the buffers for `decode_attention`, made by `_grow`
+        self.values: Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -50,44 +56,61 @@ class KVCache:
         if self.n:
             k[:, :, : self.n], v[:, :, : self.n] = self.k, self.v
         self._k, self._v = k, v
+        # the buffers as `decode_attention` reads them, made once: (B*H, D, allocated) and (B*H, allocated, D)
+        self.keys_t, self.values = k.view(B * H, size, D).transpose(1, 2), v.view(B * H, size, D)
 
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add new keys/values (B, H, t_new, D); return all cached keys and values (views)."""
+    def push(self, k: Tensor, v: Tensor) -> None:
+        """Add new keys/values (B, H, t_new, D), in place."""
         need = self.n + k.shape[2]
         if self._k is None or need > self._k.shape[2]:
             self._grow(k, need)
         self._k[:, :, self.n : need] = k
         self._v[:, :, self.n : need] = v
         self.n = need
+
+    def push_one(self, k: Tensor, v: Tensor) -> None:
+        """Add one key and value per sample and head, (B, H, D) each, in place: a decoding step's `push`."""
+        if self._k is None or self.n == self._k.shape[2]:
+            self._grow(k[:, :, None], self.n + 1)
+        self._k.select(2, self.n).copy_(k)
+        self._v.select(2, self.n).copy_(v)
+        self.n += 1
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """`push`, then return all cached keys and values (views)."""
+        self.push(k, v)
         return self.k, self.v
 
 
 def decode_table(rel_emb: Tensor, length: int) -> Tensor:
-    """(H, length, D): row r holds E[min(r, M - 1)], the clipped table out to distance length - 1.
+    """(H, D, length): column c holds E[min(length - 1 - c, M - 1)], the clipped table out to distance
+    length - 1, laid out for `decode_attention`.
 
-    Built once per cache rather than clipping (a (H, Tk, D) copy) at every step; the table only changes
-    between generations."""
-    dist = torch.arange(length, device=rel_emb.device).clamp_(max=rel_emb.shape[1] - 1)
-    return rel_emb.index_select(1, dist)
+    The columns run from the farthest distance to distance 0, in the order of the cached keys, so the last
+    Tk columns line up with Tk keys (key j is at distance Tk - 1 - j) without a flip; and the table is
+    transposed, so q . E is a plain row-times-matrix product. Built once per cache rather than clipped
+    (a (H, Tk, D) copy) at every step; it only changes between generations."""
+    dist = (length - 1 - torch.arange(length, device=rel_emb.device)).clamp_(max=rel_emb.shape[1] - 1)
+    return rel_emb.index_select(1, dist).transpose(1, 2).contiguous()
 
 
 def decode_attention(q: Tensor, cache: KVCache, table: Tensor) -> Tensor:
     """One query per sample against every cached key: q (B, H, D) -> (B, H * D).
 
-    The decoding step's few large ops: the keys and values stay in the cache's buffers (viewed as
-    (B*H, allocated, D)), the relative term is one batched matmul against `decode_table`'s first Tk rows,
-    flipped onto the keys (key j is at distance Tk - 1 - j) and added in place. The same arithmetic on
-    the same operand layouts as `attend_relative_one_query` over `clipped_table`, so the results, and
-    the sampled ids, are bit for bit the same."""
+    The decoding step in four ops: the relative term as one batched matmul against the last Tk columns of
+    `decode_table` (heads first: the batch shares each head's table), the keys' term added to it by
+    ``baddbmm`` straight from the cache's buffer, with the 1/sqrt(D) scale as the op's own factors, then
+    the softmax and the weighted values. The same function as `attend_relative_one_query` up to float
+    rounding; every op counts at batch 1, so views are taken once (`KVCache.keys_t`, ``values``)."""
     B, H, D = q.shape
-    t_k, allocated = cache.n, cache._k.shape[2]
-    keys = cache._k.view(B * H, allocated, D)[:, :t_k]
-    logits = torch.bmm(q.reshape(B * H, 1, D), keys.transpose(1, 2))  # (B*H, 1, Tk)
-    # heads first: the batch shares each head's table instead of a broadcast copy per sample
-    rel = torch.bmm(q.transpose(0, 1), table[:, :t_k].transpose(1, 2))  # (H, B, Tk), distance 0..
-    logits.view(B, H, t_k).add_(rel.transpose(0, 1).flip(-1))
-    probs = logits.mul_(1.0 / math.sqrt(D)).softmax(dim=-1)
-    return torch.bmm(probs, cache._v.view(B * H, allocated, D)[:, :t_k]).view(B, H * D)
+    t_k = cache.n
+    q_heads = q.transpose(0, 1)  # (H, B, D)
+    rel = torch.bmm(q_heads, table.narrow(2, table.shape[2] - t_k, t_k))  # (H, B, Tk), in key order
+    if B > 1:  # sample-major rows for the keys' term; at B = 1 (H, 1, .) already is
+        q_heads, rel = q.reshape(B * H, 1, D), rel.transpose(0, 1).reshape(B * H, 1, t_k)
+    scale = 1.0 / math.sqrt(D)
+    logits = torch.baddbmm(rel, q_heads, cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)  # (B*H, 1, Tk)
+    return torch.bmm(logits.softmax(dim=-1), cache.values.narrow(1, 0, t_k)).view(B, H * D)
 
 
 def attend_relative_one_query(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor) -> Tensor:

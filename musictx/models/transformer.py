@@ -26,7 +26,8 @@ class DecoderCache:
     """Incremental-decoding state of a decoder: one KVCache per layer. Made by `init_cache()`."""
 
     layers: list[KVCache] = field(default_factory=list)
-    # per block, the tensors a decoding step reads (`Block.decode_weights`), gathered at its first step
+    # the tensors a decoding step reads, gathered at its first step: the net's own (`_DecoderLM.decode_weights`)
+    # then each block's (`Block.decode_weights`)
     weights: list[tuple] = field(default_factory=list)
 
     @property
@@ -51,21 +52,24 @@ class Block(nn.Module):
 
     def decode_weights(self) -> tuple:
         """The tensors (and the attention module) that `decode_step` reads, gathered once per cache: at
-        batch 1 looking up a submodule's parameter costs about as much as a small op."""
+        batch 1 looking up a submodule's parameter costs about as much as a small op. The feed-forward
+        weights are transposed to (in, out) copies, as a row times a row-major matrix is the faster
+        matrix-vector product on CPU."""
         ln1, ln2, (fc1, _, fc2) = self.ln1, self.ln2, self.ff
-        return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, fc1.weight, fc1.bias, fc2.weight,
-                fc2.bias, self.attn, self.attn.decode_weights())
+        return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, fc1.weight.t().contiguous(),
+                fc1.bias, fc2.weight.t().contiguous(), fc2.bias, self.attn, self.attn.decode_weights())
 
     @staticmethod
     def decode_step(x: Tensor, cache: KVCache, weights: tuple) -> Tensor:
         """`forward` of one token per sample in eval mode (no dropout), x (B, d_model), with the tensors of
         `decode_weights`: the functional ops straight on the parameters, as module calls cost more than
         the ops at batch 1."""
-        w1, b1, eps1, w2, b2, eps2, fc1_w, fc1_b, fc2_w, fc2_b, attn, attn_weights = weights
+        w1, b1, eps1, w2, b2, eps2, fc1_wt, fc1_b, fc2_wt, fc2_b, attn, attn_weights = weights
         shape = x.shape[-1:]
-        x = x + attn.decode_step(F.layer_norm(x, shape, w1, b1, eps1), cache, attn_weights)
-        h = F.layer_norm(x, shape, w2, b2, eps2)
-        return x + F.linear(F.gelu(F.linear(h, fc1_w, fc1_b)), fc2_w, fc2_b)
+        # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
+        x = attn.decode_step(torch.layer_norm(x, shape, w1, b1, eps1), cache, attn_weights).add_(x)
+        h = F.gelu(torch.addmm(fc1_b, torch.layer_norm(x, shape, w2, b2, eps2), fc1_wt))  # (B, d_ff)
+        return torch.addmm(fc2_b, h, fc2_wt).add_(x)
 
 
 class _DecoderLM(nn.Module):
@@ -141,16 +145,34 @@ class _DecoderLM(nn.Module):
         logits = self.head(self.ln_f(x))  # (B, T, V)
         return logits if cache is None else (logits, cache)
 
+    def decode_weights(self) -> tuple:
+        """What a decoding step reads outside the blocks: the token table already multiplied by
+        sqrt(d_model) (the same products as at every step), the final LN, the head as a (d_model, V) copy."""
+        ln = self.ln_f
+        return (self.tok_emb.weight * math.sqrt(self.tok_emb.embedding_dim), ln.normalized_shape, ln.weight,
+                ln.bias, ln.eps, self.head.weight.t().contiguous())
+
     def _decode_step(self, ids: Tensor, start: int, cache: DecoderCache) -> Tensor:
         """Logits (B, 1, V) of one new token per sample, ids (B,): `forward` with a cache, in eval mode."""
-        x = F.embedding(ids, self.tok_emb.weight) * math.sqrt(self.tok_emb.embedding_dim)  # (B, d_model)
-        x = self._positions(x[:, None], start)[:, 0]
         if not cache.weights:
-            cache.weights = [block.decode_weights() for block in self.blocks]
-        for layer_cache, weights in zip(cache.layers, cache.weights, strict=True):
-            x = Block.decode_step(x, layer_cache, weights)
-        ln = self.ln_f
-        return F.linear(F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps), self.head.weight)[:, None]
+            cache.weights = [self.decode_weights()] + [block.decode_weights() for block in self.blocks]
+        emb, shape, ln_w, ln_b, eps, head_t = cache.weights[0]
+        # In fp32, oneDNN costs more than it does on one-row inputs: its GELU took ~15 us a call inside a
+        # step against ~2 us for ATen's own, and the step's other ops never reach it. (Lower precisions
+        # keep it: ATen's own bf16 matmuls are slow.) The flag is process-wide; it is put back after.
+        mkldnn_was = torch.backends.mkldnn.enabled
+        torch.backends.mkldnn.enabled = mkldnn_was and emb.dtype != torch.float32
+        try:
+            x = self._decode_positions(emb.index_select(0, ids), start)  # (B, d_model)
+            for layer_cache, weights in zip(cache.layers, cache.weights[1:], strict=True):
+                x = Block.decode_step(x, layer_cache, weights)
+            return torch.mm(torch.layer_norm(x, shape, ln_w, ln_b, eps), head_t)[:, None]
+        finally:
+            torch.backends.mkldnn.enabled = mkldnn_was
+
+    def _decode_positions(self, x: Tensor, start: int) -> Tensor:
+        """`_positions` for one token per sample, x (B, d_model) at position ``start``."""
+        return x
 
     @torch.no_grad()
     def attention_probs(self, ids: Tensor, rows) -> Tensor:
@@ -251,3 +273,6 @@ class VanillaTransformer(_DecoderLM):
 
     def _positions(self, x: Tensor, start: int) -> Tensor:
         return x + self.pos_emb[start : start + x.shape[1]]
+
+    def _decode_positions(self, x: Tensor, start: int) -> Tensor:
+        return x + self.pos_emb[start]
