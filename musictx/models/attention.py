@@ -156,22 +156,26 @@ class _SelfAttention(nn.Module):
         y = self._attend(q, k, v)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, self.d_model))
 
-    def decode_weights(self) -> tuple[Tensor, ...]:
-        """The projections' tensors that `decode_step` reads, gathered once per cache by the block: the
-        weights transposed to (in, out) copies, as a row times a row-major matrix is the faster
-        matrix-vector product on CPU."""
+    def decode_weights(self, max_len: int) -> tuple[Tensor | None, ...]:
+        """The tensors that `decode_step` reads, gathered once by the model (see
+        `_DecoderLM.gathered_decode_weights`): the projections' weights as (in, out) copies, as a row
+        times a row-major matrix is the faster matrix-vector product on CPU, and the position table for
+        caches of up to ``max_len`` tokens (None: plain attention has none)."""
         return (self.qkv.weight.t().contiguous(), self.qkv.bias, self.proj.weight.t().contiguous(),
-                self.proj.bias)
+                self.proj.bias, self._decode_table(max_len))
 
-    def decode_step(self, x: Tensor, cache: KVCache, weights: tuple[Tensor, ...]) -> Tensor:
+    def _decode_table(self, max_len: int) -> Tensor | None:
+        return None
+
+    def decode_step(self, x: Tensor, cache: KVCache, weights: tuple[Tensor | None, ...]) -> Tensor:
         """One new token per sample, x (B, d_model) -> (B, d_model): `forward` for a decoding step in
         eval mode, with fewer ops (no permutes of q, k, v; the output reshaped for free as T = 1), on the
         tensors of `decode_weights`."""
-        qkv_wt, qkv_b, proj_wt, proj_b = weights
+        qkv_wt, qkv_b, proj_wt, proj_b, table = weights
         q, k, v = torch.addmm(qkv_b, x, qkv_wt).view(x.shape[0], 3, self.n_heads, self.d_head).unbind(1)
-        return torch.addmm(proj_b, self._decode_attend(q, k, v, cache), proj_wt)  # (B, d_model)
+        return torch.addmm(proj_b, self._decode_attend(q, k, v, cache, table), proj_wt)  # (B, d_model)
 
-    def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache) -> Tensor:
+    def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
         """Append the new keys and values (B, H, D) to the cache; attend q (B, H, D) -> (B, H * D)."""
         k, v = cache.append(k_new[:, :, None], v_new[:, :, None])  # (B, H, Tk, D) each
         return self._attend(q[:, :, None], k, v).reshape(q.shape[0], self.d_model)
@@ -263,14 +267,14 @@ class RelativeSelfAttention(_SelfAttention):
             raise ValueError(f"unknown attention impl {impl!r}; expected one of {IMPLS}")
         return impl
 
-    def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache) -> Tensor:
+    def _decode_table(self, max_len: int) -> Tensor:
+        return decode_table(self.rel_emb, max_len)  # (H, D, max_len): one table serves every cache
+
+    def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
         if self.impl not in ("efficient", "auto") or q.is_cuda:
-            return super()._decode_attend(q, k_new, v_new, cache)  # the impl's own one-query path
+            return super()._decode_attend(q, k_new, v_new, cache, table)  # the impl's own one-query path
         cache.push_one(k_new, v_new)
-        length = cache._k.shape[2]  # the buffer's size: every later step of this cache fits
-        if cache.rel_table is None or cache.rel_table.shape[2] < length:
-            cache.rel_table = decode_table(self.rel_emb, length)
-        return decode_attention(q, cache, cache.rel_table)
+        return decode_attention(q, cache, table)
 
     def _position_logits(self, q_rows: Tensor, rows: Tensor, t_k: int) -> Tensor:
         return relative_logits_rows(q_rows, clipped_table(self.rel_emb, t_k), rows, t_k)

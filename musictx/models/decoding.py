@@ -32,7 +32,6 @@ class KVCache:
         self._k: Tensor | None = None  # (B, H, allocated, D)
         self._v: Tensor | None = None
         self.n = 0
-        self.rel_table: Tensor | None = None  # `decode_table` of the layer, built on its first decoding step
         self.keys_t: Tensor | None = None  # views of the buffers for `decode_attention`, made by `_grow`
         self.values: Tensor | None = None
 
@@ -87,9 +86,9 @@ def decode_table(rel_emb: Tensor, length: int) -> Tensor:
     length - 1, laid out for `decode_attention`.
 
     The columns run from the farthest distance to distance 0, in the order of the cached keys, so the last
-    Tk columns line up with Tk keys (key j is at distance Tk - 1 - j) without a flip; and the table is
-    transposed, so q . E is a plain row-times-matrix product. Built once per cache rather than clipped
-    (a (H, Tk, D) copy) at every step; it only changes between generations."""
+    Tk columns line up with Tk keys (key j is at distance Tk - 1 - j) without a flip, for any Tk up to
+    length: one table serves every cache; and it is transposed, so q . E is a plain row-times-matrix
+    product. Built once rather than clipped (a (H, Tk, D) copy) at every step."""
     dist = (length - 1 - torch.arange(length, device=rel_emb.device)).clamp_(max=rel_emb.shape[1] - 1)
     return rel_emb.index_select(1, dist).transpose(1, 2).contiguous()
 

@@ -26,8 +26,7 @@ class DecoderCache:
     """Incremental-decoding state of a decoder: one KVCache per layer. Made by `init_cache()`."""
 
     layers: list[KVCache] = field(default_factory=list)
-    # the tensors a decoding step reads, gathered at its first step: the net's own (`_DecoderLM.decode_weights`)
-    # then each block's (`Block.decode_weights`)
+    # the tensors a decoding step reads (`_DecoderLM.gathered_decode_weights`), taken at its first step
     weights: list[tuple] = field(default_factory=list)
 
     @property
@@ -50,14 +49,14 @@ class Block(nn.Module):
         x = x + self.drop(self.attn(self.ln1(x), cache))  # (B, T, d_model)
         return x + self.drop(self.ff(self.ln2(x)))
 
-    def decode_weights(self) -> tuple:
-        """The tensors (and the attention module) that `decode_step` reads, gathered once per cache: at
-        batch 1 looking up a submodule's parameter costs about as much as a small op. The feed-forward
-        weights are transposed to (in, out) copies, as a row times a row-major matrix is the faster
+    def decode_weights(self, max_len: int) -> tuple:
+        """The tensors (and the attention module) that `decode_step` reads, gathered once: at batch 1
+        looking up a submodule's parameter costs about as much as a small op. The feed-forward weights
+        are transposed to (in, out) copies, as a row times a row-major matrix is the faster
         matrix-vector product on CPU."""
         ln1, ln2, (fc1, _, fc2) = self.ln1, self.ln2, self.ff
         return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, fc1.weight.t().contiguous(),
-                fc1.bias, fc2.weight.t().contiguous(), fc2.bias, self.attn, self.attn.decode_weights())
+                fc1.bias, fc2.weight.t().contiguous(), fc2.bias, self.attn, self.attn.decode_weights(max_len))
 
     @staticmethod
     def decode_step(x: Tensor, cache: KVCache, weights: tuple) -> Tensor:
@@ -100,6 +99,7 @@ class _DecoderLM(nn.Module):
         self.blocks = nn.ModuleList()  # filled by the subclass
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self._decode_key, self._decode_gathered = None, []  # `gathered_decode_weights`: not state, not saved
 
     def _init_weights(self, n_layers: int) -> None:
         for name, p in self.named_parameters():
@@ -145,7 +145,19 @@ class _DecoderLM(nn.Module):
         logits = self.head(self.ln_f(x))  # (B, T, V)
         return logits if cache is None else (logits, cache)
 
-    def decode_weights(self) -> tuple:
+    def gathered_decode_weights(self) -> list[tuple]:
+        """What a decoding step reads: the net's own tensors (`_decode_weights`), then each block's
+        (`Block.decode_weights`). Gathered (~2 copies of the weights' bytes) when a cache takes its first
+        step, and reused by later caches while the parameters stay the same: the key is each one's storage
+        and version counter, which an optimizer step, `load_state_dict` or `.to()` changes. Samplers
+        start caches often (a slid window; recall guidance every 64 steps)."""
+        key = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        if self._decode_key != key:
+            self._decode_gathered = [self._decode_weights()] + [b.decode_weights(self.max_seq_len) for b in self.blocks]
+            self._decode_key = key
+        return self._decode_gathered
+
+    def _decode_weights(self) -> tuple:
         """What a decoding step reads outside the blocks: the token table already multiplied by
         sqrt(d_model) (the same products as at every step), the final LN, the head as a (d_model, V) copy."""
         ln = self.ln_f
@@ -155,7 +167,7 @@ class _DecoderLM(nn.Module):
     def _decode_step(self, ids: Tensor, start: int, cache: DecoderCache) -> Tensor:
         """Logits (B, 1, V) of one new token per sample, ids (B,): `forward` with a cache, in eval mode."""
         if not cache.weights:
-            cache.weights = [self.decode_weights()] + [block.decode_weights() for block in self.blocks]
+            cache.weights = self.gathered_decode_weights()
         emb, shape, ln_w, ln_b, eps, head_t = cache.weights[0]
         # In fp32, oneDNN costs more than it does on one-row inputs: its GELU took ~15 us a call inside a
         # step against ~2 us for ATen's own, and the step's other ops never reach it. (Lower precisions
