@@ -92,6 +92,19 @@ def test_gathered_tensors_serve_every_cache_until_the_parameters_change():
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-5)
 
 
+def test_a_net_made_in_inference_mode_gathers_for_each_cache():
+    """Its parameters have no version counter, so nothing could tell that they changed."""
+    with torch.inference_mode():
+        net = _net("music_transformer")
+        ids = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(6))
+        states, fast = [net.init_cache() for _ in range(2)], []
+        for state in states:
+            net(ids[:, :7], cache=state)
+            fast.append(net(ids[:, 7:], cache=state)[0])
+        assert states[0].weights is not states[1].weights
+        torch.testing.assert_close(fast[0], net(ids)[:, -1:], rtol=1e-5, atol=1e-5)
+
+
 def test_fast_step_runs_without_onednn_and_puts_the_flag_back(monkeypatch):
     """The step's GELU takes ATen's kernel (oneDNN's costs ~15 us a call on one row): the flag is off
     inside every block's step, back to what it was after it, also when the step fails."""

@@ -150,12 +150,18 @@ class _DecoderLM(nn.Module):
         (`Block.decode_weights`). Gathered (~2 copies of the weights' bytes) when a cache takes its first
         step, and reused by later caches while the parameters stay the same: the key is each one's storage
         and version counter, which an optimizer step, `load_state_dict` or `.to()` changes. Samplers
-        start caches often (a slid window; recall guidance every 64 steps)."""
-        key = tuple((p.data_ptr(), p._version) for p in self.parameters())
+        start caches often (a slid window; recall guidance every 64 steps). Parameters made under
+        `torch.inference_mode` have no version counter: those nets gather for each cache."""
+        params = list(self.parameters())
+        if any(p.is_inference() for p in params):
+            return self._gather_decode_weights()
+        key = tuple((p.data_ptr(), p._version) for p in params)
         if self._decode_key != key:
-            self._decode_gathered = [self._decode_weights()] + [b.decode_weights(self.max_seq_len) for b in self.blocks]
-            self._decode_key = key
+            self._decode_gathered, self._decode_key = self._gather_decode_weights(), key
         return self._decode_gathered
+
+    def _gather_decode_weights(self) -> list[tuple]:
+        return [self._decode_weights()] + [block.decode_weights(self.max_seq_len) for block in self.blocks]
 
     def _decode_weights(self) -> tuple:
         """What a decoding step reads outside the blocks: the token table already multiplied by
