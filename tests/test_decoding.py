@@ -130,6 +130,13 @@ def test_fast_step_runs_without_onednn_and_puts_the_flag_back(monkeypatch):
         monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)
         net(torch.ones(1, 1, dtype=torch.long), cache=state)
         assert not torch.backends.mkldnn.enabled  # a caller's own choice is left as it was
+        monkeypatch.setattr(torch.backends.mkldnn, "enabled", True)
+        seen.clear()
+        half = _net("music_transformer").to(torch.bfloat16)  # bf16 keeps oneDNN: ATen's own bf16 matmuls are slow
+        state = half.init_cache()
+        half(torch.zeros(1, 5, dtype=torch.long), cache=state)
+        half(torch.ones(1, 1, dtype=torch.long), cache=state)
+        assert seen == [True, True]
 
 
 def _sample(net, prompt: torch.Tensor, n: int, mode: str) -> torch.Tensor:

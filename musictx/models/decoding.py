@@ -6,8 +6,8 @@ kernels, which rebuild tables sized for many queries. `KVCache` writes in place 
 by doubling, and `attend_relative_one_query` touches nothing bigger than (B, H, 1, max_rel_dist).
 
 At batch 1 a step is a few dozen tiny ops, and each op's fixed cost counts as much as its arithmetic:
-`decode_attention` (the models' fast decoding path) is four ops on operands laid out for it once per cache
-(`decode_table`, `KVCache.keys_t` / ``values``).
+`decode_attention` (the models' fast decoding path) is four ops on operands laid out for it ahead of the
+steps: `decode_table` once per model, `KVCache.keys_t` / ``values`` once per buffer.
 """
 
 from __future__ import annotations

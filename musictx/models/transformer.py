@@ -175,9 +175,9 @@ class _DecoderLM(nn.Module):
         if not cache.weights:
             cache.weights = self.gathered_decode_weights()
         emb, shape, ln_w, ln_b, eps, head_t = cache.weights[0]
-        # In fp32, oneDNN costs more than it does on one-row inputs: its GELU took ~15 us a call inside a
-        # step against ~2 us for ATen's own, and the step's other ops never reach it. (Lower precisions
-        # keep it: ATen's own bf16 matmuls are slow.) The flag is process-wide; it is put back after.
+        # oneDNN off in fp32: on one-row inputs its GELU took ~15 us a call inside a step against ~2 us for
+        # ATen's own kernel, and the step's other fp32 ops never reach it. (Lower precisions keep it: ATen's
+        # own bf16 matmuls are slow.) The flag is process-wide; it is put back after the step.
         mkldnn_was = torch.backends.mkldnn.enabled
         torch.backends.mkldnn.enabled = mkldnn_was and emb.dtype != torch.float32
         try:
