@@ -175,6 +175,41 @@ def test_training_mode_keeps_the_general_forward():
     assert not state.weights and a.shape == (1, 1, VOCAB)  # the fast path takes the gathered tensors
 
 
+def test_onednn_comes_back_only_when_the_last_overlapping_step_ends(monkeypatch):
+    """Two threads decoding at once: the first to finish must not switch oneDNN back on under the
+    other, nor the last leave it off."""
+    from musictx.models.decoding import without_onednn
+
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", True)
+    first, second = without_onednn(True), without_onednn(True)
+    first.__enter__()
+    second.__enter__()  # a second thread's step starts while the first runs
+    first.__exit__(None, None, None)
+    assert not torch.backends.mkldnn.enabled
+    second.__exit__(None, None, None)
+    assert torch.backends.mkldnn.enabled
+    with without_onednn(False):
+        assert torch.backends.mkldnn.enabled
+
+
+def test_two_threads_decoding_at_once_leave_onednn_as_it_was():
+    import threading
+
+    net = _net("music_transformer")
+    ids = torch.randint(0, VOCAB, (2, 40), generator=torch.Generator().manual_seed(7))
+    alone = [_step_logits(net, ids[i : i + 1], 5, True) for i in range(2)]
+    together: dict[int, torch.Tensor] = {}
+    threads = [threading.Thread(target=lambda i=i: together.__setitem__(i, _step_logits(net, ids[i : i + 1], 5, True)))
+               for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert torch.backends.mkldnn.enabled
+    for i in range(2):  # close, not equal: while one thread steps, the other's prompt may take ATen's GELU
+        torch.testing.assert_close(together[i], alone[i], rtol=1e-5, atol=1e-6)
+
+
 def test_decode_table_columns_are_the_clipped_distances_in_key_order():
     rel = torch.randn(2, 5, 3)  # (H, M, D)
     table = decode_table(rel, 8)  # (H, D, 8): column c is distance 7 - c, clipped to M - 1 = 4

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from musictx.models.attention import KVCache, PlainSelfAttention, RelativeSelfAttention
+from musictx.models.decoding import without_onednn
 
 
 @dataclass
@@ -175,18 +176,13 @@ class _DecoderLM(nn.Module):
         if not cache.weights:
             cache.weights = self.gathered_decode_weights()
         emb, shape, ln_w, ln_b, eps, head_t = cache.weights[0]
-        # oneDNN off in fp32: on one-row inputs its GELU took ~15 us a call inside a step against ~2 us for
-        # ATen's own kernel, and the step's other fp32 ops never reach it. (Lower precisions keep it: ATen's
-        # own bf16 matmuls are slow.) The flag is process-wide; it is put back after the step.
-        mkldnn_was = torch.backends.mkldnn.enabled
-        torch.backends.mkldnn.enabled = mkldnn_was and emb.dtype != torch.float32
-        try:
+        # oneDNN off in fp32 steps (see `without_onednn`); lower precisions keep it: ATen's own bf16
+        # matmuls are slow
+        with without_onednn(emb.dtype == torch.float32):
             x = self._decode_positions(emb.index_select(0, ids), start)  # (B, d_model)
             for layer_cache, weights in zip(cache.layers, cache.weights[1:], strict=True):
                 x = Block.decode_step(x, layer_cache, weights)
             return torch.mm(torch.layer_norm(x, shape, ln_w, ln_b, eps), head_t)[:, None]
-        finally:
-            torch.backends.mkldnn.enabled = mkldnn_was
 
     def _decode_positions(self, x: Tensor, start: int) -> Tensor:
         """`_positions` for one token per sample, x (B, d_model) at position ``start``."""
