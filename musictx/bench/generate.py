@@ -8,7 +8,8 @@ to the end), with `musictx.generation.sampling.generate` as ``musictx-generate``
 - cache, reference path: the same with ``net.fast_decode = False``: decoding steps through the general
   forward, as before the fast path. The two are run in alternation, ``--repeats`` times each, so that
   both see the same load; the table shows medians, and "vs reference" is the median of the per-run
-  ratios. Both must sample the same ids for the same seed: the bench checks it.
+  ratios. Their logits differ by float rounding only (the fast path lays its operands out for one-row
+  products), so both should sample the same ids for the same seed: the bench checks it.
   tokens/s = B * new tokens / wall time, prompt included; x real time = seconds of new music (all B
   samples) per second of wall time; ms/token over the first and last 128 steps (one step makes B tokens).
 - no cache: the whole window recomputed every step. Too slow to run in full, so it is timed over
