@@ -218,12 +218,12 @@ def test_decode_table_columns_are_the_clipped_distances_in_key_order():
     assert torch.equal(table[:, :, :3], rel[:, -1:].transpose(1, 2).expand(-1, -1, 3))  # 7, 6, 5 -> 4
 
 
-def test_push_one_equals_push_and_the_views_follow_the_buffer():
+def test_push_one_equals_append_and_the_views_follow_the_buffer():
     one, many = KVCache(capacity=None), KVCache(capacity=None)
     k, v = torch.randn(2, 3, 20, 4), torch.randn(2, 3, 20, 4)
     for t in range(20):
         one.push_one(k[:, :, t], v[:, :, t])
-    many.push(k, v)
+    many.append(k, v)
     assert one.n == many.n == 20 and one._k.shape[2] == 32  # grown 16 -> 32 on the 17th
     assert torch.equal(one.k, k) and torch.equal(one.v, v) and torch.equal(many.k, k)
     assert torch.equal(one.keys_t[:, :, :20], k.reshape(6, 20, 4).transpose(1, 2))

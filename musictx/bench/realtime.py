@@ -14,10 +14,11 @@ import argparse
 import os
 import time
 
-# OpenMP reads this once, when torch loads it: so before anything imports torch (the musictx imports below
+from musictx.paths import BUNDLED_MOTIF  # no torch
+
+# OpenMP reads this once, when torch loads it: so before anything imports torch (the other musictx imports
 # are made inside the functions for that reason)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 
 
 def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int = 0) -> dict:
@@ -25,7 +26,6 @@ def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int 
     from musictx.generation.continue_seed import sample_continuations
     from musictx.generation.sampling_options import SamplingOptions
     from musictx.generation.seeds import seed_from_midi
-    from musictx.paths import BUNDLED_MOTIF
 
     prompt = seed_from_midi(tokenizer, BUNDLED_MOTIF)
     sampling = SamplingOptions(seed=seed)  # the shipped sampling settings (nucleus 0.95, the guard)
@@ -55,7 +55,6 @@ def main(argv=None) -> None:
     import torch
 
     from musictx.checkpoints.model_store import load_model
-    from musictx.paths import BUNDLED_MOTIF
 
     torch.set_num_threads(args.threads)
     net, tokenizer, meta = load_model(args.model)

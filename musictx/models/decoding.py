@@ -60,27 +60,24 @@ class KVCache:
         # the buffers as `decode_attention` reads them, made once: (B*H, D, allocated) and (B*H, allocated, D)
         self.keys_t, self.values = k.view(B * H, size, D).transpose(1, 2), v.view(B * H, size, D)
 
-    def push(self, k: Tensor, v: Tensor) -> None:
-        """Add new keys/values (B, H, t_new, D), in place."""
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add new keys/values (B, H, t_new, D); return all cached keys and values (views)."""
         need = self.n + k.shape[2]
         if self._k is None or need > self._k.shape[2]:
             self._grow(k, need)
         self._k[:, :, self.n : need] = k
         self._v[:, :, self.n : need] = v
         self.n = need
+        return self.k, self.v
 
     def push_one(self, k: Tensor, v: Tensor) -> None:
-        """Add one key and value per sample and head, (B, H, D) each, in place: a decoding step's `push`."""
+        """Add one key and value per sample and head, (B, H, D) each, in place: `append` for a decoding
+        step that reads the buffers itself (no views returned)."""
         if self._k is None or self.n == self._k.shape[2]:
             self._grow(k[:, :, None], self.n + 1)
         self._k.select(2, self.n).copy_(k)
         self._v.select(2, self.n).copy_(v)
         self.n += 1
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """`push`, then return all cached keys and values (views)."""
-        self.push(k, v)
-        return self.k, self.v
 
 
 class _OneDNNOff:
