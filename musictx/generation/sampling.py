@@ -263,6 +263,66 @@ def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
     return out
 
 
+class _Window:
+    """Which ids the decoder sees: the recent ids from ``start`` on, and, from the first slide after the
+    prompt, the prompt's last ``pin`` ids pinned in front of them (see the module docstring)."""
+
+    def __init__(self, t0: int, max_len: int | None, keep: int, pin: int):
+        self.t0, self.max_len, self.keep, self.pin = t0, max_len, keep, pin
+        self.pinned = False
+        self.start = window_start(0, t0, max_len, keep)
+
+    def advance(self, ids: Tensor, length: int) -> tuple[Tensor, bool]:
+        """The window (B, <= max_len) over ``ids[:, :length]`` after one more id, and whether it slid (the
+        decoder then restarts from it)."""
+        new_start = window_start(self.start, length, self.max_len, self.keep, self.pin if self.pinned else 0, self.t0)
+        if new_start != self.start and self.pin and not self.pinned:  # the first slide: from now on the seed is pinned
+            self.pinned, new_start = True, window_start(self.start, length, self.max_len, self.keep, self.pin, self.t0)
+        slid, self.start = new_start != self.start, new_start
+        window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
+        if self.pinned:
+            window = torch.cat([ids[:, self.t0 - self.pin : self.t0], window], dim=1)  # the seed, then the recent music
+        return window, slid
+
+
+def _check_generate_args(prompt_ids: Tensor, max_new_tokens: int, eos_id, stop_fn, pad_id, keep_seed) -> None:
+    if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
+        raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if (eos_id is not None or stop_fn is not None) and pad_id is None:
+        raise ValueError("pad_id is needed to fill the samples that stop early (eos_id or stop_fn given)")
+    if keep_seed is not None and keep_seed < 0:
+        raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
+
+
+def _draw(logits: Tensor, draw: Callable[[Tensor], Tensor], done: Tensor, pad_id: int | None, guard,
+          guide: Callable[[Tensor], Tensor] | None) -> Tensor:
+    """The next ids (B,) from ``logits`` (B, V): PAD and what ``guard`` forbids masked, then ``guide``
+    (recall guidance), then ``draw``; complete samples get ``pad_id``."""
+    if pad_id is not None:
+        logits[:, pad_id] = float("-inf")
+    if guard is not None:
+        logits = guard.mask(logits)
+    if guide is not None:
+        logits = guide(logits)  # after the masks: it re-ranks only what may be drawn
+    nxt = draw(logits)
+    if pad_id is not None:
+        nxt = nxt.masked_fill(done, pad_id)
+    if guard is not None:
+        guard.update(nxt)
+    return nxt
+
+
+def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stop_fn: StopFn | None) -> Tensor:
+    """``done`` (B,) bool, updated in place: samples that just emitted EOS or that ``stop_fn`` completes."""
+    if eos_id is not None:
+        done |= nxt == eos_id
+    if stop_fn is not None:
+        done |= stop_fn(nxt)
+    return done
+
+
 @torch.inference_mode()
 def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
@@ -275,24 +335,15 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     ``eos_id`` (kept) or when ``stop_fn(next_ids)`` marks it; its later positions hold ``pad_id``, and the
     loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
     full window drops (default ``max_seq_len // 4``); ``keep_seed``: prompt ids pinned at the start of a
-    slid window (see the module docstring; None or 0: none). ``guard``
-    (e.g. `musictx.generation.guard.NoteGrammarGuard`)
-    follows the ids and masks forbidden ones before each draw. ``guidance`` (e.g.
-    `musictx.generation.recall_guidance.RecallGuidance`) wraps the decoder and reshapes its logits after
-    the masks, before the filters. ``on_step(next_ids, done)`` is called after
-    every step (progress reports). The net runs in eval mode and is put back after. A Ctrl-C while sampling
-    raises `GenerationInterrupted` with the ids so far.
+    slid window (module docstring; None or 0: none). ``guard`` (e.g. `NoteGrammarGuard`) follows the ids
+    and masks forbidden ones before each draw; ``guidance`` (e.g. `RecallGuidance`) wraps the decoder and
+    reshapes its logits after the masks, before the filters; ``on_step(next_ids, done)`` is called after
+    every step (progress reports). The net runs in eval mode and is put back after. A Ctrl-C while
+    sampling raises `GenerationInterrupted` with the ids so far.
     """
-    if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
-        raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    if (eos_id is not None or stop_fn is not None) and pad_id is None:
-        raise ValueError("pad_id is needed to fill the samples that stop early (eos_id or stop_fn given)")
+    _check_generate_args(prompt_ids, max_new_tokens, eos_id, stop_fn, pad_id, keep_seed)
     max_len = context_length(net)
     keep = _keep_after_slide(max_len, slide)
-    if keep_seed is not None and keep_seed < 0:
-        raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
     device = next(net.parameters()).device
     B, t0 = prompt_ids.shape
     pin = pinned_length(keep_seed, t0, keep)
@@ -300,48 +351,33 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     fill = 0 if pad_id is None else pad_id
     ids = _grow(prompt_ids.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    decoder = WindowDecoder(net, use_cache)
+    decoder, guide = WindowDecoder(net, use_cache), None
     if guidance is not None:
         decoder = guidance.around(decoder, net, pinned=pin)
+        guide = decoder.guide
     if guard is not None:
         guard.start(prompt_ids.to(device))
-    pinned = False  # set at the first slide after the prompt
+
+    def draw(logits: Tensor) -> Tensor:
+        return sample_next(logits, temperature, top_k, top_p, generator)
+
+    window = _Window(t0, max_len, keep, pin)
     length = t0
     with _eval_mode(net), _keep_on_interrupt(lambda: ids[:, :length]) as pressed:
-        start = window_start(0, t0, max_len, keep)
-        logits = decoder.restart(ids[:, start:t0])
+        logits = decoder.restart(ids[:, window.start : t0])
         while length < total:
-            if pad_id is not None:
-                logits[:, pad_id] = float("-inf")
-            if guard is not None:
-                logits = guard.mask(logits)
-            if guidance is not None:
-                logits = decoder.guide(logits)  # after the masks: it re-ranks only what may be drawn
-            nxt = sample_next(logits, temperature, top_k, top_p, generator)  # (B,)
-            if pad_id is not None:
-                nxt = nxt.masked_fill(done, pad_id)
-            if guard is not None:
-                guard.update(nxt)
+            nxt = _draw(logits, draw, done, pad_id, guard, guide)  # (B,)
             if length == ids.shape[1]:
                 ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
             ids[:, length] = nxt
             length += 1
-            if eos_id is not None:
-                done |= nxt == eos_id
-            if stop_fn is not None:
-                done |= stop_fn(nxt)
+            done = _mark_done(done, nxt, eos_id, stop_fn)
             if on_step is not None:
                 on_step(nxt, done)
             if length == total or bool(done.all()):
                 break
             if pressed():
                 raise KeyboardInterrupt
-            new_start = window_start(start, length, max_len, keep, pin if pinned else 0, t0)
-            if new_start != start and pin and not pinned:  # the first slide: from now on the seed is pinned
-                pinned, new_start = True, window_start(start, length, max_len, keep, pin, t0)
-            window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
-            if pinned:
-                window = torch.cat([ids[:, t0 - pin:t0], window], dim=1)  # the seed, then the recent music
-            logits = decoder.restart(window) if new_start != start else decoder.step(window)
-            start = new_start
+            recent, slid = window.advance(ids, length)
+            logits = decoder.restart(recent) if slid else decoder.step(recent)
     return ids[:, :length]
