@@ -40,13 +40,14 @@ from musictx.evaluation.motif import (
     seed_group,
 )
 from musictx.evaluation.motif_plots import plot_forgetting_curves
-from musictx.evaluation.plots import plot_roll_panels, read_metrics_csv
+from musictx.evaluation.plots import read_metrics_csv
 from musictx.evaluation.run import evaluation_options, format_table, run_evaluation
 from musictx.generation.continue_seed import piece_notes, sample_continuations
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.audio import audio_unavailable, read_wav, render_wav
 from musictx.io.midi_io import Notes
 from musictx.io.midi_write import write_midi
+from musictx.io.piano_roll import plot_roll_panels
 from musictx.io.token_store import TokenArrays, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

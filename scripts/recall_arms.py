@@ -29,9 +29,10 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-from musictx.evaluation.plots import read_metrics_csv, save_figure
+from musictx.evaluation.plots import read_metrics_csv
 from musictx.evaluation.recall import format_recall_table, plot_recall
 from musictx.evaluation.run import evaluation_options, run_evaluation
+from musictx.io.piano_roll import save_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ROOT / "outputs" / "arms"

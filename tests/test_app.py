@@ -23,8 +23,8 @@ import pytest
 from musictx.app.cli import parse_args
 from musictx.app.core import MOTIF, Continuer, Settings, draw_request, preview_request, run_request
 from musictx.evaluation.arcs import ArcChoice
-from musictx.evaluation.plots import EARLIER_MODEL_SHADE
 from musictx.io.audio import RELEASE_TAIL_SECONDS, read_wav
+from musictx.io.piano_roll import EARLIER_MODEL_SHADE
 
 NO_APP_EXTRA = "the app extra is not installed (pip install 'musictx[app]'; `make test` installs it)"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

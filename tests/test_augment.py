@@ -6,8 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from musictx.io.token_edits import stretch_ids, transpose_ids
 from musictx.io.tokenizer import EventTokenizer
-from musictx.training.augment import augment_ids, stretch_ids, transpose_ids
+from musictx.training.augment import augment_ids
 from tests.helpers import random_pretty_midi
 
 TOK = EventTokenizer()

@@ -11,7 +11,8 @@ import torch
 
 from musictx.io.token_store import DatasetFormatError, TokenArrays
 from musictx.io.tokenizer import EventTokenizer
-from musictx.training.data import FixedWindows, MusicDataModule, RandomWindows, WindowSampler
+from musictx.training.data import MusicDataModule, WindowSampler
+from musictx.training.windows import FixedWindows, RandomWindows
 
 L = 64
 

@@ -23,7 +23,7 @@ from hydra.utils import instantiate
 from musictx.checkpoints.model_store import read_checkpoint
 from musictx.commands.train_objects import build
 from musictx.paths import CONF_DIR
-from musictx.training.data import RandomWindows
+from musictx.training.windows import RandomWindows
 
 REPO = Path(__file__).resolve().parents[1]
 DDP_CPU = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]  # docs/gpu.md's stand-in

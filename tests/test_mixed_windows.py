@@ -17,8 +17,9 @@ from data_prep.prepare import write_dataset
 from musictx.commands.prep import compose_options
 from musictx.io.token_store import DatasetFormatError, TokenArrays
 from musictx.io.tokenizer import TokenizerMismatchError
-from musictx.training.data import MusicDataModule, RandomWindows, to_xy
+from musictx.training.data import MusicDataModule
 from musictx.training.mixed_windows import MixedWindows, count_text
+from musictx.training.windows import RandomWindows, to_xy
 from tests.helpers import write_random_midi
 
 L = 32

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from musictx.evaluation.recall import repeated_positions
+from musictx.io.token_edits import transpose_ids
 from musictx.io.tokenizer import EventTokenizer
-from musictx.training.augment import transpose_ids
-from musictx.training.data import FixedWindows, MusicDataModule, RandomWindows
+from musictx.training.data import MusicDataModule
 from musictx.training.recall_windows import RecallCurriculum
+from musictx.training.windows import FixedWindows, RandomWindows
 
 TOK = EventTokenizer()
 

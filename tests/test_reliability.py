@@ -16,7 +16,6 @@ import pretty_midi
 import pytest
 import torch
 
-from musictx.evaluation.plots import plot_piano_roll
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.guard import NoteGrammarGuard
@@ -24,6 +23,7 @@ from musictx.generation.sampling import generate
 from musictx.generation.seeds import GenerateError, drop_leading_silence, seed_from_midi
 from musictx.io.jsonio import to_json
 from musictx.io.midi_io import Notes
+from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.tokenizer import EventTokenizer
 from musictx.paths import PACKAGE_DIR, PRETRAINED_DIR
 from musictx.training.data import MusicDataModule

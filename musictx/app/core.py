@@ -23,7 +23,6 @@ from torch import Tensor
 from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune
 from musictx.app.messages import header_problem, reason_for_page
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
-from musictx.evaluation.plots import plot_piano_roll
 from musictx.generation.continue_midi import open_model, write_sample
 from musictx.generation.continue_seed import sample_continuations
 from musictx.generation.generate_options import GenerateOptions
@@ -32,6 +31,7 @@ from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
 from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import MidiReadError, file_problem
+from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.paths import BUNDLED_MOTIF

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from musictx.io.token_edits import transpose_ids
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
-from musictx.training.augment import transpose_ids
 
 
 @dataclass(frozen=True)
@@ -242,7 +242,7 @@ def plot_recall(results: list[dict], labels: list[str], path) -> None:
     from matplotlib.figure import Figure
 
     # matplotlib only when drawing: the training callback's copy probe imports this module
-    from musictx.evaluation.plots import save_figure
+    from musictx.io.piano_roll import save_figure
 
     fig = Figure(figsize=(11, 4), layout="constrained")
     gain_ax, ctx_ax = fig.subplots(1, 2)

@@ -40,7 +40,6 @@ import torch
 
 from musictx.checkpoints.model_store import ModelLoadError, load_model
 from musictx.ctrl_c import remembered_ctrl_c
-from musictx.evaluation.plots import plot_piano_roll
 from musictx.generation.continue_seed import new_ids, new_seconds, piece_notes, sample_continuations, stop_reason
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import (
@@ -55,6 +54,7 @@ from musictx.generation.seeds import GenerateError, Seed, seed_from_midi, uncond
 from musictx.io.audio import AudioRenderError, audio_unavailable, render_wav
 from musictx.io.jsonio import write_json
 from musictx.io.midi_write import write_midi
+from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizer import EventTokenizer
 
@@ -130,7 +130,7 @@ def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: See
                  opts: GenerateOptions, audio: bool, name: str | None = None,
                  earlier_from: float | None = None) -> dict:
     """Write sample_XX.mid / .png (/ .wav), XX being ``index`` (or ``name``.mid ...); return its record for
-    generation.json. ``earlier_from``: see `musictx.evaluation.plots.plot_piano_roll`."""
+    generation.json. ``earlier_from``: see `musictx.io.piano_roll.plot_piano_roll`."""
     name = name or sample_name(index)
     notes = piece_notes(tokenizer, seed, new_ids, opts.include_seed)
     midi = out_dir / f"{name}.mid"

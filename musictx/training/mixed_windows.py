@@ -15,7 +15,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,9 +22,7 @@ from torch.utils.data import Dataset
 
 from musictx.io.token_store import DatasetFormatError, load_tokenizer
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
-
-if TYPE_CHECKING:  # data.py imports this module; RandomWindows is only a type here
-    from musictx.training.data import RandomWindows
+from musictx.training.windows import RandomWindows
 
 # Appended to (seed, g) for the choice's rng; the windows' own rng is seeded with (seed, g).
 CHOICE_STREAM = 1

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from musictx.io.token_edits import stretch_ids, transpose_ids
 from musictx.io.tokenizer import EventTokenizer
-from musictx.training.augment import stretch_ids, transpose_ids
 
 
 @dataclass(frozen=True)
