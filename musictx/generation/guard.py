@@ -10,15 +10,22 @@ Three rules; the first two as in Magenta's Performance RNN decoding (which caps 
     otherwise piles up walls of 13-23 held notes where the music has 4-5 (docs/recall.md "Held-out music").
 
 `generate` calls ``guard.start(prompt)``, then per step ``guard.mask(logits)`` before sampling and
-``guard.update(next_ids)`` after; the cached and uncached paths see exactly the same masks. Torch only.
+``guard.update(next_ids)`` after; the cached and uncached paths see exactly the same masks.
+
+`start` reads the prompt with torch, vectorised. The state it leaves (which notes sound, since when) is
+kept in numpy on the CPU: a step's bookkeeping is a dozen ops on arrays of a few hundred entries, which
+numpy does in about a microsecond each where a torch op takes several, and the guard then cost as much
+as a third of a decoding step (`python -m musictx.bench realtime`).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
 MIN_POLYPHONY = 10  # the polyphony cap never goes below this: a pedalled piano chord sounds 8-10 notes
+_OTHER, _ON, _OFF, _SHIFT = 0, 1, 2, 3  # what an id is to the guard (`NoteGrammarGuard._kind_of`)
 
 
 class NoteGrammarGuard:
@@ -31,9 +38,17 @@ class NoteGrammarGuard:
         self.n_pitches = note_off - note_on
         self.max_note_steps = max_note_steps
         self.polyphony_ratio, self.min_polyphony = polyphony_ratio, min_polyphony
-        self.onset: Tensor | None = None  # (B, n_pitches) step of the sounding note's onset, -1 if silent
-        self.now: Tensor | None = None  # (B,) steps so far
-        self.cap: Tensor | None = None  # (B,) most notes at once before no new note starts; None: no cap
+        self.onset: np.ndarray | None = None  # (B, n_pitches) step of the sounding note's onset, -1 if silent
+        self.now: np.ndarray | None = None  # (B,) steps so far
+        self.cap: np.ndarray | None = None  # (B,) most notes at once before no new note starts; None: no cap
+        # Per id below the end of the TIME_SHIFTs: its kind and its pitch (notes) or steps (shifts); ids at
+        # or past the end (VELOCITY, PAD, EOS) read the last entry, an "other".
+        n_ids = time_shift + n_shifts + 1
+        self._kind_of, self._value_of = np.full(n_ids, _OTHER), np.zeros(n_ids, dtype=np.int64)
+        pitches = np.arange(self.n_pitches)
+        for kind, first, values in ((_ON, note_on, pitches), (_OFF, note_off, pitches),
+                                    (_SHIFT, time_shift, np.arange(1, n_shifts + 1))):
+            self._kind_of[first : first + len(values)], self._value_of[first : first + len(values)] = kind, values
 
     @classmethod
     def of(cls, tokenizer, max_note_seconds: float | None, polyphony_ratio: float | None = None) -> NoteGrammarGuard:
@@ -51,13 +66,13 @@ class NoteGrammarGuard:
         calling `update` id by id."""
         B, T0 = prompt.shape
         device = prompt.device
-        self.onset = torch.full((B, self.n_pitches), -1, dtype=torch.long, device=device)
-        self.now = torch.zeros(B, dtype=torch.long, device=device)
+        self.onset = np.full((B, self.n_pitches), -1, dtype=np.int64)
+        self.now = np.zeros(B, dtype=np.int64)
         on, off, shift = self._kinds(prompt)
         pitch = torch.where(on, prompt - self.note_on, prompt - self.note_off).clamp(0, self.n_pitches - 1)
         if self.polyphony_ratio is not None:
             most = self._most_at_once(on, off, pitch, shift)  # (B,)
-            self.cap = (most.float() * self.polyphony_ratio).ceil().long().clamp(min=self.min_polyphony)
+            self.cap = (most.float() * self.polyphony_ratio).ceil().long().clamp(min=self.min_polyphony).cpu().numpy()
         if T0 == 0:
             return
         steps = torch.where(shift, prompt - self.time_shift + 1, 0).cumsum(dim=1)  # (B, T0) after each id
@@ -70,8 +85,8 @@ class NoteGrammarGuard:
         last = last.view(B, self.n_pitches)
         at = last.clamp(min=0)
         sounding = (last >= 0) & on.gather(1, at)
-        self.onset = torch.where(sounding, steps.gather(1, at), -1)  # a NOTE_ON adds no step itself
-        self.now = steps[:, -1].clone()
+        self.onset = torch.where(sounding, steps.gather(1, at), -1).cpu().numpy()  # a NOTE_ON adds no step itself
+        self.now = steps[:, -1].cpu().numpy().copy()
 
     def _kinds(self, ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Masks of the NOTE_ON, NOTE_OFF and TIME_SHIFT ids among ``ids`` (any shape)."""
@@ -106,26 +121,25 @@ class NoteGrammarGuard:
 
     def update(self, ids: Tensor) -> None:
         """Advance by one id per sample (B,)."""
-        rows = torch.arange(ids.shape[0], device=ids.device)
-        on, off, shift = self._kinds(ids)
-        pitch_on = (ids - self.note_on).clamp(0, self.n_pitches - 1)
-        pitch_off = (ids - self.note_off).clamp(0, self.n_pitches - 1)
-        self.onset[rows[off], pitch_off[off]] = -1
-        self.onset[rows[on], pitch_on[on]] = self.now[on]
-        self.now += torch.where(shift, ids - self.time_shift + 1, 0)
+        i = np.minimum(ids.cpu().numpy(), len(self._kind_of) - 1)
+        kind, value = self._kind_of[i], self._value_of[i]  # (B,) each
+        on, off = kind == _ON, kind == _OFF
+        self.onset[off, value[off]] = -1
+        self.onset[on, value[on]] = self.now[on]
+        self.now += np.where(kind == _SHIFT, value, 0)
 
     def mask(self, logits: Tensor) -> Tensor:
         """Logits (B, V) with the forbidden ids at -inf (a new tensor)."""
         sounding = self.onset >= 0  # (B, n_pitches)
-        forbid = torch.zeros_like(logits, dtype=torch.bool)
-        forbid[:, self.note_off : self.note_off + self.n_pitches] = ~sounding
+        offs = slice(self.note_off, self.note_off + self.n_pitches)
+        forbid = np.zeros(logits.shape, dtype=bool)
+        forbid[:, offs] = ~sounding
         if self.max_note_steps is not None:
             overdue = sounding & (self.now[:, None] - self.onset >= self.max_note_steps)  # (B, n_pitches)
-            any_overdue = overdue.any(dim=1)
-            if bool(any_overdue.any()):
-                only_offs = torch.ones_like(forbid)
-                only_offs[:, self.note_off : self.note_off + self.n_pitches] = ~overdue
-                forbid = torch.where(any_overdue[:, None], only_offs, forbid)
+            late = overdue.any(axis=1)  # (B,) samples that may only release overdue notes
+            if late.any():
+                forbid[late] = True
+                forbid[late, offs] = ~overdue[late]
         if self.cap is not None:  # at the cap: a NOTE_OFF, a TIME_SHIFT or a VELOCITY, never a new note
-            forbid[:, self.note_on : self.note_off] |= (sounding.sum(dim=1) >= self.cap)[:, None]
-        return logits.masked_fill(forbid, float("-inf"))
+            forbid[:, self.note_on : self.note_off] |= (sounding.sum(axis=1) >= self.cap)[:, None]
+        return logits.masked_fill(torch.from_numpy(forbid).to(logits.device), float("-inf"))
