@@ -107,9 +107,9 @@ class GuidedDecoder:
         if self.recent_logits is None:
             return logits
         self.guided_steps += 1
-        allowed = ~logits.isneginf()
+        forbidden = logits.isneginf()
         log_all = logits.float().log_softmax(dim=-1)
-        log_recent = self.recent_logits.float().masked_fill(~allowed, float("-inf")).log_softmax(dim=-1)
+        log_recent = self.recent_logits.float().masked_fill(forbidden, float("-inf")).log_softmax(dim=-1)
         guided = log_all + self.guidance.weight * (log_all - log_recent)  # NaN where both are -inf: masked
         implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()
         return guided.masked_fill(implausible, float("-inf"))

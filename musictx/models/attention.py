@@ -27,7 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from musictx.models.decoding import KVCache, attend_relative_one_query, decode_attention, decode_table
+from musictx.models.decoding import (
+    KVCache,
+    attend_relative_one_query,
+    decode_attention,
+    decode_table,
+    matvec_operand,
+)
 from musictx.models.efficient_attention import attend_efficient
 
 IMPLS = ("naive", "skew", "efficient", "triton", "auto")  # auto: triton for CUDA inputs if it imports, else efficient
@@ -158,11 +164,11 @@ class _SelfAttention(nn.Module):
 
     def decode_weights(self, max_len: int) -> tuple[Tensor | None, ...]:
         """The tensors that `decode_step` reads, gathered once by the model (see
-        `_DecoderLM.gathered_decode_weights`): the projections' weights as (in, out) copies, as a row
-        times a row-major matrix is the faster matrix-vector product on CPU, and the position table for
-        caches of up to ``max_len`` tokens (None: plain attention has none)."""
-        return (self.qkv.weight.t().contiguous(), self.qkv.bias, self.proj.weight.t().contiguous(),
-                self.proj.bias, self._decode_table(max_len))
+        `_DecoderLM.gathered_decode_weights`): the projections' weights as (in, out) operands in the
+        faster layout for one-row products (`matvec_operand`), and the position table for caches of up to
+        ``max_len`` tokens (None: plain attention has none)."""
+        return (matvec_operand(self.qkv.weight), self.qkv.bias, matvec_operand(self.proj.weight), self.proj.bias,
+                self._decode_table(max_len))
 
     def _decode_table(self, max_len: int) -> Tensor | None:
         return None

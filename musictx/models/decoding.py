@@ -111,6 +111,18 @@ def without_onednn(wanted: bool):
     return _ONEDNN_OFF if wanted else nullcontext()
 
 
+def matvec_operand(weight: Tensor) -> Tensor:
+    """A Linear's weight (out, in) as the (in, out) right operand of ``x @ W`` for a decoding step's one-row
+    products, in the layout that CPU matrix-vector products (MKL) run fastest on: a row-major (in, out)
+    copy when in <= out, the parameter's own rows (a transposed view, no copy) when in > out.
+
+    Measured cache-cold (the weights cycled, as between decoding steps), 1 thread, Zen 4, us per product,
+    copy against view: 192 -> 768: 25 against 61; 192 -> 576: 15 against 24; 768 -> 192: 50 against 32;
+    512 -> 1024: 84 against 141; 1024 -> 512: 138 against 99."""
+    n_out, n_in = weight.shape
+    return weight.t() if n_in > n_out else weight.t().contiguous()
+
+
 def decode_table(rel_emb: Tensor, length: int) -> Tensor:
     """(H, D, length): column c holds E[min(length - 1 - c, M - 1)], the clipped table out to distance
     length - 1, laid out for `decode_attention`.

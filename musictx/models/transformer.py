@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from musictx.models.attention import KVCache, PlainSelfAttention, RelativeSelfAttention
-from musictx.models.decoding import without_onednn
+from musictx.models.decoding import matvec_operand, without_onednn
 
 
 @dataclass
@@ -53,11 +53,10 @@ class Block(nn.Module):
     def decode_weights(self, max_len: int) -> tuple:
         """The tensors (and the attention module) that `decode_step` reads, gathered once: at batch 1
         looking up a submodule's parameter costs about as much as a small op. The feed-forward weights
-        are transposed to (in, out) copies, as a row times a row-major matrix is the faster
-        matrix-vector product on CPU."""
+        as (in, out) operands in the faster layout for one-row products (`matvec_operand`)."""
         ln1, ln2, (fc1, _, fc2) = self.ln1, self.ln2, self.ff
-        return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, fc1.weight.t().contiguous(),
-                fc1.bias, fc2.weight.t().contiguous(), fc2.bias, self.attn, self.attn.decode_weights(max_len))
+        return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, matvec_operand(fc1.weight),
+                fc1.bias, matvec_operand(fc2.weight), fc2.bias, self.attn, self.attn.decode_weights(max_len))
 
     @staticmethod
     def decode_step(x: Tensor, cache: KVCache, weights: tuple) -> Tensor:
@@ -170,7 +169,7 @@ class _DecoderLM(nn.Module):
         sqrt(d_model) (the same products as at every step), the final LN, the head as a (d_model, V) copy."""
         ln = self.ln_f
         return (self.tok_emb.weight * math.sqrt(self.tok_emb.embedding_dim), ln.normalized_shape, ln.weight,
-                ln.bias, ln.eps, self.head.weight.t().contiguous())
+                ln.bias, ln.eps, matvec_operand(self.head.weight))
 
     def _decode_step(self, ids: Tensor, start: int, cache: DecoderCache) -> Tensor:
         """Logits (B, 1, V) of one new token per sample, ids (B,): `forward` with a cache, in eval mode."""
