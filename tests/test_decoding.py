@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from musictx.models import MusicTransformer, VanillaTransformer
-from musictx.models.decoding import KVCache, decode_attention, decode_table
+from musictx.models.decoding import KVCache, decode_attention, decode_table, matvec_operand
 
 VOCAB = 40
 
@@ -90,6 +90,22 @@ def test_gathered_tensors_serve_every_cache_until_the_parameters_change():
     reloaded, fast, reference = fast_and_reference()
     assert reloaded is not after_step
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_one_row_operands_copy_widening_layers_and_read_narrowing_ones_in_place():
+    """The faster layout per shape: a row-major (in, out) copy for a layer that widens, the parameter's
+    own rows (a transposed view, no copy) for one that narrows; both are the same x @ W."""
+    net = _net("music_transformer")  # d_model 32, d_ff 64
+    block = net.blocks[0]
+    fc1_op, fc2_op = block.decode_weights(net.max_seq_len)[6:10:2]
+    assert fc1_op.shape == (32, 64) and fc1_op.is_contiguous()
+    assert fc1_op.untyped_storage().data_ptr() != block.ff[0].weight.untyped_storage().data_ptr()
+    assert fc2_op.shape == (64, 32) and not fc2_op.is_contiguous()
+    assert fc2_op.untyped_storage().data_ptr() == block.ff[2].weight.untyped_storage().data_ptr()
+    x = torch.randn(1, 64)
+    torch.testing.assert_close(x @ fc2_op, torch.nn.functional.linear(x, block.ff[2].weight))
+    square = torch.randn(8, 8)
+    assert matvec_operand(square).is_contiguous()  # in == out: the copy, the faster of the two at 192 x 192
 
 
 def test_a_net_made_in_inference_mode_gathers_for_each_cache():

@@ -147,10 +147,10 @@ class _DecoderLM(nn.Module):
 
     def gathered_decode_weights(self) -> list[tuple]:
         """What a decoding step reads: the net's own tensors (`_decode_weights`), then each block's
-        (`Block.decode_weights`). Gathered (~2 copies of the weights' bytes) when a cache takes its first
-        step, and reused by later caches while the parameters stay the same: the key is each one's storage
-        and version counter, which an optimizer step, `load_state_dict` or `.to()` changes (a write through
-        ``.data`` bypasses the counter and is not seen). Samplers start caches often (a slid window; recall
+        (`Block.decode_weights`). Gathered (copies of most weights: `matvec_operand`) when a cache takes its
+        first step, and reused by later caches while the parameters stay the same: the key is each one's
+        storage and version counter, which an optimizer step, `load_state_dict` or `.to()` changes (a write
+        through ``.data`` bypasses the counter: the copies keep the old values). Samplers start caches often (a slid window; recall
         guidance every 64 steps). Parameters made under `torch.inference_mode` have no version counter:
         those nets gather for each cache."""
         params = list(self.parameters())
