@@ -181,6 +181,34 @@ def test_sampled_ids_are_those_of_the_reference_path_and_of_recomputation():
     assert not torch.equal(runs["fast"][0], runs["fast"][1])  # the samples are not trivially alike
 
 
+@pytest.mark.parametrize("name", ["music_transformer", "transformer"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_several_caches_decoded_together_equal_each_stepped_alone(name, batch):
+    """Recall guidance feeds the same id to two caches: in one pass (the products on all their rows at
+    once; the vanilla net adds each cache's own position) the logits are each cache's, and the caches
+    go on as if stepped alone. Without the fast path it steps each through the general forward."""
+    net = _net(name)
+    gen = torch.Generator().manual_seed(3)
+    ids, new = torch.randint(0, VOCAB, (batch, 30), generator=gen), torch.randint(0, VOCAB, (batch, 3), generator=gen)
+    with torch.inference_mode():
+        def two_caches():
+            return [net(ids, cache=net.init_cache())[1], net(ids[:, -7:], cache=net.init_cache())[1]]
+
+        alone, together = two_caches(), two_caches()
+        for t in range(3):
+            expected = [net(new[:, t : t + 1], cache=cache)[0][:, -1] for cache in alone]
+            for got, want in zip(net.decode_together(new[:, t], together), expected, strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        assert [c.length for c in together] == [33, 10]
+        net.fast_decode = False
+        reference = net.decode_together(new[:, 0], two_caches())
+        net.fast_decode = True
+        torch.testing.assert_close(reference[1], net(torch.cat([ids[:, -7:], new[:, :1]], 1))[:, -1])
+        full = net(torch.randint(0, VOCAB, (batch, net.max_seq_len)), cache=net.init_cache())[1]
+        with pytest.raises(ValueError, match="exceed max_seq_len"):
+            net.decode_together(new[:, 0], [together[0], full])
+
+
 def test_training_mode_keeps_the_general_forward():
     """Dropout lives in the general forward: a net in training mode never takes the fast path."""
     net = _net("music_transformer").train()

@@ -44,7 +44,29 @@ def test_guided_logits_are_the_whole_window_pushed_away_from_its_recent_ids():
     assert decoder.guided_steps == 2 and step.isneginf().any()
 
 
-@torch.inference_mode()
+def test_guided_steps_run_both_branches_in_one_pass_and_sample_the_same_ids(monkeypatch):
+    """Both branches take the same new id at a cached step: the net decodes the two caches together (its
+    products on both rows at once), which changes the logits by float rounding only, so the samples are
+    those of stepping each branch alone; restarts and slides still work around it."""
+    net = _net()
+    prompt = torch.randint(0, TOK.vocab_size - 2, (2, 40), generator=torch.Generator().manual_seed(1))
+    together, pairs = net.decode_together, []
+
+    def counted(ids, caches):
+        pairs.append(len(caches))
+        return together(ids, caches)
+
+    def sample():
+        return generate(net, prompt, 150, top_p=0.95, guidance=RecallGuidance(1.5, local=8),
+                        generator=torch.Generator().manual_seed(7))
+
+    monkeypatch.setattr(net, "decode_together", counted)
+    paired = sample()
+    monkeypatch.setattr(net, "decode_together", None)  # a net without it: one branch after the other
+    assert torch.equal(paired, sample())
+    assert len(pairs) > 100 and set(pairs) == {2}  # every step but the branch's restarts (each 8th)
+
+
 @torch.inference_mode()
 def test_against_the_continuation_the_branch_sees_the_new_music_and_never_the_seed():
     """With ``against="continuation"`` the contrast is the window without the seed: once there are ``local``

@@ -12,8 +12,10 @@ already finds plausible: tokens outside its top-``plausible`` nucleus stay impos
 is merely unlikely after the recent ids cannot be pulled in from nowhere.
 
 The recent branch has its own KV cache and sees the last ``local`` to ``2 * local - 1`` ids (it restarts
-from the last ``local`` every ``local`` steps), so it costs about one more cached step per id. Windows no
-longer than ``local`` are left as they are (both branches would agree).
+from the last ``local`` every ``local`` steps). Where both branches take the same new id, the net decodes
+their two caches in one pass (`WindowDecoder.step_with`, the models' ``decode_together``), reading its
+weights once for both; the branch then costs a fraction of a second step. Windows no longer than
+``local`` are left as they are (both branches would agree).
 
 ``against="continuation"`` contrasts with everything generated after the seed instead (once there are
 ``local`` new ids; the last ``local`` to ``2 * local - 1`` before that): what is amplified is then what the
@@ -68,38 +70,49 @@ class GuidedDecoder:
     def restart(self, window: Tensor) -> Tensor:
         self.new_ids += 1
         self.recent_len = 0
-        return self._with_recent(self.decoder.restart(window), window)
+        logits = self.decoder.restart(window)
+        self.recent_logits = self._run_recent(*self._plan(window))
+        return logits
 
     def step(self, window: Tensor) -> Tensor:
         self.new_ids += 1
-        return self._with_recent(self.decoder.step(window), window)
+        action, recent_window = self._plan(window)
+        if action == "step":  # both branches take the same new id: one pass of the net where it can
+            logits, self.recent_logits = self.decoder.step_with(self.recent, window, recent_window)
+            return logits
+        logits = self.decoder.step(window)
+        self.recent_logits = self._run_recent(action, recent_window)
+        return logits
 
-    def _with_recent(self, logits: Tensor, window: Tensor) -> Tensor:
-        """Run the recent branch on ``window`` (B, T) where guidance applies; pass ``logits`` through."""
+    def _run_recent(self, action: str | None, recent_window: Tensor | None) -> Tensor | None:
+        """The recent branch's logits (B, V) after ``action`` ("restart" or "step") over ``recent_window``;
+        None (no guidance this step) when there is no action."""
+        if action is None:
+            return None
+        return self.recent.restart(recent_window) if action == "restart" else self.recent.step(recent_window)
+
+    def _plan(self, window: Tensor) -> tuple[str | None, Tensor | None]:
+        """What the recent branch does for ``window`` (B, T): ("restart" or "step", the ids it then holds),
+        or (None, None) where guidance does not apply; keeps the branch's bookkeeping."""
         local = self.guidance.local
-        self.recent_logits = None
         new_in_window = min(self.new_ids, window.shape[1] - self.pinned)  # new ids are the window's tail
         if self.guidance.weight == 0 or window.shape[1] <= local:
             self.recent_len = 0  # the branch starts once the window outgrows it
-        elif self.guidance.against == "continuation" and local <= new_in_window < window.shape[1]:
-            self._continuation_branch(window, new_in_window)
-        elif self.recent_len == 0 or self.whole_continuation or self.recent_len + 1 >= 2 * local:
-            self.whole_continuation = False
-            self.recent_len = local
-            self.recent_logits = self.recent.restart(window[:, -local:])
-        else:
-            self.recent_len += 1
-            self.recent_logits = self.recent.step(window[:, -self.recent_len:])
-        return logits
+            return None, None
+        if self.guidance.against == "continuation" and local <= new_in_window < window.shape[1]:
+            return self._continuation_plan(window, new_in_window)
+        if self.recent_len == 0 or self.whole_continuation or self.recent_len + 1 >= 2 * local:
+            self.whole_continuation, self.recent_len = False, local
+            return "restart", window[:, -local:]
+        self.recent_len += 1
+        return "step", window[:, -self.recent_len :]
 
-    def _continuation_branch(self, window: Tensor, n: int) -> None:
+    def _continuation_plan(self, window: Tensor, n: int) -> tuple[str, Tensor]:
         """The branch over the window's last ``n`` ids, all generated: it steps while it grows by one id
         with the window, and restarts when the window slid (or the branch held only recent ids)."""
-        if self.whole_continuation and self.recent_len and n == self.recent_len + 1:
-            self.recent_logits = self.recent.step(window[:, -n:])
-        else:
-            self.recent_logits = self.recent.restart(window[:, -n:])
+        grows = self.whole_continuation and self.recent_len and n == self.recent_len + 1
         self.recent_len, self.whole_continuation = n, True
+        return ("step" if grows else "restart"), window[:, -n:]
 
     def guide(self, logits: Tensor) -> Tensor:
         """The whole window's ``logits`` (B, V), forbidden ids already -inf, guided against the recent

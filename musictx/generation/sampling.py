@@ -226,6 +226,16 @@ class WindowDecoder:
         logits, self.state = self.net(window[:, -1:], cache=self.state)
         return logits[:, -1]
 
+    def step_with(self, other: WindowDecoder, window: Tensor, other_window: Tensor) -> tuple[Tensor, Tensor]:
+        """`step` of this decoder over ``window`` and of ``other`` (of the same net) over ``other_window``,
+        two windows that end in the same new id: one pass where the net decodes several caches at once
+        (`decode_together`: the weights are read once for both), else one step after the other."""
+        together = getattr(self.net, "decode_together", None)
+        if together is None or not (self.use_cache and other.use_cache):
+            return self.step(window), other.step(other_window)
+        mine, theirs = together(window[:, -1], [self.state, other.state])
+        return mine, theirs
+
 
 @contextmanager
 def _eval_mode(net: nn.Module) -> Iterator[None]:

@@ -173,13 +173,20 @@ class _SelfAttention(nn.Module):
     def _decode_table(self, max_len: int) -> Tensor | None:
         return None
 
-    def decode_step(self, x: Tensor, cache: KVCache, weights: tuple[Tensor | None, ...]) -> Tensor:
-        """One new token per sample, x (B, d_model) -> (B, d_model): `forward` for a decoding step in
-        eval mode, with fewer ops (no permutes of q, k, v; the output reshaped for free as T = 1), on the
-        tensors of `decode_weights`."""
+    def decode_step(self, x: Tensor, caches: list[KVCache], weights: tuple[Tensor | None, ...]) -> Tensor:
+        """One new token per sample and cache, x (n * B, d_model) -> (n * B, d_model), the rows of the n
+        ``caches`` one after the other: `forward` for a decoding step in eval mode, with fewer ops (no
+        permutes of q, k, v; the output reshaped for free as T = 1), on the tensors of `decode_weights`.
+        The projections run on all rows at once; each cache attends over its own keys."""
         qkv_wt, qkv_b, proj_wt, proj_b, table = weights
         q, k, v = torch.addmm(qkv_b, x, qkv_wt).view(x.shape[0], 3, self.n_heads, self.d_head).unbind(1)
-        return torch.addmm(proj_b, self._decode_attend(q, k, v, cache, table), proj_wt)  # (B, d_model)
+        if len(caches) == 1:
+            out = self._decode_attend(q, k, v, caches[0], table)  # (B, H * D)
+        else:
+            b = len(x) // len(caches)  # rows per cache
+            out = torch.cat([self._decode_attend(q[i * b : (i + 1) * b], k[i * b : (i + 1) * b], v[i * b : (i + 1) * b],
+                                                 cache, table) for i, cache in enumerate(caches)])
+        return torch.addmm(proj_b, out, proj_wt)  # (n * B, d_model)
 
     def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
         """Append the new keys and values (B, H, D) to the cache; attend q (B, H, D) -> (B, H * D)."""

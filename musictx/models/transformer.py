@@ -59,14 +59,14 @@ class Block(nn.Module):
                 fc1.bias, matvec_operand(fc2.weight), fc2.bias, self.attn, self.attn.decode_weights(max_len))
 
     @staticmethod
-    def decode_step(x: Tensor, cache: KVCache, weights: tuple) -> Tensor:
+    def decode_step(x: Tensor, caches: list[KVCache], weights: tuple) -> Tensor:
         """`forward` of one token per sample in eval mode (no dropout), x (B, d_model), with the tensors of
         `decode_weights`: the functional ops straight on the parameters, as module calls cost more than
         the ops at batch 1."""
         w1, b1, eps1, w2, b2, eps2, fc1_wt, fc1_b, fc2_wt, fc2_b, attn, attn_weights = weights
         shape = x.shape[-1:]
         # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
-        x = attn.decode_step(torch.layer_norm(x, shape, w1, b1, eps1), cache, attn_weights).add_(x)
+        x = attn.decode_step(torch.layer_norm(x, shape, w1, b1, eps1), caches, attn_weights).add_(x)
         h = F.gelu(torch.addmm(fc1_b, torch.layer_norm(x, shape, w2, b2, eps2), fc1_wt))  # (B, d_ff)
         return torch.addmm(fc2_b, h, fc2_wt).add_(x)
 
@@ -150,9 +150,9 @@ class _DecoderLM(nn.Module):
         (`Block.decode_weights`). Gathered (copies of most weights: `matvec_operand`) when a cache takes its
         first step, and reused by later caches while the parameters stay the same: the key is each one's
         storage and version counter, which an optimizer step, `load_state_dict` or `.to()` changes (a write
-        through ``.data`` bypasses the counter: the copies keep the old values). Samplers start caches often (a slid window; recall
-        guidance every 64 steps). Parameters made under `torch.inference_mode` have no version counter:
-        those nets gather for each cache."""
+        through ``.data`` bypasses the counter: the copies keep the old values). Samplers start caches
+        often (a slid window; recall guidance every 64 steps). Parameters made under `torch.inference_mode`
+        have no version counter: those nets gather for each cache."""
         params = list(self.parameters())
         if any(p.is_inference() for p in params):
             return self._gather_decode_weights()
@@ -175,17 +175,44 @@ class _DecoderLM(nn.Module):
         """Logits (B, 1, V) of one new token per sample, ids (B,): `forward` with a cache, in eval mode."""
         if not cache.weights:
             cache.weights = self.gathered_decode_weights()
-        emb, shape, ln_w, ln_b, eps, head_t = cache.weights[0]
+        return self._decode_rows(ids, [start], [cache.layers], cache.weights)[:, None]
+
+    def decode_together(self, ids: Tensor, caches: list[DecoderCache]) -> list[Tensor]:
+        """The same new ids (B,) fed to each of several caches: the logits (B, V) after each, as
+        ``net(ids[:, None], cache=c)`` for each cache would give them (up to float rounding).
+
+        On the fast path (eval mode, `fast_decode`) this is one pass: every matrix product runs on all the
+        caches' rows at once, so a step reads the weights once rather than once a cache, and only
+        attention runs per cache. Recall guidance steps a second cache with every id
+        (`musictx.generation.recall_guidance`)."""
+        for cache in caches:
+            if cache.length + 1 > self.max_seq_len:
+                raise ValueError(f"{cache.length} cached + 1 new token exceed max_seq_len={self.max_seq_len}")
+        weights = next((c.weights for c in caches if c.weights), None) or self.gathered_decode_weights()
+        # caches that took their first step with other weights (the parameters changed since) step alone
+        if not (self.fast_decode and not self.training) or any(c.weights and c.weights is not weights for c in caches):
+            return [self(ids[:, None], cache=c)[0][:, -1] for c in caches]
+        for cache in caches:
+            cache.weights = weights
+        starts = [c.length for c in caches]
+        logits = self._decode_rows(ids.repeat(len(caches)), starts, [c.layers for c in caches], weights)
+        return list(logits.view(len(caches), len(ids), -1).unbind(0))
+
+    def _decode_rows(self, ids: Tensor, starts: list[int], layer_caches: list[list[KVCache]], weights) -> Tensor:
+        """Logits (n * B, V) of ids (n * B,): the B rows of cache i in turn, at its position ``starts[i]``,
+        each cache given by its layers' KV caches ``layer_caches[i]``; ``weights``: `gathered_decode_weights`."""
+        emb, shape, ln_w, ln_b, eps, head_t = weights[0]
         # oneDNN off in fp32 steps (see `without_onednn`); lower precisions keep it: ATen's own bf16
         # matmuls are slow
         with without_onednn(emb.dtype == torch.float32):
-            x = self._decode_positions(emb.index_select(0, ids), start)  # (B, d_model)
-            for layer_cache, weights in zip(cache.layers, cache.weights[1:], strict=True):
-                x = Block.decode_step(x, layer_cache, weights)
-            return torch.mm(torch.layer_norm(x, shape, ln_w, ln_b, eps), head_t)[:, None]
+            x = self._decode_positions(emb.index_select(0, ids), starts)  # (n * B, d_model)
+            for block_weights, *layers in zip(weights[1:], *layer_caches, strict=True):
+                x = Block.decode_step(x, layers, block_weights)
+            return torch.mm(torch.layer_norm(x, shape, ln_w, ln_b, eps), head_t)
 
-    def _decode_positions(self, x: Tensor, start: int) -> Tensor:
-        """`_positions` for one token per sample, x (B, d_model) at position ``start``."""
+    def _decode_positions(self, x: Tensor, starts: list[int]) -> Tensor:
+        """`_positions` for one token per sample, x (n * B, d_model): the B rows of cache i at position
+        ``starts[i]``."""
         return x
 
     @torch.no_grad()
@@ -288,5 +315,8 @@ class VanillaTransformer(_DecoderLM):
     def _positions(self, x: Tensor, start: int) -> Tensor:
         return x + self.pos_emb[start : start + x.shape[1]]
 
-    def _decode_positions(self, x: Tensor, start: int) -> Tensor:
-        return x + self.pos_emb[start]
+    def _decode_positions(self, x: Tensor, starts: list[int]) -> Tensor:
+        if len(starts) == 1:
+            return x + self.pos_emb[starts[0]]
+        at = torch.tensor(starts, device=x.device).repeat_interleave(len(x) // len(starts))  # (n * B,)
+        return x + self.pos_emb[at]
