@@ -5,6 +5,7 @@ own kernels."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -273,6 +274,23 @@ def test_generation_benchmark_runs(capsys):
     assert "| batch | path |" in out and "(extrapolated)" in out and "model piano" in out
     assert out.count("| 2 |") == 3 and "speedup over recomputation at batch 1" in out  # reference, fast, no cache
     assert "same sampled ids on both paths for the same seed: met" in out
+
+
+def test_generation_benchmark_times_another_checkout_in_fresh_processes(capsys, tmp_path):
+    """``--baseline``: this checkout against another one's generation code; here against itself, so the
+    two sample the same ids, and a folder without the model store is refused in one line."""
+    import musictx
+    from musictx.bench.generate import main
+
+    root = Path(musictx.__file__).resolve().parents[1]
+    main(["--batch-sizes", "1", "--new-tokens", "8", "--seed-tokens", "8", "--repeats", "1", "--no-uncached",
+          "--baseline", str(root), "--baseline-pairs", "1", "--baseline-runs", "1"])
+    out = capsys.readouterr().out
+    assert "baseline pair 1: this" in out and f"({root})" in out
+    assert f"this code against {root}:" in out and "same sampled ids as the baseline for the same seed: met" in out
+    with pytest.raises(SystemExit, match="holds no musictx/checkpoints/model_store.py"):
+        main(["--batch-sizes", "1", "--new-tokens", "4", "--seed-tokens", "4", "--repeats", "1", "--no-uncached",
+              "--baseline", str(tmp_path)])
 
 
 def test_generation_benchmark_times_a_step_against_its_quarter_width_twin():

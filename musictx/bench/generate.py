@@ -16,6 +16,13 @@ to the end), with `musictx.generation.sampling.generate` as ``musictx-generate``
   ``--uncached-tokens`` steps at ``--uncached-points`` lengths spread over the run, and the full run's
   time is EXTRAPOLATED by integrating the per-step time, linearly interpolated between those lengths.
 
+- ``--baseline DIR``: also time the generation code of another checkout (DIR holds its ``musictx``
+  package, e.g. a ``git worktree`` of the commit a goal was set against) against this one, on this
+  model's weights, prompt and seed: ``--baseline-pairs`` pairs of fresh processes, the two in alternating
+  order, each the median of ``--baseline-runs`` generations at batch 1 after an untimed one (steady
+  state: the first call's costs are not decoding speed). It needs a checkout with
+  ``musictx.checkpoints.model_store`` (41423e0 or later).
+
 Threads are explicit (``--threads``) and OMP_WAIT_POLICY=PASSIVE, so idle OpenMP workers sleep instead
 of spinning against other processes.
 """
@@ -23,9 +30,13 @@ of spinning against other processes.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> net.fast_decode
@@ -188,6 +199,65 @@ def step_floor(net, cached: int = 500, steps: int = 200, rounds: int = 7) -> str
             f"({rounds} interleaved rounds of {steps} steps, medians)")
 
 
+# Run in a fresh process with PYTHONPATH set to a checkout: only the API that checkouts since 41423e0 share.
+_CHILD = """
+import json, os, statistics, sys, time
+import torch
+from musictx.checkpoints.model_store import load_model
+from musictx.generation.sampling import generate
+from musictx.generation.seeds import seed_from_midi
+a = json.loads(sys.argv[1])
+torch.set_num_threads(a["threads"])
+net, tok, _ = load_model(a["model_dir"])
+prompt = torch.as_tensor(seed_from_midi(tok, a["motif"]).ids[: a["seed_tokens"]], dtype=torch.long)[None]
+walls = []
+for run in range(a["runs"] + 1):  # the first, untimed, pays the first-call costs (imports, allocations)
+    t0 = time.perf_counter()
+    out = generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
+                   generator=torch.Generator().manual_seed(1), pad_id=tok.pad_id)
+    walls += [time.perf_counter() - t0] if run else []
+print(json.dumps({"tokens_per_s": a["new_tokens"] / statistics.median(walls), "ids": out[0].tolist(),
+                  "package": os.path.dirname(os.path.dirname(sys.modules["musictx"].__file__))}))
+"""
+
+
+def _child_run(root: Path, request: dict) -> dict:
+    """The child's JSON line, run with ``root``'s musictx package first on the path (and ``root`` as the
+    working directory, which ``python -c`` puts first of all)."""
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_WAIT_POLICY": "PASSIVE"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(request)], env=env, cwd=root,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"bench generate --baseline: the run with {root} failed: {last}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def baseline_lines(baseline: Path, model_dir: Path, args) -> list[str]:
+    """This checkout's generation against ``baseline``'s: per-pair ratios of tokens/s at batch 1."""
+    import musictx
+    from musictx.paths import BUNDLED_MOTIF
+
+    here = Path(musictx.__file__).resolve().parent.parent
+    if not (baseline / "musictx" / "checkpoints" / "model_store.py").is_file():
+        raise SystemExit(f"bench generate --baseline: {baseline} holds no musictx/checkpoints/model_store.py "
+                         "(a checkout of 41423e0 or later is needed)")
+    request = {"threads": args.threads, "model_dir": str(model_dir), "motif": str(BUNDLED_MOTIF),
+               "seed_tokens": args.seed_tokens, "new_tokens": args.new_tokens, "runs": args.baseline_runs}
+    ratios, same = [], True
+    for i in range(args.baseline_pairs):
+        order = [("this", here), ("baseline", baseline)][:: 1 if i % 2 == 0 else -1]
+        runs = {name: _child_run(root, request) for name, root in order}
+        ratios.append(runs["this"]["tokens_per_s"] / runs["baseline"]["tokens_per_s"])
+        same = same and runs["this"]["ids"] == runs["baseline"]["ids"]
+        print(f"  baseline pair {i + 1}: this {runs['this']['tokens_per_s']:.0f}, baseline "
+              f"{runs['baseline']['tokens_per_s']:.0f} tokens/s ({runs['baseline']['package']})", flush=True)
+    ratio = statistics.median(ratios)
+    return [f"- batch 1, this code against {baseline}: {ratio:.2f}x its tokens/s (median of {len(ratios)} pairs of "
+            f"processes, {min(ratios):.2f}-{max(ratios):.2f}x; goal >= 2x): {_verdict(ratio >= 2)}",
+            f"- same sampled ids as the baseline for the same seed: {_verdict(same)}"]
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -209,6 +279,9 @@ def main(argv=None) -> None:
     p.add_argument("--uncached-points", type=int, default=3, help="window lengths timed without the cache")
     p.add_argument("--no-uncached", action="store_true", help="skip the (slow) recomputation path")
     p.add_argument("--floor", action="store_true", help="also time a step against a quarter-width twin")
+    p.add_argument("--baseline", type=Path, help="a checkout (its root) whose generation code to time against")
+    p.add_argument("--baseline-pairs", type=int, default=10, help="pairs of processes with --baseline")
+    p.add_argument("--baseline-runs", type=int, default=5, help="generations per process with --baseline")
     args = p.parse_args(argv)
 
     import torch
@@ -241,6 +314,11 @@ def main(argv=None) -> None:
     print("\n".join(goal_lines(rows)))
     if args.floor and hasattr(net, "init_cache") and "d_ff" in net.get_config():
         print(step_floor(net))
+    if args.baseline is not None:
+        if not Path(meta["path"]).is_dir():
+            raise SystemExit(f"bench generate --baseline: needs a model folder (a shipped name or a folder), "
+                             f"not {meta['path']}")
+        print("\n".join(baseline_lines(args.baseline.resolve(), Path(meta["path"]), args)))
     print(f"load average after: {_load()} (other processes share these cores: compare rows of one run only)")
 
 
