@@ -286,8 +286,9 @@ def test_generation_benchmark_times_another_checkout_in_fresh_processes(capsys, 
     main(["--batch-sizes", "1", "--new-tokens", "8", "--seed-tokens", "8", "--repeats", "1", "--no-uncached",
           "--baseline", str(root), "--baseline-pairs", "1", "--baseline-runs", "1"])
     out = capsys.readouterr().out
-    assert "baseline pair 1: this" in out and f"({root})" in out
-    assert f"this code against {root}:" in out and "same sampled ids as the baseline for the same seed: met" in out
+    assert f"baseline pair 1 ({root}), tokens/s: batch 1: this" in out
+    line = next(x for x in out.splitlines() if x.startswith(f"- batch 1, this code against {root}:"))
+    assert "median of 1 pairs" in line and "real time" in line and "same sampled ids: met" in line
     with pytest.raises(SystemExit, match="holds no musictx/checkpoints/model_store.py"):
         main(["--batch-sizes", "1", "--new-tokens", "4", "--seed-tokens", "4", "--repeats", "1", "--no-uncached",
               "--baseline", str(tmp_path)])

@@ -19,8 +19,8 @@ to the end), with `musictx.generation.sampling.generate` as ``musictx-generate``
 - ``--baseline DIR``: also time the generation code of another checkout (DIR holds its ``musictx``
   package, e.g. a ``git worktree`` of the commit a goal was set against) against this one, on this
   model's weights, prompt and seed: ``--baseline-pairs`` pairs of fresh processes, the two in alternating
-  order, each the median of ``--baseline-runs`` generations at batch 1 after an untimed one (steady
-  state: the first call's costs are not decoding speed). It needs a checkout with
+  order, each the median of ``--baseline-runs`` generations after an untimed one (steady state: the first
+  call's costs are not decoding speed), at each of ``--batch-sizes``. It needs a checkout with
   ``musictx.checkpoints.model_store`` (41423e0 or later).
 
 Threads are explicit (``--threads``) and OMP_WAIT_POLICY=PASSIVE, so idle OpenMP workers sleep instead
@@ -209,15 +209,20 @@ from musictx.generation.seeds import seed_from_midi
 a = json.loads(sys.argv[1])
 torch.set_num_threads(a["threads"])
 net, tok, _ = load_model(a["model_dir"])
-prompt = torch.as_tensor(seed_from_midi(tok, a["motif"]).ids[: a["seed_tokens"]], dtype=torch.long)[None]
-walls = []
-for run in range(a["runs"] + 1):  # the first, untimed, pays the first-call costs (imports, allocations)
-    t0 = time.perf_counter()
-    out = generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
-                   generator=torch.Generator().manual_seed(1), pad_id=tok.pad_id)
-    walls += [time.perf_counter() - t0] if run else []
-print(json.dumps({"tokens_per_s": a["new_tokens"] / statistics.median(walls), "ids": out[0].tolist(),
-                  "package": os.path.dirname(os.path.dirname(sys.modules["musictx"].__file__))}))
+seed = torch.as_tensor(seed_from_midi(tok, a["motif"]).ids[: a["seed_tokens"]], dtype=torch.long)
+rows = {}
+for batch in a["batches"]:
+    prompt, walls = seed.expand(batch, -1).contiguous(), []
+    for run in range(a["runs"] + 1):  # the first, untimed, pays the first-call costs (imports, allocations)
+        t0 = time.perf_counter()
+        out = generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
+                       generator=torch.Generator().manual_seed(1), pad_id=tok.pad_id)
+        walls += [time.perf_counter() - t0] if run else []
+    new = out[:, prompt.shape[1]:].tolist()
+    music = sum(tok.split_time_shifts(r)[2] for r in new) * tok.config.time_step
+    wall = statistics.median(walls)
+    rows[batch] = {"tokens_per_s": batch * a["new_tokens"] / wall, "x_real_time": music / wall, "ids": new}
+print(json.dumps({"rows": rows, "package": os.path.dirname(os.path.dirname(sys.modules["musictx"].__file__))}))
 """
 
 
@@ -233,8 +238,9 @@ def _child_run(root: Path, request: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def baseline_lines(baseline: Path, model_dir: Path, args) -> list[str]:
-    """This checkout's generation against ``baseline``'s: per-pair ratios of tokens/s at batch 1."""
+def baseline_lines(baseline: Path, model_dir: Path, batches: list[int], args) -> list[str]:
+    """This checkout's generation against ``baseline``'s: per batch size, the median per-pair ratio of
+    tokens/s (and x real time, the same ratio as both make the same music)."""
     import musictx
     from musictx.paths import BUNDLED_MOTIF
 
@@ -242,20 +248,27 @@ def baseline_lines(baseline: Path, model_dir: Path, args) -> list[str]:
     if not (baseline / "musictx" / "checkpoints" / "model_store.py").is_file():
         raise SystemExit(f"bench generate --baseline: {baseline} holds no musictx/checkpoints/model_store.py "
                          "(a checkout of 41423e0 or later is needed)")
-    request = {"threads": args.threads, "model_dir": str(model_dir), "motif": str(BUNDLED_MOTIF),
+    request = {"threads": args.threads, "model_dir": str(model_dir), "motif": str(BUNDLED_MOTIF), "batches": batches,
                "seed_tokens": args.seed_tokens, "new_tokens": args.new_tokens, "runs": args.baseline_runs}
-    ratios, same = [], True
+    pairs = []
     for i in range(args.baseline_pairs):
         order = [("this", here), ("baseline", baseline)][:: 1 if i % 2 == 0 else -1]
         runs = {name: _child_run(root, request) for name, root in order}
-        ratios.append(runs["this"]["tokens_per_s"] / runs["baseline"]["tokens_per_s"])
-        same = same and runs["this"]["ids"] == runs["baseline"]["ids"]
-        print(f"  baseline pair {i + 1}: this {runs['this']['tokens_per_s']:.0f}, baseline "
-              f"{runs['baseline']['tokens_per_s']:.0f} tokens/s ({runs['baseline']['package']})", flush=True)
-    ratio = statistics.median(ratios)
-    return [f"- batch 1, this code against {baseline}: {ratio:.2f}x its tokens/s (median of {len(ratios)} pairs of "
-            f"processes, {min(ratios):.2f}-{max(ratios):.2f}x; goal >= 2x): {_verdict(ratio >= 2)}",
-            f"- same sampled ids as the baseline for the same seed: {_verdict(same)}"]
+        pairs.append({name: run["rows"] for name, run in runs.items()})
+        speeds = ", ".join(f"batch {b}: this {runs['this']['rows'][str(b)]['tokens_per_s']:.0f}, baseline "
+                           f"{runs['baseline']['rows'][str(b)]['tokens_per_s']:.0f}" for b in batches)
+        print(f"  baseline pair {i + 1} ({runs['baseline']['package']}), tokens/s: {speeds}", flush=True)
+    lines = []
+    for b in (str(b) for b in batches):
+        ratios = [p["this"][b]["tokens_per_s"] / p["baseline"][b]["tokens_per_s"] for p in pairs]
+        real = statistics.median(p["this"][b]["x_real_time"] for p in pairs)
+        same = all(p["this"][b]["ids"] == p["baseline"][b]["ids"] for p in pairs)
+        ratio = statistics.median(ratios)
+        goal = f" (goal >= 2x): {_verdict(ratio >= 2)}" if b == "1" else ""
+        lines.append(f"- batch {b}, this code against {baseline}: {ratio:.2f}x its tokens/s, median of {len(ratios)} "
+                     f"pairs of processes ({min(ratios):.2f}-{max(ratios):.2f}x); this code {real:.1f}x real time; "
+                     f"same sampled ids: {_verdict(same)}{goal}")
+    return lines
 
 
 def _load() -> str:
@@ -318,7 +331,7 @@ def main(argv=None) -> None:
         if not Path(meta["path"]).is_dir():
             raise SystemExit(f"bench generate --baseline: needs a model folder (a shipped name or a folder), "
                              f"not {meta['path']}")
-        print("\n".join(baseline_lines(args.baseline.resolve(), Path(meta["path"]), args)))
+        print("\n".join(baseline_lines(args.baseline.resolve(), Path(meta["path"]), batches, args)))
     print(f"load average after: {_load()} (other processes share these cores: compare rows of one run only)")
 
 
