@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 MIN_POLYPHONY = 10  # the polyphony cap never goes below this: a pedalled piano chord sounds 8-10 notes
-_OTHER, _ON, _OFF, _SHIFT = 0, 1, 2, 3  # what an id is to the guard (`NoteGrammarGuard._kind_of`)
+_OTHER, _ON, _OFF, _SHIFT = 0, 1, 2, 3  # what an id is to the guard (`NoteGrammarGuard._classify`)
 
 
 class NoteGrammarGuard:
@@ -44,7 +44,7 @@ class NoteGrammarGuard:
         # Per id below the end of the TIME_SHIFTs: its kind and its pitch (notes) or steps (shifts); ids at
         # or past the end (VELOCITY, PAD, EOS) read the last entry, an "other".
         n_ids = time_shift + n_shifts + 1
-        self._kind_of, self._value_of = np.full(n_ids, _OTHER), np.zeros(n_ids, dtype=np.int64)
+        self._kind_of, self._value_of = np.full(n_ids, _OTHER, dtype=np.int64), np.zeros(n_ids, dtype=np.int64)
         pitches = np.arange(self.n_pitches)
         for kind, first, values in ((_ON, note_on, pitches), (_OFF, note_off, pitches),
                                     (_SHIFT, time_shift, np.arange(1, n_shifts + 1))):
@@ -68,14 +68,14 @@ class NoteGrammarGuard:
         device = prompt.device
         self.onset = np.full((B, self.n_pitches), -1, dtype=np.int64)
         self.now = np.zeros(B, dtype=np.int64)
-        on, off, shift = self._kinds(prompt)
-        pitch = torch.where(on, prompt - self.note_on, prompt - self.note_off).clamp(0, self.n_pitches - 1)
+        on, off, shift, value = self._classify(prompt)
+        pitch = value  # read at note events only
         if self.polyphony_ratio is not None:
             most = self._most_at_once(on, off, pitch, shift)  # (B,)
             self.cap = (most.float() * self.polyphony_ratio).ceil().long().clamp(min=self.min_polyphony).cpu().numpy()
         if T0 == 0:
             return
-        steps = torch.where(shift, prompt - self.time_shift + 1, 0).cumsum(dim=1)  # (B, T0) after each id
+        steps = torch.where(shift, value, 0).cumsum(dim=1)  # (B, T0) after each id
         # Position of the last NOTE_ON / NOTE_OFF of each (sample, pitch); -1: none.
         position = torch.arange(T0, device=device).expand(B, T0)
         slot = torch.arange(B, device=device)[:, None] * self.n_pitches + pitch  # (B, T0)
@@ -88,17 +88,17 @@ class NoteGrammarGuard:
         self.onset = torch.where(sounding, steps.gather(1, at), -1).cpu().numpy()  # a NOTE_ON adds no step itself
         self.now = steps[:, -1].cpu().numpy().copy()
 
-    def _kinds(self, ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Masks of the NOTE_ON, NOTE_OFF and TIME_SHIFT ids among ``ids`` (any shape)."""
-        on = (ids >= self.note_on) & (ids < self.note_off)
-        off = (ids >= self.note_off) & (ids < self.note_off + self.n_pitches)
-        shift = (ids >= self.time_shift) & (ids < self.time_shift + self.n_shifts)
-        return on, off, shift
+    def _classify(self, ids: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The NOTE_ON, NOTE_OFF and TIME_SHIFT masks of ``ids`` (any shape) and each id's value (its
+        pitch or steps), read from the lookup tables that `update` uses."""
+        i = ids.clamp(max=len(self._kind_of) - 1)
+        kind = torch.from_numpy(self._kind_of).to(ids.device)[i]
+        value = torch.from_numpy(self._value_of).to(ids.device)[i]
+        return kind == _ON, kind == _OFF, kind == _SHIFT, value
 
     def most_at_once(self, ids: Tensor) -> int:
         """The most notes sounding together over the ids (T,) of one sample (see `_most_at_once`)."""
-        on, off, shift = self._kinds(ids[None])
-        pitch = torch.where(on, ids[None] - self.note_on, ids[None] - self.note_off).clamp(0, self.n_pitches - 1)
+        on, off, shift, pitch = self._classify(ids[None])
         return int(self._most_at_once(on, off, pitch, shift)[0])
 
     def _most_at_once(self, on: Tensor, off: Tensor, pitch: Tensor, shift: Tensor) -> Tensor:

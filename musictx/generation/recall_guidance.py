@@ -71,7 +71,7 @@ class GuidedDecoder:
         self.new_ids += 1
         self.recent_len = 0
         logits = self.decoder.restart(window)
-        self.recent_logits = self._run_recent(*self._plan(window))
+        self.recent_logits = self._restart_recent(self._plan(window)[1])  # a fresh branch never steps
         return logits
 
     def step(self, window: Tensor) -> Tensor:
@@ -81,15 +81,13 @@ class GuidedDecoder:
             logits, self.recent_logits = self.decoder.step_with(self.recent, window, recent_window)
             return logits
         logits = self.decoder.step(window)
-        self.recent_logits = self._run_recent(action, recent_window)
+        self.recent_logits = self._restart_recent(recent_window)
         return logits
 
-    def _run_recent(self, action: str | None, recent_window: Tensor | None) -> Tensor | None:
-        """The recent branch's logits (B, V) after ``action`` ("restart" or "step") over ``recent_window``;
-        None (no guidance this step) when there is no action."""
-        if action is None:
-            return None
-        return self.recent.restart(recent_window) if action == "restart" else self.recent.step(recent_window)
+    def _restart_recent(self, recent_window: Tensor | None) -> Tensor | None:
+        """The recent branch's logits (B, V) after restarting it on ``recent_window``; None (no guidance
+        this step) when there is none."""
+        return None if recent_window is None else self.recent.restart(recent_window)
 
     def _plan(self, window: Tensor) -> tuple[str | None, Tensor | None]:
         """What the recent branch does for ``window`` (B, T): ("restart" or "step", the ids it then holds),

@@ -184,8 +184,8 @@ class _SelfAttention(nn.Module):
             out = self._decode_attend(q, k, v, caches[0], table)  # (B, H * D)
         else:
             b = len(x) // len(caches)  # rows per cache
-            out = torch.cat([self._decode_attend(q[i * b : (i + 1) * b], k[i * b : (i + 1) * b], v[i * b : (i + 1) * b],
-                                                 cache, table) for i, cache in enumerate(caches)])
+            out = torch.cat([self._decode_attend(qc, kc, vc, cache, table)
+                             for qc, kc, vc, cache in zip(q.split(b), k.split(b), v.split(b), caches, strict=True)])
         return torch.addmm(proj_b, out, proj_wt)  # (n * B, d_model)
 
     def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:

@@ -60,9 +60,9 @@ class Block(nn.Module):
 
     @staticmethod
     def decode_step(x: Tensor, caches: list[KVCache], weights: tuple) -> Tensor:
-        """`forward` of one token per sample in eval mode (no dropout), x (B, d_model), with the tensors of
-        `decode_weights`: the functional ops straight on the parameters, as module calls cost more than
-        the ops at batch 1."""
+        """`forward` of one token per sample and cache in eval mode (no dropout), x (n * B, d_model) the rows
+        of the n ``caches`` in turn, with the tensors of `decode_weights`: the functional ops straight on
+        the parameters, as module calls cost more than the ops at batch 1."""
         w1, b1, eps1, w2, b2, eps2, fc1_wt, fc1_b, fc2_wt, fc2_b, attn, attn_weights = weights
         shape = x.shape[-1:]
         # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
@@ -130,8 +130,7 @@ class _DecoderLM(nn.Module):
     def forward(self, ids: Tensor, cache: DecoderCache | None = None):
         """ids (B, T) long -> logits (B, T, V); with `cache`, returns (logits, cache). See class doc."""
         start = 0 if cache is None else cache.length
-        if start + ids.shape[1] > self.max_seq_len:
-            raise ValueError(f"{start} cached + {ids.shape[1]} new tokens exceed max_seq_len={self.max_seq_len}")
+        self._check_room(start, ids.shape[1])
         if cache is not None and ids.shape[1] == 1 and self.fast_decode and not self.training:
             return self._decode_step(ids[:, 0], start, cache), cache
         x = self.tok_emb(ids) * math.sqrt(self.tok_emb.embedding_dim)  # (B, T, d_model)
@@ -144,6 +143,10 @@ class _DecoderLM(nn.Module):
                 x = block(x, layer_cache)
         logits = self.head(self.ln_f(x))  # (B, T, V)
         return logits if cache is None else (logits, cache)
+
+    def _check_room(self, cached: int, new: int) -> None:
+        if cached + new > self.max_seq_len:
+            raise ValueError(f"{cached} cached + {new} new tokens exceed max_seq_len={self.max_seq_len}")
 
     def gathered_decode_weights(self) -> list[tuple]:
         """What a decoding step reads: the net's own tensors (`_decode_weights`), then each block's
@@ -166,7 +169,7 @@ class _DecoderLM(nn.Module):
 
     def _decode_weights(self) -> tuple:
         """What a decoding step reads outside the blocks: the token table already multiplied by
-        sqrt(d_model) (the same products as at every step), the final LN, the head as a (d_model, V) copy."""
+        sqrt(d_model) (the same products as at every step), the final LN, the head as a (d_model, V) operand."""
         ln = self.ln_f
         return (self.tok_emb.weight * math.sqrt(self.tok_emb.embedding_dim), ln.normalized_shape, ln.weight,
                 ln.bias, ln.eps, matvec_operand(self.head.weight))
@@ -186,8 +189,7 @@ class _DecoderLM(nn.Module):
         attention runs per cache. Recall guidance steps a second cache with every id
         (`musictx.generation.recall_guidance`)."""
         for cache in caches:
-            if cache.length + 1 > self.max_seq_len:
-                raise ValueError(f"{cache.length} cached + 1 new token exceed max_seq_len={self.max_seq_len}")
+            self._check_room(cache.length, 1)
         weights = next((c.weights for c in caches if c.weights), None) or self.gathered_decode_weights()
         # caches that took their first step with other weights (the parameters changed since) step alone
         if not (self.fast_decode and not self.training) or any(c.weights and c.weights is not weights for c in caches):
