@@ -97,7 +97,7 @@ def test_one_row_operands_copy_widening_layers_and_read_narrowing_ones_in_place(
     own rows (a transposed view, no copy) for one that narrows; both are the same x @ W."""
     net = _net("music_transformer")  # d_model 32, d_ff 64
     block = net.blocks[0]
-    fc1_op, fc2_op = block.decode_weights(net.max_seq_len)[6:10:2]
+    fc1_op, fc2_op = block.decode_weights()[6:10:2]
     assert fc1_op.shape == (32, 64) and fc1_op.is_contiguous()
     assert fc1_op.untyped_storage().data_ptr() != block.ff[0].weight.untyped_storage().data_ptr()
     assert fc2_op.shape == (64, 32) and not fc2_op.is_contiguous()
@@ -254,12 +254,12 @@ def test_two_threads_decoding_at_once_leave_onednn_as_it_was():
         torch.testing.assert_close(together[i], alone[i], rtol=1e-5, atol=1e-6)
 
 
-def test_decode_table_columns_are_the_clipped_distances_in_key_order():
+def test_decode_table_columns_are_the_distances_in_key_order():
     rel = torch.randn(2, 5, 3)  # (H, M, D)
-    table = decode_table(rel, 8)  # (H, D, 8): column c is distance 7 - c, clipped to M - 1 = 4
-    assert table.shape == (2, 3, 8)
-    assert torch.equal(table[:, :, 3:], rel.flip(1).transpose(1, 2))  # distances 4..0
-    assert torch.equal(table[:, :, :3], rel[:, -1:].transpose(1, 2).expand(-1, -1, 3))  # 7, 6, 5 -> 4
+    table = decode_table(rel)  # (H, D, M): column c is distance 4 - c
+    assert table.shape == (2, 3, 5) and table.is_contiguous()
+    for c in range(5):
+        assert torch.equal(table[:, :, c], rel[:, 4 - c])
 
 
 def test_push_one_equals_append_and_the_views_follow_the_buffer():
@@ -274,14 +274,16 @@ def test_push_one_equals_append_and_the_views_follow_the_buffer():
     assert torch.equal(one.values[:, :20], v.reshape(6, 20, 4))
 
 
-def test_decode_attention_reads_the_cache_buffers_in_place():
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("n_keys", [4, 6, 10])  # fewer keys than the table's 6 distances, as many, more
+def test_decode_attention_reads_the_cache_buffers_in_place(batch, n_keys):
     cache = KVCache(capacity=32)
-    k, v = torch.randn(2, 3, 10, 4), torch.randn(2, 3, 10, 4)
+    k, v = torch.randn(batch, 3, n_keys, 4), torch.randn(batch, 3, n_keys, 4)
     cache.append(k, v)
-    q = torch.randn(2, 3, 4)
+    q = torch.randn(batch, 3, 4)
     rel = torch.randn(3, 6, 4)
-    got = decode_attention(q, cache, decode_table(rel, 32)).view(2, 3, 4)
-    dist = torch.arange(9, -1, -1).clamp(max=5)  # key j is at distance 9 - j, clipped to the table
+    got = decode_attention(q, cache, decode_table(rel)).view(batch, 3, 4)
+    dist = torch.arange(n_keys - 1, -1, -1).clamp(max=5)  # key j is at distance n - 1 - j, clipped to the table
     logits = torch.einsum("bhd,bhjd->bhj", q, k) + torch.einsum("bhd,hjd->bhj", q, rel[:, dist])
     expected = torch.einsum("bhj,bhjd->bhd", (logits / 2.0).softmax(-1), v)
     torch.testing.assert_close(got, expected)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from musictx.generation.filters import top_p_filter
 from musictx.generation.recall_guidance import RecallGuidance
-from musictx.generation.sampling import WindowDecoder, generate, top_p_filter
+from musictx.generation.sampling import WindowDecoder, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
 from musictx.io.tokenizer import EventTokenizer

@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from musictx.generation.sampling import (
-    SecondsLimit,
-    generate,
-    sample_next,
-    top_k_filter,
-    top_p_filter,
-    window_start,
-)
+from musictx.generation.filters import sample_next, surely_in_nucleus, top_k_filter, top_p_filter
+from musictx.generation.sampling import SecondsLimit, generate, window_start
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models.attention import attend_naive
 from musictx.models.decoding import KVCache, attend_relative_one_query
@@ -63,6 +57,48 @@ def test_top_p_keeps_the_smallest_nucleus_and_always_the_top_token():
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match="top_p"):
             top_p_filter(logits, bad)
+
+
+def test_nucleus_shortcut_never_keeps_what_the_filter_drops():
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(400, 390, generator=gen) * torch.rand(400, 1, generator=gen) * 6  # flat to peaked rows
+    logits[:50, :4] = 0.0  # ties at the top
+    probs = logits.softmax(-1)
+    kept_by_filter = torch.isfinite(top_p_filter(logits, 0.9))  # (400, 390)
+    said, surely = 0, 0
+    for row in range(len(logits)):
+        for pick in torch.randint(0, 390, (20,), generator=gen).tolist() + [int(probs[row].argmax())]:
+            said += 1
+            if surely_in_nucleus(probs[row : row + 1], torch.tensor([pick]), 0.9):
+                surely += 1
+                assert kept_by_filter[row, pick]
+    assert 0.05 < surely / said < 0.95  # both answers happen: the test reaches both sides
+    # a batch is sure only when every row is
+    top = probs.argmax(-1)
+    assert surely_in_nucleus(probs[:3], top[:3], 0.9)
+    tail = probs[1].argmin().view(1)
+    assert not surely_in_nucleus(probs[:2], torch.cat([top[:1], tail]), 0.9)
+
+
+def test_sample_next_with_top_p_draws_as_filter_then_draw():
+    """The shortcut (draw first, filter only when the id might be outside the nucleus) gives the ids of the
+    plain recipe, filter and then draw, with the same noise, on rows where it is taken and where not."""
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randn(3000, 390, generator=gen) * torch.rand(3000, 1, generator=gen) * 5
+    for p in (0.5, 0.95):
+        for batch in (1, 4):
+            draws, by_recipe, shortcuts = [], [], []
+            for rows in logits.split(batch):
+                g1, g2 = torch.Generator().manual_seed(len(draws)), torch.Generator().manual_seed(len(draws))
+                draws.append(sample_next(rows, top_p=p, generator=g1))
+                noise = torch.empty(rows.shape).exponential_(generator=g2)
+                by_recipe.append((top_p_filter(rows, p).softmax(-1) / noise).argmax(-1))
+                probs = rows.softmax(-1)
+                shortcuts.append(surely_in_nucleus(probs, (probs / noise).argmax(-1), p))
+            assert torch.equal(torch.cat(draws), torch.cat(by_recipe))
+            assert 0 < sum(shortcuts) < len(shortcuts)  # both ways of drawing were taken
+    with pytest.raises(ValueError, match="top_p"):
+        sample_next(logits[:1], top_p=1.5)
 
 
 def test_sampling_follows_the_filtered_distribution():

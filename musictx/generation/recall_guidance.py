@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from musictx.generation.sampling import WindowDecoder, top_p_filter
+from musictx.generation.filters import top_p_filter
+from musictx.generation.sampling import WindowDecoder
 
 
 class RecallGuidance:

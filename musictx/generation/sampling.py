@@ -1,4 +1,4 @@
-"""Sampling from any next-token net: logit filters and `generate` (no Lightning, no Hydra).
+"""Sampling from any next-token net: `generate`, one draw per step (`filters.sample_next`); no Lightning, no Hydra.
 
 A net maps ids (B, T) to logits (B, T, V). For incremental decoding (the protocol of `musictx.models`)
 ``net(ids, cache=state)`` returns ``(logits, state)`` and ``state = net.init_cache()`` starts a fresh one
@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
+from musictx.generation.filters import sample_next
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
 OnStep = Callable[[Tensor, Tensor], None]  # (next ids (B,), done (B,) bool), called after every step
@@ -39,65 +40,6 @@ class GenerationInterrupted(KeyboardInterrupt):
     def __init__(self, ids: Tensor):
         super().__init__("generation interrupted")
         self.ids = ids
-
-
-def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
-    """Logits divided by ``temperature`` (> 0); below 1 sharpens, above 1 flattens."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 here (0 means greedy in `sample_next`), got {temperature}")
-    return logits if temperature == 1.0 else logits / temperature
-
-
-def top_k_filter(logits: Tensor, k: int) -> Tensor:
-    """Keep the ``k`` largest logits of each row, set the rest to -inf. Ties with the k-th are kept too."""
-    if k < 1:
-        raise ValueError(f"top_k must be >= 1, got {k}")
-    if k >= logits.shape[-1]:
-        return logits
-    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1)
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def top_p_filter(logits: Tensor, p: float) -> Tensor:
-    """Nucleus filter: keep the smallest set of most likely tokens whose probability reaches ``p``.
-
-    A token is dropped when the tokens ranked above it already hold ``p`` or more of the mass, so the
-    most likely token is always kept.
-    """
-    if not 0 < p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {p}")
-    if p == 1:
-        return logits
-    # stable: tied tokens keep their vocabulary order (the lower id ranks first), and on a vocabulary's
-    # row the stable sort is the cheaper one (~25 against ~30 us a call between decoding steps)
-    sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)
-    probs = sorted_logits.softmax(dim=-1)
-    mass_above = probs.cumsum(dim=-1) - probs  # (..., V) probability of the better-ranked tokens
-    drop_sorted = mass_above >= p
-    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
-    return logits.masked_fill(drop, float("-inf"))
-
-
-def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                generator: torch.Generator | None = None) -> Tensor:
-    """One id per row of ``logits`` (B, V). ``temperature=0`` is greedy (argmax, no random draw).
-
-    Sampling is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1): every call draws
-    exactly B * V numbers from ``generator``, whatever the filters leave, which keeps two decoding paths
-    in step, and filtered tokens (p = 0) can never be drawn.
-    """
-    logits = logits.float()
-    if temperature == 0:
-        return logits.argmax(dim=-1)
-    logits = apply_temperature(logits, temperature)
-    if top_k is not None:
-        logits = top_k_filter(logits, top_k)
-    if top_p is not None:
-        logits = top_p_filter(logits, top_p)
-    probs = logits.softmax(dim=-1)  # (B, V)
-    gen_device = generator.device if generator is not None else probs.device
-    noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator)
-    return (probs / noise.to(probs.device)).argmax(dim=-1)
 
 
 class ShiftClock:
@@ -210,6 +152,8 @@ class WindowDecoder:
 
     def __init__(self, net: nn.Module, use_cache: bool):
         self.net, self.use_cache, self.state = net, use_cache, None
+        # (ids (B,), state) -> logits (B, V): the transformers' one-step shortcut, else None
+        self._decode_next = getattr(net, "decode_next", None) if use_cache else None
 
     def restart(self, window: Tensor) -> Tensor:
         """Run a whole window (B, T) from scratch; return the last position's logits (B, V)."""
@@ -223,6 +167,8 @@ class WindowDecoder:
         """The window grew by one id at its end: logits (B, V) after it."""
         if not self.use_cache:
             return self.net(window)[:, -1]
+        if self._decode_next is not None:
+            return self._decode_next(window[:, -1], self.state)
         logits, self.state = self.net(window[:, -1:], cache=self.state)
         return logits[:, -1]
 
@@ -306,18 +252,18 @@ def _check_generate_args(prompt_ids: Tensor, max_new_tokens: int, eos_id, stop_f
         raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
 
 
-def _draw(logits: Tensor, draw: Callable[[Tensor], Tensor], done: Tensor, pad_id: int | None, guard,
+def _draw(logits: Tensor, draw: Callable[[Tensor], Tensor], done: Tensor | None, pad_id: int | None, guard,
           guide: Callable[[Tensor], Tensor] | None) -> Tensor:
     """The next ids (B,) from ``logits`` (B, V): PAD and what ``guard`` forbids masked, then ``guide``
-    (recall guidance), then ``draw``; complete samples get ``pad_id``."""
+    (recall guidance), then ``draw``; complete samples (``done``; None: none can be) get ``pad_id``."""
     if pad_id is not None:
-        logits[:, pad_id] = float("-inf")
+        logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
     if guard is not None:
         logits = guard.mask(logits)
     if guide is not None:
         logits = guide(logits)  # after the masks: it re-ranks only what may be drawn
     nxt = draw(logits)
-    if pad_id is not None:
+    if pad_id is not None and done is not None:
         nxt = nxt.masked_fill(done, pad_id)
     if guard is not None:
         guard.update(nxt)
@@ -361,6 +307,7 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     fill = 0 if pad_id is None else pad_id
     ids = _grow(prompt_ids.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
+    can_stop = eos_id is not None or stop_fn is not None  # else no sample completes before max_new_tokens
     decoder, guide = WindowDecoder(net, use_cache), None
     if guidance is not None:
         decoder = guidance.around(decoder, net, pinned=pin)
@@ -376,15 +323,15 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     with _eval_mode(net), _keep_on_interrupt(lambda: ids[:, :length]) as pressed:
         logits = decoder.restart(ids[:, window.start : t0])
         while length < total:
-            nxt = _draw(logits, draw, done, pad_id, guard, guide)  # (B,)
+            nxt = _draw(logits, draw, done if can_stop else None, pad_id, guard, guide)  # (B,)
             if length == ids.shape[1]:
                 ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
-            ids[:, length] = nxt
+            ids.select(1, length).copy_(nxt)
             length += 1
             done = _mark_done(done, nxt, eos_id, stop_fn)
             if on_step is not None:
                 on_step(nxt, done)
-            if length == total or bool(done.all()):
+            if length == total or (can_stop and bool(done.all())):
                 break
             if pressed():
                 raise KeyboardInterrupt

@@ -162,15 +162,15 @@ class _SelfAttention(nn.Module):
         y = self._attend(q, k, v)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, self.d_model))
 
-    def decode_weights(self, max_len: int) -> tuple[Tensor | None, ...]:
+    def decode_weights(self) -> tuple[Tensor | None, ...]:
         """The tensors that `decode_step` reads, gathered once by the model (see
         `_DecoderLM.gathered_decode_weights`): the projections' weights as (in, out) operands in the
-        faster layout for one-row products (`matvec_operand`), and the position table for caches of up to
-        ``max_len`` tokens (None: plain attention has none)."""
+        faster layout for one-row products (`matvec_operand`), and the position table (None: plain
+        attention has none)."""
         return (matvec_operand(self.qkv.weight), self.qkv.bias, matvec_operand(self.proj.weight), self.proj.bias,
-                self._decode_table(max_len))
+                self._decode_table())
 
-    def _decode_table(self, max_len: int) -> Tensor | None:
+    def _decode_table(self) -> Tensor | None:
         return None
 
     def decode_step(self, x: Tensor, caches: list[KVCache], weights: tuple[Tensor | None, ...]) -> Tensor:
@@ -280,8 +280,8 @@ class RelativeSelfAttention(_SelfAttention):
             raise ValueError(f"unknown attention impl {impl!r}; expected one of {IMPLS}")
         return impl
 
-    def _decode_table(self, max_len: int) -> Tensor:
-        return decode_table(self.rel_emb, max_len)  # (H, D, max_len): one table serves every cache
+    def _decode_table(self) -> Tensor:
+        return decode_table(self.rel_emb)  # (H, D, M): one table serves every cache
 
     def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
         if self.impl not in ("efficient", "auto") or q.is_cuda:

@@ -50,13 +50,13 @@ class Block(nn.Module):
         x = x + self.drop(self.attn(self.ln1(x), cache))  # (B, T, d_model)
         return x + self.drop(self.ff(self.ln2(x)))
 
-    def decode_weights(self, max_len: int) -> tuple:
+    def decode_weights(self) -> tuple:
         """The tensors (and the attention module) that `decode_step` reads, gathered once: at batch 1
         looking up a submodule's parameter costs about as much as a small op. The feed-forward weights
         as (in, out) operands in the faster layout for one-row products (`matvec_operand`)."""
         ln1, ln2, (fc1, _, fc2) = self.ln1, self.ln2, self.ff
         return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, matvec_operand(fc1.weight),
-                fc1.bias, matvec_operand(fc2.weight), fc2.bias, self.attn, self.attn.decode_weights(max_len))
+                fc1.bias, matvec_operand(fc2.weight), fc2.bias, self.attn, self.attn.decode_weights())
 
     @staticmethod
     def decode_step(x: Tensor, caches: list[KVCache], weights: tuple) -> Tensor:
@@ -84,7 +84,7 @@ class _DecoderLM(nn.Module):
     """
 
     name = ""
-    # Decoding steps (one token, a cache, eval mode) take `_decode_step`; False runs them through the
+    # Decoding steps (one token, a cache, eval mode) take `decode_next`; False runs them through the
     # general forward instead, the reference that `bench generate` compares against.
     fast_decode = True
 
@@ -132,7 +132,7 @@ class _DecoderLM(nn.Module):
         start = 0 if cache is None else cache.length
         self._check_room(start, ids.shape[1])
         if cache is not None and ids.shape[1] == 1 and self.fast_decode and not self.training:
-            return self._decode_step(ids[:, 0], start, cache), cache
+            return self.decode_next(ids[:, 0], cache)[:, None], cache
         x = self.tok_emb(ids) * math.sqrt(self.tok_emb.embedding_dim)  # (B, T, d_model)
         x = self.drop(self._positions(x, start))
         for i, block in enumerate(self.blocks):
@@ -165,7 +165,7 @@ class _DecoderLM(nn.Module):
         return self._decode_gathered
 
     def _gather_decode_weights(self) -> list[tuple]:
-        return [self._decode_weights()] + [block.decode_weights(self.max_seq_len) for block in self.blocks]
+        return [self._decode_weights()] + [block.decode_weights() for block in self.blocks]
 
     def _decode_weights(self) -> tuple:
         """What a decoding step reads outside the blocks: the token table already multiplied by
@@ -174,11 +174,16 @@ class _DecoderLM(nn.Module):
         return (self.tok_emb.weight * math.sqrt(self.tok_emb.embedding_dim), ln.normalized_shape, ln.weight,
                 ln.bias, ln.eps, matvec_operand(self.head.weight))
 
-    def _decode_step(self, ids: Tensor, start: int, cache: DecoderCache) -> Tensor:
-        """Logits (B, 1, V) of one new token per sample, ids (B,): `forward` with a cache, in eval mode."""
+    def decode_next(self, ids: Tensor, cache: DecoderCache) -> Tensor:
+        """Logits (B, V) after one new id per sample, ids (B,), fed to ``cache``: what
+        ``net(ids[:, None], cache=cache)[0][:, -1]`` gives, without the module call and the reshapes
+        around it (samplers call this once a token; at batch 1 each of those costs about an op)."""
+        if not (self.fast_decode and not self.training):
+            return self(ids[:, None], cache=cache)[0][:, -1]
+        self._check_room(cache.length, 1)
         if not cache.weights:
             cache.weights = self.gathered_decode_weights()
-        return self._decode_rows(ids, [start], [cache.layers], cache.weights)[:, None]
+        return self._decode_rows(ids, [cache.length], [cache.layers], cache.weights)
 
     def decode_together(self, ids: Tensor, caches: list[DecoderCache]) -> list[Tensor]:
         """The same new ids (B,) fed to each of several caches: the logits (B, V) after each, as
