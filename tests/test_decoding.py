@@ -34,9 +34,10 @@ def _step_logits(net, ids: torch.Tensor, prompt: int, fast: bool) -> torch.Tenso
 
 @pytest.mark.parametrize("name", ["music_transformer", "transformer"])
 @pytest.mark.parametrize("prompt", [1, 20])  # 1: the very first token goes through the fast path too
-def test_fast_decoding_steps_equal_the_general_forward(name, prompt):
+@pytest.mark.parametrize("batch", [1, 3])  # batch 1 has its own layout (`KVCache.push_pair`)
+def test_fast_decoding_steps_equal_the_general_forward(name, prompt, batch):
     net = _net(name)
-    ids = torch.randint(0, VOCAB, (3, 50), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, VOCAB, (batch, 50), generator=torch.Generator().manual_seed(1))
     fast, reference = (_step_logits(net, ids, prompt, f) for f in (True, False))
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-6)
     with torch.no_grad():
@@ -274,6 +275,18 @@ def test_push_one_equals_append_and_the_views_follow_the_buffer():
     assert torch.equal(one.values[:, :20], v.reshape(6, 20, 4))
 
 
+def test_push_pair_equals_push_one_at_batch_one():
+    one, pairs = KVCache(capacity=None), KVCache(capacity=None)
+    k, v = torch.randn(1, 3, 20, 4), torch.randn(1, 3, 20, 4)
+    for t in range(20):
+        one.push_one(k[:, :, t], v[:, :, t])
+        pairs.push_pair(torch.stack([k[0, :, t : t + 1], v[0, :, t : t + 1]]))  # (2, H, 1, D)
+    assert pairs.n == 20 and pairs._k.shape[2] == 32
+    assert torch.equal(pairs.k, one.k) and torch.equal(pairs.v, one.v)
+    assert torch.equal(pairs.keys_t[:, :, :20], one.keys_t[:, :, :20])
+    assert torch.equal(pairs.values[:, :20], one.values[:, :20])
+
+
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("n_keys", [4, 6, 10])  # fewer keys than the table's 6 distances, as many, more
 def test_decode_attention_reads_the_cache_buffers_in_place(batch, n_keys):
@@ -282,7 +295,7 @@ def test_decode_attention_reads_the_cache_buffers_in_place(batch, n_keys):
     cache.append(k, v)
     q = torch.randn(batch, 3, 4)
     rel = torch.randn(3, 6, 4)
-    got = decode_attention(q, cache, decode_table(rel)).view(batch, 3, 4)
+    got = decode_attention(q.transpose(0, 1), cache, decode_table(rel)).view(batch, 3, 4)
     dist = torch.arange(n_keys - 1, -1, -1).clamp(max=5)  # key j is at distance n - 1 - j, clipped to the table
     logits = torch.einsum("bhd,bhjd->bhj", q, k) + torch.einsum("bhd,hjd->bhj", q, rel[:, dist])
     expected = torch.einsum("bhj,bhjd->bhd", (logits / 2.0).softmax(-1), v)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from musictx.generation.filters import sample_next, surely_in_nucleus, top_k_filter, top_p_filter
+from musictx.generation.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
 from musictx.generation.sampling import SecondsLimit, generate, window_start
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models.attention import attend_naive
@@ -238,6 +238,31 @@ def test_eos_stops_each_sample_and_pads_the_rest():
     assert torch.equal(out, uncached)
     with pytest.raises(ValueError, match="pad_id"):
         generate(net, prompt, 5, eos_id=TOK.eos_id)
+
+
+def test_a_run_that_stops_early_leaves_the_generator_as_one_draw_per_step_would():
+    """Noise is drawn 64 steps ahead (`NoiseStream`): a run that ends mid-chunk gives back what it drew
+    ahead, so the next call on the same generator samples what it sampled before the chunking."""
+    net = eos_prone_lstm()
+    prompt = torch.full((3, 1), TOK.layout.velocity + 15)
+    gen = torch.Generator().manual_seed(5)
+    out = generate(net, prompt, 200, eos_id=TOK.eos_id, pad_id=TOK.pad_id, generator=gen)
+    steps = out.shape[1] - 1
+    assert steps % 64 and steps < 200  # stopped by EOS, inside a chunk
+    per_step = torch.Generator().manual_seed(5)
+    for _ in range(steps):
+        torch.empty(3, TOK.vocab_size).exponential_(generator=per_step)
+    assert torch.equal(gen.get_state(), per_step.get_state())
+
+
+@pytest.mark.parametrize("draws", [0, 1, 63, 64, 65, 150])
+def test_noise_stream_draws_what_one_call_per_draw_draws(draws):
+    ahead, per_call = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+    stream = NoiseStream(ahead, draws_left=200)
+    for _ in range(draws):
+        assert torch.equal(stream.next(torch.Size([2, 7])), torch.empty(2, 7).exponential_(generator=per_call))
+    stream.close()
+    assert torch.equal(ahead.get_state(), per_call.get_state())
 
 
 def test_seconds_limit_counts_time_shifts_per_sample():

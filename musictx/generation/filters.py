@@ -73,7 +73,7 @@ def surely_in_nucleus(probs: Tensor, picks: Tensor, p: float) -> bool:
 
 
 def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                generator: torch.Generator | None = None) -> Tensor:
+                generator: torch.Generator | None = None, noise: Tensor | None = None) -> Tensor:
     """One id per row of ``logits`` (B, V). ``temperature=0`` is greedy (argmax, no random draw).
 
     Sampling is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1): every call draws
@@ -84,6 +84,8 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     keeps, so when that draw is one of them (`surely_in_nucleus`) it is also the filtered draw with the
     same noise; otherwise the row is filtered and drawn again with that noise. Same ids either way (up
     to float rounding), without the filter's sort on most steps.
+
+    ``noise``: the (B, V) exponential draws to use, drawn ahead from ``generator`` (`NoiseStream`).
     """
     if top_p is not None:
         _check_top_p(top_p)
@@ -94,9 +96,46 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     probs = logits.softmax(dim=-1)  # (B, V)
-    gen_device = generator.device if generator is not None else probs.device
-    noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator).to(probs.device)
+    if noise is None:
+        gen_device = generator.device if generator is not None else probs.device
+        noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator)
+    noise = noise.to(probs.device)
     picks = (probs / noise).argmax(dim=-1)  # (B,)
     if top_p is None or top_p == 1 or (probs.device.type == "cpu" and surely_in_nucleus(probs, picks, top_p)):
         return picks
     return (top_p_filter(logits, top_p).softmax(dim=-1) / noise).argmax(dim=-1)
+
+
+class NoiseStream:
+    """The exponential noise of `sample_next` for a run of draws of one shape, drawn ``chunk`` draws at a
+    time from a CPU ``generator`` (None: torch's default one): one call per draw costs ~3x its numbers'
+    share when made between decoding steps.
+
+    The draws are the numbers that one call per draw would give (CPU ``exponential_`` takes the
+    generator's numbers in order, whatever the shape), and `close` leaves the generator where one call per
+    draw would have: a run that stops early gives back the numbers it drew ahead."""
+
+    def __init__(self, generator: torch.Generator | None, draws_left: int, chunk: int = 64):
+        self.generator = generator if generator is not None else torch.default_generator
+        self.draws_left, self.chunk = draws_left, chunk
+        self.rows: Tensor | None = None  # (n, *shape): the draws of the current chunk
+        self.taken = 0  # of them
+        self.state_before: Tensor | None = None  # the generator's state before the current chunk
+
+    def next(self, shape: torch.Size) -> Tensor:
+        """The next draw, of ``shape`` (the same at every call)."""
+        if self.rows is None or self.taken == len(self.rows):
+            n = max(1, min(self.chunk, self.draws_left))
+            self.state_before = self.generator.get_state()
+            self.rows = torch.empty((n, *shape)).exponential_(generator=self.generator)
+            self.taken = 0
+        self.taken += 1
+        self.draws_left -= 1
+        return self.rows[self.taken - 1]
+
+    def close(self) -> None:
+        """Put the generator where one call per draw taken would have left it."""
+        if self.rows is not None and self.taken < len(self.rows):
+            self.generator.set_state(self.state_before)
+            torch.empty((self.taken, *self.rows.shape[1:])).exponential_(generator=self.generator)
+        self.rows = None

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, nullcontext
 
 import torch
 from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
-from musictx.generation.filters import sample_next
+from musictx.generation.filters import NoiseStream, sample_next
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
 OnStep = Callable[[Tensor, Tensor], None]  # (next ids (B,), done (B,) bool), called after every step
@@ -270,6 +270,14 @@ def _draw(logits: Tensor, draw: Callable[[Tensor], Tensor], done: Tensor | None,
     return nxt
 
 
+def _noise_stream(generator: torch.Generator | None, device: torch.device, temperature: float,
+                  draws: int) -> NoiseStream | None:
+    """The draws' noise taken ahead (`NoiseStream`) where it comes from a CPU generator; None for greedy
+    decoding (no draws) and for draws on another device's generator."""
+    on_cpu = device.type == "cpu" if generator is None else generator.device.type == "cpu"
+    return NoiseStream(generator, draws) if on_cpu and temperature != 0 else None
+
+
 def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stop_fn: StopFn | None) -> Tensor:
     """``done`` (B,) bool, updated in place: samples that just emitted EOS or that ``stop_fn`` completes."""
     if eos_id is not None:
@@ -315,12 +323,15 @@ def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperatur
     if guard is not None:
         guard.start(prompt_ids.to(device))
 
+    noise = _noise_stream(generator, device, temperature, max_new_tokens)
+
     def draw(logits: Tensor) -> Tensor:
-        return sample_next(logits, temperature, top_k, top_p, generator)
+        return sample_next(logits, temperature, top_k, top_p, generator, noise and noise.next(logits.shape))
 
     window = _Window(t0, max_len, keep, pin)
     length = t0
-    with _eval_mode(net), _keep_on_interrupt(lambda: ids[:, :length]) as pressed:
+    with (_eval_mode(net), closing(noise) if noise else nullcontext(),
+          _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
         logits = decoder.restart(ids[:, window.start : t0])
         while length < total:
             nxt = _draw(logits, draw, done if can_stop else None, pad_id, guard, guide)  # (B,)

@@ -179,19 +179,21 @@ class _SelfAttention(nn.Module):
         permutes of q, k, v; the output reshaped for free as T = 1), on the tensors of `decode_weights`.
         The projections run on all rows at once; each cache attends over its own keys."""
         qkv_wt, qkv_b, proj_wt, proj_b, table = weights
-        q, k, v = torch.addmm(qkv_b, x, qkv_wt).view(x.shape[0], 3, self.n_heads, self.d_head).unbind(1)
+        qkv = torch.addmm(qkv_b, x, qkv_wt)  # (n * B, 3 * H * D)
         if len(caches) == 1:
-            out = self._decode_attend(q, k, v, caches[0], table)  # (B, H * D)
+            out = self._decode_attend(qkv, caches[0], table)  # (B, H * D)
         else:
             b = len(x) // len(caches)  # rows per cache
-            out = torch.cat([self._decode_attend(qc, kc, vc, cache, table)
-                             for qc, kc, vc, cache in zip(q.split(b), k.split(b), v.split(b), caches, strict=True)])
+            out = torch.cat([self._decode_attend(rows, cache, table)
+                             for rows, cache in zip(qkv.split(b), caches, strict=True)])
         return torch.addmm(proj_b, out, proj_wt)  # (n * B, d_model)
 
-    def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
-        """Append the new keys and values (B, H, D) to the cache; attend q (B, H, D) -> (B, H * D)."""
+    def _decode_attend(self, qkv: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
+        """Append the new keys and values of ``qkv`` (B, 3 * H * D) to the cache; attend its queries
+        -> (B, H * D)."""
+        q, k_new, v_new = qkv.view(len(qkv), 3, self.n_heads, self.d_head).unbind(1)  # (B, H, D) each
         k, v = cache.append(k_new[:, :, None], v_new[:, :, None])  # (B, H, Tk, D) each
-        return self._attend(q[:, :, None], k, v).reshape(q.shape[0], self.d_model)
+        return self._attend(q[:, :, None], k, v).reshape(len(qkv), self.d_model)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         raise NotImplementedError
@@ -283,11 +285,16 @@ class RelativeSelfAttention(_SelfAttention):
     def _decode_table(self) -> Tensor:
         return decode_table(self.rel_emb)  # (H, D, M): one table serves every cache
 
-    def _decode_attend(self, q: Tensor, k_new: Tensor, v_new: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
-        if self.impl not in ("efficient", "auto") or q.is_cuda:
-            return super()._decode_attend(q, k_new, v_new, cache, table)  # the impl's own one-query path
+    def _decode_attend(self, qkv: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
+        if self.impl not in ("efficient", "auto") or qkv.is_cuda:
+            return super()._decode_attend(qkv, cache, table)  # the impl's own one-query path
+        if len(qkv) == 1:  # batch 1: viewed as (3, H, 1, D), the queries are already heads first, and
+            q_k_v = qkv.view(3, self.n_heads, 1, self.d_head)  # the keys and values go in with one copy
+            cache.push_pair(q_k_v[1:])
+            return decode_attention(q_k_v[0], cache, table)
+        q, k_new, v_new = qkv.view(len(qkv), 3, self.n_heads, self.d_head).unbind(1)  # (B, H, D) each
         cache.push_one(k_new, v_new)
-        return decode_attention(q, cache, table)
+        return decode_attention(q.transpose(0, 1), cache, table)
 
     def _position_logits(self, q_rows: Tensor, rows: Tensor, t_k: int) -> Tensor:
         return relative_logits_rows(q_rows, clipped_table(self.rel_emb, t_k), rows, t_k)

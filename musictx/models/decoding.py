@@ -33,6 +33,7 @@ class KVCache:
         self.capacity = capacity
         self._k: Tensor | None = None  # (B, H, allocated, D)
         self._v: Tensor | None = None
+        self._pairs: Tensor | None = None  # (2, B*H, allocated, D): both, one buffer (`push_pair`)
         self.n = 0
         self.keys_t: Tensor | None = None  # views of the buffers for `decode_attention`, made by `_grow`
         self.values: Tensor | None = None
@@ -53,10 +54,11 @@ class KVCache:
         allocated = 0 if self._k is None else self._k.shape[2]
         size = max(need, self.capacity or 0, 2 * allocated, 16)
         B, H, _, D = like.shape
-        k, v = like.new_empty(B, H, size, D), like.new_empty(B, H, size, D)
+        pairs = like.new_empty(2, B * H, size, D)
+        k, v = pairs[0].view(B, H, size, D), pairs[1].view(B, H, size, D)
         if self.n:
             k[:, :, : self.n], v[:, :, : self.n] = self.k, self.v
-        self._k, self._v = k, v
+        self._k, self._v, self._pairs = k, v, pairs
         # the buffers as `decode_attention` reads them, made once: (B*H, D, allocated) and (B*H, allocated, D)
         self.keys_t, self.values = k.view(B * H, size, D).transpose(1, 2), v.view(B * H, size, D)
 
@@ -77,6 +79,14 @@ class KVCache:
             self._grow(k[:, :, None], self.n + 1)
         self._k.select(2, self.n).copy_(k)
         self._v.select(2, self.n).copy_(v)
+        self.n += 1
+
+    def push_pair(self, pair: Tensor) -> None:
+        """`push_one` at batch 1 in one copy: ``pair`` (2, H, 1, D) holds the new key and value of each head
+        (a view of the step's projections)."""
+        if self._k is None or self.n == self._k.shape[2]:
+            self._grow(pair[0].unsqueeze(0), self.n + 1)
+        self._pairs.narrow(2, self.n, 1).copy_(pair)
         self.n += 1
 
 
@@ -133,8 +143,8 @@ def decode_table(rel_emb: Tensor) -> Tensor:
     return rel_emb.flip(1).transpose(1, 2).contiguous()
 
 
-def decode_attention(q: Tensor, cache: KVCache, table: Tensor) -> Tensor:
-    """One query per sample against every cached key: q (B, H, D) -> (B, H * D).
+def decode_attention(q_heads: Tensor, cache: KVCache, table: Tensor) -> Tensor:
+    """One query per sample against every cached key: q_heads (H, B, D), heads first -> (B, H * D).
 
     The decoding step in four ops: the relative term as one batched matmul against the last Tk columns of
     `decode_table` (heads first: the batch shares each head's table), the keys' term added to it by
@@ -146,16 +156,15 @@ def decode_attention(q: Tensor, cache: KVCache, table: Tensor) -> Tensor:
     table's first column, so the product runs over M columns only and that term is repeated, rather than
     reading a column per key (the steps are bound by the bytes they read: at Tk = 2048 and M = 512 this
     reads a quarter of the table's bytes for the same result)."""
-    B, H, D = q.shape
+    H, B, D = q_heads.shape
     t_k, n_dist = cache.n, table.shape[2]
-    q_heads = q.transpose(0, 1)  # (H, B, D)
     if t_k <= n_dist:
         rel = torch.bmm(q_heads, table.narrow(2, n_dist - t_k, t_k))  # (H, B, Tk), in key order
     else:
         near = torch.bmm(q_heads, table)  # (H, B, M): the last M keys, from distance M - 1 to 0
         rel = torch.cat([near[:, :, :1].expand(H, B, t_k - n_dist), near], dim=2)  # (H, B, Tk)
     if B > 1:  # sample-major rows for the keys' term; at B = 1 (H, 1, .) already is
-        q_heads, rel = q.reshape(B * H, 1, D), rel.transpose(0, 1).reshape(B * H, 1, t_k)
+        q_heads, rel = q_heads.transpose(0, 1).reshape(B * H, 1, D), rel.transpose(0, 1).reshape(B * H, 1, t_k)
     scale = 1.0 / math.sqrt(D)
     logits = torch.baddbmm(rel, q_heads, cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)  # (B*H, 1, Tk)
     return torch.bmm(logits.softmax(dim=-1), cache.values.narrow(1, 0, t_k)).view(B, H * D)
