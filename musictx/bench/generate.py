@@ -264,7 +264,7 @@ def baseline_lines(baseline: Path, model_dir: Path, batches: list[int], args) ->
         real = statistics.median(p["this"][b]["x_real_time"] for p in pairs)
         same = all(p["this"][b]["ids"] == p["baseline"][b]["ids"] for p in pairs)
         ratio = statistics.median(ratios)
-        goal = f" (goal >= 2x): {_verdict(ratio >= 2)}" if b == "1" else ""
+        goal = f"; goal >= 2x, against the code it was set on (41423e0): {_verdict(ratio >= 2)}" if b == "1" else ""
         lines.append(f"- batch {b}, this code against {baseline}: {ratio:.2f}x its tokens/s, median of {len(ratios)} "
                      f"pairs of processes ({min(ratios):.2f}-{max(ratios):.2f}x); this code {real:.1f}x real time; "
                      f"same sampled ids: {_verdict(same)}{goal}")
