@@ -273,6 +273,12 @@ def test_seconds_limit_counts_time_shifts_per_sample():
     done = [limit(torch.tensor(col)).tolist() for col in zip(*rows, strict=True)]
     assert done == [[False, False], [False, False], [False, False], [True, True]]
     assert limit.steps.tolist() == [150, 200]
+    # every id of the vocabulary: only TIME_SHIFTs move the clock, by their steps (VELOCITY, PAD, EOS: none)
+    every = SecondsLimit.of(TOK, 1e6)
+    every(torch.arange(TOK.vocab_size))
+    counted = every.steps.tolist()
+    assert counted == [TOK.split_time_shifts([i])[2] for i in range(TOK.vocab_size)]
+    assert sum(counted) == sum(range(1, lay.velocity - lay.time_shift + 1)) and counted[-1] == 0
 
 
 def test_generation_stops_once_new_material_lasts_length_seconds():

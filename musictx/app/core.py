@@ -115,7 +115,7 @@ class GenerationProgress:
 
     def __call__(self, next_ids: Tensor, done: Tensor) -> None:
         self.limit(next_ids)
-        fraction = (self.limit.steps.float() / self.limit.limit_steps).clamp(max=1.0).mean().item()
+        fraction = float(np.minimum(self.limit.steps / self.limit.limit_steps, 1.0).mean())
         self.report(fraction, f"generating: {fraction * self.seconds:.1f} of {self.seconds:g} s")
 
 
