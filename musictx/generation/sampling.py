@@ -186,7 +186,7 @@ class WindowDecoder:
         together = getattr(self.net, "decode_together", None)
         if together is None or not (self.use_cache and other.use_cache):
             return self.step(window), other.step(other_window)
-        mine, theirs = together(window[:, -1], [self.state, other.state])
+        mine, theirs = together(window[:, -1], [self.state, other.state])  # (B, V) each
         return mine, theirs
 
 

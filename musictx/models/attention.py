@@ -191,9 +191,13 @@ class _SelfAttention(nn.Module):
     def _decode_attend(self, qkv: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
         """Append the new keys and values of ``qkv`` (B, 3 * H * D) to the cache; attend its queries
         -> (B, H * D)."""
-        q, k_new, v_new = qkv.view(len(qkv), 3, self.n_heads, self.d_head).unbind(1)  # (B, H, D) each
+        q, k_new, v_new = self._split_heads(qkv)
         k, v = cache.append(k_new[:, :, None], v_new[:, :, None])  # (B, H, Tk, D) each
         return self._attend(q[:, :, None], k, v).reshape(len(qkv), self.d_model)
+
+    def _split_heads(self, qkv: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """A decoding step's projections (B, 3 * H * D) as q, k, v, (B, H, D) each (views)."""
+        return qkv.view(len(qkv), 3, self.n_heads, self.d_head).unbind(1)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         raise NotImplementedError
@@ -292,7 +296,7 @@ class RelativeSelfAttention(_SelfAttention):
             q_k_v = qkv.view(3, self.n_heads, 1, self.d_head)  # the keys and values go in with one copy
             cache.push_pair(q_k_v[1:])
             return decode_attention(q_k_v[0], cache, table)
-        q, k_new, v_new = qkv.view(len(qkv), 3, self.n_heads, self.d_head).unbind(1)  # (B, H, D) each
+        q, k_new, v_new = self._split_heads(qkv)
         cache.push_one(k_new, v_new)
         return decode_attention(q.transpose(0, 1), cache, table)
 

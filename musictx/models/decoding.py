@@ -60,7 +60,7 @@ class KVCache:
             k[:, :, : self.n], v[:, :, : self.n] = self.k, self.v
         self._k, self._v, self._pairs = k, v, pairs
         # the buffers as `decode_attention` reads them, made once: (B*H, D, allocated) and (B*H, allocated, D)
-        self.keys_t, self.values = k.view(B * H, size, D).transpose(1, 2), v.view(B * H, size, D)
+        self.keys_t, self.values = pairs[0].transpose(1, 2), pairs[1]
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add new keys/values (B, H, t_new, D); return all cached keys and values (views)."""
@@ -75,8 +75,7 @@ class KVCache:
     def push_one(self, k: Tensor, v: Tensor) -> None:
         """Add one key and value per sample and head, (B, H, D) each, in place: `append` for a decoding
         step that reads the buffers itself (no views returned)."""
-        if self._k is None or self.n == self._k.shape[2]:
-            self._grow(k[:, :, None], self.n + 1)
+        self._make_room_for_one(k[:, :, None])
         self._k.select(2, self.n).copy_(k)
         self._v.select(2, self.n).copy_(v)
         self.n += 1
@@ -84,10 +83,14 @@ class KVCache:
     def push_pair(self, pair: Tensor) -> None:
         """`push_one` at batch 1 in one copy: ``pair`` (2, H, 1, D) holds the new key and value of each head
         (a view of the step's projections)."""
-        if self._k is None or self.n == self._k.shape[2]:
-            self._grow(pair[0].unsqueeze(0), self.n + 1)
+        self._make_room_for_one(pair[0].unsqueeze(0))
         self._pairs.narrow(2, self.n, 1).copy_(pair)
         self.n += 1
+
+    def _make_room_for_one(self, like: Tensor) -> None:
+        """Grow the buffers when they are full; ``like`` (B, H, 1, D) gives the shape of a new entry."""
+        if self._k is None or self.n == self._k.shape[2]:
+            self._grow(like, self.n + 1)
 
 
 class _OneDNNOff:

@@ -131,7 +131,7 @@ class _DecoderLM(nn.Module):
         """ids (B, T) long -> logits (B, T, V); with `cache`, returns (logits, cache). See class doc."""
         start = 0 if cache is None else cache.length
         self._check_room(start, ids.shape[1])
-        if cache is not None and ids.shape[1] == 1 and self.fast_decode and not self.training:
+        if cache is not None and ids.shape[1] == 1 and self._fast_steps():
             return self.decode_next(ids[:, 0], cache)[:, None], cache
         x = self.tok_emb(ids) * math.sqrt(self.tok_emb.embedding_dim)  # (B, T, d_model)
         x = self.drop(self._positions(x, start))
@@ -143,6 +143,10 @@ class _DecoderLM(nn.Module):
                 x = block(x, layer_cache)
         logits = self.head(self.ln_f(x))  # (B, T, V)
         return logits if cache is None else (logits, cache)
+
+    def _fast_steps(self) -> bool:
+        """Whether one-token steps take the decoding path (`decode_next`): eval mode and `fast_decode`."""
+        return self.fast_decode and not self.training
 
     def _check_room(self, cached: int, new: int) -> None:
         if cached + new > self.max_seq_len:
@@ -178,7 +182,7 @@ class _DecoderLM(nn.Module):
         """Logits (B, V) after one new id per sample, ids (B,), fed to ``cache``: what
         ``net(ids[:, None], cache=cache)[0][:, -1]`` gives, without the module call and the reshapes
         around it (samplers call this once a token; at batch 1 each of those costs about an op)."""
-        if not (self.fast_decode and not self.training):
+        if not self._fast_steps():
             return self(ids[:, None], cache=cache)[0][:, -1]
         self._check_room(cache.length, 1)
         if not cache.weights:
@@ -197,8 +201,8 @@ class _DecoderLM(nn.Module):
             self._check_room(cache.length, 1)
         weights = next((c.weights for c in caches if c.weights), None) or self.gathered_decode_weights()
         # caches that took their first step with other weights (the parameters changed since) step alone
-        if not (self.fast_decode and not self.training) or any(c.weights and c.weights is not weights for c in caches):
-            return [self(ids[:, None], cache=c)[0][:, -1] for c in caches]
+        if not self._fast_steps() or any(c.weights and c.weights is not weights for c in caches):
+            return [self.decode_next(ids, c) for c in caches]
         for cache in caches:
             cache.weights = weights
         starts = [c.length for c in caches]
