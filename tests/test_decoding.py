@@ -35,11 +35,16 @@ def _step_logits(net, ids: torch.Tensor, prompt: int, fast: bool) -> torch.Tenso
 @pytest.mark.parametrize("name", ["music_transformer", "transformer"])
 @pytest.mark.parametrize("prompt", [1, 20])  # 1: the very first token goes through the fast path too
 @pytest.mark.parametrize("batch", [1, 3])  # batch 1 has its own layout (`KVCache.push_pair`)
-def test_fast_decoding_steps_equal_the_general_forward(name, prompt, batch):
+def test_fast_decoding_steps_equal_the_general_forward(name, prompt, batch, monkeypatch):
     net = _net(name)
     ids = torch.randint(0, VOCAB, (batch, 50), generator=torch.Generator().manual_seed(1))
+    pairs_pushed, push_pair = [], KVCache.push_pair  # counts the batch-1 writes; the real method still runs
+    monkeypatch.setattr(KVCache, "push_pair", lambda cache, pair: pairs_pushed.append(1) or push_pair(cache, pair))
     fast, reference = (_step_logits(net, ids, prompt, f) for f in (True, False))
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-6)
+    relative_at_batch_1 = name == "music_transformer" and batch == 1  # the one path that writes pairs
+    fast_steps = 50 if prompt == 1 else 50 - prompt  # a 1-id prompt is a fast step too
+    assert len(pairs_pushed) == (2 * fast_steps if relative_at_batch_1 else 0)  # 2 layers a fast step
     with torch.no_grad():
         torch.testing.assert_close(fast, net(ids), rtol=1e-5, atol=1e-5)  # and the uncached forward
 
