@@ -40,8 +40,10 @@ from data_prep.safety import (
 from data_prep.splits import Piece, choose_moves, move_pieces
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.io.midi_io import MidiReadError
-from musictx.io.token_store import SPLITS, SplitWriter
+from musictx.io.ngram_index import INDEX_FILE, build_index, position_ngrams, save_index
+from musictx.io.token_store import SPLITS, SplitWriter, TokenArrays
 from musictx.io.tokenizer import EventTokenizer
+from musictx.io.tokenizers import is_metrical, make_tokenizer, tokenizer_from_dict
 
 _TOKENIZERS: dict[str, EventTokenizer] = {}
 
@@ -63,7 +65,9 @@ def tokenize_file(job: tuple[str, dict, str, str | None, float]) -> dict | TaskE
     """Worker task: ids (uint16, ending in EOS) and counts of one file, or the reason it is unusable."""
     path, tok_dict, reader, fallback, max_seconds = job
     key = json.dumps(tok_dict, sort_keys=True)
-    tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(key, EventTokenizer.from_dict(tok_dict))
+    tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(key, tokenizer_from_dict(tok_dict))
+    if is_metrical(tok):
+        return _tokenize_metrical(tok, path, max_seconds)
     try:
         notes = read_with_fallback(tok, path, reader, fallback)
         seconds = notes.duration()
@@ -76,6 +80,23 @@ def tokenize_file(job: tuple[str, dict, str, str | None, float]) -> dict | TaskE
         return TaskError("no notes inside the tokenizer's pitch range")
     ids = np.append(ids, tok.eos_id).astype(np.uint16)
     return {"ids": ids, "notes": int(len(notes)), "seconds": seconds}
+
+
+def _tokenize_metrical(tok, path: str, max_seconds: float) -> dict | TaskError:
+    """The same for a metrical tokenizer: the bars come from a ``beat_midi.txt`` beside the file when there
+    is one (POP909), else from the file's own meter."""
+    try:
+        score = tok.read(path).score
+    except (MidiReadError, ValueError) as err:
+        return TaskError(getattr(err, "reason", str(err)))
+    seconds = float(score.to("second").end())
+    if max_seconds and seconds > max_seconds:
+        return TaskError(f"too long ({seconds:.0f} s > max_seconds={max_seconds:g})")
+    ids = tok.encode_score(score)
+    if len(ids) == 0:
+        return TaskError("no notes inside the tokenizer's pitch range")
+    ids = np.append(ids, tok.eos_id).astype(np.uint16)
+    return {"ids": ids, "notes": int(score.note_num()), "seconds": seconds}
 
 
 @dataclass
@@ -185,7 +206,7 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
     (bad options, output folder, or no usable piece) or FileNotFoundError (no input) with a message."""
     t0 = time.perf_counter()
     out_dir = check_before_work(opts)
-    tok = EventTokenizer(dict(opts.tokenizer))
+    tok = make_tokenizer(dict(opts.tokenizer))
     clean_stale(out_dir)
     root, files, skipped = list_sources(opts)
     if not files:
@@ -206,6 +227,8 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
         if not opts.allow_empty:
             _check_not_empty(stats, skipped, out_dir)
             _check_splits_filled(opts, stats, skipped, out_dir)
+        if is_metrical(tok):
+            write_memorization_index(tok, tmp, progress)
         tok.save(tmp / "tokenizer.json")
         _write_manifest(tmp / "manifest.json", opts, tok, stats, len(skipped), moved)
         _write_skipped(tmp / "skipped.tsv", skipped)
@@ -214,6 +237,15 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PrepResult(out_dir, stats, skipped, time.perf_counter() - t0, moved)
+
+
+def write_memorization_index(tok, out_dir: Path, progress: bool = True) -> None:
+    """``ngram_index.npy``: every 8 consecutive (pitch, position in bar) notes of the train split, hashed, for
+    the scorecard's memorization check (`musictx.io.ngram_index`)."""
+    arrays = TokenArrays(out_dir, "train")
+    hashes = [position_ngrams(*tok.pitch_positions(arrays.piece(i)))
+              for i in tqdm(range(len(arrays)), desc="memorization index", unit="piece", disable=not progress)]
+    save_index(build_index(hashes), out_dir / INDEX_FILE)
 
 
 def _check_not_empty(stats: dict[str, SplitStats], skipped: list[tuple[str, str]], out_dir: Path) -> None:

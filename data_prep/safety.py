@@ -19,10 +19,11 @@ from pathlib import Path
 
 from musictx.io.midi_io import READERS
 from musictx.io.token_store import SPLITS
+from musictx.io.tokenizers import KINDS
 from musictx.paths import conf_values
 
 SOURCES = ("bach", "folder", "folk", "maestro")
-DATASET_FILES = {"tokenizer.json", "manifest.json", "skipped.tsv"} | {
+DATASET_FILES = {"tokenizer.json", "manifest.json", "skipped.tsv", "ngram_index.npy"} | {
     f"{s}{ext}" for s in SPLITS for ext in (".bin", ".idx.npy", ".files.txt")}
 
 
@@ -33,7 +34,11 @@ class PrepError(ValueError):
 def check_option_names(cfg: dict) -> None:
     """Refuse keys prepare.yaml does not have (a ``+typo=...`` would otherwise be ignored) and keys it has that
     ``cfg`` lacks, nested ones included."""
-    known = conf_values("prepare")
+    tokenizer = cfg.get("tokenizer")
+    kind = tokenizer.get("kind", "performance") if isinstance(tokenizer, dict) else "performance"
+    if kind not in KINDS:
+        raise PrepError(f"tokenizer.kind={kind!r}: use tokenizer=<one of {', '.join(KINDS)}>")
+    known = conf_values("prepare", tokenizer=kind)  # the chosen tokenizer's keys
     unknown = _extra_keys(cfg, known)
     if unknown:
         raise PrepError(f"unknown option(s): {', '.join(unknown)} (see musictx/conf/prepare.yaml for the options)")

@@ -34,6 +34,16 @@ def conf_values(name: str, groups: tuple[str, ...] = (), **overrides) -> dict:
     a dict for one of ``groups`` (the YAML's nested blocks) is merged into that block."""
     values = yaml.safe_load(_conf_text(name))
     values.pop("hydra", None)
+    # a Hydra defaults list's groups (``- tokenizer: performance``) become blocks, as Hydra composes them;
+    # a string override picks another file of the group (``tokenizer="remi"``)
+    for entry in values.pop("defaults", []):
+        if isinstance(entry, dict):
+            (group, choice), = entry.items()
+            picked = overrides.get(group)
+            choice = picked if isinstance(picked, str) else choice
+            values[group] = yaml.safe_load(_conf_text(f"{group}/{choice}"))
+            if isinstance(picked, str):
+                overrides = {k: v for k, v in overrides.items() if k != group}
     for key, value in overrides.items():
         values[key] = {**values[key], **value} if key in groups and isinstance(value, dict) else value
     return values

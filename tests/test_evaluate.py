@@ -93,7 +93,7 @@ def test_unknown_keys_are_refused_before_any_work(tiny_checkpoint, prepared_dir)
     values = {**vars(eval_config(tiny_checkpoint, prepared_dir)), "strid": 1}
     with pytest.raises(EvaluateError, match=r"unknown option\(s\) \['strid'\]"):
         EvaluateOptions.from_mapping(values)
-    cfg = eval_config(tiny_checkpoint, prepared_dir, mode="continuation")
+    cfg = eval_config(tiny_checkpoint, prepared_dir, mode="token_continuation")
     cfg.continuation["temperature"] = float("nan")
     with pytest.raises(EvaluateError, match="continuation.temperature must be a finite number"):
         run_evaluation(cfg)

@@ -3,7 +3,8 @@
 import importlib
 import sys
 
-BENCHES = ("attention", "attention_gpu", "train", "generate", "realtime", "app")  # data prep: python -m data_prep.bench
+BENCHES = ("attention", "attention_gpu", "train", "generate", "realtime", "app",
+           "tokenizers")  # data prep: python -m data_prep.bench
 
 
 def main(argv=None) -> None:

@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.models import MODELS
 from musictx.paths import PRETRAINED_DIR
 
@@ -183,7 +184,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"
 
 def _tokenizer(block: dict, path) -> EventTokenizer:
     try:
-        return EventTokenizer.from_dict(block["tokenizer"])
+        return tokenizer_from_dict(block["tokenizer"])
     except (KeyError, TypeError, ValueError) as err:
         raise TokenizerMismatchError(f"{path}: unusable tokenizer entry: {err}") from err
 

@@ -85,7 +85,12 @@ EVENT_FAMILIES = ("note_on", "note_off", "time_shift", "velocity")
 
 
 def event_family(ids: np.ndarray, tok: EventTokenizer) -> np.ndarray:
-    """The family of each id as an index into `EVENT_FAMILIES` (PAD and EOS: 4)."""
+    """The family of each id as an index into `EVENT_FAMILIES` (PAD and EOS: 4). Metrical tokens map by role:
+    Pitch as note_on, Duration as note_off, Bar / Position as time_shift, Velocity as velocity, the rest 4."""
+    if tok.kind != "performance":
+        roles = {"Pitch": 0, "Duration": 1, "Bar": 2, "Position": 2, "Velocity": 3}
+        table = np.array([roles.get(t, 4) for t in tok.type_of])
+        return table[np.asarray(ids)]
     lay = tok.layout
     return np.searchsorted([lay.note_off, lay.time_shift, lay.velocity, lay.pad], ids, side="right")
 

@@ -23,13 +23,16 @@ from musictx.evaluation.continuation import continuation_options, evaluate_conti
 from musictx.evaluation.motif import evaluate_motif, format_motif_table
 from musictx.evaluation.motif_plots import plot_forgetting_curves, result_label
 from musictx.evaluation.recall import evaluate_recall, format_recall_table, plot_recall
+from musictx.evaluation.scorecard import format_scorecard, run_scorecard
 from musictx.evaluation.scoring import score_pieces
 from musictx.io.jsonio import write_json
-from musictx.io.token_store import TokenArrays, load_tokenizer
+from musictx.io.ngram_index import INDEX_FILE
+from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
 from musictx.paths import conf_values
 
-MODES = ("nll", "continuation", "all", "motif", "recall")
-GROUPS = ("data", "continuation", "motif", "recall")  # evaluate.yaml's nested blocks; their keys are checked too
+MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall")
+# evaluate.yaml's nested blocks; their keys are checked too
+GROUPS = ("data", "scorecard", "continuation", "motif", "recall")
 
 
 class EvaluateError(ValueError):
@@ -46,6 +49,7 @@ class EvaluateOptions:
     mode: str
     batch_size: int
     device: str
+    scorecard: dict
     continuation: dict
     motif: dict
     recall: dict
@@ -81,7 +85,7 @@ def check_options(opts: EvaluateOptions) -> None:
     """Refuse, before any work, an unknown mode and bad continuation settings. Raises EvaluateError."""
     if opts.mode not in MODES:
         raise EvaluateError(f"mode must be one of {MODES}, got {opts.mode!r}")
-    if opts.mode in ("continuation", "all"):
+    if opts.mode in ("token_continuation", "all"):
         try:
             continuation_options(opts.continuation)
         except ValueError as err:
@@ -116,17 +120,18 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     device = pick_device(opts.device)
     net, tok, meta = load_model(opts.checkpoint, map_location=device)
     data_dir = opts.data["dir"]
+    if opts.mode == "continuation":  # MIDI in, MIDI out: any model on any prepared folder's songs
+        return {**_model_info(meta, net, data_dir, opts.split),
+                "scorecard": evaluate_scorecard(net, tok, data_dir, opts)}
     tok.check_compatible(load_tokenizer(data_dir), what=f"data {data_dir}")
     arrays = TokenArrays(data_dir, opts.split)
     if len(arrays) == 0:
         raise EvaluateError(f"split {opts.split!r} of {data_dir} has no pieces")
     context = eval_context(opts, net, meta)
-    result = {"checkpoint": meta["ref"], "model_path": meta["path"], "data_dir": str(data_dir), "split": opts.split,
-              "model": meta["model"].get("target"), "params": sum(p.numel() for p in net.parameters()),
-              "global_step": meta.get("global_step")}
+    result = _model_info(meta, net, data_dir, opts.split)
     if opts.mode in ("nll", "all"):
         result["nll"] = evaluate_nll(net, tok, arrays, opts, context, device)
-    if opts.mode in ("continuation", "all"):
+    if opts.mode in ("token_continuation", "all"):
         result["continuation"] = evaluate_continuations(net, tok, arrays, opts.continuation, device)
     if opts.mode == "motif":
         result["motif"] = evaluate_motif(net, tok, arrays, opts.motif, device)
@@ -134,6 +139,34 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
         result["recall"] = evaluate_recall(net, tok, arrays, opts.recall, context, device,
                                            progress=print if opts.progress else (lambda _: None))
     return result
+
+
+def _model_info(meta: dict, net, data_dir, split: str) -> dict:
+    return {"checkpoint": meta["ref"], "model_path": meta["path"], "data_dir": str(data_dir), "split": split,
+            "model": meta["model"].get("target"), "params": sum(p.numel() for p in net.parameters()),
+            "global_step": meta.get("global_step")}
+
+
+def split_songs(data_dir, split: str) -> list[Path]:
+    """The source MIDI files of a prepared split: the prep's input folder joined with the names it listed."""
+    manifest = load_manifest(data_dir)
+    root = manifest.get("input_dir")
+    if not root or root == "None":
+        raise EvaluateError(f"{data_dir}: its manifest names no input folder; mode=continuation reads the songs again")
+    songs = [Path(root) / name for name in TokenArrays(data_dir, split).files]
+    missing = [p for p in songs if not p.is_file()]
+    if missing:
+        raise EvaluateError(f"{missing[0]}: listed in {data_dir}/{split}.files.txt but not found "
+                            f"({len(missing)} of {len(songs)} missing)")
+    return songs
+
+
+def evaluate_scorecard(net, tok, data_dir, opts: EvaluateOptions) -> dict:
+    songs = split_songs(data_dir, opts.split)
+    if opts.scorecard.get("max_songs"):
+        songs = songs[: int(opts.scorecard["max_songs"])]
+    return run_scorecard(net, tok, songs, opts.scorecard, Path(data_dir) / INDEX_FILE,
+                         progress=print if opts.progress else (lambda _: None))
 
 
 def format_table(result: dict) -> str:
@@ -144,6 +177,8 @@ def format_table(result: dict) -> str:
         lines += ["| tokens | NLL (nats/token) | bits/token | perplexity | accuracy |", "|---|---|---|---|---|",
                   f"| {n['tokens']:,} | {n['nll']:.4f} | {n['bits_per_token']:.4f} | {n['ppl']:.3f} | "
                   f"{n['accuracy']:.4f} |"]
+    if "scorecard" in result:
+        lines.append(format_scorecard(result["scorecard"]))
     if "continuation" in result:
         lines.append(format_continuation_table(result["continuation"]))
     if "motif" in result:

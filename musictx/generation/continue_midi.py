@@ -38,10 +38,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from musictx.checkpoints.model_store import ModelLoadError, load_model
+from musictx.checkpoints.model_store import ModelLoadError, load_model, shipped_models
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.generation.continue_seed import new_ids, new_seconds, piece_notes, sample_continuations, stop_reason
 from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.model_choice import choose_model
 from musictx.generation.output_folder import (
     claim_record_path,
     claim_sample_numbers,
@@ -57,12 +58,17 @@ from musictx.io.midi_write import write_midi
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizer import EventTokenizer
+from musictx.io.tokenizers import is_metrical
 
 
 def open_model(opts: GenerateOptions):
     """(net, tokenizer, meta) of ``opts.checkpoint`` on ``opts.device`` from the model store, a refusal said
     as the ``checkpoint=`` option's (GenerateError), then checked against the options that depend on the
     model (`GenerateOptions.check_model`)."""
+    if not opts.checkpoint:
+        name, why = choose_model(opts.seed_midi, shipped_models())
+        print(f"model: {name} ({why}); checkpoint=<name or path> picks another")
+        opts.checkpoint = name
     try:
         net, tokenizer, meta = load_model(opts.checkpoint, map_location=opts.device)
     except ModelLoadError as err:
@@ -79,6 +85,10 @@ def run(opts: GenerateOptions) -> dict:
     if opts.threads:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = open_model(opts)
+    if is_metrical(tokenizer):
+        from musictx.generation.write_metrical import run_metrical
+
+        return run_metrical(opts, net, tokenizer, meta)
     seed, tracks = _seed(tokenizer, opts)
     no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"
     pieces, cut_short, wall = _sample(net, tokenizer, seed, opts)

@@ -18,10 +18,12 @@ from musictx.generation.sampling_options import SamplingOptions, finite_number, 
 from musictx.generation.seeds import GenerateError
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
+from musictx.io.tokenizers import load_tokenizer_file
 
 # The samples of a run are one batch: past a few dozen that is a typo (num_samples=400) costing memory and
 # hours, not a request; more samples come from more runs (seed=...) into the same folder.
 MAX_NUM_SAMPLES = 64
+MAX_BARS = 512  # about 20 minutes of 4/4 at 100 bpm
 
 
 @dataclass
@@ -35,6 +37,8 @@ class GenerateOptions(SamplingOptions):
     seed_from: float = 0.0  # seconds into the seed file: the seed starts at the first note struck from there
     tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
     length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
+    length_bars: int | None = None  # metrical models: bars of new music (overrides length_seconds); None: from it
+    max_bar_repeats: int | None = 4  # metrical models: identical bars in a row before the next must differ
     max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (`token_cap`)
     num_samples: int = 4  # at most MAX_NUM_SAMPLES
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
@@ -78,9 +82,15 @@ class GenerateOptions(SamplingOptions):
         counts are meant (``max_tokens=1e9`` becomes an int), finite numbers (no NaN or inf) in range. Raise
         GenerateError naming the first bad one."""
         super().check_sampling()
-        for name in ("max_tokens", "num_samples", "start_velocity", "threads"):
+        for name in ("max_tokens", "num_samples", "start_velocity", "threads", "length_bars", "max_bar_repeats"):
             setattr(self, name, whole_number(name, getattr(self, name),
                                              nullable=name not in ("num_samples", "start_velocity")))
+        raise_first([
+            (self.length_bars is not None and not 1 <= self.length_bars <= MAX_BARS,
+             f"length_bars must be in 1..{MAX_BARS} or null, got {self.length_bars}"),
+            (self.max_bar_repeats is not None and self.max_bar_repeats < 1,
+             f"max_bar_repeats must be >= 1 or null (no limit), got {self.max_bar_repeats}"),
+        ])
         for name in ("seed_seconds", "seed_from", "length_seconds", "progress_every_s"):
             finite_number(name, getattr(self, name), nullable=name != "seed_from")
         raise_first([
@@ -109,13 +119,13 @@ class GenerateOptions(SamplingOptions):
             raise GenerateError(f"slide must be < the model's context ({max_len}), got {self.slide}")
 
 
-def _expected_tokenizer(path: str) -> EventTokenizer:
+def _expected_tokenizer(path: str):
     p = Path(path)
     file = p / "tokenizer.json" if p.is_dir() else p
     if not file.is_file():
         raise GenerateError(f"tokenizer={path}: no such file (a tokenizer.json, or a prepared data dir holding one)")
     try:
-        return EventTokenizer.load(file)
+        return load_tokenizer_file(file)
     except (ValueError, KeyError, TypeError) as err:  # json.JSONDecodeError is a ValueError
         raise GenerateError(f"tokenizer={file}: not a tokenizer.json ({err})") from None
 

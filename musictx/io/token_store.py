@@ -2,7 +2,7 @@
 
 A prepared directory holds::
 
-    tokenizer.json        EventTokenizer.save(): the vocabulary training must match
+    tokenizer.json        the tokenizer's save() (its "kind" and settings): the vocabulary training must match
     manifest.json         counts per split (files, notes, tokens, seconds) and the tokenizer config
     skipped.tsv           every input file not used, with the reason
     <split>.bin           flat uint16 token ids of all pieces of the split, each piece ending in EOS
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from musictx.io.tokenizer import EventTokenizer
+from musictx.io.tokenizers import Tokenizer, load_tokenizer_file
 
 SPLITS = ("train", "validation", "test")
 TOKEN_DTYPE = np.uint16
@@ -69,11 +69,11 @@ class TokenArrays:
         return self.tokens[self.offsets[i]:self.offsets[i + 1]]
 
 
-def load_tokenizer(data_dir: str | os.PathLike) -> EventTokenizer:
+def load_tokenizer(data_dir: str | os.PathLike) -> Tokenizer:
     path = Path(data_dir) / "tokenizer.json"
     if not path.exists():
         raise DatasetFormatError(f"{path}: missing; prepare the data with musictx-prep first")
-    return EventTokenizer.load(path)
+    return load_tokenizer_file(path)
 
 
 def load_manifest(data_dir: str | os.PathLike) -> dict:

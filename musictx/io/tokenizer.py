@@ -96,6 +96,8 @@ class Layout:
 class EventTokenizer:
     """MIDI <-> Performance-event ids. ``encode`` takes a path or a ``pretty_midi.PrettyMIDI``."""
 
+    kind = "performance"
+
     def __init__(self, config: TokenizerConfig | dict | None = None):
         if isinstance(config, dict):
             config = TokenizerConfig.from_dict(config)

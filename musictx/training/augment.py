@@ -20,6 +20,8 @@ def augment_ids(ids: np.ndarray, tok: EventTokenizer, rng: np.random.Generator,
     dynamics by a uniform [-velocity_shift, +velocity_shift] bins (drawn last, so that 0 leaves the
     stream of draws, and the windows, as they were)."""
     semitones = int(rng.integers(-max_transpose, max_transpose + 1)) if max_transpose else 0
+    if tok.kind != "performance":  # metrical tokens: the time is in beats, so only the key moves
+        return tok.transpose_ids(ids, semitones)
     lo, hi = stretch_range
     factor = float(rng.uniform(lo, hi)) if hi > lo else lo
     out = transpose_ids(ids, semitones, tok)

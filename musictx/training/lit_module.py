@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from musictx.checkpoints.model_store import CHECKPOINT_KEY, checkpoint_block, load_checkpoint, net_from_config
-from musictx.io.tokenizer import EventTokenizer
+from musictx.io.tokenizers import tokenizer_from_dict
 
 
 class NonFiniteLossError(RuntimeError):
@@ -77,7 +77,7 @@ class MusicLitModule(L.LightningModule):
     Args:
         net: the model, built, or its config (``name``: a key of `musictx.models.MODELS`, and its
             constructor arguments), which the model store builds; its spec goes into checkpoints.
-        tokenizer: ``EventTokenizer.to_dict()`` of the data; saved in checkpoints, checked on resume.
+        tokenizer: the data tokenizer's ``to_dict()``; saved in checkpoints, checked on resume.
         optimizer: a partial optimizer (``_partial_: true``), called with the parameter groups.
         scheduler: a schedule config for `make_schedule` (``name`` paper / cosine / constant), stepped
             every optimizer update.
@@ -91,7 +91,7 @@ class MusicLitModule(L.LightningModule):
         # The net is rebuilt from net_spec on load; the optimizer is a callable, not data.
         self.save_hyperparameters(ignore=["net", "optimizer"], logger=False)
         self.net = net if isinstance(net, nn.Module) else net_from_config(net)
-        self.tokenizer = EventTokenizer.from_dict(tokenizer)
+        self.tokenizer = tokenizer_from_dict(tokenizer)
         self.pad_id = self.tokenizer.pad_id
         self.optimizer_factory = optimizer or torch.optim.AdamW
         self.scheduler_config = dict(scheduler or {"name": "constant"})

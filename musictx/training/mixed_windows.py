@@ -89,8 +89,11 @@ class MixOptions:
 
 def tokenizer_difference(a: EventTokenizer, b: EventTokenizer) -> dict[str, tuple]:
     """{field: (value in a, value in b)} of the tokenizer config fields that differ."""
-    x, y = a.config.to_dict(), b.config.to_dict()
-    return {k: (x[k], y[k]) for k in x if x[k] != y[k]}
+    if a.kind != b.kind:
+        return {"kind": (a.kind, b.kind)}
+    x, y = (a.config.to_dict(), b.config.to_dict()) if a.kind == "performance" else (a.params, b.params)
+    x, y = x.get("config", x), y.get("config", y)
+    return {k: (x.get(k), y.get(k)) for k in set(x) | set(y) if x.get(k) != y.get(k)}
 
 
 def check_mix_dir(mix_dir: str | os.PathLike, main_dir: str | os.PathLike, tokenizer: EventTokenizer) -> Path:

@@ -1,0 +1,182 @@
+"""The continuation scorecard (``musictx-evaluate mode=continuation``): each song's seed is continued by the
+model and the continuation is compared with the song's real next seconds, figure by figure, beside the real
+continuation's own figure and chance's.
+
+For each song of the split (the files prep listed, read again from the prep's input folder): a seed of
+``seed_seconds`` from ``seed_from`` (cut at bar lines for a metrical model, from the first note at or after
+``seed_from`` for a performance model), ``num_samples`` continuations of ``length_seconds``, and the real
+music after the seed on the file's own clock. The measures are `musictx.evaluation.scorecard_metrics`'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+
+from musictx.evaluation import scorecard_metrics as sm
+from musictx.evaluation.note_span import Span
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.io.ngram_index import load_index, position_ngrams, share_in_index
+from musictx.io.score_io import score_to_pretty_midi
+from musictx.io.score_prep import beats_file_of
+
+MEASURES = (  # (key, label, has a chance figure)
+    ("grid_share", "onsets on the song's eighth grid (+-30 ms)", True),
+    ("motif_transposed", "top-line interval 4-grams found in the seed", False),
+    ("motif_exact", "top-line pitch 5-grams found in the seed", False),
+    ("verbatim_longest", "longest run copied from the seed (notes)", False),
+    ("verbatim_share", "new notes in copies of >= 8 seed notes", False),
+    ("pc_correlation", "pitch-class correlation with the real continuation", False),
+    ("same_key", "same key as the real continuation", False),
+    ("density_ratio", "notes per second / the real's", False),
+    ("duration_ratio", "mean duration / the real's", False),
+    ("polyphony_ratio", "notes at once / the real's", False),
+    ("held_at_cap", "notes held >= 4.9 s per 30 s", False),
+    ("longest_loop", "longest loop (repeats in a row of a >= 1 s pattern)", False),
+    ("tracks_kept", "seed tracks continued as their own track", False),
+    ("memorized", "new-note 8-grams (pitch, position) found in the train split", False),
+)
+
+
+@dataclass
+class Continued:
+    """One song continued: the seed and the new music of each sample, on the file's own clock."""
+
+    seed_start: float
+    seed_end: float
+    samples: list[Span]  # seed + continuation of each sample
+    new_ids: list[np.ndarray] | None = None  # metrical models: the new ids (memorization)
+    real_new_ids: np.ndarray | None = None  # metrical models: the real continuation's ids, same bars
+
+
+def span_of_score(score, offset: float) -> Span:
+    span = Span.from_pretty_midi(score_to_pretty_midi(score))
+    return span.shifted(offset)
+
+
+def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
+    from musictx.generation.continue_metrical import bars_for, continuation_score, sample_bars
+    from musictx.generation.metrical_seed import metrical_seed
+
+    seed = metrical_seed(tok, path, opts["seed_seconds"], opts["seed_from"])
+    bars = bars_for(seed, opts["length_seconds"], None)
+    pieces = sample_bars(net, tok, seed, sampling, num_samples=opts["num_samples"], bars=bars,
+                         max_bar_repeats=opts["max_bar_repeats"])
+    spans = [span_of_score(continuation_score(tok, seed, ids), seed.origin_seconds) for ids in pieces]
+    whole = tok.encode_score(seed.score)
+    bar_at = np.flatnonzero(whole == tok.bar_id)
+    k0 = seed.first_bar + seed.bars
+    real = whole[bar_at[k0]: bar_at[k0 + bars] if k0 + bars < len(bar_at) else len(whole)] if k0 < len(bar_at) \
+        else whole[:0]
+    return Continued(seed.origin_seconds, seed.origin_seconds + seed.seconds, spans, pieces, real)
+
+
+def continue_performance(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
+    from musictx.generation.continue_seed import piece_notes, sample_continuations
+    from musictx.generation.seeds import seed_from_midi
+
+    seed = seed_from_midi(tok, path, opts["seed_seconds"], opts["seed_from"])
+    pieces = sample_continuations(net, tok, seed, sampling, num_samples=opts["num_samples"],
+                                  length_seconds=opts["length_seconds"], max_tokens=None)
+    start = seed.silence_dropped
+    spans = []
+    for ids in pieces:
+        notes = piece_notes(tok, seed, ids)
+        spans.append(Span(notes.start + start, notes.end + start, notes.pitch, notes.velocity,
+                          np.zeros(len(notes), dtype=np.int64), ["piano"]))
+    return Continued(start, start + seed.seconds, spans)
+
+
+def song_grid(path: Path, pm: pretty_midi.PrettyMIDI) -> np.ndarray:
+    """The eighth-note grid of the song's beats: POP909's annotated beats, else the file's tempo map's."""
+    beats_path = beats_file_of(path)
+    beats = np.loadtxt(beats_path, ndmin=2)[:, 0] if beats_path else pm.get_beats()
+    return sm.eighth_grid(np.asarray(beats, dtype=np.float64))
+
+
+def measure(new: Span, seed: Span, real: Span, grid: np.ndarray, t0: float, seconds: float) -> dict:
+    """Every figure of one continuation ``new`` (onsets in [t0, t0 + seconds)) against ``seed`` and ``real``."""
+    new_top, seed_top = sm.top_line(new)[1], sm.top_line(seed)[1]
+    reuse = sm.motif_reuse(new_top, seed_top)
+    copy = sm.verbatim_copying(new, seed)
+    real_density, real_dur, real_poly = sm.density(real, seconds), sm.mean_duration(real), sm.mean_polyphony(real)
+    kept = sm.tracks_kept(seed, new)
+    return {
+        "grid_share": sm.grid_share(new.start, grid),
+        "motif_transposed": reuse["transposed"], "motif_exact": reuse["exact"],
+        "verbatim_longest": float(copy["longest"]), "verbatim_share": copy["share_in_copies"],
+        "pc_correlation": sm.pc_correlation(new, real), "same_key": float(sm.same_key(new, real)),
+        "density_ratio": _ratio(sm.density(new, seconds), real_density),
+        "duration_ratio": _ratio(sm.mean_duration(new), real_dur),
+        "polyphony_ratio": _ratio(sm.mean_polyphony(new), real_poly),
+        "held_at_cap": sm.held_at_cap(new, seconds=seconds),
+        "longest_loop": float(sm.longest_loop(new)["repeats"]),
+        "tracks_kept": kept["kept"] / max(kept["seed_tracks"], 1),
+    }
+
+
+def _ratio(a: float, b: float) -> float:
+    return float(a / b) if b and np.isfinite(a) and np.isfinite(b) else float("nan")
+
+
+def score_song(path: Path, cont: Continued, seconds: float, index: np.ndarray | None, tok) -> dict:
+    """{"model": mean figures over the samples, "real": the real continuation's, "chance": the grid's}."""
+    pm = pretty_midi.PrettyMIDI(str(path))
+    real_all = Span.from_pretty_midi(pm)
+    grid = song_grid(path, pm)
+    t0, t1 = cont.seed_end, cont.seed_end + seconds
+    seed, real = real_all.window(cont.seed_start, t0), real_all.window(t0, t1)
+    rows = [measure(s.window(t0, t1), seed, real, grid, t0, seconds) for s in cont.samples]
+    model = {k: float(np.nanmean([r[k] for r in rows])) if rows else float("nan") for k in rows[0]}
+    real_row = measure(real, seed, real, grid, t0, seconds)
+    if index is not None and cont.new_ids is not None:
+        model["memorized"] = float(np.nanmean([share_in_index(position_ngrams(*tok.pitch_positions(ids)), index)
+                                               for ids in cont.new_ids]))
+        real_row["memorized"] = share_in_index(position_ngrams(*tok.pitch_positions(cont.real_new_ids)), index)
+    return {"song": str(path), "model": model, "real": real_row,
+            "chance": {"grid_share": sm.chance_grid_share(grid, t0, t1)}}
+
+
+def run_scorecard(net, tok, songs: list[Path], opts: dict, index_path: Path | None = None,
+                  progress=print) -> dict:
+    """The scorecard over ``songs``: per song and the means, as plain data."""
+    sampling = SamplingOptions.from_mapping(opts)
+    index = load_index(index_path) if index_path and Path(index_path).exists() else None
+    go = continue_metrical if tok.kind != "performance" else continue_performance
+    per_song = []
+    for k, path in enumerate(songs):
+        cont = go(net, tok, Path(path), opts, replace(sampling, seed=sampling.seed + k))
+        per_song.append(score_song(Path(path), cont, opts["length_seconds"], index, tok))
+        progress(f"scorecard: {k + 1}/{len(songs)} {Path(path).name}")
+    means = {side: _mean_over(per_song, side) for side in ("model", "real", "chance")}
+    return {"songs": per_song, "means": means, "settings": dict(opts), "memorization_index": str(index_path)
+            if index is not None else None}
+
+
+def _mean_over(per_song: list[dict], side: str) -> dict:
+    keys = {k for s in per_song for k in s[side]}
+    return {k: float(np.nanmean([s[side].get(k, np.nan) for s in per_song])) for k in sorted(keys)}
+
+
+def format_scorecard(result: dict) -> str:
+    m = result["means"]
+    lines = [f"continuation scorecard: {len(result['songs'])} songs, {result['settings']['seed_seconds']:g} s seed "
+             f"from {result['settings']['seed_from']:g} s, {result['settings']['length_seconds']:g} s new, "
+             f"{result['settings']['num_samples']} samples each",
+             "| measure (mean) | model | real continuation | chance |", "|---|---|---|---|"]
+    for key, label, _ in MEASURES:
+        if key not in m["model"]:
+            continue
+        chance = m["chance"].get(key)
+        lines.append(f"| {label} | {_fmt(m['model'][key])} | {_fmt(m['real'].get(key))} | "
+                     f"{_fmt(chance) if chance is not None else '-'} |")
+    return "\n".join(lines)
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "-"
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:.1f}"

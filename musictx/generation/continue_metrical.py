@@ -1,0 +1,108 @@
+"""Continuing a metrical seed (`MetricalSeed`) with a net: sampling by bars, and the continuation as a score
+that keeps the seed's named tracks, tempo map and meter.
+
+The length asked for in seconds becomes whole bars at the seed's own tempo and meter (a sample stops at the
+bar line, never in the middle of a bar), or is given in bars directly. The sampler follows the tokenizer's
+own grammar (`musictx.generation.metrical_guard`): bars and positions in order, only the seed's tracks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from symusic import Score
+
+from musictx.generation.metrical_guard import RemiGuard
+from musictx.generation.metrical_seed import MetricalSeed
+from musictx.generation.sampling import OnStep, generate
+from musictx.generation.sampling_options import SamplingOptions
+
+TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
+
+
+class BarLimit:
+    """Stop function: a sample is complete when it draws the Bar id that would open bar ``bars + 1``."""
+
+    def __init__(self, bar_id: int, bars: int):
+        self.bar_id, self.bars = bar_id, bars
+        self.count: np.ndarray | None = None  # (B,) Bar ids drawn so far
+
+    def __call__(self, next_ids: torch.Tensor) -> torch.Tensor:
+        is_bar = next_ids.cpu().numpy() == self.bar_id
+        self.count = is_bar.astype(np.int64) if self.count is None else self.count + is_bar
+        return torch.from_numpy(self.count > self.bars).to(next_ids.device)
+
+
+def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int | None) -> int:
+    """Whole bars of new music: ``length_bars``, else ``length_seconds`` at the seed's last bar's length."""
+    if length_bars:
+        return int(length_bars)
+    return max(1, math.ceil((length_seconds or 30.0) / seed.bar_seconds() - 1e-6))
+
+
+def seed_programs(seed: MetricalSeed) -> list[int]:
+    return sorted({t.program for t in seed.tracks.tracks})
+
+
+def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
+                max_tokens: int | None = None, on_step: OnStep | None = None,
+                max_bar_repeats: int | None = 4) -> list[np.ndarray]:
+    """New ids of ``num_samples`` continuations of ``seed``, ``bars`` bars each (the Bar id that would open
+    one more is cut), sampled as one batch under the tokenizer's grammar."""
+    device = next(net.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(sampling.seed)
+    prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
+    # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
+    prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
+    guard = RemiGuard(tok, programs=seed_programs(seed), max_repeats=max_bar_repeats) if sampling.guard else None
+    cap = max_tokens or TOKENS_PER_BAR * bars
+    ids = generate(net, prompt, cap, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+                   eos_id=tok.eos_id, pad_id=tok.pad_id, use_cache=sampling.use_cache, generator=generator,
+                   stop_fn=BarLimit(tok.bar_id, bars - 1), slide=sampling.slide, guard=guard,
+                   keep_seed=sampling.keep_seed, on_step=on_step, guidance=sampling.guidance())
+    return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
+
+
+def strip_after_bars(tok, ids: np.ndarray, bars: int) -> np.ndarray:
+    """``ids`` up to (without) the Bar id opening bar ``bars + 1``, PAD and EOS dropped."""
+    ids = ids[(ids != tok.pad_id) & (ids != tok.eos_id)]
+    at = np.flatnonzero(ids == tok.bar_id)
+    return ids[: at[bars]] if len(at) > bars else ids
+
+
+def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Score:
+    """Seed + continuation (or the continuation alone, from its first bar line) as a score in the seed file's
+    ticks, with its named tracks, its tempo map and meter from the seed's first bar line on."""
+    prefix = seed.ids if include_seed else np.array([], dtype=np.int64)
+    score = tok.decode_score(np.concatenate([prefix, new_ids]), seed.tracks)
+    score = score.resample(seed.score.ticks_per_quarter, min_dur=1)
+    tempos, sigs = seed.output_timing()
+    if not include_seed:
+        offset = int(seed.lines[seed.first_bar + seed.bars] - seed.lines[seed.first_bar])
+        tempos, sigs = _timing_from(seed, seed.first_bar + seed.bars) if offset else (tempos, sigs)
+    score.tempos, score.time_signatures = tempos, sigs
+    # every seed track stays in the file, even one the continuation left silent
+    present = {t.name for t in score.tracks}
+    for info in seed.tracks.tracks:
+        if info.name not in present and not info.is_drum:
+            from symusic import Track
+
+            score.tracks.append(Track(info.name, info.real_program, False))
+    return score
+
+
+def _timing_from(seed: MetricalSeed, bar: int):
+    shifted = MetricalSeed(seed.ids, seed.tracks, seed.score, bar, 1, seed.lines)
+    return shifted.output_timing()
+
+
+def new_bars_seconds(seed: MetricalSeed, score: Score, include_seed: bool = True) -> float:
+    """Seconds of new music in ``score``: from the seed's last bar line to the end of the last note."""
+    from musictx.generation.metrical_seed import ticks_to_seconds
+
+    start = int(seed.lines[seed.first_bar + seed.bars] - seed.lines[seed.first_bar]) if include_seed else 0
+    end = max(score.end(), start)
+    t = ticks_to_seconds(score, np.array([start, end]))
+    return float(t[1] - t[0])

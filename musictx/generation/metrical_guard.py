@@ -1,0 +1,121 @@
+"""The metrical tokenizer's own grammar as a sampling guard: the sampler only draws what makes a valid bar.
+
+REMI's grammar is MidiTok's ``tokens_types_graph`` (after a Pitch comes a Velocity, then a Duration, then
+a Position, Program or Bar ...). On top of it, three rules no token type can say:
+
+- positions only move forward within a bar, and stay inside the bar (a 4/4 bar of 16th notes has 16);
+- a continuation plays the seed's tracks: Program ids outside the seed's programs are never drawn, so no
+  instrument appears that the user did not give (an unconditional sample may use any);
+- a loop is broken: when the last ``max_repeats`` bars are identical token for token, the next bar may
+  not be the same again from its first note on (its first note is steered elsewhere). A stuck model otherwise
+  restates one bar for a minute; real pop repeats a bar at most a few times in a row.
+
+`generate` calls ``start(prompt)``, then per step ``mask(logits)`` and ``update(next_ids)``; the state
+is numpy, one row per sample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+MAX_REPEATS = 4  # identical bars in a row before the next must differ
+
+
+class RemiGuard:
+    def __init__(self, tokenizer, programs: list[int] | None = None, max_repeats: int | None = MAX_REPEATS):
+        tok = tokenizer
+        self.tok, self.max_repeats = tok, max_repeats
+        types = sorted(set(tok.type_of))
+        self._type_index = {t: i for i, t in enumerate(types)}
+        self.type_of = np.array([self._type_index[t] for t in tok.type_of])  # (V,) type index of each id
+        graph = tok.miditok.tokens_types_graph
+        self.allowed = np.zeros((len(types), tok.vocab_size), dtype=bool)  # (n_types, V) next ids by last type
+        for t, i in self._type_index.items():
+            nxt = {n.split("_")[0] for n in graph.get(t, types)}
+            self.allowed[i] = np.isin(tok.type_of, list(nxt))
+        self.allowed[:, tok.pad_id] = False
+        self.allowed[:, tok.eos_id] = False  # a continuation runs the length asked for; the bars stop it
+        self.position_of = np.full(tok.vocab_size, -1)  # (V,) position of a Position id, else -1
+        for i in tok.ids_of_type("Position"):
+            self.position_of[i] = int(tok.id_to_token(int(i)).split("_")[1])
+        self.bar_positions = np.zeros(tok.vocab_size, dtype=np.int64)  # (V,) positions per bar of a TimeSig id
+        per_beat = tok.miditok.config.max_num_pos_per_beat
+        for i in tok.ids_of_type("TimeSig"):
+            num, den = map(int, tok.id_to_token(int(i)).split("_")[1].split("/"))
+            self.bar_positions[i] = num * per_beat * 4 // den
+        if programs is not None:
+            keep = {f"Program_{p}" for p in programs}
+            self.forbidden_programs = np.array([t == "Program" and tok.id_to_token(i) not in keep
+                                                for i, t in enumerate(tok.type_of)])
+        else:
+            self.forbidden_programs = np.zeros(tok.vocab_size, dtype=bool)
+        self.position_ids = tok.ids_of_type("Position")
+
+    # ----- state ------------------------------------------------------------------------------
+    def start(self, prompt: Tensor) -> None:
+        rows = prompt.cpu().numpy()
+        B = len(rows)
+        self.last_type = np.zeros(B, dtype=np.int64)
+        self.pos = np.full(B, -1)
+        self.bar_len = np.full(B, 16)
+        self.bars: list[list[list[int]]] = [[[]] for _ in range(B)]  # per row: the bars so far, as id lists
+        self.fresh_bar = np.zeros(B, dtype=bool)  # a Bar id was just drawn: its first note is not yet in
+        for b, row in enumerate(rows):
+            for i in row:
+                self._follow(b, int(i))
+
+    def _follow(self, b: int, i: int) -> None:
+        t = self.tok.type_of[i]
+        self.last_type[b] = self.type_of[i]
+        if t == "Bar":
+            self.pos[b] = -1
+            self.bars[b] = self.bars[b][-(self.max_repeats or 1) - 1:] + [[]]
+        elif t == "Position":
+            self.pos[b] = self.position_of[i]
+        elif t == "TimeSig":
+            self.bar_len[b] = max(int(self.bar_positions[i]), 1)
+        if t != "Bar":
+            self.bars[b][-1].append(i)
+
+    def update(self, next_ids: Tensor) -> None:
+        for b, i in enumerate(next_ids.tolist()):
+            self._follow(b, int(i))
+
+    # ----- masks ------------------------------------------------------------------------------
+    def _forbidden(self, b: int) -> np.ndarray:
+        bad = ~self.allowed[self.last_type[b]] | self.forbidden_programs  # (V,)
+        pos = self.position_of[self.position_ids]
+        bad[self.position_ids] |= (pos <= self.pos[b]) | (pos >= self.bar_len[b])
+        if self._would_loop(b):
+            bad |= self._loop_breakers(b)
+        if bad.all():  # never leave nothing to draw: a new bar is always valid
+            bad[:] = True
+            bad[self.tok.bar_id] = False
+        return bad
+
+    def _would_loop(self, b: int) -> bool:
+        """The last ``max_repeats`` finished bars are the same, and the bar being written copies them so far."""
+        if not self.max_repeats:
+            return False
+        bars = self.bars[b]
+        done = bars[:-1][-self.max_repeats:]
+        if len(done) < self.max_repeats or any(x != done[0] for x in done) or not any(
+                self.tok.type_of[i] == "Pitch" for i in done[0]):
+            return False
+        current = bars[-1]
+        return current == done[0][:len(current)] and len(current) < len(done[0])
+
+    def _loop_breakers(self, b: int) -> np.ndarray:
+        """Forbid the id that would go on copying the repeated bar, once its copy reaches a pitch."""
+        bars = self.bars[b]
+        nxt = bars[-2][len(bars[-1])]
+        out = np.zeros(self.tok.vocab_size, dtype=bool)
+        if self.tok.type_of[nxt] == "Pitch":
+            out[nxt] = True
+        return out
+
+    def mask(self, logits: Tensor) -> Tensor:
+        bad = np.stack([self._forbidden(b) for b in range(logits.shape[0])])  # (B, V)
+        return logits.masked_fill(torch.from_numpy(bad).to(logits.device), float("-inf"))

@@ -1,0 +1,117 @@
+"""A seed for the metrical tokenizer, cut at bar lines, and the timeline its continuation is written on.
+
+The seed is whole bars of the file: from the bar line nearest ``seed_from`` to the bar line nearest
+``seed_from + seed_seconds`` (at least one bar), so the new music starts on the seed's grid, on a downbeat,
+not at its first note. The output keeps the file's tempo map, meter and named tracks from that bar line on:
+in a DAW it sits on the song's bars.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from symusic import Score, Tempo, TimeSignature
+
+from musictx.generation.seeds import GenerateError
+from musictx.io.score_prep import TrackMap
+
+
+def bar_lines(score: Score) -> np.ndarray:
+    """(n_bars + 1,) tick of every bar line from 0 to past the last note, by the score's time signatures."""
+    tpq, end = score.ticks_per_quarter, max(score.end(), 1)
+    sigs = sorted(score.time_signatures, key=lambda s: s.time) or [TimeSignature(0, 4, 4)]
+    if sigs[0].time > 0:
+        sigs = [TimeSignature(0, 4, 4), *sigs]
+    lines = []
+    for k, sig in enumerate(sigs):
+        stop = sigs[k + 1].time if k + 1 < len(sigs) else end + 1
+        length = max(sig.numerator * tpq * 4 // sig.denominator, 1)
+        lines.extend(range(sig.time, stop, length))
+    while lines[-1] <= end:
+        lines.append(lines[-1] + max(sigs[-1].numerator * tpq * 4 // sigs[-1].denominator, 1))
+    return np.asarray(lines, dtype=np.int64)
+
+
+def ticks_to_seconds(score: Score, ticks: np.ndarray) -> np.ndarray:
+    """Seconds of each tick under the score's tempo map (120 bpm before the first tempo)."""
+    tpq = score.ticks_per_quarter
+    tempos = sorted(score.tempos, key=lambda t: t.time)
+    times = np.array([0] + [t.time for t in tempos if t.time > 0], dtype=np.float64)
+    mspq = [500000] + [t.mspq for t in tempos]
+    # the tempo in force from each change on: the last of those at or before its tick
+    qpm_at = [mspq[0]] * len(times)
+    for t in tempos:
+        qpm_at[int(np.searchsorted(times, t.time, side="right")) - 1] = t.mspq
+    sec_per_tick = np.asarray(qpm_at, dtype=np.float64) / 1e6 / tpq
+    starts = np.concatenate([[0.0], np.cumsum(np.diff(times) * sec_per_tick[:-1])])
+    k = np.searchsorted(times, ticks, side="right") - 1
+    return starts[k] + (np.asarray(ticks, dtype=np.float64) - times[k]) * sec_per_tick[k]
+
+
+@dataclass
+class MetricalSeed:
+    ids: np.ndarray  # the seed's ids: whole bars
+    tracks: TrackMap
+    score: Score  # the file as read (meter applied), in its own ticks
+    first_bar: int  # bar index of the seed's first bar in the file
+    bars: int  # bars in the seed
+    lines: np.ndarray = field(repr=False)  # bar-line ticks of the file
+    origin_seconds: float = 0.0  # time of the seed's first bar line in the file as read
+    shift_seconds: float = 0.0  # how much later the reading put the music (POP909 pickups; 0 otherwise)
+    path: str | None = None
+
+    @property
+    def start_tick(self) -> int:
+        return int(self.lines[self.first_bar])
+
+    @property
+    def seconds(self) -> float:
+        t = ticks_to_seconds(self.score, self.lines[[self.first_bar, self.first_bar + self.bars]])
+        return float(t[1] - t[0])
+
+    def bar_seconds(self) -> float:
+        """Seconds of the seed's last bar: how long one more bar of the continuation lasts."""
+        k = self.first_bar + self.bars
+        t = ticks_to_seconds(self.score, self.lines[[k - 1, k]])
+        return float(t[1] - t[0])
+
+    def output_timing(self) -> tuple[list[Tempo], list[TimeSignature]]:
+        """The file's tempo map and meter from the seed's first bar line on, moved to start at tick 0."""
+        start = self.start_tick
+        tempos, sigs = _from_tick(self.score.tempos, start), _from_tick(self.score.time_signatures, start)
+        tempos = [Tempo(max(t.time - start, 0), t.qpm) for t in tempos] or [Tempo(0, 120.0)]
+        sigs = [TimeSignature(max(s.time - start, 0), s.numerator, s.denominator) for s in sigs] or [
+            TimeSignature(0, 4, 4)]
+        return tempos, sigs
+
+
+def _from_tick(events, start: int) -> list:
+    """The event in force at ``start`` and those after it."""
+    return [e for e in events if e.time <= start][-1:] + [e for e in events if e.time > start]
+
+
+def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = None,
+                  seed_from: float = 0.0) -> MetricalSeed:
+    """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
+    to the nearest bar line (all to the end when None)."""
+    score, tracks, shift_ticks = tok.read(path)
+    ids = tok.encode_score(score)
+    bar_at = np.flatnonzero(ids == tok.bar_id)  # (n_bars,) index of each Bar id
+    lines = bar_lines(score)
+    shift = float(ticks_to_seconds(score, np.array([shift_ticks]))[0])  # tempo map at the start: the pickup
+    secs = ticks_to_seconds(score, lines) - shift  # (n_lines,) bar lines on the file's own clock
+    n_bars = min(len(bar_at), len(lines) - 1)
+    if n_bars == 0:
+        raise GenerateError(f"seed_midi={path}: no bar to take a seed from")
+    first = int(np.argmin(np.abs(secs[:n_bars] - seed_from))) if seed_from else 0
+    if seed_seconds:
+        end = int(np.argmin(np.abs(secs[: n_bars + 1] - (secs[first] + seed_seconds))))
+        count = max(end - first, 1)
+    else:
+        count = n_bars - first
+    count = min(count, n_bars - first)
+    stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
+    return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
+                        origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path))

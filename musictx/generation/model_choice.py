@@ -1,0 +1,48 @@
+"""Which shipped model fits a seed, said in one line: a metrical seed (notes on a beat grid, or several
+tracks, or POP909 beats beside it) goes to ``pop``, a performance (rubato, one piano) to ``piano``.
+``checkpoint=`` always wins. No torch.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from symusic import Score
+
+from musictx.io.score_prep import beats_file_of
+
+GRID_SHARE = 0.8  # share of onsets within 1/32 beat of the 16th grid above which a file is metrical
+
+
+def grid_share(score: Score) -> float:
+    """Share of the note onsets on a 16th-note grid of the score's ticks, at the grid's best phase (POP909's
+    grid starts at its first beat, not at tick 0): a quantized file scores ~1, a recorded performance ~0.25."""
+    tpq = score.ticks_per_quarter
+    onsets = np.concatenate([t.notes.numpy()["time"] for t in score.tracks if len(t.notes)] or [np.zeros(0)])
+    if len(onsets) == 0:
+        return 0.0
+    step, bins = tpq / 4, 16  # a bin is 1/64 beat: within +-1 bin is within 1/32 beat
+    phase = np.floor((onsets % step) / step * bins).astype(np.int64) % bins  # (N,) bin of each onset's phase
+    counts = np.bincount(phase, minlength=bins)
+    near = counts + np.roll(counts, 1) + np.roll(counts, -1)  # (bins,) onsets within a bin of each phase
+    return float(near.max() / len(onsets))
+
+
+def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str]) -> tuple[str, str]:
+    """(shipped model name, why) for ``seed_midi``; piano when pop is not installed or there is no seed."""
+    if "pop" not in shipped:
+        return "piano", "the only shipped model"
+    if not seed_midi:
+        return "piano", "no seed to judge by (unconditional: the piano model)"
+    if beats_file_of(seed_midi):
+        return "pop", "a POP909 beat file lies beside the seed"
+    try:
+        score = Score(str(seed_midi))
+    except Exception:  # unreadable: the seed's own reader says why, later, in one line
+        return "piano", "the seed could not be read to judge it"
+    pitched = [t for t in score.tracks if len(t.notes) and not t.is_drum]
+    share = grid_share(score)
+    if share >= GRID_SHARE:
+        return "pop", f"metrical seed: {share:.0%} of its onsets on its 16th-note grid, {len(pitched)} track(s)"
+    return "piano", f"a performance: {share:.0%} of its onsets on its 16th-note grid (metrical from {GRID_SHARE:.0%})"

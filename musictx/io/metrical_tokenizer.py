@@ -1,0 +1,248 @@
+"""The metrical, multi-track tokenizer: MidiTok's REMI with programs, tempos and time signatures. No torch.
+
+A piece is one stream of bars: ``Bar TimeSig_4/4 Position_0 Tempo_.. Program_80 Pitch_67 Velocity_.. Duration_1.0.4
+Position_4 ...``. A note has an explicit duration, so none can be left hanging; a bar and its positions
+carry the beat; a Program token says which track plays each note (`musictx.io.score_prep` gives every
+track its own program and brings names and real programs back on decoding).
+
+What it is saved as: MidiTok's own parameter file (``MusicTokenizer.save``), inside our dict under
+``"miditok"``, so a checkpoint, an export and a prepared dataset each carry the tokenizer that reads them.
+The settings were chosen by measurement (``musictx.bench.tokenizers``; README "Tokenizers").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+import miditok
+import numpy as np
+from symusic import Score
+
+from musictx.io.midi_io import MidiReadError
+from musictx.io.score_prep import TrackMap, apply_meter, assign_programs, beats_file_of, read_meter
+from musictx.io.tokenizer import TokenizerMismatchError
+
+FORMAT_VERSION = 1
+KIND = "remi"
+
+# MidiTok settings that are not a choice here: every program and the drums, the common meters, log-spaced
+# tempos, durations up to 3 bars of 4/4 (finer below 1 bar). The choices (positions per beat, velocities,
+# tempos, pitch range) come from conf/tokenizer/remi.yaml, where their defaults are written.
+_FIXED = {
+    "special_tokens": ["PAD", "BOS", "EOS"],
+    "use_programs": True,
+    "one_token_stream_for_programs": True,
+    "programs": list(range(-1, 128)),
+    "use_tempos": True,
+    "tempo_range": (40, 250),
+    "log_tempos": True,
+    "use_time_signatures": True,
+    "time_signature_range": {8: [3, 5, 6, 7, 9, 12], 4: [1, 2, 3, 4, 5, 6, 7]},
+    "delete_equal_successive_tempo_changes": True,
+}
+
+
+def miditok_config(positions_per_beat: int = 4, num_velocities: int = 16, num_tempos: int = 64,
+                   pitch_min: int = 21, pitch_max: int = 108) -> miditok.TokenizerConfig:
+    coarse = max(positions_per_beat // 2, 1)  # durations past 4 beats at half the resolution
+    return miditok.TokenizerConfig(**_FIXED, pitch_range=(pitch_min, pitch_max),
+                                   beat_res={(0, 4): positions_per_beat, (4, 12): coarse},
+                                   num_velocities=num_velocities, num_tempos=num_tempos)
+
+
+def _miditok_from_params(params: dict) -> miditok.REMI:
+    """Rebuild MidiTok's tokenizer from the contents of its own parameter file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tokenizer.json"
+        path.write_text(json.dumps(params))
+        return miditok.REMI(params=path)
+
+
+def _miditok_params(tok: miditok.REMI) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tokenizer.json"
+        tok.save(path)
+        params = json.loads(path.read_text())
+    # the library writes its version and the hub's name; they do not change what ids mean
+    return {k: v for k, v in params.items() if k not in ("miditok_version", "symusic_version", "hf_tokenizers_version")}
+
+
+class ReadScore(NamedTuple):
+    score: Score  # in the file's ticks, the meter applied
+    tracks: TrackMap
+    shift_ticks: int  # how much later the music was moved to put its first downbeat on a bar line
+
+
+class MetricalTokenizer:
+    """MIDI <-> REMI ids (MidiTok). ``encode`` takes a path or a ``symusic.Score``."""
+
+    kind = KIND
+
+    def __init__(self, params: dict | None = None, **settings):
+        """``params``: MidiTok's parameter file contents (a saved tokenizer); else ``settings`` for `miditok_config`."""
+        if params is None:
+            self.miditok = miditok.REMI(miditok_config(**settings))
+        else:
+            self.miditok = _miditok_from_params(params)
+        self.params = _miditok_params(self.miditok)
+        self.vocab = self.miditok.vocab  # token string -> id
+        self._tokens = [None] * len(self.vocab)
+        for token, i in self.vocab.items():
+            self._tokens[i] = token
+        self.type_of = np.array([t.split("_")[0] for t in self._tokens])  # (V,) token family of each id
+
+    # ----- vocabulary -------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def pad_id(self) -> int:
+        return self.vocab["PAD_None"]
+
+    @property
+    def eos_id(self) -> int:
+        return self.vocab["EOS_None"]
+
+    @property
+    def bar_id(self) -> int:
+        return self.vocab["Bar_None"]
+
+    def id_to_token(self, i: int) -> str:
+        if not 0 <= i < self.vocab_size:
+            raise ValueError(f"id {i} outside the vocabulary (0..{self.vocab_size - 1})")
+        return self._tokens[i]
+
+    def ids_of_type(self, family: str) -> np.ndarray:
+        return np.flatnonzero(self.type_of == family)
+
+    def pitch_positions(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """(pitch, position in its bar) of every pitched note of ``ids``, in token order: the n-grams a
+        memorization check compares (the same tune in another song's bar position is another tune)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        pos_of = np.full(self.vocab_size, -1)
+        for i in self.ids_of_type("Position"):
+            pos_of[i] = int(self._tokens[i].split("_")[1])
+        is_pos, is_bar = pos_of[ids] >= 0, ids == self.bar_id
+        marks = np.where(is_pos, pos_of[ids], np.where(is_bar, 0, -1))  # position set by each id, -1: none
+        last = np.maximum.accumulate(np.where(marks >= 0, np.arange(len(ids)), -1))  # last mark at or before
+        position = np.where(last >= 0, marks[np.maximum(last, 0)], 0)
+        pitch_ids = self.ids_of_type("Pitch")
+        is_pitch = (ids >= pitch_ids[0]) & (ids <= pitch_ids[-1])
+        first_pitch = int(self._tokens[int(pitch_ids[0])].split("_")[1])
+        return ids[is_pitch] - int(pitch_ids[0]) + first_pitch, position[is_pitch]
+
+    def transpose_ids(self, ids: np.ndarray, semitones: int) -> np.ndarray:
+        """``ids`` with every pitched note moved by ``semitones``; unchanged if a note would leave the range
+        (Pitch ids are consecutive, one a semitone; drums have their own PitchDrum ids and stay)."""
+        if semitones == 0:
+            return ids
+        pitch_ids = self.ids_of_type("Pitch")
+        lo, hi = int(pitch_ids[0]), int(pitch_ids[-1])
+        is_pitch = (ids >= lo) & (ids <= hi)
+        moved = ids[is_pitch] + semitones
+        if len(moved) and (moved.min() < lo or moved.max() > hi):
+            return ids
+        out = ids.copy()
+        out[is_pitch] = moved
+        return out
+
+    # ----- reading and encoding ---------------------------------------------------------------
+    def read(self, midi, beats: str | os.PathLike | None = "auto") -> ReadScore:
+        """The score ready to encode, its track map and how far the bars moved it (`ReadScore`). ``beats``:
+        a POP909-style beat file to take the bars from; ``"auto"`` uses ``beat_midi.txt`` beside the file when
+        there is one; None: the file's own meter."""
+        if isinstance(midi, Score):
+            score, path = midi.copy(), None
+        else:
+            path = Path(midi)
+            try:
+                score = Score(str(path))
+            except Exception as err:  # symusic raises RuntimeError / ValueError with terse text
+                raise MidiReadError(str(path), f"unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
+        if score.note_num() == 0:
+            raise MidiReadError(str(path), "no notes")
+        beats_path = beats_file_of(path) if (beats == "auto" and path is not None) else beats
+        shift = 0
+        if beats_path not in (None, "auto"):
+            shift = apply_meter(score, read_meter(beats_path, score))
+        return ReadScore(score, assign_programs(score), shift)
+
+    def encode_score(self, score: Score) -> np.ndarray:
+        seq = self.miditok.encode(score)
+        return np.asarray(seq.ids, dtype=np.int64)
+
+    def encode(self, midi, beats: str | os.PathLike | None = "auto") -> np.ndarray:
+        return self.encode_score(self.read(midi, beats).score)
+
+    # ----- decoding ---------------------------------------------------------------------------
+    def decode_score(self, ids, tracks: TrackMap | None = None) -> Score:
+        """A ``symusic.Score`` (ticks) of ``ids``; with ``tracks``, each track gets its name and real program
+        back, in the map's order, and a track the map does not know is named by its internal program."""
+        ids = [int(i) for i in np.asarray(ids).ravel() if int(i) not in (self.pad_id, self.eos_id)]
+        score = self.miditok.decode(ids) if ids else Score(self.miditok.time_division)
+        known = tracks.by_program() if tracks else {}
+        rank = {t.program: k for k, t in enumerate(tracks.tracks)} if tracks else {}
+        ranked = []
+        for track in score.tracks:
+            internal = -1 if track.is_drum else int(track.program)
+            info = known.get(internal)
+            if info is not None:
+                track.name, track.program = info.name, info.real_program
+            ranked.append((rank.get(internal, len(rank) + internal + 1), track))
+        if tracks:
+            score.tracks = [t for _, t in sorted(ranked, key=lambda r: r[0])]
+        return score
+
+    def decode(self, ids, tracks: TrackMap | None = None):
+        """A ``pretty_midi.PrettyMIDI`` of ``ids`` (see `decode_score`)."""
+        from musictx.io.score_io import score_to_pretty_midi
+
+        return score_to_pretty_midi(self.decode_score(ids, tracks))
+
+    def errors(self, ids) -> float:
+        """MidiTok's share of ids that break the grammar (0 for a clean stream)."""
+        return float(self.miditok.tokens_errors([int(i) for i in ids]))
+
+    # ----- persistence ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"kind": KIND, "format_version": FORMAT_VERSION, "vocab_size": self.vocab_size, "miditok": self.params}
+
+    def save(self, path) -> None:
+        with open(path, "w") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> MetricalTokenizer:
+        if d.get("kind") != KIND:
+            raise TokenizerMismatchError(f"not a {KIND} tokenizer: kind={d.get('kind')!r}")
+        tok = cls(params=d["miditok"])
+        if d.get("vocab_size", tok.vocab_size) != tok.vocab_size:
+            raise TokenizerMismatchError(f"stored vocab_size {d['vocab_size']} != {tok.vocab_size} rebuilt by MidiTok")
+        return tok
+
+    @classmethod
+    def load(cls, path) -> MetricalTokenizer:
+        with open(path) as f:
+            return cls.from_dict(json.load(f))
+
+    def check_compatible(self, other, what: str = "data") -> None:
+        """Raise TokenizerMismatchError naming the settings that differ."""
+        other_d = other.to_dict() if hasattr(other, "to_dict") else other
+        if other_d.get("kind") != KIND:
+            raise TokenizerMismatchError(f"tokenizer mismatch with {what}: {KIND} here vs {other_d.get('kind')!r}")
+        a, b = self.params.get("config", {}), other_d["miditok"].get("config", {})
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        if diff or self.vocab_size != other_d.get("vocab_size", self.vocab_size):
+            raise TokenizerMismatchError(f"tokenizer settings differ from {what}: {', '.join(diff) or 'vocabulary'}")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MetricalTokenizer) and self.params == other.params
+
+    def __repr__(self) -> str:
+        return f"MetricalTokenizer(REMI, vocab_size={self.vocab_size})"
