@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import torch
-from symusic import Score
+from symusic import Score, Tempo, TimeSignature
 
 from musictx.generation.metrical_guard import RemiGuard
 from musictx.generation.metrical_seed import MetricalSeed
@@ -77,12 +77,13 @@ def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_see
     ticks, with its named tracks, its tempo map and meter from the seed's first bar line on."""
     prefix = seed.ids if include_seed else np.array([], dtype=np.int64)
     score = tok.decode_score(np.concatenate([prefix, new_ids]), seed.tracks)
-    score = score.resample(seed.score.ticks_per_quarter, min_dur=1)
-    tempos, sigs = seed.output_timing()
-    if not include_seed:
-        offset = int(seed.lines[seed.first_bar + seed.bars] - seed.lines[seed.first_bar])
-        tempos, sigs = _timing_from(seed, seed.first_bar + seed.bars) if offset else (tempos, sigs)
-    score.tempos, score.time_signatures = tempos, sigs
+    tpq = output_tpq(seed.score.ticks_per_quarter, score.ticks_per_quarter)
+    score = score.resample(tpq, min_dur=1)
+    first = seed.first_bar if include_seed else seed.first_bar + seed.bars
+    tempos, sigs = _timing_from(seed, first)
+    factor = tpq / seed.score.ticks_per_quarter  # the seed file's ticks -> the output's
+    score.tempos = [Tempo(round(t.time * factor), t.qpm) for t in tempos]
+    score.time_signatures = [TimeSignature(round(s.time * factor), s.numerator, s.denominator) for s in sigs]
     # every seed track stays in the file, even one the continuation left silent
     present = {t.name for t in score.tracks}
     for info in seed.tracks.tracks:
@@ -91,6 +92,12 @@ def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_see
 
             score.tracks.append(Track(info.name, info.real_program, False))
     return score
+
+
+def output_tpq(seed_tpq: int, token_tpq: int) -> int:
+    """The seed's ticks per quarter when the tokens' grid falls on its ticks, else 480 (a tick grid that
+    rounds no onset: pretty_midi's default 220 does not hold MidiTok's 8 per quarter)."""
+    return seed_tpq if seed_tpq % token_tpq == 0 else 480
 
 
 def _timing_from(seed: MetricalSeed, bar: int):
@@ -102,7 +109,9 @@ def new_bars_seconds(seed: MetricalSeed, score: Score, include_seed: bool = True
     """Seconds of new music in ``score``: from the seed's last bar line to the end of the last note."""
     from musictx.generation.metrical_seed import ticks_to_seconds
 
-    start = int(seed.lines[seed.first_bar + seed.bars] - seed.lines[seed.first_bar]) if include_seed else 0
+    factor = score.ticks_per_quarter / seed.score.ticks_per_quarter
+    seed_ticks = int(seed.lines[seed.first_bar + seed.bars] - seed.lines[seed.first_bar])
+    start = round(seed_ticks * factor) if include_seed else 0
     end = max(score.end(), start)
     t = ticks_to_seconds(score, np.array([start, end]))
     return float(t[1] - t[0])

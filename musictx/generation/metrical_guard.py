@@ -6,6 +6,8 @@ a Position, Program or Bar ...). On top of it, three rules no token type can say
 - positions only move forward within a bar, and stay inside the bar (a 4/4 bar of 16th notes has 16);
 - a continuation plays the seed's tracks: Program ids outside the seed's programs are never drawn, so no
   instrument appears that the user did not give (an unconditional sample may use any);
+- the seed's meter and tempo go on: after a Bar only the seed's last TimeSig id may come, and no Tempo id
+  (the output is written on the seed's own tempo map);
 - a loop is broken: when the last ``max_repeats`` bars are identical token for token, the next bar may
   not be the same again from its first note on (its first note is steered elsewhere). A stuck model otherwise
   restates one bar for a minute; real pop repeats a bar at most a few times in a row.
@@ -52,6 +54,8 @@ class RemiGuard:
         else:
             self.forbidden_programs = np.zeros(tok.vocab_size, dtype=bool)
         self.position_ids = tok.ids_of_type("Position")
+        self.timesig_ids = tok.ids_of_type("TimeSig")
+        self.allowed[:, tok.ids_of_type("Tempo")] = programs is None  # a continuation keeps the seed's tempo
 
     # ----- state ------------------------------------------------------------------------------
     def start(self, prompt: Tensor) -> None:
@@ -60,6 +64,7 @@ class RemiGuard:
         self.last_type = np.zeros(B, dtype=np.int64)
         self.pos = np.full(B, -1)
         self.bar_len = np.full(B, 16)
+        self.meter = np.full(B, -1)  # (B,) the seed's last TimeSig id, -1: none seen (any may come)
         self.bars: list[list[list[int]]] = [[[]] for _ in range(B)]  # per row: the bars so far, as id lists
         self.fresh_bar = np.zeros(B, dtype=bool)  # a Bar id was just drawn: its first note is not yet in
         for b, row in enumerate(rows):
@@ -76,6 +81,7 @@ class RemiGuard:
             self.pos[b] = self.position_of[i]
         elif t == "TimeSig":
             self.bar_len[b] = max(int(self.bar_positions[i]), 1)
+            self.meter[b] = i
         if t != "Bar":
             self.bars[b][-1].append(i)
 
@@ -88,6 +94,8 @@ class RemiGuard:
         bad = ~self.allowed[self.last_type[b]] | self.forbidden_programs  # (V,)
         pos = self.position_of[self.position_ids]
         bad[self.position_ids] |= (pos <= self.pos[b]) | (pos >= self.bar_len[b])
+        if self.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
+            bad[self.timesig_ids] |= self.timesig_ids != self.meter[b]
         if self._would_loop(b):
             bad |= self._loop_breakers(b)
         if bad.all():  # never leave nothing to draw: a new bar is always valid

@@ -1,0 +1,183 @@
+"""The metrical tokenizer through every stage: tokenize, prep, train, generate, evaluate, on band songs made
+here (two named tracks on one program, 3/4 and 4/4) and, where ../shared is present, on POP909."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pretty_midi
+import pytest
+import torch
+from symusic import Score
+
+from musictx.checkpoints.model_store import load_model
+from musictx.evaluation.scorecard import run_scorecard
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.metrical_guard import RemiGuard
+from musictx.generation.metrical_seed import metrical_seed
+from musictx.generation.model_choice import choose_model
+from musictx.io.metrical_tokenizer import MetricalTokenizer
+from musictx.io.ngram_index import INDEX_FILE, load_index
+from musictx.io.token_store import TokenArrays, load_tokenizer
+from musictx.io.tokenizer import TokenizerMismatchError
+from musictx.io.tokenizers import tokenizer_from_dict
+
+from .helpers import SHARED_DATA
+from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_checkpoint, fixture_remi_dir  # noqa: F401
+
+POP = SHARED_DATA / "pop" / "POP909"
+needs_pop = pytest.mark.skipif(not POP.is_dir(), reason=f"POP909 not found at {POP} (CI and dev machines only)")
+
+
+def test_round_trip_keeps_named_tracks_meter_and_notes(tmp_path):
+    path = band_song(tmp_path / "s.mid", bars=6, bpm=100, beats_per_bar=3)
+    tok = MetricalTokenizer()
+    score, tracks, shift = tok.read(path)
+    assert shift == 0 and [t.name for t in tracks.tracks] == ["Melody", "Piano"]
+    assert len({t.program for t in tracks.tracks}) == 2  # one program each in the tokens, though both are 0
+    back = tok.decode_score(tok.encode_score(score), tracks).resample(score.ticks_per_quarter, min_dur=1)
+    assert [(t.name, t.program) for t in back.tracks] == [("Melody", 0), ("Piano", 0)]
+    assert (back.time_signatures[0].numerator, back.time_signatures[0].denominator) == (3, 4)
+    for a, b in zip(score.tracks, back.tracks, strict=True):
+        assert np.array_equal(a.notes.numpy()["time"], b.notes.numpy()["time"])
+        assert np.array_equal(a.notes.numpy()["pitch"], b.notes.numpy()["pitch"])
+    pm = tok.decode(tok.encode(path), tracks)
+    assert [i.name for i in pm.instruments] == ["Melody", "Piano"]
+
+
+def test_saved_tokenizer_rebuilds_itself_and_refuses_other_settings():
+    tok = MetricalTokenizer()
+    again = tokenizer_from_dict(json.loads(json.dumps(tok.to_dict())))
+    assert again == tok and again.vocab_size == tok.vocab_size
+    assert tok.to_dict()["miditok"]["config"]["beat_res"]  # MidiTok's own parameter file, inside
+    finer = MetricalTokenizer(positions_per_beat=8)
+    with pytest.raises(TokenizerMismatchError, match="beat_res"):
+        tok.check_compatible(finer, what="the checkpoint")
+    with pytest.raises(TokenizerMismatchError, match="remi here vs 'performance'"):
+        tok.check_compatible({"kind": "performance"})
+
+
+def test_transpose_moves_pitches_only_and_refuses_to_leave_the_range(tmp_path):
+    tok = MetricalTokenizer()
+    ids = tok.encode(band_song(tmp_path / "s.mid"))
+    up = tok.transpose_ids(ids, 3)
+    p0, _ = tok.pitch_positions(ids)
+    p1, _ = tok.pitch_positions(up)
+    assert np.array_equal(p1, p0 + 3) and np.sum(up != ids) == len(p0)
+    assert np.array_equal(tok.transpose_ids(ids, 60), ids)  # C4 + 60 is past the top: left as it was
+
+
+@needs_pop
+def test_pop909_bars_come_from_the_beat_file():
+    tok = MetricalTokenizer()
+    for song, per_bar in (("001", 4), ("034", 6)):
+        path = POP / song / f"{song}.mid"
+        score, tracks, shift = tok.read(path)
+        assert [t.name for t in tracks.tracks] == ["MELODY", "BRIDGE", "PIANO"]
+        assert score.time_signatures[0].numerator == per_bar and len(score.time_signatures) == 1
+        beats = np.loadtxt(path.with_name("beat_midi.txt"))
+        first_downbeat_s = beats[beats[:, 2] == 1][0, 0]
+        seed = metrical_seed(tok, path)
+        # the bar line the seed starts on, on the file's own clock, is a bar's length before a downbeat
+        gap = (first_downbeat_s - seed.origin_seconds) / seed.bar_seconds()
+        assert abs(gap - round(gap)) < 0.01, (song, gap)
+        out = tok.decode(tok.encode_score(score), tracks)
+        assert [i.name for i in out.instruments] == ["MELODY", "BRIDGE", "PIANO"]
+
+
+def test_prep_writes_remi_tokens_and_a_memorization_index(remi_dir, band_dir):
+    tok = load_tokenizer(remi_dir)
+    assert tok.kind == "remi"
+    arrays = TokenArrays(remi_dir, "train")
+    assert len(arrays) >= 3 and tok.errors(arrays.piece(0)[:-1]) == 0
+    index = load_index(remi_dir / INDEX_FILE)
+    assert index.dtype == np.uint64 and len(index) > 100 and np.all(np.diff(index.astype(np.float64)) >= 0)
+    manifest = json.loads((remi_dir / "manifest.json").read_text())
+    assert manifest["tokenizer"]["kind"] == "remi" and manifest["input_dir"] == str(band_dir)
+
+
+def test_checkpoint_carries_its_tokenizer(remi_checkpoint, remi_dir):
+    net, tok, meta = load_model(remi_checkpoint)
+    assert tok == load_tokenizer(remi_dir) and net.head.out_features == tok.vocab_size
+
+
+def test_generate_keeps_tracks_tempo_meter_and_grid(remi_checkpoint, tmp_path):
+    seed_path = band_song(tmp_path / "seed.mid", bars=8, bpm=100, beats_per_bar=3, seed=11)
+    opts = GenerateOptions(checkpoint=str(remi_checkpoint), seed_midi=str(seed_path), seed_seconds=6.0,
+                           length_bars=4, num_samples=2, audio=False, output_dir=str(tmp_path / "out"),
+                           recall_guidance=0.0)
+    record = run(opts)
+    assert record["seed"]["bars"] == 3 and record["bars"] == 4  # 6 s of 1.8 s bars: the nearest bar line
+    tpq = Score(str(seed_path)).ticks_per_quarter
+    for sample in record["samples"]:
+        out = Score(str(tmp_path / "out" / sample["midi"]))
+        names = [t.name for t in out.tracks]
+        assert names == ["Melody", "Piano"] and all(t.program == 0 for t in out.tracks)
+        assert abs(out.tempos[0].qpm - 100) < 0.01
+        assert (out.time_signatures[0].numerator, out.time_signatures[0].denominator) == (3, 4)
+        bar = 3 * out.ticks_per_quarter
+        onsets = np.concatenate([t.notes.numpy()["time"] for t in out.tracks])
+        assert onsets.max() < 7 * bar  # 3 seed bars + 4 new ones, nothing past them
+        assert np.all(onsets % (out.ticks_per_quarter // 4) == 0)  # every onset on the 16th grid
+        assert sample["new_bars"] == 4 and out.ticks_per_quarter == (tpq if tpq % 8 == 0 else 480)
+
+
+def test_guard_keeps_the_grammar_and_the_seed_tracks(remi_checkpoint, tmp_path):
+    from musictx.generation.continue_metrical import sample_bars
+    from musictx.generation.sampling_options import SamplingOptions
+
+    net, tok, _ = load_model(remi_checkpoint)
+    seed = metrical_seed(tok, band_song(tmp_path / "seed.mid", bars=4, seed=5))
+    pieces = sample_bars(net, tok, seed, SamplingOptions(recall_guidance=0.0, temperature=1.5), num_samples=3,
+                         bars=6)
+    programs = {int(tok.id_to_token(int(i)).split("_")[1]) for p in pieces for i in p if tok.type_of[i] == "Program"}
+    assert programs <= {t.program for t in seed.tracks.tracks}
+    for ids in pieces:
+        assert tok.errors(np.concatenate([seed.ids, ids])) == 0
+        assert (ids == tok.bar_id).sum() == 6
+
+
+def test_guard_breaks_a_loop_of_identical_bars():
+    tok = MetricalTokenizer()
+    v = tok.vocab
+    bar = [v["Bar_None"], v["TimeSig_4/4"], v["Position_0"], v["Program_0"], v["Pitch_60"], v["Velocity_63"],
+           v["Duration_1.0.4"]]
+    guard = RemiGuard(tok, programs=[0], max_repeats=4)
+    guard.start(torch.tensor([bar * 4 + bar[:4]]))  # four identical bars, then the fifth up to its first pitch
+    allowed = torch.isfinite(guard.mask(torch.zeros(1, tok.vocab_size)))[0]
+    assert not allowed[v["Pitch_60"]] and allowed[v["Pitch_62"]]
+    guard.start(torch.tensor([bar * 3 + bar[:4]]))  # three: a fourth is still fine
+    assert torch.isfinite(guard.mask(torch.zeros(1, tok.vocab_size)))[0, v["Pitch_60"]]
+    assert not torch.isfinite(guard.mask(torch.zeros(1, tok.vocab_size)))[0, v["Program_1"]]  # not a seed track
+
+
+def test_shipped_model_choice_follows_the_seed(tmp_path):
+    band = band_song(tmp_path / "band.mid")
+    pm = pretty_midi.PrettyMIDI()
+    inst = pretty_midi.Instrument(0)
+    rng = np.random.default_rng(0)
+    t = 0.0
+    for _ in range(80):
+        inst.notes.append(pretty_midi.Note(64, int(rng.integers(40, 80)), t, t + 0.3))
+        t += float(rng.uniform(0.05, 0.4))  # rubato: off any grid
+    pm.instruments.append(inst)
+    pm.write(str(tmp_path / "perf.mid"))
+    name, why = choose_model(band, ["piano", "pop"])
+    assert name == "pop" and "16th-note grid" in why
+    assert choose_model(tmp_path / "perf.mid", ["piano", "pop"])[0] == "piano"
+    assert choose_model(band, ["piano"]) == ("piano", "the only shipped model")
+
+
+def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir, band_dir):
+    net, tok, _ = load_model(remi_checkpoint)
+    opts = {"seed_seconds": 6.0, "seed_from": 2.0, "length_seconds": 8.0, "num_samples": 1, "max_bar_repeats": 4,
+            "recall_guidance": 0.0}
+    song = band_dir / TokenArrays(remi_dir, "train").files[0]
+    result = run_scorecard(net, tok, [song], opts, remi_dir / INDEX_FILE, progress=lambda _: None)
+    real, model, chance = result["means"]["real"], result["means"]["model"], result["means"]["chance"]
+    assert real["grid_share"] == 1.0 and chance["grid_share"] < 0.5  # the band plays on its eighth grid
+    assert real["tracks_kept"] == 1.0 and real["pc_correlation"] == pytest.approx(1.0)
+    assert 0 <= model["grid_share"] <= 1 and model["tracks_kept"] in (0.0, 0.5, 1.0)
+    assert 0 <= model["memorized"] <= 1 and real["memorized"] == 1.0  # a train song: all of it is in the index
