@@ -181,3 +181,18 @@ def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir
     assert real["tracks_kept"] == 1.0 and real["pc_correlation"] == pytest.approx(1.0)
     assert 0 <= model["grid_share"] <= 1 and model["tracks_kept"] in (0.0, 0.5, 1.0)
     assert 0 <= model["memorized"] <= 1 and real["memorized"] == 1.0  # a train song: all of it is in the index
+
+
+def test_app_continues_with_a_metrical_model(remi_checkpoint, tmp_path):
+    from musictx.app.core import Continuer, Settings
+
+    app = Continuer(model=str(remi_checkpoint), workdir=tmp_path / "work")
+    seed_path = band_song(tmp_path / "mine.mid", bars=8, bpm=100, beats_per_bar=4, seed=2)
+    seen = []
+    results = app.continue_file(seed_path, Settings(seed_seconds=4.8, length_seconds=4.8, num_samples=1,
+                                                    recall_guidance=0.0), report=lambda f, t: seen.append(f))
+    (result,) = results
+    assert result.midi.name.startswith("mine_cont_") and result.midi.is_file() and result.png.is_file()
+    out = Score(str(result.midi))
+    assert [t.name for t in out.tracks] == ["Melody", "Piano"] and abs(out.tempos[0].qpm - 100) < 0.01
+    assert "bars new" in result.title and seen and max(seen) == 1.0

@@ -34,6 +34,7 @@ from musictx.io.midi_io import MidiReadError, file_problem
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizer import TokenizerMismatchError
+from musictx.io.tokenizers import is_metrical
 from musictx.paths import BUNDLED_MOTIF
 
 log = logging.getLogger("musictx.app")
@@ -209,6 +210,8 @@ class Continuer:
                        seed_from=float(settings.seed_from or 0), recall_guidance=float(settings.recall_guidance))
         opts.check()
         report(0.0, "reading the seed")
+        if is_metrical(self.tokenizer):
+            return self._metrical(seed_path, out, opts, report, lineage)
         seed = self._seed(seed_path, opts)
         tracks = track_merge(self.tokenizer, seed_path)
         note = tracks.line() + "." if tracks.changed_anything else ""
@@ -230,6 +233,24 @@ class Continuer:
             self.takeovers[key] = seed.seconds
             self.lineage[key] = Lineage(lineage.stem, seed.seconds if mine is None else mine)
             self.ids[key] = np.concatenate([seed.ids, ids[ids != self.tokenizer.eos_id]])  # as the model read it
+        return seed, results
+
+    def _metrical(self, seed_path: Path, out: Path, opts: GenerateOptions, report: Report,
+                  lineage: Lineage) -> tuple:
+        """A metrical model's request (`musictx.app.metrical`): tracks, bars, tempo and meter kept."""
+        from musictx.app.metrical import sample_and_write
+
+        seed, written = sample_and_write(self, seed_path, out, opts, report, lineage, self._take)
+        results = []
+        for rec, ids in written:
+            title = f"Sample {len(results) + 1}: {rec['notes']} notes in {len(rec['tracks'])} track(s), " \
+                    f"{rec['new_bars']} bars new"
+            results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
+                                  title, ""))
+            key = str(results[-1].midi)
+            self.takeovers[key] = seed.seconds
+            self.lineage[key] = Lineage(lineage.stem, seed.seconds)
+            self.ids[key] = ids
         return seed, results
 
     def _seed(self, seed_path: Path, opts: GenerateOptions) -> Seed:

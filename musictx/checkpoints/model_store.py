@@ -28,6 +28,7 @@ from musictx.models import MODELS
 from musictx.paths import PRETRAINED_DIR
 
 DEFAULT_MODEL = "piano"
+NATIVE_TOKENIZER_FILE = "tokenizer.json"  # a metrical model's MidiTok parameter file (config.json has it too)
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 CHECKPOINT_KEY = "musictx"
 CHECKPOINT_FORMAT = 1
@@ -223,6 +224,8 @@ def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | 
     if len(names) > 1:
         config["weights_files"] = names
     (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    if hasattr(tokenizer, "save_native"):  # MidiTok's own parameter file too, for MidiTok users
+        tokenizer.save_native(out / NATIVE_TOKENIZER_FILE)
     return out
 
 

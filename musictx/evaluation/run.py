@@ -131,6 +131,10 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     result = _model_info(meta, net, data_dir, opts.split)
     if opts.mode in ("nll", "all"):
         result["nll"] = evaluate_nll(net, tok, arrays, opts, context, device)
+        notes = load_manifest(data_dir).get("splits", {}).get(opts.split, {}).get("notes")
+        if notes:  # two tokenizations compare per note, not per token
+            result["nll"]["notes"] = notes
+            result["nll"]["nll_per_note"] = result["nll"]["nll"] * result["nll"]["tokens"] / notes
     if opts.mode in ("token_continuation", "all"):
         result["continuation"] = evaluate_continuations(net, tok, arrays, opts.continuation, device)
     if opts.mode == "motif":
@@ -174,8 +178,10 @@ def format_table(result: dict) -> str:
              f"{result['data_dir']} [{result['split']}]"]
     if "nll" in result:
         n = result["nll"]
-        lines += ["| tokens | NLL (nats/token) | bits/token | perplexity | accuracy |", "|---|---|---|---|---|",
-                  f"| {n['tokens']:,} | {n['nll']:.4f} | {n['bits_per_token']:.4f} | {n['ppl']:.3f} | "
+        per_note = f"{n['nll_per_note']:.3f}" if "nll_per_note" in n else "-"
+        lines += ["| tokens | NLL (nats/token) | NLL (nats/note) | bits/token | perplexity | accuracy |",
+                  "|---|---|---|---|---|---|",
+                  f"| {n['tokens']:,} | {n['nll']:.4f} | {per_note} | {n['bits_per_token']:.4f} | {n['ppl']:.3f} | "
                   f"{n['accuracy']:.4f} |"]
     if "scorecard" in result:
         lines.append(format_scorecard(result["scorecard"]))

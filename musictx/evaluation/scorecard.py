@@ -86,8 +86,15 @@ def continue_performance(net, tok, path: Path, opts: dict, sampling: SamplingOpt
     for ids in pieces:
         notes = piece_notes(tok, seed, ids)
         spans.append(Span(notes.start + start, notes.end + start, notes.pitch, notes.velocity,
-                          np.zeros(len(notes), dtype=np.int64), ["piano"]))
+                          np.zeros(len(notes), dtype=np.int64), [merged_name(path)]))
     return Continued(start, start + seed.seconds, spans)
+
+
+def merged_name(path: Path) -> str:
+    """The track a Performance model writes, named as the scorecard counts it: the seed's own track when it
+    has one (kept), else "merged" (its tracks are one stream: none is kept)."""
+    names = Span.from_pretty_midi(pretty_midi.PrettyMIDI(str(path))).track_names
+    return names[0] if len(names) == 1 else "merged"
 
 
 def song_grid(path: Path, pm: pretty_midi.PrettyMIDI) -> np.ndarray:

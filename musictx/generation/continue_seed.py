@@ -42,14 +42,26 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: S
     generator = torch.Generator(device=device).manual_seed(sampling.seed)
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
-    guard = (NoteGrammarGuard.of(tokenizer, sampling.max_note_seconds, sampling.polyphony_ratio)
-             if sampling.guard else None)
+    cap = note_cap(tokenizer, seed, sampling.max_note_seconds, sampling.note_cap_from_seed)
+    guard = NoteGrammarGuard.of(tokenizer, cap, sampling.polyphony_ratio) if sampling.guard else None
     ids = generate(net, prompt, token_cap(max_tokens, length_seconds), temperature=sampling.temperature,
                    top_k=sampling.top_k, top_p=sampling.top_p, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
                    use_cache=sampling.use_cache, generator=generator, stop_fn=stop, slide=sampling.slide,
                    guard=guard, keep_seed=sampling.keep_seed, on_step=on_step,
                    guidance=sampling.guidance())
     return new_ids(tokenizer, seed, ids)
+
+
+def note_cap(tokenizer: EventTokenizer, seed: Seed, max_note_seconds: float | None,
+             from_seed: float | None) -> float | None:
+    """The longest a new note may sound: ``from_seed`` times the seed's 95th-percentile note duration, within
+    [1 s, max_note_seconds]; ``max_note_seconds`` when ``from_seed`` is None or the seed has no notes."""
+    notes = tokenizer.decode_notes(seed.ids) if from_seed else None
+    if not notes or not len(notes):
+        return max_note_seconds
+    long_notes = float(np.percentile(notes.end - notes.start, 95))
+    cap = max(1.0, from_seed * long_notes)
+    return min(cap, max_note_seconds) if max_note_seconds else cap
 
 
 def new_ids(tokenizer: EventTokenizer, seed: Seed, ids: torch.Tensor) -> list[np.ndarray]:

@@ -63,6 +63,11 @@ class MetricalSeed:
     path: str | None = None
 
     @property
+    def silence_dropped(self) -> float:
+        """Where the seed starts in its file, in seconds (named as `musictx.generation.seeds.Seed`'s)."""
+        return self.origin_seconds
+
+    @property
     def start_tick(self) -> int:
         return int(self.lines[self.first_bar])
 

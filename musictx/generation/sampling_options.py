@@ -32,6 +32,10 @@ class SamplingOptions:
     keep_seed: int | None = KEEP_SEED  # the seed's last ids pinned at the start of a slid window; 0: none
     guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.generation.guard)
     max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
+    # with guard: the note-off policy. A note may sound at most this many times the seed's long notes (its
+    # 95th-percentile duration), at least 1 s and at most max_note_seconds: a seed of short notes gets
+    # short notes, a pedalled one keeps its long ones. None: max_note_seconds alone (README "Stuck notes").
+    note_cap_from_seed: float | None = 2.0
     # with guard: no new note while this many times the seed's most notes at once sound (at least
     # musictx.generation.guard.MIN_POLYPHONY): the texture stays near the seed's; None: no cap
     polyphony_ratio: float | None = 1.5
@@ -56,7 +60,8 @@ class SamplingOptions:
         with a whole value, as Hydra reads ``1e9``, becomes an int), finite numbers in range."""
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
-        for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio"):
+        for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
+                     "note_cap_from_seed"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -83,7 +88,8 @@ class SamplingOptions:
         return RecallGuidance(self.recall_guidance, self.recall_local, self.top_p or 1.0, self.recall_against)
 
 
-NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds", "polyphony_ratio")  # options that may be None
+# options that may be None
+NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds", "polyphony_ratio", "note_cap_from_seed")
 
 
 def reference(name: str) -> str:

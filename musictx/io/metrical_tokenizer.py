@@ -212,6 +212,10 @@ class MetricalTokenizer:
     def to_dict(self) -> dict:
         return {"kind": KIND, "format_version": FORMAT_VERSION, "vocab_size": self.vocab_size, "miditok": self.params}
 
+    def save_native(self, path) -> None:
+        """MidiTok's own parameter file: ``miditok.REMI(params=path)`` reads it back."""
+        self.miditok.save(Path(path))
+
     def save(self, path) -> None:
         with open(path, "w") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)

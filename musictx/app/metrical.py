@@ -1,0 +1,47 @@
+"""The app's request for a metrical model (`musictx.app.core.Continuer` with ``--model pop``): the seed cut at
+bar lines, whole bars sampled, results written with the seed's named tracks, tempo map and meter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from torch import Tensor
+
+from musictx.generation.continue_metrical import bars_for, sample_bars
+from musictx.generation.write_metrical import seed_of, write_one
+
+
+class BarProgress:
+    """``on_step`` reporting the share of the bars asked for that the samples have drawn (their Bar ids)."""
+
+    def __init__(self, bar_id: int, bars: int, report):
+        self.bar_id, self.bars, self.report, self.count = bar_id, bars, report, None
+
+    def __call__(self, next_ids: Tensor, done: Tensor) -> None:
+        is_bar = next_ids.cpu().numpy() == self.bar_id
+        self.count = is_bar.astype(np.int64) if self.count is None else self.count + is_bar
+        fraction = float(np.minimum(self.count / self.bars, 1.0).mean())
+        self.report(fraction, f"generating: bar {int(self.count.mean())} of {self.bars}")
+
+
+def sample_and_write(continuer, seed_path: Path, out: Path, opts, report, lineage, take_name) -> tuple:
+    """(seed, [(record, name)]) of one request; the caller makes the page's results."""
+    seed = seed_of(continuer.tokenizer, opts)
+    bars = bars_for(seed, opts.length_seconds, opts.length_bars)
+    pieces = sample_bars(continuer.net, continuer.tokenizer, seed, opts, num_samples=opts.num_samples, bars=bars,
+                         on_step=BarProgress(continuer.tokenizer.bar_id, bars, report),
+                         max_bar_repeats=opts.max_bar_repeats)
+    out.mkdir(parents=True)
+    written = []
+    for i, ids in enumerate(pieces):
+        report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
+        rec = write_one(out, i, continuer.tokenizer, seed, ids, opts, continuer.audio_reason is None)
+        name = f"{lineage.stem}_cont_{take_name(lineage.stem):02d}"
+        for suffix in (".mid", ".png", ".wav"):  # the page names results after the upload
+            src = out / f"{Path(rec['midi']).stem}{suffix}"
+            if src.exists():
+                src.rename(out / f"{name}{suffix}")
+        rec.update(midi=f"{name}.mid", png=f"{name}.png", wav=f"{name}.wav" if rec["wav"] else None)
+        written.append((rec, np.concatenate([seed.ids, ids])))
+    return seed, written
