@@ -196,3 +196,21 @@ def test_app_continues_with_a_metrical_model(remi_checkpoint, tmp_path):
     out = Score(str(result.midi))
     assert [t.name for t in out.tracks] == ["Melody", "Piano"] and abs(out.tempos[0].qpm - 100) < 0.01
     assert "bars new" in result.title and seen and max(seen) == 1.0
+
+
+def test_recall_windows_repeat_whole_bars(remi_dir):
+    from musictx.training.recall_windows import RecallCurriculum
+
+    tok = load_tokenizer(remi_dir)
+    ids = np.asarray(TokenArrays(remi_dir, "train").piece(0)[:400], dtype=np.int64)
+    curriculum = RecallCurriculum(prob=1.0, min_len=20, max_len=120, transpose_prob=0.0)
+    for seed in range(5):
+        out = curriculum.apply(ids, 300, tok, np.random.default_rng(seed))
+        assert len(out) > len(ids) and tok.errors(out) == 0
+        extra = len(out) - len(ids)
+        bars = np.flatnonzero(ids == tok.bar_id)
+        # ids with whole bars put in at one of its bar lines, the bars heard earlier
+        fits = [(at, k) for at in bars for k in bars[bars < at]
+                if np.array_equal(out[:at], ids[:at]) and np.array_equal(out[at + extra:], ids[at:])
+                and np.array_equal(out[at:at + extra], ids[k:k + extra])]
+        assert fits and all(out[at] == tok.bar_id for at, _ in fits)

@@ -76,6 +76,8 @@ class RecallCurriculum:
 
     def _insert_repeat(self, ids: np.ndarray, n: int, tok: EventTokenizer, rng: np.random.Generator) -> np.ndarray:
         """One passage of the first ``n`` ids played again later among them (what follows is pushed on)."""
+        if tok.kind != "performance":
+            return self._insert_bars(ids, n, tok, rng)
         length = int(rng.integers(self.min_len, self.max_len + 1))
         if self.loop_prob > 0 and rng.random() < self.loop_prob:  # no draw at 0: the windows stay as they were
             src = int(rng.integers(0, n - 3 * length + 1))
@@ -86,9 +88,33 @@ class RecallCurriculum:
         at = src + length + gap
         return np.concatenate([ids[:at], self.variant(ids[src:src + length], tok, rng), ids[at:]])
 
+    def _insert_bars(self, ids: np.ndarray, n: int, tok, rng: np.random.Generator) -> np.ndarray:
+        """The metrical form: whole bars (from a Bar id to the next) played again from a later bar line, as a
+        chorus comes back; a passage of ``min_len``..``max_len`` ids where the window's bars allow one."""
+        starts = np.flatnonzero(ids[:n] == tok.bar_id)  # (n_bars,) where each bar begins
+        if len(starts) < 3:
+            return ids
+        first = int(rng.integers(0, len(starts) - 2))
+        ends = starts[first + 1:]  # candidate ends: the later bar lines
+        fits = np.flatnonzero((ends - starts[first] >= self.min_len) & (ends - starts[first] <= self.max_len))
+        last = first + 1 + (int(fits[int(rng.integers(len(fits)))]) if len(fits) else 0)  # bars first .. last - 1
+        src, end = int(starts[first]), int(starts[last])
+        later = starts[last:]  # bar lines at or after the passage's end
+        at = int(later[int(rng.integers(0, len(later)))])
+        again = self.variant(ids[src:end], tok, rng)
+        if self.loop_prob > 0 and rng.random() < self.loop_prob:
+            again = np.concatenate([again, again])
+        return np.concatenate([ids[:at], again, ids[at:]])
+
     def variant(self, passage: np.ndarray, tok: EventTokenizer, rng: np.random.Generator) -> np.ndarray:
-        """The passage as repeated: exact, transposed and/or re-timed."""
+        """The passage as repeated: exact, transposed and/or re-timed (metrical tokens: time is in beats, so
+        only transposed)."""
         out = passage
+        if tok.kind != "performance":
+            if self.max_transpose and rng.random() < self.transpose_prob:
+                step = int(rng.integers(1, self.max_transpose + 1)) * (1 if rng.random() < 0.5 else -1)
+                out = tok.transpose_ids(out, step)
+            return out
         if self.max_transpose and rng.random() < self.transpose_prob:
             step = int(rng.integers(1, self.max_transpose + 1)) * (1 if rng.random() < 0.5 else -1)
             out = transpose_ids(out, step, tok)
