@@ -214,3 +214,20 @@ def test_recall_windows_repeat_whole_bars(remi_dir):
                 if np.array_equal(out[:at], ids[:at]) and np.array_equal(out[at + extra:], ids[at:])
                 and np.array_equal(out[at:at + extra], ids[k:k + extra])]
         assert fits and all(out[at] == tok.bar_id for at, _ in fits)
+
+
+def test_attention_arcs_of_a_metrical_model(remi_checkpoint, tmp_path):
+    from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, plot_arcs
+
+    net, tok, _ = load_model(remi_checkpoint)
+    path = band_song(tmp_path / "s.mid", bars=4, bpm=120, beats_per_bar=4, seed=1)
+    arcs = arcs_of_midi(net, tok, path, ArcChoice(last_notes=4))
+    pitch_ids = tok.ids_of_type("Pitch")
+    ids = tok.encode(path)[arcs.span.first:arcs.span.stop]
+    assert np.all(np.isin(ids[arcs.on_index], pitch_ids))  # every note's key is its Pitch token
+    assert len(arcs.queries) == 4 and np.all(arcs.weights.sum(axis=1) <= 1.0 + 1e-5)
+    assert arcs.notes.start.min() >= arcs.span.start_s - 1e-6 and arcs.span.first > 0  # the context's last tokens
+    off_grid = np.abs(arcs.notes.start / 0.25 - np.round(arcs.notes.start / 0.25)) * 0.25
+    assert off_grid.max() < 0.06  # on the band's eighth grid at 120 bpm (Tempo ids are binned: 120 -> 120.8)
+    plot_arcs(arcs, tmp_path / "arcs.png")
+    assert (tmp_path / "arcs.png").stat().st_size > 1000

@@ -72,6 +72,13 @@ class Span:
 
 def choose_span(tokenizer: EventTokenizer, ids: np.ndarray, context: int, until_seconds: float | None = None) -> Span:
     """The last `context` tokens of ids up to ``until_seconds`` (every token whose clock is at or before it)."""
+    if tokenizer.kind != "performance":  # metrical ids: the clock is each token's bar and position
+        clock_s = tokenizer.note_table(ids)[2]
+        stop = len(ids) if until_seconds is None else int(np.searchsorted(clock_s, until_seconds, side="right"))
+        first = max(0, stop - context)
+        piece_s = float(clock_s[-1]) if len(ids) else 0.0
+        return Span(first, stop, len(ids), float(clock_s[first]) if stop else 0.0,
+                    float(clock_s[stop - 1]) if stop else 0.0, piece_s, context)
     step = tokenizer.config.time_step
     shift = tokenizer.shift_steps(ids)
     clock = np.cumsum(shift)  # (T,) steps after each token
@@ -109,7 +116,11 @@ class ArcMap:
 
 
 def notes_with_tokens(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[Notes, np.ndarray]:
-    """The decoded notes of ids and, for each, the index of the NOTE_ON token that started it."""
+    """The decoded notes of ids and, for each, the index of the NOTE_ON (metrical: Pitch) token that started it."""
+    if tokenizer.kind != "performance":
+        notes, on_index, clock = tokenizer.note_table(ids)
+        start = clock[0] if len(clock) else 0.0  # times from the window's start, as below
+        return Notes(notes.start - start, notes.end - start, notes.pitch, notes.velocity), on_index
     notes = tokenizer.decode_notes(ids)
     lay, cfg = tokenizer.layout, tokenizer.config
     ids = np.asarray(ids, dtype=np.int64)
@@ -169,6 +180,8 @@ def attention_arcs(net, tokenizer: EventTokenizer, ids: np.ndarray, choice: ArcC
 def arcs_of_midi(net, tokenizer: EventTokenizer, midi: str | os.PathLike, choice: ArcChoice) -> ArcMap:
     """The ArcMap of a MIDI file, read as a seed is (from its first note; a bad file raises GenerateError
     or MidiReadError naming it)."""
+    if tokenizer.kind != "performance":
+        return attention_arcs(net, tokenizer, tokenizer.encode(midi), choice)
     return attention_arcs(net, tokenizer, seed_from_midi(tokenizer, midi).ids, choice)
 
 

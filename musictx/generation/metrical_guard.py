@@ -45,8 +45,8 @@ class RemiGuard:
         self.bar_positions = np.zeros(tok.vocab_size, dtype=np.int64)  # (V,) positions per bar of a TimeSig id
         per_beat = tok.miditok.config.max_num_pos_per_beat
         for i in tok.ids_of_type("TimeSig"):
-            num, den = map(int, tok.id_to_token(int(i)).split("_")[1].split("/"))
-            self.bar_positions[i] = num * per_beat * 4 // den
+            num = int(tok.id_to_token(int(i)).split("_")[1].split("/")[0])
+            self.bar_positions[i] = num * per_beat  # MidiTok counts positions per beat of the denominator
         if programs is not None:
             keep = {f"Program_{p}" for p in programs}
             self.forbidden_programs = np.array([t == "Program" and tok.id_to_token(i) not in keep

@@ -22,7 +22,7 @@ import miditok
 import numpy as np
 from symusic import Score
 
-from musictx.io.midi_io import MidiReadError
+from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.score_prep import TrackMap, apply_meter, assign_programs, beats_file_of, read_meter
 from musictx.io.tokenizer import TokenizerMismatchError
 
@@ -135,6 +135,44 @@ class MetricalTokenizer:
         is_pitch = (ids >= pitch_ids[0]) & (ids <= pitch_ids[-1])
         first_pitch = int(self._tokens[int(pitch_ids[0])].split("_")[1])
         return ids[is_pitch] - int(pitch_ids[0]) + first_pitch, position[is_pitch]
+
+    def note_table(self, ids) -> tuple[Notes, np.ndarray, np.ndarray]:
+        """(notes in seconds, the index of each note's Pitch id, the time in seconds at each id) of ``ids``:
+        what the attention arcs draw. Times follow the stream's Tempo ids (120 bpm before the first)."""
+        per_beat = self.miditok.config.max_num_pos_per_beat  # positions per beat of the meter's denominator
+        quarter_s, den, bar_len = 0.5, 4, 4 * per_beat  # seconds per quarter, meter denominator, positions a bar
+        bar_start = now = 0.0  # seconds
+        rows, at, clock = [], [], np.zeros(len(ids))
+        started, pitch, velocity = False, None, 64
+
+        def pos_s() -> float:  # seconds of one position
+            return quarter_s * 4 / den / per_beat
+
+        for k, i in enumerate(np.asarray(ids, dtype=np.int64).tolist()):
+            kind, _, value = self._tokens[i].partition("_")
+            if kind == "Bar":
+                bar_start = bar_start + bar_len * pos_s() if started else 0.0
+                now, started = bar_start, True
+            elif kind == "TimeSig":
+                num, den = map(int, value.split("/"))
+                bar_len = num * per_beat
+            elif kind == "Tempo":
+                quarter_s = 60.0 / float(value)
+            elif kind == "Position":
+                now = bar_start + int(value) * pos_s()
+            elif kind in ("Pitch", "PitchDrum"):
+                pitch, at_k = int(value), k
+            elif kind == "Velocity":
+                velocity = int(value)
+            elif kind == "Duration" and pitch is not None:
+                beats, pos, res = map(int, value.split("."))
+                rows.append((now, now + (beats + pos / res) * pos_s() * per_beat, pitch, velocity))
+                at.append(at_k)
+                pitch = None
+            clock[k] = now
+        a = np.array(rows, dtype=np.float64).reshape(-1, 4)
+        notes = Notes(a[:, 0], a[:, 1], a[:, 2].astype(np.int64), a[:, 3].astype(np.int64))
+        return notes, np.asarray(at, dtype=np.int64), clock
 
     def transpose_ids(self, ids: np.ndarray, semitones: int) -> np.ndarray:
         """``ids`` with every pitched note moved by ``semitones``; unchanged if a note would leave the range
