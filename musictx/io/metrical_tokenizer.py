@@ -158,8 +158,8 @@ class MetricalTokenizer:
                 bar_len = num * per_beat
             elif kind == "Tempo":
                 quarter_s = 60.0 / float(value)
-            elif kind == "Position":
-                now = bar_start + int(value) * pos_s()
+            elif kind == "Position":  # a window may open inside a bar: that bar counts from 0 s
+                now, started = bar_start + int(value) * pos_s(), True
             elif kind in ("Pitch", "PitchDrum"):
                 pitch, at_k = int(value), k
             elif kind == "Velocity":
