@@ -48,12 +48,18 @@ def fixture_seed_midi(tmp_path) -> Path:
 @pytest.fixture(name="tiny_checkpoint", scope="session")
 def fixture_tiny_checkpoint(prepared_dir, tmp_path_factory) -> Path:
     """last.ckpt of a 1-layer Music Transformer (context 32) trained 4 steps with conf/train.yaml."""
-    out = tmp_path_factory.mktemp("gen_train")
-    overrides = ["experiment=tiny", f"data.dir={prepared_dir}", f"paths.output_dir={out}", "logger=none",
-                 f"data.seq_len={CKPT_CONTEXT}", "data.batch_size=4", "data.num_workers=0", "model.net.n_layers=1",
-                 "model.net.d_model=32", "model.net.n_heads=2", "model.net.d_ff=64", "trainer.max_steps=4",
-                 "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "++trainer.enable_progress_bar=false",
-                 "++trainer.enable_model_summary=false", "~callbacks.progress_bar"]
+    return train_tiny(prepared_dir, tmp_path_factory.mktemp("gen_train"), seq_len=CKPT_CONTEXT, steps=4, val_every=2)
+
+
+def train_tiny(data_dir, out: Path, seq_len: int, steps: int, val_every: int) -> Path:
+    """last.ckpt of a 1-layer Music Transformer trained ``steps`` steps on ``data_dir`` with conf/train.yaml
+    and the real Lightning Trainer."""
+    overrides = ["experiment=tiny", f"data.dir={data_dir}", f"paths.output_dir={out}", "logger=none",
+                 f"data.seq_len={seq_len}", "data.batch_size=4", "data.num_workers=0", "model.net.n_layers=1",
+                 "model.net.d_model=32", "model.net.n_heads=2", "model.net.d_ff=64", f"trainer.max_steps={steps}",
+                 f"trainer.val_check_interval={val_every}", "trainer.limit_val_batches=1",
+                 "++trainer.enable_progress_bar=false", "++trainer.enable_model_summary=false",
+                 "~callbacks.progress_bar"]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     from musictx.commands.train_objects import build

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import pretty_midi
 import pytest
-from hydra import compose, initialize_config_dir
 
 from data_prep.options import prep_options
 from data_prep.prepare import write_dataset
-from musictx.paths import CONF_DIR
+
+from .gen_fixtures import train_tiny
 
 
 def band_song(path: Path, bars: int = 12, bpm: float = 100.0, beats_per_bar: int = 3, seed: int = 0,
@@ -63,19 +62,4 @@ def fixture_remi_dir(band_dir, tmp_path_factory) -> Path:
 @pytest.fixture(name="remi_checkpoint", scope="session")
 def fixture_remi_checkpoint(remi_dir, tmp_path_factory) -> Path:
     """last.ckpt of a tiny Music Transformer (context 64) trained 30 steps on the remi dataset."""
-    out = tmp_path_factory.mktemp("remi_train")
-    overrides = ["experiment=tiny", f"data.dir={remi_dir}", f"paths.output_dir={out}", "logger=none",
-                 "data.seq_len=64", "data.batch_size=4", "data.num_workers=0", "model.net.n_layers=1",
-                 "model.net.d_model=32", "model.net.n_heads=2", "model.net.d_ff=64", "trainer.max_steps=30",
-                 "trainer.val_check_interval=30", "trainer.limit_val_batches=1", "++trainer.enable_progress_bar=false",
-                 "++trainer.enable_model_summary=false", "~callbacks.progress_bar"]
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
-    from musictx.commands.train_objects import build
-
-    L.seed_everything(cfg.seed)
-    datamodule, module, trainer = build(cfg)
-    trainer.fit(module, datamodule=datamodule)
-    ckpt = out / "checkpoints" / "last.ckpt"
-    assert ckpt.is_file(), f"training wrote no {ckpt}"
-    return ckpt
+    return train_tiny(remi_dir, tmp_path_factory.mktemp("remi_train"), seq_len=64, steps=30, val_every=30)

@@ -148,15 +148,19 @@ def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: See
     takeover = seed.seconds if opts.include_seed else None
     plot_piano_roll(notes, out_dir / f"{name}.png", takeover=takeover, title=f"{name}: {len(notes)} notes",
                     earlier_from=earlier_from if takeover else None)
-    wav = None
-    if audio:
-        try:
-            wav = render_wav(midi, out_dir / f"{name}.wav", opts.soundfont).name
-        except AudioRenderError as err:
-            print(f"audio skipped for {name}: {err}")
+    wav = wav_beside(midi, opts.soundfont) if audio else None
     return {"midi": midi.name, "png": f"{name}.png", "wav": wav, "new_tokens": len(new_ids),
             "new_seconds": new_seconds(tokenizer, new_ids), "total_seconds": notes.duration(), "notes": len(notes),
             "stop": stop_reason(tokenizer, new_ids, opts.length_seconds, opts.token_cap())}
+
+
+def wav_beside(midi: Path, soundfont: str | None) -> str | None:
+    """Render ``midi`` to the .wav beside it; its name, or None (said in one line) when rendering fails."""
+    try:
+        return render_wav(midi, midi.with_suffix(".wav"), soundfont).name
+    except AudioRenderError as err:
+        print(f"audio skipped for {midi.stem}: {err}")
+        return None
 
 
 def write_samples(out_dir: Path, tokenizer: EventTokenizer, seed: Seed, pieces: list[np.ndarray],

@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from musictx.generation.continue_metrical import bars_for, continuation_score, new_bars_seconds, sample_bars
+from musictx.generation.continue_midi import wav_beside
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.metrical_seed import MetricalSeed, metrical_seed
 from musictx.generation.output_folder import claim_record_path, claim_sample_numbers, sample_name
 from musictx.generation.sampling import GenerationInterrupted
 from musictx.generation.seeds import GenerateError
-from musictx.io.audio import AudioRenderError, audio_unavailable, render_wav
+from musictx.io.audio import audio_unavailable
 from musictx.io.jsonio import write_json
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.piano_roll import plot_piano_roll
@@ -90,12 +91,7 @@ def write_one(out_dir: Path, number: int, tok, seed: MetricalSeed, new_ids: np.n
                                 np.array([n.velocity for n in i.notes], dtype=np.int64)) for i in pm.instruments])
     takeover = seed.seconds if opts.include_seed else None
     plot_piano_roll(notes, out_dir / f"{name}.png", takeover=takeover, title=f"{name}: {len(notes)} notes")
-    wav = None
-    if audio:
-        try:
-            wav = render_wav(midi, out_dir / f"{name}.wav", opts.soundfont).name
-        except AudioRenderError as err:
-            print(f"audio skipped for {name}: {err}")
+    wav = wav_beside(midi, opts.soundfont) if audio else None
     tracks = {i.name: len(i.notes) for i in pm.instruments}
     return {"midi": midi.name, "png": f"{name}.png", "wav": wav, "new_tokens": len(new_ids),
             "new_bars": int((new_ids == tok.bar_id).sum()),
