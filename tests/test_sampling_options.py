@@ -136,3 +136,24 @@ def test_a_bad_polyphony_ratio_is_named_and_a_good_one_caps_the_continuations():
 
     assert most(None) > MIN_POLYPHONY  # the premise: this net piles notes up
     assert most(1.0) == MIN_POLYPHONY  # the seed holds 2 at once: the floor is the cap
+
+
+def test_note_cap_follows_the_seeds_long_notes():
+    import numpy as np
+    import pytest
+
+    from musictx.generation.continue_seed import note_cap
+    from musictx.generation.seeds import Seed
+
+    from .test_guard import LAY, TOK, on, shift
+
+    def seed_of(held_steps: int) -> Seed:  # four notes, each held held_steps x 10 ms
+        ids = [LAY.velocity + 15]
+        for p in (60, 62, 64, 65):
+            ids += [on(p), shift(held_steps), LAY.note_off + p]
+        return Seed(ids=np.array(ids), seconds=4 * held_steps / 100)
+
+    assert note_cap(TOK, seed_of(100), 5.0, 2.0) == pytest.approx(2.0)  # 1 s notes: at most 2 s
+    assert note_cap(TOK, seed_of(20), 5.0, 2.0) == 1.0  # never below 1 s
+    assert note_cap(TOK, seed_of(100), 1.5, 2.0) == 1.5  # never above max_note_seconds
+    assert note_cap(TOK, seed_of(100), 5.0, None) == 5.0 and note_cap(TOK, seed_of(100), None, 2.0) is None

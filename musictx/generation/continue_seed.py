@@ -55,13 +55,13 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: S
 def note_cap(tokenizer: EventTokenizer, seed: Seed, max_note_seconds: float | None,
              from_seed: float | None) -> float | None:
     """The longest a new note may sound: ``from_seed`` times the seed's 95th-percentile note duration, within
-    [1 s, max_note_seconds]; ``max_note_seconds`` when ``from_seed`` is None or the seed has no notes."""
-    notes = tokenizer.decode_notes(seed.ids) if from_seed else None
-    if not notes or not len(notes):
+    [1 s, max_note_seconds]; ``max_note_seconds`` when ``from_seed`` is None or the seed has no notes, and no
+    cap at all (None) when ``max_note_seconds`` is None."""
+    notes = tokenizer.decode_notes(seed.ids) if from_seed and max_note_seconds else None
+    if notes is None or not len(notes):
         return max_note_seconds
     long_notes = float(np.percentile(notes.end - notes.start, 95))
-    cap = max(1.0, from_seed * long_notes)
-    return min(cap, max_note_seconds) if max_note_seconds else cap
+    return min(max(1.0, from_seed * long_notes), max_note_seconds)
 
 
 def new_ids(tokenizer: EventTokenizer, seed: Seed, ids: torch.Tensor) -> list[np.ndarray]:

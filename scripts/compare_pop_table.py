@@ -1,0 +1,23 @@
+"""Print the three-model comparison on pop (scripts/compare_pop.sh's results) as one Markdown table."""
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "outputs" / "compare_pop"
+KEYS = [("grid_share", "eighth grid"), ("motif_transposed", "motif reuse"), ("verbatim_share", "verbatim >= 8"),
+        ("pc_correlation", "PC corr."), ("density_ratio", "density"), ("duration_ratio", "duration"),
+        ("held_at_cap", "held >= 4.9 s"), ("longest_loop", "longest loop"), ("tracks_kept", "tracks kept"),
+        ("memorized", "memorized")]
+
+rows = []
+for model in ("music_transformer", "transformer", "lstm"):
+    nll = json.loads((ROOT / model / "nll" / "metrics.json").read_text())
+    card = json.loads((ROOT / model / "scorecard" / "metrics.json").read_text())["scorecard"]["means"]
+    rows.append((model, nll, card))
+print("| model | params | NLL/token | NLL/note | " + " | ".join(label for _, label in KEYS) + " |")
+print("|---" * (4 + len(KEYS)) + "|")
+for model, nll, card in rows:
+    figures = " | ".join(f"{card['model'].get(k, float('nan')):.3f}" for k, _ in KEYS)
+    print(f"| {model} | {nll['params']:,} | {nll['nll']['nll']:.3f} | {nll['nll']['nll_per_note']:.3f} | {figures} |")
+real = rows[0][2]["real"]
+print("| real continuation | | | | " + " | ".join(f"{real.get(k, float('nan')):.3f}" for k, _ in KEYS) + " |")
