@@ -10,14 +10,17 @@ KEYS = [("grid_share", "eighth grid"), ("motif_transposed", "motif reuse"), ("ve
         ("memorized", "memorized")]
 
 rows = []
-for model in ("music_transformer", "transformer", "lstm"):
+for model in ("music_transformer", "transformer", "lstm", "performance"):
+    if not (ROOT / model / "scorecard" / "metrics.json").exists():
+        continue
     nll = json.loads((ROOT / model / "nll" / "metrics.json").read_text())
     card = json.loads((ROOT / model / "scorecard" / "metrics.json").read_text())["scorecard"]["means"]
     rows.append((model, nll, card))
-print("| model | params | NLL/token | NLL/note | " + " | ".join(label for _, label in KEYS) + " |")
+print("| model (tokens) | params | NLL/token | NLL/note | " + " | ".join(label for _, label in KEYS) + " |")
 print("|---" * (4 + len(KEYS)) + "|")
 for model, nll, card in rows:
     figures = " | ".join(f"{card['model'].get(k, float('nan')):.3f}" for k, _ in KEYS)
-    print(f"| {model} | {nll['params']:,} | {nll['nll']['nll']:.3f} | {nll['nll']['nll_per_note']:.3f} | {figures} |")
+    name = "music_transformer (Performance)" if model == "performance" else f"{model} (REMI)"
+    print(f"| {name} | {nll['params']:,} | {nll['nll']['nll']:.3f} | {nll['nll']['nll_per_note']:.3f} | {figures} |")
 real = rows[0][2]["real"]
 print("| real continuation | | | | " + " | ".join(f"{real.get(k, float('nan')):.3f}" for k, _ in KEYS) + " |")
