@@ -3,7 +3,7 @@
 # vanilla Transformer and the LSTM on REMI tokens, and the Music Transformer on Performance events, all at
 # one budget (experiment=pop_compare_*), each scored on the held-out test split: NLL per token and per
 # note, and the continuation scorecard on its first 16 songs.
-#   bash scripts/compare_pop.sh [arm ...]   (~15 min an arm on 2 CPU cores; needs data/pop and data/pop_performance)
+#   bash scripts/compare_pop.sh [arm ...]   (~10 min an arm on 2 CPU cores; needs data/pop and data/pop_performance)
 set -euo pipefail
 export OMP_WAIT_POLICY=PASSIVE
 BIN=.venv/bin
