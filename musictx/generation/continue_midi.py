@@ -52,7 +52,7 @@ from musictx.generation.output_folder import (
 )
 from musictx.generation.sampling import GenerationInterrupted, ProgressPrinter
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi, unconditional_seed
-from musictx.io.audio import AudioRenderError, audio_unavailable, render_wav
+from musictx.io.audio import audio_unavailable, wav_beside
 from musictx.io.jsonio import write_json
 from musictx.io.midi_write import write_midi
 from musictx.io.piano_roll import plot_piano_roll
@@ -152,15 +152,6 @@ def write_sample(out_dir: Path, index: int, tokenizer: EventTokenizer, seed: See
     return {"midi": midi.name, "png": f"{name}.png", "wav": wav, "new_tokens": len(new_ids),
             "new_seconds": new_seconds(tokenizer, new_ids), "total_seconds": notes.duration(), "notes": len(notes),
             "stop": stop_reason(tokenizer, new_ids, opts.length_seconds, opts.token_cap())}
-
-
-def wav_beside(midi: Path, soundfont: str | None) -> str | None:
-    """Render ``midi`` to the .wav beside it; its name, or None (said in one line) when rendering fails."""
-    try:
-        return render_wav(midi, midi.with_suffix(".wav"), soundfont).name
-    except AudioRenderError as err:
-        print(f"audio skipped for {midi.stem}: {err}")
-        return None
 
 
 def write_samples(out_dir: Path, tokenizer: EventTokenizer, seed: Seed, pieces: list[np.ndarray],

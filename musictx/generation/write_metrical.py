@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from musictx.generation.continue_metrical import bars_for, continuation_score, new_bars_seconds, sample_bars
-from musictx.generation.continue_midi import wav_beside
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.metrical_seed import MetricalSeed, metrical_seed
 from musictx.generation.output_folder import claim_record_path, claim_sample_numbers, sample_name
 from musictx.generation.sampling import GenerationInterrupted
 from musictx.generation.seeds import GenerateError
-from musictx.io.audio import audio_unavailable
+from musictx.io.audio import audio_unavailable, wav_beside
 from musictx.io.jsonio import write_json
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.piano_roll import plot_piano_roll

@@ -261,3 +261,12 @@ def write_wav(path: str | os.PathLike, audio: np.ndarray, sample_rate: int) -> P
         w.setframerate(sample_rate)
         w.writeframes(pcm.tobytes())
     return Path(path)
+
+
+def wav_beside(midi: Path, soundfont: str | None) -> str | None:
+    """Render ``midi`` to the .wav beside it; its name, or None (said in one line) when rendering fails."""
+    try:
+        return render_wav(midi, midi.with_suffix(".wav"), soundfont).name
+    except AudioRenderError as err:
+        print(f"audio skipped for {midi.stem}: {err}")
+        return None
