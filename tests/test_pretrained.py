@@ -22,7 +22,7 @@ from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.models import MusicTransformer
 from musictx.paths import CONF_DIR, PRETRAINED_DIR
 
-from .helpers import PIANO_DIR, needs_shared
+from .helpers import PIANO_DIR, needs_shared, write_random_midi
 
 pytestmark = pytest.mark.skipif("piano" not in shipped_models(), reason="no shipped piano model in this checkout")
 CARD = PRETRAINED_DIR / "piano"
@@ -53,15 +53,20 @@ def test_spot_check_nll_matches_the_card():
     assert got["nll"] < 3.2  # far below the uniform log(390) = 5.97
 
 
-def test_generate_uses_the_shipped_model_by_default(tmp_path):
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "musictx.commands.generate", f"seed_midi={MOTIF}", "length_seconds=4",
-                           "num_samples=1", "audio=false", f"output_dir={out}", f"hydra.run.dir={out}"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    record = json.loads((out / "generation.json").read_text())
-    assert record["model_source"] == "shipped" and record["checkpoint"] == "piano"
-    assert (out / "sample_00.mid").stat().st_size > 0 and record["samples"][0]["notes"] > 0
+def test_generate_picks_the_shipped_model_that_fits_the_seed(tmp_path):
+    """The bundled motif (on a 16th grid) goes to pop when it is installed; a rubato performance to piano."""
+    rubato = write_random_midi(tmp_path / "rubato.mid", seed=3, n_notes=30, seconds=6.0)
+    expected = [(MOTIF, "pop" if "pop" in shipped_models() else "piano"), (rubato, "piano")]
+    for k, (seed, name) in enumerate(expected):
+        out = tmp_path / f"out{k}"
+        done = subprocess.run([sys.executable, "-m", "musictx.commands.generate", f"seed_midi={seed}",
+                               "length_seconds=4", "num_samples=1", "audio=false", f"output_dir={out}",
+                               f"hydra.run.dir={out}"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        record = json.loads((out / "generation.json").read_text())
+        assert record["model_source"] == "shipped" and record["checkpoint"] == name
+        assert f"model: {name} (" in done.stdout
+        assert (out / "sample_00.mid").stat().st_size > 0 and record["samples"][0]["notes"] > 0
 
 
 def _real_dataset(out, tok: EventTokenizer):

@@ -94,5 +94,5 @@ def write_one(out_dir: Path, number: int, tok, seed: MetricalSeed, new_ids: np.n
     tracks = {i.name: len(i.notes) for i in pm.instruments}
     return {"midi": midi.name, "png": f"{name}.png", "wav": wav, "new_tokens": len(new_ids),
             "new_bars": int((new_ids == tok.bar_id).sum()),
-            "new_seconds": new_bars_seconds(seed, score, opts.include_seed),
+            "new_seconds": new_bars_seconds(seed, score, opts.include_seed), "total_seconds": pm.get_end_time(),
             "notes": len(notes), "tracks": tracks}
