@@ -231,3 +231,20 @@ def test_attention_arcs_of_a_metrical_model(remi_checkpoint, tmp_path):
     assert off_grid.max() < 0.06  # on the band's eighth grid at 120 bpm (Tempo ids are binned: 120 -> 120.8)
     plot_arcs(arcs, tmp_path / "arcs.png")
     assert (tmp_path / "arcs.png").stat().st_size > 1000
+
+
+def test_every_way_of_building_the_tokenizer_numbers_ids_alike(tmp_path):
+    """MidiTok orders the TimeSig ids by a dict's key order; a saved file (sorted keys) once numbered them
+    differently from the tokenizer that wrote the data. Built from settings, from our dict, from a JSON file
+    and from MidiTok's own file, the ids must be the same."""
+    import miditok
+
+    fresh = MetricalTokenizer()
+    tok_file = tmp_path / "tokenizer.json"
+    fresh.save(tok_file)
+    fresh.save_native(tmp_path / "native.json")
+    native = miditok.REMI(params=tmp_path / "native.json")
+    for other in (tokenizer_from_dict(fresh.to_dict()), MetricalTokenizer.load(tok_file)):
+        assert other._tokens == fresh._tokens
+    assert all(native.vocab[t] == i for i, t in enumerate(fresh._tokens))
+    assert fresh.id_to_token(int(fresh.encode(band_song(tmp_path / "s.mid", beats_per_bar=4))[1])) == "TimeSig_4/4"

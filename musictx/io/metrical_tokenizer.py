@@ -41,7 +41,7 @@ _FIXED = {
     "tempo_range": (40, 250),
     "log_tempos": True,
     "use_time_signatures": True,
-    "time_signature_range": {8: [3, 5, 6, 7, 9, 12], 4: [1, 2, 3, 4, 5, 6, 7]},
+    "time_signature_range": {4: [1, 2, 3, 4, 5, 6, 7], 8: [3, 5, 6, 7, 9, 12]},
     "delete_equal_successive_tempo_changes": True,
 }
 
@@ -85,9 +85,11 @@ class MetricalTokenizer:
     def __init__(self, params: dict | None = None, **settings):
         """``params``: MidiTok's parameter file contents (a saved tokenizer); else ``settings`` for `miditok_config`."""
         if params is None:
-            self.miditok = miditok.REMI(miditok_config(**settings))
-        else:
-            self.miditok = _miditok_from_params(params)
+            params = _miditok_params(miditok.REMI(miditok_config(**settings)))
+        # Always built from the parameter file's contents, as a saved tokenizer is: MidiTok orders some ids
+        # (the TimeSig ones) by the order of a dict's keys, which a JSON file with sorted keys changes, so a
+        # tokenizer built from settings and the same tokenizer read back could number them differently.
+        self.miditok = _miditok_from_params(json.loads(json.dumps(params, sort_keys=True)))
         self.params = _miditok_params(self.miditok)
         self.vocab = self.miditok.vocab  # token string -> id
         self._tokens = [None] * len(self.vocab)
