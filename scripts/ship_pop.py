@@ -80,10 +80,11 @@ def card(ship: dict) -> str:
 
 def main() -> None:
     ckpt = sys.argv[1] if len(sys.argv) > 1 else str(OUT / "train" / "checkpoints" / "last.ckpt")
+    max_songs = int(sys.argv[2]) if len(sys.argv) > 2 else None  # a quick look; the card is made on all
     export(ckpt, str(FOLDER), dtype="float16", info={"data": "POP909 001-800, data/pop train split"})
     ship = {"validation": evaluate("pop", "validation", "nll"), "test": evaluate("pop", "test", "nll")}
-    ship["scorecard_pop"] = evaluate("pop", "test", "continuation")
-    ship["scorecard_piano"] = evaluate("piano", "test", "continuation")
+    ship["scorecard_pop"] = evaluate("pop", "test", "continuation", max_songs=max_songs)
+    ship["scorecard_piano"] = evaluate("piano", "test", "continuation", max_songs=max_songs)
     ship.update(params=ship["test"]["params"], global_step=ship["test"]["global_step"],
                 model=json.loads((FOLDER / "config.json").read_text())["model"])
     metrics = OUT / "train" / "csv" / "metrics.csv"
