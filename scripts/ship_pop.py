@@ -16,16 +16,20 @@ import sys
 from pathlib import Path
 
 from musictx.checkpoints.export import export
+from musictx.checkpoints.model_store import load_model
 from musictx.evaluation.plots import read_metrics_csv
 from musictx.evaluation.run import evaluation_options, format_table, run_evaluation
 from musictx.evaluation.scorecard import MEASURES, format_scorecard
-from musictx.io.token_store import load_manifest
+from musictx.evaluation.spot_check import sample_nll
+from musictx.io.token_store import TokenArrays, load_manifest
 from musictx.paths import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "pop"
 OUT = ROOT / "outputs" / "pop"
 FOLDER = PRETRAINED_DIR / "pop"
+POP909 = ROOT.parent / "shared" / "data" / "pop" / "POP909"
+SPOT_FILES = 4  # test songs whose first 1024 tokens fingerprint the weights (tests/test_pretrained_pop.py)
 
 
 def evaluate(checkpoint: str, split: str, mode: str, **scorecard) -> dict:
@@ -78,6 +82,13 @@ def card(ship: dict) -> str:
     ]) + "\n"
 
 
+def spot_check() -> dict:
+    """NLL of the first 1024 tokens of a few test songs: the figure a test checks installed weights against."""
+    net, tok, _ = load_model("pop")
+    spot = list(TokenArrays(DATA, "test").files)[:SPOT_FILES]  # relative to POP909/
+    return {"files": spot, "tokens_per_file": 1024, **sample_nll(net, tok, [POP909 / f for f in spot], 1024)}
+
+
 def main() -> None:
     ckpt = sys.argv[1] if len(sys.argv) > 1 else str(OUT / "train" / "checkpoints" / "last.ckpt")
     max_songs = int(sys.argv[2]) if len(sys.argv) > 2 else None  # a quick look; the card is made on all
@@ -87,6 +98,11 @@ def main() -> None:
     ship["scorecard_piano"] = evaluate("piano", "test", "continuation", max_songs=max_songs)
     ship.update(params=ship["test"]["params"], global_step=ship["test"]["global_step"],
                 model=json.loads((FOLDER / "config.json").read_text())["model"])
+    ship["spot_check"] = spot_check()
+    config = json.loads((FOLDER / "config.json").read_text())
+    config["info"].update({"val_nll": ship["validation"]["nll"]["nll"], "test_nll": ship["test"]["nll"]["nll"],
+                           "spot_check": ship["spot_check"]})
+    (FOLDER / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     metrics = OUT / "train" / "csv" / "metrics.csv"
     if metrics.exists():
         ship["val_curve"] = read_metrics_csv(metrics).get("val/loss", ([], []))

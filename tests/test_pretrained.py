@@ -1,5 +1,6 @@
-"""The shipped piano model: loads from the package without unpickling anything, gives the NLL its card
-states on a fixed sample of real performances, is the default of musictx-generate, and fine-tunes."""
+"""The shipped models (piano, and pop where shipped): each loads from the package without unpickling anything,
+with its own tokenizer, and gives the NLL its card states on a fixed sample of real music; musictx-generate
+picks the one that fits the seed; piano fine-tunes; pop continues a held-out song keeping its tracks and grid."""
 
 from __future__ import annotations
 
@@ -13,44 +14,65 @@ import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from symusic import Score
 
 import musictx
 from musictx.checkpoints.model_store import shipped_models
 from musictx.evaluation.spot_check import sample_nll
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
+from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.token_store import write_split
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.models import MusicTransformer
 from musictx.paths import CONF_DIR, PRETRAINED_DIR
 
-from .helpers import PIANO_DIR, needs_shared, write_random_midi
+from .helpers import PIANO_DIR, SHARED_DATA, needs_shared, write_random_midi
 
 pytestmark = pytest.mark.skipif("piano" not in shipped_models(), reason="no shipped piano model in this checkout")
-CARD = PRETRAINED_DIR / "piano"
+POP909 = SHARED_DATA / "pop" / "POP909"
 MOTIF = PRETRAINED_DIR.parent / "assets" / "motif.mid"
 
 
-def test_loads_from_the_package_without_unpickling(monkeypatch):
+def _shipped(name: str):
+    return pytest.param(name, marks=pytest.mark.skipif(name not in shipped_models(),
+                                                       reason=f"no shipped {name} model in this checkout"))
+
+
+# each shipped model: its tokenizer class, and the folder its card's spot-check files are relative to
+SHIPPED = {"piano": (EventTokenizer, PIANO_DIR), "pop": (MetricalTokenizer, POP909)}
+
+
+@pytest.mark.parametrize("name", [_shipped(n) for n in SHIPPED])
+def test_loads_from_the_package_without_unpickling(monkeypatch, name):
     def refuse(*args, **kwargs):
         raise AssertionError("loading the shipped model unpickled something")
 
     monkeypatch.setattr(torch, "load", refuse)
     monkeypatch.setattr(pickle, "load", refuse)
     monkeypatch.setattr(pickle, "loads", refuse)
-    net, tok = musictx.load_pretrained("piano")
-    assert isinstance(net, MusicTransformer) and not net.training
-    assert isinstance(tok, EventTokenizer) and net.vocab_size == tok.vocab_size == 390
-    assert net.max_seq_len >= 1024 and (CARD / "README.md").is_file()
-    assert (CARD / "model.safetensors").stat().st_size < 25e6
+    net, tok = musictx.load_pretrained(name)
+    folder = PRETRAINED_DIR / name
+    assert isinstance(net, MusicTransformer) and not net.training and net.max_seq_len >= 1024
+    assert isinstance(tok, SHIPPED[name][0]) and net.vocab_size == tok.vocab_size
+    assert tok == tokenizer_from_dict(json.loads((folder / "config.json").read_text())["tokenizer"])
+    assert (folder / "README.md").is_file() and (folder / "model.safetensors").stat().st_size < 25e6
+    if name == "piano":
+        assert tok.vocab_size == 390
+    else:  # a metrical model also carries MidiTok's own parameter file
+        assert (folder / "tokenizer.json").is_file()
 
 
 @needs_shared
-def test_spot_check_nll_matches_the_card():
-    info = json.loads((CARD / "config.json").read_text())["info"]["spot_check"]
-    net, tok = musictx.load_pretrained("piano")
-    got = sample_nll(net, tok, [PIANO_DIR / f for f in info["files"]], info["tokens_per_file"])
+@pytest.mark.parametrize("name", [_shipped(n) for n in SHIPPED])
+def test_spot_check_nll_matches_the_card(name):
+    info = json.loads((PRETRAINED_DIR / name / "config.json").read_text())["info"]["spot_check"]
+    net, tok = musictx.load_pretrained(name)
+    got = sample_nll(net, tok, [SHIPPED[name][1] / f for f in info["files"]], info["tokens_per_file"])
     assert got["tokens"] == info["tokens"]
     assert got["nll"] == pytest.approx(info["nll"], abs=0.01)
-    assert got["nll"] < 3.2  # far below the uniform log(390) = 5.97
+    assert got["nll"] < 0.55 * np.log(tok.vocab_size)  # far below a uniform guess (piano: 3.2 < 5.97)
 
 
 def test_generate_picks_the_shipped_model_that_fits_the_seed(tmp_path):
@@ -67,6 +89,28 @@ def test_generate_picks_the_shipped_model_that_fits_the_seed(tmp_path):
         assert record["model_source"] == "shipped" and record["checkpoint"] == name
         assert f"model: {name} (" in done.stdout
         assert (out / "sample_00.mid").stat().st_size > 0 and record["samples"][0]["notes"] > 0
+
+
+@needs_shared
+@pytest.mark.parametrize("name", [_shipped("pop")])
+def test_continues_a_held_out_song_with_its_tracks_tempo_and_grid(tmp_path, name):
+    """A test-split song the model never trained on: three named tracks on program 0 in, the same three out,
+    the song's tempo, whole bars in the song's meter, every onset on the tokenizer's 16th grid."""
+    info = json.loads((PRETRAINED_DIR / name / "config.json").read_text())["info"]["spot_check"]
+    song = POP909 / info["files"][0]
+    record = run(GenerateOptions(checkpoint=name, seed_midi=str(song), seed_from=25, seed_seconds=10,
+                                 length_bars=4, num_samples=1, audio=False, output_dir=str(tmp_path / "out")))
+    seed = Score(str(song))
+    out = Score(str(tmp_path / "out" / record["samples"][0]["midi"]))
+    assert [t.name for t in out.tracks] == [t.name for t in seed.tracks] == ["MELODY", "BRIDGE", "PIANO"]
+    assert all(t.program == 0 for t in out.tracks)
+    assert abs(out.tempos[0].qpm - seed.tempos[0].qpm) < 0.01
+    assert record["samples"][0]["new_bars"] == 4
+    onsets = np.concatenate([t.notes.numpy()["time"] for t in out.tracks])
+    assert np.all(onsets % (out.ticks_per_quarter // 4) == 0)
+    bar = out.time_signatures[0].numerator * out.ticks_per_quarter * 4 // out.time_signatures[0].denominator
+    new = onsets[onsets >= record["seed"]["bars"] * bar]
+    assert len(new) > 8 and new.max() < (record["seed"]["bars"] + 4) * bar
 
 
 def _real_dataset(out, tok: EventTokenizer):
