@@ -3,7 +3,7 @@
 # vanilla Transformer and the LSTM on REMI tokens, and the Music Transformer on Performance events, all at
 # one budget (experiment=pop_compare_*), each scored on the held-out test split: NLL per token and per
 # note, and the continuation scorecard on its first 16 songs.
-#   bash scripts/compare_pop.sh [arm ...]   (~10 min an arm on 2 CPU cores; needs data/pop and data/pop_performance)
+#   bash scripts/compare_pop.sh [arm ...]   (~6 min an arm on 2 CPU cores; THREADS=1 beside other work; needs data/pop and data/pop_performance)
 set -euo pipefail
 export OMP_WAIT_POLICY=PASSIVE
 BIN=.venv/bin
@@ -11,7 +11,7 @@ for arm in "${@:-music_transformer transformer lstm performance}"; do
   for model in $arm; do
     dir=outputs/compare_pop/$model
     data=data/pop; [ "$model" = performance ] && data=data/pop_performance
-    [ -f "$dir/train/checkpoints/last.ckpt" ] || $BIN/musictx-train experiment=pop_compare_$model threads=2
+    [ -f "$dir/train/checkpoints/last.ckpt" ] || $BIN/musictx-train experiment=pop_compare_$model threads=${THREADS:-2}
     $BIN/musictx-evaluate checkpoint=$dir/train/checkpoints/last.ckpt data.dir=$data split=test mode=nll \
         progress=false batch_size=16 stride=512 output_dir=$dir/nll
     $BIN/musictx-evaluate checkpoint=$dir/train/checkpoints/last.ckpt data.dir=$data split=test \
