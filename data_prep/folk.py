@@ -34,7 +34,7 @@ DOWNBEAT, ON_BEAT, OFF_BEAT = 84, 72, 64
 LEGATO = 0.95
 TEMPO_RANGE = (40.0, 240.0)
 # Score formats music21 reads: the folk collections are ABC; the composers' folders (held-out music for
-# evaluation, docs/recall.md "Held-out music") are MusicXML and Humdrum.
+# evaluation: music no model here trained on) are MusicXML and Humdrum.
 SCORE_SUFFIXES = (".abc", ".mxl", ".xml", ".musicxml", ".krn")
 DONE = "export.json"  # per score file: what was written from it, so a second run only reads the MIDI files
 

@@ -15,7 +15,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 CONF_DIR = str(PACKAGE_DIR / "conf")
 
-# The seed motif shipped with the package (written by scripts/make_motif.py): the README's first command,
+# The seed motif shipped with the package, written for this project as a fixed, known seed: `make continue`,
 # the web app's default seed and the realtime and app benches continue it.
 BUNDLED_MOTIF = PACKAGE_DIR / "assets" / "motif.mid"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The comparisons on pop (README, "Three models on pop" and "Tokenizers"): the Music Transformer, the
+# The comparisons on pop (does relative attention help there, and which tokenizer?): the Music Transformer, the
 # vanilla Transformer and the LSTM on REMI tokens, and the Music Transformer on Performance events, all at
 # one budget (experiment=pop_compare_*), each scored on the held-out test split: NLL per token and per
 # note, and the continuation scorecard on its first 16 songs.

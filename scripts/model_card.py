@@ -2,9 +2,11 @@
 
     .venv/bin/python scripts/model_card.py --wall-minutes 83
 
-Reads outputs/piano/ship.json (scripts/ship_piano.py), outputs/piano/sweep.json (scripts/sweep_piano.py),
+Reads outputs/piano/ship.json (scripts/ship_piano.py), outputs/piano/sweep.json (the size sweep),
 data/piano/manifest.json, the run's outputs/piano/train/csv/metrics.csv and the three-model comparison's
-docs/motif_compare.json (scripts/compare_piano.py); every figure in the card comes from those files.
+docs/motif_compare.json; every figure in the card comes from those files. The sweep and the comparison
+were one-off runs whose scripts git history keeps (`git log --all -- scripts/sweep_piano.py
+scripts/compare_piano.py`); their results stay in those two files.
 Prints the card's tables, for the project README.
 """
 
@@ -86,9 +88,9 @@ def nll_table(ship: dict) -> str:
 
 
 def comparison(path: Path) -> str:
-    """The three-model comparison's table (scripts/compare_piano.py report), or a line saying it is missing."""
+    """The three-model comparison's table (docs/motif_compare.json), or a line saying it is missing."""
     if not path.is_file():
-        return f"(not run yet: `python scripts/compare_piano.py report` writes {path.relative_to(ROOT)})"
+        return f"(missing: {path.relative_to(ROOT)}, written by the comparison's report step)"
     return json.loads(path.read_text())["table"].split("\n\n")[0]
 
 
@@ -150,7 +152,7 @@ of the training data but it was learned from it.
 ## How it was made (exact commands)
 ```bash
 musictx-prep source=folder input_dir=../shared/data/piano output_dir=data/piano split.group_by=parent split.test=0.05
-OMP_WAIT_POLICY=PASSIVE python scripts/sweep_piano.py --minutes 5     # size sweep, below
+OMP_WAIT_POLICY=PASSIVE python scripts/sweep_piano.py --minutes 5     # size sweep, below (script in git history)
 OMP_WAIT_POLICY=PASSIVE musictx-train experiment=piano                # conf/experiment/piano.yaml
 OMP_WAIT_POLICY=PASSIVE python scripts/ship_piano.py outputs/piano/train/checkpoints/last.ckpt
 python scripts/model_card.py --wall-minutes 83
@@ -205,8 +207,8 @@ top-p 0.95, guard on; `python -m musictx.bench realtime`):
 
 ## Compared with a vanilla Transformer and an LSTM at the same budget
 The same data, windows, 32.8 M tokens, schedule and parameter count (1.78 M) for the three
-(`experiment=piano_vanilla`, `experiment=piano_lstm`, `scripts/compare_piano.py`; the project README's
-"Results" section has the commands, curves and reading). Motif reuse is the share of the seed's motif
+(`experiment=piano_vanilla`, `experiment=piano_lstm`; the project's docs/three-models-2026-11.md has the
+commands, curves and reading). Motif reuse is the share of the seed's motif
 interval 4-grams that come back in the 5 s windows ending 10 / 30 / 60 s after a 10 s seed (16 test seeds
 with a clear motif, 60 s continued); "near" allows each interval to differ by a semitone:
 

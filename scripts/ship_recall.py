@@ -1,4 +1,4 @@
-"""Measure a recall fine-tune and ship it as `piano` (README "Results: recall"; docs/recall.md).
+"""Measure a recall fine-tune and ship it as `piano` (how the shipped piano weights were made).
 
     OMP_WAIT_POLICY=PASSIVE python scripts/ship_recall.py measure outputs/arms/G_long/checkpoints/last.ckpt
     OMP_WAIT_POLICY=PASSIVE python scripts/ship_recall.py ship outputs/arms/G_long/checkpoints/last.ckpt \\

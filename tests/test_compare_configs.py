@@ -1,4 +1,4 @@
-"""The three-model comparison (README, "Does relative attention keep the motif?"): experiment=piano_vanilla
+"""The three-model comparison (does relative attention keep the motif better?): experiment=piano_vanilla
 and experiment=piano_lstm are experiment=piano with another model and nothing else, at the shipped Music
 Transformer's parameter count, and the shipped model's folder is what experiment=piano builds."""
 

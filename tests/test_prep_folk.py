@@ -1,5 +1,5 @@
 """source=folk: ABC folk tunes from the music21 corpus, played with their repeats, as a prep source; the
-composers' MusicXML folders of the same corpus (the held-out music of docs/recall.md) through the same path."""
+composers' MusicXML folders of the same corpus (held-out music no model trained on) through the same path."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_every_run_validates_its_last_step(overrides, validated_at, prepared_dir
 
 
 def test_readme_fine_tune_command_validates_and_warns_of_its_warm_up(prepared_dir, tmp_path):
-    # The README's command with fewer steps than its 100 warm-up steps and the default interval of 1000.
+    # The documented fine-tune command with fewer steps than its 100 warm-up steps and the default interval of 1000.
     run = tmp_path / "run"
     done = cli("init_from=piano", f"data.dir={prepared_dir}", "schedule=cosine", "schedule.lr=3e-4",
                "schedule.warmup_steps=100", "trainer.max_steps=4", "data.seq_len=32", "data.batch_size=2",

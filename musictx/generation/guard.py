@@ -7,7 +7,7 @@ Three rules; the first two as in Magenta's Performance RNN decoding (which caps 
     note held over the cut cannot hang to the end of the continuation;
   - the texture stays near the seed's: while ``polyphony_ratio`` times the seed's most notes at once
     (at least ``min_polyphony``) sound, no new note starts. A piano model continuing a sparse score
-    otherwise piles up walls of 13-23 held notes where the music has 4-5 (docs/recall.md "Held-out music").
+    otherwise piles up walls of held notes, several times as many as the seed ever sounds together.
 
 `generate` calls ``guard.start(prompt)``, then per step ``guard.mask(logits)`` before sampling and
 ``guard.update(next_ids)`` after; the cached and uncached paths see exactly the same masks.

@@ -20,7 +20,7 @@ weights once for both; the branch then costs a fraction of a second step. Window
 ``against="continuation"`` contrasts with everything generated after the seed instead (once there are
 ``local`` new ids; the last ``local`` to ``2 * local - 1`` before that): what is amplified is then what the
 seed alone adds, also a minute in, when most of the window is the model's own music. This branch grows
-with the continuation and restarts only when the window slides (docs/recall.md "Held-out music").
+with the continuation and restarts only when the window slides.
 """
 
 from __future__ import annotations

@@ -34,13 +34,13 @@ class SamplingOptions:
     max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
     # with guard: the note-off policy. A note may sound at most this many times the seed's long notes (its
     # 95th-percentile duration), at least 1 s and at most max_note_seconds: a seed of short notes gets
-    # short notes, a pedalled one keeps its long ones. None: max_note_seconds alone (README "Stuck notes").
+    # short notes, a pedalled one keeps its long ones. None: max_note_seconds alone.
     note_cap_from_seed: float | None = 2.0
     # with guard: no new note while this many times the seed's most notes at once sound (at least
     # musictx.generation.guard.MIN_POLYPHONY): the texture stays near the seed's; None: no cap
     polyphony_ratio: float | None = 1.5
     # Sample toward what the whole context (the seed) adds to the recent music: continuations come back to
-    # the seed's figure, pulse and key (musictx.generation.recall_guidance; docs/recall.md); 0: off, the
+    # the seed's figure, pulse and key (musictx.generation.recall_guidance); 0: off, the
     # model's own distribution, which is what musictx-evaluate measures unless asked.
     recall_guidance: float = 1.0
     recall_local: int = 64  # with recall_guidance: the recent ids the contrast branch sees

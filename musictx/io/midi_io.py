@@ -1,7 +1,7 @@
 """Reading MIDI into flat note arrays (no torch).
 
 Two readers give the same `Notes`:
-- ``symusic`` (C++, about 80x faster): the data-prep path.
+- ``symusic`` (C++, much faster): the data-prep path.
 - ``mido`` (pure Python): the reference, and the second try for files symusic rejects. It parses with
   mido, the parser pretty_midi is built on, and pairs the raw events itself (`pair_note_events`).
   ``pretty_midi`` is its former name, still accepted. A ``pretty_midi.PrettyMIDI`` object (what decoding

@@ -99,8 +99,8 @@ def plot_roll_panels(panels: list[tuple[str, Notes]], path: str | os.PathLike, t
 
 def note_bars(notes: Notes, height: float = 0.8) -> PathCollection:
     """The notes as rectangles (pitch +- height / 2, start..end), one compound path per velocity: a few
-    dozen paths built with numpy and drawn in C++, where a patch per note (``barh``) took ~1 ms per note
-    (15+ minutes for a million notes)."""
+    dozen paths built with numpy and drawn in C++, where a patch per note (``barh``) costs a Python object
+    per note and takes minutes for a long piece."""
     unit = np.array([MPath.MOVETO, MPath.LINETO, MPath.LINETO, MPath.LINETO, MPath.CLOSEPOLY], dtype=MPath.code_type)
     paths, velocities = [], np.unique(notes.velocity)
     for v in velocities:

@@ -116,8 +116,8 @@ def beats_file_of(path: str | os.PathLike) -> Path | None:
 
 def read_meter(beats_path: str | os.PathLike, score_in_ticks: Score) -> Meter:
     """Beats per bar and the first downbeat's tick from a beat file: rows of time (s), half-bar flag,
-    downbeat flag. (POP909's notes sit on its MIDI ticks' grid, 88% of them exactly on a 16th; re-timing
-    them by the annotated beats instead was measured and put no more of them on the grid.)"""
+    downbeat flag. (POP909's notes already sit on its MIDI ticks' grid; re-timing them by the annotated
+    beats instead put no more of them on the grid.)"""
     try:
         rows = np.loadtxt(beats_path, ndmin=2)
     except ValueError as err:

@@ -57,7 +57,7 @@ def make_schedule(name: str, lr: float | None = None, **kwargs) -> Callable[[int
 def compile_kwargs_for(kwargs: dict, device_type: str) -> dict:
     """torch.compile arguments for a device. On CPU, inductor's default backend draws dropout masks with
     aten's RNG (``fallback_random``): with its own generated RNG code, compiled training steps of a small
-    Music Transformer ran 12-27% slower than eager on CPU, with aten's as fast as eager (docs/gpu.md).
+    Music Transformer ran slower than eager on CPU, with aten's as fast as eager.
     GPUs keep inductor's fused RNG. Explicit ``options`` win; ``mode`` excludes ``options``."""
     if device_type != "cpu" or kwargs.get("backend", "inductor") != "inductor" or kwargs.get("mode") is not None:
         return dict(kwargs)

@@ -2,7 +2,7 @@
 again later in the same window, so that the loss rewards using what the model has already heard.
 
 Performed piano rarely repeats itself literally inside a 1024-token window, so a model trained on it alone
-learns that looking far back does not pay (the recall issue measured a copy gain of ~0.1 nat/token). In
+learns that looking far back does not pay: a repeat is then predicted hardly better than new music. In
 a recall window some passage ``A`` (``min_len``..``max_len`` tokens) is inserted again after a gap drawn
 uniformly over the whole window, as itself, transposed (a motif moved to another key) or slightly
 re-timed (a motif played a little faster or slower). The rest of the window is the piece as it was, so
