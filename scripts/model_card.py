@@ -7,7 +7,7 @@ data/piano/manifest.json, the run's outputs/piano/train/csv/metrics.csv and the 
 docs/motif_compare.json; every figure in the card comes from those files. The sweep and the comparison
 were one-off runs whose scripts git history keeps (`git log --all -- scripts/sweep_piano.py
 scripts/compare_piano.py`); their results stay in those two files.
-Prints the card's tables, for the project README.
+Prints the card it writes.
 """
 
 from __future__ import annotations

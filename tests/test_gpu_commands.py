@@ -1,4 +1,4 @@
-"""The CPU stand-ins of the README's GPU commands, as docs/gpu.md lists them, each run once through the real
+"""The CPU stand-ins of the documented GPU commands, as docs/gpu.md lists them, each run once through the real
 ``musictx-train`` console entry at a tiny size (the tiny prepared dataset, small nets, 2 steps).
 
 The commands are read from docs/gpu.md, so the page and this test cannot drift apart; only sizes are

@@ -66,7 +66,7 @@ def surely_in_nucleus(probs: Tensor, picks: Tensor, p: float) -> bool:
     rows, ids = probs.detach().numpy(), picks.numpy()  # (B, V), (B,): views, no copies
     mine = rows[np.arange(len(ids)), ids]  # (B,)
     limit = p - NUCLEUS_MARGIN
-    if (1.0 - mine < limit).all():  # ~80% of decoding steps: the id is likely enough on its own
+    if (1.0 - mine < limit).all():  # most decoding steps: the id is likely enough on its own
         return True
     at_least = np.where(rows >= mine[:, None], rows, 0.0).sum(axis=1) - mine  # (B,)
     return bool((at_least < limit).all())
