@@ -1,6 +1,7 @@
 """Turn the experiment=pop run into the shipped pop model, measure what its card states, and write the card.
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/ship_pop.py outputs/pop/train/checkpoints/last.ckpt
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/ship_pop.py outputs/pop_recall/train/checkpoints/last.ckpt \
+        --recipe "3000 steps of experiment=pop, then 300 steps of its recall fine-tune (experiment=pop_recall)"
 
 1. exports the checkpoint to musictx/pretrained/pop (fp16 safetensors, config.json, MidiTok's tokenizer.json);
 2. scores the validation and test splits of data/pop: NLL per token and per note;
@@ -11,8 +12,8 @@
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from musictx.checkpoints.export import export
@@ -58,8 +59,8 @@ def card(ship: dict) -> str:
         f"{ship['model']['config']['n_layers']} layers x {ship['model']['config']['d_model']}) trained on CPU on "
         f"POP909 songs ({train['files']} training songs, {train['seconds'] / 3600:.1f} h, "
         f"{train['tokens']:,} tokens) in REMI tokens (MidiTok: bars, positions, explicit durations, one "
-        "Program per track: MELODY, BRIDGE and PIANO kept apart). Step "
-        f"{ship['global_step']}. The tokenizer is in config.json and, as MidiTok's own file, in tokenizer.json.",
+        f"Program per track: MELODY, BRIDGE and PIANO kept apart). Trained with {ship['recipe']}. "
+        "The tokenizer is in config.json and, as MidiTok's own file, in tokenizer.json.",
         "",
         "Load it: `net, tokenizer = musictx.checkpoints.model_store.load_pretrained(\"pop\")`; "
         "`musictx-generate seed_midi=song.mid` picks it for a metrical seed.",
@@ -90,12 +91,18 @@ def spot_check() -> dict:
 
 
 def main() -> None:
-    ckpt = sys.argv[1] if len(sys.argv) > 1 else str(OUT / "train" / "checkpoints" / "last.ckpt")
-    max_songs = int(sys.argv[2]) if len(sys.argv) > 2 else None  # a quick look; the card is made on all
-    export(ckpt, str(FOLDER), dtype="float16", info={"data": "POP909 001-800, data/pop train split"})
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", nargs="?", default=str(OUT / "train" / "checkpoints" / "last.ckpt"))
+    parser.add_argument("--max-songs", type=int, default=None, help="a quick look; the card is made on all")
+    parser.add_argument("--recipe", default="experiment=pop", help="how the checkpoint was trained, for the card")
+    args = parser.parse_args()
+    max_songs = args.max_songs
+    export(args.checkpoint, str(FOLDER), dtype="float16",
+           info={"data": "POP909 001-800, data/pop train split", "recipe": args.recipe})
     ship = {"validation": evaluate("pop", "validation", "nll"), "test": evaluate("pop", "test", "nll")}
     ship["scorecard_pop"] = evaluate("pop", "test", "continuation", max_songs=max_songs)
     ship["scorecard_piano"] = evaluate("piano", "test", "continuation", max_songs=max_songs)
+    ship.update(recipe=args.recipe, checkpoint=args.checkpoint)
     ship.update(params=ship["test"]["params"], global_step=ship["test"]["global_step"],
                 model=json.loads((FOLDER / "config.json").read_text())["model"])
     ship["spot_check"] = spot_check()
