@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,corpus,audio,app,gpu]'
 	touch $(STAMP)
 
-# The shipped piano model continues musictx/assets/motif.mid: MIDI + piano roll (+ WAV) in outputs/continue/.
+# A shipped model (pop: the motif is metrical) continues musictx/assets/motif.mid: MIDI + piano roll (+ WAV) in outputs/continue/.
 continue: setup
 	OMP_WAIT_POLICY=PASSIVE $(BIN)/musictx-generate seed_midi=musictx/assets/motif.mid length_seconds=20 \
 	    num_samples=2 seed=7 output_dir=outputs/continue hydra.run.dir=outputs/continue
