@@ -27,6 +27,7 @@ MEASURES = (  # (key, label, has a chance figure)
     ("grid_share", "onsets on the song's eighth grid (+-30 ms)", True),
     ("motif_transposed", "top-line interval 4-grams found in the seed", False),
     ("motif_exact", "top-line pitch 5-grams found in the seed", False),
+    ("lead_motif", "melody track's interval 4-grams found in the seed's", False),
     ("verbatim_longest", "longest run copied from the seed (notes)", False),
     ("verbatim_share", "new notes in copies of >= 8 seed notes", False),
     ("pc_correlation", "pitch-class correlation with the real continuation", False),
@@ -108,12 +109,16 @@ def measure(new: Span, seed: Span, real: Span, grid: np.ndarray, t0: float, seco
     """Every figure of one continuation ``new`` (onsets in [t0, t0 + seconds)) against ``seed`` and ``real``."""
     new_top, seed_top = sm.top_line(new)[1], sm.top_line(seed)[1]
     reuse = sm.motif_reuse(new_top, seed_top)
+    lead = sm.lead_track(seed)
+    lead_reuse = sm.motif_reuse(sm.top_line(sm.track_named(new, lead))[1], sm.top_line(sm.track_named(seed, lead))[1]) \
+        if lead else {"transposed": float("nan")}
     copy = sm.verbatim_copying(new, seed)
     real_density, real_dur, real_poly = sm.density(real, seconds), sm.mean_duration(real), sm.mean_polyphony(real)
     kept = sm.tracks_kept(seed, new)
     return {
         "grid_share": sm.grid_share(new.start, grid),
         "motif_transposed": reuse["transposed"], "motif_exact": reuse["exact"],
+        "lead_motif": lead_reuse["transposed"],
         "verbatim_longest": float(copy["longest"]), "verbatim_share": copy["share_in_copies"],
         "pc_correlation": sm.pc_correlation(new, real), "same_key": float(sm.same_key(new, real)),
         "density_ratio": _ratio(sm.density(new, seconds), real_density),

@@ -6,8 +6,9 @@ counterpart instead of against an absolute threshold. The measures answer the qu
 
 - Does it keep the pulse? `grid_share` of onsets on the eighth-note grid of the song's beats, read against
   `chance_grid_share` (a tight grid catches random onsets too).
-- Does it develop the seed's melody, or copy it? `motif_reuse` (top-line n-grams, transposed and exact)
-  and `verbatim_copying` (long runs of the seed's notes played back note for note).
+- Does it develop the seed's melody, or copy it? `motif_reuse` (n-grams of the top line, and of the
+  melody track's own line where the tracks are named: `lead_track`, transposed and exact) and
+  `verbatim_copying` (long runs of the seed's notes played back note for note).
 - Does it stay in the seed's harmony and texture? `pc_correlation`, `same_key`, `density`,
   `mean_duration`, `mean_polyphony`, `tracks_kept`.
 - Does it fail like a stuck model? `held_at_cap` (notes held to the decoder's maximum duration) and
@@ -15,7 +16,8 @@ counterpart instead of against an absolute threshold. The measures answer the qu
 - Does it recite its training data? `position_ngrams` + `build_index` + `share_in_index`.
 
 Music comes as a span of notes (any object with the fields of `SpanLike`: parallel arrays, times in
-seconds). Only numpy is used, so the scorecard runs anywhere the MIDI files can be read.
+seconds). Only numpy (and the track roles' names of `musictx.io.score_prep`) is used, so the scorecard runs
+anywhere the MIDI files can be read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+
+from musictx.io.score_prep import role_of
 
 
 class SpanLike(Protocol):
@@ -36,6 +40,8 @@ class SpanLike(Protocol):
     track_names: list[str]
 
     def __len__(self) -> int: ...
+
+    def select(self, mask: np.ndarray) -> SpanLike: ...
 
 
 # Krumhansl-Kessler key profiles (probe-tone ratings), index 0 = the tonic.
@@ -128,6 +134,26 @@ def motif_reuse(new_pitches: np.ndarray, seed_pitches: np.ndarray, n: int = 4) -
         return {"transposed": float("nan"), "exact": float("nan")}
     return {"transposed": _share_found(np.diff(new), n, _windows(np.diff(seed), n)),
             "exact": _share_found(new, n + 1, _windows(seed, n + 1))}
+
+
+def lead_track(span: SpanLike) -> str | None:
+    """The name of the melody among the tracks of ``span``: the track named like one (MELODY, vocal, lead ...),
+    else the one with the highest mean pitch; None without notes. Named tracks only: one stream has no lead."""
+    names = _names_with_notes(span)
+    if len(names) < 2:
+        return None
+    for name in sorted(names):
+        if role_of(name) == "MELODY":
+            return name
+    track, pitch = np.asarray(span.track), np.asarray(span.pitch, dtype=np.float64)
+    means = {span.track_names[t]: pitch[track == t].mean() for t in np.unique(track)}
+    return max(means, key=means.get)
+
+
+def track_named(span: SpanLike, name: str):
+    """The notes of ``span``'s track ``name`` (none when it has no such track)."""
+    index = [i for i, n in enumerate(span.track_names) if n == name]
+    return span.select(np.isin(np.asarray(span.track), index))
 
 
 def _note_symbols(span: SpanLike, ioi_step: float) -> tuple[np.ndarray, np.ndarray]:

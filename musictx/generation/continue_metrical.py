@@ -16,6 +16,7 @@ from symusic import Score, Tempo, TimeSignature
 
 from musictx.generation.metrical_guard import RemiGuard
 from musictx.generation.metrical_seed import MetricalSeed
+from musictx.generation.motif_echo import GuardChain, MotifEcho
 from musictx.generation.sampling import OnStep, generate
 from musictx.generation.sampling_options import SamplingOptions
 
@@ -56,7 +57,10 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
-    guard = RemiGuard(tok, programs=seed_programs(seed), max_repeats=max_bar_repeats) if sampling.guard else None
+    programs = seed_programs(seed)
+    grammar = RemiGuard(tok, programs=programs, max_repeats=max_bar_repeats) if sampling.guard else None
+    echo = MotifEcho(tok, programs, sampling.motif_echo) if sampling.motif_echo else None
+    guard = GuardChain(grammar, echo) if grammar and echo else grammar or echo  # the grammar's -inf come first
     cap = max_tokens or TOKENS_PER_BAR * bars
     ids = generate(net, prompt, cap, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
                    eos_id=tok.eos_id, pad_id=tok.pad_id, use_cache=sampling.use_cache, generator=generator,

@@ -44,6 +44,9 @@ class SamplingOptions:
     # model's own distribution, which is what musictx-evaluate measures unless asked.
     recall_guidance: float = 1.0
     recall_local: int = 64  # with recall_guidance: the recent ids the contrast branch sees
+    # metrical models: lean toward the seed's figures, track by track (musictx.generation.motif_echo): the
+    # logit bonus of a pitch that goes on as the seed went on from the same last intervals; 0: off
+    motif_echo: float = 1.0
     recall_against: str = "recent"  # the contrast branch: recent (the last recall_local ids) | continuation
                                     # (all the music after the seed: amplifies what the seed alone adds)
 
@@ -61,7 +64,7 @@ class SamplingOptions:
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
-                     "note_cap_from_seed"):
+                     "note_cap_from_seed", "motif_echo"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -75,6 +78,7 @@ class SamplingOptions:
             (self.polyphony_ratio is not None and not self.polyphony_ratio > 0,
              f"polyphony_ratio must be > 0 or null, got {self.polyphony_ratio}"),
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
+            (self.motif_echo < 0, f"motif_echo must be >= 0 (0 = off), got {self.motif_echo}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
             (self.recall_against not in RecallGuidance.BRANCHES,
              f"recall_against must be one of {', '.join(RecallGuidance.BRANCHES)}, got {self.recall_against!r}"),
