@@ -155,3 +155,23 @@ def test_finetuning_refuses_another_tokenizer(tmp_path):
                                    tmp_path / "run")
     with pytest.raises(TokenizerMismatchError, match=r"init_from=piano.*velocity_bins"):
         build(cfg, overrides)
+
+
+@needs_shared
+def test_a_continuation_file_ends_with_its_music():
+    """POP909's tempo map runs to the end of the song: the continuation keeps the song's tempo under its new
+    bars, but no tempo or meter event after its last note (a DAW would show the rest of the song, empty)."""
+    from musictx.checkpoints.model_store import load_model
+    from musictx.generation.continue_metrical import continuation_score, new_bars_seconds
+    from musictx.generation.metrical_seed import metrical_seed
+
+    _, tok, _ = load_model("pop")
+    song = POP909 / "018" / "018.mid"
+    assert len(Score(str(song)).tempos) > 10  # the song has tempo changes to its end
+    seed = metrical_seed(tok, song, 10, 25)
+    bars = np.flatnonzero(seed.ids == tok.bar_id)
+    one_bar = seed.ids[bars[0]: bars[1]]  # the seed's first bar played again as the "new" music
+    score = continuation_score(tok, seed, one_bar)
+    end = max(n.end for t in score.tracks for n in t.notes)
+    assert all(t.time < end for t in score.tempos[1:]) and all(s.time < end for s in score.time_signatures[1:])
+    assert 0 < new_bars_seconds(seed, score) <= seed.bar_seconds() + 0.01

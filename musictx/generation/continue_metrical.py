@@ -86,8 +86,13 @@ def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_see
     first = seed.first_bar if include_seed else seed.first_bar + seed.bars
     tempos, sigs = _timing_from(seed, first)
     factor = tpq / seed.score.ticks_per_quarter  # the seed file's ticks -> the output's
-    score.tempos = [Tempo(round(t.time * factor), t.qpm) for t in tempos]
-    score.time_signatures = [TimeSignature(round(s.time * factor), s.numerator, s.denominator) for s in sigs]
+    # the song's tempo map and meter go on under the new bars; their events after the last note are dropped,
+    # or a DAW (and the file's length) would run on to the end of the song the seed came from
+    end = max((n.end for t in score.tracks for n in t.notes), default=0)
+    score.tempos = [Tempo(round(t.time * factor), t.qpm) for k, t in enumerate(tempos)
+                    if k == 0 or round(t.time * factor) < end]
+    score.time_signatures = [TimeSignature(round(s.time * factor), s.numerator, s.denominator)
+                             for k, s in enumerate(sigs) if k == 0 or round(s.time * factor) < end]
     # every seed track stays in the file, even one the continuation left silent
     present = {t.name for t in score.tracks}
     for info in seed.tracks.tracks:
