@@ -8,15 +8,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from musictx.kernels.efficient_attention import attend_efficient
 from musictx.models import MusicTransformer
-from musictx.models.attention import attend_efficient, attend_naive, attend_skew
+from musictx.models.attention import attend_naive, attend_skew
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_step.py tests)")]
 
 
 def _triton(q, k, v, e):
-    from musictx.models.triton_attention import attend_triton
+    from musictx.kernels.triton_attention import attend_triton
 
     return attend_triton(q, k, v, e, 0.0)
 

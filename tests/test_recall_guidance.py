@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from musictx.decoding import FastDecoder, reference_steps
 from musictx.generation.filters import top_p_filter
 from musictx.generation.recall_guidance import RecallGuidance
 from musictx.generation.sampling import WindowDecoder, generate
@@ -51,20 +52,21 @@ def test_guided_steps_run_both_branches_in_one_pass_and_sample_the_same_ids(monk
     those of stepping each branch alone; restarts and slides still work around it."""
     net = _net()
     prompt = torch.randint(0, TOK.vocab_size - 2, (2, 40), generator=torch.Generator().manual_seed(1))
-    together, pairs = net.decode_together, []
+    together, pairs = FastDecoder.step_together, []
 
-    def counted(ids, caches):
+    def counted(decoder, ids, caches):
         pairs.append(len(caches))
-        return together(ids, caches)
+        return together(decoder, ids, caches)
 
     def sample():
         return generate(net, prompt, 150, top_p=0.95, guidance=RecallGuidance(1.5, local=8),
                         generator=torch.Generator().manual_seed(7))
 
-    monkeypatch.setattr(net, "decode_together", counted)
+    monkeypatch.setattr(FastDecoder, "step_together", counted)
     paired = sample()
-    monkeypatch.setattr(net, "decode_together", None)  # a net without it: one branch after the other
-    assert torch.equal(paired, sample())
+    with reference_steps():  # no engine: one branch after the other, through the general forward
+        alone = sample()
+    assert torch.equal(paired, alone)
     assert len(pairs) > 100 and set(pairs) == {2}  # every step but the branch's restarts (each 8th)
 
 

@@ -13,8 +13,8 @@ import torch
 from musictx.generation.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
 from musictx.generation.sampling import SecondsLimit, generate, window_start
 from musictx.io.tokenizer import EventTokenizer
-from musictx.models.attention import attend_naive
-from musictx.models.decoding import KVCache, attend_relative_one_query
+from musictx.models.attention import attend_naive, attend_relative_one_query
+from musictx.models.kv_cache import KVCache
 
 from .gen_fixtures import tiny_net
 

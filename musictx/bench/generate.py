@@ -4,9 +4,10 @@ The shipped model (``--model``, default piano, through `load_model`) continues t
 ids of the bundled motif by ``--new-tokens`` ids, temperature 1, top_p 0.95, no EOS (every sample runs
 to the end), with `musictx.generation.sampling.generate` as ``musictx-generate`` runs it:
 
-- cache, fast path: the models' KV caches and their decoding step (`_DecoderLM.fast_decode`, the default).
-- cache, reference path: the same with ``net.fast_decode = False``: decoding steps through the general
-  forward, as before the fast path. The two are run in alternation, ``--repeats`` times each, so that
+- cache, fast path: the models' KV caches and the decoding engine's step (`musictx.decoding.FastDecoder`,
+  the default).
+- cache, reference path: the same inside `musictx.decoding.reference_steps`: decoding steps through the
+  general forward. The two are run in alternation, ``--repeats`` times each, so that
   both see the same load; the table shows medians, and "vs reference" is the median of the per-run
   ratios. Their logits differ by float rounding only (the fast path lays its operands out for one-row
   products), so both should sample the same ids for the same seed: the bench checks it.
@@ -36,10 +37,11 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> net.fast_decode
+PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> fast decoding steps
 
 
 def motif_prompt(tokenizer, batch: int, length: int):
@@ -89,16 +91,17 @@ def _run_stats(wall: float, stamps: list[float], batch: int, args, music: float)
 def cached_rows(net, tokenizer, batch: int, args) -> list[tuple[int, str, dict]]:
     """Both cached paths, run in alternation ``args.repeats`` times: their median runs (by wall time),
     each with the median ratio of its tokens/s to the reference run next to it."""
+    from musictx.decoding import reference_steps
+
     prompt = motif_prompt(tokenizer, batch, args.seed_tokens)
     runs: dict[str, list[dict]] = {name: [] for name in PATHS}
     ids: dict[str, list] = {name: [] for name in PATHS}
     for _ in range(args.repeats):
         for name, fast in PATHS.items():
-            net.fast_decode = fast
-            wall, stamps, new = timed_generate(net, prompt, args.new_tokens, True, tokenizer.pad_id)
+            with nullcontext() if fast else reference_steps():
+                wall, stamps, new = timed_generate(net, prompt, args.new_tokens, True, tokenizer.pad_id)
             runs[name].append(_run_stats(wall, stamps, batch, args, music_seconds(tokenizer, new)))
             ids[name].append(new)
-    net.fast_decode = True
     same = all(a.equal(b) for a, b in zip(*ids.values(), strict=True))
     rows = []
     reference = runs["cache, reference path"]
@@ -175,20 +178,22 @@ def step_floor(net, cached: int = 500, steps: int = 200, rounds: int = 7) -> str
     import torch
 
     from musictx.checkpoints.model_store import build_net
+    from musictx.decoding import FastDecoder
 
     config = net.get_config()
     small = {**config, "d_model": config["d_model"] // 4, "d_ff": config["d_ff"] // 4}
     nets = {"this model": net.eval(), "a quarter of its width": build_net({"name": net.name, "config": small}).eval()}
     ms: dict[str, list[float]] = {k: [] for k in nets}
-    ids = torch.tensor([[5]])
+    ids = torch.tensor([5])
     with torch.inference_mode():
-        states = {k: n(torch.randint(0, 300, (1, cached)), cache=n.init_cache())[1] for k, n in nets.items()}
+        decoders = {k: FastDecoder(n) for k, n in nets.items()}
+        states = {k: n(torch.randint(0, 300, (1, cached)), cache=decoders[k].init_cache())[1] for k, n in nets.items()}
         for _ in range(rounds):
-            for k, n in nets.items():
+            for k in nets:
                 times = []
                 for _ in range(steps):
                     t0 = time.perf_counter()
-                    n(ids, cache=states[k])
+                    decoders[k].step(ids, states[k])
                     times.append(time.perf_counter() - t0)
                     for layer in states[k].layers:  # back to `cached` ids: every step sees the same context
                         layer.n = cached
@@ -212,16 +217,18 @@ net, tok, _ = load_model(a["model_dir"])
 seed = torch.as_tensor(seed_from_midi(tok, a["motif"]).ids[: a["seed_tokens"]], dtype=torch.long)
 rows = {}
 for batch in a["batches"]:
-    prompt, walls = seed.expand(batch, -1).contiguous(), []
+    prompt, walls, cpus = seed.expand(batch, -1).contiguous(), [], []
     for run in range(a["runs"] + 1):  # the first, untimed, pays the first-call costs (imports, allocations)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
                        generator=torch.Generator().manual_seed(1), pad_id=tok.pad_id)
         walls += [time.perf_counter() - t0] if run else []
+        cpus += [time.process_time() - c0] if run else []
     new = out[:, prompt.shape[1]:].tolist()
     music = sum(tok.split_time_shifts(r)[2] for r in new) * tok.config.time_step
     wall = statistics.median(walls)
-    rows[batch] = {"tokens_per_s": batch * a["new_tokens"] / wall, "x_real_time": music / wall, "ids": new}
+    rows[batch] = {"tokens_per_s": batch * a["new_tokens"] / wall, "x_real_time": music / wall, "ids": new,
+                   "cpu_tokens_per_s": batch * a["new_tokens"] / statistics.median(cpus)}
 print(json.dumps({"rows": rows, "package": os.path.dirname(os.path.dirname(sys.modules["musictx"].__file__))}))
 """
 
@@ -261,12 +268,14 @@ def baseline_lines(baseline: Path, model_dir: Path, batches: list[int], args) ->
     lines = []
     for b in (str(b) for b in batches):
         ratios = [p["this"][b]["tokens_per_s"] / p["baseline"][b]["tokens_per_s"] for p in pairs]
+        cpu = statistics.median(p["this"][b]["cpu_tokens_per_s"] / p["baseline"][b]["cpu_tokens_per_s"] for p in pairs)
         real = statistics.median(p["this"][b]["x_real_time"] for p in pairs)
         same = all(p["this"][b]["ids"] == p["baseline"][b]["ids"] for p in pairs)
         ratio = statistics.median(ratios)
         goal = f"; goal >= 2x, against the code it was set on (41423e0): {_verdict(ratio >= 2)}" if b == "1" else ""
         lines.append(f"- batch {b}, this code against {baseline}: {ratio:.2f}x its tokens/s, median of {len(ratios)} "
-                     f"pairs of processes ({min(ratios):.2f}-{max(ratios):.2f}x); this code {real:.1f}x real time; "
+                     f"pairs of processes ({min(ratios):.2f}-{max(ratios):.2f}x), {cpu:.2f}x per CPU second; "
+                     f"this code {real:.1f}x real time; "
                      f"same sampled ids: {_verdict(same)}{goal}")
     return lines
 

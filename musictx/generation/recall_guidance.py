@@ -13,7 +13,7 @@ is merely unlikely after the recent ids cannot be pulled in from nowhere.
 
 The recent branch has its own KV cache and sees the last ``local`` to ``2 * local - 1`` ids (it restarts
 from the last ``local`` every ``local`` steps). Where both branches take the same new id, the net decodes
-their two caches in one pass (`WindowDecoder.step_with`, the models' ``decode_together``), reading its
+their two caches in one pass (`WindowDecoder.step_with`, `FastDecoder.step_together`), reading its
 weights once for both; the branch then costs a fraction of a second step. Windows no longer than
 ``local`` are left as they are (both branches would agree).
 
@@ -61,7 +61,7 @@ class GuidedDecoder:
 
     def __init__(self, decoder, net: nn.Module, guidance: RecallGuidance, pinned: int = 0):
         self.decoder, self.guidance, self.pinned = decoder, guidance, pinned
-        self.recent = WindowDecoder(net, use_cache=True)
+        self.recent = WindowDecoder(net, use_cache=True, fast=decoder.fast)  # the same engine: one pass for both
         self.recent_len = 0  # ids the recent branch holds; 0: not started
         self.recent_logits: Tensor | None = None  # (B, V) after the recent ids; None: no guidance this step
         self.guided_steps = 0  # steps that were guided (tests check guidance ran)

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
+from musictx.decoding import FastDecoder, fast_decoder
 from musictx.generation.filters import NoiseStream, sample_next
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
@@ -155,17 +156,18 @@ def _keep_after_slide(max_len: int | None, slide: int | None) -> int:
 
 
 class WindowDecoder:
-    """Logits of the next position, either through the net's cache or by recomputing the window."""
+    """Logits of the next position, either through the net's cache or by recomputing the window. With the
+    cache, a Transformer steps through `musictx.decoding` (`FastDecoder`), other nets through their forward."""
 
-    def __init__(self, net: nn.Module, use_cache: bool):
+    def __init__(self, net: nn.Module, use_cache: bool, fast: FastDecoder | None = None):
         self.net, self.use_cache, self.state = net, use_cache, None
-        # (ids (B,), state) -> logits (B, V): the transformers' one-step shortcut, else None
-        self._decode_next = getattr(net, "decode_next", None) if use_cache else None
+        self.fast = (fast or fast_decoder(net)) if use_cache else None
 
     def restart(self, window: Tensor) -> Tensor:
         """Run a whole window (B, T) from scratch; return the last position's logits (B, V)."""
         if self.use_cache:
-            logits, self.state = self.net(window, cache=self.net.init_cache())
+            state = self.fast.init_cache() if self.fast else self.net.init_cache()
+            logits, self.state = self.net(window, cache=state)
         else:
             logits = self.net(window)
         return logits[:, -1]
@@ -174,19 +176,18 @@ class WindowDecoder:
         """The window grew by one id at its end: logits (B, V) after it."""
         if not self.use_cache:
             return self.net(window)[:, -1]
-        if self._decode_next is not None:
-            return self._decode_next(window[:, -1], self.state)
+        if self.fast is not None:
+            return self.fast.step(window[:, -1], self.state)
         logits, self.state = self.net(window[:, -1:], cache=self.state)
         return logits[:, -1]
 
     def step_with(self, other: WindowDecoder, window: Tensor, other_window: Tensor) -> tuple[Tensor, Tensor]:
-        """`step` of this decoder over ``window`` and of ``other`` (of the same net) over ``other_window``,
-        two windows that end in the same new id: one pass where the net decodes several caches at once
-        (`decode_together`: the weights are read once for both), else one step after the other."""
-        together = getattr(self.net, "decode_together", None)
-        if together is None or not (self.use_cache and other.use_cache):
+        """`step` of this decoder over ``window`` and of ``other`` (of the same net and engine) over
+        ``other_window``, two windows that end in the same new id: one pass on the fast path
+        (`FastDecoder.step_together`: the weights are read once for both), else one step after the other."""
+        if self.fast is None or other.fast is not self.fast:
             return self.step(window), other.step(other_window)
-        mine, theirs = together(window[:, -1], [self.state, other.state])  # (B, V) each
+        mine, theirs = self.fast.step_together(window[:, -1], [self.state, other.state])  # (B, V) each
         return mine, theirs
 
 

@@ -2,7 +2,7 @@
 
 Same function and conventions as `musictx.models.attention`: q (B, H, Tq, D), k and v (B, H, Tk, D) with
 Tk >= Tq (the queries are the last Tq positions), E (H, M, D); distances of M or more get no relative
-term (the model clips them by handing in E - E[M - 1], see `attention.shifted_table`), so a query block's
+term (the model clips them by handing in E - E[M - 1], see `musictx.models.attention.shifted_table`), so a query block's
 relative matmul covers only its window of M + block - 1 keys. The kernel keeps only the output and each
 row's log-sum-exp; backward recomputes every block's logits. No Tq x Tk tensor is ever held.
 
