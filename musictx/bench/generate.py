@@ -59,9 +59,8 @@ def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
     """(wall seconds, per-step timestamps relative to the start, new ids (B, new_tokens)) of one call."""
     import torch
 
-    from musictx.generation.sampling import generate
+    from musictx.generation.sampling import SpecialIds, generate
 
-    gen = torch.Generator().manual_seed(1)
     stamps: list[float] = []
 
     def record(next_ids):  # called once per generated step: a clock, never a stop
@@ -69,11 +68,19 @@ def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
         return torch.zeros_like(next_ids, dtype=torch.bool)
 
     t0 = time.perf_counter()
-    out = generate(net, prompt, new_tokens, temperature=1.0, top_p=0.95, use_cache=use_cache, generator=gen,
-                   stop_fn=record, pad_id=pad_id)
+    out = generate(net, SpecialIds(pad_id=pad_id), prompt, bench_options(use_cache),
+                   max_new_tokens=new_tokens, stop=record)
     wall = time.perf_counter() - t0
     assert out.shape == (prompt.shape[0], prompt.shape[1] + new_tokens)
     return wall, [s - t0 for s in stamps], out[:, prompt.shape[1]:]
+
+
+def bench_options(use_cache: bool = True):
+    """The draws timed: temperature 1, top_p 0.95, seed 1, no recall guidance (its second branch is not
+    decoding speed); no EOS id is given to the sampler, so every sample runs to the end."""
+    from musictx.generation.sampling_options import SamplingOptions
+
+    return SamplingOptions(temperature=1.0, top_p=0.95, seed=1, use_cache=use_cache, recall_guidance=0.0)
 
 
 def music_seconds(tokenizer, new_ids) -> float:
@@ -204,14 +211,25 @@ def step_floor(net, cached: int = 500, steps: int = 200, rounds: int = 7) -> str
             f"({rounds} interleaved rounds of {steps} steps, medians)")
 
 
-# Run in a fresh process with PYTHONPATH set to a checkout: only the API that checkouts since 41423e0 share.
+# Run in a fresh process with PYTHONPATH set to a checkout: only the API that checkouts since 41423e0 share,
+# and either signature of `generate` (keywords before the options object, or the options object).
 _CHILD = """
-import json, os, statistics, sys, time
+import inspect, json, os, statistics, sys, time
+from types import SimpleNamespace
 import torch
 from musictx.checkpoints.model_store import load_model
 from musictx.generation.sampling import generate
 from musictx.generation.seeds import seed_from_midi
 a = json.loads(sys.argv[1])
+if "opts" in inspect.signature(generate).parameters:
+    from musictx.generation.sampling_options import SamplingOptions
+    opts = SamplingOptions(temperature=1.0, top_p=0.95, seed=1, recall_guidance=0.0)
+    def sample(net, prompt, pad_id):
+        return generate(net, SimpleNamespace(pad_id=pad_id, eos_id=None), prompt, opts, max_new_tokens=a["new_tokens"])
+else:
+    def sample(net, prompt, pad_id):
+        return generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
+                        generator=torch.Generator().manual_seed(1), pad_id=pad_id)
 torch.set_num_threads(a["threads"])
 net, tok, _ = load_model(a["model_dir"])
 seed = torch.as_tensor(seed_from_midi(tok, a["motif"]).ids[: a["seed_tokens"]], dtype=torch.long)
@@ -220,8 +238,7 @@ for batch in a["batches"]:
     prompt, walls, cpus = seed.expand(batch, -1).contiguous(), [], []
     for run in range(a["runs"] + 1):  # the first, untimed, pays the first-call costs (imports, allocations)
         t0, c0 = time.perf_counter(), time.process_time()
-        out = generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
-                       generator=torch.Generator().manual_seed(1), pad_id=tok.pad_id)
+        out = sample(net, prompt, tok.pad_id)
         walls += [time.perf_counter() - t0] if run else []
         cpus += [time.process_time() - c0] if run else []
     new = out[:, prompt.shape[1]:].tolist()

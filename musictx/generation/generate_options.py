@@ -13,9 +13,9 @@ from pathlib import Path
 
 from musictx.generation.continue_seed import token_cap
 from musictx.generation.output_folder import check_output_dir
-from musictx.generation.sampling import context_length
 from musictx.generation.sampling_options import SamplingOptions, finite_number, raise_first, whole_number
 from musictx.generation.seeds import GenerateError
+from musictx.generation.window import context_length
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file

@@ -28,16 +28,19 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from musictx.generation.filters import top_p_filter
-from musictx.generation.sampling import WindowDecoder
+from musictx.generation.hooks import LogitsHook
+from musictx.generation.sampling_options import RECALL_BRANCHES
+from musictx.generation.window import WindowDecoder
 
 
-class RecallGuidance:
-    """The settings; `around` wraps a decoder (``restart(window)`` and ``step(window)`` -> logits (B, V)) of
-    ``net`` in a `GuidedDecoder`. `musictx.generation.sampling.generate` takes one as ``guidance``."""
+class RecallGuidance(LogitsHook):
+    """The sampler's hook (`musictx.generation.hooks`): `around` wraps the sampler's decoder in a
+    `GuidedDecoder`, which also asks the net about the recent ids; the hook's call guides the logits with
+    it. `generate` makes one from its options (`of`)."""
 
-    BRANCHES = ("recent", "continuation")  # what the whole window is contrasted with (module docstring)
+    BRANCHES = RECALL_BRANCHES  # what the whole window is contrasted with (module docstring)
 
-    def __init__(self, weight: float, local: int = 64, plausible: float = 0.95, against: str = "recent"):
+    def __init__(self, weight: float, local: int, plausible: float, against: str):
         if against not in self.BRANCHES:
             raise ValueError(f"recall guidance against must be one of {', '.join(self.BRANCHES)}, got {against!r}")
         if not weight >= 0:
@@ -47,10 +50,23 @@ class RecallGuidance:
         if not 0 < plausible <= 1:
             raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
         self.weight, self.local, self.plausible, self.against = weight, local, plausible, against
+        self.decoder: GuidedDecoder | None = None
+
+    @classmethod
+    def of(cls, opts) -> RecallGuidance | None:
+        """The guidance a `SamplingOptions` asks for (its nucleus is the plausible set); None when
+        ``recall_guidance`` is 0."""
+        if not opts.recall_guidance:
+            return None
+        return cls(opts.recall_guidance, opts.recall_local, opts.top_p or 1.0, opts.recall_against)
 
     def around(self, decoder, net: nn.Module, pinned: int = 0) -> GuidedDecoder:
         """``pinned``: seed ids the sampler keeps at the start of a slid window (never new music)."""
-        return GuidedDecoder(decoder, net, self, pinned)
+        self.decoder = GuidedDecoder(decoder, net, self, pinned)
+        return self.decoder
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        return self.decoder.guide(logits)
 
 
 class GuidedDecoder:
