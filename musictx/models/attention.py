@@ -31,6 +31,7 @@ from musictx.kernels.efficient_attention import attend_efficient
 from musictx.models.kv_cache import KVCache
 
 IMPLS = ("naive", "skew", "efficient", "triton", "auto")  # auto: triton for CUDA inputs if it imports, else efficient
+BLOCK_SIZE = 128  # the efficient kernel's query block (``attn_block_size`` in conf/model/music_transformer.yaml)
 
 
 def clipped_table(rel_emb: Tensor, t_k: int) -> Tensor:
@@ -213,7 +214,7 @@ class RelativeSelfAttention(_SelfAttention):
         max_rel_dist: int,
         dropout: float = 0.0,
         impl: str = "efficient",
-        block_size: int = 64,
+        block_size: int = BLOCK_SIZE,
     ):
         super().__init__(d_model, n_heads, dropout)
         if impl not in IMPLS:

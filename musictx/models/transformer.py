@@ -17,8 +17,10 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
+from musictx.models.attention import BLOCK_SIZE, PlainSelfAttention, RelativeSelfAttention
 from musictx.models.kv_cache import KVCache
+
+CONTEXT = 2048  # max_seq_len, the paper's; ``data.seq_len`` in conf/data/default.yaml, which the models follow
 
 
 @dataclass
@@ -149,10 +151,10 @@ class MusicTransformer(_DecoderLM):
         n_heads: int = 8,
         d_ff: int = 1024,
         dropout: float = 0.1,
-        max_seq_len: int = 2048,
+        max_seq_len: int = CONTEXT,
         max_rel_dist: int | None = None,
         attn_impl: str = "efficient",
-        attn_block_size: int = 64,
+        attn_block_size: int = BLOCK_SIZE,
         gradient_checkpointing: bool = False,
     ):
         max_rel_dist = max_rel_dist or max_seq_len // 2
@@ -198,7 +200,7 @@ class VanillaTransformer(_DecoderLM):
         n_heads: int = 8,
         d_ff: int = 1024,
         dropout: float = 0.1,
-        max_seq_len: int = 2048,
+        max_seq_len: int = CONTEXT,
         positions: str = "sinusoidal",
         gradient_checkpointing: bool = False,
     ):
