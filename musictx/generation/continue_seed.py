@@ -39,15 +39,15 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: S
     """New ids of ``num_samples`` continuations of ``seed``, sampled as one batch (EOS kept, PAD dropped).
     Each stops after ``length_seconds`` of new music (None: no limit) or `token_cap` ids. ``on_step(next_ids,
     done)`` is called after every draw (progress); a Ctrl-C raises `GenerationInterrupted`."""
+    cap = token_cap(max_tokens, length_seconds)
     device = next(net.parameters()).device
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
-    stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
     hooks = [OnStep(on_step)] if on_step else []
     if sampling.guard:
-        cap = note_cap(tokenizer, seed, sampling.max_note_seconds, sampling.note_cap_from_seed)
-        hooks.insert(0, NoteGrammarGuard.of(tokenizer, cap, sampling.polyphony_ratio))
-    ids = generate(net, tokenizer, prompt, sampling, hooks, max_new_tokens=token_cap(max_tokens, length_seconds),
-                   stop=stop)
+        longest = note_cap(tokenizer, seed, sampling.max_note_seconds, sampling.note_cap_from_seed)
+        hooks.insert(0, NoteGrammarGuard.of(tokenizer, longest, sampling.polyphony_ratio))
+    stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
+    ids = generate(net, tokenizer, prompt, sampling, hooks, max_new_tokens=cap, stop=stop)
     return new_ids(tokenizer, seed, ids)
 
 

@@ -32,7 +32,7 @@ from musictx.generation.filters import NoiseStream, sample_next
 from musictx.generation.hooks import LogitsHook
 from musictx.generation.recall_guidance import RecallGuidance
 from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.window import SlidingWindow, WindowDecoder, context_length, keep_after_slide, pinned_length
+from musictx.generation.window import SlidingWindow
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
 DrawFn = Callable[[Tensor], Tensor]  # logits (B, V) -> the ids drawn (B,)
@@ -226,25 +226,21 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, h
     pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
     _check_generate_args(prompt, max_new_tokens, eos_id, stop, pad_id, opts.keep_seed)
     device = next(net.parameters()).device
-    max_len = context_length(net)
-    keep = keep_after_slide(max_len, opts.slide)
     B, t0 = prompt.shape
-    pin = pinned_length(opts.keep_seed, t0, keep)
     total, fill = t0 + max_new_tokens, 0 if pad_id is None else pad_id
     ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
     can_stop = eos_id is not None or stop is not None  # else no sample completes before max_new_tokens
     hooks = _hooks_of(opts, hooks)
-    decoder = WindowDecoder(net, opts.use_cache)
+    draw, noise = _drawer(opts, device, max_new_tokens)
+    window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])
-        decoder = hook.around(decoder, net, pin)
-    draw, noise = _drawer(opts, device, max_new_tokens)
-    window = SlidingWindow(t0, max_len, keep, pin)
+        window.decoder = hook.around(window.decoder, net, window.pin)
     length = t0
     with (_eval_mode(net), closing(noise) if noise else nullcontext(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
-        logits = decoder.restart(ids[:, window.start : t0])
+        logits = window.first_logits(ids)
         while length < total:
             nxt = _draw(logits, draw, done if can_stop else None, pad_id, hooks)  # (B,)
             if length == ids.shape[1]:
@@ -258,6 +254,5 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, h
                 break
             if pressed():
                 raise KeyboardInterrupt
-            recent, slid = window.advance(ids, length)
-            logits = decoder.restart(recent) if slid else decoder.step(recent)
+            logits = window.next_logits(ids, length)
     return ids[:, :length]

@@ -83,15 +83,29 @@ class WindowDecoder:
 
 
 class SlidingWindow:
-    """Which ids the decoder sees: the recent ids from ``start`` on, and, from the first slide after the
-    prompt, the prompt's last ``pin`` ids pinned in front of them (module docstring)."""
+    """Which ids the net sees, and its logits after them: the recent ids from ``start`` on and, from the first
+    slide after the prompt, the prompt's last ``pin`` ids pinned in front of them (module docstring), through
+    ``decoder`` (a `WindowDecoder`, which a sampling hook may wrap)."""
 
-    def __init__(self, t0: int, max_len: int | None, keep: int, pin: int):
-        """``t0`` prompt ids; windows of at most ``max_len`` ids; ``keep`` ids after a slide; ``pin`` prompt ids
-        pinned (`pinned_length`)."""
-        self.t0, self.max_len, self.keep, self.pin = t0, max_len, keep, pin
+    def __init__(self, net: nn.Module, t0: int, use_cache: bool, slide: int | None, keep_seed: int | None):
+        """For a prompt of ``t0`` ids: ``slide`` ids dropped when the window is full (None: a quarter of the
+        context), ``keep_seed`` prompt ids pinned after a slide (`pinned_length`)."""
+        self.t0, self.max_len = t0, context_length(net)
+        self.keep = keep_after_slide(self.max_len, slide)
+        self.pin = pinned_length(keep_seed, t0, self.keep)
         self.pinned = False
-        self.start = window_start(0, t0, max_len, keep)
+        self.start = window_start(0, t0, self.max_len, self.keep)
+        self.decoder = WindowDecoder(net, use_cache)
+
+    def first_logits(self, ids: Tensor) -> Tensor:
+        """The logits (B, V) after the prompt, ``ids[:, :t0]``."""
+        return self.decoder.restart(ids[:, self.start : self.t0])
+
+    def next_logits(self, ids: Tensor, length: int) -> Tensor:
+        """The logits (B, V) after ``ids[:, :length]``, one id more than at the last call: a decoding step, or
+        a restart from the slid window."""
+        recent, slid = self.advance(ids, length)
+        return self.decoder.restart(recent) if slid else self.decoder.step(recent)
 
     def advance(self, ids: Tensor, length: int) -> tuple[Tensor, bool]:
         """The window (B, <= max_len) over ``ids[:, :length]`` after one more id, and whether it slid (the
