@@ -5,18 +5,17 @@ import math
 import pytest
 import torch
 
+from musictx.kernels.efficient_attention import attend_efficient, dropout_keep_mask
 from musictx.models.attention import (
     IMPLS,
-    KVCache,
     PlainSelfAttention,
     RelativeSelfAttention,
-    attend_efficient,
     attend_naive,
     attend_skew,
     clipped_table,
     naive_logits,
 )
-from musictx.models.efficient_attention import dropout_keep_mask
+from musictx.models.kv_cache import KVCache
 
 # "triton" runs on CPU only under Triton's interpreter: tests/test_triton_attention.py; "auto" is efficient on CPU
 CPU_IMPLS = tuple(impl for impl in IMPLS if impl != "triton")
@@ -153,7 +152,7 @@ def one_thread():
 def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch, one_thread, group_bytes):
     """Long inputs run head group by head group (each block's logits stay in L2): outputs, every
     gradient, and the dropout stream (drawn group by group, replayed the same way in backward) agree."""
-    import musictx.models.efficient_attention as eff
+    import musictx.kernels.efficient_attention as eff
 
     monkeypatch.setattr(eff, "GROUP_BYTES", group_bytes)
     B, H, t_q, t_k, D, n_rel, block = 2, 3, 9, 12, 4, 5, 4
@@ -174,7 +173,7 @@ def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch
 
 
 def test_head_groups_keep_a_block_of_logits_near_l2_on_one_thread(one_thread):
-    from musictx.models.efficient_attention import _head_groups, group_heads
+    from musictx.kernels.efficient_attention import _head_groups, group_heads
 
     cpu = torch.device("cpu")
     assert group_heads(8, 1, 2048, 2048, 64, 4, cpu) == 2  # 2 heads x 64 queries x 2048 keys x 4 B = 1 MiB
@@ -190,7 +189,7 @@ def test_backward_keeps_forwards_head_groups_when_the_thread_count_changes(monke
     groups its forward used, or the gradients would belong to other masks."""
     q, k, v, e = _qkve(1, 4, 64, 64, 4, 32)
     seed = torch.tensor(3)
-    import musictx.models.efficient_attention as eff
+    import musictx.kernels.efficient_attention as eff
 
     monkeypatch.setattr(eff, "GROUP_BYTES", 10_000)  # one head per group on one thread
     assert eff.group_heads(4, 1, 64, 64, 16, 8, torch.device("cpu")) == 1

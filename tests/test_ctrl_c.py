@@ -46,7 +46,9 @@ def test_the_guard_remembers_it_and_puts_the_handler_back(python_sigint):
 def test_sampling_stops_at_a_swallowed_ctrl_c_with_the_ids_so_far(python_sigint):
     import torch
 
+    from musictx.generation.hooks import OnStep
     from musictx.generation.sampling import GenerationInterrupted, generate
+    from musictx.generation.sampling_options import SamplingOptions
     from musictx.models.transformer import MusicTransformer
 
     net = MusicTransformer(vocab_size=20, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=64)
@@ -59,7 +61,7 @@ def test_sampling_stops_at_a_swallowed_ctrl_c_with_the_ids_so_far(python_sigint)
 
     prompt = torch.zeros(2, 3, dtype=torch.long)
     with pytest.raises(GenerationInterrupted) as stop:
-        generate(net, prompt, 40, on_step=on_step, generator=torch.Generator().manual_seed(0))
+        generate(net, None, prompt, SamplingOptions(recall_guidance=0.0), [OnStep(on_step)], max_new_tokens=40)
     assert len(steps) == 5 and stop.value.ids.shape == (2, 3 + 5)
     assert torch.equal(stop.value.ids[:, :3], prompt)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

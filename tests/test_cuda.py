@@ -8,15 +8,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from musictx.kernels.efficient_attention import attend_efficient
 from musictx.models import MusicTransformer
-from musictx.models.attention import attend_efficient, attend_naive, attend_skew
+from musictx.models.attention import attend_naive, attend_skew
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_step.py tests)")]
 
 
 def _triton(q, k, v, e):
-    from musictx.models.triton_attention import attend_triton
+    from musictx.kernels.triton_attention import attend_triton
 
     return attend_triton(q, k, v, e, 0.0)
 
@@ -81,10 +82,12 @@ def test_a_bf16_mixed_training_step_runs_the_custom_op_on_cuda():
 
 def test_cached_greedy_decoding_on_cuda_gives_the_cpu_ids():
     from musictx.generation.sampling import generate
+    from musictx.generation.sampling_options import SamplingOptions
 
     torch.manual_seed(0)
     net = MusicTransformer(390, n_layers=2, d_model=64, n_heads=4, d_ff=128, max_seq_len=256).eval()
     prompt = torch.randint(0, 388, (2, 40))
-    cpu = generate(net, prompt, 48, temperature=0.0, keep_seed=0)
-    gpu = generate(net.cuda(), prompt.cuda(), 48, temperature=0.0, keep_seed=0)
+    greedy = SamplingOptions(temperature=0.0, keep_seed=0, recall_guidance=0.0)
+    cpu = generate(net, None, prompt, greedy, max_new_tokens=48)
+    gpu = generate(net.cuda(), None, prompt.cuda(), greedy, max_new_tokens=48)
     assert torch.equal(gpu.cpu()[:, :60], cpu[:, :60])

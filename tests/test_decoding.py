@@ -1,14 +1,15 @@
-"""The decoding fast path (`_DecoderLM.fast_decode`): the logits of the general forward with a cache up to
+"""The decoding engine (`musictx.decoding.FastDecoder`): the logits of the general forward with a cache up to
 float rounding (its operands are laid out for one-row products), hence the same sampled ids for a seed
-as before it, and as recomputing the whole sequence."""
+as the general forward, and as recomputing the whole sequence."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from musictx.models import MusicTransformer, VanillaTransformer
-from musictx.models.decoding import KVCache, decode_attention, decode_table, matvec_operand
+from musictx.decoding import FastDecoder, fast_decoder, reference_steps
+from musictx.decoding.ops import StepKVCache, decode_attention, decode_table, matvec_operand
+from musictx.models import LSTMBaseline, MusicTransformer, VanillaTransformer
 
 VOCAB = 40
 
@@ -22,28 +23,34 @@ def _net(name: str, **kwargs):
                               max_seq_len=64).eval()
 
 
+def _step(net, decoder: FastDecoder | None, ids: torch.Tensor, state) -> torch.Tensor:
+    """Logits (B, 1, V) after one id per row, ids (B,): by the engine, or by the general forward (None)."""
+    if decoder is None:
+        return net(ids[:, None], cache=state)[0]
+    return decoder.step(ids, state)[:, None]
+
+
 def _step_logits(net, ids: torch.Tensor, prompt: int, fast: bool) -> torch.Tensor:
-    net.fast_decode = fast
     with torch.inference_mode():
-        state = net.init_cache()
+        decoder = FastDecoder(net) if fast else None
+        state = decoder.init_cache() if fast else net.init_cache()
         out = [net(ids[:, :prompt], cache=state)[0]]
-        out += [net(ids[:, t : t + 1], cache=state)[0] for t in range(prompt, ids.shape[1])]
-    net.fast_decode = True
+        out += [_step(net, decoder, ids[:, t], state) for t in range(prompt, ids.shape[1])]
     return torch.cat(out, dim=1)
 
 
 @pytest.mark.parametrize("name", ["music_transformer", "transformer"])
-@pytest.mark.parametrize("prompt", [1, 20])  # 1: the very first token goes through the fast path too
-@pytest.mark.parametrize("batch", [1, 3])  # batch 1 has its own layout (`KVCache.push_pair`)
+@pytest.mark.parametrize("prompt", [1, 20])
+@pytest.mark.parametrize("batch", [1, 3])  # batch 1 has its own layout (`StepKVCache.push_pair`)
 def test_fast_decoding_steps_equal_the_general_forward(name, prompt, batch, monkeypatch):
     net = _net(name)
     ids = torch.randint(0, VOCAB, (batch, 50), generator=torch.Generator().manual_seed(1))
-    pairs_pushed, push_pair = [], KVCache.push_pair  # counts the batch-1 writes; the real method still runs
-    monkeypatch.setattr(KVCache, "push_pair", lambda cache, pair: pairs_pushed.append(1) or push_pair(cache, pair))
+    pairs_pushed, push_pair = [], StepKVCache.push_pair  # counts the batch-1 writes; the real method still runs
+    monkeypatch.setattr(StepKVCache, "push_pair", lambda cache, pair: pairs_pushed.append(1) or push_pair(cache, pair))
     fast, reference = (_step_logits(net, ids, prompt, f) for f in (True, False))
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-6)
     relative_at_batch_1 = name == "music_transformer" and batch == 1  # the one path that writes pairs
-    fast_steps = 50 if prompt == 1 else 50 - prompt  # a 1-id prompt is a fast step too
+    fast_steps = 50 - prompt
     assert len(pairs_pushed) == (2 * fast_steps if relative_at_batch_1 else 0)  # 2 layers a fast step
     with torch.no_grad():
         torch.testing.assert_close(fast, net(ids), rtol=1e-5, atol=1e-5)  # and the uncached forward
@@ -51,50 +58,48 @@ def test_fast_decoding_steps_equal_the_general_forward(name, prompt, batch, monk
 
 def test_fast_steps_past_a_growing_buffer_equal_the_general_forward():
     """A cache without a capacity doubles its buffers as it fills: the views the fast step reads
-    (`KVCache.keys_t`, ``values``) and the decode table must follow."""
+    (`StepKVCache.keys_t`, ``values``) and the decode table must follow."""
     net = _net("music_transformer")
     ids = torch.randint(0, VOCAB, (2, 60), generator=torch.Generator().manual_seed(4))
     logits, states = {}, {}
     for fast in (True, False):
-        net.fast_decode = fast
         with torch.inference_mode():
-            state = states[fast] = net.init_cache()
+            decoder = FastDecoder(net) if fast else None
+            state = states[fast] = decoder.init_cache() if fast else net.init_cache()
             for layer in state.layers:
                 layer.capacity = None  # grow from 16 by doubling: 16, 32, 64
-            logits[fast] = torch.cat([net(ids[:, t : t + 1], cache=state)[0] for t in range(60)], dim=1)
-    net.fast_decode = True
+            first = net(ids[:, :1], cache=state)[0]
+            logits[fast] = torch.cat([first] + [_step(net, decoder, ids[:, t], state) for t in range(1, 60)], dim=1)
     assert states[True].layers[0]._k.shape[2] == 64
     torch.testing.assert_close(logits[True], logits[False], rtol=1e-5, atol=1e-6)
 
 
-def test_gathered_tensors_serve_every_cache_until_the_parameters_change():
-    """Samplers start caches often (a slid window, recall guidance every 64 steps): the copies a step
-    reads are made once, and again after an optimizer step or a load_state_dict, never stale."""
+def test_a_decoder_reads_the_parameters_it_was_made_with_and_a_new_one_the_changed_ones():
+    """Every cache of one decoder shares its gathered tensors (samplers start caches often: a slid window,
+    recall guidance); after an optimizer step or a load_state_dict, a new decoder gives the new net's logits."""
     net = _net("music_transformer")
     ids = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(5))
 
-    def fast_and_reference():
+    def fast_and_reference(decoder):
         with torch.inference_mode():
-            state = net.init_cache()
+            state = decoder.init_cache()
             net(ids[:, :11], cache=state)
-            fast = net(ids[:, 11:], cache=state)[0]
-            return state.weights, fast, net(ids)[:, -1:]
+            return decoder.step(ids[:, 11], state)[:, None], net(ids)[:, -1:]
 
-    first, fast, reference = fast_and_reference()
-    second, _, _ = fast_and_reference()
-    assert second is first  # no copies for the second cache
+    decoder = FastDecoder(net)
+    fast, reference = fast_and_reference(decoder)
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-5)
     opt = torch.optim.SGD(net.parameters(), lr=0.5)
     net.train()
     torch.nn.functional.cross_entropy(net(ids).flatten(0, 1), ids.flatten()).backward()
     opt.step()
     net.eval()
-    after_step, fast, reference = fast_and_reference()
-    assert after_step is not first
+    stale, reference = fast_and_reference(decoder)
+    assert not torch.allclose(stale, reference, rtol=1e-5, atol=1e-5)  # the old copies: the old net
+    fast, reference = fast_and_reference(FastDecoder(net))
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-5)
     net.load_state_dict(_net("music_transformer").state_dict())
-    reloaded, fast, reference = fast_and_reference()
-    assert reloaded is not after_step
+    fast, reference = fast_and_reference(FastDecoder(net))
     torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-5)
 
 
@@ -103,7 +108,8 @@ def test_one_row_operands_copy_widening_layers_and_read_narrowing_ones_in_place(
     own rows (a transposed view, no copy) for one that narrows; both are the same x @ W."""
     net = _net("music_transformer")  # d_model 32, d_ff 64
     block = net.blocks[0]
-    fc1_op, fc2_op = block.decode_weights()[6:10:2]
+    weights = FastDecoder(net).weights.blocks[0]
+    fc1_op, fc2_op = weights.fc1_wt, weights.fc2_wt
     assert fc1_op.shape == (32, 64) and fc1_op.is_contiguous()
     assert fc1_op.untyped_storage().data_ptr() != block.ff[0].weight.untyped_storage().data_ptr()
     assert fc2_op.shape == (64, 32) and not fc2_op.is_contiguous()
@@ -114,50 +120,49 @@ def test_one_row_operands_copy_widening_layers_and_read_narrowing_ones_in_place(
     assert matvec_operand(square).is_contiguous()  # in == out: the copy, the faster of the two at 192 x 192
 
 
-def test_a_net_made_in_inference_mode_gathers_for_each_cache():
-    """Its parameters have no version counter, so nothing could tell that they changed."""
+def test_a_net_made_in_inference_mode_decodes_too():
     with torch.inference_mode():
         net = _net("music_transformer")
         ids = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(6))
-        states, fast = [net.init_cache() for _ in range(2)], []
-        for state in states:
-            net(ids[:, :7], cache=state)
-            fast.append(net(ids[:, 7:], cache=state)[0])
-        assert states[0].weights is not states[1].weights
-        torch.testing.assert_close(fast[0], net(ids)[:, -1:], rtol=1e-5, atol=1e-5)
+        decoder = FastDecoder(net)
+        state = decoder.init_cache()
+        net(ids[:, :7], cache=state)
+        torch.testing.assert_close(decoder.step(ids[:, 7], state), net(ids)[:, -1], rtol=1e-5, atol=1e-5)
 
 
 def test_fast_step_runs_without_onednn_and_puts_the_flag_back(monkeypatch):
     """The step's GELU takes ATen's kernel (oneDNN's costs ~15 us a call on one row): the flag is off
     inside every block's step, back to what it was after it, also when the step fails."""
-    from musictx.models.transformer import Block
+    import musictx.decoding.engine as engine
 
     net, seen = _net("music_transformer"), []
-    real_step = Block.decode_step
+    real_step = engine.block_step
 
     def spy(x, cache, weights):
         seen.append(torch.backends.mkldnn.enabled)
         return real_step(x, cache, weights)
 
-    monkeypatch.setattr(Block, "decode_step", staticmethod(spy))
+    monkeypatch.setattr(engine, "block_step", spy)
     with torch.inference_mode():
-        state = net.init_cache()
+        decoder = FastDecoder(net)
+        state = decoder.init_cache()
         net(torch.zeros(1, 5, dtype=torch.long), cache=state)
         assert torch.backends.mkldnn.enabled
-        net(torch.ones(1, 1, dtype=torch.long), cache=state)
+        decoder.step(torch.ones(1, dtype=torch.long), state)
         assert seen == [False, False] and torch.backends.mkldnn.enabled
         with pytest.raises(IndexError):
-            net(torch.full((1, 1), VOCAB + 5), cache=state)  # an id past the table fails inside the step
+            decoder.step(torch.full((1,), VOCAB + 5), state)  # an id past the table fails inside the step
         assert torch.backends.mkldnn.enabled
         monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)
-        net(torch.ones(1, 1, dtype=torch.long), cache=state)
+        decoder.step(torch.ones(1, dtype=torch.long), state)
         assert not torch.backends.mkldnn.enabled  # a caller's own choice is left as it was
         monkeypatch.setattr(torch.backends.mkldnn, "enabled", True)
         seen.clear()
-        half = _net("music_transformer").to(torch.bfloat16)  # bf16 keeps oneDNN: ATen's own bf16 matmuls are slow
+        # bf16 keeps oneDNN: ATen's own bf16 matmuls are slow
+        half = FastDecoder(_net("music_transformer").to(torch.bfloat16))
         state = half.init_cache()
-        half(torch.zeros(1, 5, dtype=torch.long), cache=state)
-        half(torch.ones(1, 1, dtype=torch.long), cache=state)
+        half.net(torch.zeros(1, 5, dtype=torch.long), cache=state)
+        half.step(torch.ones(1, dtype=torch.long), state)
         assert seen == [True, True]
 
 
@@ -166,15 +171,14 @@ def _sample(net, prompt: torch.Tensor, n: int, mode: str) -> torch.Tensor:
     reference path) or by recomputing the whole sequence every step."""
     gen = torch.Generator().manual_seed(3)
     ids = prompt
-    net.fast_decode = mode == "fast"
     with torch.inference_mode():
-        state = net.init_cache()
+        decoder = FastDecoder(net) if mode == "fast" else None
+        state = decoder.init_cache() if decoder else net.init_cache()
         logits = net(prompt, cache=state)[0] if mode != "recompute" else net(prompt)
         for _ in range(n):
             nxt = torch.multinomial(logits[:, -1].softmax(-1), 1, generator=gen)  # (B, 1)
             ids = torch.cat([ids, nxt], dim=1)
-            logits = net(ids) if mode == "recompute" else net(nxt, cache=state)[0]
-    net.fast_decode = True
+            logits = net(ids) if mode == "recompute" else _step(net, decoder, nxt[:, 0], state)
     return ids
 
 
@@ -192,43 +196,43 @@ def test_sampled_ids_are_those_of_the_reference_path_and_of_recomputation():
 def test_several_caches_decoded_together_equal_each_stepped_alone(name, batch):
     """Recall guidance feeds the same id to two caches: in one pass (the products on all their rows at
     once; the vanilla net adds each cache's own position) the logits are each cache's, and the caches
-    go on as if stepped alone. Without the fast path it steps each through the general forward."""
+    go on as if stepped alone."""
     net = _net(name)
     gen = torch.Generator().manual_seed(3)
     ids, new = torch.randint(0, VOCAB, (batch, 30), generator=gen), torch.randint(0, VOCAB, (batch, 3), generator=gen)
     with torch.inference_mode():
+        decoder = FastDecoder(net)
+
         def two_caches():
-            return [net(ids, cache=net.init_cache())[1], net(ids[:, -7:], cache=net.init_cache())[1]]
+            return [net(ids, cache=decoder.init_cache())[1], net(ids[:, -7:], cache=decoder.init_cache())[1]]
 
         alone, together = two_caches(), two_caches()
         for t in range(3):
             expected = [net(new[:, t : t + 1], cache=cache)[0][:, -1] for cache in alone]
-            for got, want in zip(net.decode_together(new[:, t], together), expected, strict=True):
+            for got, want in zip(decoder.step_together(new[:, t], together), expected, strict=True):
                 torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
         assert [c.length for c in together] == [33, 10]
-        net.fast_decode = False
-        reference = net.decode_together(new[:, 0], two_caches())
-        net.fast_decode = True
-        torch.testing.assert_close(reference[1], net(torch.cat([ids[:, -7:], new[:, :1]], 1))[:, -1])
-        full = net(torch.randint(0, VOCAB, (batch, net.max_seq_len)), cache=net.init_cache())[1]
+        torch.testing.assert_close(together[1].layers[0].k, alone[1].layers[0].k)
+        full = net(torch.randint(0, VOCAB, (batch, net.max_seq_len)), cache=decoder.init_cache())[1]
         with pytest.raises(ValueError, match="exceed max_seq_len"):
-            net.decode_together(new[:, 0], [together[0], full])
+            decoder.step_together(new[:, 0], [together[0], full])
 
 
-def test_training_mode_keeps_the_general_forward():
-    """Dropout lives in the general forward: a net in training mode never takes the fast path."""
-    net = _net("music_transformer").train()
-    with torch.no_grad():
-        state = net.init_cache()
-        net(torch.zeros(1, 4, dtype=torch.long), cache=state)
-        a = net(torch.ones(1, 1, dtype=torch.long), cache=state)[0]
-    assert not state.weights and a.shape == (1, 1, VOCAB)  # the fast path takes the gathered tensors
+def test_the_engine_serves_the_transformers_outside_reference_steps():
+    """The LSTM has no engine (its forward is its step); `reference_steps` sends samplers to the general
+    forward, for the bench's A/B, and the engine is back after the block."""
+    assert isinstance(fast_decoder(_net("music_transformer")), FastDecoder)
+    assert isinstance(fast_decoder(_net("transformer")), FastDecoder)
+    assert fast_decoder(LSTMBaseline(VOCAB, d_model=8, hidden_size=8, n_layers=1)) is None
+    with reference_steps():
+        assert fast_decoder(_net("music_transformer")) is None
+    assert fast_decoder(_net("music_transformer")) is not None
 
 
 def test_onednn_comes_back_only_when_the_last_overlapping_step_ends(monkeypatch):
     """Two threads decoding at once: the first to finish must not switch oneDNN back on under the
     other, nor the last leave it off."""
-    from musictx.models.decoding import without_onednn
+    from musictx.decoding.ops import without_onednn
 
     monkeypatch.setattr(torch.backends.mkldnn, "enabled", True)
     first, second = without_onednn(True), without_onednn(True)
@@ -269,7 +273,7 @@ def test_decode_table_columns_are_the_distances_in_key_order():
 
 
 def test_push_one_equals_append_and_the_views_follow_the_buffer():
-    one, many = KVCache(capacity=None), KVCache(capacity=None)
+    one, many = StepKVCache(capacity=None), StepKVCache(capacity=None)
     k, v = torch.randn(2, 3, 20, 4), torch.randn(2, 3, 20, 4)
     for t in range(20):
         one.push_one(k[:, :, t], v[:, :, t])
@@ -281,7 +285,7 @@ def test_push_one_equals_append_and_the_views_follow_the_buffer():
 
 
 def test_push_pair_equals_push_one_at_batch_one():
-    one, pairs = KVCache(capacity=None), KVCache(capacity=None)
+    one, pairs = StepKVCache(capacity=None), StepKVCache(capacity=None)
     k, v = torch.randn(1, 3, 20, 4), torch.randn(1, 3, 20, 4)
     for t in range(20):
         one.push_one(k[:, :, t], v[:, :, t])
@@ -295,7 +299,7 @@ def test_push_pair_equals_push_one_at_batch_one():
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("n_keys", [4, 6, 10])  # fewer keys than the table's 6 distances, as many, more
 def test_decode_attention_reads_the_cache_buffers_in_place(batch, n_keys):
-    cache = KVCache(capacity=32)
+    cache = StepKVCache(capacity=32)
     k, v = torch.randn(batch, 3, n_keys, 4), torch.randn(batch, 3, n_keys, 4)
     cache.append(k, v)
     q = torch.randn(batch, 3, 4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,9 @@ import torch
 from musictx.checkpoints.model_store import read_checkpoint
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.hooks import OnStep
 from musictx.generation.sampling import generate
+from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import fixture_tiny_checkpoint, tiny_net  # noqa: F401  (fixture)
@@ -74,23 +77,28 @@ def test_a_sample_cut_short_by_max_tokens_says_so_in_one_line(endless_checkpoint
 
 
 # ----- progress ------------------------------------------------------------------------------------------
-def test_generate_reports_every_step_to_on_step():
+def test_generate_reports_every_step_to_its_hooks():
     net = tiny_net("music_transformer")
     steps = []
     prompt = torch.tensor([[60, LAY.time_shift + 9]] * 2)
-    ids = generate(net, prompt, 20, generator=torch.Generator().manual_seed(0),
-                   on_step=lambda nxt, done: steps.append((nxt.clone(), done.clone())))
+    hook = OnStep(lambda nxt, done: steps.append((nxt.clone(), done.clone())))
+    ids = generate(net, None, prompt, SamplingOptions(), [hook], max_new_tokens=20)
     assert len(steps) == 20 and all(done.shape == (2,) and not done.any() for _, done in steps)
     assert torch.equal(torch.stack([nxt for nxt, _ in steps], dim=1), ids[:, 2:])
 
 
-def test_long_runs_print_their_progress(endless_checkpoint, tmp_path, capsys):
-    run(options(endless_checkpoint, tmp_path, length_seconds=30, progress_every_s=0.05))
-    progress = [line for line in capsys.readouterr().out.splitlines() if line.startswith("generating: ")]
-    assert progress, "no progress line"
+def progress_lines(out: str) -> list[str]:
+    """The states of the tqdm bar in ``out``: it redraws its line after a carriage return."""
+    return [part.strip() for part in re.split(r"[\r\n]", out) if part.strip().startswith("generating: ")]
+
+
+def test_long_runs_show_their_progress_in_a_bar(endless_checkpoint, tmp_path, capsys):
+    run(options(endless_checkpoint, tmp_path, length_seconds=30, progress_every_s=0.05, num_samples=2))
+    progress = progress_lines(capsys.readouterr().out)
+    assert len(progress) > 2, "the bar was not redrawn"
     seconds = [float(line.split()[1]) for line in progress]
-    assert seconds == sorted(seconds) and seconds[-1] < 30
-    assert all(" s of 30 s so far (0 of 1 samples done, " in line for line in progress), progress
+    assert seconds == sorted(seconds) and 0 < seconds[-1] < 30  # the least advanced sample never reaches 30 s
+    assert all(" of 30 s " in line and " of 2 samples done]" in line for line in progress[1:]), progress
 
 
 # ----- the console script --------------------------------------------------------------------------------
@@ -109,19 +117,19 @@ def test_ctrl_c_writes_the_samples_so_far_and_says_so(endless_checkpoint, tmp_pa
     # A runner started in the background hands its children SIGINT ignored: give the run a terminal's Ctrl-C.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    seen, deadline = [], time.monotonic() + 120
-    while time.monotonic() < deadline and not any(s.startswith("generating: ") for s in seen):
-        line = proc.stdout.readline()
-        if not line:
+    seen, deadline = "", time.monotonic() + 120
+    while time.monotonic() < deadline and not progress_lines(seen)[1:]:  # the bar moved once
+        chunk = proc.stdout.read(1)  # the bar's line ends in a carriage return, not a newline
+        if not chunk:
             break  # the run ended
-        seen.append(line.rstrip("\n"))
+        seen += chunk
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
     try:
         rest = proc.communicate(timeout=120)[0].splitlines()
     finally:
         proc.kill()
-    assert any(s.startswith("generating: ") for s in seen), seen[-20:]
+    assert progress_lines(seen)[1:], seen[-2000:]
     record = json.loads((run_dir / "generation.json").read_text())
     assert record["interrupted"] and len(record["samples"]) == 2
     got = [s["new_seconds"] for s in record["samples"]]

@@ -10,12 +10,19 @@ import torch
 from musictx.evaluation.continuation import grammar_breaks
 from musictx.generation.guard import MIN_POLYPHONY, NoteGrammarGuard
 from musictx.generation.sampling import generate
+from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import tiny_net
 
 TOK = EventTokenizer()
 LAY = TOK.layout
+
+
+def guarded(net, prompt, n: int, guard, use_cache: bool = True):
+    """``n`` ids drawn (seed 5, no nucleus, no recall guidance) under ``guard``, raw ids (no PAD, no EOS)."""
+    opts = SamplingOptions(seed=5, top_p=None, recall_guidance=0.0, use_cache=use_cache)
+    return generate(net, None, prompt, opts, [guard], max_new_tokens=n)
 
 
 def on(p):
@@ -33,7 +40,7 @@ def shift(steps):
 def masked_after(prompt: list[int], max_note_seconds=None) -> torch.Tensor:
     guard = NoteGrammarGuard.of(TOK, max_note_seconds)
     guard.start(torch.tensor([prompt]))
-    return torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0]
+    return torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0]
 
 
 def test_only_sounding_pitches_may_be_released():
@@ -56,8 +63,7 @@ def test_guarded_generation_keeps_the_grammar_and_both_paths_agree():
     runs = {}
     for cached in (True, False):
         guard = NoteGrammarGuard.of(TOK, max_note_seconds=0.5)
-        runs[cached] = generate(net, prompt, 120, generator=torch.Generator().manual_seed(5), guard=guard,
-                                use_cache=cached)
+        runs[cached] = guarded(net, prompt, 120, guard, use_cache=cached)
     assert torch.equal(runs[True], runs[False])
     for row in runs[True].numpy():
         assert grammar_breaks(TOK, row[:4], row[4:])["stray_note_off_share"] == 0
@@ -89,7 +95,7 @@ def test_start_follows_the_prompt_as_update_does_id_by_id():
             slow.update(prompt[:, t])
         assert np.array_equal(fast.onset, slow.onset) and np.array_equal(fast.now, slow.now), f"trial {trial}"
         logits = torch.zeros(3, TOK.vocab_size)
-        assert torch.equal(fast.mask(logits), slow.mask(logits))
+        assert torch.equal(fast(logits), slow(logits))
 
 
 def _sounding_counts(ids) -> list[int]:
@@ -125,13 +131,13 @@ def test_at_the_cap_no_new_note_starts_until_one_ends():
     guard.start(torch.tensor([[on(60), on(64), shift(10), off(60), off(64), shift(10)]]))  # seed: 2 at once
     assert guard.cap.tolist() == [3]  # ceil(1.5 * 2)
     for pitch in (50, 55, 59):
-        assert not torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0, on(pitch)]
+        assert not torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0, on(pitch)]
         guard.update(torch.tensor([on(pitch)]))
-    forbidden = torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0]
+    forbidden = torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0]
     assert forbidden[LAY.note_on:LAY.note_off].all()  # three sound: no fourth
     assert not forbidden[off(55)] and not forbidden[shift(7)] and not forbidden[LAY.velocity]
     guard.update(torch.tensor([off(55)]))
-    assert not torch.isinf(guard.mask(torch.zeros(1, TOK.vocab_size)))[0, on(70)]
+    assert not torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0, on(70)]
     floor = NoteGrammarGuard.of(TOK, None, polyphony_ratio=1.5)
     floor.start(torch.tensor([[on(60), shift(3)]]))
     assert floor.cap.tolist() == [MIN_POLYPHONY]  # a one-voice seed still leaves room for chords
@@ -144,10 +150,8 @@ def test_capped_generation_never_exceeds_the_cap_and_both_paths_agree():
     for cached in (True, False):
         guard = NoteGrammarGuard(LAY.note_on, LAY.note_off, LAY.time_shift, 100, None, polyphony_ratio=1.0,
                                  min_polyphony=1)
-        runs[cached] = generate(net, prompt, 300, generator=torch.Generator().manual_seed(5), guard=guard,
-                                use_cache=cached)
+        runs[cached] = guarded(net, prompt, 300, guard, use_cache=cached)
     assert torch.equal(runs[True], runs[False])
-    free = generate(net, prompt, 300, generator=torch.Generator().manual_seed(5),
-                    guard=NoteGrammarGuard.of(TOK, None))
+    free = guarded(net, prompt, 300, NoteGrammarGuard.of(TOK, None))
     assert max(max(_sounding_counts(row)) for row in free) > 3  # the premise: unguarded, the net piles up
     assert max(max(_sounding_counts(row)) for row in runs[True]) == 3

@@ -13,6 +13,7 @@ from symusic import Score
 
 from musictx.checkpoints.model_store import load_model
 from musictx.evaluation.scorecard import run_scorecard
+from musictx.generation.bar_repeats import BarRepeatLimit
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.metrical_guard import RemiGuard
@@ -139,18 +140,23 @@ def test_guard_keeps_the_grammar_and_the_seed_tracks(remi_checkpoint, tmp_path):
         assert (ids == tok.bar_id).sum() == 6
 
 
-def test_guard_breaks_a_loop_of_identical_bars():
+def test_the_bar_repeat_limit_breaks_a_loop_of_identical_bars():
     tok = MetricalTokenizer()
     v = tok.vocab
     bar = [v["Bar_None"], v["TimeSig_4/4"], v["Position_0"], v["Program_0"], v["Pitch_60"], v["Velocity_63"],
            v["Duration_1.0.4"]]
-    guard = RemiGuard(tok, programs=[0], max_repeats=4)
-    guard.start(torch.tensor([bar * 4 + bar[:4]]))  # four identical bars, then the fifth up to its first pitch
-    allowed = torch.isfinite(guard.mask(torch.zeros(1, tok.vocab_size)))[0]
-    assert not allowed[v["Pitch_60"]] and allowed[v["Pitch_62"]]
-    guard.start(torch.tensor([bar * 3 + bar[:4]]))  # three: a fourth is still fine
-    assert torch.isfinite(guard.mask(torch.zeros(1, tok.vocab_size)))[0, v["Pitch_60"]]
-    assert not torch.isfinite(guard.mask(torch.zeros(1, tok.vocab_size)))[0, v["Program_1"]]  # not a seed track
+    guard, repeats = RemiGuard(tok, programs=[0]), BarRepeatLimit(tok, max_repeats=4)
+
+    def allowed(prompt: list[int]) -> torch.Tensor:
+        """The ids both hooks allow after ``prompt``, in the sampler's order."""
+        guard.start(torch.tensor([prompt]))
+        repeats.start(torch.tensor([prompt]))
+        return torch.isfinite(repeats(guard(torch.zeros(1, tok.vocab_size))))[0]
+
+    looped = allowed(bar * 4 + bar[:4])  # four identical bars, then the fifth up to its first pitch
+    assert not looped[v["Pitch_60"]] and looped[v["Pitch_62"]]
+    fourth = allowed(bar * 3 + bar[:4])  # three: a fourth is still fine
+    assert fourth[v["Pitch_60"]] and not fourth[v["Program_1"]]  # Program_1: not a seed track
 
 
 def test_shipped_model_choice_follows_the_seed(tmp_path):

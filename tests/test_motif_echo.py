@@ -15,7 +15,7 @@ import torch
 from musictx.checkpoints.model_store import load_model
 from musictx.evaluation import scorecard as sc
 from musictx.evaluation import scorecard_metrics as sm
-from musictx.generation.motif_echo import GuardChain, MotifEcho
+from musictx.generation.motif_echo import MotifEcho
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
 
@@ -53,19 +53,19 @@ def test_bonus_only_on_the_next_pitch_of_an_echoed_track_as_its_seed_went_on(pop
     echo = MotifEcho(tok, [MELODY, PIANO], strength=1.5)
     echo.start(_seed(tok))
     logits = torch.zeros(1, tok.vocab_size)
-    assert torch.equal(echo.mask(logits), logits)  # the last id is a Duration: no pitch comes next
+    assert torch.equal(echo(logits), logits)  # the last id is a Duration: no pitch comes next
     echo.update(torch.tensor([tok.vocab[f"Program_{MELODY}"]]))
-    bonus = echo.mask(logits)[0]  # the line ends 62 64 60 (+2, -4): the seed went on +2 from there
+    bonus = echo(logits)[0]  # the line ends 62 64 60 (+2, -4): the seed went on +2 from there
     assert bonus.sum().item() == pytest.approx(1.5)
     assert bonus[tok.vocab["Pitch_62"]].item() == pytest.approx(1.5)
     echo.update(torch.tensor([tok.vocab["Pitch_67"]]))  # the model leaps instead: 60 -> 67 (+7) is not in the seed
     echo.update(torch.tensor([tok.vocab["Velocity_95"]]))
-    assert torch.equal(echo.mask(logits), logits)  # a Velocity comes next
+    assert torch.equal(echo(logits), logits)  # a Velocity comes next
     for t in ("Duration_0.2.4", "Position_8", f"Program_{MELODY}"):
         echo.update(torch.tensor([tok.vocab[t]]))
-    assert torch.equal(echo.mask(logits), logits)  # no seed interval follows +7: nothing to echo
+    assert torch.equal(echo(logits), logits)  # no seed interval follows +7: nothing to echo
     echo.update(torch.tensor([tok.vocab[f"Program_{PIANO}"]]))  # a piano note instead: its own line, 48 55 48 55
-    bonus = echo.mask(logits)[0]
+    bonus = echo(logits)[0]
     assert bonus[tok.vocab["Pitch_48"]].item() == pytest.approx(1.5)  # as the piano went on after +7: -7
     assert torch.count_nonzero(bonus) == 1
 
@@ -81,14 +81,14 @@ def test_shares_of_the_matches_longest_first_and_the_grammar_masks_stay(pop):
         echo.update(torch.tensor([tok.vocab[t]]))
     # now ... 64 57 59: -7 +2 is not in the seed, +2 alone is, four times, followed by +2, -2, +2, -2
     assert echo.next_intervals(0) == {2: 2, -2: 2}
-    bonus = echo.mask(torch.zeros(1, tok.vocab_size))[0]
+    bonus = echo(torch.zeros(1, tok.vocab_size))[0]
     assert bonus[tok.vocab["Pitch_61"]].item() == pytest.approx(1.0)
     assert bonus[tok.vocab["Pitch_57"]].item() == pytest.approx(1.0)
     assert torch.count_nonzero(bonus) == 2
     masked = torch.zeros(1, tok.vocab_size)
     masked[0, tok.vocab["Pitch_61"]] = float("-inf")  # the grammar forbids the echoed pitch: it stays forbidden
-    assert GuardChain(None, echo).mask(masked)[0, tok.vocab["Pitch_61"]] == float("-inf")
-    assert MotifEcho(tok, [MELODY], strength=0.0).mask(masked) is masked
+    assert echo(masked)[0, tok.vocab["Pitch_61"]] == float("-inf")
+    assert MotifEcho(tok, [MELODY], strength=0.0)(masked) is masked
 
 
 def test_bad_strength_is_refused_in_one_line():

@@ -7,11 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from musictx.decoding import FastDecoder, reference_steps
 from musictx.generation.filters import top_p_filter
 from musictx.generation.recall_guidance import RecallGuidance
-from musictx.generation.sampling import WindowDecoder, generate
+from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
+from musictx.generation.window import WindowDecoder
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models import MusicTransformer
 
@@ -30,7 +32,7 @@ def _net() -> MusicTransformer:
 def test_guided_logits_are_the_whole_window_pushed_away_from_its_recent_ids():
     net, weight, local = _net(), 1.5, 16
     window = torch.randint(0, TOK.vocab_size - 2, (2, 40))
-    decoder = RecallGuidance(weight, local, plausible=0.9).around(WindowDecoder(net, use_cache=True), net)
+    decoder = RecallGuidance(weight, local, 0.9, "recent").around(WindowDecoder(net, use_cache=True), net)
     plain = decoder.restart(window)  # (2, V): the whole window's logits, as without guidance
     torch.testing.assert_close(plain, net(window)[:, -1], atol=1e-5, rtol=1e-5)
     out = decoder.guide(plain.clone())
@@ -51,20 +53,21 @@ def test_guided_steps_run_both_branches_in_one_pass_and_sample_the_same_ids(monk
     those of stepping each branch alone; restarts and slides still work around it."""
     net = _net()
     prompt = torch.randint(0, TOK.vocab_size - 2, (2, 40), generator=torch.Generator().manual_seed(1))
-    together, pairs = net.decode_together, []
+    together, pairs = FastDecoder.step_together, []
 
-    def counted(ids, caches):
+    def counted(decoder, ids, caches):
         pairs.append(len(caches))
-        return together(ids, caches)
+        return together(decoder, ids, caches)
 
     def sample():
-        return generate(net, prompt, 150, top_p=0.95, guidance=RecallGuidance(1.5, local=8),
-                        generator=torch.Generator().manual_seed(7))
+        opts = SamplingOptions(top_p=0.95, recall_guidance=1.5, recall_local=8, seed=7)
+        return generate(net, None, prompt, opts, max_new_tokens=150)
 
-    monkeypatch.setattr(net, "decode_together", counted)
+    monkeypatch.setattr(FastDecoder, "step_together", counted)
     paired = sample()
-    monkeypatch.setattr(net, "decode_together", None)  # a net without it: one branch after the other
-    assert torch.equal(paired, sample())
+    with reference_steps():  # no engine: one branch after the other, through the general forward
+        alone = sample()
+    assert torch.equal(paired, alone)
     assert len(pairs) > 100 and set(pairs) == {2}  # every step but the branch's restarts (each 8th)
 
 
@@ -74,7 +77,7 @@ def test_against_the_continuation_the_branch_sees_the_new_music_and_never_the_se
     new ids the branch holds all of them (grown by cached steps), also after a slide pins the seed."""
     net, local, t0, pin = _net(), 4, 30, 8
     prompt = torch.randint(0, TOK.vocab_size - 2, (2, t0))
-    guidance = RecallGuidance(1.0, local, against="continuation")
+    guidance = RecallGuidance(1.0, local, 0.95, "continuation")
     decoder = guidance.around(WindowDecoder(net, use_cache=True), net, pinned=pin)
     decoder.restart(prompt)
     window = prompt
@@ -91,16 +94,16 @@ def test_against_the_continuation_the_branch_sees_the_new_music_and_never_the_se
     decoder.step(grown)
     torch.testing.assert_close(decoder.recent_logits, net(grown[:, pin:])[:, -1], atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="against must be one of recent, continuation"):
-        RecallGuidance(1.0, against="seed")
+        RecallGuidance(1.0, 64, 0.95, "seed")
 
 
 def test_against_the_continuation_cached_and_recomputed_sampling_agree_across_slides():
     net = _net()  # max_seq_len 128: 150 new ids slide the window twice
     prompt = torch.randint(0, TOK.vocab_size - 2, (2, 40))
-    guidance = RecallGuidance(1.5, local=8, against="continuation")
-    cached = _sample(net, prompt, guidance, n=150)
-    assert torch.equal(_sample(net, prompt, guidance, use_cache=False, n=150), cached)
-    assert not torch.equal(_sample(net, prompt, None, n=150), cached)  # it guided
+    guidance = dict(recall_guidance=1.5, recall_local=8, recall_against="continuation")
+    cached = _sample(net, prompt, **guidance, n=150)
+    assert torch.equal(_sample(net, prompt, **guidance, use_cache=False, n=150), cached)
+    assert not torch.equal(_sample(net, prompt, n=150), cached)  # it guided
 
 
 def test_ids_the_sampler_forbids_stay_forbidden_even_when_they_were_all_the_model_wanted():
@@ -108,7 +111,7 @@ def test_ids_the_sampler_forbids_stay_forbidden_even_when_they_were_all_the_mode
     re-ranks the ids left, and never returns a row with nothing to draw (which argmax read as id 0)."""
     net = _net()
     window = torch.randint(0, TOK.vocab_size - 2, (2, 40))
-    decoder = RecallGuidance(2.0, 16).around(WindowDecoder(net, use_cache=True), net)
+    decoder = RecallGuidance(2.0, 16, 0.95, "recent").around(WindowDecoder(net, use_cache=True), net)
     logits = decoder.restart(window) * 50  # sharp, as a trained net's often are
     nucleus = ~top_p_filter(logits.log_softmax(-1), 0.95).isneginf()
     top = logits.topk(40, dim=-1).indices  # (2, 40): the whole nucleus and more
@@ -119,18 +122,21 @@ def test_ids_the_sampler_forbids_stay_forbidden_even_when_they_were_all_the_mode
     assert (~out.isneginf()).sum(-1).min() >= 1
 
 
-def _sample(net, prompt, guidance, use_cache=True, n=24):
-    gen = torch.Generator().manual_seed(11)
-    return generate(net, prompt, n, top_p=None, generator=gen, use_cache=use_cache, guidance=guidance)
+def _sample(net, prompt, n=24, use_cache=True, recall_guidance=0.0, top_p=None, **guidance):
+    """``n`` raw ids (no PAD, no EOS) drawn with seed 11 (no nucleus unless ``top_p``), guided as ``recall_*``
+    say."""
+    opts = SamplingOptions(seed=11, top_p=top_p, use_cache=use_cache, recall_guidance=recall_guidance, **guidance)
+    return generate(net, None, prompt, opts, max_new_tokens=n)
 
 
 def test_no_weight_or_a_window_within_the_recent_branch_samples_as_plain_sampling():
     net = _net()
     prompt = torch.randint(0, TOK.vocab_size - 2, (3, 20))
-    plain = _sample(net, prompt, None)
-    assert torch.equal(_sample(net, prompt, RecallGuidance(0.0)), plain)
-    assert torch.equal(_sample(net, prompt, RecallGuidance(2.0, local=64)), plain)  # 20 + 24 ids < 64
-    assert not torch.equal(_sample(net, prompt, RecallGuidance(2.0, local=8)), plain)
+    # this random net's logits are nearly flat: a narrow nucleus (which also bounds what guidance finds
+    # plausible) lets the small contrast between the window and its recent ids show
+    plain = _sample(net, prompt, top_p=0.5)
+    assert torch.equal(_sample(net, prompt, top_p=0.5, recall_guidance=2.0, recall_local=64), plain)  # 44 ids < 64
+    assert not torch.equal(_sample(net, prompt, top_p=0.5, recall_guidance=2.0, recall_local=8), plain)
 
 
 def _loop_share(ids: torch.Tensor, start: int) -> float:
@@ -142,19 +148,20 @@ def test_a_net_that_half_learned_to_copy_copies_more_often_with_guidance():
     net = _copier(PERIOD, steps=150, context=4 * PERIOD)  # copies a loop ~3 times in 10 when sampled
     torch.manual_seed(5)
     prompt = torch.randint(0, TOK.vocab_size - 2, (32, PERIOD)).repeat(1, 2)  # (32, 48): a loop, twice
-    plain = _loop_share(_sample(net, prompt, None), 2 * PERIOD)
-    cached = _sample(net, prompt, RecallGuidance(2.0, local=PERIOD // 2))
+    guidance = dict(recall_guidance=2.0, recall_local=PERIOD // 2)
+    plain = _loop_share(_sample(net, prompt), 2 * PERIOD)
+    cached = _sample(net, prompt, **guidance)
     guided = _loop_share(cached, 2 * PERIOD)
     assert 0.05 < plain < 0.8, plain  # the premise: a half-learned copy
     assert guided > plain + 0.2, (plain, guided)  # the recent 12 ids cannot see the copy; the window can
-    recomputed = _sample(net, prompt, RecallGuidance(2.0, local=PERIOD // 2), use_cache=False)
+    recomputed = _sample(net, prompt, **guidance, use_cache=False)
     assert torch.equal(recomputed, cached)  # both decoding paths are guided alike
 
 
 def test_the_options_refuse_a_negative_weight_and_build_guidance_only_when_on():
-    assert SamplingOptions(recall_guidance=0.0).guidance() is None
-    assert SamplingOptions().guidance().weight > 0  # generation is guided unless told otherwise
-    on = SamplingOptions(recall_guidance=1.0, recall_local=32, top_p=0.9).guidance()
+    assert RecallGuidance.of(SamplingOptions(recall_guidance=0.0)) is None
+    assert RecallGuidance.of(SamplingOptions()).weight > 0  # generation is guided unless told otherwise
+    on = RecallGuidance.of(SamplingOptions(recall_guidance=1.0, recall_local=32, top_p=0.9))
     assert (on.weight, on.local, on.plausible) == (1.0, 32, 0.9)
     with pytest.raises(GenerateError, match="recall_guidance must be >= 0"):
         SamplingOptions(recall_guidance=-1.0).check_sampling()
@@ -162,9 +169,9 @@ def test_the_options_refuse_a_negative_weight_and_build_guidance_only_when_on():
         SamplingOptions(recall_local=0).check_sampling()
     with pytest.raises(GenerateError, match="recall_against must be one of recent, continuation, got 'seed'"):
         SamplingOptions(recall_against="seed").check_sampling()
-    assert SamplingOptions(recall_against="continuation").guidance().against == "continuation"
+    assert RecallGuidance.of(SamplingOptions(recall_against="continuation")).against == "continuation"
     with pytest.raises(ValueError, match="weight must be >= 0"):
-        RecallGuidance(float("nan"))
+        RecallGuidance(float("nan"), 64, 0.95, "recent")
 
 
 def test_the_bundled_motif_continued_through_the_options_is_guided_only_when_asked(tmp_path):

@@ -20,6 +20,7 @@ from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.guard import NoteGrammarGuard
 from musictx.generation.sampling import generate
+from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, drop_leading_silence, seed_from_midi
 from musictx.io.jsonio import to_json
 from musictx.io.midi_io import Notes
@@ -95,8 +96,8 @@ def test_ids_buffer_grows_and_both_paths_still_agree():
     # buffer, the cached one keeps its own state, so a copy that lost ids would make them differ.
     net = tiny_net("music_transformer", max_seq_len=16)
     prompt = torch.tensor([[LAY.velocity + 15, 60, LAY.time_shift + 20]] * 2)
-    runs = [generate(net, prompt, 1100, generator=torch.Generator().manual_seed(4), use_cache=cached)
-            for cached in (True, False)]
+    runs = [generate(net, None, prompt, SamplingOptions(seed=4, top_p=None, recall_guidance=0.0, use_cache=cached),
+                     max_new_tokens=1100) for cached in (True, False)]
     assert runs[0].shape == (2, 3 + 1100) and torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0][:, :3], prompt)
 
@@ -104,14 +105,16 @@ def test_ids_buffer_grows_and_both_paths_still_agree():
 MEMORY_PROBE = """
 import resource, sys, torch
 from musictx.models import build_model
-from musictx.generation.sampling import generate
+from musictx.generation.sampling import SpecialIds, generate
+from musictx.generation.sampling_options import SamplingOptions
 net = build_model("lstm", 390, d_model=16, hidden_size=16, n_layers=1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 calls = []
 def stop(ids):
     calls.append(1)
     return torch.full_like(ids, len(calls) >= 5, dtype=torch.bool)
-ids = generate(net, torch.tensor([[60, 300]]), 10**8, pad_id=388, stop_fn=stop)
+ids = generate(net, SpecialIds(pad_id=388), torch.tensor([[60, 300]]), SamplingOptions(), max_new_tokens=10**8,
+               stop=stop)
 unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
 print(ids.shape[1], (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * unit // 2**20)
 """

@@ -5,22 +5,33 @@ own kernels."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 from musictx.generation.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
-from musictx.generation.sampling import SecondsLimit, generate, window_start
+from musictx.generation.sampling import SecondsLimit, SpecialIds, generate
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.window import window_start
 from musictx.io.tokenizer import EventTokenizer
-from musictx.models.attention import attend_naive
-from musictx.models.decoding import KVCache, attend_relative_one_query
+from musictx.models.attention import attend_naive, attend_relative_one_query
+from musictx.models.kv_cache import KVCache
 
 from .gen_fixtures import tiny_net
 
 TOK = EventTokenizer()
 MODELS = ("music_transformer", "transformer", "lstm")
 INF = float("-inf")
+PAD = SpecialIds(pad_id=TOK.pad_id)  # PAD never drawn; no EOS: every sample runs to the end
+# the draw alone: no nucleus, no recall guidance
+PLAIN = SamplingOptions(top_p=None, recall_guidance=0.0)
+
+
+def sample(net, prompt, n: int, ids=PAD, stop=None, **options) -> torch.Tensor:
+    """`generate` with `PLAIN` options changed by ``options``."""
+    return generate(net, ids, prompt, replace(PLAIN, **options), max_new_tokens=n, stop=stop)
 
 
 def kept(logits: torch.Tensor) -> list[int]:
@@ -150,8 +161,7 @@ def test_cached_decoding_equals_recomputation_through_slides(model, setting):
     outs = {}
     paths = {"cache": {}, "recompute": {"use_cache": False}}
     for name, kwargs in paths.items():
-        gen = torch.Generator().manual_seed(7)
-        outs[name] = generate(net, prompt, 40, generator=gen, pad_id=TOK.pad_id, **SETTINGS[setting], **kwargs)
+        outs[name] = sample(net, prompt, 40, seed=7, **SETTINGS[setting], **kwargs)
     assert outs["cache"].shape == (3, 50)
     assert torch.equal(outs["cache"][:, :10], prompt)
     assert torch.equal(outs["cache"], outs["recompute"]), "cached tokens differ from full recomputation"
@@ -162,7 +172,7 @@ def test_cached_decoding_equals_recomputation_through_slides(model, setting):
 def test_uncached_path_slides_as_documented():
     net = tiny_net("music_transformer", max_seq_len=8)
     prompt = torch.arange(5)[None] + 60
-    out = generate(net, prompt, 20, temperature=0, use_cache=False, slide=3, keep_seed=0)
+    out = sample(net, prompt, 20, temperature=0, use_cache=False, slide=3, keep_seed=0)
     seq, start = prompt[0].tolist(), 0
     with torch.no_grad():
         for _ in range(20):
@@ -171,9 +181,9 @@ def test_uncached_path_slides_as_documented():
             logits[TOK.pad_id] = INF
             seq.append(int(logits.argmax()))
     assert out[0].tolist() == seq
-    assert torch.equal(generate(net, prompt, 20, temperature=0, slide=3, keep_seed=0), out)
+    assert torch.equal(sample(net, prompt, 20, temperature=0, slide=3, keep_seed=0), out)
     with pytest.raises(ValueError, match="slide"):
-        generate(net, prompt, 4, slide=8)
+        sample(net, prompt, 4, slide=8)
 
 
 def test_slid_windows_keep_the_seed_at_their_start():
@@ -183,7 +193,7 @@ def test_slid_windows_keep_the_seed_at_their_start():
     prompt = torch.arange(5)[None] + 60
     seen = []  # what the net is given, call by call
     hook = net.register_forward_pre_hook(lambda _, args: seen.append(args[0][0].tolist()))
-    out = generate(net, prompt, 20, use_cache=False, slide=3, generator=torch.Generator().manual_seed(5))
+    out = sample(net, prompt, 20, use_cache=False, slide=3, seed=5)
     hook.remove()
     seq, start, pinned, windows = prompt[0].tolist(), 0, [], []
     gen = torch.Generator().manual_seed(5)
@@ -197,16 +207,16 @@ def test_slid_windows_keep_the_seed_at_their_start():
             seq.append(int(sample_next(logits, 1.0, None, None, gen)[0]))
     assert out[0].tolist() == seq and seen == windows
     assert windows[-1][:2] == [63, 64] and all(len(w) <= 8 for w in windows)
-    cached = generate(net, prompt, 20, slide=3, generator=torch.Generator().manual_seed(5))
+    cached = sample(net, prompt, 20, slide=3, seed=5)
     assert torch.equal(cached, out)
     with pytest.raises(ValueError, match="keep_seed"):
-        generate(net, prompt, 4, keep_seed=-1)
+        sample(net, prompt, 4, keep_seed=-1)
 
 
 def test_prompt_longer_than_the_context():
     net = tiny_net("transformer", max_seq_len=16)
     prompt = torch.randint(0, TOK.pad_id, (2, 40), generator=torch.Generator().manual_seed(2))
-    runs = [generate(net, prompt, 12, generator=torch.Generator().manual_seed(3), use_cache=c) for c in (True, False)]
+    runs = [sample(net, prompt, 12, seed=3, use_cache=c) for c in (True, False)]
     assert runs[0].shape == (2, 52) and torch.equal(runs[0], runs[1])
 
 
@@ -223,7 +233,7 @@ def eos_prone_lstm() -> torch.nn.Module:
 def test_eos_stops_each_sample_and_pads_the_rest():
     net = eos_prone_lstm()
     prompt = torch.full((8, 1), TOK.layout.velocity + 15)
-    out = generate(net, prompt, 200, eos_id=TOK.eos_id, pad_id=TOK.pad_id, generator=torch.Generator().manual_seed(0))
+    out = sample(net, prompt, 200, ids=TOK, seed=0)
     lengths = []
     for row in out.tolist():
         assert TOK.eos_id in row, "every sample should reach EOS within 200 steps"
@@ -233,26 +243,19 @@ def test_eos_stops_each_sample_and_pads_the_rest():
         lengths.append(end)
     assert len(set(lengths)) > 1, "samples should stop at different steps"
     assert out.shape[1] == max(lengths) + 1, "the loop ends when the last sample stops"
-    uncached = generate(net, prompt, 200, eos_id=TOK.eos_id, pad_id=TOK.pad_id, use_cache=False,
-                        generator=torch.Generator().manual_seed(0))
+    uncached = sample(net, prompt, 200, ids=TOK, use_cache=False, seed=0)
     assert torch.equal(out, uncached)
-    with pytest.raises(ValueError, match="pad_id"):
-        generate(net, prompt, 5, eos_id=TOK.eos_id)
+    with pytest.raises(ValueError, match="pad id"):
+        sample(net, prompt, 5, ids=SpecialIds(eos_id=TOK.eos_id))
 
 
-def test_a_run_that_stops_early_leaves_the_generator_as_one_draw_per_step_would():
-    """Noise is drawn 64 steps ahead (`NoiseStream`): a run that ends mid-chunk gives back what it drew
-    ahead, so the next call on the same generator samples what it sampled before the chunking."""
-    net = eos_prone_lstm()
+def test_a_shorter_run_samples_the_start_of_a_longer_one():
+    """Noise is drawn 64 steps ahead (`NoiseStream`), in chunks sized by what is left to draw: a run of 30
+    steps and the first 30 steps of a run of 200 draw the same noise, hence the same ids."""
+    net = tiny_net("lstm")
     prompt = torch.full((3, 1), TOK.layout.velocity + 15)
-    gen = torch.Generator().manual_seed(5)
-    out = generate(net, prompt, 200, eos_id=TOK.eos_id, pad_id=TOK.pad_id, generator=gen)
-    steps = out.shape[1] - 1
-    assert steps % 64 and steps < 200  # stopped by EOS, inside a chunk
-    per_step = torch.Generator().manual_seed(5)
-    for _ in range(steps):
-        torch.empty(3, TOK.vocab_size).exponential_(generator=per_step)
-    assert torch.equal(gen.get_state(), per_step.get_state())
+    short, long = (sample(net, prompt, n, seed=5) for n in (30, 200))
+    assert torch.equal(short, long[:, :31]) and long.shape == (3, 201)
 
 
 @pytest.mark.parametrize("draws", [0, 1, 63, 64, 65, 150])
@@ -284,8 +287,7 @@ def test_seconds_limit_counts_time_shifts_per_sample():
 def test_generation_stops_once_new_material_lasts_length_seconds():
     net = tiny_net("music_transformer", max_seq_len=16)
     prompt = torch.full((4, 3), 60)
-    out = generate(net, prompt, 500, pad_id=TOK.pad_id, stop_fn=SecondsLimit.of(TOK, 2.0),
-                   generator=torch.Generator().manual_seed(4))
+    out = sample(net, prompt, 500, stop=SecondsLimit.of(TOK, 2.0), seed=4)
     for row in out[:, 3:]:
         new = row[row != TOK.pad_id].numpy()
         total = TOK.split_time_shifts(new)[2]
@@ -297,7 +299,7 @@ def test_generation_stops_once_new_material_lasts_length_seconds():
 def test_same_seed_same_tokens_other_seed_other_tokens():
     net = tiny_net("music_transformer")
     prompt = torch.full((2, 4), 62)
-    run = lambda seed: generate(net, prompt, 30, top_p=0.95, generator=torch.Generator().manual_seed(seed))  # noqa: E731
+    run = lambda seed: sample(net, prompt, 30, top_p=0.95, seed=seed)  # noqa: E731
     assert torch.equal(run(5), run(5))
     assert not torch.equal(run(5), run(6))
 
@@ -326,7 +328,7 @@ def test_kv_cache_appends_in_place_like_concatenation(capacity):
 
 def test_generate_restores_the_net():
     net = tiny_net("music_transformer").train()
-    generate(net, torch.full((1, 3), 60), 5)
+    sample(net, torch.full((1, 3), 60), 5)
     assert net.training
     with torch.no_grad():
         assert math.isfinite(float(net(torch.full((1, 3), 60)).sum()))

@@ -21,14 +21,14 @@ if IN_PROCESS:
 pytest.importorskip("triton", reason="triton is not installed (pip install 'musictx[gpu]')")
 import triton.language as tl  # noqa: E402
 
-import musictx.models.triton_attention as ta  # noqa: E402
+import musictx.kernels.triton_attention as ta  # noqa: E402
 from musictx.models.attention import (  # noqa: E402
-    KVCache,
     RelativeSelfAttention,
     attend_naive,
     causal_allowed,
     relative_table,
 )
+from musictx.models.kv_cache import KVCache  # noqa: E402
 
 interpreted = pytest.mark.skipif(not IN_PROCESS, reason="triton was imported before TRITON_INTERPRET=1 was set; "
                                  "test_in_a_fresh_process runs these tests")

@@ -31,7 +31,7 @@ def flex_layer(d_model: int, n_heads: int, length: int, max_rel_dist: int, devic
             self.mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, length, length, device=device)
             self.flex = torch.compile(flex_attention, fullgraph=True)
 
-        def _attend(self, q, k, v):
+        def attend(self, q, k, v):
             n_rel = self.rel_emb.shape[1]
             qe = (q @ self.rel_emb.transpose(-1, -2)) * self.d_head**-0.5  # (B, H, L, M), scaled like q.k
 

@@ -4,9 +4,10 @@ The shipped model (``--model``, default piano, through `load_model`) continues t
 ids of the bundled motif by ``--new-tokens`` ids, temperature 1, top_p 0.95, no EOS (every sample runs
 to the end), with `musictx.generation.sampling.generate` as ``musictx-generate`` runs it:
 
-- cache, fast path: the models' KV caches and their decoding step (`_DecoderLM.fast_decode`, the default).
-- cache, reference path: the same with ``net.fast_decode = False``: decoding steps through the general
-  forward, as before the fast path. The two are run in alternation, ``--repeats`` times each, so that
+- cache, fast path: the models' KV caches and the decoding engine's step (`musictx.decoding.FastDecoder`,
+  the default).
+- cache, reference path: the same inside `musictx.decoding.reference_steps`: decoding steps through the
+  general forward. The two are run in alternation, ``--repeats`` times each, so that
   both see the same load; the table shows medians, and "vs reference" is the median of the per-run
   ratios. Their logits differ by float rounding only (the fast path lays its operands out for one-row
   products), so both should sample the same ids for the same seed: the bench checks it.
@@ -36,10 +37,11 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> net.fast_decode
+PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> fast decoding steps
 
 
 def motif_prompt(tokenizer, batch: int, length: int):
@@ -57,9 +59,8 @@ def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
     """(wall seconds, per-step timestamps relative to the start, new ids (B, new_tokens)) of one call."""
     import torch
 
-    from musictx.generation.sampling import generate
+    from musictx.generation.sampling import SpecialIds, generate
 
-    gen = torch.Generator().manual_seed(1)
     stamps: list[float] = []
 
     def record(next_ids):  # called once per generated step: a clock, never a stop
@@ -67,11 +68,19 @@ def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
         return torch.zeros_like(next_ids, dtype=torch.bool)
 
     t0 = time.perf_counter()
-    out = generate(net, prompt, new_tokens, temperature=1.0, top_p=0.95, use_cache=use_cache, generator=gen,
-                   stop_fn=record, pad_id=pad_id)
+    out = generate(net, SpecialIds(pad_id=pad_id), prompt, bench_options(use_cache),
+                   max_new_tokens=new_tokens, stop=record)
     wall = time.perf_counter() - t0
     assert out.shape == (prompt.shape[0], prompt.shape[1] + new_tokens)
     return wall, [s - t0 for s in stamps], out[:, prompt.shape[1]:]
+
+
+def bench_options(use_cache: bool = True):
+    """The draws timed: temperature 1, top_p 0.95, seed 1, no recall guidance (its second branch is not
+    decoding speed); no EOS id is given to the sampler, so every sample runs to the end."""
+    from musictx.generation.sampling_options import SamplingOptions
+
+    return SamplingOptions(temperature=1.0, top_p=0.95, seed=1, use_cache=use_cache, recall_guidance=0.0)
 
 
 def music_seconds(tokenizer, new_ids) -> float:
@@ -89,16 +98,17 @@ def _run_stats(wall: float, stamps: list[float], batch: int, args, music: float)
 def cached_rows(net, tokenizer, batch: int, args) -> list[tuple[int, str, dict]]:
     """Both cached paths, run in alternation ``args.repeats`` times: their median runs (by wall time),
     each with the median ratio of its tokens/s to the reference run next to it."""
+    from musictx.decoding import reference_steps
+
     prompt = motif_prompt(tokenizer, batch, args.seed_tokens)
     runs: dict[str, list[dict]] = {name: [] for name in PATHS}
     ids: dict[str, list] = {name: [] for name in PATHS}
     for _ in range(args.repeats):
         for name, fast in PATHS.items():
-            net.fast_decode = fast
-            wall, stamps, new = timed_generate(net, prompt, args.new_tokens, True, tokenizer.pad_id)
+            with nullcontext() if fast else reference_steps():
+                wall, stamps, new = timed_generate(net, prompt, args.new_tokens, True, tokenizer.pad_id)
             runs[name].append(_run_stats(wall, stamps, batch, args, music_seconds(tokenizer, new)))
             ids[name].append(new)
-    net.fast_decode = True
     same = all(a.equal(b) for a, b in zip(*ids.values(), strict=True))
     rows = []
     reference = runs["cache, reference path"]
@@ -175,20 +185,22 @@ def step_floor(net, cached: int = 500, steps: int = 200, rounds: int = 7) -> str
     import torch
 
     from musictx.checkpoints.model_store import build_net
+    from musictx.decoding import FastDecoder
 
     config = net.get_config()
     small = {**config, "d_model": config["d_model"] // 4, "d_ff": config["d_ff"] // 4}
     nets = {"this model": net.eval(), "a quarter of its width": build_net({"name": net.name, "config": small}).eval()}
     ms: dict[str, list[float]] = {k: [] for k in nets}
-    ids = torch.tensor([[5]])
+    ids = torch.tensor([5])
     with torch.inference_mode():
-        states = {k: n(torch.randint(0, 300, (1, cached)), cache=n.init_cache())[1] for k, n in nets.items()}
+        decoders = {k: FastDecoder(n) for k, n in nets.items()}
+        states = {k: n(torch.randint(0, 300, (1, cached)), cache=decoders[k].init_cache())[1] for k, n in nets.items()}
         for _ in range(rounds):
-            for k, n in nets.items():
+            for k in nets:
                 times = []
                 for _ in range(steps):
                     t0 = time.perf_counter()
-                    n(ids, cache=states[k])
+                    decoders[k].step(ids, states[k])
                     times.append(time.perf_counter() - t0)
                     for layer in states[k].layers:  # back to `cached` ids: every step sees the same context
                         layer.n = cached
@@ -199,29 +211,41 @@ def step_floor(net, cached: int = 500, steps: int = 200, rounds: int = 7) -> str
             f"({rounds} interleaved rounds of {steps} steps, medians)")
 
 
-# Run in a fresh process with PYTHONPATH set to a checkout: only the API that checkouts since 41423e0 share.
+# Run in a fresh process with PYTHONPATH set to a checkout: only the API that checkouts since 41423e0 share,
+# and either signature of `generate` (keywords before the options object, or the options object).
 _CHILD = """
-import json, os, statistics, sys, time
+import inspect, json, os, statistics, sys, time
+from types import SimpleNamespace
 import torch
 from musictx.checkpoints.model_store import load_model
 from musictx.generation.sampling import generate
 from musictx.generation.seeds import seed_from_midi
 a = json.loads(sys.argv[1])
+if "opts" in inspect.signature(generate).parameters:
+    from musictx.generation.sampling_options import SamplingOptions
+    opts = SamplingOptions(temperature=1.0, top_p=0.95, seed=1, recall_guidance=0.0)
+    def sample(net, prompt, pad_id):
+        return generate(net, SimpleNamespace(pad_id=pad_id, eos_id=None), prompt, opts, max_new_tokens=a["new_tokens"])
+else:
+    def sample(net, prompt, pad_id):
+        return generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
+                        generator=torch.Generator().manual_seed(1), pad_id=pad_id)
 torch.set_num_threads(a["threads"])
 net, tok, _ = load_model(a["model_dir"])
 seed = torch.as_tensor(seed_from_midi(tok, a["motif"]).ids[: a["seed_tokens"]], dtype=torch.long)
 rows = {}
 for batch in a["batches"]:
-    prompt, walls = seed.expand(batch, -1).contiguous(), []
+    prompt, walls, cpus = seed.expand(batch, -1).contiguous(), [], []
     for run in range(a["runs"] + 1):  # the first, untimed, pays the first-call costs (imports, allocations)
-        t0 = time.perf_counter()
-        out = generate(net, prompt, a["new_tokens"], temperature=1.0, top_p=0.95, use_cache=True,
-                       generator=torch.Generator().manual_seed(1), pad_id=tok.pad_id)
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = sample(net, prompt, tok.pad_id)
         walls += [time.perf_counter() - t0] if run else []
+        cpus += [time.process_time() - c0] if run else []
     new = out[:, prompt.shape[1]:].tolist()
     music = sum(tok.split_time_shifts(r)[2] for r in new) * tok.config.time_step
     wall = statistics.median(walls)
-    rows[batch] = {"tokens_per_s": batch * a["new_tokens"] / wall, "x_real_time": music / wall, "ids": new}
+    rows[batch] = {"tokens_per_s": batch * a["new_tokens"] / wall, "x_real_time": music / wall, "ids": new,
+                   "cpu_tokens_per_s": batch * a["new_tokens"] / statistics.median(cpus)}
 print(json.dumps({"rows": rows, "package": os.path.dirname(os.path.dirname(sys.modules["musictx"].__file__))}))
 """
 
@@ -261,12 +285,14 @@ def baseline_lines(baseline: Path, model_dir: Path, batches: list[int], args) ->
     lines = []
     for b in (str(b) for b in batches):
         ratios = [p["this"][b]["tokens_per_s"] / p["baseline"][b]["tokens_per_s"] for p in pairs]
+        cpu = statistics.median(p["this"][b]["cpu_tokens_per_s"] / p["baseline"][b]["cpu_tokens_per_s"] for p in pairs)
         real = statistics.median(p["this"][b]["x_real_time"] for p in pairs)
         same = all(p["this"][b]["ids"] == p["baseline"][b]["ids"] for p in pairs)
         ratio = statistics.median(ratios)
         goal = f"; goal >= 2x, against the code it was set on (41423e0): {_verdict(ratio >= 2)}" if b == "1" else ""
         lines.append(f"- batch {b}, this code against {baseline}: {ratio:.2f}x its tokens/s, median of {len(ratios)} "
-                     f"pairs of processes ({min(ratios):.2f}-{max(ratios):.2f}x); this code {real:.1f}x real time; "
+                     f"pairs of processes ({min(ratios):.2f}-{max(ratios):.2f}x), {cpu:.2f}x per CPU second; "
+                     f"this code {real:.1f}x real time; "
                      f"same sampled ids: {_verdict(same)}{goal}")
     return lines
 

@@ -38,9 +38,9 @@ import numpy as np
 from musictx.evaluation.continuation import notes_between
 from musictx.evaluation.metrics import ioi_histogram, pitch_class_histogram, tv_distance
 from musictx.generation.continue_seed import piece_notes, sample_continuations
-from musictx.generation.sampling import context_length
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, cut_at_seconds, seed_from_midi, unconditional_seed
+from musictx.generation.window import context_length
 from musictx.io.midi_io import Notes
 
 CHORD_SECONDS = 0.035  # onsets closer than this are one chord (performed chords spread over ~30 ms)

@@ -14,10 +14,12 @@ import numpy as np
 import torch
 from symusic import Score, Tempo, TimeSignature
 
+from musictx.generation.bar_repeats import MAX_REPEATS, BarRepeatLimit
+from musictx.generation.hooks import OnStep
 from musictx.generation.metrical_guard import RemiGuard
 from musictx.generation.metrical_seed import MetricalSeed
-from musictx.generation.motif_echo import GuardChain, MotifEcho
-from musictx.generation.sampling import OnStep, generate
+from musictx.generation.motif_echo import MotifEcho
+from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
 
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
@@ -48,24 +50,22 @@ def seed_programs(seed: MetricalSeed) -> list[int]:
 
 
 def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
-                max_tokens: int | None = None, on_step: OnStep | None = None,
-                max_bar_repeats: int | None = 4) -> list[np.ndarray]:
+                max_tokens: int | None = None, on_step=None,
+                max_bar_repeats: int | None = MAX_REPEATS) -> list[np.ndarray]:
     """New ids of ``num_samples`` continuations of ``seed``, ``bars`` bars each (the Bar id that would open
-    one more is cut), sampled as one batch under the tokenizer's grammar."""
+    one more is cut), sampled as one batch under the tokenizer's grammar (with ``sampling.guard``) and the
+    bar-repeat limit (``max_bar_repeats``; None: none). ``on_step(next_ids, done)``: called after every draw."""
     device = next(net.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(sampling.seed)
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
     programs = seed_programs(seed)
-    grammar = RemiGuard(tok, programs=programs, max_repeats=max_bar_repeats) if sampling.guard else None
-    echo = MotifEcho(tok, programs, sampling.motif_echo) if sampling.motif_echo else None
-    guard = GuardChain(grammar, echo) if grammar and echo else grammar or echo  # the grammar's -inf come first
-    cap = max_tokens or TOKENS_PER_BAR * bars
-    ids = generate(net, prompt, cap, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                   eos_id=tok.eos_id, pad_id=tok.pad_id, use_cache=sampling.use_cache, generator=generator,
-                   stop_fn=BarLimit(tok.bar_id, bars - 1), slide=sampling.slide, guard=guard,
-                   keep_seed=sampling.keep_seed, on_step=on_step, guidance=sampling.guidance())
+    hooks = [RemiGuard(tok, programs=programs)] if sampling.guard else []
+    hooks += [BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats and sampling.guard else []
+    hooks += [MotifEcho(tok, programs, sampling.motif_echo)] if sampling.motif_echo else []  # after the -inf
+    hooks += [OnStep(on_step)] if on_step else []
+    ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,
+                   stop=BarLimit(tok.bar_id, bars - 1))
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
 
 

@@ -32,6 +32,7 @@ of the samples already written (the unfinished ones' files are removed). `run` t
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
@@ -50,7 +51,8 @@ from musictx.generation.output_folder import (
     release_numbers,
     sample_name,
 )
-from musictx.generation.sampling import GenerationInterrupted, ProgressPrinter
+from musictx.generation.progress import SamplingProgress
+from musictx.generation.sampling import GenerationInterrupted
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi, unconditional_seed
 from musictx.io.audio import audio_unavailable, wav_beside
 from musictx.io.jsonio import write_json
@@ -124,12 +126,12 @@ def run(opts: GenerateOptions) -> dict:
 def _sample(net, tokenizer: EventTokenizer, seed: Seed, opts: GenerateOptions) -> tuple[list[np.ndarray], bool, float]:
     """(new ids per sample, whether a Ctrl-C cut them short, wall seconds), progress printed as it goes."""
     every = opts.progress_every_s
-    progress = ProgressPrinter(tokenizer, opts.length_seconds, every) if every else None
     t0 = time.perf_counter()
     try:
-        pieces = sample_continuations(net, tokenizer, seed, opts, num_samples=opts.num_samples,
-                                      length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
-                                      on_step=progress)
+        with SamplingProgress(tokenizer, opts.length_seconds, every) if every else nullcontext() as progress:
+            pieces = sample_continuations(net, tokenizer, seed, opts, num_samples=opts.num_samples,
+                                          length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
+                                          on_step=progress and progress.update)
         cut_short = False
     except GenerationInterrupted as stop:
         pieces, cut_short = new_ids(tokenizer, seed, stop.ids), True

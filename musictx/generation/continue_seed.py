@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from musictx.generation.guard import NoteGrammarGuard
-from musictx.generation.sampling import OnStep, SecondsLimit, generate
+from musictx.generation.hooks import OnStep
+from musictx.generation.sampling import SecondsLimit, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import Seed
 from musictx.io.midi_io import Notes
@@ -34,21 +35,19 @@ def token_cap(max_tokens: int | None, length_seconds: float | None) -> int:
 
 def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: SamplingOptions, *,
                          num_samples: int, length_seconds: float | None, max_tokens: int | None,
-                         on_step: OnStep | None = None) -> list[np.ndarray]:
+                         on_step=None) -> list[np.ndarray]:
     """New ids of ``num_samples`` continuations of ``seed``, sampled as one batch (EOS kept, PAD dropped).
-    Each stops after ``length_seconds`` of new music (None: no limit) or `token_cap` ids. ``on_step``: see
-    `musictx.generation.sampling.generate`; a Ctrl-C raises its `GenerationInterrupted`."""
+    Each stops after ``length_seconds`` of new music (None: no limit) or `token_cap` ids. ``on_step(next_ids,
+    done)`` is called after every draw (progress); a Ctrl-C raises `GenerationInterrupted`."""
+    cap = token_cap(max_tokens, length_seconds)
     device = next(net.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(sampling.seed)
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
+    hooks = [OnStep(on_step)] if on_step else []
+    if sampling.guard:
+        longest = note_cap(tokenizer, seed, sampling.max_note_seconds, sampling.note_cap_from_seed)
+        hooks.insert(0, NoteGrammarGuard.of(tokenizer, longest, sampling.polyphony_ratio))
     stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
-    cap = note_cap(tokenizer, seed, sampling.max_note_seconds, sampling.note_cap_from_seed)
-    guard = NoteGrammarGuard.of(tokenizer, cap, sampling.polyphony_ratio) if sampling.guard else None
-    ids = generate(net, prompt, token_cap(max_tokens, length_seconds), temperature=sampling.temperature,
-                   top_k=sampling.top_k, top_p=sampling.top_p, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
-                   use_cache=sampling.use_cache, generator=generator, stop_fn=stop, slide=sampling.slide,
-                   guard=guard, keep_seed=sampling.keep_seed, on_step=on_step,
-                   guidance=sampling.guidance())
+    ids = generate(net, tokenizer, prompt, sampling, hooks, max_new_tokens=cap, stop=stop)
     return new_ids(tokenizer, seed, ids)
 
 

@@ -11,11 +11,12 @@ import difflib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from musictx.generation.bar_repeats import MAX_REPEATS
 from musictx.generation.continue_seed import token_cap
 from musictx.generation.output_folder import check_output_dir
-from musictx.generation.sampling import context_length
 from musictx.generation.sampling_options import SamplingOptions, finite_number, raise_first, whole_number
 from musictx.generation.seeds import GenerateError
+from musictx.generation.window import context_length
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
@@ -38,7 +39,7 @@ class GenerateOptions(SamplingOptions):
     tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
     length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
     length_bars: int | None = None  # metrical models: bars of new music (overrides length_seconds); None: from it
-    max_bar_repeats: int | None = 4  # metrical models: identical bars in a row before the next must differ
+    max_bar_repeats: int | None = MAX_REPEATS  # metrical models: identical bars in a row before the next must differ
     max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (`token_cap`)
     num_samples: int = 4  # at most MAX_NUM_SAMPLES
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0

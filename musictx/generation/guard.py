@@ -9,8 +9,9 @@ Three rules; the first two as in Magenta's Performance RNN decoding (which caps 
     (at least ``min_polyphony``) sound, no new note starts. A piano model continuing a sparse score
     otherwise piles up walls of held notes, several times as many as the seed ever sounds together.
 
-`generate` calls ``guard.start(prompt)``, then per step ``guard.mask(logits)`` before sampling and
-``guard.update(next_ids)`` after; the cached and uncached paths see exactly the same masks.
+A sampling hook (`musictx.generation.hooks`): `generate` calls ``guard.start(prompt)``, then per step
+``guard(logits)`` before the draw and ``guard.update(next_ids, done)`` after; the cached and uncached paths
+see exactly the same masks.
 
 `start` reads the prompt with torch, vectorised. The state it leaves (which notes sound, since when) is
 kept in numpy on the CPU: a step's bookkeeping is a dozen ops on arrays of a few hundred entries, which
@@ -24,11 +25,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from musictx.generation.hooks import LogitsHook
+
 MIN_POLYPHONY = 10  # the polyphony cap never goes below this: a pedalled piano chord sounds 8-10 notes
 _OTHER, _ON, _OFF, _SHIFT = 0, 1, 2, 3  # what an id is to the guard (`NoteGrammarGuard._classify`)
 
 
-class NoteGrammarGuard:
+class NoteGrammarGuard(LogitsHook):
     """Masks the logits (B, V) of Performance ids laid out as NOTE_ON (n_pitches), NOTE_OFF (n_pitches),
     TIME_SHIFT (n_shifts, 1..n_shifts steps), then the rest (VELOCITY, PAD, EOS)."""
 
@@ -119,7 +122,7 @@ class NoteGrammarGuard:
         count = delta.cumsum(dim=1)  # (B, T) notes sounding after each id; never negative
         return torch.maximum(torch.where(shift, count, 0).amax(dim=1), count[:, -1])
 
-    def update(self, ids: Tensor) -> None:
+    def update(self, ids: Tensor, done: Tensor | None = None) -> None:
         """Advance by one id per sample (B,)."""
         i = np.minimum(ids.cpu().numpy(), len(self._kind_of) - 1)
         kind, value = self._kind_of[i], self._value_of[i]  # (B,) each
@@ -128,7 +131,7 @@ class NoteGrammarGuard:
         self.onset[on, value[on]] = self.now[on]
         self.now += np.where(kind == _SHIFT, value, 0)
 
-    def mask(self, logits: Tensor) -> Tensor:
+    def __call__(self, logits: Tensor) -> Tensor:
         """Logits (B, V) with the forbidden ids at -inf (a new tensor)."""
         sounding = self.onset >= 0  # (B, n_pitches)
         offs = slice(self.note_off, self.note_off + self.n_pitches)

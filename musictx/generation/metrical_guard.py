@@ -7,13 +7,10 @@ a Position, Program or Bar ...). On top of it, three rules no token type can say
 - a continuation plays the seed's tracks: Program ids outside the seed's programs are never drawn, so no
   instrument appears that the user did not give (an unconditional sample may use any);
 - the seed's meter and tempo go on: after a Bar only the seed's last TimeSig id may come, and no Tempo id
-  (the output is written on the seed's own tempo map);
-- a loop is broken: when the last ``max_repeats`` bars are identical token for token, the next bar may
-  not be the same again from its first note on (its first note is steered elsewhere). A stuck model otherwise
-  restates one bar for a minute; real pop repeats a bar at most a few times in a row.
+  (the output is written on the seed's own tempo map).
 
-`generate` calls ``start(prompt)``, then per step ``mask(logits)`` and ``update(next_ids)``; the state
-is numpy, one row per sample.
+Repetition control, the other rule on bars, is its own hook (`musictx.generation.bar_repeats`). A sampling
+hook (`musictx.generation.hooks`); the state is numpy, one row per sample.
 """
 
 from __future__ import annotations
@@ -22,13 +19,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-MAX_REPEATS = 4  # identical bars in a row before the next must differ
+from musictx.generation.hooks import LogitsHook
 
 
-class RemiGuard:
-    def __init__(self, tokenizer, programs: list[int] | None = None, max_repeats: int | None = MAX_REPEATS):
+class RemiGuard(LogitsHook):
+    """The grammar of a `MetricalTokenizer`'s ids; ``programs``: the seed's tracks (None: any may come, and
+    tempo changes too: an unconditional sample)."""
+
+    def __init__(self, tokenizer, programs: list[int] | None = None):
         tok = tokenizer
-        self.tok, self.max_repeats = tok, max_repeats
+        self.tok = tok
         types = sorted(set(tok.type_of))
         self._type_index = {t: i for i, t in enumerate(types)}
         self.type_of = np.array([self._type_index[t] for t in tok.type_of])  # (V,) type index of each id
@@ -65,8 +65,6 @@ class RemiGuard:
         self.pos = np.full(B, -1)
         self.bar_len = np.full(B, 16)
         self.meter = np.full(B, -1)  # (B,) the seed's last TimeSig id, -1: none seen (any may come)
-        self.bars: list[list[list[int]]] = [[[]] for _ in range(B)]  # per row: the bars so far, as id lists
-        self.fresh_bar = np.zeros(B, dtype=bool)  # a Bar id was just drawn: its first note is not yet in
         for b, row in enumerate(rows):
             for i in row:
                 self._follow(b, int(i))
@@ -76,16 +74,13 @@ class RemiGuard:
         self.last_type[b] = self.type_of[i]
         if t == "Bar":
             self.pos[b] = -1
-            self.bars[b] = self.bars[b][-(self.max_repeats or 1) - 1:] + [[]]
         elif t == "Position":
             self.pos[b] = self.position_of[i]
         elif t == "TimeSig":
             self.bar_len[b] = max(int(self.bar_positions[i]), 1)
             self.meter[b] = i
-        if t != "Bar":
-            self.bars[b][-1].append(i)
 
-    def update(self, next_ids: Tensor) -> None:
+    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         for b, i in enumerate(next_ids.tolist()):
             self._follow(b, int(i))
 
@@ -96,34 +91,12 @@ class RemiGuard:
         bad[self.position_ids] |= (pos <= self.pos[b]) | (pos >= self.bar_len[b])
         if self.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
             bad[self.timesig_ids] |= self.timesig_ids != self.meter[b]
-        if self._would_loop(b):
-            bad |= self._loop_breakers(b)
         if bad.all():  # never leave nothing to draw: a new bar is always valid
             bad[:] = True
             bad[self.tok.bar_id] = False
         return bad
 
-    def _would_loop(self, b: int) -> bool:
-        """The last ``max_repeats`` finished bars are the same, and the bar being written copies them so far."""
-        if not self.max_repeats:
-            return False
-        bars = self.bars[b]
-        done = bars[:-1][-self.max_repeats:]
-        if len(done) < self.max_repeats or any(x != done[0] for x in done) or not any(
-                self.tok.type_of[i] == "Pitch" for i in done[0]):
-            return False
-        current = bars[-1]
-        return current == done[0][:len(current)] and len(current) < len(done[0])
-
-    def _loop_breakers(self, b: int) -> np.ndarray:
-        """Forbid the id that would go on copying the repeated bar, once its copy reaches a pitch."""
-        bars = self.bars[b]
-        nxt = bars[-2][len(bars[-1])]
-        out = np.zeros(self.tok.vocab_size, dtype=bool)
-        if self.tok.type_of[nxt] == "Pitch":
-            out[nxt] = True
-        return out
-
-    def mask(self, logits: Tensor) -> Tensor:
+    def __call__(self, logits: Tensor) -> Tensor:
+        """Logits (B, V) with the ids the grammar forbids at -inf (a new tensor)."""
         bad = np.stack([self._forbidden(b) for b in range(logits.shape[0])])  # (B, V)
         return logits.masked_fill(torch.from_numpy(bad).to(logits.device), float("-inf"))

@@ -13,8 +13,7 @@ pitch that would go on the way the seed went on from a match, at the current pit
 restatement), gets ``strength`` times its share of the matches added to its logit. Rhythm and every
 other id are left to the model; the grammar guard keeps the last word (its masks are -inf).
 
-`generate` calls ``start(prompt)``, then per step ``mask(logits)`` and ``update(next_ids)``, like a guard;
-`GuardChain` runs it after the grammar guard.
+A hook of `musictx.generation.sampling.generate`, after the grammar guard.
 """
 
 from __future__ import annotations
@@ -26,10 +25,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from musictx.generation.hooks import LogitsHook
+
 MAX_ORDER = 3  # intervals matched at most: longer matches are rarer and add little over 3
 
 
-class MotifEcho:
+class MotifEcho(LogitsHook):
     """The echo of the seed's figures in the tracks ``programs`` (REMI Program numbers), at ``strength``."""
 
     def __init__(self, tokenizer, programs: Iterable[int], strength: float, max_order: int = MAX_ORDER):
@@ -63,7 +64,7 @@ class MotifEcho:
         elif self.pitch_of[i] >= 0 and self.current[b] in self.programs:
             self.lines[b][int(self.current[b])].append(int(self.pitch_of[i]))
 
-    def update(self, next_ids: Tensor) -> None:
+    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         for b, i in enumerate(next_ids.tolist()):
             self._follow(b, int(i))
 
@@ -83,7 +84,7 @@ class MotifEcho:
                 return Counter(seed[hits + order].tolist())
         return Counter()
 
-    def mask(self, logits: Tensor) -> Tensor:
+    def __call__(self, logits: Tensor) -> Tensor:
         if self.strength == 0:
             return logits
         bonus = np.zeros(tuple(logits.shape), dtype=np.float32)  # (B, V)
@@ -100,23 +101,3 @@ class MotifEcho:
                 if 0 <= pitch < 128 and self.pitch_id[pitch] >= 0:
                     bonus[b, self.pitch_id[pitch]] += self.strength * n / total
         return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
-
-
-class GuardChain:
-    """Several guards as one: each masks the logits in turn and follows every drawn id."""
-
-    def __init__(self, *guards):
-        self.guards = [g for g in guards if g is not None]
-
-    def start(self, prompt: Tensor) -> None:
-        for g in self.guards:
-            g.start(prompt)
-
-    def mask(self, logits: Tensor) -> Tensor:
-        for g in self.guards:
-            logits = g.mask(logits)
-        return logits
-
-    def update(self, next_ids: Tensor) -> None:
-        for g in self.guards:
-            g.update(next_ids)

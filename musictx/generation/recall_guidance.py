@@ -13,7 +13,7 @@ is merely unlikely after the recent ids cannot be pulled in from nowhere.
 
 The recent branch has its own KV cache and sees the last ``local`` to ``2 * local - 1`` ids (it restarts
 from the last ``local`` every ``local`` steps). Where both branches take the same new id, the net decodes
-their two caches in one pass (`WindowDecoder.step_with`, the models' ``decode_together``), reading its
+their two caches in one pass (`WindowDecoder.step_with`, `FastDecoder.step_together`), reading its
 weights once for both; the branch then costs a fraction of a second step. Windows no longer than
 ``local`` are left as they are (both branches would agree).
 
@@ -28,16 +28,19 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from musictx.generation.filters import top_p_filter
-from musictx.generation.sampling import WindowDecoder
+from musictx.generation.hooks import LogitsHook
+from musictx.generation.sampling_options import RECALL_BRANCHES
+from musictx.generation.window import WindowDecoder
 
 
-class RecallGuidance:
-    """The settings; `around` wraps a decoder (``restart(window)`` and ``step(window)`` -> logits (B, V)) of
-    ``net`` in a `GuidedDecoder`. `musictx.generation.sampling.generate` takes one as ``guidance``."""
+class RecallGuidance(LogitsHook):
+    """The sampler's hook (`musictx.generation.hooks`): `around` wraps the sampler's decoder in a
+    `GuidedDecoder`, which also asks the net about the recent ids; the hook's call guides the logits with
+    it. `generate` makes one from its options (`of`)."""
 
-    BRANCHES = ("recent", "continuation")  # what the whole window is contrasted with (module docstring)
+    BRANCHES = RECALL_BRANCHES  # what the whole window is contrasted with (module docstring)
 
-    def __init__(self, weight: float, local: int = 64, plausible: float = 0.95, against: str = "recent"):
+    def __init__(self, weight: float, local: int, plausible: float, against: str):
         if against not in self.BRANCHES:
             raise ValueError(f"recall guidance against must be one of {', '.join(self.BRANCHES)}, got {against!r}")
         if not weight >= 0:
@@ -47,10 +50,23 @@ class RecallGuidance:
         if not 0 < plausible <= 1:
             raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
         self.weight, self.local, self.plausible, self.against = weight, local, plausible, against
+        self.decoder: GuidedDecoder | None = None
+
+    @classmethod
+    def of(cls, opts) -> RecallGuidance | None:
+        """The guidance a `SamplingOptions` asks for (its nucleus is the plausible set); None when
+        ``recall_guidance`` is 0."""
+        if not opts.recall_guidance:
+            return None
+        return cls(opts.recall_guidance, opts.recall_local, opts.top_p or 1.0, opts.recall_against)
 
     def around(self, decoder, net: nn.Module, pinned: int = 0) -> GuidedDecoder:
         """``pinned``: seed ids the sampler keeps at the start of a slid window (never new music)."""
-        return GuidedDecoder(decoder, net, self, pinned)
+        self.decoder = GuidedDecoder(decoder, net, self, pinned)
+        return self.decoder
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        return self.decoder.guide(logits)
 
 
 class GuidedDecoder:
@@ -61,7 +77,7 @@ class GuidedDecoder:
 
     def __init__(self, decoder, net: nn.Module, guidance: RecallGuidance, pinned: int = 0):
         self.decoder, self.guidance, self.pinned = decoder, guidance, pinned
-        self.recent = WindowDecoder(net, use_cache=True)
+        self.recent = WindowDecoder(net, use_cache=True, fast=decoder.fast)  # the same engine: one pass for both
         self.recent_len = 0  # ids the recent branch holds; 0: not started
         self.recent_logits: Tensor | None = None  # (B, V) after the recent ids; None: no guidance this step
         self.guided_steps = 0  # steps that were guided (tests check guidance ran)

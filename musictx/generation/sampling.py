@@ -1,27 +1,27 @@
-"""Sampling from any next-token net: `generate`, one draw per step (`filters.sample_next`); no Lightning, no Hydra.
+"""Sampling from any next-token net: `generate(net, tokenizer, prompt, opts, hooks)`, one draw per step
+(`filters.sample_next`); no Lightning, no Hydra.
 
 A net maps ids (B, T) to logits (B, T, V). For incremental decoding (the protocol of `musictx.models`)
-``net(ids, cache=state)`` returns ``(logits, state)`` and ``state = net.init_cache()`` starts a fresh one
-(Transformers: one KV cache per layer; LSTM: the carried (h, c)). `generate` feeds one token per step
-through the cache, or, with ``use_cache=False``, recomputes the whole window every step (the reference).
+``net(ids, cache=state)`` returns ``(logits, state)`` and ``state = net.init_cache()`` starts a fresh one;
+the Transformers step through `musictx.decoding`. With ``opts.use_cache=False`` the whole window is
+recomputed every step (the reference). Long pieces slide the window and keep the seed pinned at its start
+(`musictx.generation.window`).
 
-Context: when a window would exceed ``net.max_seq_len`` (None for the LSTM: no limit) it slides. The
-last ``max_seq_len - slide`` tokens are kept, the cache is rebuilt by running them from scratch, and
-decoding goes on. The seed stays: the prompt's last ``keep_seed`` tokens (at most half of what a slide
-keeps) are pinned at the start of every slid window, before the most recent tokens, so that a model can
-still come back to the motif it was given once the music has run past its context.
+The options (`SamplingOptions`) say how each id is drawn; the hooks (`musictx.generation.hooks`) follow the
+ids and reshape the logits before each draw: the grammar guards, the bar-repeat limit, progress. Recall
+guidance is the options' own hook, made here, applied after the others.
 
 Both paths slide at the same steps, keep the same tokens and draw the same random numbers (one
 exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same tokens for the
-same generator seed. (Their logits differ by float rounding, ~1e-6; a draw that falls that close to a tie
-is possible in principle, and has not been seen in the tests.)
+same seed. (Their logits differ by float rounding, ~1e-6; a draw that falls that close to a tie is possible
+in principle, and has not been seen in the tests.)
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, nullcontext
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -29,9 +29,22 @@ from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.generation.filters import NoiseStream, sample_next
+from musictx.generation.hooks import LogitsHook
+from musictx.generation.recall_guidance import RecallGuidance
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.window import SlidingWindow
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
-OnStep = Callable[[Tensor, Tensor], None]  # (next ids (B,), done (B,) bool), called after every step
+DrawFn = Callable[[Tensor], Tensor]  # logits (B, V) -> the ids drawn (B,)
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """What `generate` reads of a tokenizer, for ids without one (benches, tests): PAD is never drawn and fills
+    the samples that completed; EOS completes a sample. None: no such id."""
+
+    pad_id: int | None = None
+    eos_id: int | None = None
 
 
 class GenerationInterrupted(KeyboardInterrupt):
@@ -100,96 +113,6 @@ class SecondsLimit:
         return torch.from_numpy(self.clock.add(next_ids) >= self.limit_steps).to(next_ids.device)
 
 
-class ProgressPrinter:
-    """An ``on_step`` for `generate` that prints, every ``every_s`` seconds of wall clock, the seconds of new
-    music of the least advanced sample still running, so that a long run shows that it is moving."""
-
-    def __init__(self, tokenizer, length_seconds: float | None, every_s: float):
-        self.clock = ShiftClock.of(tokenizer)
-        self.time_step, self.length, self.every_s = tokenizer.config.time_step, length_seconds, every_s
-        self.t0 = self.last = time.monotonic()
-
-    def __call__(self, next_ids: Tensor, done: Tensor) -> None:
-        steps = self.clock.add(next_ids)  # (B,)
-        now = time.monotonic()
-        if now - self.last < self.every_s or bool(done.all()):
-            return
-        self.last = now
-        seconds = steps[~done.cpu().numpy()].min() * self.time_step
-        of = f" of {self.length:g} s" if self.length else ""
-        print(f"generating: {seconds:.1f} s{of} so far ({int(done.sum())} of {len(done)} samples done, "
-              f"{now - self.t0:.0f} s)", flush=True)
-
-
-def context_length(net: nn.Module) -> int | None:
-    """The longest window the net takes (``net.max_seq_len``); None for nets without a limit (LSTM)."""
-    return getattr(net, "max_seq_len", None)
-
-
-# Prompt tokens pinned at the start of a slid window (the seed's last ~10 s of piano); 0 turns it off.
-KEEP_SEED = 512
-
-
-def window_start(start: int, length: int, max_len: int | None, keep: int, pinned: int = 0, t0: int = 0) -> int:
-    """Where the recent part of the window over ids[:length] starts: unchanged while it and the ``pinned``
-    prompt ids fit in ``max_len``, else it slides so that ``keep`` ids remain in all; with pinned ids the
-    recent part never reaches back into the prompt (``t0`` ids) that they already hold."""
-    if max_len is None or pinned + length - start <= max_len:
-        return start
-    return max(length - (keep - pinned), t0) if pinned else length - keep
-
-
-def pinned_length(keep_seed: int | None, t0: int, keep: int) -> int:
-    """How many prompt ids a slid window pins: ``keep_seed`` (None or 0: none), at most the prompt and half
-    of what a slide keeps (the recent music needs room too)."""
-    return min(keep_seed or 0, t0, keep // 2)
-
-
-def _keep_after_slide(max_len: int | None, slide: int | None) -> int:
-    if max_len is None:
-        return 0
-    slide = max(1, max_len // 4) if slide is None else slide
-    if not 1 <= slide < max_len:
-        raise ValueError(f"slide must be in 1..max_seq_len-1 = 1..{max_len - 1}, got {slide}")
-    return max_len - slide
-
-
-class WindowDecoder:
-    """Logits of the next position, either through the net's cache or by recomputing the window."""
-
-    def __init__(self, net: nn.Module, use_cache: bool):
-        self.net, self.use_cache, self.state = net, use_cache, None
-        # (ids (B,), state) -> logits (B, V): the transformers' one-step shortcut, else None
-        self._decode_next = getattr(net, "decode_next", None) if use_cache else None
-
-    def restart(self, window: Tensor) -> Tensor:
-        """Run a whole window (B, T) from scratch; return the last position's logits (B, V)."""
-        if self.use_cache:
-            logits, self.state = self.net(window, cache=self.net.init_cache())
-        else:
-            logits = self.net(window)
-        return logits[:, -1]
-
-    def step(self, window: Tensor) -> Tensor:
-        """The window grew by one id at its end: logits (B, V) after it."""
-        if not self.use_cache:
-            return self.net(window)[:, -1]
-        if self._decode_next is not None:
-            return self._decode_next(window[:, -1], self.state)
-        logits, self.state = self.net(window[:, -1:], cache=self.state)
-        return logits[:, -1]
-
-    def step_with(self, other: WindowDecoder, window: Tensor, other_window: Tensor) -> tuple[Tensor, Tensor]:
-        """`step` of this decoder over ``window`` and of ``other`` (of the same net) over ``other_window``,
-        two windows that end in the same new id: one pass where the net decodes several caches at once
-        (`decode_together`: the weights are read once for both), else one step after the other."""
-        together = getattr(self.net, "decode_together", None)
-        if together is None or not (self.use_cache and other.use_cache):
-            return self.step(window), other.step(other_window)
-        mine, theirs = together(window[:, -1], [self.state, other.state])  # (B, V) each
-        return mine, theirs
-
-
 @contextmanager
 def _eval_mode(net: nn.Module) -> Iterator[None]:
     """Eval mode for the block; the net's train flag is put back."""
@@ -226,54 +149,28 @@ def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
     return out
 
 
-class _Window:
-    """Which ids the decoder sees: the recent ids from ``start`` on, and, from the first slide after the
-    prompt, the prompt's last ``pin`` ids pinned in front of them (see the module docstring)."""
-
-    def __init__(self, t0: int, max_len: int | None, keep: int, pin: int):
-        self.t0, self.max_len, self.keep, self.pin = t0, max_len, keep, pin
-        self.pinned = False
-        self.start = window_start(0, t0, max_len, keep)
-
-    def advance(self, ids: Tensor, length: int) -> tuple[Tensor, bool]:
-        """The window (B, <= max_len) over ``ids[:, :length]`` after one more id, and whether it slid (the
-        decoder then restarts from it)."""
-        new_start = window_start(self.start, length, self.max_len, self.keep, self.pin if self.pinned else 0, self.t0)
-        if new_start != self.start and self.pin and not self.pinned:  # the first slide: from now on the seed is pinned
-            self.pinned, new_start = True, window_start(self.start, length, self.max_len, self.keep, self.pin, self.t0)
-        slid, self.start = new_start != self.start, new_start
-        window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
-        if self.pinned:
-            window = torch.cat([ids[:, self.t0 - self.pin : self.t0], window], dim=1)  # the seed, then the recent music
-        return window, slid
-
-
-def _check_generate_args(prompt_ids: Tensor, max_new_tokens: int, eos_id, stop_fn, pad_id, keep_seed) -> None:
-    if prompt_ids.ndim != 2 or prompt_ids.shape[1] == 0:
-        raise ValueError(f"prompt_ids must be (B, T0) with T0 >= 1, got shape {tuple(prompt_ids.shape)}")
+def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stop, pad_id, keep_seed) -> None:
+    if prompt.ndim != 2 or prompt.shape[1] == 0:
+        raise ValueError(f"prompt must be (B, T0) ids with T0 >= 1, got shape {tuple(prompt.shape)}")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    if (eos_id is not None or stop_fn is not None) and pad_id is None:
-        raise ValueError("pad_id is needed to fill the samples that stop early (eos_id or stop_fn given)")
+    if (eos_id is not None or stop is not None) and pad_id is None:
+        raise ValueError("a pad id is needed to fill the samples that stop early (an EOS id or a stop given)")
     if keep_seed is not None and keep_seed < 0:
         raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
 
 
-def _draw(logits: Tensor, draw: Callable[[Tensor], Tensor], done: Tensor | None, pad_id: int | None, guard,
-          guide: Callable[[Tensor], Tensor] | None) -> Tensor:
-    """The next ids (B,) from ``logits`` (B, V): PAD and what ``guard`` forbids masked, then ``guide``
-    (recall guidance), then ``draw``; complete samples (``done``; None: none can be) get ``pad_id``."""
+def _draw(logits: Tensor, draw: DrawFn, done: Tensor | None, pad_id: int | None,
+          hooks: Sequence[LogitsHook]) -> Tensor:
+    """The next ids (B,) from ``logits`` (B, V): PAD masked, then each hook in turn, then ``draw``; complete
+    samples (``done``; None: none can be) get ``pad_id``."""
     if pad_id is not None:
         logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
-    if guard is not None:
-        logits = guard.mask(logits)
-    if guide is not None:
-        logits = guide(logits)  # after the masks: it re-ranks only what may be drawn
+    for hook in hooks:
+        logits = hook(logits)
     nxt = draw(logits)
     if pad_id is not None and done is not None:
         nxt = nxt.masked_fill(done, pad_id)
-    if guard is not None:
-        guard.update(nxt)
     return nxt
 
 
@@ -285,74 +182,77 @@ def _noise_stream(generator: torch.Generator | None, device: torch.device, tempe
     return NoiseStream(generator, draws) if on_cpu and temperature != 0 else None
 
 
-def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stop_fn: StopFn | None) -> Tensor:
-    """``done`` (B,) bool, updated in place: samples that just emitted EOS or that ``stop_fn`` completes."""
+def _drawer(opts: SamplingOptions, device: torch.device, draws: int) -> tuple[DrawFn, NoiseStream | None]:
+    """``draw(logits (B, V)) -> ids (B,)`` as ``opts`` says, from a generator seeded with ``opts.seed``, and
+    the noise it takes ahead (to close after the loop; None where none is taken ahead)."""
+    generator = torch.Generator(device=device).manual_seed(opts.seed)
+    noise = _noise_stream(generator, device, opts.temperature, draws)
+
+    def draw(logits: Tensor) -> Tensor:
+        return sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
+                           noise and noise.next(logits.shape))
+
+    return draw, noise
+
+
+def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stop: StopFn | None) -> Tensor:
+    """``done`` (B,) bool, updated in place: samples that just emitted EOS or that ``stop`` completes."""
     if eos_id is not None:
         done |= nxt == eos_id
-    if stop_fn is not None:
-        done |= stop_fn(nxt)
+    if stop is not None:
+        done |= stop(nxt)
     return done
 
 
+def _hooks_of(opts: SamplingOptions, hooks: Sequence[LogitsHook]) -> list[LogitsHook]:
+    """The caller's hooks, then recall guidance where the options ask for it (it re-ranks only what the
+    others allow)."""
+    guidance = RecallGuidance.of(opts)
+    return [*hooks, guidance] if guidance else list(hooks)
+
+
 @torch.inference_mode()
-def generate(net: nn.Module, prompt_ids: Tensor, max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, eos_id: int | None = None,
-             pad_id: int | None = None, use_cache: bool = True, generator: torch.Generator | None = None,
-             stop_fn: StopFn | None = None, slide: int | None = None, guard=None,
-             keep_seed: int | None = KEEP_SEED, on_step: OnStep | None = None, guidance=None) -> Tensor:
-    """Continue each row of ``prompt_ids`` (B, T0) by up to ``max_new_tokens`` sampled ids.
+def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, hooks: Sequence[LogitsHook] = (),
+             *, max_new_tokens: int, stop: StopFn | None = None) -> Tensor:
+    """Continue each row of ``prompt`` (B, T0) by up to ``max_new_tokens`` ids drawn as ``opts`` says.
 
-    Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. A sample is complete after it emits
-    ``eos_id`` (kept) or when ``stop_fn(next_ids)`` marks it; its later positions hold ``pad_id``, and the
-    loop ends when every sample is complete. ``pad_id`` is also never sampled. ``slide``: how many ids a
-    full window drops (default ``max_seq_len // 4``); ``keep_seed``: prompt ids pinned at the start of a
-    slid window (module docstring; None or 0: none). ``guard`` (e.g. `NoteGrammarGuard`) follows the ids
-    and masks forbidden ones before each draw; ``guidance`` (e.g. `RecallGuidance`) wraps the decoder and
-    reshapes its logits after the masks, before the filters; ``on_step(next_ids, done)`` is called after
-    every step (progress reports). The net runs in eval mode and is put back after. A Ctrl-C while
-    sampling raises `GenerationInterrupted` with the ids so far.
+    Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. ``tokenizer`` gives the special ids, its
+    ``pad_id`` and ``eos_id`` (a tokenizer, or `SpecialIds`; None: neither). A sample is complete after it
+    emits the EOS id (kept) or when ``stop(next_ids)`` marks it; its later positions hold PAD, and the loop
+    ends when every sample is complete. PAD is never drawn. ``hooks``: see `musictx.generation.hooks`. The
+    net runs in eval mode and is put back after. A Ctrl-C while sampling raises `GenerationInterrupted` with
+    the ids so far.
     """
-    _check_generate_args(prompt_ids, max_new_tokens, eos_id, stop_fn, pad_id, keep_seed)
-    max_len = context_length(net)
-    keep = _keep_after_slide(max_len, slide)
+    pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
+    _check_generate_args(prompt, max_new_tokens, eos_id, stop, pad_id, opts.keep_seed)
     device = next(net.parameters()).device
-    B, t0 = prompt_ids.shape
-    pin = pinned_length(keep_seed, t0, keep)
-    total = t0 + max_new_tokens
-    fill = 0 if pad_id is None else pad_id
-    ids = _grow(prompt_ids.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
+    B, t0 = prompt.shape
+    total, fill = t0 + max_new_tokens, 0 if pad_id is None else pad_id
+    ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    can_stop = eos_id is not None or stop_fn is not None  # else no sample completes before max_new_tokens
-    decoder, guide = WindowDecoder(net, use_cache), None
-    if guidance is not None:
-        decoder = guidance.around(decoder, net, pinned=pin)
-        guide = decoder.guide
-    if guard is not None:
-        guard.start(prompt_ids.to(device))
-
-    noise = _noise_stream(generator, device, temperature, max_new_tokens)
-
-    def draw(logits: Tensor) -> Tensor:
-        return sample_next(logits, temperature, top_k, top_p, generator, noise and noise.next(logits.shape))
-
-    window = _Window(t0, max_len, keep, pin)
+    can_stop = eos_id is not None or stop is not None  # else no sample completes before max_new_tokens
+    hooks = _hooks_of(opts, hooks)
+    draw, noise = _drawer(opts, device, max_new_tokens)
+    window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
+    for hook in hooks:
+        hook.start(ids[:, :t0])
+        window.decoder = hook.around(window.decoder, net, window.pin)
     length = t0
     with (_eval_mode(net), closing(noise) if noise else nullcontext(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
-        logits = decoder.restart(ids[:, window.start : t0])
+        logits = window.first_logits(ids)
         while length < total:
-            nxt = _draw(logits, draw, done if can_stop else None, pad_id, guard, guide)  # (B,)
+            nxt = _draw(logits, draw, done if can_stop else None, pad_id, hooks)  # (B,)
             if length == ids.shape[1]:
                 ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
             ids.select(1, length).copy_(nxt)
             length += 1
-            done = _mark_done(done, nxt, eos_id, stop_fn)
-            if on_step is not None:
-                on_step(nxt, done)
+            done = _mark_done(done, nxt, eos_id, stop)
+            for hook in hooks:
+                hook.update(nxt, done)
             if length == total or (can_stop and bool(done.all())):
                 break
             if pressed():
                 raise KeyboardInterrupt
-            recent, slid = window.advance(ids, length)
-            logits = decoder.restart(recent) if slid else decoder.step(recent)
+            logits = window.next_logits(ids, length)
     return ids[:, :length]

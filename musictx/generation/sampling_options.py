@@ -14,14 +14,16 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from musictx.generation.recall_guidance import RecallGuidance
-from musictx.generation.sampling import KEEP_SEED
 from musictx.generation.seeds import GenerateError
+
+# the recall-guidance branches (`musictx.generation.recall_guidance.RecallGuidance.BRANCHES`, which reads them here)
+RECALL_BRANCHES = ("recent", "continuation")
 
 
 @dataclass
 class SamplingOptions:
-    """The sampler's settings (`musictx.generation.sampling.generate` and its guard)."""
+    """The sampler's settings (`musictx.generation.sampling.generate`). The guard's fields are read where the
+    guard is made (it needs the seed: `musictx.generation.continue_seed`, `continue_metrical`)."""
 
     temperature: float = 1.0  # 0: greedy (argmax)
     top_k: int | None = None  # keep the k most likely ids; None: off
@@ -29,7 +31,7 @@ class SamplingOptions:
     seed: int = 0  # of the random generator: same seed and settings, same samples
     use_cache: bool = True  # False: recompute the whole window every step (the reference path, slow)
     slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
-    keep_seed: int | None = KEEP_SEED  # the seed's last ids pinned at the start of a slid window; 0: none
+    keep_seed: int | None = 512  # the seed's last ids (~10 s of piano) pinned at the start of a slid window; 0: none
     guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.generation.guard)
     max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
     # with guard: the note-off policy. A note may sound at most this many times the seed's long notes (its
@@ -80,16 +82,10 @@ class SamplingOptions:
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
             (self.motif_echo < 0, f"motif_echo must be >= 0 (0 = off), got {self.motif_echo}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
-            (self.recall_against not in RecallGuidance.BRANCHES,
-             f"recall_against must be one of {', '.join(RecallGuidance.BRANCHES)}, got {self.recall_against!r}"),
+            (self.recall_against not in RECALL_BRANCHES,
+             f"recall_against must be one of {', '.join(RECALL_BRANCHES)}, got {self.recall_against!r}"),
         ]
         raise_first(bad)
-
-    def guidance(self) -> RecallGuidance | None:
-        """The sampler's `RecallGuidance`, or None when ``recall_guidance`` is 0."""
-        if not self.recall_guidance:
-            return None
-        return RecallGuidance(self.recall_guidance, self.recall_local, self.top_p or 1.0, self.recall_against)
 
 
 # options that may be None

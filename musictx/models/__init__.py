@@ -1,4 +1,6 @@
-"""Sequence models over event-token ids. Only torch is imported here (no Lightning, Hydra or tokenizer).
+"""Sequence models over event-token ids, as the papers write them. Only torch is imported here, and the
+attention kernels of `musictx.kernels` (torch alone) behind ``attn_impl``; the batch-1 decoding fast path
+lives above, in `musictx.decoding`, and reads these modules' parameters.
 
 Every model (`MusicTransformer`, `VanillaTransformer`, `LSTMBaseline`) follows one protocol:
 
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from musictx.models.attention import KVCache, PlainSelfAttention, RelativeSelfAttention
+from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
+from musictx.models.kv_cache import KVCache
 from musictx.models.lstm import LSTMBaseline, LSTMState
 from musictx.models.transformer import DecoderCache, MusicTransformer, VanillaTransformer
 

@@ -11,7 +11,7 @@ The kernels (scores + relative term + mask + softmax + weighted sum) are free fu
 projections, so `RelativeSelfAttention.impl` can be switched on a live module:
   - "naive":     materialises the (T, T, d_head) table of relative embeddings (Shaw et al.). Reference.
   - "skew":      the paper's skewing trick, O(T * d) extra for the relative term but full T x T logits.
-  - "efficient": a flash-style kernel over query blocks (`efficient_attention`, a torch.library op);
+  - "efficient": a flash-style kernel over query blocks (`musictx.kernels.efficient_attention`, a torch.library op);
                  keeps only the output and each row's log-sum-exp, recomputes logits in backward. Never
                  holds a T x T tensor; fp32 statistics and accumulators under autocast.
 
@@ -27,16 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from musictx.models.decoding import (
-    KVCache,
-    attend_relative_one_query,
-    decode_attention,
-    decode_table,
-    matvec_operand,
-)
-from musictx.models.efficient_attention import attend_efficient
+from musictx.kernels.efficient_attention import attend_efficient
+from musictx.models.kv_cache import KVCache
 
 IMPLS = ("naive", "skew", "efficient", "triton", "auto")  # auto: triton for CUDA inputs if it imports, else efficient
+BLOCK_SIZE = 128  # the efficient kernel's query block (``attn_block_size`` in conf/model/music_transformer.yaml)
 
 
 def clipped_table(rel_emb: Tensor, t_k: int) -> Tensor:
@@ -132,12 +127,29 @@ def attend_skew(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: flo
     return _softmax_weighted(logits / math.sqrt(q.shape[-1]), v, dropout_p)
 
 
+def attend_relative_one_query(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor) -> Tensor:
+    """Relative attention of the last position only, a decoding step with a KV cache: q (B, H, 1, D), k and
+    v (B, H, Tk, D) -> (B, H, 1, D).
+
+    The same function as the kernels above (S_rel[j] = q . E[Tk-1-j] for distances below M) at the cost
+    of one row: q @ E^T over the distances, flipped onto the keys. The last query sees every key, so no
+    mask is needed.
+    """
+    t_k, d_head = k.shape[2], q.shape[-1]
+    n_dist = min(rel_emb.shape[1], t_k)
+    logits = q @ k.transpose(-1, -2)  # (B, H, 1, Tk)
+    # Heads first, so that the batch shares each head's table instead of a broadcast copy per sample.
+    rel = q.squeeze(2).transpose(0, 1) @ rel_emb[:, :n_dist].transpose(-1, -2)  # (H, B, n_dist), distance 0..
+    logits[..., t_k - n_dist :] += rel.transpose(0, 1).unsqueeze(2).flip(-1)  # key Tk-1-d is at distance d
+    return (logits * (1.0 / math.sqrt(d_head))).softmax(dim=-1) @ v
+
+
 # ---------------------------------------------------------------------------------------------------
 # Modules: projections + heads + cache; the kernel is chosen by name.
 
 
 class _SelfAttention(nn.Module):
-    """Shared projections and head split; subclasses supply `_attend(q, k, v)` on (B, H, T, D)."""
+    """Shared projections and head split; subclasses supply `attend(q, k, v)` on (B, H, T, D)."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
@@ -159,47 +171,10 @@ class _SelfAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, D)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H, T_cache, D)
-        y = self._attend(q, k, v)  # (B, H, T, D)
+        y = self.attend(q, k, v)  # (B, H, T, D)
         return self.proj(y.transpose(1, 2).reshape(B, T, self.d_model))
 
-    def decode_weights(self) -> tuple[Tensor | None, ...]:
-        """The tensors that `decode_step` reads, gathered once by the model (see
-        `_DecoderLM.gathered_decode_weights`): the projections' weights as (in, out) operands in the
-        faster layout for one-row products (`matvec_operand`), and the position table (None: plain
-        attention has none)."""
-        return (matvec_operand(self.qkv.weight), self.qkv.bias, matvec_operand(self.proj.weight), self.proj.bias,
-                self._decode_table())
-
-    def _decode_table(self) -> Tensor | None:
-        return None
-
-    def decode_step(self, x: Tensor, caches: list[KVCache], weights: tuple[Tensor | None, ...]) -> Tensor:
-        """One new token per sample and cache, x (n * B, d_model) -> (n * B, d_model), the rows of the n
-        ``caches`` one after the other: `forward` for a decoding step in eval mode, with fewer ops (no
-        permutes of q, k, v; the output reshaped for free as T = 1), on the tensors of `decode_weights`.
-        The projections run on all rows at once; each cache attends over its own keys."""
-        qkv_wt, qkv_b, proj_wt, proj_b, table = weights
-        qkv = torch.addmm(qkv_b, x, qkv_wt)  # (n * B, 3 * H * D)
-        if len(caches) == 1:
-            out = self._decode_attend(qkv, caches[0], table)  # (B, H * D)
-        else:
-            b = len(x) // len(caches)  # rows per cache
-            out = torch.cat([self._decode_attend(rows, cache, table)
-                             for rows, cache in zip(qkv.split(b), caches, strict=True)])
-        return torch.addmm(proj_b, out, proj_wt)  # (n * B, d_model)
-
-    def _decode_attend(self, qkv: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
-        """Append the new keys and values of ``qkv`` (B, 3 * H * D) to the cache; attend its queries
-        -> (B, H * D)."""
-        q, k_new, v_new = self._split_heads(qkv)
-        k, v = cache.append(k_new[:, :, None], v_new[:, :, None])  # (B, H, Tk, D) each
-        return self._attend(q[:, :, None], k, v).reshape(len(qkv), self.d_model)
-
-    def _split_heads(self, qkv: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """A decoding step's projections (B, 3 * H * D) as q, k, v, (B, H, D) each (views)."""
-        return qkv.view(len(qkv), 3, self.n_heads, self.d_head).unbind(1)
-
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         raise NotImplementedError
 
     def _position_logits(self, q_rows: Tensor, rows: Tensor, t_k: int) -> Tensor | float:
@@ -225,11 +200,10 @@ class RelativeSelfAttention(_SelfAttention):
     """Causal multi-head self-attention with learned relative-position embeddings (Music Transformer).
 
     `rel_emb` (n_heads, max_rel_dist, d_head) holds E[h, r] for distance r = i - j. `impl` ("naive",
-    "skew", "efficient", "triton" = the fused kernel of `triton_attention`, "auto" = triton for CUDA
+    "skew", "efficient", "triton" = the fused kernel of `musictx.kernels.triton_attention`, "auto" = triton for CUDA
     inputs when triton imports, else efficient) and `block_size` (query block of the efficient kernel)
     are plain attributes and may be changed on a live module. With impl="efficient", a single new token
-    (a decoding step) uses `attend_relative_one_query` (or, through `decode_step`, its leaner twin
-    `decode_attention`, equal up to float rounding), and inputs of at most `block_size` tokens the skew
+    (a decoding step) uses `attend_relative_one_query`, and inputs of at most `block_size` tokens the skew
     path: same result, same memory, less repacking.
     """
 
@@ -240,7 +214,7 @@ class RelativeSelfAttention(_SelfAttention):
         max_rel_dist: int,
         dropout: float = 0.0,
         impl: str = "efficient",
-        block_size: int = 64,
+        block_size: int = BLOCK_SIZE,
     ):
         super().__init__(d_model, n_heads, dropout)
         if impl not in IMPLS:
@@ -248,7 +222,7 @@ class RelativeSelfAttention(_SelfAttention):
         self.max_rel_dist, self.impl, self.block_size = max_rel_dist, impl, block_size
         self.rel_emb = nn.Parameter(torch.randn(n_heads, max_rel_dist, self.d_head) * 0.02)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         p = self.dropout if self.training else 0.0
         impl = self._kernel(q)
         if impl in ("efficient", "triton") and k.shape[2] > self.max_rel_dist > 1:
@@ -260,7 +234,7 @@ class RelativeSelfAttention(_SelfAttention):
         if impl == "one_query":
             return attend_relative_one_query(q, k, v, rel_emb)
         if impl == "triton":
-            from musictx.models.triton_attention import attend_triton  # lazy: triton is optional
+            from musictx.kernels.triton_attention import attend_triton  # lazy: triton is optional
 
             return attend_triton(q, k, v, rel_emb, p)
         if impl == "efficient":
@@ -274,7 +248,7 @@ class RelativeSelfAttention(_SelfAttention):
         if impl == "auto":
             impl = "efficient"
             if q.is_cuda:  # never import triton for CPU inputs
-                from musictx.models.triton_attention import triton_available
+                from musictx.kernels.triton_attention import triton_available
 
                 impl = "triton" if triton_available() else "efficient"
         if impl == "efficient":
@@ -286,20 +260,6 @@ class RelativeSelfAttention(_SelfAttention):
             raise ValueError(f"unknown attention impl {impl!r}; expected one of {IMPLS}")
         return impl
 
-    def _decode_table(self) -> Tensor:
-        return decode_table(self.rel_emb)  # (H, D, M): one table serves every cache
-
-    def _decode_attend(self, qkv: Tensor, cache: KVCache, table: Tensor | None) -> Tensor:
-        if self.impl not in ("efficient", "auto") or qkv.is_cuda:
-            return super()._decode_attend(qkv, cache, table)  # the impl's own one-query path
-        if len(qkv) == 1:  # batch 1: viewed as (3, H, 1, D), the queries are already heads first, and
-            q_k_v = qkv.view(3, self.n_heads, 1, self.d_head)  # the keys and values go in with one copy
-            cache.push_pair(q_k_v[1:])
-            return decode_attention(q_k_v[0], cache, table)
-        q, k_new, v_new = self._split_heads(qkv)
-        cache.push_one(k_new, v_new)
-        return decode_attention(q.transpose(0, 1), cache, table)
-
     def _position_logits(self, q_rows: Tensor, rows: Tensor, t_k: int) -> Tensor:
         return relative_logits_rows(q_rows, clipped_table(self.rel_emb, t_k), rows, t_k)
 
@@ -310,7 +270,7 @@ class RelativeSelfAttention(_SelfAttention):
 class PlainSelfAttention(_SelfAttention):
     """Causal multi-head self-attention via F.scaled_dot_product_attention (no position information)."""
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         p = self.dropout if self.training else 0.0
         t_q, t_k = q.shape[2], k.shape[2]
         if t_q == t_k:

@@ -14,12 +14,13 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from musictx.models.attention import KVCache, PlainSelfAttention, RelativeSelfAttention
-from musictx.models.decoding import matvec_operand, without_onednn
+from musictx.models.attention import BLOCK_SIZE, PlainSelfAttention, RelativeSelfAttention
+from musictx.models.kv_cache import KVCache
+
+CONTEXT = 2048  # max_seq_len, the paper's; ``data.seq_len`` in conf/data/default.yaml, which the models follow
 
 
 @dataclass
@@ -27,8 +28,6 @@ class DecoderCache:
     """Incremental-decoding state of a decoder: one KVCache per layer. Made by `init_cache()`."""
 
     layers: list[KVCache] = field(default_factory=list)
-    # the tensors a decoding step reads (`_DecoderLM.gathered_decode_weights`), taken at its first step
-    weights: list[tuple] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -50,27 +49,6 @@ class Block(nn.Module):
         x = x + self.drop(self.attn(self.ln1(x), cache))  # (B, T, d_model)
         return x + self.drop(self.ff(self.ln2(x)))
 
-    def decode_weights(self) -> tuple:
-        """The tensors (and the attention module) that `decode_step` reads, gathered once: at batch 1
-        looking up a submodule's parameter costs about as much as a small op. The feed-forward weights
-        as (in, out) operands in the faster layout for one-row products (`matvec_operand`)."""
-        ln1, ln2, (fc1, _, fc2) = self.ln1, self.ln2, self.ff
-        return (ln1.weight, ln1.bias, ln1.eps, ln2.weight, ln2.bias, ln2.eps, matvec_operand(fc1.weight),
-                fc1.bias, matvec_operand(fc2.weight), fc2.bias, self.attn, self.attn.decode_weights())
-
-    @staticmethod
-    def decode_step(x: Tensor, caches: list[KVCache], weights: tuple) -> Tensor:
-        """`forward` of one token per sample and cache in eval mode (no dropout), x (n * B, d_model) the rows
-        of the n ``caches`` in turn, with the tensors of `decode_weights`: the functional ops straight on
-        the parameters, as module calls cost more than the ops at batch 1."""
-        w1, b1, eps1, w2, b2, eps2, fc1_wt, fc1_b, fc2_wt, fc2_b, attn, attn_weights = weights
-        shape = x.shape[-1:]
-        # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
-        x = attn.decode_step(torch.layer_norm(x, shape, w1, b1, eps1), caches, attn_weights).add_(x)
-        h = F.gelu(torch.addmm(fc1_b, torch.layer_norm(x, shape, w2, b2, eps2), fc1_wt))  # (B, d_ff)
-        return torch.addmm(fc2_b, h, fc2_wt).add_(x)
-
-
 class _DecoderLM(nn.Module):
     """Token embedding -> blocks -> final LN -> vocabulary head; subclasses add positions.
 
@@ -84,9 +62,6 @@ class _DecoderLM(nn.Module):
     """
 
     name = ""
-    # Decoding steps (one token, a cache, eval mode) take `decode_next`; False runs them through the
-    # general forward instead, the reference that `bench generate` compares against.
-    fast_decode = True
 
     def __init__(self, config: dict, vocab_size: int, d_model: int, n_layers: int, dropout: float,
                  max_seq_len: int, gradient_checkpointing: bool):
@@ -99,7 +74,6 @@ class _DecoderLM(nn.Module):
         self.blocks = nn.ModuleList()  # filled by the subclass
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
-        self._decode_key, self._decode_gathered = None, []  # `gathered_decode_weights`: not state, not saved
 
     def _init_weights(self, n_layers: int) -> None:
         for name, p in self.named_parameters():
@@ -119,9 +93,10 @@ class _DecoderLM(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def init_cache(self) -> DecoderCache:
-        """Empty decoding state for `net(ids, cache=state)`; tensors are allocated on first use."""
-        return DecoderCache([KVCache(capacity=self.max_seq_len) for _ in self.blocks])
+    def init_cache(self, cache_class: type[KVCache] = KVCache) -> DecoderCache:
+        """Empty decoding state for `net(ids, cache=state)`; tensors are allocated on first use. A decoding
+        engine may ask for its own `KVCache` subclass (a buffer layout for its steps)."""
+        return DecoderCache([cache_class(capacity=self.max_seq_len) for _ in self.blocks])
 
     def _positions(self, x: Tensor, start: int) -> Tensor:
         """Add position information to the embeddings x (B, T, d_model) of positions start..start+T-1."""
@@ -131,8 +106,6 @@ class _DecoderLM(nn.Module):
         """ids (B, T) long -> logits (B, T, V); with `cache`, returns (logits, cache). See class doc."""
         start = 0 if cache is None else cache.length
         self._check_room(start, ids.shape[1])
-        if cache is not None and ids.shape[1] == 1 and self._fast_steps():
-            return self.decode_next(ids[:, 0], cache)[:, None], cache
         x = self.tok_emb(ids) * math.sqrt(self.tok_emb.embedding_dim)  # (B, T, d_model)
         x = self.drop(self._positions(x, start))
         for i, block in enumerate(self.blocks):
@@ -144,87 +117,9 @@ class _DecoderLM(nn.Module):
         logits = self.head(self.ln_f(x))  # (B, T, V)
         return logits if cache is None else (logits, cache)
 
-    def _fast_steps(self) -> bool:
-        """Whether one-token steps take the decoding path (`decode_next`): eval mode and `fast_decode`."""
-        return self.fast_decode and not self.training
-
     def _check_room(self, cached: int, new: int) -> None:
         if cached + new > self.max_seq_len:
             raise ValueError(f"{cached} cached + {new} new tokens exceed max_seq_len={self.max_seq_len}")
-
-    def gathered_decode_weights(self) -> list[tuple]:
-        """What a decoding step reads: the net's own tensors (`_decode_weights`), then each block's
-        (`Block.decode_weights`). Gathered (copies of most weights: `matvec_operand`) when a cache takes its
-        first step, and reused by later caches while the parameters stay the same: the key is each one's
-        storage and version counter, which an optimizer step, `load_state_dict` or `.to()` changes (a write
-        through ``.data`` bypasses the counter: the copies keep the old values). Samplers start caches
-        often (a slid window; recall guidance every 64 steps). Parameters made under `torch.inference_mode`
-        have no version counter: those nets gather for each cache."""
-        params = list(self.parameters())
-        if any(p.is_inference() for p in params):
-            return self._gather_decode_weights()
-        key = tuple((p.data_ptr(), p._version) for p in params)
-        if self._decode_key != key:
-            self._decode_gathered, self._decode_key = self._gather_decode_weights(), key
-        return self._decode_gathered
-
-    def _gather_decode_weights(self) -> list[tuple]:
-        return [self._decode_weights()] + [block.decode_weights() for block in self.blocks]
-
-    def _decode_weights(self) -> tuple:
-        """What a decoding step reads outside the blocks: the token table already multiplied by
-        sqrt(d_model) (the same products as at every step), the final LN, the head as a (d_model, V) operand."""
-        ln = self.ln_f
-        return (self.tok_emb.weight * math.sqrt(self.tok_emb.embedding_dim), ln.normalized_shape, ln.weight,
-                ln.bias, ln.eps, matvec_operand(self.head.weight))
-
-    def decode_next(self, ids: Tensor, cache: DecoderCache) -> Tensor:
-        """Logits (B, V) after one new id per sample, ids (B,), fed to ``cache``: what
-        ``net(ids[:, None], cache=cache)[0][:, -1]`` gives, without the module call and the reshapes
-        around it (samplers call this once a token; at batch 1 each of those costs about an op)."""
-        if not self._fast_steps():
-            return self(ids[:, None], cache=cache)[0][:, -1]
-        self._check_room(cache.length, 1)
-        if not cache.weights:
-            cache.weights = self.gathered_decode_weights()
-        return self._decode_rows(ids, [cache.length], [cache.layers], cache.weights)
-
-    def decode_together(self, ids: Tensor, caches: list[DecoderCache]) -> list[Tensor]:
-        """The same new ids (B,) fed to each of several caches: the logits (B, V) after each, as
-        ``net(ids[:, None], cache=c)`` for each cache would give them (up to float rounding).
-
-        On the fast path (eval mode, `fast_decode`) this is one pass: every matrix product runs on all the
-        caches' rows at once, so a step reads the weights once rather than once a cache, and only
-        attention runs per cache. Recall guidance steps a second cache with every id
-        (`musictx.generation.recall_guidance`)."""
-        for cache in caches:
-            self._check_room(cache.length, 1)
-        weights = next((c.weights for c in caches if c.weights), None) or self.gathered_decode_weights()
-        # caches that took their first step with other weights (the parameters changed since) step alone
-        if not self._fast_steps() or any(c.weights and c.weights is not weights for c in caches):
-            return [self.decode_next(ids, c) for c in caches]
-        for cache in caches:
-            cache.weights = weights
-        starts = [c.length for c in caches]
-        logits = self._decode_rows(ids.repeat(len(caches)), starts, [c.layers for c in caches], weights)
-        return list(logits.view(len(caches), len(ids), -1).unbind(0))
-
-    def _decode_rows(self, ids: Tensor, starts: list[int], layer_caches: list[list[KVCache]], weights) -> Tensor:
-        """Logits (n * B, V) of ids (n * B,): the B rows of cache i in turn, at its position ``starts[i]``,
-        each cache given by its layers' KV caches ``layer_caches[i]``; ``weights``: `gathered_decode_weights`."""
-        emb, shape, ln_w, ln_b, eps, head_t = weights[0]
-        # oneDNN off in fp32 steps (see `without_onednn`); lower precisions keep it: ATen's own bf16
-        # matmuls are slow
-        with without_onednn(emb.dtype == torch.float32):
-            x = self._decode_positions(emb.index_select(0, ids), starts)  # (n * B, d_model)
-            for block_weights, *layers in zip(weights[1:], *layer_caches, strict=True):
-                x = Block.decode_step(x, layers, block_weights)
-            return torch.mm(torch.layer_norm(x, shape, ln_w, ln_b, eps), head_t)
-
-    def _decode_positions(self, x: Tensor, starts: list[int]) -> Tensor:
-        """`_positions` for one token per sample, x (n * B, d_model): the B rows of cache i at position
-        ``starts[i]``."""
-        return x
 
     @torch.no_grad()
     def attention_probs(self, ids: Tensor, rows) -> Tensor:
@@ -256,10 +151,10 @@ class MusicTransformer(_DecoderLM):
         n_heads: int = 8,
         d_ff: int = 1024,
         dropout: float = 0.1,
-        max_seq_len: int = 2048,
+        max_seq_len: int = CONTEXT,
         max_rel_dist: int | None = None,
         attn_impl: str = "efficient",
-        attn_block_size: int = 64,
+        attn_block_size: int = BLOCK_SIZE,
         gradient_checkpointing: bool = False,
     ):
         max_rel_dist = max_rel_dist or max_seq_len // 2
@@ -305,7 +200,7 @@ class VanillaTransformer(_DecoderLM):
         n_heads: int = 8,
         d_ff: int = 1024,
         dropout: float = 0.1,
-        max_seq_len: int = 2048,
+        max_seq_len: int = CONTEXT,
         positions: str = "sinusoidal",
         gradient_checkpointing: bool = False,
     ):
@@ -325,9 +220,3 @@ class VanillaTransformer(_DecoderLM):
 
     def _positions(self, x: Tensor, start: int) -> Tensor:
         return x + self.pos_emb[start : start + x.shape[1]]
-
-    def _decode_positions(self, x: Tensor, starts: list[int]) -> Tensor:
-        if len(starts) == 1:
-            return x + self.pos_emb[starts[0]]
-        at = torch.tensor(starts, device=x.device).repeat_interleave(len(x) // len(starts))  # (n * B,)
-        return x + self.pos_emb[at]

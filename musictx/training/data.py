@@ -22,6 +22,7 @@ import numpy as np
 from torch.utils.data import DataLoader, Sampler, Subset
 
 from musictx.io.token_store import DatasetFormatError, TokenArrays, load_tokenizer
+from musictx.models.transformer import CONTEXT
 from musictx.training.mixed_windows import MixedWindows, MixOptions, check_mix_dir, count_text
 from musictx.training.recall_windows import RecallCurriculum
 from musictx.training.windows import FixedWindows, RandomWindows
@@ -88,7 +89,7 @@ class MusicDataModule(L.LightningDataModule):
         seed: the train windows and their augmentation are a function of (seed, window number).
     """
 
-    def __init__(self, dir: str | os.PathLike = "data/bach", seq_len: int = 2048, batch_size: int = 8,
+    def __init__(self, dir: str | os.PathLike = "data/bach", seq_len: int = CONTEXT, batch_size: int = 8,
                  val_batch_size: int | None = None, num_workers: int = 2, seed: int = 0,
                  epoch_windows: int | None = None, augment: bool = True, max_transpose: int = 3,
                  stretch_range: tuple[float, float] = (0.95, 1.05), pin_memory: bool = False,

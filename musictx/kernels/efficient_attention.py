@@ -1,29 +1,27 @@
 """The memory-efficient relative-attention kernel: query blocks, logits recomputed in backward.
 
 Same function and conventions as `musictx.models.attention`: q (B, H, Tq, D), k and v (B, H, Tk, D) with
-Tk >= Tq (the queries are the last Tq positions), E (H, M, D); distances of M or more get no relative
-term (the model clips them by handing in E - E[M - 1], see `attention.shifted_table`), so a query block's
-relative matmul covers only its window of M + block - 1 keys. The kernel keeps only the output and each
-row's log-sum-exp; backward recomputes every block's logits. No Tq x Tk tensor is ever held.
+Tk >= Tq (the queries are the last Tq positions), E (H, M, D); distances of M or more get no relative term
+(the model clips them by handing in E - E[M - 1]: `musictx.models.attention.shifted_table`), so a query
+block's relative matmul covers only its window of M + block - 1 keys. The kernel keeps only the output and
+each row's log-sum-exp; backward recomputes every block's logits. No Tq x Tk tensor is ever held.
 
-Per query block, forward is two matmuls for the logits (content over all earlier keys, relative over
-the window, lined up by a strided skew), softmax's fused row-wise kernel (each row stays in cache,
-instead of four passes over the block), and one matmul for the output; backward is seven matmuls.
+Per query block, forward is two matmuls for the logits (content over all earlier keys, relative over the
+window, lined up by a strided skew), softmax's fused row-wise kernel (each row stays in cache, instead of four
+passes over the block), and one matmul for the output; backward is seven matmuls.
 
-Precision: all arithmetic runs in fp32 (fp64 for fp64 inputs) whatever dtypes arrive, so under bf16 or
-fp16 autocast the row statistics (max, log-sum-exp) and the dq, dk, dv, dE accumulators are fp32. q, k, v
-are cast once, when they are repacked head-major (a copy made anyway); the output and the gradients go
-back in their inputs' dtypes. The matmuls therefore run in fp32 under autocast too: accurate, but on a
-GPU slower than bf16 ones; the Triton kernel is the fast GPU path.
+Precision: all arithmetic runs in fp32 (fp64 for fp64 inputs) whatever dtypes arrive, so under bf16 or fp16
+autocast the row statistics (max, log-sum-exp) and the dq, dk, dv, dE accumulators are fp32. q, k, v are cast
+once, when they are repacked head-major (a copy made anyway); the output and the gradients go back in their
+inputs' dtypes. Its matmuls run in fp32 under autocast too; on a GPU the Triton kernel is the fast path.
 
 torch.compile: the forward and backward are `torch.library` ops with fake (shape-only) versions and a
-registered autograd formula, so compiled graphs keep the kernel as one opaque call, with no graph
-breaks around it. Eager calls import none of the compile machinery. The forward op also returns its
-repacked q, k and v, which backward reuses instead of repacking them again.
+registered autograd formula, so compiled graphs keep the kernel as one opaque call, with no graph breaks
+around it. Eager calls import none of the compile machinery. The forward op also returns its repacked q, k
+and v, which backward reuses instead of repacking them again.
 
-Dropout: one torch.Generator per call, seeded from a seed *tensor* (drawn from torch's RNG inside the
-graph); the blocks draw their keep-masks from it in order, and backward replays the
-stream from the same seed rather than storing the masks.
+Dropout: one torch.Generator per call, seeded from a seed *tensor* (drawn from torch's RNG inside the graph);
+the blocks draw their keep-masks from it in order, and backward replays that stream rather than storing them.
 """
 
 from __future__ import annotations
@@ -320,11 +318,10 @@ def backward_blocks(dout: Tensor, q_aug: Tensor, kT: Tensor, vT: Tensor, rel_emb
 
 
 # ----- the ops: opaque to torch.compile, differentiable through a registered backward ---------------
-# Registered with the low-level Library API rather than `torch.library.custom_op`: custom_op wraps
-# every kernel in `torch._disable_dynamo`, whose first call imports torch._dynamo (~900 modules,
-# ~150 MiB, ~2 s) in processes that never compile anything (generation, the app, the benches).
-# The names carry a version: torch.compile's on-disk caches key a graph by the op's name, not by its
-# Python code, so a changed schema under the old name would replay stale compiled backwards.
+# Registered with the low-level Library API rather than `torch.library.custom_op`, which wraps every kernel in
+# `torch._disable_dynamo`: its first call imports all of torch._dynamo in processes that never compile anything
+# (generation, the app, the benches). The names carry a version: torch.compile's on-disk caches key a graph by
+# the op's name, not its Python code, so a changed schema under the old name would replay stale backwards.
 _LIB = torch.library.Library("musictx", "FRAGMENT")  # module-level: the registrations live as long as it
 _LIB.define("relative_attention_v4(Tensor q, Tensor k, Tensor v, Tensor rel_emb, float dropout_p, Tensor? seed, "
             "int block_size) -> (Tensor, Tensor, Tensor, Tensor)")

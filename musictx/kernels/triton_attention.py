@@ -21,7 +21,7 @@ Design (flash-attention style; written for this model, not copied):
     each loop is split into a "far" part (one tl.dot per tile, like plain flash attention) and a "near"
     part (content dot + window dot + gather + mask). At M = L/2 about 3/4 of the causal tiles are near.
     (The model clips long distances to E[M-1] and hands this kernel E[:M-1] - E[M-1], which gives the
-    same softmax, so its far tiles stay free: `attention.shifted_table`.)
+    same softmax, so its far tiles stay free: `musictx.models.attention.shifted_table`.)
   - dE is summed over batch and query tiles with fp32 atomic adds into an (H, M, D) buffer, so dE on a
     GPU is not bitwise reproducible run to run (dq, dk, dv are: no atomics there).
   - Dropout is in the kernels: keep(b, h, query row, key) = tl.rand(seed + b*H + h, row * Tk + key) >= p,

@@ -1,0 +1,133 @@
+"""`FastDecoder`: a Transformer's decoding step (one new id per sample, a KV cache, eval mode) as the
+functional ops straight on gathered tensors, which is what the step costs at batch 1, where each module
+call, reshape and parameter lookup costs about as much as an op.
+
+The logits are the general forward's, ``net(ids[:, None], cache=state)``, up to float rounding; the step
+only lays its operands out for one-row products (`musictx.decoding.weights`). `reference_steps` turns the
+fast path off for a block, so that a bench can time the general forward against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from musictx.decoding.ops import StepKVCache, decode_attention, without_onednn
+from musictx.decoding.weights import AttentionWeights, BlockWeights, NetWeights, net_weights
+from musictx.models.transformer import DecoderCache, MusicTransformer, VanillaTransformer
+
+_FAST = ContextVar("musictx_fast_decoding", default=True)
+
+
+@contextmanager
+def reference_steps() -> Iterator[None]:
+    """Within the block, `fast_decoder` gives None: samplers step through the general forward."""
+    token = _FAST.set(False)
+    try:
+        yield
+    finally:
+        _FAST.reset(token)
+
+
+def fast_decoder(net: nn.Module) -> FastDecoder | None:
+    """A `FastDecoder` for the Transformers of `musictx.models`, None for other nets (the LSTM) and inside
+    `reference_steps`. It reads the parameters as they are now: make a new one after changing them."""
+    if not _FAST.get() or not isinstance(net, (MusicTransformer, VanillaTransformer)):
+        return None
+    return FastDecoder(net)
+
+
+class FastDecoder:
+    """Decoding steps of one Transformer in eval mode. Its caches (`init_cache`) take prompts through the
+    net's general forward, ``net(window, cache=state)``, and then one id per step through `step`."""
+
+    def __init__(self, net: nn.Module):
+        self.net = net
+        self.weights: NetWeights = net_weights(net)
+
+    def init_cache(self) -> DecoderCache:
+        """An empty state whose layers keep the buffer layout that the steps read (`StepKVCache`)."""
+        return self.net.init_cache(StepKVCache)
+
+    def step(self, ids: Tensor, cache: DecoderCache) -> Tensor:
+        """Logits (B, V) after one new id per sample, ids (B,), fed to ``cache``."""
+        self._check_room(cache)
+        return self._rows(ids, [cache.length], [cache.layers])
+
+    def step_together(self, ids: Tensor, caches: list[DecoderCache]) -> list[Tensor]:
+        """The same new ids (B,) fed to each of several caches: the logits (B, V) after each. One pass: every
+        matrix product runs on all the caches' rows at once, so a step reads the weights once rather than
+        once a cache, and only attention runs per cache (recall guidance steps two caches with every id)."""
+        for cache in caches:
+            self._check_room(cache)
+        logits = self._rows(ids.repeat(len(caches)), [c.length for c in caches], [c.layers for c in caches])
+        return list(logits.view(len(caches), len(ids), -1).unbind(0))  # (B, V) each
+
+    def _check_room(self, cache: DecoderCache) -> None:
+        if cache.length + 1 > self.net.max_seq_len:
+            raise ValueError(f"{cache.length} cached + 1 new tokens exceed max_seq_len={self.net.max_seq_len}")
+
+    def _rows(self, ids: Tensor, starts: list[int], layer_caches: list[list[StepKVCache]]) -> Tensor:
+        """Logits (n * B, V) of ids (n * B,): the B rows of cache i in turn, at its position ``starts[i]``,
+        each cache given by its layers' KV caches ``layer_caches[i]``."""
+        w = self.weights
+        # oneDNN off in fp32 steps (see `without_onednn`); lower precisions keep it: ATen's own bf16
+        # matmuls are slow
+        with without_onednn(w.emb.dtype == torch.float32):
+            x = w.emb.index_select(0, ids)  # (n * B, d_model)
+            if w.positions is not None:
+                x = x + _positions_at(w.positions, starts, len(x))
+            for block, *layers in zip(w.blocks, *layer_caches, strict=True):
+                x = block_step(x, layers, block)
+            return torch.mm(torch.layer_norm(x, w.ln_shape, w.ln_w, w.ln_b, w.ln_eps), w.head_t)  # (n * B, V)
+
+
+def _positions_at(table: Tensor, starts: list[int], rows: int) -> Tensor:
+    """The absolute positions of one new token per row: row r of cache i is at ``starts[i]``."""
+    if len(starts) == 1:
+        return table[starts[0]]  # (d_model,), broadcast over the rows
+    at = torch.tensor(starts, device=table.device).repeat_interleave(rows // len(starts))  # (n * B,)
+    return table[at]
+
+
+def block_step(x: Tensor, caches: list[StepKVCache], w: BlockWeights) -> Tensor:
+    """`Block.forward` of one token per sample and cache in eval mode (no dropout), x (n * B, d_model) the
+    rows of the n ``caches`` in turn."""
+    shape = x.shape[-1:]
+    # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
+    x = attention_step(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn).add_(x)
+    h = F.gelu(torch.addmm(w.fc1_b, torch.layer_norm(x, shape, w.ln2_w, w.ln2_b, w.ln2_eps), w.fc1_wt))  # (., d_ff)
+    return torch.addmm(w.fc2_b, h, w.fc2_wt).add_(x)
+
+
+def attention_step(x: Tensor, caches: list[StepKVCache], w: AttentionWeights) -> Tensor:
+    """An attention layer's forward for one new token per cache, x (n * B, d_model) -> (n * B, d_model). The
+    projections run on all rows at once; each cache attends over its own keys."""
+    qkv = torch.addmm(w.qkv_b, x, w.qkv_wt)  # (n * B, 3 * H * D)
+    if len(caches) == 1:
+        out = _attend_step(qkv, caches[0], w)  # (B, H * D)
+    else:
+        b = len(x) // len(caches)  # rows per cache
+        out = torch.cat([_attend_step(rows, cache, w) for rows, cache in zip(qkv.split(b), caches, strict=True)])
+    return torch.addmm(w.proj_b, out, w.proj_wt)
+
+
+def _attend_step(qkv: Tensor, cache: StepKVCache, w: AttentionWeights) -> Tensor:
+    """Append the new keys and values of ``qkv`` (B, 3 * H * D) to the cache; attend its queries -> (B, H * D)."""
+    B, H, D = len(qkv), w.n_heads, w.d_head
+    if w.table is not None and B == 1:
+        # viewed as (3, H, 1, D), the queries are already heads first, and the keys and values go in with one copy
+        q_k_v = qkv.view(3, H, 1, D)
+        cache.push_pair(q_k_v[1:])
+        return decode_attention(q_k_v[0], cache, w.table)
+    q, k_new, v_new = qkv.view(B, 3, H, D).unbind(1)  # (B, H, D) each
+    if w.table is not None:
+        cache.push_one(k_new, v_new)
+        return decode_attention(q.transpose(0, 1), cache, w.table)
+    k, v = cache.append(k_new[:, :, None], v_new[:, :, None])  # (B, H, Tk, D) each
+    return w.layer.attend(q[:, :, None], k, v).reshape(B, H * D)  # the layer's own one-query kernel

@@ -1,0 +1,92 @@
+"""What a decoding step reads, gathered once per `FastDecoder`: at batch 1, looking up a submodule's
+parameter costs about as much as a small op, so a step reads these fields instead of walking the modules.
+
+The products' weights are taken as (in, out) operands in the layout a one-row product runs fastest on
+(`matvec_operand`: for most of them a copy). A decoder therefore sees the parameters as they were when it
+was made; the sampler makes one per call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from musictx.decoding.ops import decode_table, matvec_operand
+from musictx.models.attention import RelativeSelfAttention
+from musictx.models.transformer import Block, VanillaTransformer
+
+# attention impls whose one-query case `decode_attention` computes (on CPU tensors)
+FAST_IMPLS = ("efficient", "auto")
+
+
+@dataclass(slots=True, frozen=True)
+class AttentionWeights:
+    """One attention layer: its projections, and ``table`` (`decode_table`) where `decode_attention` serves
+    its steps; None: the layer's own one-query kernel (`attend`) does."""
+
+    layer: nn.Module
+    n_heads: int
+    d_head: int
+    qkv_wt: Tensor  # (d_model, 3 * H * D)
+    qkv_b: Tensor
+    proj_wt: Tensor  # (H * D, d_model)
+    proj_b: Tensor
+    table: Tensor | None  # (H, D, M)
+
+
+@dataclass(slots=True, frozen=True)
+class BlockWeights:
+    """One pre-LN block: its two LayerNorms, its feed-forward products and its attention."""
+
+    ln1_w: Tensor
+    ln1_b: Tensor
+    ln1_eps: float
+    ln2_w: Tensor
+    ln2_b: Tensor
+    ln2_eps: float
+    fc1_wt: Tensor  # (d_model, d_ff)
+    fc1_b: Tensor
+    fc2_wt: Tensor  # (d_ff, d_model)
+    fc2_b: Tensor
+    attn: AttentionWeights
+
+
+@dataclass(slots=True, frozen=True)
+class NetWeights:
+    """The whole decoder: the token table already multiplied by sqrt(d_model) (the same product at every
+    step), absolute positions (None for relative attention), the blocks, the final LN and the head."""
+
+    emb: Tensor  # (V, d_model)
+    positions: Tensor | None  # (max_seq_len, d_model)
+    blocks: tuple[BlockWeights, ...]
+    ln_shape: tuple[int, ...]
+    ln_w: Tensor
+    ln_b: Tensor
+    ln_eps: float
+    head_t: Tensor  # (d_model, V)
+
+
+def attention_weights(layer: nn.Module) -> AttentionWeights:
+    fast = isinstance(layer, RelativeSelfAttention) and layer.impl in FAST_IMPLS and not layer.rel_emb.is_cuda
+    return AttentionWeights(layer, layer.n_heads, layer.d_head, matvec_operand(layer.qkv.weight), layer.qkv.bias,
+                            matvec_operand(layer.proj.weight), layer.proj.bias,
+                            decode_table(layer.rel_emb) if fast else None)
+
+
+def block_weights(block: Block) -> BlockWeights:
+    fc1, _, fc2 = block.ff
+    return BlockWeights(block.ln1.weight, block.ln1.bias, block.ln1.eps, block.ln2.weight, block.ln2.bias,
+                        block.ln2.eps, matvec_operand(fc1.weight), fc1.bias, matvec_operand(fc2.weight), fc2.bias,
+                        attention_weights(block.attn))
+
+
+@torch.no_grad()
+def net_weights(net: nn.Module) -> NetWeights:
+    """The tensors of a `MusicTransformer` or `VanillaTransformer` that its decoding steps read."""
+    emb, ln = net.tok_emb.weight, net.ln_f
+    positions = net.pos_emb if isinstance(net, VanillaTransformer) else None
+    return NetWeights(emb * math.sqrt(emb.shape[1]), positions, tuple(block_weights(b) for b in net.blocks),
+                      tuple(ln.normalized_shape), ln.weight, ln.bias, ln.eps, matvec_operand(net.head.weight))

@@ -1,0 +1,120 @@
+"""What the net sees while `generate` samples: the window over the ids (`SlidingWindow`) and the decoder
+that turns a window into the next position's logits (`WindowDecoder`).
+
+When a window would exceed ``net.max_seq_len`` (None for the LSTM: no limit) it slides: the last
+``max_seq_len - slide`` ids are kept, the cache is rebuilt by running them from scratch, and decoding goes
+on. The seed stays: the prompt's last ``keep_seed`` ids (at most half of what a slide keeps) are pinned at
+the start of every slid window, before the most recent ids, so that a model can still come back to the
+motif it was given once the music has run past its context.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from musictx.decoding import FastDecoder, fast_decoder
+
+
+def context_length(net: nn.Module) -> int | None:
+    """The longest window the net takes (``net.max_seq_len``); None for nets without a limit (LSTM)."""
+    return getattr(net, "max_seq_len", None)
+
+
+def window_start(start: int, length: int, max_len: int | None, keep: int, pinned: int = 0, t0: int = 0) -> int:
+    """Where the recent part of the window over ids[:length] starts: unchanged while it and the ``pinned``
+    prompt ids fit in ``max_len``, else it slides so that ``keep`` ids remain in all; with pinned ids the
+    recent part never reaches back into the prompt (``t0`` ids) that they already hold."""
+    if max_len is None or pinned + length - start <= max_len:
+        return start
+    return max(length - (keep - pinned), t0) if pinned else length - keep
+
+
+def pinned_length(keep_seed: int | None, t0: int, keep: int) -> int:
+    """How many prompt ids a slid window pins: ``keep_seed`` (None or 0: none), at most the prompt and half
+    of what a slide keeps (the recent music needs room too)."""
+    return min(keep_seed or 0, t0, keep // 2)
+
+
+def keep_after_slide(max_len: int | None, slide: int | None) -> int:
+    """How many ids a full window keeps when it slides by ``slide`` (None: a quarter of ``max_len``)."""
+    if max_len is None:
+        return 0
+    slide = max(1, max_len // 4) if slide is None else slide
+    if not 1 <= slide < max_len:
+        raise ValueError(f"slide must be in 1..max_seq_len-1 = 1..{max_len - 1}, got {slide}")
+    return max_len - slide
+
+
+class WindowDecoder:
+    """Logits of the next position, either through the net's cache or by recomputing the window. With the
+    cache, a Transformer steps through `musictx.decoding` (`FastDecoder`), other nets through their forward."""
+
+    def __init__(self, net: nn.Module, use_cache: bool, fast: FastDecoder | None = None):
+        self.net, self.use_cache, self.state = net, use_cache, None
+        self.fast = (fast or fast_decoder(net)) if use_cache else None
+
+    def restart(self, window: Tensor) -> Tensor:
+        """Run a whole window (B, T) from scratch; return the last position's logits (B, V)."""
+        if self.use_cache:
+            state = self.fast.init_cache() if self.fast else self.net.init_cache()
+            logits, self.state = self.net(window, cache=state)
+        else:
+            logits = self.net(window)
+        return logits[:, -1]
+
+    def step(self, window: Tensor) -> Tensor:
+        """The window grew by one id at its end: logits (B, V) after it."""
+        if not self.use_cache:
+            return self.net(window)[:, -1]
+        if self.fast is not None:
+            return self.fast.step(window[:, -1], self.state)
+        logits, self.state = self.net(window[:, -1:], cache=self.state)
+        return logits[:, -1]
+
+    def step_with(self, other: WindowDecoder, window: Tensor, other_window: Tensor) -> tuple[Tensor, Tensor]:
+        """`step` of this decoder over ``window`` and of ``other`` (of the same net and engine) over
+        ``other_window``, two windows that end in the same new id: one pass on the fast path
+        (`FastDecoder.step_together`: the weights are read once for both), else one step after the other."""
+        if self.fast is None or other.fast is not self.fast:
+            return self.step(window), other.step(other_window)
+        mine, theirs = self.fast.step_together(window[:, -1], [self.state, other.state])  # (B, V) each
+        return mine, theirs
+
+
+class SlidingWindow:
+    """Which ids the net sees, and its logits after them: the recent ids from ``start`` on and, from the first
+    slide after the prompt, the prompt's last ``pin`` ids pinned in front of them (module docstring), through
+    ``decoder`` (a `WindowDecoder`, which a sampling hook may wrap)."""
+
+    def __init__(self, net: nn.Module, t0: int, use_cache: bool, slide: int | None, keep_seed: int | None):
+        """For a prompt of ``t0`` ids: ``slide`` ids dropped when the window is full (None: a quarter of the
+        context), ``keep_seed`` prompt ids pinned after a slide (`pinned_length`)."""
+        self.t0, self.max_len = t0, context_length(net)
+        self.keep = keep_after_slide(self.max_len, slide)
+        self.pin = pinned_length(keep_seed, t0, self.keep)
+        self.pinned = False
+        self.start = window_start(0, t0, self.max_len, self.keep)
+        self.decoder = WindowDecoder(net, use_cache)
+
+    def first_logits(self, ids: Tensor) -> Tensor:
+        """The logits (B, V) after the prompt, ``ids[:, :t0]``."""
+        return self.decoder.restart(ids[:, self.start : self.t0])
+
+    def next_logits(self, ids: Tensor, length: int) -> Tensor:
+        """The logits (B, V) after ``ids[:, :length]``, one id more than at the last call: a decoding step, or
+        a restart from the slid window."""
+        recent, slid = self.advance(ids, length)
+        return self.decoder.restart(recent) if slid else self.decoder.step(recent)
+
+    def advance(self, ids: Tensor, length: int) -> tuple[Tensor, bool]:
+        """The window (B, <= max_len) over ``ids[:, :length]`` after one more id, and whether it slid (the
+        decoder then restarts from it)."""
+        new_start = window_start(self.start, length, self.max_len, self.keep, self.pin if self.pinned else 0, self.t0)
+        if new_start != self.start and self.pin and not self.pinned:  # the first slide: from now on the seed is pinned
+            self.pinned, new_start = True, window_start(self.start, length, self.max_len, self.keep, self.pin, self.t0)
+        slid, self.start = new_start != self.start, new_start
+        window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
+        if self.pinned:
+            window = torch.cat([ids[:, self.t0 - self.pin : self.t0], window], dim=1)  # the seed, then the recent music
+        return window, slid
