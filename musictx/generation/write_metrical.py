@@ -24,6 +24,7 @@ from musictx.io.jsonio import write_json
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.score_io import score_to_pretty_midi
+from musictx.safe_output import atomic_path
 
 
 def seed_of(tok, opts: GenerateOptions) -> MetricalSeed:
@@ -83,7 +84,8 @@ def write_one(out_dir: Path, number: int, tok, seed: MetricalSeed, new_ids: np.n
     name = sample_name(number)
     score = continuation_score(tok, seed, new_ids, opts.include_seed)
     midi = out_dir / f"{name}.mid"
-    score.dump_midi(str(midi))
+    with atomic_path(midi) as tmp:
+        score.dump_midi(str(tmp))
     pm = score_to_pretty_midi(score)
     notes = Notes.concat([Notes(np.array([n.start for n in i.notes]), np.array([n.end for n in i.notes]),
                                 np.array([n.pitch for n in i.notes], dtype=np.int64),
