@@ -151,10 +151,11 @@ def temp_path(path: Path) -> Path:
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike, key: str = "output") -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, key: str = "output", replace: bool = False) -> Iterator[Path]:
     """Yield a temporary name beside ``path`` to write; when the block ends well it replaces ``path`` (one
-    rename), else it is removed and ``path`` is left as it was. A full disk raises `full_disk_error`."""
-    path = claim(path, key)
+    rename), else it is removed and ``path`` is left as it was. A full disk raises `full_disk_error`. An
+    existing ``path`` must be this run's (`claim`) unless ``replace`` (the caller settled it before)."""
+    path = Path(path) if replace else claim(path, key)
     tmp = temp_path(path)
     try:
         yield tmp

@@ -1,0 +1,165 @@
+"""One-line errors for every command, and the checks that run before Hydra makes a run folder.
+
+Each command used to catch its own few error classes, so the rest ended in tracebacks (evaluate 11 lines,
+export 13), a mistyped key got Hydra's several-line struct error everywhere but generate, and a refused
+run left its empty folder behind. Here:
+
+- `before_hydra` composes the command's config with Hydra's compose API before ``@hydra.main`` runs: a
+  mistyped key or group choice ends in one line with the nearest name, and the command's own refusals
+  (`musictx.safe_output`, a training run folder that holds a run) come before Hydra creates or writes into
+  the run folder, so a refused run leaves nothing behind and replaces nothing;
+- `command_guard` wraps the work: the errors a user can fix become ``<prog>: error: <one line>`` on stderr,
+  exit status 1, and a run folder this run made that holds only Hydra's own files is removed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from musictx.checkpoints.model_store import ModelLoadError
+from musictx.evaluation.run import EvaluateError
+from musictx.generation.seeds import GenerateError
+from musictx.io.midi_io import MidiReadError
+from musictx.io.token_store import DatasetFormatError
+from musictx.io.tokenizer import TokenizerMismatchError
+from musictx.io.wav_io import AudioRenderError
+from musictx.paths import CONF_DIR
+from musictx.safe_output import OutputError, new_run
+from musictx.training.finetune import InitFromError
+
+# What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    OutputError, GenerateError, MidiReadError, TokenizerMismatchError, ModelLoadError, EvaluateError,
+    DatasetFormatError, InitFromError, AudioRenderError)
+HYDRA_FILES = {".hydra"}  # what Hydra writes into a run folder before the command runs (and its *.log)
+_state = {"run_dir_existed": True}  # set by before_hydra; True (keep the folder) when it did not run
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _flat_keys(cfg, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in (cfg.items() if isinstance(cfg, dict) else []):
+        name = f"{prefix}{key}"
+        keys.append(name)
+        keys += _flat_keys(value, f"{name}.")
+    return keys
+
+
+def _defaults(config_name: str) -> dict:
+    with _composing():
+        cfg = compose(config_name=config_name)
+    return OmegaConf.to_container(cfg, resolve=False)
+
+
+def key_message(err: BaseException, config_name: str) -> str:
+    """A mistyped key or group choice, said in one line with the nearest name there is."""
+    text = str(err)
+    group = re.search(r"Could not find '([^']+)/([^']+)'", text)
+    if group:
+        names = sorted(p.stem for p in (Path(CONF_DIR) / group[1]).glob("*.yaml"))
+        close = difflib.get_close_matches(group[2], names, n=1)
+        hint = f"did you mean {group[1]}={close[0]}?" if close else f"one of: {', '.join(names)}"
+        return f"{group[1]}={group[2]}: no such choice; {hint}"
+    found = re.search(r"Could not override '([^']+)'", text) or re.search(r"[Kk]ey '([^']+)'", text)
+    key = found[1] if found else getattr(err, "full_key", None) or "?"
+    known = _flat_keys(_defaults(config_name))
+    close = difflib.get_close_matches(key, known, n=1) or difflib.get_close_matches(key.split(".")[-1],
+                                                                                    known, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"conf/{config_name}.yaml lists the keys"
+    return f"unknown key '{key}'; {hint}"
+
+
+@contextmanager
+def _composing() -> Iterator[None]:
+    GlobalHydra.instance().clear()  # a compose earlier in this process (tests) must not be in the way
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        yield
+    GlobalHydra.instance().clear()
+
+
+def compose_run_config(config_name: str, overrides: list[str]) -> DictConfig:
+    """The config a run of ``overrides`` would get, with its ``hydra`` block and ``${hydra:...}`` resolvable
+    (the run folder is ``hydra.run.dir``, as Hydra will make it)."""
+    with _composing():
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    from hydra.core.hydra_config import HydraConfig
+
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = os.path.abspath(str(cfg.hydra.run.dir))
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], None] | None = None,
+                 argv: list[str] | None = None) -> None:
+    """Compose the run's config and run ``precheck`` on it before Hydra does anything; exit with one line
+    when either refuses. Hydra's own modes (``-m``, ``--cfg``, ``--info`` ...) are left to Hydra."""
+    args = sys.argv[1:] if argv is None else argv
+    _state["run_dir_existed"] = True
+    if any(a.startswith("-") for a in args):
+        return
+    with command_guard(prog, config_name=config_name):
+        cfg = compose_run_config(config_name, args)
+        _state["run_dir_existed"] = Path(str(cfg.hydra.run.dir)).exists()
+        if precheck is not None:
+            precheck(cfg)
+
+
+def _remove_run_dir(run_dir: str | None) -> None:
+    """Remove the run folder when this run made it and it holds only what Hydra put there."""
+    if not run_dir or _state["run_dir_existed"] or not os.path.isdir(run_dir):
+        return
+    names = set(os.listdir(run_dir))
+    if all(n in HYDRA_FILES or n.endswith(".log") for n in names):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _run_dir() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
+    except (ValueError, OmegaConfBaseException):
+        return None
+
+
+@contextmanager
+def command_guard(prog: str, overwrite: bool = False, config_name: str | None = None,
+                  extra: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Run a command's work: its files may replace only its own (``overwrite``: any); the errors a user can
+    fix end as one line on stderr with exit status 1 (Ctrl-C and SystemExit pass through)."""
+    new_run(overwrite)
+    try:
+        yield
+    except (ConfigCompositionException, MissingConfigException, ConfigAttributeError, ConfigKeyError) as err:
+        fail(prog, key_message(err, config_name) if config_name else one_line(err))
+    except (*USER_ERRORS, *extra) as err:
+        fail(prog, one_line(err))
+    except HydraException as err:
+        fail(prog, one_line(err))
+    except OSError as err:  # a write the system refused (permissions, a read-only disk): name the file
+        if err.filename is None:
+            raise
+        fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")
+
+
+def fail(prog: str, line: str) -> None:
+    _remove_run_dir(_run_dir())
+    print(f"{prog}: error: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(1)
