@@ -20,23 +20,30 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from musictx.commands.config_help import with_key_help
+from musictx.commands.guard import before_hydra, command_guard
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions, check_option_names, override_names
 from musictx.generation.seeds import GenerateError
-from musictx.io.midi_io import MidiReadError
-from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.paths import CONF_DIR
 
 PROG = "musictx-generate"
 
 
+def check_options(cfg: DictConfig) -> None:
+    """The options' own checks (`GenerateOptions.check`: numbers and bounds, output_dir, the seed file),
+    before Hydra makes its run folder."""
+    GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)).check()
+
+
 @with_key_help("generate", PROG)
 def main() -> None:
-    """Console script: unknown option names end in one line naming the closest option, then Hydra runs."""
+    """Console script: unknown option names end in one line naming the closest option, the options are
+    checked, then Hydra runs."""
     try:
         check_option_names(override_names(sys.argv[1:]))
     except GenerateError as err:
         sys.exit(f"{PROG}: error: {err}")
+    before_hydra("generate", PROG, check_options)
     generate_main()
 
 
@@ -44,9 +51,8 @@ def main() -> None:
 def generate_main(cfg: DictConfig) -> None:
     """Bad inputs end with a one-line error (exit status 1) and no files; Ctrl-C with one line (status 130)."""
     try:
-        run(GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
-    except (GenerateError, MidiReadError, TokenizerMismatchError) as err:
-        sys.exit(f"{PROG}: error: {err}")
+        with command_guard(PROG, config_name="generate"):
+            run(GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
     except KeyboardInterrupt as err:
         print(f"{PROG}: {str(err) or 'interrupted'}", file=sys.stderr)
         sys.exit(130)

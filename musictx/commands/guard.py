@@ -37,7 +37,7 @@ from musictx.io.token_store import DatasetFormatError
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.io.wav_io import AudioRenderError
 from musictx.paths import CONF_DIR
-from musictx.safe_output import OutputError, new_run
+from musictx.safe_output import FULL_DISK, OutputError, full_disk_error, new_run
 from musictx.training.finetune import InitFromError
 
 # What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
@@ -153,9 +153,11 @@ def command_guard(prog: str, overwrite: bool = False, config_name: str | None = 
         fail(prog, one_line(err))
     except HydraException as err:
         fail(prog, one_line(err))
-    except OSError as err:  # a write the system refused (permissions, a read-only disk): name the file
+    except OSError as err:  # a write the system refused (a full disk, permissions): name the file
         if err.filename is None:
             raise
+        if err.errno in FULL_DISK:
+            fail(prog, one_line(full_disk_error(err.filename, err)))
         fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")
 
 
