@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard
+from musictx.commands.guard import before_hydra, command_guard, plain
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions, check_option_names, override_names
 from musictx.generation.seeds import GenerateError
@@ -32,7 +32,7 @@ PROG = "musictx-generate"
 def check_options(cfg: DictConfig) -> None:
     """The options' own checks (`GenerateOptions.check`: numbers and bounds, output_dir, the seed file),
     before Hydra makes its run folder."""
-    GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)).check()
+    GenerateOptions.from_mapping(plain(cfg)).check()
 
 
 @with_key_help("generate", PROG)

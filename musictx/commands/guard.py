@@ -121,6 +121,11 @@ def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], N
             precheck(cfg)
 
 
+def plain(cfg: DictConfig) -> dict:
+    """The command's keys of a composed config as plain, resolved data (its ``hydra`` block left out)."""
+    return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+
+
 def _remove_run_dir(run_dir: str | None) -> None:
     """Remove the run folder when this run made it and it holds only what Hydra put there."""
     if not run_dir or _state["run_dir_existed"] or not os.path.isdir(run_dir):
