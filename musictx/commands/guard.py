@@ -127,12 +127,17 @@ def plain(cfg: DictConfig) -> dict:
 
 
 def _remove_run_dir(run_dir: str | None) -> None:
-    """Remove the run folder when this run made it and it holds only what Hydra put there."""
+    """Remove the run folder when this run made it and it holds no file but Hydra's own (``.hydra/``, its
+    log), a logger's copy of the config (``hparams.yaml``) and empty folders, all made before it failed."""
     if not run_dir or _state["run_dir_existed"] or not os.path.isdir(run_dir):
         return
-    names = set(os.listdir(run_dir))
-    if all(n in HYDRA_FILES or n.endswith(".log") for n in names):
-        shutil.rmtree(run_dir, ignore_errors=True)
+    for folder, subfolders, names in os.walk(run_dir):
+        top = os.path.samefile(folder, run_dir)
+        if top:
+            subfolders[:] = [d for d in subfolders if d not in HYDRA_FILES]
+        if any(not (top and n.endswith(".log")) and n != "hparams.yaml" for n in names):
+            return  # something of the run's own: a checkpoint, metrics
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _run_dir() -> str | None:
