@@ -65,6 +65,17 @@ def release_numbers(out_dir: Path, numbers: list[int]) -> None:
             (out_dir / f"{sample_name(number)}{suffix}").unlink(missing_ok=True)
 
 
+def drop_empty_claims(out_dir: Path, numbers: list[int], record: Path) -> None:
+    """After a failed write: remove the empty files this run claimed (a sample's ``.mid``, the record) and
+    nothing else; what was written whole stays (each file is written atomically, `musictx.safe_output`)."""
+    for path in [out_dir / f"{sample_name(n)}.mid" for n in numbers] + [record]:
+        try:
+            if path.stat().st_size == 0:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+
+
 def claim_record_path(out_dir: Path) -> Path:
     """``generation.json``, or the first free ``generation_N.json`` (N = 2, 3, ...), created empty."""
     path, n = out_dir / RECORD, 1
