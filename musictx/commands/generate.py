@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard, plain
+from musictx.commands.guard import before_hydra, command_guard, plain, remove_new_parents
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions, check_option_names, override_names
 from musictx.generation.seeds import GenerateError
@@ -65,7 +65,8 @@ def _remove_if_empty(path: str) -> None:
     try:
         os.rmdir(path)
     except OSError:
-        pass  # not empty (the outputs are there) or already gone
+        return  # not empty (the outputs are there) or already gone
+    remove_new_parents(path)  # and outputs/generate/<date> when this run made them
 
 
 if __name__ == "__main__":

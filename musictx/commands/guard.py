@@ -45,7 +45,9 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     OutputError, GenerateError, MidiReadError, TokenizerMismatchError, ModelLoadError, EvaluateError,
     DatasetFormatError, InitFromError, AudioRenderError)
 HYDRA_FILES = {".hydra"}  # what Hydra writes into a run folder before the command runs (and its *.log)
-_state = {"run_dir_existed": True}  # set by before_hydra; True (keep the folder) when it did not run
+# set by before_hydra: whether the run folder existed, and the outermost of its folders that did not (Hydra
+# makes outputs/train/<date>/<time> whole); True and None (keep everything) when it did not run
+_state: dict = {"run_dir_existed": True, "first_new": None}
 
 
 def one_line(err: BaseException) -> str:
@@ -111,12 +113,14 @@ def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], N
     """Compose the run's config and run ``precheck`` on it before Hydra does anything; exit with one line
     when either refuses. Hydra's own modes (``-m``, ``--cfg``, ``--info`` ...) are left to Hydra."""
     args = sys.argv[1:] if argv is None else argv
-    _state["run_dir_existed"] = True
+    _state.update(run_dir_existed=True, first_new=None)
     if any(a.startswith("-") for a in args):
         return
     with command_guard(prog, config_name=config_name):
         cfg = compose_run_config(config_name, args)
-        _state["run_dir_existed"] = Path(str(cfg.hydra.run.dir)).exists()
+        run_dir = Path(os.path.abspath(str(cfg.hydra.run.dir)))
+        new = [p for p in (run_dir, *run_dir.parents) if not os.path.lexists(p)]
+        _state.update(run_dir_existed=not new, first_new=new[-1] if new else None)
         if precheck is not None:
             precheck(cfg)
 
@@ -138,6 +142,23 @@ def _remove_run_dir(run_dir: str | None) -> None:
         if any(not (top and n.endswith(".log")) and n != "hparams.yaml" for n in names):
             return  # something of the run's own: a checkpoint, metrics
     shutil.rmtree(run_dir, ignore_errors=True)
+    remove_new_parents(run_dir)
+
+
+def remove_new_parents(run_dir: str | os.PathLike) -> None:
+    """Remove the empty folders above ``run_dir`` that Hydra made for it (outputs/train/<date>)."""
+    first_new = _state["first_new"]
+    if first_new is None:
+        return
+    for parent in Path(os.path.abspath(run_dir)).parents:
+        if parent != first_new and first_new not in parent.parents:
+            return
+        try:
+            os.rmdir(parent)
+        except OSError:
+            return  # not empty: another run's, or files of its own
+        if parent == first_new:
+            return
 
 
 def _run_dir() -> str | None:
