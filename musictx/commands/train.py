@@ -64,7 +64,9 @@ def main() -> None:
 def train_main(cfg: DictConfig) -> float | None:
     """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""
     log_to_run_file()
-    with command_guard(PROG, overwrite=bool(cfg.get("overwrite")), config_name="train"):
+    # a resumed run may replace its own files (metrics.json of evaluate: {...}); check_run_folder settled that
+    resumes = bool(cfg.get("overwrite") or cfg.get("ckpt_path"))
+    with command_guard(PROG, overwrite=resumes, config_name="train"):
         try:
             check_run_folder(cfg)  # again: a sweep (-m) is not checked before Hydra
             return train_config(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
