@@ -48,13 +48,21 @@ class _Run:
         self.created: set[str] = set()
 
 
-_run = _Run()
+# Outside a command (the library in a script or a notebook) the caller decides what it replaces; a command
+# runs inside `command_run`, where only its own files may be replaced.
+_run = _Run(overwrite=True)
 
 
-def new_run(overwrite: bool = False) -> None:
-    """Start a command run: forget the files earlier runs of this process created (tests run many)."""
+@contextmanager
+def command_run(overwrite: bool = False) -> Iterator[None]:
+    """A command's run: inside it, `claim` refuses to replace a file the run did not create (unless
+    ``overwrite``); the files earlier runs of this process created do not count (tests run many)."""
     global _run
-    _run = _Run(bool(overwrite))
+    before, _run = _run, _Run(bool(overwrite))
+    try:
+        yield
+    finally:
+        _run = before
 
 
 def overwrite_allowed() -> bool:

@@ -15,7 +15,6 @@ import pytest
 from musictx.io import audio
 from musictx.io.audio_chunks import render_chunked
 from musictx.io.wav_io import MAX_AUDIO_SECONDS, AudioRenderError, read_wav
-from musictx.safe_output import new_run
 
 pytestmark = pytest.mark.skipif(audio._midirenderer_missing() is not None,
                                 reason="midirenderer not installed (pip install 'musictx[audio]')")
@@ -73,7 +72,6 @@ def test_audio_longer_than_the_bound_is_refused(tmp_path):
     pm.instruments.append(pretty_midi.Instrument(program=0))
     pm.instruments[0].notes.append(pretty_midi.Note(80, 60, MAX_AUDIO_SECONDS + 10, MAX_AUDIO_SECONDS + 11))
     pm.write(str(tmp_path / "long.mid"))
-    new_run()
     with pytest.raises(AudioRenderError, match=rf"long.mid lasts \d+ s, longer than the {MAX_AUDIO_SECONDS:g} s"):
         audio.render_wav(tmp_path / "long.mid", tmp_path / "long.wav", engine="midirenderer")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long.mid"]

@@ -26,7 +26,7 @@ from musictx.generation.generate_options import GenerateOptions
 from musictx.io import wav_io
 from musictx.io.audio import audio_unavailable
 from musictx.paths import BUNDLED_MOTIF
-from musictx.safe_output import OutputError, atomic_path, new_run, write_bytes
+from musictx.safe_output import OutputError, atomic_path, command_run, write_bytes
 from musictx.training.checkpoint_io import AtomicCheckpointIO
 
 from .test_app import NO_APP_EXTRA, serving
@@ -88,10 +88,9 @@ def test_full_disk_injected_at_the_wav_writer(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(wav_io.WavWriter, "write", full)
-    new_run()
     opts = GenerateOptions(checkpoint="piano", seed_midi=str(BUNDLED_MOTIF), seed_seconds=4, length_seconds=2,
                            num_samples=2, output_dir=str(out), progress_every_s=None)
-    with pytest.raises(OutputError) as err:
+    with pytest.raises(OutputError) as err, command_run():
         run(opts)
     check_after_full_disk(out, before, str(err.value))
 
@@ -106,18 +105,19 @@ def test_a_checkpoint_save_that_fills_the_disk_keeps_the_previous_one(small_disk
 
 
 def test_an_atomic_write_leaves_the_whole_file_or_the_old_one(tmp_path):
-    new_run()
-    path = write_bytes(tmp_path / "a.json", b"{}\n")
-    with pytest.raises(RuntimeError), atomic_path(path) as tmp:  # this run's own file: it may replace it
-        tmp.write_bytes(b'{"half":')
-        raise RuntimeError("killed mid-write")
+    with command_run():
+        path = write_bytes(tmp_path / "a.json", b"{}\n")
+        with pytest.raises(RuntimeError), atomic_path(path) as tmp:  # this run's own file: it may replace it
+            tmp.write_bytes(b'{"half":')
+            raise RuntimeError("killed mid-write")
     assert path.read_bytes() == b"{}\n" and [p.name for p in tmp_path.iterdir()] == ["a.json"]
-    new_run()  # a later run did not write it: refused, and untouched
-    with pytest.raises(OutputError, match="already exists and this run did not write it; pass overwrite=true"):
-        write_bytes(path, b"[]\n")
-    new_run(overwrite=True)
-    assert write_bytes(path, b"[]\n").read_bytes() == b"[]\n"
-    new_run()
+    with command_run(), pytest.raises(OutputError, match="already exists and this run did not write it; pass "
+                                                         "overwrite=true"):
+        write_bytes(path, b"[]\n")  # a later run did not write it: refused, and untouched
+    assert path.read_bytes() == b"{}\n"
+    with command_run(overwrite=True):
+        assert write_bytes(path, b"[]\n").read_bytes() == b"[]\n"
+    assert write_bytes(path, b"{}\n").read_bytes() == b"{}\n"  # the library outside a command: its caller decides
 
 
 # ----- 7: the app weighs each request and each upload against its disk allowance ---------------------------

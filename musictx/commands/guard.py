@@ -37,7 +37,7 @@ from musictx.io.token_store import DatasetFormatError
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.io.wav_io import AudioRenderError
 from musictx.paths import CONF_DIR
-from musictx.safe_output import FULL_DISK, OutputError, full_disk_error, new_run
+from musictx.safe_output import FULL_DISK, OutputError, command_run, full_disk_error
 from musictx.training.finetune import InitFromError
 
 # What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
@@ -175,9 +175,9 @@ def command_guard(prog: str, overwrite: bool = False, config_name: str | None = 
                   extra: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
     """Run a command's work: its files may replace only its own (``overwrite``: any); the errors a user can
     fix end as one line on stderr with exit status 1 (Ctrl-C and SystemExit pass through)."""
-    new_run(overwrite)
     try:
-        yield
+        with command_run(overwrite):
+            yield
     except (ConfigCompositionException, MissingConfigException, ConfigAttributeError, ConfigKeyError) as err:
         fail(prog, key_message(err, config_name) if config_name else one_line(err))
     except (*USER_ERRORS, *extra) as err:
