@@ -185,10 +185,10 @@ def command_guard(prog: str, overwrite: bool = False, config_name: str | None = 
     except HydraException as err:
         fail(prog, one_line(err))
     except OSError as err:  # a write the system refused (a full disk, permissions): name the file
+        if err.errno in FULL_DISK:  # a write() call's error carries no file name: the working folder's disk
+            fail(prog, one_line(full_disk_error(err.filename or os.path.join(os.getcwd(), "an output file"), err)))
         if err.filename is None:
             raise
-        if err.errno in FULL_DISK:
-            fail(prog, one_line(full_disk_error(err.filename, err)))
         fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")
 
 
