@@ -33,6 +33,14 @@ def continuer(tmp_path_factory) -> Continuer:
     return Continuer(workdir=tmp_path_factory.mktemp("app"))
 
 
+@pytest.fixture(autouse=True)
+def default_limits(continuer):
+    """Each test starts and ends with the default limits: one that changes them does not leak into the next."""
+    continuer.limits = Limits()
+    yield
+    continuer.limits = Limits()
+
+
 def test_oldest_results_go_first_and_the_newest_stay(continuer):
     continuer.limits = Limits(keep_results=3)
     shown = []
@@ -60,9 +68,12 @@ def test_the_byte_cap_spares_only_the_newest_request(continuer):
         assert result.wav is None or result.wav.is_file()
         assert folder_bytes(continuer.workdir) <= continuer.limits.max_bytes
     assert len(run_folders(continuer.workdir)) <= 2
-    continuer.limits = Limits(keep_results=1000, max_disk_mb=0.001)  # less than one request: it is kept anyway
-    [result, _] = continuer.continue_file(MOTIF, TINY)
-    assert run_folders(continuer.workdir) == [result.midi.parent.name] and result.png.is_file()
+    # less than one request: the newest results are kept, and a new request is refused before any work
+    continuer.limits = Limits(keep_results=1000, max_disk_mb=0.001)
+    before = set(continuer.workdir.rglob("*"))
+    results, message = run_request(lambda: continuer.continue_file(MOTIF, TINY))
+    assert results is None and message.startswith("**Cannot continue:** the server's disk allowance is used up")
+    assert set(continuer.workdir.rglob("*")) <= before and len(run_folders(continuer.workdir)) == 1
 
 
 def test_settings_over_the_apps_bounds_are_refused(continuer, tmp_path):

@@ -112,7 +112,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 def test_ctrl_c_writes_the_samples_so_far_and_says_so(endless_checkpoint, tmp_path):
     run_dir = tmp_path / "run"
-    cmd = command(f"checkpoint={endless_checkpoint}", "length_seconds=100000", "num_samples=2", "audio=false",
+    cmd = command(f"checkpoint={endless_checkpoint}", "length_seconds=1200", "num_samples=2", "audio=false",
                   "progress_every_s=0.2", f"hydra.run.dir={run_dir}")
     # A runner started in the background hands its children SIGINT ignored: give the run a terminal's Ctrl-C.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,

@@ -15,14 +15,12 @@ import os
 import shutil
 import signal
 import sys
-import threading
 
 from musictx.app.core import DEFAULT_MAX_QUEUE, MAX_UPLOAD_MB, USER_ERRORS, Continuer
-from musictx.app.disk import DEFAULT_KEEP_RESULTS, DEFAULT_MAX_DISK_MB, Limits, make_workdir
+from musictx.app.disk import DEFAULT_KEEP_RESULTS, DEFAULT_MAX_DISK_MB, Limits, UploadGuard, make_workdir
 
 log = logging.getLogger("musictx.app")
 AUTH_ENV = "MUSICTX_APP_AUTH"  # USER:PASSWORD; unlike --auth, not shown to other users of the machine by ps
-PRUNE_EVERY_S = 30.0  # uploads arrive without any request of ours; a periodic prune bounds them too
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,20 +79,6 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _prune_periodically(cont: Continuer) -> None:
-    stop = threading.Event()
-
-    def loop():
-        while not stop.wait(PRUNE_EVERY_S):
-            try:
-                cont.prune()
-            except OSError:  # a full or vanished disk must not stop the server; the next round tries again
-                log.exception("pruning the work folder failed")
-
-    threading.Thread(target=loop, name="musictx-prune", daemon=True).start()
-    atexit.register(stop.set)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: load the model, build the page, serve it until Ctrl-C, SIGTERM or SIGHUP."""
     args = parse_args(argv)
@@ -141,6 +125,10 @@ def _serve(args: argparse.Namespace, workdir, limits: Limits, auth: tuple[str, s
     log.info("model %s (%s); audio: %s; %s", cont.meta["ref"], cont.meta["source"], cont.audio_reason or "on",
              limits.line())
     page = build_page(cont, args.max_queue)
-    _prune_periodically(cont)
+    from starlette.middleware import Middleware
+
+    # every upload is weighed against the disk allowance before Gradio reads its bytes (musictx.app.disk)
+    guard = Middleware(UploadGuard, check=cont.upload_problem)
     page.launch(server_name=args.host, server_port=args.port, max_file_size=int(args.max_upload_mb * 2**20),
-                allowed_paths=[str(cont.workdir)], show_error=False, ssr_mode=False, footer_links=[], auth=auth)
+                allowed_paths=[str(cont.workdir)], show_error=False, ssr_mode=False, footer_links=[], auth=auth,
+                app_kwargs={"middleware": [guard]})

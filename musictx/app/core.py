@@ -20,8 +20,15 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
-from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune
-from musictx.app.messages import header_problem, reason_for_page
+from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune, room_problem
+from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request wrappers: imported from here)
+    USER_ERRORS,
+    draw_request,
+    header_problem,
+    preview_request,
+    reason_for_page,
+    run_request,
+)
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
 from musictx.generation.continue_midi import open_model, write_sample
 from musictx.generation.continue_seed import sample_continuations
@@ -33,7 +40,6 @@ from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import MidiReadError, file_problem
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
-from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.io.tokenizers import is_metrical
 from musictx.paths import BUNDLED_MOTIF
 
@@ -48,7 +54,6 @@ MAX_WHOLE_SEED_SECONDS = 120.0  # "all of it" (API only): a seed longer than thi
 MAX_LENGTH_SECONDS = 60.0
 DEFAULT_MAX_QUEUE = 8  # requests that may wait, each bounded as above
 MAX_UPLOAD_MB = 5.0
-USER_ERRORS = (GenerateError, MidiReadError, TokenizerMismatchError)
 Report = Callable[[float, str], None]  # (fraction done, what is happening)
 
 
@@ -195,9 +200,14 @@ class Continuer:
         """(seed, results): sample from ``seed_path`` cut as ``settings`` say, write the results."""
         report = report or (lambda fraction, text: None)
         settings.check()
+        self.check_room()  # before the work: a request that cannot be kept is refused at once
         out = self.workdir / f"{RUN_PREFIX}{next(self._runs):04d}"
         with self._in_use(seed_path, out):
-            seed, results = self._sample_and_write(seed_path, out, settings, report, lineage)
+            try:
+                seed, results = self._sample_and_write(seed_path, out, settings, report, lineage)
+            except BaseException:
+                shutil.rmtree(out, ignore_errors=True)  # a refused or failed request leaves nothing
+                raise
             self._newest = out
         self.prune()
         return seed, results
@@ -223,6 +233,7 @@ class Continuer:
         results: list[Result] = []
         for i, ids in enumerate(pieces):
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
+            self.check_room()
             name = f"{lineage.stem}_cont_{self._take(lineage.stem):02d}"
             rec = write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None, name=name,
                                earlier_from=mine)
@@ -290,6 +301,22 @@ class Continuer:
         self._pinned.add(png)
         return png
 
+    def check_room(self, incoming: int = 0) -> None:
+        """GenerateError when ``incoming`` more bytes (a result, an upload) do not fit under `limits` once the
+        oldest items are pruned (`musictx.app.disk.room_problem`)."""
+        self.prune()
+        problem = room_problem(self.workdir, self.limits, incoming)
+        if problem:
+            raise GenerateError(problem)
+
+    def upload_problem(self, size: int) -> str | None:
+        """`check_room` for an upload of ``size`` bytes, said as a reason (the upload guard answers with it)."""
+        try:
+            self.check_room(size)
+        except GenerateError as err:
+            return str(err)
+        return None
+
     def prune(self, keep: frozenset[Path] | set[Path] = frozenset()) -> list[Path]:
         """Remove the oldest results, previews and uploads over `limits` (`musictx.app.disk.prune`); never the
         motif, what requests in flight use, the newest request's results or ``keep``. Returns what went."""
@@ -355,36 +382,3 @@ def _for_the_page(err: Exception, path: Path) -> str:
     advice about command-line options that the page does not have."""
     text = reason_for_page(str(err).replace(f"seed_midi={path}", path.name))
     return text.replace(" Leave seed_midi unset for unconditional generation.", "").strip()
-
-
-def _guarded(work: Callable, verb: str, expected: tuple) -> tuple[object, str | None]:
-    """(work(), None), or (None, a one-line message): the page must keep serving whatever fails."""
-    try:
-        return work(), None
-    except expected as err:
-        return None, f"**Cannot {verb}:** {err}"
-    except Exception:  # log the trace on the server, show one line
-        log.exception("%s failed", verb)
-        return None, f"**Something went wrong** ({verb}; the details are in the server's log)."
-
-
-def run_request(work: Callable[[], list[Result]]) -> tuple[list[Result] | None, str]:
-    """(results, message) of ``work()``; a bad input or any failure becomes a message, never a traceback."""
-    results, error = _guarded(work, "continue", USER_ERRORS)
-    if error:
-        return results, error
-    lines = [f"{len(results)} continuation(s) ready."]
-    lines += [text for text in (results[0].seed_line, results[0].seed_note) if text] if results else []
-    return results, "\n\n".join(lines)
-
-
-def draw_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
-    """(png, message) of ``work()``, as `run_request`; a bad layer or head is a message too."""
-    png, error = _guarded(work, "draw", (*USER_ERRORS, ValueError))
-    return png, error or "Each orange note points to the earlier notes it attends to most (thicker: more)."
-
-
-def preview_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
-    """(png, "") of ``work()``, or (None, a one-line message) for a seed file that cannot be drawn."""
-    png, error = _guarded(work, "preview", USER_ERRORS)
-    return png, error or ""

@@ -4,10 +4,15 @@ The work folder is also Gradio's cache (``musictx-app`` points ``GRADIO_TEMP_DIR
 imported): Gradio copies a file it serves into its cache unless the file is already there, so results
 written inside it are kept once, not twice, and uploads land beside them. `prune` keeps that folder under
 `Limits`: the oldest results (and old previews and uploads, when bytes are over) go first.
+
+Disk use is checked before each upload is accepted (`UploadGuard`, in front of Gradio's upload route) and
+before each result is written (`room_problem`), not on a timer: a timer let 1,670 MB of uploads in within
+20 s under a 50 MB cap. What does not fit once the oldest items are pruned is refused with a message.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -111,6 +116,36 @@ def prune(workdir: Path, limits: Limits, keep: set[Path]) -> list[Path]:
         results, size = results - item.results, size - item.bytes
         removed.append(item.path)
     return removed
+
+
+def room_problem(workdir: Path, limits: Limits, incoming: int = 0) -> str | None:
+    """Why ``incoming`` more bytes do not fit in ``workdir`` (after pruning), or None when they do."""
+    used = folder_bytes(workdir)
+    if used + incoming <= limits.max_bytes:
+        return None
+    return (f"the server's disk allowance is used up ({used / 2**20:.1f} of {limits.max_disk_mb:g} MB in use by "
+            "recent results and uploads); try again in a while, or ask for shorter or fewer continuations")
+
+
+class UploadGuard:
+    """ASGI middleware in front of Gradio: an upload (a POST to ``.../upload``) is answered 413 with the
+    reason before its bytes are read when ``check(content_length)`` says they do not fit."""
+
+    def __init__(self, app, check):
+        self.app, self.check = app, check
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].rstrip("/").endswith("/upload"):
+            length = dict(scope.get("headers") or []).get(b"content-length", b"0")
+            problem = self.check(int(length) if length.isdigit() else 0)
+            if problem:
+                body = json.dumps({"detail": f"Upload refused: {problem}"}).encode()
+                await send({"type": "http.response.start", "status": 413,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 def _item(path: Path) -> Item:

@@ -1,10 +1,21 @@
-"""Why an uploaded file cannot be read, in the app's words: the MIDI libraries' own messages (exception
+"""What the page says when a request fails (`run_request` and its kin: one line, never a traceback), and why an
+uploaded file cannot be read, in the app's words: the MIDI libraries' own messages (exception
 class names, a third party's "Invaild") mean nothing to the person who uploaded the file."""
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
+
+from musictx.generation.seeds import GenerateError
+from musictx.io.midi_io import MidiReadError
+from musictx.io.tokenizer import TokenizerMismatchError
+from musictx.safe_output import OutputError
+
+log = logging.getLogger("musictx.app")
+USER_ERRORS = (GenerateError, MidiReadError, TokenizerMismatchError, OutputError)  # OutputError: a full disk
 
 DAMAGED = "a damaged MIDI file: it starts like one, but what follows cannot be read (cut short or corrupted)"
 HEADER = b"MThd"  # every standard MIDI file starts with this chunk: 14 bytes with its length and fields
@@ -27,3 +38,36 @@ def reason_for_page(reason: str) -> str:
     words. `header_problem` has already turned away files that are not MIDI at all, so what the libraries
     still fail on is a file that starts as MIDI and breaks later."""
     return re.sub(r"unreadable MIDI \(.*\)$", DAMAGED, reason)
+
+
+def _guarded(work: Callable, verb: str, expected: tuple) -> tuple[object, str | None]:
+    """(work(), None), or (None, a one-line message): the page must keep serving whatever fails."""
+    try:
+        return work(), None
+    except expected as err:
+        return None, f"**Cannot {verb}:** {err}"
+    except Exception:  # log the trace on the server, show one line
+        log.exception("%s failed", verb)
+        return None, f"**Something went wrong** ({verb}; the details are in the server's log)."
+
+
+def run_request(work: Callable[[], list]) -> tuple[list | None, str]:
+    """(results, message) of ``work()``; a bad input or any failure becomes a message, never a traceback."""
+    results, error = _guarded(work, "continue", USER_ERRORS)
+    if error:
+        return results, error
+    lines = [f"{len(results)} continuation(s) ready."]
+    lines += [text for text in (results[0].seed_line, results[0].seed_note) if text] if results else []
+    return results, "\n\n".join(lines)
+
+
+def draw_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
+    """(png, message) of ``work()``, as `run_request`; a bad layer or head is a message too."""
+    png, error = _guarded(work, "draw", (*USER_ERRORS, ValueError))
+    return png, error or "Each orange note points to the earlier notes it attends to most (thicker: more)."
+
+
+def preview_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
+    """(png, "") of ``work()``, or (None, a one-line message) for a seed file that cannot be drawn."""
+    png, error = _guarded(work, "preview", USER_ERRORS)
+    return png, error or ""

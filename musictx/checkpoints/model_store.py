@@ -26,6 +26,7 @@ from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.models import MODELS
 from musictx.paths import PRETRAINED_DIR
+from musictx.safe_output import atomic_path, write_text
 
 DEFAULT_MODEL = "piano"
 NATIVE_TOKENIZER_FILE = "tokenizer.json"  # a metrical model's MidiTok parameter file (config.json has it too)
@@ -218,14 +219,16 @@ def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | 
     names = [WEIGHTS_FILE] if len(groups) == 1 else [
         f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
     for name, keys in zip(names, groups, strict=True):
-        save_file({k: state[k] for k in keys}, out / name, metadata={"format": "musictx", "dtype": dtype})
+        with atomic_path(out / name, "output_dir") as tmp:  # whole or not at all (musictx.safe_output)
+            save_file({k: state[k] for k in keys}, tmp, metadata={"format": "musictx", "dtype": dtype})
     config = {"format": FOLDER_FORMAT, "model": net_spec(net), "tokenizer": tokenizer.to_dict(),
               "weights_dtype": dtype, "info": info or {}}
     if len(names) > 1:
         config["weights_files"] = names
-    (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    write_text(out / CONFIG_FILE, json.dumps(config, indent=2) + "\n", "output_dir")
     if hasattr(tokenizer, "save_native"):  # MidiTok's own parameter file too, for MidiTok users
-        tokenizer.save_native(out / NATIVE_TOKENIZER_FILE)
+        with atomic_path(out / NATIVE_TOKENIZER_FILE, "output_dir") as tmp:
+            tokenizer.save_native(tmp)
     return out
 
 

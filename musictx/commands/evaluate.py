@@ -9,6 +9,8 @@
     musictx-evaluate checkpoint=... mode=recall data.dir=data/piano split=test           # copy gain, context
 
 Writes ``metrics.json`` in ``output_dir`` and prints a table. Works for every model musictx-train makes.
+An ``output_dir`` inside the package, ``/``, the home folder or the dataset itself is refused before any
+work, and so is one that holds these files already, unless ``overwrite=true`` (`musictx.safe_output`).
 """
 
 from __future__ import annotations
@@ -18,22 +20,38 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from musictx.checkpoints.model_store import ModelLoadError
 from musictx.commands.config_help import with_key_help
-from musictx.evaluation.run import EvaluateError, EvaluateOptions, evaluate
-from musictx.io.tokenizer import TokenizerMismatchError
+from musictx.commands.guard import before_hydra, command_guard
+from musictx.evaluation.run import EvaluateOptions, evaluate
 from musictx.paths import CONF_DIR
+from musictx.safe_output import check_new, check_target, write_text
+
+PROG = "musictx-evaluate"
+OUTPUT_FILES = ("metrics.json", "evaluate_config.yaml", "forgetting_curve.png", "recall.png")
 
 
-@with_key_help("evaluate", "musictx-evaluate")
+def check_outputs(cfg: DictConfig) -> None:
+    """OutputError when ``output_dir`` is refused or holds a file this run would replace."""
+    out = check_target(str(cfg.output_dir), "output_dir", inputs={"data.dir": cfg.data.dir})
+    if not cfg.get("overwrite"):
+        check_new([out / name for name in OUTPUT_FILES if (out / name).exists()], "output_dir")
+
+
+@with_key_help("evaluate", PROG)
+def main() -> None:
+    """Console script: the config and the output folder are checked before Hydra starts, then Hydra runs."""
+    before_hydra("evaluate", PROG, check_outputs)
+    evaluate_main()
+
+
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    """Entry point: a bad option, model or dataset ends with one line (exit status 1)."""
-    try:
+def evaluate_main(cfg: DictConfig) -> None:
+    """Entry point: a bad option, model, dataset or output ends with one line (exit status 1)."""
+    with command_guard(PROG, overwrite=bool(cfg.get("overwrite")), config_name="evaluate"):
+        check_outputs(cfg)
         evaluate(EvaluateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
-    except (EvaluateError, ModelLoadError, TokenizerMismatchError) as err:
-        raise SystemExit(f"musictx-evaluate: error: {err}") from None
-    OmegaConf.save(cfg, Path(cfg.output_dir) / "evaluate_config.yaml", resolve=True)  # the numbers used
+        # the numbers used, beside the results (atomic, as every output)
+        write_text(Path(cfg.output_dir) / "evaluate_config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
 
 if __name__ == "__main__":

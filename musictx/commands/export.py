@@ -1,27 +1,50 @@
 """``musictx-export``: a Lightning checkpoint -> a model folder (`musictx.checkpoints.export`).
 
-    musictx-export outputs/piano/train/checkpoints/best-*.ckpt musictx/pretrained/piano --dtype float16
+    musictx-export outputs/piano/train/checkpoints/best-*.ckpt my_models/piano --dtype float16
+
+The folder may not be inside the installed package (the shipped models live there), ``/``, the home folder
+or the checkpoint's own folder, and a model folder's files already there are not replaced without
+``--overwrite`` (`musictx.safe_output`): all checked before the checkpoint is read. Each file is written
+whole or not at all.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from musictx.checkpoints.export import export
-from musictx.checkpoints.model_store import WEIGHT_DTYPES
+from musictx.checkpoints.model_store import CONFIG_FILE, NATIVE_TOKENIZER_FILE, WEIGHT_DTYPES, WEIGHTS_FILE
+from musictx.commands.guard import command_guard
+from musictx.safe_output import check_new, check_target
+
+PROG = "musictx-export"
+
+
+def check_output(checkpoint: str, output_dir: str, overwrite: bool) -> None:
+    """OutputError when ``output_dir`` is refused or holds model files this export would replace."""
+    source = Path(checkpoint)
+    out = check_target(output_dir, "output_dir", inputs={"checkpoint": source if source.is_dir() else None})
+    if not overwrite:
+        names = [CONFIG_FILE, WEIGHTS_FILE, NATIVE_TOKENIZER_FILE]
+        check_new([out / n for n in names] + sorted(out.glob("model-*-of-*.safetensors")), "output_dir")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="musictx-export", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="a .ckpt written by musictx-train")
     parser.add_argument("output_dir", help="the model folder to write")
     parser.add_argument("--dtype", default="float16", choices=sorted(WEIGHT_DTYPES))
     parser.add_argument("--max-shard-mb", type=float, default=None,
                         help="split weights larger than this into files of at most this many MiB each")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the model files output_dir holds already (else the export is refused)")
     args = parser.parse_args(argv)
     if args.max_shard_mb is not None and args.max_shard_mb <= 0:
         parser.error(f"--max-shard-mb must be > 0, got {args.max_shard_mb}")
-    out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
+    with command_guard(PROG, overwrite=args.overwrite):
+        check_output(args.checkpoint, args.output_dir, args.overwrite)
+        out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
     print(f"wrote {out}")
 
 

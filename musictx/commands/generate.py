@@ -20,23 +20,30 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from musictx.commands.config_help import with_key_help
+from musictx.commands.guard import before_hydra, command_guard, plain, remove_new_parents
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions, check_option_names, override_names
 from musictx.generation.seeds import GenerateError
-from musictx.io.midi_io import MidiReadError
-from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.paths import CONF_DIR
 
 PROG = "musictx-generate"
 
 
+def check_options(cfg: DictConfig) -> None:
+    """The options' own checks (`GenerateOptions.check`: numbers and bounds, output_dir, the seed file),
+    before Hydra makes its run folder."""
+    GenerateOptions.from_mapping(plain(cfg)).check()
+
+
 @with_key_help("generate", PROG)
 def main() -> None:
-    """Console script: unknown option names end in one line naming the closest option, then Hydra runs."""
+    """Console script: unknown option names end in one line naming the closest option, the options are
+    checked, then Hydra runs."""
     try:
         check_option_names(override_names(sys.argv[1:]))
     except GenerateError as err:
         sys.exit(f"{PROG}: error: {err}")
+    before_hydra("generate", PROG, check_options)
     generate_main()
 
 
@@ -44,9 +51,8 @@ def main() -> None:
 def generate_main(cfg: DictConfig) -> None:
     """Bad inputs end with a one-line error (exit status 1) and no files; Ctrl-C with one line (status 130)."""
     try:
-        run(GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
-    except (GenerateError, MidiReadError, TokenizerMismatchError) as err:
-        sys.exit(f"{PROG}: error: {err}")
+        with command_guard(PROG, config_name="generate"):
+            run(GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
     except KeyboardInterrupt as err:
         print(f"{PROG}: {str(err) or 'interrupted'}", file=sys.stderr)
         sys.exit(130)
@@ -59,7 +65,8 @@ def _remove_if_empty(path: str) -> None:
     try:
         os.rmdir(path)
     except OSError:
-        pass  # not empty (the outputs are there) or already gone
+        return  # not empty (the outputs are there) or already gone
+    remove_new_parents(path)  # and outputs/generate/<date> when this run made them
 
 
 if __name__ == "__main__":

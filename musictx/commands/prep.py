@@ -11,8 +11,6 @@ command line would, without running Hydra's app.
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
@@ -21,7 +19,11 @@ from data_prep.options import PrepOptions
 from data_prep.prepare import run
 from data_prep.safety import PrepError
 from musictx.commands.config_help import with_key_help
+from musictx.commands.guard import before_hydra, command_guard
 from musictx.paths import CONF_DIR
+from musictx.safe_output import check_target
+
+PROG = "musictx-prep"
 
 
 def compose_options(overrides: list[str] | tuple = ()) -> PrepOptions:
@@ -31,14 +33,25 @@ def compose_options(overrides: list[str] | tuple = ()) -> PrepOptions:
     return PrepOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True))
 
 
-@with_key_help("prepare", "musictx-prep")
+def check_output(cfg: DictConfig) -> None:
+    """OutputError for an ``output_dir`` inside the package, ``/`` or the home folder (`musictx.safe_output`);
+    the rest of its checks (the input, a folder prep did not write) are `data_prep.safety`'s."""
+    check_target(str(cfg.output_dir), "output_dir")
+
+
+@with_key_help("prepare", PROG)
+def main() -> None:
+    """Console script: the config and the output folder are checked before Hydra starts, then Hydra runs."""
+    before_hydra("prepare", PROG, check_output)
+    prep_main()
+
+
 @hydra.main(config_path=CONF_DIR, config_name="prepare", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def prep_main(cfg: DictConfig) -> None:
     """Entry point: errors the user can fix end with ``musictx-prep: error: ...``, no traceback."""
-    try:
+    with command_guard(PROG, config_name="prepare", extra=(PrepError, FileNotFoundError)):
+        check_output(cfg)
         run(PrepOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
-    except (PrepError, FileNotFoundError) as err:
-        sys.exit(f"musictx-prep: error: {err}")
 
 
 if __name__ == "__main__":

@@ -1,44 +1,81 @@
 """``musictx-train``: train a net on a prepared dataset (``conf/train.yaml`` and its groups).
 
 Hydra composes the config; `musictx.commands.train_objects` builds the DataModule, the LightningModule and
-the Trainer it names, and `musictx.training.run.train` runs them. Errors a user can fix are one line.
+the Trainer it names, and `musictx.training.run.train` runs them. Errors a user can fix are one line
+(`musictx.commands.guard`). Before Hydra makes or writes into the run folder, `check_run_folder` refuses one
+inside the package, ``/`` or the home folder, and a new run in a folder that already holds a run: it would
+replace that run's checkpoints and metrics. ``ckpt_path`` resumes it; ``overwrite=true`` replaces it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
-from musictx.checkpoints.model_store import ModelLoadError
 from musictx.commands.config_help import with_key_help
+from musictx.commands.guard import before_hydra, command_guard, fail, one_line
 from musictx.commands.train_objects import train_config
 from musictx.io.token_store import DatasetFormatError
-from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.paths import CONF_DIR
-from musictx.training.finetune import InitFromError
+from musictx.safe_output import OutputError, check_target
 from musictx.training.run import RUN_LOG, log_to_run_file
 
-USER_ERRORS = (InitFromError, ModelLoadError, TokenizerMismatchError, DatasetFormatError)
+PROG = "musictx-train"
+
+
+def run_files(run_dir: Path, ckpt_dir: Path) -> list[str]:
+    """What marks ``run_dir`` as holding a run: its checkpoints and metrics (names relative to it)."""
+    found = sorted(ckpt_dir.glob("*.ckpt")) + sorted(run_dir.glob("csv/metrics.csv"))
+    return [str(p.relative_to(run_dir)) if p.is_relative_to(run_dir) else str(p) for p in found]
+
+
+def check_run_folder(cfg: DictConfig) -> None:
+    """OutputError when the run folder is refused (`musictx.safe_output.check_target`) or holds a run that
+    this one does not resume (``ckpt_path``) and ``overwrite`` is not set."""
+    run_dir = Path(cfg.paths.output_dir)
+    check_target(run_dir, "hydra.run.dir")
+    ckpt_dir = Path(cfg.paths.ckpt_dir)
+    check_target(ckpt_dir, "paths.ckpt_dir")
+    held = run_files(run_dir, ckpt_dir)
+    if not held or cfg.get("overwrite"):
+        return
+    ckpt = cfg.get("ckpt_path")
+    if ckpt and (str(ckpt) in ("last", "best") or Path(str(ckpt)).resolve().is_relative_to(run_dir.resolve())):
+        return  # resumes this folder's own run
+    shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+    raise OutputError(f"hydra.run.dir={run_dir} already holds a run ({shown}), which a new run would replace; "
+                      f"resume it with hydra.run.dir={run_dir} ckpt_path=last, start a fresh run in a new folder "
+                      "(leave hydra.run.dir out: outputs/train/<date>/<time>), or pass overwrite=true")
+
+
+@with_key_help("train", PROG)
+def main() -> None:
+    """Console script: the config and the run folder are checked before Hydra starts, then Hydra runs."""
+    before_hydra("train", PROG, check_run_folder)
+    train_main()
 
 
 # An absolute config path: a relative one is read as a module path when run as a console script.
-@with_key_help("train", "musictx-train")
 @hydra.main(config_path=CONF_DIR, config_name="train", version_base="1.3")
-def main(cfg: DictConfig) -> float | None:
+def train_main(cfg: DictConfig) -> float | None:
     """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""
     log_to_run_file()
-    try:
-        return train_config(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
-    except USER_ERRORS as err:
-        error = err
-    except InstantiationException as err:  # a config value refused by the class it builds (data.seq_len=0)
-        if not isinstance(err.__cause__, (ValueError, DatasetFormatError)):
-            raise
-        error = err.__cause__
-    RUN_LOG.error(f"musictx-train: error: {error}")
-    raise SystemExit(f"musictx-train: error: {error}")
+    # a resumed run may replace its own files (metrics.json of evaluate: {...}); check_run_folder settled that
+    resumes = bool(cfg.get("overwrite") or cfg.get("ckpt_path"))
+    with command_guard(PROG, overwrite=resumes, config_name="train"):
+        try:
+            check_run_folder(cfg)  # again: a sweep (-m) is not checked before Hydra
+            return train_config(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
+        except InstantiationException as err:  # a config value refused by the class it builds (data.seq_len=0)
+            if not isinstance(err.__cause__, (ValueError, DatasetFormatError)):
+                raise
+            RUN_LOG.error(f"{PROG}: error: {err.__cause__}")
+            fail(PROG, one_line(err.__cause__))
+    return None
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from musictx.training.callbacks import ValidateAtEnd
+from musictx.training.checkpoint_io import AtomicCheckpointIO
 from musictx.training.finetune import init_net_from, overridden_fields
 from musictx.training.run import TrainPlan, report, train
 
@@ -35,7 +36,9 @@ def build(cfg: DictConfig, overrides: list[str] | None = None) -> tuple:
     module = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict(), **extra)
     loggers = instantiate_dict(cfg.get("logger"))
     callbacks = [ValidateAtEnd(), *instantiate_dict(cfg.get("callbacks"))]
-    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    plugins = [AtomicCheckpointIO()] if cfg.trainer.get("plugins") is None else None  # checkpoints: tmp + rename
+    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
+                                      **({"plugins": plugins} if plugins else {}))
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     return datamodule, module, trainer

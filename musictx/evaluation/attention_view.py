@@ -29,6 +29,7 @@ class AttentionOptions:
     until_seconds: float | None
     output: str
     threads: int | None
+    overwrite: bool = False  # replace an existing picture or JSON (musictx.safe_output)
 
     def choice(self) -> ArcChoice:
         return ArcChoice(self.layer, self.head, self.last_notes, self.from_seconds, self.top, self.until_seconds)

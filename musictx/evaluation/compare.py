@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 from musictx.evaluation.plots import read_metrics_csv
+from musictx.safe_output import atomic_path, write_text
 
 CONT_COLUMNS = (("pitch_class_tv_vs_real", "PC dist. to real"), ("ioi_tv_vs_real", "IOI dist. to real"),
                 ("motif_reuse", "motif reuse"))
@@ -80,7 +81,8 @@ def plot_val_curves(runs: list[dict], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:  # whole or not at all (musictx.safe_output)
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
@@ -91,7 +93,7 @@ def write_report(sweep_dir: str | Path) -> Path | None:
         print(f"compare: no */metrics.json under {sweep}; nothing to report")
         return None
     table = markdown_table(runs)
-    (sweep / "compare.md").write_text(table + "\n")
+    write_text(sweep / "compare.md", table + "\n")
     plot_val_curves(runs, sweep / "val_loss.png")
     print(f"\n{table}\n\ncompare: wrote {sweep / 'compare.md'} and {sweep / 'val_loss.png'}")
     return sweep / "compare.md"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from musictx.evaluation.motif import METRICS
+from musictx.io.piano_roll import save_figure
 
 PANELS = (*METRICS, ("notes_per_s", "notes per second"))  # the figure's panels
 
@@ -55,8 +56,7 @@ def plot_forgetting_curves(results: list[dict], path, labels: list[str] | None =
     fig.suptitle(f"Forgetting curves: {results[0]['samples']} continuations, {results[0]['ngram']}-grams, "
                  "95% bands; vertical lines: context full")
     FigureCanvasAgg(fig)  # attaches the Agg canvas (no pyplot global state)
-    fig.savefig(path, dpi=110)
-    return Path(path)
+    return save_figure(fig, path)  # atomic (musictx.safe_output)
 
 
 def result_label(result: dict, fallback: str) -> str:

@@ -29,6 +29,7 @@ from musictx.io.jsonio import write_json
 from musictx.io.ngram_index import INDEX_FILE
 from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
 from musictx.paths import conf_values
+from musictx.safe_output import check_target
 
 MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall")
 # evaluate.yaml's nested blocks; their keys are checked too
@@ -58,6 +59,7 @@ class EvaluateOptions:
     stride: int | None = None
     progress: bool = True
     output_dir: str | None = None
+    overwrite: bool = False  # replace files output_dir holds already (the command checks; musictx.safe_output)
 
     @classmethod
     def from_mapping(cls, values: dict) -> EvaluateOptions:
@@ -196,7 +198,7 @@ def format_table(result: dict) -> str:
 
 def write_result(result: dict, output_dir: str | Path) -> Path:
     """metrics.json (NaN written as null: valid JSON), with the plots of its motif and recall parts."""
-    out = Path(output_dir)
+    out = check_target(output_dir, "output_dir")
     out.mkdir(parents=True, exist_ok=True)
     path = write_json(out / "metrics.json", result, what="metric")
     if "motif" in result:  # the forgetting curve beside the numbers it plots

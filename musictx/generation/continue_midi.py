@@ -48,6 +48,7 @@ from musictx.generation.output_folder import (
     claim_record_path,
     claim_sample_numbers,
     describe_reuse,
+    drop_empty_claims,
     release_numbers,
     sample_name,
 )
@@ -177,6 +178,9 @@ def write_samples(out_dir: Path, tokenizer: EventTokenizer, seed: Seed, pieces: 
     except KeyboardInterrupt:
         release_numbers(out_dir, numbers[len(samples):])
         return samples, record_path, True
+    except OSError:  # a full disk (musictx.safe_output.OutputError names the file): finished files stay
+        drop_empty_claims(out_dir, numbers[len(samples):], record_path)
+        raise
     return samples, record_path, False
 
 

@@ -20,11 +20,26 @@ from musictx.generation.window import context_length
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
+from musictx.io.wav_io import MAX_AUDIO_SECONDS
 
-# The samples of a run are one batch: past a few dozen that is a typo (num_samples=400) costing memory and
-# hours, not a request; more samples come from more runs (seed=...) into the same folder.
-MAX_NUM_SAMPLES = 64
-MAX_BARS = 512  # about 20 minutes of 4/4 at 100 bpm
+
+@dataclass(frozen=True)
+class Bounds:
+    """The largest request a run takes, written here once (conf/generate.yaml, docs/safety.md and the app say
+    them; `GenerateOptions.check`, which the app's requests go through too, enforces them). Past them a value
+    is a typo (``length_seconds=1e9``) that would cost hours, memory and disk, not a request."""
+
+    length_seconds: float = 1200.0  # new music per sample: 20 minutes
+    num_samples: int = 64  # one batch; more samples come from more runs (seed=...) into the same folder
+    seed_seconds: float = 3600.0  # seed_seconds and seed_from: an hour into / of the seed file
+    max_tokens: int = 200_000  # new tokens per sample (~1000 s of dense piano)
+    length_bars: int = 512  # about 20 minutes of 4/4 at 100 bpm
+    audio_seconds: float = MAX_AUDIO_SECONDS  # a WAV longer than this is not rendered (musictx.io.wav_io)
+
+
+BOUNDS = Bounds()
+MAX_NUM_SAMPLES = BOUNDS.num_samples
+MAX_BARS = BOUNDS.length_bars
 
 
 @dataclass
@@ -97,13 +112,20 @@ class GenerateOptions(SamplingOptions):
         raise_first([
             (not 1 <= self.num_samples <= MAX_NUM_SAMPLES,
              f"num_samples must be in 1..{MAX_NUM_SAMPLES} (they are generated as one batch), got {self.num_samples}"),
-            (self.max_tokens is not None and self.max_tokens < 1,
-             f"max_tokens must be >= 1 or null, got {self.max_tokens}"),
+            (self.max_tokens is not None and not 1 <= self.max_tokens <= BOUNDS.max_tokens,
+             f"max_tokens must be in 1..{BOUNDS.max_tokens} or null, got {self.max_tokens}"),
             (self.length_seconds is not None and self.length_seconds <= 0,
              f"length_seconds must be > 0 or null, got {self.length_seconds}"),
+            (self.length_seconds is not None and self.length_seconds > BOUNDS.length_seconds,
+             f"length_seconds must be at most {BOUNDS.length_seconds:g} (20 minutes of new music per sample; "
+             f"longer pieces: continue a sample again), got {self.length_seconds}"),
             (self.seed_seconds is not None and self.seed_seconds <= 0,
              f"seed_seconds must be > 0 or null (all of the seed), got {self.seed_seconds}"),
+            (self.seed_seconds is not None and self.seed_seconds > BOUNDS.seed_seconds,
+             f"seed_seconds must be at most {BOUNDS.seed_seconds:g}, got {self.seed_seconds}"),
             (self.seed_from < 0, f"seed_from must be >= 0 (seconds into the seed file), got {self.seed_from}"),
+            (self.seed_from > BOUNDS.seed_seconds,
+             f"seed_from must be at most {BOUNDS.seed_seconds:g} (seconds into the seed file), got {self.seed_from}"),
             (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
             (self.threads is not None and self.threads < 1, f"threads must be >= 1 or null, got {self.threads}"),
             (self.progress_every_s is not None and self.progress_every_s <= 0,

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from musictx.generation.seeds import GenerateError
-from musictx.paths import PACKAGE_DIR
+from musictx.safe_output import mark_created, target_problem
 
 # Any name that starts like a sample's (sample_07.mid, sample_07.png, sample_07_arcs_mean-mean_12.png, ...)
 # holds its number: new samples are numbered after the highest of them.
@@ -27,11 +27,9 @@ def check_output_dir(output_dir: str | os.PathLike) -> None:
     """Raise GenerateError unless ``output_dir`` is a folder or can be made one, outside the installed
     package: checked before the model runs, so that a typo does not cost the generation."""
     out = Path(output_dir)
-    if Path(os.path.realpath(out)).is_relative_to(PACKAGE_DIR):  # realpath: a symlink loop is no error here
-        # samples beside the shipped model.safetensors or the configs would be lost on reinstall, and are
-        # packaged with the model by anyone who builds a wheel from a checkout
-        raise GenerateError(f"output_dir={out}: inside the installed musictx package ({PACKAGE_DIR}); choose a "
-                            "folder of your own")
+    problem = target_problem(out)  # the package, /, the home folder itself (musictx.safe_output)
+    if problem:
+        raise GenerateError(f"output_dir={out}: {problem}")
     for path in (out, *out.parents):
         if path.is_dir():
             if not os.access(path, os.W_OK | os.X_OK):
@@ -67,6 +65,17 @@ def release_numbers(out_dir: Path, numbers: list[int]) -> None:
             (out_dir / f"{sample_name(number)}{suffix}").unlink(missing_ok=True)
 
 
+def drop_empty_claims(out_dir: Path, numbers: list[int], record: Path) -> None:
+    """After a failed write: remove the empty files this run claimed (a sample's ``.mid``, the record) and
+    nothing else; what was written whole stays (each file is written atomically, `musictx.safe_output`)."""
+    for path in [out_dir / f"{sample_name(n)}.mid" for n in numbers] + [record]:
+        try:
+            if path.stat().st_size == 0:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+
+
 def claim_record_path(out_dir: Path) -> Path:
     """``generation.json``, or the first free ``generation_N.json`` (N = 2, 3, ...), created empty."""
     path, n = out_dir / RECORD, 1
@@ -82,6 +91,7 @@ def _create_new(path: Path) -> bool:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     except FileExistsError:
         return False
+    mark_created(path)  # this run's own name: its writer may replace the empty file
     return True
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from musictx.generation.continue_metrical import bars_for, continuation_score, new_bars_seconds, sample_bars
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.metrical_seed import MetricalSeed, metrical_seed
-from musictx.generation.output_folder import claim_record_path, claim_sample_numbers, sample_name
+from musictx.generation.output_folder import claim_record_path, claim_sample_numbers, drop_empty_claims, sample_name
 from musictx.generation.sampling import GenerationInterrupted
 from musictx.generation.seeds import GenerateError
 from musictx.io.audio import audio_unavailable, wav_beside
@@ -24,6 +24,7 @@ from musictx.io.jsonio import write_json
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.score_io import score_to_pretty_midi
+from musictx.safe_output import atomic_path
 
 
 def seed_of(tok, opts: GenerateOptions) -> MetricalSeed:
@@ -57,8 +58,13 @@ def run_metrical(opts: GenerateOptions, net, tok, meta: dict) -> dict:
         print(f"no WAV files: {no_audio}")
     numbers = claim_sample_numbers(out_dir, len(pieces))
     record_path = claim_record_path(out_dir)
-    samples = [write_one(out_dir, n, tok, seed, ids, opts, no_audio is None and not cut_short)
-               for n, ids in zip(numbers, pieces, strict=True)]
+    samples = []
+    try:
+        for n, ids in zip(numbers, pieces, strict=True):
+            samples.append(write_one(out_dir, n, tok, seed, ids, opts, no_audio is None and not cut_short))
+    except OSError:  # a full disk (musictx.safe_output names the file): finished files stay
+        drop_empty_claims(out_dir, numbers[len(samples):], record_path)
+        raise
     record = {"settings": asdict(opts), "checkpoint": meta["ref"], "model_source": meta["source"],
               "model_path": str(Path(meta["path"]).resolve()), "model": meta["model"],
               "global_step": meta.get("global_step"), "tokenizer": tok.to_dict(),
@@ -83,7 +89,8 @@ def write_one(out_dir: Path, number: int, tok, seed: MetricalSeed, new_ids: np.n
     name = sample_name(number)
     score = continuation_score(tok, seed, new_ids, opts.include_seed)
     midi = out_dir / f"{name}.mid"
-    score.dump_midi(str(midi))
+    with atomic_path(midi) as tmp:
+        score.dump_midi(str(tmp))
     pm = score_to_pretty_midi(score)
     notes = Notes.concat([Notes(np.array([n.start for n in i.notes]), np.array([n.end for n in i.notes]),
                                 np.array([n.pitch for n in i.notes], dtype=np.int64),

@@ -28,7 +28,9 @@ lasts `rendered_seconds`. The MIDI file itself is left as it is.
 
 midirenderer always renders 48 kHz stereo; here its output is resampled to ``sample_rate`` (linear
 interpolation), scaled so that its peak is ``gain`` of full scale (its renders of TimGM6mb are quiet, about
--27 dBFS), and faded out over the last 20 ms so that the cut does not click.
+-27 dBFS), and faded out over the last 20 ms so that the cut does not click; a long piece a minute at a time
+(`musictx.io.audio_chunks`), so memory stays bounded. The WAV is written under a temporary name and renamed
+(`musictx.safe_output`); a piece longer than `MAX_AUDIO_SECONDS` is refused.
 """
 
 from __future__ import annotations
@@ -38,12 +40,19 @@ import os
 import shutil
 import subprocess
 import tempfile
-import wave
 from pathlib import Path
 
-import numpy as np
-
+from musictx.io.audio_chunks import render_chunked
 from musictx.io.midi_timing import MAX_TPQ, MidiTiming
+from musictx.io.wav_io import (  # noqa: F401  (read_wav, resample, write_wav: used through this module)
+    FADE_SECONDS,
+    MAX_AUDIO_SECONDS,
+    AudioRenderError,
+    read_wav,
+    resample,
+    write_wav,
+)
+from musictx.safe_output import atomic_path
 
 DEFAULT_SOUNDFONT = "/usr/share/sounds/sf2/FluidR3_GM.sf2"
 # Looked for, in order, when no soundfont is given: Debian's fluid-soundfont-gm, Debian's default-GM
@@ -51,12 +60,7 @@ DEFAULT_SOUNDFONT = "/usr/share/sounds/sf2/FluidR3_GM.sf2"
 SOUNDFONT_CANDIDATES = (DEFAULT_SOUNDFONT, "/usr/share/sounds/sf2/default-GM.sf2",
                         "/usr/share/soundfonts/default.sf2", "/usr/share/soundfonts/FluidR3_GM.sf2")
 ENGINES = ("auto", "fluidsynth", "midirenderer")
-FADE_SECONDS = 0.02
 RELEASE_TAIL_SECONDS = 1.5  # rendered after the last note ends: a piano's release, and a breath of room
-
-
-class AudioRenderError(RuntimeError):
-    """No renderer can run, or the one chosen failed to produce the WAV file."""
 
 
 def find_soundfont(soundfont: str | os.PathLike | None = None) -> Path | None:
@@ -133,10 +137,18 @@ def render_wav(midi_path: str | os.PathLike, wav_path: str | os.PathLike, soundf
     FluidSynth's synth gain; for midirenderer the peak level as a fraction of full scale.
     """
     name, font = choose_renderer(soundfont, engine)
+    midi = _load_midi(midi_path)
+    seconds = _tail_end(midi, tail)[1]
+    if seconds > MAX_AUDIO_SECONDS:
+        raise AudioRenderError(f"{Path(midi_path).name} lasts {seconds:.0f} s, longer than the "
+                               f"{MAX_AUDIO_SECONDS:g} s of audio rendered at most")
     data = with_release_tail(midi_path, tail)
-    if name == "fluidsynth":
-        return _render_fluidsynth(midi_path, data, wav_path, font, sample_rate, gain, timeout)
-    return _render_midirenderer(midi_path, data, wav_path, font, sample_rate, gain)
+    with atomic_path(wav_path) as tmp:  # a failure or a full disk leaves no truncated WAV
+        if name == "fluidsynth":
+            _render_fluidsynth(midi_path, data, tmp, font, sample_rate, gain, timeout)
+        else:
+            _render_midirenderer(midi_path, data, tmp, font, sample_rate, gain)
+    return Path(wav_path)
 
 
 def _load_midi(midi_path):
@@ -208,59 +220,19 @@ def _render_fluidsynth(midi_path, data: bytes, wav_path, soundfont: Path, sample
 def _render_midirenderer(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float) -> Path:
     import midirenderer
 
-    try:
-        data = midirenderer.render_wave_from(soundfont.read_bytes(), data)
-    except (RuntimeError, ValueError, OSError) as err:
-        raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
-    except BaseException as err:  # a Rust panic arrives as pyo3's PanicException, a BaseException
-        if type(err).__name__ != "PanicException":
-            raise
-        raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
-    rate, audio = read_wav(io.BytesIO(data))
-    audio = _finish(resample(audio, rate, sample_rate), sample_rate, gain)
-    write_wav(wav_path, audio, sample_rate)
-    return Path(wav_path)
+    font = soundfont.read_bytes()
 
+    def render(midi_bytes: bytes) -> bytes:
+        try:
+            return midirenderer.render_wave_from(font, midi_bytes)
+        except (RuntimeError, ValueError, OSError) as err:
+            raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
+        except BaseException as err:  # a Rust panic arrives as pyo3's PanicException, a BaseException
+            if type(err).__name__ != "PanicException":
+                raise
+            raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
 
-def _finish(audio: np.ndarray, sample_rate: int, peak: float) -> np.ndarray:
-    """Scale to ``peak`` of full scale (silence stays silent) and fade out the last FADE_SECONDS."""
-    top = float(np.abs(audio).max()) if audio.size else 0.0
-    if top > 0:
-        audio = audio * (peak / top)
-    n = min(len(audio), int(FADE_SECONDS * sample_rate))
-    if n:
-        audio[-n:] *= np.linspace(1.0, 0.0, n, dtype=audio.dtype)[:, None]
-    return audio
-
-
-def resample(audio: np.ndarray, rate: int, new_rate: int) -> np.ndarray:
-    """(N, C) float audio at ``rate`` -> at ``new_rate``, by linear interpolation per channel."""
-    if rate == new_rate or len(audio) == 0:
-        return audio
-    n_out = max(1, round(len(audio) * new_rate / rate))
-    t_in = np.arange(len(audio)) / rate
-    t_out = np.arange(n_out) / new_rate
-    return np.stack([np.interp(t_out, t_in, audio[:, c]) for c in range(audio.shape[1])], axis=1).astype(np.float32)
-
-
-def read_wav(source) -> tuple[int, np.ndarray]:
-    """(sample rate, (N, C) float32 in [-1, 1]) of a 16-bit PCM WAV file (a path or a binary file object)."""
-    with wave.open(source if not isinstance(source, (str, os.PathLike)) else str(source), "rb") as w:
-        if w.getsampwidth() != 2:
-            raise AudioRenderError(f"expected 16-bit PCM WAV, got {8 * w.getsampwidth()}-bit")
-        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-        return w.getframerate(), frames.reshape(-1, w.getnchannels()).astype(np.float32) / 32768.0
-
-
-def write_wav(path: str | os.PathLike, audio: np.ndarray, sample_rate: int) -> Path:
-    """Write (N, C) float audio in [-1, 1] as a 16-bit PCM WAV file."""
-    pcm = (np.clip(audio, -1.0, 1.0) * 32767).round().astype("<i2")
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(pcm.shape[1])
-        w.setsampwidth(2)
-        w.setframerate(sample_rate)
-        w.writeframes(pcm.tobytes())
-    return Path(path)
+    return render_chunked(render, data, wav_path, sample_rate, gain)  # a minute at a time: bounded memory
 
 
 def wav_beside(midi: Path, soundfont: str | None) -> str | None:

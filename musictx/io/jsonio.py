@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from musictx.safe_output import write_text
+
 
 def finite_only(obj, where: str = "", found: list[str] | None = None):
     """A copy of ``obj`` (dicts, lists, tuples, numbers, numpy scalars) with every NaN or infinity replaced
@@ -41,8 +43,7 @@ def to_json(obj, indent: int = 2) -> tuple[str, list[str]]:
 def write_json(path: str | os.PathLike, obj, what: str = "record") -> Path:
     """Write ``obj`` as strict JSON; warn (one line on stdout) when non-finite numbers became null."""
     text, found = to_json(obj)
-    path = Path(path)
-    path.write_text(text)
+    path = write_text(path, text)  # atomic: a failure leaves the whole record or none
     if found:
         shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
         print(f"warning: {path}: non-finite {what} value(s) written as null: {shown}")

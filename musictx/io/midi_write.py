@@ -14,6 +14,7 @@ import numpy as np
 
 from musictx.io.midi_io import Notes
 from musictx.io.midi_timing import MidiTiming
+from musictx.safe_output import atomic_path
 
 
 def notes_to_midi(notes: Notes, program: int = 0, name: str = "musictx"):
@@ -49,5 +50,6 @@ def write_midi(notes: Notes, path: str | os.PathLike, program: int = 0, timing: 
     track.notes = symusic.Note.from_numpy(on, off - on, notes.pitch.astype(np.int8),
                                           np.clip(notes.velocity, 1, 127).astype(np.int8))
     score.tracks.append(track)
-    score.dump_midi(str(path))
+    with atomic_path(path) as tmp:
+        score.dump_midi(str(tmp))
     return Path(path)

@@ -21,14 +21,17 @@ from matplotlib.figure import Figure
 from matplotlib.path import Path as MPath
 
 from musictx.io.midi_io import Notes
+from musictx.safe_output import atomic_path
 
 EARLIER_MODEL_SHADE = "#fbe3c0"  # light orange: seed notes that a model made in an earlier take
 
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
-    """Write ``fig`` to ``path`` (format by its suffix) through the Agg canvas."""
+    """Write ``fig`` to ``path`` (format by its suffix) through the Agg canvas, atomically
+    (`musictx.safe_output.atomic_path`)."""
     FigureCanvasAgg(fig)  # attaches the Agg canvas to the figure
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     return Path(path)
 
 

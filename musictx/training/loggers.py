@@ -14,6 +14,8 @@ from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from musictx.safe_output import atomic_path
+
 
 def _step(row: dict) -> float | None:
     try:
@@ -40,10 +42,24 @@ class KeepingExperimentWriter(ExperimentWriter):
                 self._earlier = (list(reader.fieldnames or []), rows)
 
     def save(self) -> None:
-        if self._earlier is not None and self.metrics:
+        """Lightning's save appends to the file in place; here the whole file is written under a temporary
+        name and renamed (`musictx.safe_output`), so a full disk or a kill leaves the previous rows whole."""
+        if not self.metrics:
+            return
+        if self._earlier is not None:
             first = min(float(m["step"]) for m in self.metrics)
             self._keep_earlier(first)
-        super().save()
+        self._record_new_keys()
+        rows = []
+        if os.path.isfile(self.metrics_file_path):
+            with open(self.metrics_file_path, newline="") as f:
+                rows = list(csv.DictReader(f))
+        self.metrics_keys = sorted(set(self.metrics_keys).union(*rows))  # columns of the file, and new ones
+        with atomic_path(self.metrics_file_path, "metrics", replace=True) as tmp, open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.metrics_keys)
+            writer.writeheader()
+            writer.writerows(rows + self.metrics)
+        self.metrics = []
 
     def _keep_earlier(self, first_step: float) -> None:
         header, rows = self._earlier
@@ -52,12 +68,10 @@ class KeepingExperimentWriter(ExperimentWriter):
         if not kept:
             os.remove(self.metrics_file_path)
             return
-        tmp = f"{self.metrics_file_path}.tmp-{os.getpid()}"
-        with open(tmp, "w", newline="") as f:
+        with atomic_path(self.metrics_file_path, "metrics", replace=True) as tmp, open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=header)
             writer.writeheader()
             writer.writerows(kept)
-        os.replace(tmp, self.metrics_file_path)
         self.metrics_keys = sorted(header)  # new columns are added by Lightning's header rewrite
 
 

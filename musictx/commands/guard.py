@@ -1,0 +1,198 @@
+"""One-line errors for every command, and the checks that run before Hydra makes a run folder.
+
+Each command used to catch its own few error classes, so the rest ended in tracebacks (evaluate 11 lines,
+export 13), a mistyped key got Hydra's several-line struct error everywhere but generate, and a refused
+run left its empty folder behind. Here:
+
+- `before_hydra` composes the command's config with Hydra's compose API before ``@hydra.main`` runs: a
+  mistyped key or group choice ends in one line with the nearest name, and the command's own refusals
+  (`musictx.safe_output`, a training run folder that holds a run) come before Hydra creates or writes into
+  the run folder, so a refused run leaves nothing behind and replaces nothing;
+- `command_guard` wraps the work: the errors a user can fix become ``<prog>: error: <one line>`` on stderr,
+  exit status 1, and a run folder this run made that holds only Hydra's own files is removed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from musictx.checkpoints.model_store import ModelLoadError
+from musictx.evaluation.run import EvaluateError
+from musictx.generation.seeds import GenerateError
+from musictx.io.midi_io import MidiReadError
+from musictx.io.token_store import DatasetFormatError
+from musictx.io.tokenizer import TokenizerMismatchError
+from musictx.io.wav_io import AudioRenderError
+from musictx.paths import CONF_DIR
+from musictx.safe_output import FULL_DISK, OutputError, command_run, full_disk_error
+from musictx.training.finetune import InitFromError
+
+# What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    OutputError, GenerateError, MidiReadError, TokenizerMismatchError, ModelLoadError, EvaluateError,
+    DatasetFormatError, InitFromError, AudioRenderError)
+HYDRA_FILES = {".hydra"}  # what Hydra writes into a run folder before the command runs (and its *.log)
+# set by before_hydra: whether the run folder existed, and the outermost of its folders that did not (Hydra
+# makes outputs/train/<date>/<time> whole); True and None (keep everything) when it did not run
+_state: dict = {"run_dir_existed": True, "first_new": None}
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _flat_keys(cfg, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in (cfg.items() if isinstance(cfg, dict) else []):
+        name = f"{prefix}{key}"
+        keys.append(name)
+        keys += _flat_keys(value, f"{name}.")
+    return keys
+
+
+def _defaults(config_name: str) -> dict:
+    with _composing():
+        cfg = compose(config_name=config_name)
+    return OmegaConf.to_container(cfg, resolve=False)
+
+
+def key_message(err: BaseException, config_name: str) -> str:
+    """A mistyped key or group choice, said in one line with the nearest name there is."""
+    text = str(err)
+    group = re.search(r"Could not find '([^']+)/([^']+)'", text)
+    if group:
+        names = sorted(p.stem for p in (Path(CONF_DIR) / group[1]).glob("*.yaml"))
+        close = difflib.get_close_matches(group[2], names, n=1)
+        hint = f"did you mean {group[1]}={close[0]}?" if close else f"one of: {', '.join(names)}"
+        return f"{group[1]}={group[2]}: no such choice; {hint}"
+    found = re.search(r"Could not override '([^']+)'", text) or re.search(r"[Kk]ey '([^']+)'", text)
+    key = found[1] if found else getattr(err, "full_key", None) or "?"
+    known = _flat_keys(_defaults(config_name))
+    close = difflib.get_close_matches(key, known, n=1) or difflib.get_close_matches(key.split(".")[-1],
+                                                                                    known, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"conf/{config_name}.yaml lists the keys"
+    return f"unknown key '{key}'; {hint}"
+
+
+@contextmanager
+def _composing() -> Iterator[None]:
+    GlobalHydra.instance().clear()  # a compose earlier in this process (tests) must not be in the way
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        yield
+    GlobalHydra.instance().clear()
+
+
+def compose_run_config(config_name: str, overrides: list[str]) -> DictConfig:
+    """The config a run of ``overrides`` would get, with its ``hydra`` block and ``${hydra:...}`` resolvable
+    (the run folder is ``hydra.run.dir``, as Hydra will make it)."""
+    with _composing():
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    from hydra.core.hydra_config import HydraConfig
+
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = os.path.abspath(str(cfg.hydra.run.dir))
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], None] | None = None,
+                 argv: list[str] | None = None) -> None:
+    """Compose the run's config and run ``precheck`` on it before Hydra does anything; exit with one line
+    when either refuses. Hydra's own modes (``-m``, ``--cfg``, ``--info`` ...) are left to Hydra."""
+    args = sys.argv[1:] if argv is None else argv
+    _state.update(run_dir_existed=True, first_new=None)
+    if any(a.startswith("-") for a in args):
+        return
+    with command_guard(prog, config_name=config_name):
+        cfg = compose_run_config(config_name, args)
+        run_dir = Path(os.path.abspath(str(cfg.hydra.run.dir)))
+        new = [p for p in (run_dir, *run_dir.parents) if not os.path.lexists(p)]
+        _state.update(run_dir_existed=not new, first_new=new[-1] if new else None)
+        if precheck is not None:
+            precheck(cfg)
+
+
+def plain(cfg: DictConfig) -> dict:
+    """The command's keys of a composed config as plain, resolved data (its ``hydra`` block left out)."""
+    return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]), resolve=True)
+
+
+def _remove_run_dir(run_dir: str | None) -> None:
+    """Remove the run folder when this run made it and it holds no file but Hydra's own (``.hydra/``, its
+    log), a logger's copy of the config (``hparams.yaml``) and empty folders, all made before it failed."""
+    if not run_dir or _state["run_dir_existed"] or not os.path.isdir(run_dir):
+        return
+    for folder, subfolders, names in os.walk(run_dir):
+        top = os.path.samefile(folder, run_dir)
+        if top:
+            subfolders[:] = [d for d in subfolders if d not in HYDRA_FILES]
+        if any(not (top and n.endswith(".log")) and n != "hparams.yaml" for n in names):
+            return  # something of the run's own: a checkpoint, metrics
+    shutil.rmtree(run_dir, ignore_errors=True)
+    remove_new_parents(run_dir)
+
+
+def remove_new_parents(run_dir: str | os.PathLike) -> None:
+    """Remove the empty folders above ``run_dir`` that Hydra made for it (outputs/train/<date>)."""
+    first_new = _state["first_new"]
+    if first_new is None:
+        return
+    for parent in Path(os.path.abspath(run_dir)).parents:
+        if parent != first_new and first_new not in parent.parents:
+            return
+        try:
+            os.rmdir(parent)
+        except OSError:
+            return  # not empty: another run's, or files of its own
+        if parent == first_new:
+            return
+
+
+def _run_dir() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
+    except (ValueError, OmegaConfBaseException):
+        return None
+
+
+@contextmanager
+def command_guard(prog: str, overwrite: bool = False, config_name: str | None = None,
+                  extra: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Run a command's work: its files may replace only its own (``overwrite``: any); the errors a user can
+    fix end as one line on stderr with exit status 1 (Ctrl-C and SystemExit pass through)."""
+    try:
+        with command_run(overwrite):
+            yield
+    except (ConfigCompositionException, MissingConfigException, ConfigAttributeError, ConfigKeyError) as err:
+        fail(prog, key_message(err, config_name) if config_name else one_line(err))
+    except (*USER_ERRORS, *extra) as err:
+        fail(prog, one_line(err))
+    except HydraException as err:
+        fail(prog, one_line(err))
+    except OSError as err:  # a write the system refused (a full disk, permissions): name the file
+        if err.errno in FULL_DISK:  # a write() call's error carries no file name: the working folder's disk
+            fail(prog, one_line(full_disk_error(err.filename or os.path.join(os.getcwd(), "an output file"), err)))
+        if err.filename is None:
+            raise
+        fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")
+
+
+def fail(prog: str, line: str) -> None:
+    _remove_run_dir(_run_dir())
+    print(f"{prog}: error: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(1)

@@ -1,0 +1,193 @@
+"""The one output policy of every musictx command (prep, train, generate, evaluate, export, attention, app).
+
+Reading was already safe; writing was not: export replaced the shipped model, a new training run in an old
+run folder destroyed it, a full disk left truncated files. So every command writes through this module:
+
+- `check_target` refuses, before any work, a target inside the installed package or the source tree's
+  ``musictx/`` (its models and configs are lost on reinstall, or packaged with a wheel), ``/``, the home
+  folder itself, and an input's own folder where writing there would replace the input;
+- `claim` refuses to replace a file this run did not create, unless the user said ``overwrite=true``;
+- `atomic_path` writes each file under a temporary name in its folder and renames it into place, so a
+  failure leaves the whole file or none, and a full disk becomes one `OutputError` naming the file and the
+  free space.
+
+Tests stand a temporary tree in for the package: `PROTECTED_ENV` names more roots to protect (os.pathsep
+between them), so the refusal is tried without touching the real package.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from musictx.paths import PACKAGE_DIR
+
+PROTECTED_ENV = "MUSICTX_PROTECTED_ROOTS"
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+OVERWRITE_HINT = "pass overwrite=true to replace it"
+
+
+class OutputError(OSError):
+    """A write the policy refuses, or one the disk refused; the message is one line naming the file and what
+    to do. An OSError, so that callers catching write failures catch it too."""
+
+    def __str__(self) -> str:
+        return " ".join(str(self.args[0]).split()) if self.args else "output refused"
+
+
+class _Run:
+    """What the current command run may replace: the files it created itself, everything with ``overwrite``."""
+
+    def __init__(self, overwrite: bool = False):
+        self.overwrite = overwrite
+        self.created: set[str] = set()
+
+
+# Outside a command (the library in a script or a notebook) the caller decides what it replaces; a command
+# runs inside `command_run`, where only its own files may be replaced.
+_run = _Run(overwrite=True)
+
+
+@contextmanager
+def command_run(overwrite: bool = False) -> Iterator[None]:
+    """A command's run: inside it, `claim` refuses to replace a file the run did not create (unless
+    ``overwrite``); the files earlier runs of this process created do not count (tests run many)."""
+    global _run
+    before, _run = _run, _Run(bool(overwrite))
+    try:
+        yield
+    finally:
+        _run = before
+
+
+def overwrite_allowed() -> bool:
+    return _run.overwrite
+
+
+def mark_created(path: str | os.PathLike) -> None:
+    """``path`` was made by this run (claimed empty with O_EXCL, say): it may be written again."""
+    _run.created.add(os.path.realpath(path))
+
+
+def protected_roots() -> list[Path]:
+    """The folders no command writes into: the package, the source tree's ``musictx/`` when the working folder
+    is a checkout, and those `PROTECTED_ENV` names."""
+    roots = [PACKAGE_DIR]
+    checkout = Path.cwd() / "musictx"
+    if (checkout / "__init__.py").is_file() and (checkout.parent / "pyproject.toml").is_file():
+        roots.append(checkout.resolve())
+    roots += [Path(p).resolve() for p in os.environ.get(PROTECTED_ENV, "").split(os.pathsep) if p]
+    return roots
+
+
+def _real(path: str | os.PathLike) -> Path:
+    return Path(os.path.realpath(os.path.abspath(path)))  # a symlink loop is no error here
+
+
+def target_problem(path: str | os.PathLike, inputs: dict[str, str | os.PathLike | None] | None = None) -> str | None:
+    """Why writing into the folder ``path`` is refused, or None. ``inputs``: option name -> an input folder
+    that this output may not be (writing there would replace or mix with the input)."""
+    real = _real(path)
+    if real == Path(real.anchor):
+        return "the root of the file system; choose a folder of your own"
+    if real == _real(Path.home()):
+        return "your home folder itself; choose a folder inside it"
+    for root in protected_roots():
+        if real == root or root in real.parents:
+            return f"inside the installed musictx package ({root}); choose a folder of your own"
+    for name, folder in (inputs or {}).items():
+        if folder is not None and Path(folder).exists() and real == _real(folder):
+            return f"the folder of the input {name}={folder}, which this would replace; choose another folder"
+    return None
+
+
+def check_target(path: str | os.PathLike, key: str, inputs: dict | None = None) -> Path:
+    """``path`` as a Path, or OutputError ``<key>=<path>: <why>`` (see `target_problem`)."""
+    problem = target_problem(path, inputs)
+    if problem:
+        raise OutputError(f"{key}={path}: {problem}")
+    return Path(path)
+
+
+def claim(path: str | os.PathLike, key: str = "output") -> Path:
+    """``path``, to be written by this run: OutputError when it exists and this run did not create it (and
+    ``overwrite`` was not given), or when it is a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{path} is a folder, not a file this run may write; choose another {key}")
+    if os.path.lexists(path) and not _run.overwrite and os.path.realpath(path) not in _run.created:
+        raise OutputError(f"{path} already exists and this run did not write it; {OVERWRITE_HINT}, "
+                          f"or choose another {key}")
+    return path
+
+
+def check_new(paths, key: str = "output") -> None:
+    """`claim` each of ``paths`` before any work: a run that would replace a file stops before it starts."""
+    for path in paths:
+        claim(path, key)
+
+
+def free_space(folder: str | os.PathLike) -> str:
+    """The free space of the disk holding ``folder``, as people read it (``3.2 MB``)."""
+    for place in (Path(folder), *Path(os.path.abspath(folder)).parents):
+        try:
+            free = shutil.disk_usage(place).free
+        except OSError:
+            continue
+        for unit, size in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
+            if free >= size:
+                return f"{free / size:.1f} {unit}"
+        return f"{free} bytes"
+    return "unknown space"
+
+
+def full_disk_error(path: str | os.PathLike, err: OSError) -> OutputError:
+    """The one line a full disk (or quota) becomes."""
+    return OutputError(f"cannot write {path}: the disk is full ({free_space(Path(path).parent)} free); the "
+                       "files finished before it are kept; free some space or choose another output folder")
+
+
+def temp_path(path: Path) -> Path:
+    """The hidden name ``path`` is written under before it is renamed into place (same folder: same disk)."""
+    # the suffix is kept: writers that pick the format by it (matplotlib, symusic, wave) still do
+    return path.with_name(f".{path.stem}.tmp-{socket.gethostname()}-{os.getpid()}{path.suffix}")
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, key: str = "output", replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary name beside ``path`` to write; when the block ends well it replaces ``path`` (one
+    rename), else it is removed and ``path`` is left as it was. A full disk raises `full_disk_error`. An
+    existing ``path`` must be this run's (`claim`) unless ``replace`` (the caller settled it before)."""
+    path = Path(path) if replace else claim(path, key)
+    tmp = temp_path(path)
+    try:
+        yield tmp
+        if not tmp.exists():
+            raise OutputError(f"cannot write {path}: nothing was written")
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.errno in FULL_DISK:
+            raise full_disk_error(path, err) from None
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    mark_created(path)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, key: str = "output") -> Path:
+    with atomic_path(path, key) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())  # the data is on disk before the rename makes it the file
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str, key: str = "output") -> Path:
+    return write_bytes(path, text.encode("utf-8"), key)
