@@ -144,11 +144,14 @@ def test_console_script_on_a_model_folder(tmp_path):
     record = json.loads(out.with_suffix(".json").read_text())
     assert len(record["arcs"]) == 12 and 0 <= record["share_on_seed"] <= 1
     assert all(a["to_s"] < a["from_s"] or a["to_note"] < a["from_note"] for a in record["arcs"])
-    bad = _console(f"checkpoint={folder}", f"output={out}", "layer=7")
+    before = out.read_bytes()
+    again = _console(f"checkpoint={folder}", f"output={out}")  # never over a file this run did not write
+    assert again.returncode == 1 and "overwrite=true" in again.stderr and out.read_bytes() == before
+    bad = _console(f"checkpoint={folder}", f"output={tmp_path / 'bad.png'}", "layer=7")
     assert bad.returncode == 1 and "layer=7 out of range" in bad.stderr and "Traceback" not in bad.stderr
     not_midi = tmp_path / "x.mid"
     not_midi.write_bytes(b"not a midi file")
-    bad = _console(f"checkpoint={folder}", f"midi={not_midi}", f"output={out}")
+    bad = _console(f"checkpoint={folder}", f"midi={not_midi}", f"output={tmp_path / 'bad.png'}")
     assert bad.returncode == 1 and str(not_midi) in bad.stderr and "Traceback" not in bad.stderr
 
 

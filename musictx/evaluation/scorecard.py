@@ -130,6 +130,13 @@ def measure(new: Span, seed: Span, real: Span, grid: np.ndarray, t0: float, seco
     }
 
 
+def _mean(values) -> float:
+    """The mean of the finite values; nan when there are none (a song without a melody track has no melody
+    figure), without numpy's warning."""
+    finite = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
 def _ratio(a: float, b: float) -> float:
     return float(a / b) if b and np.isfinite(a) and np.isfinite(b) else float("nan")
 
@@ -142,11 +149,11 @@ def score_song(path: Path, cont: Continued, seconds: float, index: np.ndarray | 
     t0, t1 = cont.seed_end, cont.seed_end + seconds
     seed, real = real_all.window(cont.seed_start, t0), real_all.window(t0, t1)
     rows = [measure(s.window(t0, t1), seed, real, grid, t0, seconds) for s in cont.samples]
-    model = {k: float(np.nanmean([r[k] for r in rows])) if rows else float("nan") for k in rows[0]}
+    model = {k: _mean([r[k] for r in rows]) for k in rows[0]}
     real_row = measure(real, seed, real, grid, t0, seconds)
     if index is not None and cont.new_ids is not None:
-        model["memorized"] = float(np.nanmean([share_in_index(position_ngrams(*tok.pitch_positions(ids)), index)
-                                               for ids in cont.new_ids]))
+        model["memorized"] = _mean([share_in_index(position_ngrams(*tok.pitch_positions(ids)), index)
+                                    for ids in cont.new_ids])
         real_row["memorized"] = share_in_index(position_ngrams(*tok.pitch_positions(cont.real_new_ids)), index)
     return {"song": str(path), "model": model, "real": real_row,
             "chance": {"grid_share": sm.chance_grid_share(grid, t0, t1)}}
@@ -170,7 +177,7 @@ def run_scorecard(net, tok, songs: list[Path], opts: dict, index_path: Path | No
 
 def _mean_over(per_song: list[dict], side: str) -> dict:
     keys = {k for s in per_song for k in s[side]}
-    return {k: float(np.nanmean([s[side].get(k, np.nan) for s in per_song])) for k in sorted(keys)}
+    return {k: _mean([s[side].get(k, np.nan) for s in per_song]) for k in sorted(keys)}
 
 
 def format_scorecard(result: dict) -> str:
