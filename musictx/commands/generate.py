@@ -33,6 +33,9 @@ PROG = "musictx-generate"
 @with_key_help("generate", PROG)
 def main() -> None:
     """Console script: unknown option names end in one line naming the closest option, then Hydra runs."""
+    # tracks=bridge,piano as the issue writes it: Hydra would read a bare comma list as a sweep
+    sys.argv = [f"tracks=[{a[7:]}]" if a.startswith("tracks=") and "," in a and "[" not in a else a
+                for a in sys.argv]
     try:
         check_option_names(override_names(sys.argv[1:]))
     except GenerateError as err:
