@@ -103,7 +103,8 @@ def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score
     shift = song.read.shift_ticks
     for track in work.score.tracks[len(song.read.score.tracks):]:
         new = Track(track.name, 0, False)  # POP909 plays every track on the piano
-        for n in track.notes:
-            new.notes.append(Note(n.time - shift, n.duration, n.pitch, n.velocity))
+        for n in track.notes:  # a note in a pickup's bar before the file's start is left out
+            if n.time >= shift:
+                new.notes.append(Note(n.time - shift, n.duration, n.pitch, n.velocity))
         out.tracks.append(new)
     return out

@@ -112,10 +112,11 @@ def infill_prompt(tok, song: SongBars, s: int, e: int, taken: set[int] | None, m
     """(prompt ending with Infill_Start, ids of room left for the middle) for bars [s, e) of ``song``."""
     splitter = BarSplitter(tok)
     span = [song.bar_ids(b) for b in range(s, e)]
-    taken_now = sum(len(splitter.split(bar, taken)[1]) for bar in span)
+    parts = [splitter.split(bar, taken) for bar in span]
+    taken_now = sum(len(took) for _, took in parts)  # the real middle's length: the room the new one gets
     middle_room = min(max(int(1.5 * taken_now) + 16 * (e - s), 48 * (e - s)), max_len // 2)
-    span_len = song.end_of(e) - song.end_of(s) + (e - s) + 1
-    room = max(max_len - middle_room - span_len - 1, 0)
+    span_len = sum(len(given) + 1 for given, _ in parts) + 1  # the span's given part, Fills, Infill_Start
+    room = max(max_len - middle_room - span_len, 0)
     lo, hi = context_bars(song, s, e, room, use_right)
     left, right = song.ids[song.end_of(lo):song.end_of(s)], song.ids[song.end_of(e):song.end_of(hi)]
     prompt, _ = build_infill(left, span, right, splitter, taken, InfillIds.of(tok))
@@ -180,7 +181,8 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
             continue
         a = track.notes.numpy()
         keep = ~in_bars(song, a["time"], s, e, positions_per_beat)
-        notes = [Note(n.time - shift, n.duration, n.pitch, n.velocity) for n in new.get(info.program, [])]
+        notes = [Note(n.time - shift, n.duration, n.pitch, n.velocity) for n in new.get(info.program, [])
+                 if n.time >= shift]  # a note in a pickup's bar before the file's start is left out
         rows = [(int(t), int(d), int(p), int(v)) for t, d, p, v in
                 zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
         rows += [(n.time, n.duration, n.pitch, n.velocity) for n in notes]
