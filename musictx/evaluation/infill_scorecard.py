@@ -35,8 +35,9 @@ from musictx.generation.infill import in_bars, infill_prompt, infill_song, read_
 from musictx.generation.metrical_seed import ticks_to_seconds
 from musictx.generation.sampling import context_length
 from musictx.generation.sampling_options import SamplingOptions
-from musictx.io.infill_format import BarSplitter
+from musictx.io.infill_format import BarSplitter, bar_starts
 from musictx.io.score_io import score_to_pretty_midi
+from musictx.io.score_prep import ROLE_PROGRAMS
 
 INFILL_MEASURES = (  # key, label
     ("unchanged", "rest of the file unchanged (share of songs)"),
@@ -55,6 +56,8 @@ ACCOMPANY_MEASURES = (
     ("density_ratio", "accompaniment notes per second / the real's"),
     ("mean_pitch", "accompaniment mean pitch (MIDI)"),
     ("pitch_spread", "accompaniment pitch spread (std, semitones)"),
+    ("nll_melody", "NLL of the real accompaniment, melody given (bars 17-20)"),
+    ("nll_no_melody", "NLL of the real accompaniment, melody silent there"),
     ("realtime", "x real time (music seconds / wall seconds)"),
 )
 ACCOMPANIMENT = ("BRIDGE", "PIANO")
@@ -85,17 +88,26 @@ def seam_interval(before: Span, middle: Span, after: Span) -> float:
 
 
 @torch.no_grad()
-def middle_nll(net, tok, song, s: int, e: int, use_right: bool) -> float:
-    """Mean NLL (nats/token) of the real middle of bars [s, e) after its prompt (Infill_End left out)."""
-    prompt, _ = infill_prompt(tok, song, s, e, None, context_length(net) or 1024, use_right)
+def middle_nll(net, tok, song, s: int, e: int, use_right: bool, taken: set[int] | None = None) -> float:
+    """Mean NLL (nats/token) of the real middle of bars [s, e) (the ``taken`` programs' notes, None: all)
+    after its prompt (Infill_End left out)."""
+    prompt, _ = infill_prompt(tok, song, s, e, taken, context_length(net) or 1024, use_right)
     splitter = BarSplitter(tok)
-    middle = np.concatenate([splitter.split(song.bar_ids(b), None)[1] for b in range(s, e)]).astype(np.int64)
+    middle = np.concatenate([splitter.split(song.bar_ids(b), taken)[1] for b in range(s, e)]).astype(np.int64)
     ids = np.concatenate([prompt, middle])[: context_length(net) or 1024]
     x = torch.as_tensor(ids, dtype=torch.long)[None]  # (1, T)
     logp = torch.log_softmax(net.eval()(x)[0, :-1].float(), dim=-1)  # (T - 1, V)
-    targets = x[0, 1:]
-    nll = -logp.gather(1, targets[:, None])[:, 0]  # (T - 1,)
+    nll = -logp.gather(1, x[0, 1:, None])[:, 0]  # (T - 1,) the NLL of each next id
     return float(nll[len(prompt) - 1:].mean())
+
+
+def without_in_bars(tok, song, s: int, e: int, hidden: set[int]):
+    """``song`` with the notes of the ``hidden`` programs taken out of bars [s, e) (a melody silent there)."""
+    splitter = BarSplitter(tok)
+    parts = [song.ids[:song.end_of(s)]]
+    parts += [np.asarray(splitter.split(song.bar_ids(b), hidden)[0], dtype=np.int64) for b in range(s, e)]
+    ids = np.concatenate([*parts, song.ids[song.end_of(e):]])
+    return replace(song, ids=ids, starts=bar_starts(ids, tok.bar_id))
 
 
 def outside_unchanged(path, out: Score, song, s: int, e: int, per_beat: int) -> tuple[bool, bool]:
@@ -184,8 +196,20 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
     written = out.tracks[0].notes.numpy()
     model["melody_unchanged"] = float(all(np.array_equal(given[k], written[k]) for k in given))
     model["realtime"] = (t1 - t0) / wall
+    model.update(accompaniment_nll(net, tok, path))
     return {"song": str(path), "bars": [1, e], "seconds": t1 - t0, "model": model, "real": real_row,
             "chance": {"chord_tone_share": chance}}
+
+
+def accompaniment_nll(net, tok, path: Path) -> dict:
+    """NLL of the song's real BRIDGE and PIANO in bars 17-20 written after its past, with the melody of
+    those bars given, and with it silent there: how much the model reads the melody it accompanies."""
+    song = read_song(tok, path)
+    s = min(16, song.n_bars - 5)
+    melody, acc = {ROLE_PROGRAMS["MELODY"]}, {ROLE_PROGRAMS[r] for r in ACCOMPANIMENT}
+    return {"nll_melody": middle_nll(net, tok, song, s, s + 4, False, acc),
+            "nll_no_melody": middle_nll(net, tok, without_in_bars(tok, song, s, s + 4, melody), s, s + 4, False,
+                                        acc)}
 
 
 def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progress=print) -> dict:
