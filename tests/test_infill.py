@@ -201,3 +201,25 @@ def test_bad_requests_name_the_file_and_the_problem(grown, tmp_path):
         roles_to_write(melody_song(tok, path), "piano")
     with pytest.raises(MidiReadError, match="the model writes bridge and piano"):
         roles_to_write(melody_song(tok, path), "drums")
+
+
+@needs_pop
+def test_generate_command_path_writes_the_filled_song_and_refuses_bad_options(grown, tmp_path):
+    from musictx.generation.continue_midi import run
+    from musictx.generation.generate_options import GenerateOptions
+    from musictx.generation.seeds import GenerateError
+
+    net, tok = grown
+    save_model_folder(net, tok, tmp_path / "model", dtype="float32")
+    opts = dict(checkpoint=str(tmp_path / "model"), seed_midi=str(SONG), num_samples=1, audio=False,
+                output_dir=str(tmp_path / "out"))
+    record = run(GenerateOptions(**opts, task="infill", bars="9-10", tracks=["BRIDGE", "piano"]))
+    sample = record["samples"][0]
+    assert (tmp_path / "out" / sample["midi"]).is_file() and sample["tracks"]["MELODY"] > 0
+    assert "bars 9-10" in record["what"] and "(BRIDGE, PIANO)" in record["what"]
+    with pytest.raises(GenerateError, match="task=infill needs bars=FIRST-LAST"):
+        run(GenerateOptions(**opts, task="infill"))
+    with pytest.raises(GenerateError, match="task=fill: use one of continue, infill, accompany"):
+        run(GenerateOptions(**opts, task="fill"))
+    with pytest.raises(GenerateError, match="no infill tokens"):
+        run(GenerateOptions(**{**opts, "checkpoint": "pop"}, task="infill", bars="1-2"))
