@@ -47,7 +47,8 @@ INFILL_MEASURES = (  # key, label
     ("seam_interval", "top-line interval across the seams (semitones)"),
     ("density_ratio", "notes per second / the real middle's"),
     ("nll_both", "NLL of the real middle, both edges (nats/token)"),
-    ("nll_left", "NLL of the real middle, left edge only (nats/token)"),
+    ("nll_left", "NLL of the real middle, the same left edge only (nats/token)"),
+    ("nll_left_longer", "NLL of the real middle, left edge only, its room all to the left"),
     ("realtime", "x real time (music seconds / wall seconds)"),
 )
 ACCOMPANY_MEASURES = (
@@ -88,10 +89,11 @@ def seam_interval(before: Span, middle: Span, after: Span) -> float:
 
 
 @torch.no_grad()
-def middle_nll(net, tok, song, s: int, e: int, use_right: bool, taken: set[int] | None = None) -> float:
+def middle_nll(net, tok, song, s: int, e: int, use_right: bool, taken: set[int] | None = None,
+               keep_right: bool = True) -> float:
     """Mean NLL (nats/token) of the real middle of bars [s, e) (the ``taken`` programs' notes, None: all)
-    after its prompt (Infill_End left out)."""
-    prompt, _ = infill_prompt(tok, song, s, e, taken, context_length(net) or 1024, use_right)
+    after its prompt (Infill_End left out); ``use_right``, ``keep_right``: as `infill_prompt`'s."""
+    prompt, _ = infill_prompt(tok, song, s, e, taken, context_length(net) or 1024, use_right, keep_right)
     splitter = BarSplitter(tok)
     middle = np.concatenate([splitter.split(song.bar_ids(b), taken)[1] for b in range(s, e)]).astype(np.int64)
     ids = np.concatenate([prompt, middle])[: context_length(net) or 1024]
@@ -149,7 +151,9 @@ def infill_card(net, tok, path: Path, other: Path, opts: dict, sampling: Samplin
                 "seam_interval": seam_interval(before, span, after),
                 "density_ratio": len(span) / max(len(real), 1)}
     model = {**figures(new), "unchanged": float(same), "on_bar_lines": float(inside),
-             "nll_both": middle_nll(net, tok, song, s, e, True), "nll_left": middle_nll(net, tok, song, s, e, False),
+             "nll_both": middle_nll(net, tok, song, s, e, True),
+             "nll_left": middle_nll(net, tok, song, s, e, True, keep_right=False),
+             "nll_left_longer": middle_nll(net, tok, song, s, e, False),
              "realtime": seconds / wall}
     chance = {**figures(pasted), "grid_share": sm.chance_grid_share(grid, t0, t1)}
     return {"song": str(path), "bars": [s + 1, e], "seconds": seconds, "model": model, "real": figures(real),
@@ -243,7 +247,7 @@ def format_task_scorecard(result: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(_fmt(x) for x in row) + " |")
     if task == "infill":
         gain = m["model"].get("nll_left", np.nan) - m["model"].get("nll_both", np.nan)
-        lines.append(f"NLL with both edges is {gain:.3f} nats/token lower than with the left edge alone")
+        lines.append(f"NLL with both edges is {gain:.3f} nats/token lower than with the same left edge alone")
     return "\n".join(lines)
 
 

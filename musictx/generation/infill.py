@@ -108,8 +108,10 @@ def context_bars(song: SongBars, s: int, e: int, room: int, use_right: bool) -> 
 
 
 def infill_prompt(tok, song: SongBars, s: int, e: int, taken: set[int] | None, max_len: int,
-                  use_right: bool = True) -> tuple[np.ndarray, int]:
-    """(prompt ending with Infill_Start, ids of room left for the middle) for bars [s, e) of ``song``."""
+                  use_right: bool = True, keep_right: bool = True) -> tuple[np.ndarray, int]:
+    """(prompt ending with Infill_Start, ids of room left for the middle) for bars [s, e) of ``song``.
+    ``keep_right=False``: the context chosen as with the right edge, then the right edge left out (the same
+    left edge without the right: what the right edge adds, measured)."""
     splitter = BarSplitter(tok)
     span = [song.bar_ids(b) for b in range(s, e)]
     parts = [splitter.split(bar, taken) for bar in span]
@@ -118,6 +120,7 @@ def infill_prompt(tok, song: SongBars, s: int, e: int, taken: set[int] | None, m
     span_len = sum(len(given) + 1 for given, _ in parts) + 1  # the span's given part, Fills, Infill_Start
     room = max(max_len - middle_room - span_len, 0)
     lo, hi = context_bars(song, s, e, room, use_right)
+    hi = hi if keep_right else e
     left, right = song.ids[song.end_of(lo):song.end_of(s)], song.ids[song.end_of(e):song.end_of(hi)]
     prompt, _ = build_infill(left, span, right, splitter, taken, InfillIds.of(tok))
     return prompt, max_len - len(prompt)
