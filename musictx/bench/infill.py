@@ -1,4 +1,5 @@
-"""Speed of the two new tasks: ``python -m musictx.bench infill --checkpoint PATH [--songs 5] [--threads 2]``.
+"""Speed of the two new tasks: ``python -m musictx.bench infill --checkpoint PATH [--songs 5] [--threads 2]``;
+``--distances`` measures the format instead (no model): how far back a span bar's given notes are.
 
 Times ``musictx-generate``'s own code for each of the first ``--songs`` songs of POP909's validation split (as
 ``data/pop_infill`` lists it; any songs given with ``--song`` instead): an infill of 4 bars (every track,
@@ -39,9 +40,40 @@ def time_song(net, tok, path: Path, folder: Path) -> dict:
             "accompany_s": float(lines[e] - lines[0])}
 
 
+def format_distances(tok, songs: list[Path]) -> None:
+    """Per task, the ids from each span bar's given notes (bars 17-20) to where its middle bar begins, in the
+    infill format and with the given tracks first in each bar instead; the share past 512 (the model's
+    relative reach)."""
+    import numpy as np
+
+    from musictx.generation.infill import infill_prompt, read_song
+    from musictx.io.infill_format import BarSplitter, InfillIds
+
+    splitter, fill = BarSplitter(tok), InfillIds.of(tok).fill
+    print("| task (bars 17-20) | median distance, this format | share beyond 512 | median, given tracks first |")
+    print("|---|---|---|---|")
+    for task, taken, right in (("accompany (no right edge)", {81, 0}, False),
+                               ("infill tracks=bridge,piano (right edge in view)", {81, 0}, True),
+                               ("infill, every track", None, True)):
+        fim, interleaved = [], []
+        for path in songs:
+            song = read_song(tok, path)
+            s = min(16, song.n_bars - 5)
+            prompt, _ = infill_prompt(tok, song, s, s + 4, taken, 1024, right)
+            fills, at = np.flatnonzero(prompt == fill), len(prompt)
+            for j, b in enumerate(range(s, s + 4)):
+                given, took = splitter.split(song.bar_ids(b), taken)
+                fim.append(at - (fills[j] - len(given)))
+                interleaved.append(len(given))
+                at += len(took)
+        fim = np.asarray(fim)
+        print(f"| {task} | {np.median(fim):.0f} | {np.mean(fim > 512):.2f} | {np.median(interleaved):.0f} |")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m musictx.bench infill", description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", required=True, help="a model fine-tuned with experiment=pop_infill")
+    parser.add_argument("--checkpoint", help="a model fine-tuned with experiment=pop_infill")
+    parser.add_argument("--distances", action="store_true", help="measure the format, not a model")
     parser.add_argument("--data", default="data/pop_infill", help="prepared POP909 folder (its validation split)")
     parser.add_argument("--song", action="append", default=[], help="a POP909 song file (repeatable)")
     parser.add_argument("--songs", type=int, default=5)
@@ -54,6 +86,13 @@ def main(argv=None) -> None:
     from musictx.evaluation.run import split_songs
 
     torch.set_num_threads(args.threads)
+    if args.distances:
+        from musictx.io.metrical_tokenizer import MetricalTokenizer
+
+        return format_distances(MetricalTokenizer(infill=True), [Path(p) for p in args.song] or
+                                split_songs(args.data, "validation"))
+    if not args.checkpoint:
+        parser.error("--checkpoint is required (or --distances)")
     net, tok, _ = load_model(args.checkpoint)
     songs = [Path(p) for p in args.song] or split_songs(args.data, "validation")[: args.songs]
     with tempfile.TemporaryDirectory() as tmp:
