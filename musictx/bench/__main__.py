@@ -4,7 +4,7 @@ import importlib
 import sys
 
 BENCHES = ("attention", "attention_gpu", "train", "generate", "realtime", "app",
-           "tokenizers")  # data prep: python -m data_prep.bench
+           "tokenizers", "infill")  # data prep: python -m data_prep.bench
 
 
 def main(argv=None) -> None:

@@ -39,6 +39,9 @@ def check_options(cfg: DictConfig) -> None:
 def main() -> None:
     """Console script: unknown option names end in one line naming the closest option, the options are
     checked, then Hydra runs."""
+    # tracks=bridge,piano as the issue writes it: Hydra would read a bare comma list as a sweep
+    sys.argv = [f"tracks=[{a[7:]}]" if a.startswith("tracks=") and "," in a and "[" not in a else a
+                for a in sys.argv]
     try:
         check_option_names(override_names(sys.argv[1:]))
     except GenerateError as err:

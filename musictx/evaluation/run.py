@@ -31,9 +31,9 @@ from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
 from musictx.paths import conf_values
 from musictx.safe_output import check_target
 
-MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall")
+MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall", "infill", "accompany")
 # evaluate.yaml's nested blocks; their keys are checked too
-GROUPS = ("data", "scorecard", "continuation", "motif", "recall")
+GROUPS = ("data", "scorecard", "continuation", "motif", "recall", "infill")
 
 
 class EvaluateError(ValueError):
@@ -54,6 +54,7 @@ class EvaluateOptions:
     continuation: dict
     motif: dict
     recall: dict
+    infill: dict
     checkpoint: str | None = None
     context: int | None = None
     stride: int | None = None
@@ -125,6 +126,12 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     if opts.mode == "continuation":  # MIDI in, MIDI out: any model on any prepared folder's songs
         return {**_model_info(meta, net, data_dir, opts.split),
                 "scorecard": evaluate_scorecard(net, tok, data_dir, opts)}
+    if opts.mode in ("infill", "accompany"):  # MIDI in, MIDI out, as the continuation scorecard
+        from musictx.evaluation.infill_scorecard import run_task_scorecard
+
+        songs = split_songs(data_dir, opts.split)[: opts.infill.get("max_songs") or None]
+        return {**_model_info(meta, net, data_dir, opts.split), "task_scorecard": run_task_scorecard(
+            net, tok, songs, opts.infill, opts.mode, progress=print if opts.progress else (lambda _: None))}
     tok.check_compatible(load_tokenizer(data_dir), what=f"data {data_dir}")
     arrays = TokenArrays(data_dir, opts.split)
     if len(arrays) == 0:
@@ -189,6 +196,10 @@ def format_table(result: dict) -> str:
         lines.append(format_scorecard(result["scorecard"]))
     if "continuation" in result:
         lines.append(format_continuation_table(result["continuation"]))
+    if "task_scorecard" in result:
+        from musictx.evaluation.infill_scorecard import format_task_scorecard
+
+        lines.append(format_task_scorecard(result["task_scorecard"]))
     if "motif" in result:
         lines.append(format_motif_table(result["motif"]))
     if "recall" in result:

@@ -88,6 +88,10 @@ def run(opts: GenerateOptions) -> dict:
     if opts.threads:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = open_model(opts)
+    if opts.task != "continue":
+        from musictx.generation.infill_run import run_task
+
+        return run_task(opts, net, tokenizer, meta)
     if is_metrical(tokenizer):
         from musictx.generation.write_metrical import run_metrical
 

@@ -65,6 +65,9 @@ class GenerateOptions(SamplingOptions):
     audio: bool = True  # write sample_XX.wav when fluidsynth and the soundfont are present
     soundfont: str | None = None  # None: the first GM soundfont found (musictx.io.audio.find_soundfont)
     output_dir: str | None = None
+    task: str = "continue"  # continue | infill | accompany (musictx.generation.infill_run)
+    bars: str | None = None  # infill / accompany: FIRST-LAST, 1-based and inclusive
+    tracks: list[str] | str | None = None  # infill: the tracks to redo (None: all); accompany: the tracks to write
 
     @classmethod
     def from_mapping(cls, values) -> GenerateOptions:
@@ -92,6 +95,9 @@ class GenerateOptions(SamplingOptions):
             raise GenerateError(f"seed_midi={self.seed_midi}: {problem}")
         if self.tokenizer:
             _expected_tokenizer(self.tokenizer)  # a missing or broken file is said before the model loads
+        from musictx.generation.infill_run import check_task
+
+        check_task(self)
 
     def check_sampling(self) -> None:
         """The numeric options, the sampler's first (`SamplingOptions.check_sampling`): whole numbers where

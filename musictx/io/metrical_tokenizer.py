@@ -29,6 +29,11 @@ from musictx.io.tokenizer import TokenizerMismatchError
 FORMAT_VERSION = 1
 KIND = "remi"
 
+# The sentinels of the infill format (`musictx.io.infill_format`), appended after MidiTok's own ids with its
+# ``add_to_vocab`` when a tokenizer is made with ``infill=True``: every id of a tokenizer without them keeps its
+# meaning, so a model trained on plain REMI grows its embedding for them and nothing moves.
+INFILL_TOKENS = ("Infill_Start", "Infill_End", "Fill_None")
+
 # MidiTok settings that are not a choice here: every program and the drums, the common meters, log-spaced
 # tempos, durations up to 3 bars of 4/4 (finer below 1 bar). The choices (positions per beat, velocities,
 # tempos, pitch range) come from conf/tokenizer/remi.yaml, where their defaults are written.
@@ -82,8 +87,9 @@ class MetricalTokenizer:
 
     kind = KIND
 
-    def __init__(self, params: dict | None = None, **settings):
-        """``params``: MidiTok's parameter file contents (a saved tokenizer); else ``settings`` for `miditok_config`."""
+    def __init__(self, params: dict | None = None, infill: bool = False, **settings):
+        """``params``: MidiTok's parameter file contents (a saved tokenizer); else ``settings`` for `miditok_config`.
+        ``infill``: add the infill sentinels (`INFILL_TOKENS`) after MidiTok's ids."""
         if params is None:
             params = _miditok_params(miditok.REMI(miditok_config(**settings)))
         # Always built from the parameter file's contents, as a saved tokenizer is: MidiTok orders some ids
@@ -91,6 +97,9 @@ class MetricalTokenizer:
         # tokenizer built from settings and the same tokenizer read back could number them differently.
         self.miditok = _miditok_from_params(json.loads(json.dumps(params, sort_keys=True)))
         self.params = _miditok_params(self.miditok)
+        self.extra_tokens = INFILL_TOKENS if infill else ()
+        for token in self.extra_tokens:  # not MidiTok "special" tokens: those would be numbered first
+            self.miditok.add_to_vocab(token)
         self.vocab = self.miditok.vocab  # token string -> id
         self._tokens = [None] * len(self.vocab)
         for token, i in self.vocab.items():
@@ -223,7 +232,8 @@ class MetricalTokenizer:
     def decode_score(self, ids, tracks: TrackMap | None = None) -> Score:
         """A ``symusic.Score`` (ticks) of ``ids``; with ``tracks``, each track gets its name and real program
         back, in the map's order, and a track the map does not know is named by its internal program."""
-        ids = [int(i) for i in np.asarray(ids).ravel() if int(i) not in (self.pad_id, self.eos_id)]
+        top = self.vocab_size - len(self.extra_tokens)  # the infill sentinels are no music
+        ids = [int(i) for i in np.asarray(ids).ravel() if int(i) not in (self.pad_id, self.eos_id) and int(i) < top]
         score = self.miditok.decode(ids) if ids else Score(self.miditok.time_division)
         known = tracks.by_program() if tracks else {}
         rank = {t.program: k for k, t in enumerate(tracks.tracks)} if tracks else {}
@@ -250,7 +260,10 @@ class MetricalTokenizer:
 
     # ----- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"kind": KIND, "format_version": FORMAT_VERSION, "vocab_size": self.vocab_size, "miditok": self.params}
+        d = {"kind": KIND, "format_version": FORMAT_VERSION, "vocab_size": self.vocab_size, "miditok": self.params}
+        if self.extra_tokens:
+            d["extra_tokens"] = list(self.extra_tokens)
+        return d
 
     def save_native(self, path) -> None:
         """MidiTok's own parameter file: ``miditok.REMI(params=path)`` reads it back."""
@@ -265,7 +278,10 @@ class MetricalTokenizer:
     def from_dict(cls, d: dict) -> MetricalTokenizer:
         if d.get("kind") != KIND:
             raise TokenizerMismatchError(f"not a {KIND} tokenizer: kind={d.get('kind')!r}")
-        tok = cls(params=d["miditok"])
+        extra = tuple(d.get("extra_tokens", ()))
+        if extra not in ((), INFILL_TOKENS):
+            raise TokenizerMismatchError(f"unknown extra tokens {list(extra)} (known: {list(INFILL_TOKENS)})")
+        tok = cls(params=d["miditok"], infill=bool(extra))
         if d.get("vocab_size", tok.vocab_size) != tok.vocab_size:
             raise TokenizerMismatchError(f"stored vocab_size {d['vocab_size']} != {tok.vocab_size} rebuilt by MidiTok")
         return tok
@@ -286,7 +302,8 @@ class MetricalTokenizer:
             raise TokenizerMismatchError(f"tokenizer settings differ from {what}: {', '.join(diff) or 'vocabulary'}")
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, MetricalTokenizer) and self.params == other.params
+        return (isinstance(other, MetricalTokenizer) and self.params == other.params
+                and self.extra_tokens == other.extra_tokens)
 
     def __repr__(self) -> str:
         return f"MetricalTokenizer(REMI, vocab_size={self.vocab_size})"

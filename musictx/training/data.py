@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Sampler, Subset
 
 from musictx.io.token_store import DatasetFormatError, TokenArrays, load_tokenizer
 from musictx.models.transformer import CONTEXT
+from musictx.training.infill_windows import InfillCurriculum
 from musictx.training.mixed_windows import MixedWindows, MixOptions, check_mix_dir, count_text
 from musictx.training.recall_windows import RecallCurriculum
 from musictx.training.windows import FixedWindows, RandomWindows
@@ -84,6 +85,7 @@ class MusicDataModule(L.LightningDataModule):
         epoch_windows: train windows per epoch over all devices; default ``num_train_tokens // L``.
         augment, max_transpose, stretch_range: train-time augmentation (`musictx.training.augment.augment_ids`).
         recall: the recall curriculum's options (`musictx.training.recall_windows.RecallCurriculum`), train only.
+        infill: the infill curriculum's options (`musictx.training.infill_windows.InfillCurriculum`), train only.
         mix: ``{dir, weight}``: a second prepared dataset giving a ``weight`` share of the train windows
             (`musictx.training.mixed_windows`); off when dir is None or weight is 0.
         seed: the train windows and their augmentation are a function of (seed, window number).
@@ -93,7 +95,7 @@ class MusicDataModule(L.LightningDataModule):
                  val_batch_size: int | None = None, num_workers: int = 2, seed: int = 0,
                  epoch_windows: int | None = None, augment: bool = True, max_transpose: int = 3,
                  stretch_range: tuple[float, float] = (0.95, 1.05), pin_memory: bool = False,
-                 recall: dict | None = None, mix: dict | None = None):
+                 recall: dict | None = None, mix: dict | None = None, infill: dict | None = None):
         super().__init__()
         check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
                       epoch_windows=epoch_windows, num_workers=num_workers)
@@ -111,6 +113,7 @@ class MusicDataModule(L.LightningDataModule):
             recall["stretch_range"] = tuple(recall["stretch_range"])
         self.recall = RecallCurriculum(**recall)
         self.recall.check_fits(seq_len)
+        self.infill = InfillCurriculum(**dict(infill or {}))
         # Read now: the model's vocab_size comes from here before anything is built.
         self.tokenizer = load_tokenizer(self.dir)
         # Checked now too, so a wrong folder or vocabulary fails before a model is built.
@@ -170,7 +173,7 @@ class MusicDataModule(L.LightningDataModule):
         """The train dataset, indexed by global window number: the main dataset's windows, or with
         ``data.mix`` on, those mixed with the mix dataset's (same seed, augmentation and recall)."""
         main = RandomWindows(self.dir, "train", self.seq_len, self.tokenizer, self.seed, **self.augment,
-                             recall=self.recall)
+                             recall=self.recall, infill=self.infill)
         if self.mix_dir is None:
             return main
         mix = RandomWindows(self.mix_dir, "train", self.seq_len, self.tokenizer, self.seed,

@@ -14,6 +14,7 @@ from torch import nn
 
 from musictx.checkpoints.model_store import build_net, load_model
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.training.vocab_growth import grow_rows, is_grown
 
 # Constructor arguments that a training run may change without touching a weight's shape.
 RUN_FIELDS = ("dropout", "attn_impl", "attn_block_size", "gradient_checkpointing", "max_seq_len")
@@ -37,8 +38,11 @@ def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer,
     net_config = dict(net_config)
     model_name = net_config.pop("name", None)
     saved_net, saved_tok, meta = load_model(ref)
+    saved_state = saved_net.state_dict()
+    grown = is_grown(saved_tok, data_tokenizer)  # the infill sentinels added: the embedding grows for them
     try:
-        saved_tok.check_compatible(data_tokenizer, what="the training data")
+        if not grown:
+            saved_tok.check_compatible(data_tokenizer, what="the training data")
     except TokenizerMismatchError as err:
         raise TokenizerMismatchError(f"init_from={ref}: {err}") from None
     saved_name = meta["model"].get("name")
@@ -46,6 +50,9 @@ def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer,
         raise InitFromError(f"init_from={ref} holds a {saved_name!r} model but model={overrides['model']} "
                             f"builds a {model_name!r}; drop model= to fine-tune it")
     config = dict(meta["model"]["config"])
+    if grown:
+        saved_state = grow_rows(saved_state, saved_tok.vocab_size, data_tokenizer.vocab_size)
+        config["vocab_size"] = data_tokenizer.vocab_size
     for key, value in net_config.items():
         if key in RUN_FIELDS and key in config:
             config[key] = value
@@ -54,11 +61,11 @@ def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer,
                                 f"model has {key}={config.get(key)!r}")
     net = build_net({"name": saved_name, "config": config})
     own = net.state_dict()
-    for name, tensor in saved_net.state_dict().items():
+    for name, tensor in saved_state.items():
         if name in own and own[name].shape != tensor.shape:
             raise InitFromError(f"init_from={ref}: weight {name} has shape {tuple(tensor.shape)} in the saved "
                                 f"model but {tuple(own[name].shape)} with this config ({_diff(meta, config)})")
-    net.load_state_dict(saved_net.state_dict())
+    net.load_state_dict(saved_state)
     return net, meta
 
 

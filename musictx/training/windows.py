@@ -25,6 +25,7 @@ from torch.utils.data import Dataset
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
 from musictx.training.augment import augment_ids
+from musictx.training.infill_windows import InfillCurriculum
 from musictx.training.recall_windows import RecallCurriculum
 
 # Augmented slices are taken this much longer than the window (plus a few tokens), so that a stretch
@@ -74,12 +75,14 @@ class RandomWindows(_SplitDataset):
 
     def __init__(self, data_dir, split, seq_len, tokenizer, seed: int = 0, augment: bool = True,
                  max_transpose: int = 3, stretch_range: tuple[float, float] = (0.95, 1.05),
-                 recall: RecallCurriculum | None = None, velocity_shift: int = 0):
+                 recall: RecallCurriculum | None = None, velocity_shift: int = 0,
+                 infill: InfillCurriculum | None = None):
         super().__init__(data_dir, split, seq_len, tokenizer)
         self.seed, self.augment = seed, augment
         self.max_transpose, self.stretch_range = max_transpose, tuple(stretch_range)
         self.velocity_shift = velocity_shift
         self.recall = recall or RecallCurriculum()
+        self.infill = infill or InfillCurriculum()
 
     def window(self, g: int) -> np.ndarray:
         """The L + 1 ids of window ``g`` (int64, PAD-padded)."""
@@ -96,7 +99,8 @@ class RandomWindows(_SplitDataset):
             ids = np.asarray(arr.tokens[start:min(start + longer, hi)], dtype=np.int64)
             ids = augment_ids(ids, self.tok, rng, self.max_transpose, self.stretch_range, self.velocity_shift)
         # drawn after augmentation, so a run with prob 0 sees exactly the windows it saw before
-        return pad_to(self.recall.apply(ids, n, self.tok, rng), n, self.tok.pad_id)
+        ids = self.recall.apply(ids, n, self.tok, rng)
+        return pad_to(self.infill.apply(ids, n, self.tok, rng), n, self.tok.pad_id)  # no draw at prob 0
 
     def __getitem__(self, g: int) -> tuple[torch.Tensor, torch.Tensor]:
         return to_xy(self.window(int(g)))

@@ -1,0 +1,111 @@
+"""Speed of the two new tasks: ``python -m musictx.bench infill --checkpoint PATH [--songs 5] [--threads 2]``;
+``--distances`` measures the format instead (no model): how far back a span bar's given notes are.
+
+Times ``musictx-generate``'s own code for each of the first ``--songs`` songs of POP909's validation split (as
+``data/pop_infill`` lists it; any songs given with ``--song`` instead): an infill of 4 bars (every track,
+bars 17-20) and the accompaniment (BRIDGE and PIANO) of the bars that cover the melody's first 30 s.
+Reports seconds of music made per second of wall time (the issue's target: >= 10x on 2 CPU cores), the
+median and the slowest song. OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is loaded (imports below are inside)
+
+
+def time_song(net, tok, path: Path, folder: Path) -> dict:
+    from musictx.evaluation.infill_scorecard import bar_seconds, melody_file
+    from musictx.generation.accompany import accompany_song, melody_song
+    from musictx.generation.infill import infill_song, read_song
+    from musictx.generation.sampling_options import SamplingOptions
+
+    song = read_song(tok, path)
+    s = min(16, song.n_bars - 5)
+    t0, t1 = bar_seconds(song, [s, s + 4])
+    start = time.perf_counter()
+    infill_song(net, tok, song, s, s + 4, None, SamplingOptions())
+    infill = (t1 - t0) / (time.perf_counter() - start)
+    melody = melody_song(tok, melody_file(path, folder))
+    lines = bar_seconds(melody, list(range(melody.n_bars + 1)))
+    e = int(min((lines < lines[0] + 30 - 1e-6).sum(), melody.n_bars))
+    start = time.perf_counter()
+    accompany_song(net, tok, melody, ["BRIDGE", "PIANO"], 0, e, SamplingOptions())
+    return {"song": path.name, "infill_x": infill, "accompany_x": (lines[e] - lines[0]) / (time.perf_counter() - start),
+            "accompany_s": float(lines[e] - lines[0])}
+
+
+def format_distances(tok, songs: list[Path]) -> None:
+    """Per task, the ids from each span bar's given notes (bars 17-20) to where its middle bar begins, in the
+    infill format and with the given tracks first in each bar instead; the share past 512 (the model's
+    relative reach)."""
+    import numpy as np
+
+    from musictx.generation.infill import infill_prompt, read_song
+    from musictx.io.infill_format import BarSplitter, InfillIds
+
+    splitter, fill = BarSplitter(tok), InfillIds.of(tok).fill
+    print("| task (bars 17-20) | median distance, this format | share beyond 512 | median, given tracks first |")
+    print("|---|---|---|---|")
+    for task, taken, right in (("accompany (no right edge)", {81, 0}, False),
+                               ("infill tracks=bridge,piano (right edge in view)", {81, 0}, True),
+                               ("infill, every track", None, True)):
+        fim, interleaved = [], []
+        for path in songs:
+            song = read_song(tok, path)
+            s = min(16, song.n_bars - 5)
+            prompt, _ = infill_prompt(tok, song, s, s + 4, taken, 1024, right)
+            fills, at = np.flatnonzero(prompt == fill), len(prompt)
+            for j, b in enumerate(range(s, s + 4)):
+                given, took = splitter.split(song.bar_ids(b), taken)
+                fim.append(at - (fills[j] - len(given)))
+                interleaved.append(len(given))
+                at += len(took)
+        fim = np.asarray(fim)
+        print(f"| {task} | {np.median(fim):.0f} | {np.mean(fim > 512):.2f} | {np.median(interleaved):.0f} |")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m musictx.bench infill", description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", help="a model fine-tuned with experiment=pop_infill")
+    parser.add_argument("--distances", action="store_true", help="measure the format, not a model")
+    parser.add_argument("--data", default="data/pop_infill", help="prepared POP909 folder (its validation split)")
+    parser.add_argument("--song", action="append", default=[], help="a POP909 song file (repeatable)")
+    parser.add_argument("--songs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    import numpy as np
+    import torch
+
+    from musictx.checkpoints.model_store import load_model
+    from musictx.evaluation.run import split_songs
+
+    torch.set_num_threads(args.threads)
+    if args.distances:
+        from musictx.io.metrical_tokenizer import MetricalTokenizer
+
+        return format_distances(MetricalTokenizer(infill=True), [Path(p) for p in args.song] or
+                                split_songs(args.data, "validation"))
+    if not args.checkpoint:
+        parser.error("--checkpoint is required (or --distances)")
+    net, tok, _ = load_model(args.checkpoint)
+    songs = [Path(p) for p in args.song] or split_songs(args.data, "validation")[: args.songs]
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [time_song(net, tok, p, Path(tmp)) for p in songs]
+    print(f"| song | infill 4 bars (x real time) | accompaniment of {rows[0]['accompany_s']:.0f} s (x real time) |")
+    print("|---|---|---|")
+    for r in rows:
+        print(f"| {r['song']} | {r['infill_x']:.1f} | {r['accompany_x']:.1f} |")
+    for key, label in (("infill_x", "infill"), ("accompany_x", "accompaniment")):
+        values = [r[key] for r in rows]
+        print(f"{label}: median {np.median(values):.1f}x real time, slowest {min(values):.1f}x "
+              f"({args.threads} threads, {torch.get_num_threads()} used)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""The infill and accompaniment scorecards (``musictx-evaluate mode=infill`` / ``mode=accompany``): each song
+of the split has bars filled (or its melody accompanied) by the model, and the result is measured beside
+the song's real bars and tracks and beside chance.
+
+- **infill**: ``bars`` bars from bar ``first_bar`` are filled (every track). Measures: the rest of the file
+  unchanged, the new notes inside the range's bar lines, onsets on the song's eighth grid, pitch-class
+  correlation with the real middle, the top-line interval across the two seams, density against the real;
+  and the NLL of the real middle given both edges against given the left edge only (does the model use the
+  right edge?). "chance" is the same bars of another song of the split pasted in (the grid: random onsets).
+- **accompany**: the song's MELODY track alone, as a file beside its beat file, accompanied (BRIDGE and
+  PIANO) for the bars that cover its first ``seconds``. Measures: the share of accompaniment onsets on
+  strong beats whose pitch class is in the annotated chord (``chord_midi.txt``; chance: a random pitch
+  class), density and register against the real accompaniment, the melody unchanged, and speed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+import torch
+from symusic import Score
+
+from musictx.evaluation import scorecard_metrics as sm
+from musictx.evaluation.chords import Harmony
+from musictx.evaluation.note_span import Span
+from musictx.evaluation.scorecard import song_grid
+from musictx.generation.accompany import accompany_song, melody_song
+from musictx.generation.infill import in_bars, infill_prompt, infill_song, read_song
+from musictx.generation.metrical_seed import ticks_to_seconds
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.window import context_length
+from musictx.io.infill_format import BarSplitter, bar_starts
+from musictx.io.score_io import score_to_pretty_midi
+from musictx.io.score_prep import ROLE_PROGRAMS
+
+INFILL_MEASURES = (  # key, label
+    ("unchanged", "rest of the file unchanged (share of songs)"),
+    ("on_bar_lines", "new notes inside the range's bar lines (share)"),
+    ("grid_share", "onsets on the song's eighth grid (+-30 ms)"),
+    ("pc_correlation", "pitch-class correlation with the real middle"),
+    ("seam_interval", "top-line interval across the seams (semitones)"),
+    ("density_ratio", "notes per second / the real middle's"),
+    ("nll_both", "NLL of the real middle, both edges (nats/token)"),
+    ("nll_left", "NLL of the real middle, the same left edge only (nats/token)"),
+    ("nll_left_longer", "NLL of the real middle, left edge only, its room all to the left"),
+    ("realtime", "x real time (music seconds / wall seconds)"),
+)
+ACCOMPANY_MEASURES = (
+    ("melody_unchanged", "melody unchanged, note for note (share of songs)"),
+    ("chord_tone_share", "strong-beat onsets on a chord tone"),
+    ("density_ratio", "accompaniment notes per second / the real's"),
+    ("mean_pitch", "accompaniment mean pitch (MIDI)"),
+    ("pitch_spread", "accompaniment pitch spread (std, semitones)"),
+    ("nll_melody", "NLL of the real accompaniment, melody given (bars 17-20)"),
+    ("nll_no_melody", "NLL of the real accompaniment, melody silent there"),
+    ("realtime", "x real time (music seconds / wall seconds)"),
+)
+ACCOMPANIMENT = ("BRIDGE", "PIANO")
+
+
+def file_span(score_or_path) -> Span:
+    pm = pretty_midi.PrettyMIDI(str(score_or_path)) if isinstance(score_or_path, (str, Path)) \
+        else score_to_pretty_midi(score_or_path)
+    return Span.from_pretty_midi(pm)
+
+
+def bar_seconds(song, bars: list[int]) -> np.ndarray:
+    """Seconds (the file's clock) of the song's bar lines ``bars``."""
+    ticks = np.asarray([int(song.lines[b]) - song.read.shift_ticks for b in bars])
+    return ticks_to_seconds(Score(song.path), np.maximum(ticks, 0))
+
+
+def seam_interval(before: Span, middle: Span, after: Span) -> float:
+    """Mean absolute top-line interval (semitones) from the last note before the middle into it, and from its
+    last note into the first after it; nan when neither seam has notes on both sides."""
+    (_, b), (_, m), (_, a) = sm.top_line(before), sm.top_line(middle), sm.top_line(after)
+    seams = []
+    if len(b) and len(m):
+        seams.append(abs(int(m[0]) - int(b[-1])))
+    if len(m) and len(a):
+        seams.append(abs(int(a[0]) - int(m[-1])))
+    return float(np.mean(seams)) if seams else float("nan")
+
+
+@torch.no_grad()
+def middle_nll(net, tok, song, s: int, e: int, use_right: bool, taken: set[int] | None = None,
+               keep_right: bool = True) -> float:
+    """Mean NLL (nats/token) of the real middle of bars [s, e) (the ``taken`` programs' notes, None: all)
+    after its prompt (Infill_End left out); ``use_right``, ``keep_right``: as `infill_prompt`'s."""
+    prompt, _ = infill_prompt(tok, song, s, e, taken, context_length(net) or 1024, use_right, keep_right)
+    splitter = BarSplitter(tok)
+    middle = np.concatenate([splitter.split(song.bar_ids(b), taken)[1] for b in range(s, e)]).astype(np.int64)
+    ids = np.concatenate([prompt, middle])[: context_length(net) or 1024]
+    x = torch.as_tensor(ids, dtype=torch.long)[None]  # (1, T)
+    logp = torch.log_softmax(net.eval()(x)[0, :-1].float(), dim=-1)  # (T - 1, V)
+    nll = -logp.gather(1, x[0, 1:, None])[:, 0]  # (T - 1,) the NLL of each next id
+    return float(nll[len(prompt) - 1:].mean())
+
+
+def without_in_bars(tok, song, s: int, e: int, hidden: set[int]):
+    """``song`` with the notes of the ``hidden`` programs taken out of bars [s, e) (a melody silent there)."""
+    splitter = BarSplitter(tok)
+    parts = [song.ids[:song.end_of(s)]]
+    parts += [np.asarray(splitter.split(song.bar_ids(b), hidden)[0], dtype=np.int64) for b in range(s, e)]
+    ids = np.concatenate([*parts, song.ids[song.end_of(e):]])
+    return replace(song, ids=ids, starts=bar_starts(ids, tok.bar_id))
+
+
+def outside_unchanged(path, out: Score, song, s: int, e: int, per_beat: int) -> tuple[bool, bool]:
+    """(every note outside bars [s, e) as in the file, every new note inside the range's bar lines)."""
+    original, shift = Score(str(path)), song.read.shift_ticks
+    lo, hi = int(song.lines[s]) - shift, int(song.lines[e]) - shift
+    same, inside = True, True
+    for before, after in zip(original.tracks, out.tracks, strict=True):
+        a, b = before.notes.numpy(), after.notes.numpy()
+        keep_a, keep_b = ~in_bars(song, a["time"], s, e, per_beat), ~in_bars(song, b["time"], s, e, per_beat)
+        rows = [sorted(zip(*(z[k][m].tolist() for k in ("time", "duration", "pitch", "velocity")), strict=True))
+                for z, m in ((a, keep_a), (b, keep_b))]
+        same &= rows[0] == rows[1]
+        inside &= bool(np.all((b["time"][~keep_b] >= lo) & (b["time"][~keep_b] + b["duration"][~keep_b] <= hi)))
+    return same, inside
+
+
+def infill_card(net, tok, path: Path, other: Path, opts: dict, sampling: SamplingOptions) -> dict:
+    """{"model", "real", "chance"} figures of one song's bars filled."""
+    song = read_song(tok, path)
+    s = min(int(opts["first_bar"]) - 1, song.n_bars - int(opts["bars"]) - 1)
+    e = s + int(opts["bars"])
+    t0, t1 = bar_seconds(song, [s, e])
+    start = time.perf_counter()
+    out, _ = infill_song(net, tok, song, s, e, None, sampling)
+    wall = time.perf_counter() - start
+    real_all, new_all = file_span(path), file_span(out)
+    grid = song_grid(path, pretty_midi.PrettyMIDI(str(path)))
+    before, after = real_all.window(t0 - 4, t0), real_all.window(t1, t1 + 4)
+    real, new = real_all.window(t0, t1), new_all.window(t0, t1)
+    other_song = read_song(tok, other)
+    o0, o1 = bar_seconds(other_song, [s, min(e, other_song.n_bars)])
+    pasted = file_span(other).window(o0, o1).shifted(t0 - o0)
+    same, inside = outside_unchanged(path, out, song, s, e, tok.miditok.config.max_num_pos_per_beat)
+    seconds = t1 - t0
+
+    def figures(span: Span) -> dict:
+        return {"grid_share": sm.grid_share(span.start, grid), "pc_correlation": sm.pc_correlation(span, real),
+                "seam_interval": seam_interval(before, span, after),
+                "density_ratio": len(span) / max(len(real), 1)}
+    model = {**figures(new), "unchanged": float(same), "on_bar_lines": float(inside),
+             "nll_both": middle_nll(net, tok, song, s, e, True),
+             "nll_left": middle_nll(net, tok, song, s, e, True, keep_right=False),
+             "nll_left_longer": middle_nll(net, tok, song, s, e, False),
+             "realtime": seconds / wall}
+    chance = {**figures(pasted), "grid_share": sm.chance_grid_share(grid, t0, t1)}
+    return {"song": str(path), "bars": [s + 1, e], "seconds": seconds, "model": model, "real": figures(real),
+            "chance": chance}
+
+
+def melody_file(path: Path, folder: Path) -> Path:
+    """The song's MELODY track alone, beside a copy of its beat file (so its bars are the song's)."""
+    score = Score(str(path))
+    score.tracks = [t for t in score.tracks if t.name.upper() == "MELODY"]
+    out = folder / path.parent.name / path.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    score.dump_midi(str(out))
+    shutil.copy(path.with_name("beat_midi.txt"), out.with_name("beat_midi.txt"))
+    return out
+
+
+def accompaniment_figures(span: Span, harmony: Harmony, seconds: float) -> tuple[dict, float]:
+    share, chance = harmony.chord_tone_share(span.start, span.pitch)
+    pitch = span.pitch.astype(np.float64)
+    return {"chord_tone_share": share, "density": len(span) / seconds,
+            "mean_pitch": float(pitch.mean()) if len(pitch) else float("nan"),
+            "pitch_spread": float(pitch.std()) if len(pitch) else float("nan")}, chance
+
+
+def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: SamplingOptions) -> dict:
+    melody_path = melody_file(path, folder)
+    song = melody_song(tok, melody_path)
+    lines = bar_seconds(song, list(range(song.n_bars + 1)))
+    e = int(min(np.searchsorted(lines, lines[0] + float(opts["seconds"]) - 1e-6), song.n_bars))
+    start = time.perf_counter()
+    out, _ = accompany_song(net, tok, song, list(ACCOMPANIMENT), 0, e, sampling)
+    wall = time.perf_counter() - start
+    t0, t1 = lines[0], lines[e]
+    harmony = Harmony.read(path.with_name("chord_midi.txt"), path.with_name("beat_midi.txt"))
+    real_all, new_all = file_span(path), file_span(out)
+    acc = lambda span: span.select(np.isin(np.asarray(span.track_names)[span.track], ACCOMPANIMENT))  # noqa: E731
+    real, new = acc(real_all).window(t0, t1), acc(new_all).window(t0, t1)
+    model, chance = accompaniment_figures(new, harmony, t1 - t0)
+    real_row, _ = accompaniment_figures(real, harmony, t1 - t0)
+    model["density_ratio"] = model["density"] / max(real_row["density"], 1e-9)
+    real_row["density_ratio"] = 1.0
+    given = Score(str(melody_path)).tracks[0].notes.numpy()
+    written = out.tracks[0].notes.numpy()
+    model["melody_unchanged"] = float(all(np.array_equal(given[k], written[k]) for k in given))
+    model["realtime"] = (t1 - t0) / wall
+    model.update(accompaniment_nll(net, tok, path))
+    return {"song": str(path), "bars": [1, e], "seconds": t1 - t0, "model": model, "real": real_row,
+            "chance": {"chord_tone_share": chance}}
+
+
+def accompaniment_nll(net, tok, path: Path) -> dict:
+    """NLL of the song's real BRIDGE and PIANO in bars 17-20 written after its past, with the melody of
+    those bars given, and with it silent there: how much the model reads the melody it accompanies."""
+    song = read_song(tok, path)
+    s = min(16, song.n_bars - 5)
+    melody, acc = {ROLE_PROGRAMS["MELODY"]}, {ROLE_PROGRAMS[r] for r in ACCOMPANIMENT}
+    return {"nll_melody": middle_nll(net, tok, song, s, s + 4, False, acc),
+            "nll_no_melody": middle_nll(net, tok, without_in_bars(tok, song, s, s + 4, melody), s, s + 4, False,
+                                        acc)}
+
+
+def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progress=print) -> dict:
+    """The infill or accompany scorecard over ``songs`` (the i-th uses sampling seed + i)."""
+    sampling = SamplingOptions.from_mapping(opts)
+    per_song = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, path in enumerate(songs):
+            one = replace(sampling, seed=sampling.seed + k)
+            if task == "infill":
+                card = infill_card(net, tok, Path(path), Path(songs[(k + 1) % len(songs)]), opts, one)
+            else:
+                card = accompany_card(net, tok, Path(path), Path(tmp), opts, one)
+            per_song.append(card)
+            progress(f"{task} scorecard: {k + 1}/{len(songs)} {Path(path).name}")
+    means = {side: {key: float(np.nanmean([c[side].get(key, np.nan) for c in per_song]))
+                    for key in sorted({k for c in per_song for k in c[side]})} for side in ("model", "real", "chance")}
+    return {"task": task, "songs": per_song, "means": means, "settings": dict(opts)}
+
+
+def format_task_scorecard(result: dict) -> str:
+    m, task = result["means"], result["task"]
+    measures = INFILL_MEASURES if task == "infill" else ACCOMPANY_MEASURES
+    s = result["settings"]
+    head = (f"infill scorecard: {len(result['songs'])} songs, bars {s['first_bar']}-{s['first_bar'] + s['bars'] - 1}"
+            if task == "infill" else f"accompany scorecard: {len(result['songs'])} songs, the bars of the first "
+            f"{s['seconds']:g} s, BRIDGE and PIANO written for the MELODY")
+    lines = [head, "| measure (mean) | model | real | chance |", "|---|---|---|---|"]
+    for key, label in measures:
+        row = [m[side].get(key) for side in ("model", "real", "chance")]
+        lines.append(f"| {label} | " + " | ".join(_fmt(x) for x in row) + " |")
+    if task == "infill":
+        gain = m["model"].get("nll_left", np.nan) - m["model"].get("nll_both", np.nan)
+        lines.append(f"NLL with both edges is {gain:.3f} nats/token lower than with the same left edge alone")
+    return "\n".join(lines)
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "-"
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:.1f}"
