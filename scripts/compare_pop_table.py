@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "outputs" / "compare_pop"
-KEYS = [("grid_share", "eighth grid"), ("motif_transposed", "motif reuse"), ("verbatim_share", "verbatim >= 8"),
+KEYS = [("grid_share", "eighth grid"), ("lead_motif", "melody reuse"), ("motif_transposed", "top-line reuse"), ("verbatim_share", "verbatim >= 8"),
         ("pc_correlation", "PC corr."), ("density_ratio", "density"), ("duration_ratio", "duration"),
         ("held_at_cap", "held >= 4.9 s"), ("longest_loop", "longest loop"), ("tracks_kept", "tracks kept"),
         ("memorized", "memorized")]

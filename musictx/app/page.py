@@ -119,6 +119,20 @@ def _respond(results: list[Result] | None, message: str, n_outputs: int, takes: 
     return values + [takes, gr.update(value=takes, visible=True)]
 
 
+def _seed_column(cont: Continuer):
+    """The left column: the seed file, its piano roll, the settings and the Continue button."""
+    with gr.Column(scale=1, min_width=320):
+        seed_file = gr.File(value=str(cont.motif), label="Seed MIDI", file_types=[".mid", ".midi"],
+                            elem_id="seed-file")
+        use_motif = gr.Button("Use the bundled motif", size="sm")
+        preview = gr.Image(value=str(cont.motif_preview()), type="filepath", interactive=False,
+                           label="The seed file", elem_id="seed-roll")
+        preview_note = gr.Markdown(elem_id="seed-roll-note")
+        controls = _controls()
+        go = gr.Button("Continue", variant="primary", elem_id="continue")
+    return seed_file, use_motif, preview, preview_note, controls, go
+
+
 def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks:
     """The page around ``cont``, its queue bounded to ``max_queue`` waiting events (not launched)."""
     if max_queue < 1:
@@ -128,15 +142,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         shown = gr.State([])  # MIDI paths of the results on the page, in slot order
         takes = gr.State([])  # MIDI paths of every result of this session, newest first
         with gr.Row():
-            with gr.Column(scale=1, min_width=320):
-                seed_file = gr.File(value=str(cont.motif), label="Seed MIDI", file_types=[".mid", ".midi"],
-                                    elem_id="seed-file")
-                use_motif = gr.Button("Use the bundled motif", size="sm")
-                preview = gr.Image(value=str(cont.motif_preview()), type="filepath", interactive=False,
-                                   label="The seed file", elem_id="seed-roll")
-                preview_note = gr.Markdown(elem_id="seed-roll-note")
-                controls = _controls()
-                go = gr.Button("Continue", variant="primary", elem_id="continue")
+            seed_file, use_motif, preview, preview_note, controls, go = _seed_column(cont)
             with gr.Column(scale=2):
                 status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=90)
                 slots = [_slot(i) for i in range(MAX_SAMPLES)]

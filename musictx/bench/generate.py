@@ -305,7 +305,7 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m musictx.bench generate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="piano", help="shipped name, model folder or .ckpt (default piano)")
@@ -321,8 +321,11 @@ def main(argv=None) -> None:
     p.add_argument("--baseline", type=Path, help="a checkout (its root) whose generation code to time against")
     p.add_argument("--baseline-pairs", type=int, default=10, help="pairs of processes with --baseline")
     p.add_argument("--baseline-runs", type=int, default=5, help="generations per process with --baseline")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     import torch
 
     from musictx.checkpoints.model_store import load_model
