@@ -4,10 +4,18 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "outputs" / "compare_pop"
-KEYS = [("grid_share", "eighth grid"), ("lead_motif", "melody reuse"), ("motif_transposed", "top-line reuse"), ("verbatim_share", "verbatim >= 8"),
+KEYS = [("grid_share", "eighth grid"), ("lead_motif", "melody reuse"), ("motif_transposed", "top-line reuse"),
+        ("verbatim_share", "verbatim >= 8"),
         ("pc_correlation", "PC corr."), ("density_ratio", "density"), ("duration_ratio", "duration"),
         ("held_at_cap", "held >= 4.9 s"), ("longest_loop", "longest loop"), ("tracks_kept", "tracks kept"),
         ("memorized", "memorized")]
+
+
+
+def _fmt(value) -> str:
+    """A figure, or "-" where the arm has none (a one-stream Performance model has no melody track)."""
+    return "-" if value is None or value != value else f"{value:.3f}"
+
 
 rows = []
 for model in ("music_transformer", "transformer", "lstm", "performance"):
@@ -19,8 +27,8 @@ for model in ("music_transformer", "transformer", "lstm", "performance"):
 print("| model (tokens) | params | NLL/token | NLL/note | " + " | ".join(label for _, label in KEYS) + " |")
 print("|---" * (4 + len(KEYS)) + "|")
 for model, nll, card in rows:
-    figures = " | ".join(f"{card['model'].get(k, float('nan')):.3f}" for k, _ in KEYS)
+    figures = " | ".join(_fmt(card["model"].get(k)) for k, _ in KEYS)
     name = "music_transformer (Performance)" if model == "performance" else f"{model} (REMI)"
     print(f"| {name} | {nll['params']:,} | {nll['nll']['nll']:.3f} | {nll['nll']['nll_per_note']:.3f} | {figures} |")
 real = rows[0][2]["real"]
-print("| real continuation | | | | " + " | ".join(f"{real.get(k, float('nan')):.3f}" for k, _ in KEYS) + " |")
+print("| real continuation | | | | " + " | ".join(_fmt(real.get(k)) for k, _ in KEYS) + " |")
