@@ -1,0 +1,187 @@
+"""The app's infill and accompaniment requests (issue 40, item 4), without Gradio: a song and a bar range in,
+one take out (MIDI, a piano roll with the range shaded, WAV where the app renders audio). They call the same
+`musictx.generation.infill.infill_song` / `musictx.generation.accompany.accompany_song` as
+``musictx-generate task=infill|accompany`` and go through the `Continuer`'s upload, disk and pruning checks.
+The Gradio tabs that call them are `musictx.app.infill_page`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from musictx.app.core import Continuer, Result, _safe_stem
+from musictx.app.disk import RUN_PREFIX
+from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
+from musictx.generation.infill import SongBars, infill_song, parse_bars, programs_of_names, read_song
+from musictx.generation.seeds import GenerateError
+from musictx.io.audio import wav_beside
+from musictx.io.infill_format import InfillIds
+from musictx.io.midi_io import MidiReadError, Notes
+from musictx.io.piano_roll import new_figure, note_bars, save_figure
+from musictx.io.tokenizers import is_metrical
+
+BAND_SHADE = "#cfe3f7"  # light blue: the bars asked for, on the song's piano roll and the take's
+# One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.
+MAX_FILL_BARS = 16
+MAX_ACCOMPANY_BARS = 64
+
+
+def infill_problem(cont: Continuer) -> str | None:
+    """Why the loaded model cannot infill or accompany (one line), or None. The rule is the command's
+    (`musictx.generation.infill_run.run_task`): a metrical model whose vocabulary has the infill tokens."""
+    if not is_metrical(cont.tokenizer):
+        return (f"The model `{cont.meta['ref']}` reads performance events, not bars: infill and accompaniment "
+                "need a metrical model with the infill tokens (start the app with --model <a pop_infill checkpoint>).")
+    try:
+        InfillIds.of(cont.tokenizer)
+    except ValueError:
+        return (f"The model `{cont.meta['ref']}` has no infill tokens: start the app with --model <a pop_infill "
+                "checkpoint> (docs/infill.md) to fill bars and write accompaniment.")
+    return None
+
+
+def bar_seconds(score, ticks: np.ndarray) -> np.ndarray:
+    """Seconds of tick positions ``ticks`` under ``score``'s tempo map (symusic scores are in ticks)."""
+    tempos = sorted((int(t.time), float(t.mspq)) for t in score.tempos) or [(0, 500_000.0)]
+    if tempos[0][0] > 0:
+        tempos.insert(0, (0, 500_000.0))
+    per_tick = [m / 1e6 / score.ticks_per_quarter for _, m in tempos]
+    starts, at = [t for t, _ in tempos], [0.0]
+    for i in range(1, len(tempos)):
+        at.append(at[-1] + (starts[i] - starts[i - 1]) * per_tick[i - 1])
+    k = np.searchsorted(starts, ticks, side="right") - 1
+    return np.array(at)[k] + (np.asarray(ticks) - np.array(starts)[k]) * np.array(per_tick)[k]
+
+
+def song_notes(song: SongBars) -> Notes:
+    """Every note of ``song`` as the tokenizer read it, in seconds (all tracks together)."""
+    score = song.read.score.to("second")
+    parts = [t.notes.numpy() for t in score.tracks]
+    parts = [p for p in parts if len(p["time"])]
+    if not parts:
+        return Notes(np.zeros(0), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    cat = {k: np.concatenate([p[k] for p in parts]) for k in ("time", "duration", "pitch", "velocity")}
+    return Notes(cat["time"], cat["time"] + cat["duration"], cat["pitch"].astype(np.int64),
+                 cat["velocity"].astype(np.int64))
+
+
+def draw_band(song: SongBars, s: int, e: int, png: Path, title: str) -> Path:
+    """The piano roll of ``song`` with bars [s, e) shaded and their bar lines drawn."""
+    notes = song_notes(song)
+    lo, hi = bar_seconds(song.read.score, np.array([song.lines[s], song.lines[e]]))
+    fig, ax = new_figure(max(notes.duration(), hi, 1.0))
+    if len(notes):
+        ax.add_collection(note_bars(notes), autolim=False)
+        ax.set_ylim(int(notes.pitch.min()) - 2, int(notes.pitch.max()) + 2)
+    ax.axvspan(lo, hi, color=BAND_SHADE, zorder=0, label=f"bars {s + 1}-{e}")
+    ax.legend(loc="upper right", fontsize="small")
+    ax.set_title(title)
+    return save_figure(fig, png)
+
+
+class Filler:
+    """Infill and accompaniment requests on ``cont``'s model and work folder."""
+
+    def __init__(self, cont: Continuer):
+        self.cont = cont
+        self.problem = infill_problem(cont)
+
+    def _song(self, path, reader) -> tuple[Path, SongBars]:
+        midi = self.cont.check_upload(path)
+        if self.problem:
+            raise GenerateError(self.problem)
+        try:
+            return midi, reader(self.cont.tokenizer, midi)
+        except MidiReadError as err:  # the file's name, not the server's temporary path
+            raise GenerateError(f"{midi.name}: {err.reason}") from None
+
+    def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
+        if first in (None, "") or last in (None, ""):
+            return 0, min(song.n_bars, most)
+        try:
+            s, e = parse_bars(f"{int(first)}-{int(last)}", song)
+        except MidiReadError as err:
+            raise GenerateError(f"{midi.name}: {err.reason.replace('bars=', 'bars ')}") from None
+        if e - s > most:
+            raise GenerateError(f"bars {s + 1}-{e}: at most {most} bars at a time")
+        return s, e
+
+    def band(self, path, first, last) -> Path:
+        """The song's piano roll with bars ``first``-``last`` (1-based, inclusive) shaded."""
+        midi, song = self._song(path, read_song)
+        s, e = self._bars(midi, song, first, last, song.n_bars)
+        folder = self.cont.workdir / "previews"
+        folder.mkdir(exist_ok=True)
+        png = folder / f"{next(self.cont._previews):04d}_{_safe_stem(midi)}_bars.png"
+        with self.cont._in_use(png):
+            draw_band(song, s, e, png, f"{midi.name}: bars {s + 1}-{e} of {song.n_bars}")
+        self.cont.prune(keep={png})
+        return png
+
+    def fill(self, path, first, last, tracks: str | None = None, seed: int = 0) -> Result:
+        """Bars ``first``-``last`` of the song ``path`` (of the tracks named, comma-separated; all when empty)
+        sampled anew; everything else is the file's own."""
+        midi, song = self._song(path, read_song)
+        s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
+        try:
+            taken = programs_of_names(song, tracks or None)
+        except MidiReadError as err:
+            raise GenerateError(f"{midi.name}: {err.reason}") from None
+        opts = replace(self.cont.base, seed=int(seed or 0))
+
+        def make():
+            score, _ = infill_song(self.cont.net, self.cont.tokenizer, song, s, e, taken, opts,
+                                   max_bar_repeats=opts.max_bar_repeats)
+            return score
+        what = "every track" if not tracks else tracks
+        return self._write(midi, song, s, e, make, "fill", f"bars {s + 1}-{e} ({what}) filled, random seed {seed}")
+
+    def accompany(self, path, roles=None, first=None, last=None, seed: int = 0) -> Result:
+        """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``."""
+        midi, song = self._song(path, melody_song)
+        s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
+        try:
+            roles = roles_to_write(song, list(roles or []) or None)
+        except MidiReadError as err:
+            raise GenerateError(f"{midi.name}: {err.reason}") from None
+        opts = replace(self.cont.base, seed=int(seed or 0))
+
+        def make():
+            score, _ = accompany_song(self.cont.net, self.cont.tokenizer, song, roles, s, e, opts,
+                                      max_bar_repeats=opts.max_bar_repeats)
+            return score
+        return self._write(midi, song, s, e, make, "acc",
+                           f"{', '.join(roles)} written for bars {s + 1}-{e}, random seed {seed}")
+
+    def _write(self, midi: Path, song: SongBars, s: int, e: int, make, kind: str, title: str) -> Result:
+        """Sample and write one take into a new run folder, under the same disk checks as a continuation."""
+        cont = self.cont
+        cont.check_room()  # before the work: a request that cannot be kept is refused at once
+        out = cont.workdir / f"{RUN_PREFIX}{next(cont._runs):04d}"
+        stem = _safe_stem(midi)
+        with cont._in_use(midi, out):
+            try:
+                score = make()
+                out.mkdir(parents=True)
+                cont.check_room()  # before the result's files
+                name = f"{stem}_{kind}_{cont._take(stem + '_' + kind):02d}"
+                path = out / f"{name}.mid"
+                score.dump_midi(str(path))
+                taken = read_song(cont.tokenizer, path)
+                png = draw_band(taken, s, e, out / f"{name}.png", f"{name}: {title}")
+                wav = wav_beside(path, cont.base.soundfont) if cont.audio_reason is None else None
+            except BaseException:
+                shutil.rmtree(out, ignore_errors=True)  # a refused or failed request leaves nothing
+                raise
+            cont._newest = out
+        cont.prune()
+        return Result(path, png, out / wav if wav else None, f"{name}: {title}")
+
+
+def as_paths(values) -> list[str]:
+    """The page's list of takes as paths that still exist (the server prunes its oldest results)."""
+    return [str(v) for v in values or [] if os.path.isfile(str(v))]
