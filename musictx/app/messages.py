@@ -71,3 +71,9 @@ def preview_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
     """(png, "") of ``work()``, or (None, a one-line message) for a seed file that cannot be drawn."""
     png, error = _guarded(work, "preview", USER_ERRORS)
     return png, error or ""
+
+
+def task_request(work: Callable[[], object], verb: str) -> tuple[object | None, str]:
+    """(result, message) of an infill or accompaniment request (`musictx.app.infill_tab`), as `run_request`."""
+    result, error = _guarded(work, verb, USER_ERRORS)
+    return result, error or "Done: listen, then Keep it or Retry."

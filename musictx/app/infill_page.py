@@ -1,0 +1,152 @@
+"""The page's "Infill" and "Accompany" tabs (`musictx.app.infill_tab` does the work): a song, a bar range shown
+shaded on its piano roll, then Fill (or Write), Retry (the next random seed) and Keep (the take joins the
+session's Takes list). API names: ``/infill_bars`` (song, first bar, last bar, tracks, random seed),
+``/accompany_melody`` (melody, tracks to write, first bar, last bar, random seed), ``/retry_infill``,
+``/retry_accompany`` (the same inputs; the seed is one more), ``/keep_infill``, ``/keep_accompany`` and
+``/infill_band`` (song, first, last: the shaded roll)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from musictx.app.core import Continuer
+from musictx.app.infill_tab import Filler, as_paths
+from musictx.app.messages import task_request
+
+
+@dataclass
+class TakeView:
+    """What shows one take: its line, piano roll, player, download, and the take's MIDI path (for Keep)."""
+
+    title: gr.Markdown
+    image: gr.Image
+    audio: gr.Audio
+    midi: gr.DownloadButton
+    current: gr.State
+
+    @property
+    def outputs(self) -> list:
+        return [self.title, self.image, self.audio, self.midi, self.current]
+
+
+def _take_view(prefix: str) -> TakeView:
+    title = gr.Markdown(elem_id=f"{prefix}-title")
+    image = gr.Image(type="filepath", interactive=False, show_label=False, elem_id=f"{prefix}-roll")
+    audio = gr.Audio(type="filepath", interactive=False, label="Listen", elem_id=f"{prefix}-audio")
+    midi = gr.DownloadButton("Download MIDI", elem_id=f"{prefix}-midi")
+    return TakeView(title, image, audio, midi, gr.State(None))
+
+
+def _shown(result, message: str, seed) -> list:
+    """Values for [status, seed box, *TakeView.outputs]; after an error only the status changes."""
+    if result is None:
+        return [message] + [gr.skip()] * 6
+    wav = str(result.wav) if result.wav else None
+    return [message, seed, f"**{result.title}**", str(result.png), wav,
+            gr.update(value=str(result.midi), label=f"Download {result.midi.name}"), str(result.midi)]
+
+
+def _keep(current, takes) -> tuple:
+    """(status, takes, the Takes list): the take on show joins the session's takes, newest first."""
+    if not current:
+        return "**Cannot keep:** nothing to keep yet.", gr.skip(), gr.skip()
+    takes = [current] + [t for t in as_paths(takes) if t != current]
+    return f"Kept {current.rsplit('/', 1)[-1]}: it is in the Takes list of the Continue tab.", takes, \
+        gr.update(value=takes, visible=True)
+
+
+def _bar_boxes(first: int | None, last: int | None):
+    with gr.Row():
+        return (gr.Number(value=first, precision=0, minimum=1, label="From bar"),
+                gr.Number(value=last, precision=0, minimum=1, label="To bar (inclusive)"))
+
+
+def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed, takes, history, buttons):
+    """Fill / Retry / Keep of one tab; ``inputs`` end with the random seed box."""
+    go, retry, keep = buttons
+    work = filler.fill if kind == "infill" else filler.accompany
+    verb = "fill" if kind == "infill" else "accompany"
+
+    def run(*values):
+        *args, number = values
+        result, message = task_request(lambda: work(*args, seed=int(number or 0)), verb)
+        return _shown(result, message, int(number or 0))
+
+    def again(*values):
+        *args, number = values
+        return run(*args, int(number or 0) + 1)
+
+    outputs = [status, seed, *view.outputs]
+    common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
+    go.click(run, inputs=inputs, api_name=f"{kind}_{'bars' if kind == 'infill' else 'melody'}", **common)
+    retry.click(again, inputs=inputs, api_name=f"retry_{kind}", **common)
+    keep.click(_keep, inputs=[view.current, takes], outputs=[status, takes, history], api_name=f"keep_{kind}",
+               queue=False)
+
+
+def _buttons(prefix: str, label: str):
+    with gr.Row():
+        return (gr.Button(label, variant="primary", elem_id=f"{prefix}-go"),
+                gr.Button("Retry (next random seed)", elem_id=f"{prefix}-retry"),
+                gr.Button("Keep", elem_id=f"{prefix}-keep"))
+
+
+def _band(filler: Filler, path, first, last):
+    """(the song's roll with the range shaded, a line): shown as the song or the range changes."""
+    if not path:
+        return None, ""
+    png, message = task_request(lambda: filler.band(path, first, last), "show the bars")
+    return (None, message) if png is None else (str(png), "The shaded bars are the ones to write.")
+
+
+def infill_tabs(cont: Continuer, seed_file, takes: gr.State, history: gr.File) -> None:
+    """The two tabs; each says in one line when the loaded model cannot infill."""
+    filler = Filler(cont)
+    with gr.Tab("Infill", elem_id="tab-infill"):
+        song, first, last, tracks, seed, roll, note, status, view, buttons = _infill_column(filler, seed_file)
+        _wire("infill", filler, [song, first, last, tracks, seed], view, status, seed, takes, history, buttons)
+        for box in (song, first, last):
+            box.change(lambda p, a, b: _band(filler, p, a, b), inputs=[song, first, last], outputs=[roll, note],
+                       api_name="infill_band" if box is song else False, concurrency_id="preview")
+    with gr.Tab("Accompany", elem_id="tab-accompany"):
+        melody, roles, a_first, a_last, a_seed, a_status, a_view, a_buttons = _accompany_column(filler)
+        _wire("accompany", filler, [melody, roles, a_first, a_last, a_seed], a_view, a_status, a_seed, takes,
+              history, a_buttons)
+
+
+def _infill_column(filler: Filler, seed_file):
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            song = gr.File(label="Song MIDI", file_types=[".mid", ".midi"], elem_id="infill-song")
+            use_seed = gr.Button("Use the Continue tab's seed", size="sm")
+            first, last = _bar_boxes(5, 8)
+            tracks = gr.Textbox(label="Tracks to rewrite (names, comma-separated; empty: every track)")
+            seed = gr.Number(value=0, precision=0, label="Random seed")
+            buttons = _buttons("infill", "Fill")
+        with gr.Column(scale=2):
+            status = gr.Markdown(filler.problem or "Pick a song and a bar range, then press **Fill**.",
+                                 elem_id="infill-status", min_height=60)
+            roll = gr.Image(type="filepath", interactive=False, label="The song", elem_id="infill-band")
+            note = gr.Markdown()
+            view = _take_view("infill")
+    use_seed.click(lambda path: path, inputs=seed_file, outputs=song, queue=False)
+    return song, first, last, tracks, seed, roll, note, status, view, buttons
+
+
+def _accompany_column(filler: Filler):
+    with gr.Row():
+        with gr.Column(scale=1, min_width=320):
+            melody = gr.File(label="Melody MIDI (one or two tracks)", file_types=[".mid", ".midi"],
+                             elem_id="accompany-melody")
+            roles = gr.CheckboxGroup(["BRIDGE", "PIANO"], value=[], label="Tracks to write (none ticked: those "
+                                     "the file lacks)")
+            first, last = _bar_boxes(None, None)
+            seed = gr.Number(value=0, precision=0, label="Random seed")
+            buttons = _buttons("accompany", "Write")
+        with gr.Column(scale=2):
+            status = gr.Markdown(filler.problem or "Upload a melody and press **Write** (empty bar boxes: from the "
+                                 "start).", elem_id="accompany-status", min_height=60)
+            view = _take_view("accompany")
+    return melody, roles, first, last, seed, status, view, buttons
