@@ -33,6 +33,7 @@ from musictx.app.core import (
     preview_request,
     run_request,
 )
+from musictx.app.infill_page import infill_tabs
 from musictx.evaluation.arcs import ArcChoice
 
 
@@ -119,6 +120,16 @@ def _respond(results: list[Result] | None, message: str, n_outputs: int, takes: 
     return values + [takes, gr.update(value=takes, visible=True)]
 
 
+def _results_column():
+    """The right column: the status line, the result slots and the session's takes."""
+    with gr.Column(scale=2):
+        status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=90)
+        slots = [_slot(i) for i in range(MAX_SAMPLES)]
+        history = gr.File(label="Takes this session (newest first, while the server keeps them)",
+                          file_count="multiple", interactive=False, visible=False, elem_id="takes")
+    return status, slots, history
+
+
 def _seed_column(cont: Continuer):
     """The left column: the seed file, its piano roll, the settings and the Continue button."""
     with gr.Column(scale=1, min_width=320):
@@ -141,13 +152,12 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         gr.Markdown(_header(cont, max_queue))
         shown = gr.State([])  # MIDI paths of the results on the page, in slot order
         takes = gr.State([])  # MIDI paths of every result of this session, newest first
-        with gr.Row():
-            seed_file, use_motif, preview, preview_note, controls, go = _seed_column(cont)
-            with gr.Column(scale=2):
-                status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=90)
-                slots = [_slot(i) for i in range(MAX_SAMPLES)]
-                history = gr.File(label="Takes this session (newest first, while the server keeps them)",
-                                  file_count="multiple", interactive=False, visible=False, elem_id="takes")
+        with gr.Tab("Continue", elem_id="tab-continue"):
+            with gr.Row():
+                seed_file, use_motif, preview, preview_note, controls, go = _seed_column(cont)
+                status, slots, history = _results_column()
+            arcs = _arcs_panel(cont, shown)
+        infill_tabs(cont, seed_file, takes, history)
         outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs] + [takes, history]
         # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
 
@@ -171,7 +181,6 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
                 return _respond(results, message, len(outputs), done, seed_file=paths[index])
             return on_further
 
-        arcs = _arcs_panel(cont, shown)
         common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
         go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed", **common)
         for i, slot in enumerate(slots):
