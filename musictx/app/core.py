@@ -37,7 +37,7 @@ from musictx.generation.sampling import SecondsLimit
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
 from musictx.io.audio import audio_unavailable
-from musictx.io.midi_io import MidiReadError, file_problem
+from musictx.io.midi_io import MidiReadError, file_problem, read_notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
@@ -345,8 +345,8 @@ class Continuer:
 
     def _read(self, midi: Path):
         """The notes of ``midi``, or GenerateError naming it (its name, not its server path) in the app's words."""
-        try:
-            return self.tokenizer.read(midi)
+        try:  # a metrical tokenizer reads a score (bars, tracks); the rolls and lengths here want notes
+            return read_notes(midi) if is_metrical(self.tokenizer) else self.tokenizer.read(midi)
         except MidiReadError as err:
             raise GenerateError(f"{midi.name}: {reason_for_page(err.reason)}") from None
 
