@@ -6,8 +6,9 @@ in the file the seed starts, in seconds),
 ``/continue_further_<i>`` (the last seed seconds of result *i* as the seed; the five settings after seed seconds,
 then optionally the seed seconds), ``/preview_seed`` (the seed file's piano roll, shown when a file is chosen),
 ``/use_motif`` and ``/draw_arcs`` (result number from 1, layer, head, last notes; a Transformer's attention arcs,
-`musictx.evaluation.arcs`). Every result of the session stays downloadable in the "Takes" list, newest first,
-while the server keeps it (`musictx.app.disk.Limits`: the oldest results are removed first).
+`musictx.evaluation.arcs`). The Infill and Accompany tabs and their API names: `musictx.app.infill_page`.
+Every result of the session stays downloadable in the "Takes" list, newest first, while the server keeps it
+(`musictx.app.disk.Limits`: the oldest results are removed first).
 
 Requests that generate run one at a time, first come first served; at most ``max_queue`` events wait (Gradio
 shows each its place in the line), and one more is refused at once: the page says "This application is
