@@ -5,6 +5,7 @@ range shaded; a refused range, a file without a melody and a model that cannot i
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from musictx.app.infill_tab import BAND_SHADE, Filler
 from musictx.app.messages import task_request
 from musictx.checkpoints.model_store import save_model_folder
 from musictx.generation.infill import read_song
+from musictx.io.audio import RELEASE_TAIL_SECONDS, read_wav
 
 from .metrical_fixtures import band_song
-from .test_app import NO_APP_EXTRA, serving, upload
+from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, end_time, serving, upload
 from .test_infill import SONG, check_outside_unchanged, fixture_grown, notes_of  # noqa: F401  (the fixture)
 from .test_metrical import needs_pop
 
@@ -61,6 +63,8 @@ def test_http_infill_a_pop909_song_retry_and_keep(grown_server, client, tmp_path
     assert status.startswith("Done") and seed == 3 and "bars 9-12 (every track) filled" in title
     midi = Path(midi["value"])
     assert midi.name == "003_fill_00.mid" and band_pixels(png) > 1000
+    rate, x = read_wav(wav)  # the take plays in the page
+    assert rate == 44100 and abs(len(x) / rate - (end_time(midi) + RELEASE_TAIL_SECONDS)) < 0.5
     # an upload comes without POP909's beat_midi.txt beside it: the app reads the file's own tempo map and meter
     alone = tmp_path / "003.mid"
     shutil.copyfile(SONG, alone)
@@ -116,3 +120,30 @@ def test_a_model_without_infill_tokens_says_so_in_one_line(tmp_path):
     result, message = task_request(lambda: filler.fill(path, 1, 2), "fill")
     assert result is None and message == f"**Cannot fill:** {filler.problem}"
     assert not list((tmp_path / "work").glob("run_*"))  # refused before any work
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+def test_browser_infill_tab_fill_and_keep(grown_server, tmp_path):
+    """In the page: the Infill tab, a song chosen, its roll with bars 5-8 shaded, Fill, the take, Keep."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
+    song = band_song(tmp_path / "my_song.mid", bars=8, bpm=120, beats_per_bar=4, seed=5)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            page.goto(grown_server[0])
+            page.get_by_role("tab", name="Infill").click()
+            page.locator("#infill-song input[type=file]").set_input_files(str(song))
+            page.wait_for_function("() => document.querySelector('#infill-band img')?.src"
+                                   ".endsWith('_my_song_bars.png')")
+            page.locator("#infill-go").click()
+            page.locator("#infill-roll img").wait_for()
+            assert page.locator("#infill-roll img").get_attribute("src").endswith("/my_song_fill_00.png")
+            assert "bars 5-8 (every track) filled" in page.locator("#infill-title").inner_text()
+            page.locator("#infill-keep").click()
+            page.locator("#infill-status").get_by_text("Kept my_song_fill_00.mid").wait_for()
+            page.screenshot(path=os.environ.get("MUSICTX_INFILL_SCREENSHOT", str(tmp_path / "infill.png")),
+                            full_page=True)
+        finally:
+            browser.close()
