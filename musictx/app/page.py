@@ -75,7 +75,8 @@ def _slot(index: int) -> Slot:
 
 def _header(cont: Continuer, max_queue: int) -> str:
     audio = "on" if cont.audio_reason is None else f"off ({cont.audio_reason})"
-    return (f"# musictx: continue a MIDI file\nModel `{cont.meta['ref']}` ({cont.meta['source']}, "
+    return (f"# musictx: continue, fill in or accompany a MIDI file\n"
+            f"Model `{cont.meta['ref']}` ({cont.meta['source']}, "
             f"{type(cont.net).__name__}). Audio: {audio}. Upload a `.mid` file of at most "
             f"{cont.max_upload_mb:g} MB or keep the bundled motif; the shaded part of each piano roll is the seed.\n\n"
             f"{cont.limits.line()} {_queue_line(max_queue)}")
