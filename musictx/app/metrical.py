@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
-from musictx.generation.continue_metrical import bars_for, metrical_take, sample_bars
-from musictx.generation.metrical_seed import seed_of
+from musictx.generation.continue_metrical import metrical_take, sample_bars
+from musictx.generation.metrical_seed import bars_for, seed_of
 from musictx.generation.output_folder import sample_name, write_take
 
 

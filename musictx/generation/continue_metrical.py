@@ -9,7 +9,6 @@ own grammar (`musictx.generation.metrical_guard`): bars and positions in order, 
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -24,7 +23,6 @@ from musictx.generation.motif_echo import MotifEcho
 from musictx.generation.sampling import GenerationInterrupted, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.take import Batch, Take, score_roll
-from musictx.io.audio import audio_unavailable
 
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
 
@@ -42,13 +40,6 @@ class BarLimit:
         return torch.from_numpy(self.count > self.bars).to(next_ids.device)
 
 
-def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int | None) -> int:
-    """Whole bars of new music: ``length_bars``, else ``length_seconds`` at the seed's last bar's length."""
-    if length_bars:
-        return int(length_bars)
-    return max(1, math.ceil((length_seconds or 30.0) / seed.bar_seconds() - 1e-6))
-
-
 def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
 
@@ -63,21 +54,20 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
+    stop = BarLimit(tok.bar_id, bars - 1)
     programs = seed_programs(seed)
     hooks = [RemiGuard(tok, programs=programs)] if sampling.guard else []
     hooks += [BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats and sampling.guard else []
     hooks += [MotifEcho(tok, programs, sampling.motif_echo)] if sampling.motif_echo else []  # after the -inf
     hooks += [OnStep(on_step)] if on_step else []
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,
-                   stop=BarLimit(tok.bar_id, bars - 1))
+                   stop=stop)
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
 
 
-def sample_metrical(net, tok, seed: MetricalSeed, opts) -> Batch:
-    """``musictx-generate``'s samples of ``seed`` as its options (`GenerateOptions`) ask, in whole bars; a
-    Ctrl-C keeps the partial samples (``cut_short``)."""
-    bars = bars_for(seed, opts.length_seconds, opts.length_bars)
-    no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"
+def sample_metrical(net, tok, seed: MetricalSeed, bars: int, opts) -> Batch:
+    """``musictx-generate``'s samples of ``seed``, ``bars`` bars each, as its options (`GenerateOptions`)
+    ask; a Ctrl-C keeps the partial samples (``cut_short``)."""
     t0 = time.perf_counter()
     try:
         pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
@@ -90,8 +80,7 @@ def sample_metrical(net, tok, seed: MetricalSeed, opts) -> Batch:
                       "starts_at_seconds": seed.origin_seconds, "tokens": len(seed.ids),
                       "tracks": seed.tracks.to_list()},
              "bars": bars}
-    return Batch([metrical_take(tok, seed, ids, opts.include_seed) for ids in pieces], about, wall, cut_short,
-                 no_audio=no_audio)
+    return Batch([metrical_take(tok, seed, ids, opts.include_seed) for ids in pieces], about, wall, cut_short)
 
 
 def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Take:

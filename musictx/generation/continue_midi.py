@@ -47,10 +47,12 @@ from musictx.generation.continue_metrical import sample_metrical
 from musictx.generation.continue_seed import sample_performance
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.infill_run import sample_task
-from musictx.generation.metrical_seed import seed_of
+from musictx.generation.metrical_seed import bars_for, seed_of
 from musictx.generation.model_choice import choose_model
 from musictx.generation.output_folder import write_run
+from musictx.generation.progress import progress_bar
 from musictx.generation.seeds import GenerateError, seed_for
+from musictx.io.audio import audio_unavailable
 from musictx.io.tokenizers import is_metrical
 
 
@@ -78,14 +80,19 @@ def run(opts: GenerateOptions) -> dict:
     if opts.threads:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = open_model(opts)
+    no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"  # said once the folder is made
     if opts.task != "continue":
         batch = sample_task(opts, net, tokenizer)
     elif is_metrical(tokenizer):
-        batch = sample_metrical(net, tokenizer, seed_of(tokenizer, opts), opts)
+        seed = seed_of(tokenizer, opts)
+        bars = bars_for(seed, opts.length_seconds, opts.length_bars)
+        batch = sample_metrical(net, tokenizer, seed, bars, opts)
     else:
-        batch = sample_performance(net, tokenizer, *seed_for(tokenizer, opts), opts)
+        seed, tracks = seed_for(tokenizer, opts)
+        with progress_bar(tokenizer, opts.length_seconds, opts.progress_every_s) as progress:
+            batch = sample_performance(net, tokenizer, seed, tracks, opts, on_step=progress and progress.update)
     # Nothing was written before this point: every check above raises first.
     head = {"settings": asdict(opts), "checkpoint": meta["ref"], "model_source": meta["source"],
             "model_path": str(Path(meta["path"]).resolve()), "model": meta["model"],
             "global_step": meta.get("global_step"), "tokenizer": tokenizer.to_dict()}
-    return write_run(Path(opts.output_dir), batch, head, opts.soundfont)
+    return write_run(Path(opts.output_dir), batch, head, no_audio, opts.soundfont)

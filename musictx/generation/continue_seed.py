@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
 
 import numpy as np
 import torch
 
 from musictx.generation.guard import NoteGrammarGuard
 from musictx.generation.hooks import OnStep
-from musictx.generation.progress import SamplingProgress
 from musictx.generation.sampling import GenerationInterrupted, SecondsLimit, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import Seed
 from musictx.generation.take import Batch, Take
-from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import Notes
 from musictx.io.tokenizer import EventTokenizer
 
@@ -102,18 +99,15 @@ def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, length_seconds: 
     return "max_tokens" if len(new_ids) >= cap else "interrupted"
 
 
-def sample_performance(net, tokenizer: EventTokenizer, seed: Seed, tracks: str | None, opts) -> Batch:
-    """``musictx-generate``'s samples of ``seed`` as its options (`GenerateOptions`) ask, progress printed
-    as they go; a Ctrl-C keeps the partial samples (``cut_short``). ``tracks``: how the seed file's tracks
-    were read, for the record."""
-    no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"
-    every = opts.progress_every_s
+def sample_performance(net, tokenizer: EventTokenizer, seed: Seed, tracks: str | None, opts, on_step=None) -> Batch:
+    """``musictx-generate``'s samples of ``seed`` as its options (`GenerateOptions`) ask; a Ctrl-C keeps the
+    partial samples (``cut_short``). ``tracks``: how the seed file's tracks were read, for the record;
+    ``on_step``: see `sample_continuations`."""
     t0 = time.perf_counter()
     try:
-        with SamplingProgress(tokenizer, opts.length_seconds, every) if every else nullcontext() as progress:
-            pieces = sample_continuations(net, tokenizer, seed, opts, num_samples=opts.num_samples,
-                                          length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
-                                          on_step=progress and progress.update)
+        pieces = sample_continuations(net, tokenizer, seed, opts, num_samples=opts.num_samples,
+                                      length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
+                                      on_step=on_step)
         cut_short = False
     except GenerationInterrupted as stop:
         pieces, cut_short = new_ids(tokenizer, seed, stop.ids), True
@@ -121,8 +115,7 @@ def sample_performance(net, tokenizer: EventTokenizer, seed: Seed, tracks: str |
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
                       "unconditional": seed.path is None, "silence_dropped_seconds": seed.silence_dropped,
                       "starts_at_seconds": seed.silence_dropped, "tracks": tracks}}
-    return Batch([take_of(tokenizer, seed, ids, opts) for ids in pieces], about, wall, cut_short,
-                 no_audio=no_audio)
+    return Batch([take_of(tokenizer, seed, ids, opts) for ids in pieces], about, wall, cut_short)
 
 
 def take_of(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, opts,

@@ -137,7 +137,8 @@ class GenerateOptions(SamplingOptions):
         """The options that depend on the loaded model: its tokenizer against ``tokenizer=`` (when set,
         TokenizerMismatchError), ``slide`` against its context (GenerateError)."""
         if self.tokenizer:
-            tokenizer.check_compatible(_expected_tokenizer(self.tokenizer), what=f"tokenizer={self.tokenizer}")
+            expected = _expected_tokenizer(self.tokenizer)
+            tokenizer.check_compatible(expected, what=f"tokenizer={self.tokenizer}")
         max_len = context_length(net)
         if self.slide is not None and max_len is not None and self.slide >= max_len:
             raise GenerateError(f"slide must be < the model's context ({max_len}), got {self.slide}")

@@ -8,6 +8,7 @@ in a DAW it sits on the song's bars.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -121,6 +122,13 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
                         origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path))
+
+
+def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int | None) -> int:
+    """Whole bars of new music: ``length_bars``, else ``length_seconds`` at the seed's last bar's length."""
+    if length_bars:
+        return int(length_bars)
+    return max(1, math.ceil((length_seconds or 30.0) / seed.bar_seconds() - 1e-6))
 
 
 def seed_of(tok, opts) -> MetricalSeed:

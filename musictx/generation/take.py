@@ -41,7 +41,6 @@ class Batch:
     wall: float  # seconds of sampling
     cut_short: bool = False  # a Ctrl-C stopped the sampling: the takes are the partial samples
     wav: bool = True  # False: this kind writes no WAV files, and says nothing about them
-    no_audio: str | None = None  # why there are no WAV files (fluidsynth missing, audio=false): printed
 
 
 def score_roll(score: Score) -> tuple[Notes, dict, float]:
