@@ -30,9 +30,10 @@ from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request w
     run_request,
 )
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
-from musictx.generation.continue_midi import open_model, write_sample
-from musictx.generation.continue_seed import sample_continuations
+from musictx.generation.continue_midi import open_model
+from musictx.generation.continue_seed import sample_continuations, take_of
 from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.output_folder import write_take
 from musictx.generation.sampling import SecondsLimit
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
@@ -235,8 +236,8 @@ class Continuer:
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
             self.check_room()
             name = f"{lineage.stem}_cont_{self._take(lineage.stem):02d}"
-            rec = write_sample(out, i, self.tokenizer, seed, ids, opts, audio=self.audio_reason is None, name=name,
-                               earlier_from=mine)
+            rec = write_take(out, name, take_of(self.tokenizer, seed, ids, opts, earlier_from=mine), opts.soundfont,
+                             audio=self.audio_reason is None)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title, note))

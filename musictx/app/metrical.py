@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
-from musictx.generation.continue_metrical import bars_for, sample_bars
-from musictx.generation.write_metrical import seed_of, write_one
+from musictx.generation.continue_metrical import metrical_take, sample_bars
+from musictx.generation.metrical_seed import bars_for, seed_of
+from musictx.generation.output_folder import sample_name, write_take
 
 
 class BarProgress:
@@ -36,7 +37,8 @@ def sample_and_write(continuer, seed_path: Path, out: Path, opts, report, lineag
     written = []
     for i, ids in enumerate(pieces):
         report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
-        rec = write_one(out, i, continuer.tokenizer, seed, ids, opts, continuer.audio_reason is None)
+        rec = write_take(out, sample_name(i), metrical_take(continuer.tokenizer, seed, ids, opts.include_seed),
+                         opts.soundfont, continuer.audio_reason is None)
         name = f"{lineage.stem}_cont_{take_name(lineage.stem):02d}"
         for suffix in (".mid", ".png", ".wav"):  # the page names results after the upload
             src = out / f"{Path(rec['midi']).stem}{suffix}"

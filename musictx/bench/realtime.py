@@ -23,8 +23,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 def _metrical_run(net, tokenizer, batch: int, seconds: float, seed: int) -> tuple[float, float, int]:
     """(wall s, new music s, new tokens) of one metrical run: whole bars, the seed's tempo and meter."""
-    from musictx.generation.continue_metrical import bars_for, sample_bars
-    from musictx.generation.metrical_seed import metrical_seed
+    from musictx.generation.continue_metrical import sample_bars
+    from musictx.generation.metrical_seed import bars_for, metrical_seed
     from musictx.generation.sampling_options import SamplingOptions
 
     prompt = metrical_seed(tokenizer, BUNDLED_MOTIF)

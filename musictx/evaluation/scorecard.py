@@ -59,8 +59,8 @@ def span_of_score(score, offset: float) -> Span:
 
 
 def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
-    from musictx.generation.continue_metrical import bars_for, continuation_score, sample_bars
-    from musictx.generation.metrical_seed import metrical_seed
+    from musictx.generation.continue_metrical import continuation_score, sample_bars
+    from musictx.generation.metrical_seed import bars_for, metrical_seed
 
     seed = metrical_seed(tok, path, opts["seed_seconds"], opts["seed_from"])
     bars = bars_for(seed, opts["length_seconds"], None)

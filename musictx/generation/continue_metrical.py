@@ -4,11 +4,12 @@ that keeps the seed's named tracks, tempo map and meter.
 The length asked for in seconds becomes whole bars at the seed's own tempo and meter (a sample stops at the
 bar line, never in the middle of a bar), or is given in bars directly. The sampler follows the tokenizer's
 own grammar (`musictx.generation.metrical_guard`): bars and positions in order, only the seed's tracks.
+`sample_metrical` is ``musictx-generate``'s step, which hands its samples on decoded (`metrical_take`).
 """
 
 from __future__ import annotations
 
-import math
+import time
 
 import numpy as np
 import torch
@@ -19,8 +20,9 @@ from musictx.generation.hooks import OnStep
 from musictx.generation.metrical_guard import RemiGuard
 from musictx.generation.metrical_seed import MetricalSeed
 from musictx.generation.motif_echo import MotifEcho
-from musictx.generation.sampling import generate
+from musictx.generation.sampling import GenerationInterrupted, generate
 from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.take import Batch, Take, score_roll
 
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
 
@@ -38,13 +40,6 @@ class BarLimit:
         return torch.from_numpy(self.count > self.bars).to(next_ids.device)
 
 
-def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int | None) -> int:
-    """Whole bars of new music: ``length_bars``, else ``length_seconds`` at the seed's last bar's length."""
-    if length_bars:
-        return int(length_bars)
-    return max(1, math.ceil((length_seconds or 30.0) / seed.bar_seconds() - 1e-6))
-
-
 def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
 
@@ -59,14 +54,44 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
+    stop = BarLimit(tok.bar_id, bars - 1)
     programs = seed_programs(seed)
     hooks = [RemiGuard(tok, programs=programs)] if sampling.guard else []
     hooks += [BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats and sampling.guard else []
     hooks += [MotifEcho(tok, programs, sampling.motif_echo)] if sampling.motif_echo else []  # after the -inf
     hooks += [OnStep(on_step)] if on_step else []
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,
-                   stop=BarLimit(tok.bar_id, bars - 1))
+                   stop=stop)
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
+
+
+def sample_metrical(net, tok, seed: MetricalSeed, bars: int, opts) -> Batch:
+    """``musictx-generate``'s samples of ``seed``, ``bars`` bars each, as its options (`GenerateOptions`)
+    ask; a Ctrl-C keeps the partial samples (``cut_short``)."""
+    t0 = time.perf_counter()
+    try:
+        pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
+                             max_tokens=opts.max_tokens, max_bar_repeats=opts.max_bar_repeats)
+        cut_short = False
+    except GenerationInterrupted as stop:
+        pieces, cut_short = [r[len(seed.ids):] for r in stop.ids.cpu().numpy()], True
+    wall = time.perf_counter() - t0
+    about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "bars": seed.bars, "first_bar": seed.first_bar + 1,
+                      "starts_at_seconds": seed.origin_seconds, "tokens": len(seed.ids),
+                      "tracks": seed.tracks.to_list()},
+             "bars": bars}
+    return Batch([metrical_take(tok, seed, ids, opts.include_seed) for ids in pieces], about, wall, cut_short)
+
+
+def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Take:
+    """One continuation decoded for writing: its score (`continuation_score`), its record and summary line."""
+    score = continuation_score(tok, seed, new_ids, include_seed)
+    notes, tracks, end = score_roll(score)
+    record = {"new_tokens": len(new_ids), "new_bars": int((new_ids == tok.bar_id).sum()),
+              "new_seconds": new_bars_seconds(seed, score, include_seed), "total_seconds": end,
+              "notes": len(notes), "tracks": tracks}
+    line = f"{len(notes)} notes in {tracks}, {record['new_bars']} bars ({record['new_seconds']:.1f} s) new"
+    return Take(score, notes, record, line, takeover=seed.seconds if include_seed else None)
 
 
 def strip_after_bars(tok, ids: np.ndarray, bars: int) -> np.ndarray:

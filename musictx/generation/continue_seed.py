@@ -1,20 +1,23 @@
 """Continuing a `Seed` with a net: the sampled ids of a batch of continuations, their notes, and why each
 stopped. ``musictx-generate`` (`musictx.generation.continue_midi`), the web app, the continuation and motif
-measures of ``musictx-evaluate`` and the benches all sample through `sample_continuations`.
+measures of ``musictx-evaluate`` and the benches all sample through `sample_continuations`;
+`sample_performance` is ``musictx-generate``'s step, which hands its samples on decoded (`take_of`).
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import torch
 
 from musictx.generation.guard import NoteGrammarGuard
 from musictx.generation.hooks import OnStep
-from musictx.generation.sampling import SecondsLimit, generate
+from musictx.generation.sampling import GenerationInterrupted, SecondsLimit, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import Seed
+from musictx.generation.take import Batch, Take
 from musictx.io.midi_io import Notes
 from musictx.io.tokenizer import EventTokenizer
 
@@ -94,3 +97,42 @@ def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, length_seconds: 
     if length_seconds and new_seconds(tokenizer, new_ids) >= length_seconds - 1e-9:
         return "length_seconds"
     return "max_tokens" if len(new_ids) >= cap else "interrupted"
+
+
+def sample_performance(net, tokenizer: EventTokenizer, seed: Seed, tracks: str | None, opts, on_step=None) -> Batch:
+    """``musictx-generate``'s samples of ``seed`` as its options (`GenerateOptions`) ask; a Ctrl-C keeps the
+    partial samples (``cut_short``). ``tracks``: how the seed file's tracks were read, for the record;
+    ``on_step``: see `sample_continuations`."""
+    t0 = time.perf_counter()
+    try:
+        pieces = sample_continuations(net, tokenizer, seed, opts, num_samples=opts.num_samples,
+                                      length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
+                                      on_step=on_step)
+        cut_short = False
+    except GenerationInterrupted as stop:
+        pieces, cut_short = new_ids(tokenizer, seed, stop.ids), True
+    wall = time.perf_counter() - t0
+    about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
+                      "unconditional": seed.path is None, "silence_dropped_seconds": seed.silence_dropped,
+                      "starts_at_seconds": seed.silence_dropped, "tracks": tracks}}
+    return Batch([take_of(tokenizer, seed, ids, opts) for ids in pieces], about, wall, cut_short)
+
+
+def take_of(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, opts,
+            earlier_from: float | None = None) -> Take:
+    """One continuation decoded for writing: its notes (with the seed's unless ``opts.include_seed`` is
+    False), the seed's tempo map and track name, its record and summary line. ``earlier_from``: see
+    `musictx.io.piano_roll.plot_piano_roll`."""
+    notes = piece_notes(tokenizer, seed, new_ids, opts.include_seed)
+    cap = token_cap(opts.max_tokens, opts.length_seconds)
+    record = {"new_tokens": len(new_ids), "new_seconds": new_seconds(tokenizer, new_ids),
+              "total_seconds": notes.duration(), "notes": len(notes),
+              "stop": stop_reason(tokenizer, new_ids, opts.length_seconds, cap)}
+    if record["stop"] == "max_tokens" and opts.length_seconds:
+        line = (f"only {record['new_seconds']:.1f} s of the {opts.length_seconds:g} s asked for: stopped at "
+                f"max_tokens={cap} ({record['notes']} notes); raise max_tokens for more")
+    else:
+        line = (f"{record['notes']} notes, {record['new_tokens']} new tokens, {record['new_seconds']:.1f} s new "
+                f"({record['stop']})")
+    return Take(notes, notes, record, line, timing=seed.output_timing(opts.include_seed), track=seed.track_name(),
+                takeover=seed.seconds if opts.include_seed else None, earlier_from=earlier_from)

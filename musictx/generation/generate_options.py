@@ -8,12 +8,11 @@ model against the options that depend on it.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from musictx.generation.bar_repeats import MAX_REPEATS
-from musictx.generation.continue_seed import token_cap
-from musictx.generation.output_folder import check_output_dir
 from musictx.generation.sampling_options import SamplingOptions, finite_number, raise_first, whole_number
 from musictx.generation.seeds import GenerateError
 from musictx.generation.window import context_length
@@ -21,6 +20,7 @@ from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
 from musictx.io.wav_io import MAX_AUDIO_SECONDS
+from musictx.safe_output import target_problem
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class Bounds:
 BOUNDS = Bounds()
 MAX_NUM_SAMPLES = BOUNDS.num_samples
 MAX_BARS = BOUNDS.length_bars
+TASKS = ("continue", "infill", "accompany")
 
 
 @dataclass
@@ -55,7 +56,7 @@ class GenerateOptions(SamplingOptions):
     length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
     length_bars: int | None = None  # metrical models: bars of new music (overrides length_seconds); None: from it
     max_bar_repeats: int | None = MAX_REPEATS  # metrical models: identical bars in a row before the next must differ
-    max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (`token_cap`)
+    max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (continue_seed.token_cap)
     num_samples: int = 4  # at most MAX_NUM_SAMPLES
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
@@ -65,7 +66,7 @@ class GenerateOptions(SamplingOptions):
     audio: bool = True  # write sample_XX.wav when fluidsynth and the soundfont are present
     soundfont: str | None = None  # None: the first GM soundfont found (musictx.io.audio.find_soundfont)
     output_dir: str | None = None
-    task: str = "continue"  # continue | infill | accompany (musictx.generation.infill_run)
+    task: str = "continue"  # one of TASKS; infill and accompany: musictx.generation.infill_run
     bars: str | None = None  # infill / accompany: FIRST-LAST, 1-based and inclusive
     tracks: list[str] | str | None = None  # infill: the tracks to redo (None: all); accompany: the tracks to write
 
@@ -76,10 +77,6 @@ class GenerateOptions(SamplingOptions):
         data = {k: v for k, v in dict(values).items() if k != "hydra"}
         check_option_names(data)
         return cls(**data)
-
-    def token_cap(self) -> int:
-        """New ids per sample at most (`musictx.generation.continue_seed.token_cap`)."""
-        return token_cap(self.max_tokens, self.length_seconds)
 
     def check(self) -> None:
         """Raise GenerateError naming the first bad option (numbers, then ``output_dir``, then what
@@ -95,8 +92,6 @@ class GenerateOptions(SamplingOptions):
             raise GenerateError(f"seed_midi={self.seed_midi}: {problem}")
         if self.tokenizer:
             _expected_tokenizer(self.tokenizer)  # a missing or broken file is said before the model loads
-        from musictx.generation.infill_run import check_task
-
         check_task(self)
 
     def check_sampling(self) -> None:
@@ -142,10 +137,42 @@ class GenerateOptions(SamplingOptions):
         """The options that depend on the loaded model: its tokenizer against ``tokenizer=`` (when set,
         TokenizerMismatchError), ``slide`` against its context (GenerateError)."""
         if self.tokenizer:
-            tokenizer.check_compatible(_expected_tokenizer(self.tokenizer), what=f"tokenizer={self.tokenizer}")
+            expected = _expected_tokenizer(self.tokenizer)
+            tokenizer.check_compatible(expected, what=f"tokenizer={self.tokenizer}")
         max_len = context_length(net)
         if self.slide is not None and max_len is not None and self.slide >= max_len:
             raise GenerateError(f"slide must be < the model's context ({max_len}), got {self.slide}")
+
+
+def check_output_dir(output_dir: str | os.PathLike) -> None:
+    """Raise GenerateError unless ``output_dir`` is a folder or can be made one, outside the installed
+    package: checked before the model runs, so that a typo does not cost the generation."""
+    out = Path(output_dir)
+    problem = target_problem(out)  # the package, /, the home folder itself (musictx.safe_output)
+    if problem:
+        raise GenerateError(f"output_dir={out}: {problem}")
+    for path in (out, *out.parents):
+        if path.is_dir():
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise GenerateError(f"output_dir={out}: {path} is not writable")
+            return
+        if os.path.lexists(path):
+            what = "is" if path == out else f"is inside {path}, which is"
+            raise GenerateError(f"output_dir={out}: {what} a file, not a folder")
+
+
+def check_task(opts: GenerateOptions) -> None:
+    """Raise GenerateError for a task and options that do not go together (before a model is loaded)."""
+    if opts.task not in TASKS:
+        raise GenerateError(f"task={opts.task}: use one of {', '.join(TASKS)}")
+    if opts.task == "continue":
+        if opts.bars is not None or opts.tracks:
+            raise GenerateError("bars= and tracks= are for task=infill and task=accompany")
+        return
+    if not opts.seed_midi:
+        raise GenerateError(f"task={opts.task} needs seed_midi=<file> (the song to work in)")
+    if opts.task == "infill" and opts.bars is None:
+        raise GenerateError("task=infill needs bars=FIRST-LAST (1-based, inclusive), e.g. bars=9-12")
 
 
 def _expected_tokenizer(path: str):

@@ -8,6 +8,7 @@ in a DAW it sits on the song's bars.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ import numpy as np
 from symusic import Score, Tempo, TimeSignature
 
 from musictx.generation.seeds import GenerateError
+from musictx.io.midi_io import MidiReadError
 from musictx.io.score_prep import TrackMap
 
 
@@ -120,3 +122,25 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
                         origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path))
+
+
+def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int | None) -> int:
+    """Whole bars of new music: ``length_bars``, else ``length_seconds`` at the seed's last bar's length."""
+    if length_bars:
+        return int(length_bars)
+    return max(1, math.ceil((length_seconds or 30.0) / seed.bar_seconds() - 1e-6))
+
+
+def seed_of(tok, opts) -> MetricalSeed:
+    """``musictx-generate``'s seed for a metrical model as its options (`GenerateOptions`) ask, said in one
+    printed line; a metrical model always continues a seed file."""
+    if not opts.seed_midi:
+        raise GenerateError("a metrical model continues a seed: give seed_midi=<file>")
+    try:
+        seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from)
+    except ValueError as err:  # a broken beat file beside the seed
+        raise MidiReadError(opts.seed_midi, str(err)) from None
+    print(f"seed: bars {seed.first_bar + 1}-{seed.first_bar + seed.bars} of {opts.seed_midi} "
+          f"({seed.seconds:.2f} s from {seed.origin_seconds:.2f} s, cut at bar lines); tracks kept apart: "
+          f"{seed.tracks.describe()}")
+    return seed

@@ -1,4 +1,6 @@
-"""Where ``musictx-generate`` puts its files, so that a run never deletes or overwrites a file it did not write.
+"""Where and how ``musictx-generate`` writes its files (`write_run`), so that a run never deletes or overwrites a
+file it did not write. The samplers hand over their samples as plain data (`musictx.generation.take`); this
+is the one place that writes them, records the run in ``generation.json`` and prints its summary.
 
 A musician often continues a result in the folder it came from (``seed_midi=D/sample_03.mid output_dir=D``)
 or keeps their own files beside the samples. So a run adds to its folder and never replaces: its samples
@@ -14,30 +16,19 @@ import os
 import re
 from pathlib import Path
 
-from musictx.generation.seeds import GenerateError
-from musictx.safe_output import mark_created, target_problem
+from musictx.ctrl_c import remembered_ctrl_c
+from musictx.generation.take import Batch, Take
+from musictx.io.audio import wav_beside
+from musictx.io.jsonio import write_json
+from musictx.io.midi_io import Notes
+from musictx.io.midi_write import write_midi
+from musictx.io.piano_roll import plot_piano_roll
+from musictx.safe_output import atomic_path, mark_created
 
 # Any name that starts like a sample's (sample_07.mid, sample_07.png, sample_07_arcs_mean-mean_12.png, ...)
 # holds its number: new samples are numbered after the highest of them.
 SAMPLE_NAME = re.compile(r"sample_(\d+)")
 RECORD = "generation.json"
-
-
-def check_output_dir(output_dir: str | os.PathLike) -> None:
-    """Raise GenerateError unless ``output_dir`` is a folder or can be made one, outside the installed
-    package: checked before the model runs, so that a typo does not cost the generation."""
-    out = Path(output_dir)
-    problem = target_problem(out)  # the package, /, the home folder itself (musictx.safe_output)
-    if problem:
-        raise GenerateError(f"output_dir={out}: {problem}")
-    for path in (out, *out.parents):
-        if path.is_dir():
-            if not os.access(path, os.W_OK | os.X_OK):
-                raise GenerateError(f"output_dir={out}: {path} is not writable")
-            return
-        if os.path.lexists(path):
-            what = "is" if path == out else f"is inside {path}, which is"
-            raise GenerateError(f"output_dir={out}: {what} a file, not a folder")
 
 
 def sample_name(number: int) -> str:
@@ -103,3 +94,70 @@ def describe_reuse(out_dir: Path, numbers: list[int], record: Path) -> str | Non
     span = first if first == last else f"{first} to {last}"
     return (f"{out_dir} already holds earlier files: this run writes {span} and {record.name} beside them "
             "(nothing there is replaced or removed)")
+
+
+def write_take(out_dir: Path, name: str, take: Take, soundfont: str | None, audio: bool) -> dict:
+    """Write ``name``.mid / .png (/ .wav) of one sample; return its record for generation.json."""
+    midi = out_dir / f"{name}.mid"
+    if isinstance(take.music, Notes):
+        write_midi(take.music, midi, timing=take.timing, name=take.track)
+    else:
+        with atomic_path(midi) as tmp:
+            take.music.dump_midi(str(tmp))
+    plot_piano_roll(take.roll, out_dir / f"{name}.png", takeover=take.takeover,
+                    title=f"{name}: {len(take.roll)} notes", earlier_from=take.earlier_from if take.takeover else None)
+    wav = wav_beside(midi, soundfont) if audio else None
+    return {"midi": midi.name, "png": f"{name}.png", "wav": wav, **take.record}
+
+
+def write_run(out_dir: Path, batch: Batch, head: dict, no_audio: str | None, soundfont: str | None) -> dict:
+    """Write each take under the next free sample number of ``out_dir``, then the run's record (``head``,
+    the batch's own entries, the samples) and one line per sample; return the record. A Ctrl-C while sampling
+    (``batch.cut_short``) or while writing still leaves the record of what was written, then raises
+    KeyboardInterrupt saying so; the files of samples left unfinished are removed. ``no_audio``: why no WAV
+    can be written (None: they are), said in one line where the batch's kind writes them."""
+    out_dir.mkdir(parents=True, exist_ok=True)  # nothing was written before: every check raised first
+    if batch.wav and no_audio:
+        print(f"no WAV files: {no_audio}")
+    audio = batch.wav and no_audio is None and not batch.cut_short
+    samples, record_path, stopped = _write_takes(out_dir, batch.takes, soundfont, audio)
+    record = {**head, **batch.about, "samples": samples, "interrupted": batch.cut_short or stopped,
+              "samples_not_written": len(batch.takes) - len(samples), "generation_wall_s": batch.wall,
+              "new_tokens_per_s": sum(t.record["new_tokens"] for t in batch.takes) / max(batch.wall, 1e-9)}
+    write_json(record_path, record, what="generation")
+    for sample, take in zip(samples, batch.takes, strict=False):
+        print(f"{out_dir / sample['midi']}: {take.line}")
+    if stopped:
+        raise KeyboardInterrupt(f"interrupted while writing: wrote {len(samples)} of the {len(batch.takes)} "
+                                f"sample(s) and {record_path.name} to {out_dir.resolve()}")
+    if batch.cut_short:
+        got = [s["new_seconds"] for s in samples]
+        raise KeyboardInterrupt(f"interrupted: wrote the {len(samples)} partial sample(s) so far "
+                                f"({min(got):.1f} to {max(got):.1f} s of new music) to {out_dir.resolve()}")
+    print(f"wrote {len(samples)} sample(s) and {record_path.name} to {out_dir.resolve()}")
+    return record
+
+
+def _write_takes(out_dir: Path, takes: list[Take], soundfont: str | None, audio: bool) -> tuple[list[dict], Path, bool]:
+    """(the records of the samples written, the path claimed for the run's record, whether a Ctrl-C stopped
+    the writing). A full disk raises (`musictx.safe_output.OutputError` names the file): finished files stay,
+    this run's empty claims go."""
+    numbers = claim_sample_numbers(out_dir, len(takes))
+    record_path = claim_record_path(out_dir)
+    reuse = describe_reuse(out_dir, numbers, record_path)
+    if reuse:
+        print(reuse)
+    samples: list[dict] = []
+    try:
+        with remembered_ctrl_c() as pressed:
+            for number, take in zip(numbers, takes, strict=True):
+                samples.append(write_take(out_dir, sample_name(number), take, soundfont, audio))
+                if pressed():  # its KeyboardInterrupt was swallowed (raised inside a GC callback): stop here
+                    raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        release_numbers(out_dir, numbers[len(samples):])
+        return samples, record_path, True
+    except OSError:
+        drop_empty_claims(out_dir, numbers[len(samples):], record_path)
+        raise
+    return samples, record_path, False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 
 from torch import Tensor
 from tqdm import tqdm
@@ -35,6 +36,12 @@ class SamplingProgress(LogitsHook):
 
     def __exit__(self, *exc) -> None:
         self.bar.close()
+
+
+def progress_bar(tokenizer, length_seconds: float | None, every_s: float | None):
+    """``musictx-generate``'s bar (`SamplingProgress`), or when ``every_s`` is None a context that gives
+    None: no bar."""
+    return SamplingProgress(tokenizer, length_seconds, every_s) if every_s else nullcontext()
 
 
 # tqdm's {postfix} brings its own leading ", "

@@ -14,6 +14,7 @@ import numpy as np
 
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import MidiTiming, read_timing
+from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizer import EventTokenizer
 
 
@@ -131,3 +132,20 @@ def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
     """A one-id prompt: the VELOCITY event of ``velocity`` (as a piece's first note would carry)."""
     vbin = min((velocity - 1) // tokenizer.config.velocity_bin_size + 1, tokenizer.config.velocity_bins)
     return Seed(np.array([tokenizer.layout.velocity + vbin - 1], dtype=np.int64), 0.0, None)
+
+
+def seed_for(tokenizer: EventTokenizer, opts) -> tuple[Seed, str | None]:
+    """``musictx-generate``'s seed as its options (`GenerateOptions`) ask, and the line saying how the seed
+    file's tracks were read (printed, as are where the seed starts and the silence left out; None without a
+    seed file)."""
+    if not opts.seed_midi:
+        return unconditional_seed(tokenizer, opts.start_velocity), None
+    seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds, opts.seed_from)
+    tracks = track_merge(tokenizer, opts.seed_midi).line()
+    print(tracks)
+    if opts.seed_from:
+        print(f"seed: starts at {seed.silence_dropped:.2f} s of the file, its first note at or after "
+              f"seed_from={opts.seed_from:g} s; {seed.seconds:.2f} s of it kept")
+    elif seed.silence_dropped:
+        print(f"seed: {seed.silence_dropped:.2f} s of silence before its first note left out")
+    return seed, tracks

@@ -1,0 +1,52 @@
+"""What a sampler hands the writer: each sample as plain data (`Take`), and the batch they came in (`Batch`).
+
+The three kinds of ``musictx-generate`` run (a performance continued, a metrical seed continued by bars, bars
+filled in or accompanied) sample differently but write alike. Each sampler decodes its ids, counts what its
+record and summary line say, and returns a `Batch`; `musictx.generation.output_folder.write_run` writes
+it without calling back into the sampler, so a run reads options -> model -> seed -> sample -> write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from symusic import Score
+
+from musictx.io.midi_io import Notes
+from musictx.io.midi_timing import MidiTiming
+from musictx.io.score_io import score_to_pretty_midi
+
+
+@dataclass
+class Take:
+    """One sample, decoded and ready to write."""
+
+    music: Notes | Score  # the MIDI file's content: piano notes (one track) or a score (named tracks)
+    roll: Notes  # what the piano roll draws
+    record: dict  # its entries in generation.json after the file names (notes, new_seconds, stop ...)
+    line: str  # the summary printed after its path once the run's record is written
+    timing: MidiTiming | None = None  # piano notes: the seed's tempo map and meter (None: 120 bpm, 4/4)
+    track: str = "musictx piano"  # piano notes: the track's name
+    takeover: float | None = None  # the piano roll marks where the seed ends (None: no seed drawn)
+    earlier_from: float | None = None  # see `musictx.io.piano_roll.plot_piano_roll`
+
+
+@dataclass
+class Batch:
+    """A run's samples with what its record says about how they were made."""
+
+    takes: list[Take]
+    about: dict  # the kind's own entries of generation.json (its seed, bars or task), before "samples"
+    wall: float  # seconds of sampling
+    cut_short: bool = False  # a Ctrl-C stopped the sampling: the takes are the partial samples
+    wav: bool = True  # False: this kind writes no WAV files, and says nothing about them
+
+
+def score_roll(score: Score) -> tuple[Notes, dict, float]:
+    """(all notes of ``score`` in seconds, notes per track name, its end in seconds), as its MIDI file plays."""
+    pm = score_to_pretty_midi(score)
+    notes = Notes.concat([Notes(np.array([n.start for n in i.notes]), np.array([n.end for n in i.notes]),
+                                np.array([n.pitch for n in i.notes], dtype=np.int64),
+                                np.array([n.velocity for n in i.notes], dtype=np.int64)) for i in pm.instruments])
+    return notes, {i.name: len(i.notes) for i in pm.instruments}, pm.get_end_time()
