@@ -21,6 +21,7 @@ from musictx.generation.seeds import GenerateError
 from musictx.io.audio import wav_beside
 from musictx.io.infill_format import InfillIds
 from musictx.io.midi_io import MidiReadError, Notes
+from musictx.io.midi_write import write_score
 from musictx.io.piano_roll import new_figure, note_bars, save_figure
 from musictx.io.tokenizers import is_metrical
 
@@ -94,10 +95,7 @@ class Filler:
         midi = self.cont.check_upload(path)
         if self.problem:
             raise GenerateError(self.problem)
-        try:
-            return midi, reader(self.cont.tokenizer, midi)
-        except MidiReadError as err:  # the file's name, not the server's temporary path
-            raise GenerateError(f"{midi.name}: {err.reason}") from None
+        return midi, _for_file(midi, reader, self.cont.tokenizer, midi)
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
         if first in (None, "") or last in (None, ""):
@@ -127,10 +125,7 @@ class Filler:
         sampled anew; everything else is the file's own."""
         midi, song = self._song(path, read_song)
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
-        try:
-            taken = programs_of_names(song, tracks or None)
-        except MidiReadError as err:
-            raise GenerateError(f"{midi.name}: {err.reason}") from None
+        taken = _for_file(midi, programs_of_names, song, tracks or None)
         opts = replace(self.cont.base, seed=int(seed or 0))
 
         def make():
@@ -144,10 +139,7 @@ class Filler:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``."""
         midi, song = self._song(path, melody_song)
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
-        try:
-            roles = roles_to_write(song, list(roles or []) or None)
-        except MidiReadError as err:
-            raise GenerateError(f"{midi.name}: {err.reason}") from None
+        roles = _for_file(midi, roles_to_write, song, list(roles or []) or None)
         opts = replace(self.cont.base, seed=int(seed or 0))
 
         def make():
@@ -170,7 +162,7 @@ class Filler:
                 cont.check_room()  # before the result's files
                 name = f"{stem}_{kind}_{cont._take(stem + '_' + kind):02d}"
                 path = out / f"{name}.mid"
-                score.dump_midi(str(path))
+                write_score(score, path)  # atomic, as every result the app writes
                 taken = read_song(cont.tokenizer, path)
                 png = draw_band(taken, s, e, out / f"{name}.png", f"{name}: {title}")
                 wav = wav_beside(path, cont.base.soundfont) if cont.audio_reason is None else None
@@ -180,6 +172,15 @@ class Filler:
             cont._newest = out
         cont.prune()
         return Result(path, png, out / wav if wav else None, f"{name}: {title}")
+
+
+def _for_file(midi: Path, work, *args):
+    """``work(*args)``, its MidiReadError told as one line under the file's name (not the server's temporary
+    path), as the page shows every refusal."""
+    try:
+        return work(*args)
+    except MidiReadError as err:
+        raise GenerateError(f"{midi.name}: {err.reason}") from None
 
 
 def as_paths(values) -> list[str]:

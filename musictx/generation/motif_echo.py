@@ -85,7 +85,7 @@ class MotifEcho(LogitsHook):
         return Counter()
 
     def __call__(self, logits: Tensor) -> Tensor:
-        if self.strength == 0:
+        if self.strength == 0 or not self.pitch_next.any():  # most steps draw no pitch: nothing to add
             return logits
         bonus = np.zeros(tuple(logits.shape), dtype=np.float32)  # (B, V)
         for b in range(logits.shape[0]):

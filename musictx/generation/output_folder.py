@@ -21,9 +21,9 @@ from musictx.generation.take import Batch, Take
 from musictx.io.audio import wav_beside
 from musictx.io.jsonio import write_json
 from musictx.io.midi_io import Notes
-from musictx.io.midi_write import write_midi
+from musictx.io.midi_write import write_midi, write_score
 from musictx.io.piano_roll import plot_piano_roll
-from musictx.safe_output import atomic_path, mark_created
+from musictx.safe_output import mark_created
 
 # Any name that starts like a sample's (sample_07.mid, sample_07.png, sample_07_arcs_mean-mean_12.png, ...)
 # holds its number: new samples are numbered after the highest of them.
@@ -102,8 +102,7 @@ def write_take(out_dir: Path, name: str, take: Take, soundfont: str | None, audi
     if isinstance(take.music, Notes):
         write_midi(take.music, midi, timing=take.timing, name=take.track)
     else:
-        with atomic_path(midi) as tmp:
-            take.music.dump_midi(str(tmp))
+        write_score(take.music, midi)
     plot_piano_roll(take.roll, out_dir / f"{name}.png", takeover=take.takeover,
                     title=f"{name}: {len(take.roll)} notes", earlier_from=take.earlier_from if take.takeover else None)
     wav = wav_beside(midi, soundfont) if audio else None

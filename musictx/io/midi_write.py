@@ -50,6 +50,11 @@ def write_midi(notes: Notes, path: str | os.PathLike, program: int = 0, timing: 
     track.notes = symusic.Note.from_numpy(on, off - on, notes.pitch.astype(np.int8),
                                           np.clip(notes.velocity, 1, 127).astype(np.int8))
     score.tracks.append(track)
+    return write_score(score, path)
+
+
+def write_score(score, path: str | os.PathLike) -> Path:
+    """A symusic Score written to ``path`` atomically (a temporary name, then renamed): whole or absent."""
     with atomic_path(path) as tmp:
         score.dump_midi(str(tmp))
     return Path(path)
