@@ -120,6 +120,15 @@ def test_a_model_without_infill_tokens_says_so_in_one_line(tmp_path):
     result, message = task_request(lambda: filler.fill(path, 1, 2), "fill")
     assert result is None and message == f"**Cannot fill:** {filler.problem}"
     assert not list((tmp_path / "work").glob("run_*"))  # refused before any work
+    # accompaniment needs no infill tokens: the shipped pop model writes it
+    assert filler.accompany_problem is None
+    melody = Score(str(path))
+    melody.tracks = [melody.tracks[0]]
+    melody.dump_midi(str(tmp_path / "melody.mid"))
+    result, message = task_request(lambda: filler.accompany(tmp_path / "melody.mid", ["PIANO"], 1, 2), "accompany")
+    assert result is not None, message
+    written = Score(str(result.midi))
+    assert [t.name for t in written.tracks] == ["Melody", "PIANO"] and len(written.tracks[1].notes) > 0
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")

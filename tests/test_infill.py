@@ -19,6 +19,7 @@ from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.infill_format import BarSplitter, InfillIds, bar_starts
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.midi_io import MidiReadError
+from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.training.infill_windows import InfillCurriculum
 from musictx.training.vocab_growth import grow_rows
 
@@ -108,6 +109,33 @@ def test_curriculum_windows_hold_one_middle_with_a_bar_per_fill():
     assert rng_a.random() == rng_b.random()
     window = RandomWindows(Path("unused"), "train", 16, tok, infill=InfillCurriculum(prob=0.5))
     assert window.infill.prob == 0.5
+
+
+def test_cold_accompaniment_windows_hold_the_span_alone_with_its_melody():
+    """A cold window has no bars around the span: Bar ... Fill for each span bar (the melody given), then
+    the taken accompaniment; the melody is never taken."""
+    tok = MetricalTokenizer(infill=True)
+    ids = tok.encode(SONG)
+    cold = InfillCurriculum(prob=1.0, track_share=1.0, accompany_share=1.0, cold_share=1.0, max_bars=4)
+    warm = InfillCurriculum(prob=1.0, track_share=1.0, accompany_share=1.0, cold_share=0.0, max_bars=4)
+    sentinels, splitter = InfillIds.of(tok), BarSplitter(tok)
+    melody = ROLE_PROGRAMS["MELODY"]
+    seen = 0
+    for g in range(20):
+        start = int(np.random.default_rng(g).integers(0, len(ids) - 1100))
+        out = cold.apply(ids[start:start + 1100], 1025, tok, np.random.default_rng(g))
+        other = warm.apply(ids[start:start + 1100], 1025, tok, np.random.default_rng(g))
+        (at,) = np.flatnonzero(out == sentinels.start)
+        taken = splitter.programs_in(out[at:])
+        if melody in taken or not taken:
+            continue  # a whole-bar or melody-taking draw: not an accompaniment window
+        seen += 1
+        fills = int((out[:at] == sentinels.fill).sum())
+        assert out[0] == tok.bar_id and int((out[:at] == tok.bar_id).sum()) == fills  # only the span's bars
+        assert melody in splitter.programs_in(out[:at]) or len(splitter.programs_in(out[:at])) == 0
+        assert not (splitter.programs_in(out[:at]) & taken)  # nothing of the taken tracks before the middle
+        assert len(out) < len(other)  # the warm window keeps the edges
+    assert seen >= 3
 
 
 def test_init_from_grows_the_embedding_and_keeps_the_old_rows(tmp_path):
@@ -225,7 +253,8 @@ def test_generate_command_path_writes_the_filled_song_and_refuses_bad_options(gr
         run(GenerateOptions(**{**opts, "checkpoint": "pop"}, task="infill", bars="1-2"))
 
 
-def test_accompany_a_bar_range_writes_only_there(grown, tmp_path):
+@pytest.mark.parametrize("scheme", ["lead", "infill"])
+def test_accompany_a_bar_range_writes_only_there(grown, tmp_path, scheme):
     net, tok = grown
     path = band_song(tmp_path / "mine.mid", bars=12, bpm=110, beats_per_bar=3, seed=4)
     melody_only = Score(str(path))
@@ -234,7 +263,7 @@ def test_accompany_a_bar_range_writes_only_there(grown, tmp_path):
     melody_only.dump_midi(str(tmp_path / "tune.mid"))
     song = melody_song(tok, tmp_path / "tune.mid")
     s, e = parse_bars("5-8", song)
-    out, _ = accompany_song(net, tok, song, roles_to_write(song, "piano"), s, e, SamplingOptions(seed=5))
+    out, _ = accompany_song(net, tok, song, roles_to_write(song, "piano"), s, e, SamplingOptions(seed=5), scheme=scheme)
     assert [t.name for t in out.tracks] == ["", "PIANO"]
     assert notes_of(out.tracks[0]) == notes_of(melody_only.tracks[0])
     assert [(t.numerator, t.denominator) for t in out.time_signatures] == [(3, 4)]

@@ -146,7 +146,7 @@ def _accompany_column(filler: Filler):
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("accompany", "Write")
         with gr.Column(scale=2):
-            status = gr.Markdown(filler.problem or "Upload a melody and press **Write** (empty bar boxes: from the "
-                                 "start).", elem_id="accompany-status", min_height=60)
+            status = gr.Markdown(filler.accompany_problem or "Upload a melody and press **Write** (empty bar boxes: "
+                                 "from the start).", elem_id="accompany-status", min_height=60)
             view = _take_view("accompany")
     return melody, roles, first, last, seed, status, view, buttons

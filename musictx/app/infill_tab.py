@@ -31,17 +31,19 @@ MAX_FILL_BARS = 16
 MAX_ACCOMPANY_BARS = 64
 
 
-def infill_problem(cont: Continuer) -> str | None:
-    """Why the loaded model cannot infill or accompany (one line), or None. The rule is the command's
-    (`musictx.generation.infill_run.run_task`): a metrical model whose vocabulary has the infill tokens."""
+def infill_problem(cont: Continuer, task: str = "infill") -> str | None:
+    """Why the loaded model cannot do ``task`` (infill or accompany; one line), or None. The rule is the
+    command's (`musictx.generation.infill_run.sample_task`): a metrical model, with the infill tokens to
+    infill."""
     if not is_metrical(cont.tokenizer):
-        return (f"The model `{cont.meta['ref']}` reads performance events, not bars: infill and accompaniment "
-                "need a metrical model with the infill tokens (start the app with --model <a pop_infill checkpoint>).")
-    try:
-        InfillIds.of(cont.tokenizer)
-    except ValueError:
-        return (f"The model `{cont.meta['ref']}` has no infill tokens: start the app with --model <a pop_infill "
-                "checkpoint> (docs/infill.md) to fill bars and write accompaniment.")
+        return (f"The model `{cont.meta['ref']}` reads performance events, not bars: start the app with "
+                "--model pop to write accompaniment (and with a pop_infill checkpoint to fill bars).")
+    if task == "infill":
+        try:
+            InfillIds.of(cont.tokenizer)
+        except ValueError:
+            return (f"The model `{cont.meta['ref']}` has no infill tokens: start the app with --model <a "
+                    "pop_infill checkpoint> (docs/infill.md) to fill bars.")
     return None
 
 
@@ -89,12 +91,14 @@ class Filler:
 
     def __init__(self, cont: Continuer):
         self.cont = cont
-        self.problem = infill_problem(cont)
+        self.problem = infill_problem(cont, "infill")
+        self.accompany_problem = infill_problem(cont, "accompany")
 
     def _song(self, path, reader) -> tuple[Path, SongBars]:
         midi = self.cont.check_upload(path)
-        if self.problem:
-            raise GenerateError(self.problem)
+        problem = self.accompany_problem if reader is melody_song else self.problem
+        if problem:
+            raise GenerateError(problem)
         return midi, _for_file(midi, reader, self.cont.tokenizer, midi)
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:

@@ -8,7 +8,8 @@ the song's real bars and tracks and beside chance.
   and the NLL of the real middle given both edges against given the left edge only (does the model use the
   right edge?). "chance" is the same bars of another song of the split pasted in (the grid: random onsets).
 - **accompany**: the song's MELODY track alone, as a file beside its beat file, accompanied (BRIDGE and
-  PIANO) for the bars that cover its first ``seconds``. Measures: the share of accompaniment onsets on
+  PIANO) for the bars that cover ``seconds`` from the bar where the melody enters (``accompany_from``;
+  "song": from the first bar, intro included). Measures: the share of accompaniment onsets on
   strong beats whose pitch class is in the annotated chord (``chord_midi.txt``; chance: a random pitch
   class), density and register against the real accompaniment, the melody unchanged, and speed.
 """
@@ -179,15 +180,31 @@ def accompaniment_figures(span: Span, harmony: Harmony, seconds: float) -> tuple
             "pitch_spread": float(pitch.std()) if len(pitch) else float("nan")}, chance
 
 
+def accompany_range(song, melody_path: Path, seconds: float, start: str) -> tuple[int, int, np.ndarray]:
+    """(s, e, bar-line seconds): the bars [s, e) covering ``seconds`` from the song's first bar (``start``
+    "song") or from the bar where the melody enters ("melody": a pop song's intro has no melody to accompany,
+    so its accompaniment there can only be guessed)."""
+    if start not in ("song", "melody"):
+        raise ValueError(f"infill.accompany_from={start!r}: give song or melody")
+    lines = bar_seconds(song, list(range(song.n_bars + 1)))
+    s = 0
+    if start == "melody":
+        onsets = file_span(melody_path).start
+        first = float(onsets.min()) if len(onsets) else float(lines[0])
+        s = int(np.clip(np.searchsorted(lines, first + 1e-6, side="right") - 1, 0, song.n_bars - 1))
+    e = int(min(np.searchsorted(lines, lines[s] + seconds - 1e-6), song.n_bars))
+    return s, max(e, s + 1), lines
+
+
 def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: SamplingOptions) -> dict:
     melody_path = melody_file(path, folder)
     song = melody_song(tok, melody_path)
-    lines = bar_seconds(song, list(range(song.n_bars + 1)))
-    e = int(min(np.searchsorted(lines, lines[0] + float(opts["seconds"]) - 1e-6), song.n_bars))
+    s, e, lines = accompany_range(song, melody_path, float(opts["seconds"]), opts.get("accompany_from", "melody"))
     start = time.perf_counter()
-    out, _ = accompany_song(net, tok, song, list(ACCOMPANIMENT), 0, e, sampling)
+    scheme = opts.get("accompany_scheme", "lead")
+    out, _ = accompany_song(net, tok, song, list(ACCOMPANIMENT), s, e, sampling, scheme=scheme)
     wall = time.perf_counter() - start
-    t0, t1 = lines[0], lines[e]
+    t0, t1 = lines[s], lines[e]
     harmony = Harmony.read(path.with_name("chord_midi.txt"), path.with_name("beat_midi.txt"))
     real_all, new_all = file_span(path), file_span(out)
     acc = lambda span: span.select(np.isin(np.asarray(span.track_names)[span.track], ACCOMPANIMENT))  # noqa: E731
@@ -200,20 +217,51 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
     written = out.tracks[0].notes.numpy()
     model["melody_unchanged"] = float(all(np.array_equal(given[k], written[k]) for k in given))
     model["realtime"] = (t1 - t0) / wall
-    model.update(accompaniment_nll(net, tok, path))
-    return {"song": str(path), "bars": [1, e], "seconds": t1 - t0, "model": model, "real": real_row,
+    model.update(accompaniment_nll(net, tok, path, scheme))
+    return {"song": str(path), "bars": [s + 1, e], "seconds": t1 - t0, "model": model, "real": real_row,
             "chance": {"chord_tone_share": chance}}
 
 
-def accompaniment_nll(net, tok, path: Path) -> dict:
+def accompaniment_nll(net, tok, path: Path, scheme: str = "lead") -> dict:
     """NLL of the song's real BRIDGE and PIANO in bars 17-20 written after its past, with the melody of
-    those bars given, and with it silent there: how much the model reads the melody it accompanies."""
+    those bars given, and with it silent there: how much the model reads the melody it accompanies. Scheme
+    "lead": the accompaniment's ids in the plain stream; "infill": the taken middle of the infill format."""
     song = read_song(tok, path)
     s = min(16, song.n_bars - 5)
     melody, acc = {ROLE_PROGRAMS["MELODY"]}, {ROLE_PROGRAMS[r] for r in ACCOMPANIMENT}
+    silent = without_in_bars(tok, song, s, s + 4, melody)
+    if scheme == "lead":
+        return {"nll_melody": stream_nll(net, tok, song, s, s + 4, acc),
+                "nll_no_melody": stream_nll(net, tok, silent, s, s + 4, acc)}
     return {"nll_melody": middle_nll(net, tok, song, s, s + 4, False, acc),
-            "nll_no_melody": middle_nll(net, tok, without_in_bars(tok, song, s, s + 4, melody), s, s + 4, False,
-                                        acc)}
+            "nll_no_melody": middle_nll(net, tok, silent, s, s + 4, False, acc)}
+
+
+def note_programs(tok, ids: np.ndarray) -> np.ndarray:
+    """(T,) the program of the note each id belongs to (its Program, Pitch, Velocity, Duration), else -1."""
+    out, current = np.full(len(ids), -1), -1
+    for k, i in enumerate(int(x) for x in ids):
+        kind = tok.type_of[i]
+        if kind == "Program":
+            current = int(tok.id_to_token(i).split("_")[1])
+        elif kind not in ("Pitch", "Velocity", "Duration"):
+            current = -1
+        out[k] = current
+    return out
+
+
+@torch.no_grad()
+def stream_nll(net, tok, song, s: int, e: int, programs: set[int]) -> float:
+    """Mean NLL (nats/token) of the ids of ``programs``' notes in bars [s, e) of the plain stream, after as
+    much of the song before them as the context holds."""
+    end = song.end_of(e)
+    lo = song.end_of(int(np.searchsorted(song.starts, end - (context_length(net) or 1024))))
+    ids = song.ids[lo:end].astype(np.int64)
+    x = torch.as_tensor(ids, dtype=torch.long)[None]  # (1, T)
+    logp = torch.log_softmax(net.eval()(x)[0, :-1].float(), dim=-1)  # (T - 1, V)
+    nll = -logp.gather(1, x[0, 1:, None])[:, 0].numpy()  # (T - 1,) the NLL of each next id
+    chosen = np.isin(note_programs(tok, ids), list(programs)) & (np.arange(len(ids)) >= song.end_of(s) - lo)
+    return float(nll[np.flatnonzero(chosen[1:])].mean())
 
 
 def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progress=print) -> dict:
@@ -238,9 +286,10 @@ def format_task_scorecard(result: dict) -> str:
     m, task = result["means"], result["task"]
     measures = INFILL_MEASURES if task == "infill" else ACCOMPANY_MEASURES
     s = result["settings"]
+    start = "the melody's entry" if s.get("accompany_from", "melody") == "melody" else "the song's start"
     head = (f"infill scorecard: {len(result['songs'])} songs, bars {s['first_bar']}-{s['first_bar'] + s['bars'] - 1}"
-            if task == "infill" else f"accompany scorecard: {len(result['songs'])} songs, the bars of the first "
-            f"{s['seconds']:g} s, BRIDGE and PIANO written for the MELODY")
+            if task == "infill" else f"accompany scorecard: {len(result['songs'])} songs, the bars of "
+            f"{s['seconds']:g} s from {start}, BRIDGE and PIANO written for the MELODY")
     lines = [head, "| measure (mean) | model | real | chance |", "|---|---|---|---|"]
     for key, label in measures:
         row = [m[side].get(key) for side in ("model", "real", "chance")]

@@ -1,6 +1,10 @@
-"""Writing the missing tracks of a song for its melody (``task=accompany``): the infill format with the new
-tracks taken out of every bar, filled a few bars at a time from the start, each range with the melody of
-its bars and everything already written before it in view.
+"""Writing the missing tracks of a song for its melody (``task=accompany``). Two schemes:
+
+- "lead" (the default; any metrical model, the shipped ``pop`` included): the bars are written as a plain
+  continuation with the given tracks played into the stream at their onsets (`musictx.generation.given_notes`),
+  so the model hears each melody note before it picks the accompaniment struck with it;
+- "infill": the infill format with the new tracks taken out of every bar, filled a few bars at a time
+  (needs a model fine-tuned with ``experiment=pop_infill``). Measured against "lead" in docs/infill.md.
 
 The given tracks are never rewritten: the output is the input file's own score with the new tracks added
 as separate named tracks (its tempo map and meter untouched), their notes on the song's bar lines.
@@ -9,10 +13,18 @@ as separate named tracks (its tempo map and meter untouched), their notes on the
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
+import numpy as np
+import torch
 from symusic import Note, Score, Track
 
+from musictx.generation.bar_repeats import BarRepeatLimit
+from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, strip_after_bars
+from musictx.generation.given_notes import GivenNotes, HarmonyLean, given_onsets, half_bar_pitch_classes
 from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
+from musictx.generation.metrical_guard import RemiGuard
+from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
 from musictx.io.metrical_tokenizer import ReadScore
@@ -22,7 +34,9 @@ from musictx.io.score_prep import Track as TrackInfo
 
 MELODY = "MELODY"
 ACCOMPANIMENT = ("BRIDGE", "PIANO")  # the tracks the pop model can write, as POP909 names them
-CHUNK_BARS = 4  # bars written per pass: the melody of each is at most a few hundred ids back
+CHUNK_BARS = 4  # scheme "infill": bars written per pass; the melody of each is at most a few hundred ids back
+PREVIEW_BARS = 16  # scheme "lead": the given tracks' bars heard once before they are accompanied
+SCHEMES = ("lead", "infill")
 
 
 def melody_song(tok, path: str | os.PathLike) -> SongBars:
@@ -81,8 +95,19 @@ def add_notes(score: Score, new: dict[int, list[Note]]) -> None:
 
 
 def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                   chunk_bars: int = CHUNK_BARS, max_bar_repeats: int | None = 4) -> tuple[Score, int]:
-    """(the input file with the ``roles`` tracks written for bars [s, e), new ids sampled)."""
+                   max_bar_repeats: int | None = 4, scheme: str = "lead") -> tuple[Score, int]:
+    """(the input file with the ``roles`` tracks written for bars [s, e), new ids sampled). ``scheme``: "lead"
+    (`accompany_led`, any metrical model) or "infill" (`accompany_infilled`, a model with the infill tokens)."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"accompany scheme {scheme!r}: give one of {', '.join(SCHEMES)}")
+    write = accompany_led if scheme == "lead" else accompany_infilled
+    return write(net, tok, song, roles, s, e, sampling, max_bar_repeats)
+
+
+def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
+                       max_bar_repeats: int | None = 4, chunk_bars: int = CHUNK_BARS) -> tuple[Score, int]:
+    """Scheme "infill": the new tracks taken out of every bar in the infill format and filled `CHUNK_BARS`
+    at a time from the start, each range with its melody and everything written before it in view."""
     work = with_new_tracks(song, roles)
     programs = {ROLE_PROGRAMS[r] for r in roles}
     max_len, new_ids = context_length(net) or 1024, 0
@@ -108,3 +133,50 @@ def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score
                 new.notes.append(Note(n.time - shift, n.duration, n.pitch, n.velocity))
         out.tracks.append(new)
     return out
+
+
+def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
+                  max_bar_repeats: int | None = 4) -> tuple[Score, int]:
+    """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled)."""
+    new = lead_ids(net, tok, song, roles, s, e, sampling, max_bar_repeats)
+    new_programs = {ROLE_PROGRAMS[r] for r in roles}
+    notes = middle_notes(tok, np.concatenate([[tok.bar_id], new]), song, s, e)
+    work = with_new_tracks(song, roles)
+    add_notes(work.score, {p: n for p, n in notes.items() if p in new_programs})
+    return file_with_tracks(song, work, roles), len(new)
+
+
+def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
+             max_bar_repeats: int | None = 4) -> np.ndarray:
+    """The ids of bars s..e-1 (the first Bar left out) written as a plain continuation of the song's bars
+    before s, the given tracks played into them at their onsets (`musictx.generation.given_notes`), after
+    the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune and its
+    key before it plays a note."""
+    new_programs = {ROLE_PROGRAMS[r] for r in roles}
+    given = {t.program for t in song.read.tracks.tracks} - new_programs
+    max_len = context_length(net) or 1024
+    first = song.end_of(min(int(np.searchsorted(song.starts, song.end_of(s) - max_len // 2)), s))
+    preview = song.ids[song.end_of(s):song.end_of(min(e, s + PREVIEW_BARS))]
+    prompt = np.concatenate([song.ids[first:song.end_of(s)], preview, [tok.bar_id]])
+    device = next(net.parameters()).device
+    prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
+    lead = GivenNotes(tok, [given_onsets(tok, song.bar_ids(b), given) for b in range(s, e)], given)
+    hooks = [RemiGuard(tok, programs=sorted(given | new_programs))] if sampling.guard else []
+    hooks += [BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats and sampling.guard else []
+    hooks += [lead]
+    if sampling.harmony:
+        hooks += [HarmonyLean(tok, lead, *given_harmony(tok, song, given, s, e), sampling.harmony)]
+    out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,
+                   max_new_tokens=TOKENS_PER_BAR * (e - s), stop=BarLimit(tok.bar_id, e - s - 1))
+    return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
+
+
+def given_harmony(tok, song: SongBars, given: set[int], s: int, e: int):
+    """(the pitch classes the given tracks sound in each half of bars s..e-1, each bar's length in positions)."""
+    tracks = [t.notes.numpy() for t in song.read.score.tracks if t.program in given]
+    notes = {k: np.concatenate([t[k] for t in tracks]) if tracks else np.zeros(0, np.int64)
+             for k in ("time", "duration", "pitch")}
+    lines = song.lines[s:e + 1].astype(np.int64)
+    per_position = song.read.score.ticks_per_quarter / tok.miditok.config.max_num_pos_per_beat
+    halves = half_bar_pitch_classes(notes["time"], notes["time"] + notes["duration"], notes["pitch"], lines)
+    return halves, [max(round(int(z - a) / per_position), 1) for a, z in zip(lines[:-1], lines[1:], strict=True)]

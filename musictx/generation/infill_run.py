@@ -25,10 +25,11 @@ def sample_task(opts, net, tok) -> Batch:
     """The ``opts.num_samples`` samples of ``opts.task``, sample k drawn with seed ``opts.seed + k``."""
     if not is_metrical(tok):
         raise GenerateError(f"checkpoint={opts.checkpoint}: task={opts.task} needs a metrical (REMI) model")
-    try:
-        InfillIds.of(tok)
-    except ValueError as err:
-        raise GenerateError(f"checkpoint={opts.checkpoint}: {err}") from None
+    if opts.task == "infill":
+        try:
+            InfillIds.of(tok)
+        except ValueError as err:
+            raise GenerateError(f"checkpoint={opts.checkpoint}: {err}") from None
     make, what = _task(opts, net, tok)
     takes, t0 = [], time.perf_counter()
     for k in range(opts.num_samples):
@@ -62,4 +63,7 @@ def _task(opts, net, tok):
 def _take(score, new_ids: int, what: str, wall: float) -> Take:
     notes, tracks, end = score_roll(score)
     record = {"new_tokens": int(new_ids), "wall_s": wall, "seconds": end, "notes": len(notes), "tracks": tracks}
-    return Take(score, notes, record, f"{what}; {len(notes)} notes in {tracks}")
+    silent = [t.name for t in score.tracks if len(t.notes) == 0]  # a MIDI file keeps no empty track
+    record["silent_tracks"] = silent
+    said = f"; {', '.join(silent)}: no notes written, so no such track in the file" if silent else ""
+    return Take(score, notes, record, f"{what}; {len(notes)} notes in {tracks}{said}")

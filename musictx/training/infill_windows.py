@@ -9,7 +9,11 @@ A window picked for infill takes ``min_bars .. max_bars`` whole bars out and ask
   ``task=accompany`` asks), else a random proper subset (``tracks=`` of ``task=infill``);
 - with the bars after the span in view (``right_prob``), else with the span at the end of what is kept (the
   left edge only: the end of a song, the accompaniment written range by range, and the NLL comparison of
-  the scorecard).
+  the scorecard);
+- for ``cold_share`` of the accompaniment windows, with nothing before the span: the melody is then the
+  only place the harmony can come from. With the song's own accompaniment in view to the left, a model
+  learns to repeat that accompaniment's chords and never to read the melody (measured: the real
+  accompaniment's NLL was no better with its melody than with the melody silent).
 
 The rest stay plain continuation windows, so continuation is still most of what the model sees.
 """
@@ -34,9 +38,10 @@ class InfillCurriculum:
     min_bars: int = 1
     max_bars: int = 8
     right_prob: float = 0.75
+    cold_share: float = 0.0  # of the accompaniment windows, those with no bars before the span
 
     def __post_init__(self):
-        for name in ("prob", "track_share", "accompany_share", "right_prob"):
+        for name in ("prob", "track_share", "accompany_share", "right_prob", "cold_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"data.infill.{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not 1 <= self.min_bars <= self.max_bars:
@@ -49,18 +54,25 @@ class InfillCurriculum:
         ids = ids[:n]
         starts = bar_starts(ids, tok.bar_id)
         whole = len(starts) - 1  # bars that end inside the window (the last one may be cut)
-        if whole < 2:
+        if whole - 1 < self.min_bars:  # too few whole bars for a span with a bar before or after it
             return ids
         length = int(rng.integers(self.min_bars, min(self.max_bars, whole - 1) + 1))
         if rng.random() < self.right_prob:
             first = int(rng.integers(1, whole - length + 1))
-            right = ids[starts[first + length]:starts[whole]]
         else:
-            first, right = whole - length, ids[:0]
-        span = [ids[starts[b]:starts[b + 1]] for b in range(first, first + length)]
+            first = whole - length
         splitter = BarSplitter(tok)
-        taken = self.taken_programs(splitter.programs_in(np.concatenate(span)), rng)
-        prompt, middle = build_infill(ids[:starts[first]], span, right, splitter, taken, InfillIds.of(tok))
+        span_programs = splitter.programs_in(np.concatenate([ids[starts[b]:starts[b + 1]]
+                                                             for b in range(first, first + length)]))
+        taken = self.taken_programs(span_programs, rng)
+        cold = taken is not None and MELODY_PROGRAM not in taken and rng.random() < self.cold_share
+        if cold:  # the span moves to the window's first whole bar, alone: no edge holds its chords
+            first = 0
+        keep_edges = not cold
+        right = ids[starts[first + length]:starts[whole]] if keep_edges else ids[:0]
+        left = ids[:starts[first]] if keep_edges else ids[:0]
+        span = [ids[starts[b]:starts[b + 1]] for b in range(first, first + length)]
+        prompt, middle = build_infill(left, span, right, splitter, taken, InfillIds.of(tok))
         return np.concatenate([prompt, middle])[-n:]  # a longer result loses its oldest left context
 
     def taken_programs(self, present: set[int], rng: np.random.Generator) -> set[int] | None:

@@ -1,0 +1,160 @@
+"""The given tracks played into a plain continuation (``task=accompany``): the model writes the new tracks bar
+by bar as it learnt to continue songs, while the given tracks' notes (the melody, and any other track the
+user gave) are put into the stream at their own positions. At every onset the model has the melody note
+just struck in view when it picks the accompaniment's notes.
+
+REMI with programs writes a position's notes melody first (POP909's MELODY, then BRIDGE, then PIANO), so a
+stream with the melody put in reads like the songs the model was trained on. Two hooks
+(`musictx.generation.hooks`), after the grammar guard and the repeat limit:
+
+- `GivenNotes` forbids the given tracks' Programs (the model writes no notes of its own there) and moving
+  past the next given onset (a later Position, or a Bar while the bar has given notes to come, or a note
+  before the bar's first Position, which REMI puts at the bar line); when the
+  model's Position is that onset, it plays the onset's notes (Program, Pitch, Velocity, Duration each) one
+  id per step, as the only id left to draw.
+- `HarmonyLean` adds a bonus to the new tracks' pitches whose pitch class the given tracks sound in the same
+  half bar: the accompaniment leans toward the melody's harmony, as a player reading the tune would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from musictx.generation.hooks import LogitsHook
+
+# (position in the bar, the ids of the notes struck there: Program Pitch Velocity Duration for each)
+Onset = tuple[int, list[int]]
+NOTE_PARTS = ("Pitch", "Velocity", "Duration")
+
+
+def given_onsets(tok, bar_ids: np.ndarray, programs: set[int]) -> list[Onset]:
+    """The onsets of ``programs``' notes in one bar of ids, in order, each with its notes' ids."""
+    out: list[Onset] = []
+    pos, note, keep = -1, [], False
+    for i in (int(x) for x in bar_ids):
+        kind = tok.type_of[i]
+        if kind not in NOTE_PARTS:
+            if keep and note:
+                _add(out, pos, note)
+            note, keep = [], False
+        if kind == "Position":
+            pos = int(tok.id_to_token(i).split("_")[1])
+        elif kind == "Program":
+            keep, note = int(tok.id_to_token(i).split("_")[1]) in programs, [i]
+        elif keep and kind in NOTE_PARTS:
+            note.append(i)
+    if keep and note:
+        _add(out, pos, note)
+    return out
+
+
+def _add(onsets: list[Onset], pos: int, note: list[int]) -> None:
+    if onsets and onsets[-1][0] == pos:
+        onsets[-1][1].extend(note)
+    else:
+        onsets.append((pos, list(note)))
+
+
+class GivenNotes(LogitsHook):
+    """Plays ``bars`` (a list of `Onset` per new bar; the prompt's last id is the Bar of the first) of the
+    given ``programs`` into every sample of the batch."""
+
+    def __init__(self, tok, bars: list[list[Onset]], programs: set[int]):
+        self.tok, self.bars = tok, bars
+        self.given_programs = [tok.miditok.vocab[f"Program_{p}"] for p in sorted(programs)]
+        self.program_ids = torch.as_tensor(tok.ids_of_type("Program"))
+        position_ids = tok.ids_of_type("Position")
+        self.position_of = {int(i): int(tok.id_to_token(int(i)).split("_")[1]) for i in position_ids}
+        self.id_of_position = {p: i for i, p in self.position_of.items()}
+        by_position = np.array([self.position_of[int(i)] for i in position_ids])
+        # (ids of the positions after p, with the Bar id) for each p: what moving past an onset at p draws
+        self.past = {p: torch.as_tensor(np.append(position_ids[by_position > p], tok.bar_id))
+                     for p in self.id_of_position}
+
+    def start(self, prompt: Tensor) -> None:
+        B = prompt.shape[0]
+        self.bar = np.zeros(B, dtype=np.int64)  # the new bar each sample is in (the prompt opened bar 0)
+        self.next = np.zeros(B, dtype=np.int64)  # index of that bar's next given onset
+        self.pos = np.full(B, -1)  # the current Position (-1: none yet in this bar)
+        self.last = np.full(B, -1)  # the id drawn last
+        self.queue: list[list[int]] = [[] for _ in range(B)]  # given ids still to play
+
+    def upcoming(self, b: int) -> Onset | None:
+        bar = self.bars[self.bar[b]] if self.bar[b] < len(self.bars) else []
+        return bar[self.next[b]] if self.next[b] < len(bar) else None
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        """Logits (B, V): a given id alone, else the given programs and the ids past the next onset at -inf."""
+        out = logits.clone()
+        out[:, self.given_programs] = float("-inf")
+        for b in range(out.shape[0]):
+            if self.queue[b]:
+                out[b] = float("-inf")
+                out[b, self.queue[b][0]] = 0.0
+                continue
+            onset = self.upcoming(b)
+            if onset is None:
+                continue
+            out[b, self.past[onset[0]].to(out.device)] = float("-inf")
+            if self.pos[b] < 0:  # a note before the bar's first Position sits at its start, where the model
+                out[b, self.program_ids.to(out.device)] = float("-inf")  # would never name Position_0 again
+            if torch.isinf(out[b]).all():  # nothing the other hooks allow is left: go to the onset
+                out[b, self.id_of_position[onset[0]]] = 0.0
+        return out
+
+    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
+        for b, i in enumerate(next_ids.tolist()):
+            self.last[b] = i
+            if self.queue[b]:
+                self.queue[b].pop(0)
+            elif i == self.tok.bar_id:
+                self.bar[b] += 1
+                self.next[b], self.pos[b] = 0, -1
+            elif i in self.position_of:
+                self.pos[b] = self.position_of[i]
+                onset = self.upcoming(b)
+                if onset is not None and onset[0] == self.pos[b]:
+                    self.queue[b] = list(onset[1])
+                    self.next[b] += 1
+
+
+def half_bar_pitch_classes(onsets: np.ndarray, ends: np.ndarray, pitches: np.ndarray,
+                           lines: np.ndarray) -> list[tuple[set[int], set[int]]]:
+    """The pitch classes sounding in each half of each bar (``lines``: the bar lines, in the notes' ticks)."""
+    out = []
+    for a, z in zip(lines[:-1], lines[1:], strict=True):
+        mid = (a + z) / 2
+        halves = ((a, mid), (mid, z))
+        out.append(tuple({int(p) % 12 for p in pitches[(onsets < hi) & (ends > lo)]} for lo, hi in halves))
+    return out
+
+
+class HarmonyLean(LogitsHook):
+    """A bonus of ``strength`` (nats) on a new track's Pitch ids whose pitch class is in ``halves[bar][half]``
+    (from `half_bar_pitch_classes`), at the place `GivenNotes` ``given`` follows; ``bar_positions``: each new
+    bar's length in positions. Only a Pitch right after a new track's Program gets it."""
+
+    def __init__(self, tok, given: GivenNotes, halves: list[tuple[set[int], set[int]]], bar_positions: list[int],
+                 strength: float):
+        self.given, self.halves, self.bar_positions, self.strength = given, halves, bar_positions, strength
+        programs = tok.ids_of_type("Program")
+        self.new_programs = np.array([i for i in programs if int(i) not in given.given_programs])
+        self.pitch_ids = torch.as_tensor(tok.ids_of_type("Pitch"))
+        self.pitch_class = np.array([int(tok.id_to_token(int(i)).split("_")[1]) % 12 for i in self.pitch_ids])
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        g = self.given
+        rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar[b] < len(self.halves)
+                and np.isin(g.last[b], self.new_programs)]
+        if not rows:
+            return logits
+        out = logits.clone()
+        for b in rows:
+            bar = int(g.bar[b])
+            sounding = self.halves[bar][int(max(g.pos[b], 0) * 2 >= self.bar_positions[bar])]
+            if sounding:
+                bonus = np.isin(self.pitch_class, list(sounding)) * self.strength  # (n_pitches,)
+                out[b, self.pitch_ids.to(out.device)] += torch.as_tensor(bonus, dtype=out.dtype, device=out.device)
+        return out

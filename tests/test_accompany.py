@@ -1,0 +1,116 @@
+"""Accompaniment by playing the given tracks into a plain continuation (scheme "lead",
+musictx.generation.given_notes), with the shipped pop model: the melody goes into the stream note for note at
+its own positions, the model never writes melody notes of its own, the harmony lean moves the new tracks
+toward the melody's pitch classes, and ``musictx-generate task=accompany`` works with ``pop`` itself."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from symusic import Score
+
+from musictx.checkpoints.model_store import load_pretrained
+from musictx.generation.accompany import accompany_song, given_harmony, lead_ids, melody_song
+from musictx.generation.given_notes import given_onsets
+from musictx.generation.infill import parse_bars
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.io.score_prep import ROLE_PROGRAMS
+
+from .metrical_fixtures import band_song
+from .test_metrical import POP, needs_pop
+
+MELODY = ROLE_PROGRAMS["MELODY"]
+
+
+@pytest.fixture(name="pop", scope="module")
+def fixture_pop():
+    torch.set_num_threads(1)
+    net, tok = load_pretrained("pop")
+    return net.eval(), tok
+
+
+def melody_alone(src, out):
+    """The melody track of ``src`` alone at ``out``, beside a copy of its POP909 beat file if it has one."""
+    score = Score(str(src))
+    score.tracks = [t for t in score.tracks if t.name.upper() in ("MELODY", "")] or score.tracks[:1]
+    score.dump_midi(str(out))
+    beats = Path(src).with_name("beat_midi.txt")
+    if beats.is_file():
+        shutil.copy(beats, Path(out).with_name("beat_midi.txt"))
+    return out
+
+
+def bars_of(tok, ids: np.ndarray) -> list[np.ndarray]:
+    at = list(np.flatnonzero(ids == tok.bar_id)) + [len(ids)]
+    return [ids[a:b] for a, b in zip(at[:-1], at[1:], strict=True)]
+
+
+@pytest.mark.parametrize("harmony", [0.0, 3.0])
+def test_the_melody_goes_into_the_stream_note_for_note(pop, tmp_path, harmony):
+    net, tok = pop
+    song = melody_song(tok, melody_alone(band_song(tmp_path / "s.mid", bars=10, seed=3), tmp_path / "m.mid"))
+    s, e = parse_bars("3-8", song)
+    new = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=1, harmony=harmony))
+    bars = bars_of(tok, np.concatenate([[tok.bar_id], new]))
+    assert len(bars) == e - s
+    for k, bar in enumerate(bars):  # each bar's melody: the given tokens at the given positions
+        assert given_onsets(tok, bar, {MELODY}) == given_onsets(tok, song.bar_ids(s + k), {MELODY})
+    programs = {tok.id_to_token(int(i)) for i in new if tok.type_of[int(i)] == "Program"}
+    assert programs == {f"Program_{MELODY}", "Program_0"}  # the melody's (played in) and the piano written
+    n_melody = sum(len(given_onsets(tok, song.bar_ids(b), {MELODY})) for b in range(s, e))
+    played = sum(len(given_onsets(tok, bar, {MELODY})) for bar in bars)
+    assert played == n_melody > 0
+
+
+@needs_pop
+def test_the_harmony_lean_moves_the_new_tracks_to_the_melody_pitch_classes(pop, tmp_path):
+    net, tok = pop
+    song = melody_song(tok, melody_alone(POP / "003" / "003.mid", tmp_path / "003.mid"))
+    s, e = 16, 24
+    given = {MELODY}
+    halves, lengths = given_harmony(tok, song, given, s, e)
+
+    def share(harmony: float) -> float:
+        hits = total = 0
+        for seed in (0, 1):
+            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, SamplingOptions(seed=seed, harmony=harmony))
+            for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
+                for pos, ids in given_onsets(tok, bar, {0, ROLE_PROGRAMS["BRIDGE"]}):
+                    sounding = halves[k][int(pos * 2 >= lengths[k])]
+                    pitches = [int(tok.id_to_token(i).split("_")[1]) for i in ids if tok.type_of[i] == "Pitch"]
+                    hits += sum(p % 12 in sounding for p in pitches) if sounding else 0
+                    total += len(pitches) if sounding else 0
+        return hits / max(total, 1)
+
+    off, on = share(0.0), share(4.0)
+    assert on > off + 0.1, (off, on)
+
+
+def test_accompany_runs_with_the_shipped_pop_model_and_keeps_the_melody(pop, tmp_path):
+    from musictx.generation.continue_midi import run
+    from musictx.generation.generate_options import GenerateOptions
+
+    path = melody_alone(band_song(tmp_path / "s.mid", bars=6, bpm=96, beats_per_bar=4, seed=2), tmp_path / "m.mid")
+    record = run(GenerateOptions(checkpoint="pop", seed_midi=str(path), task="accompany", num_samples=1,
+                                 audio=False, output_dir=str(tmp_path / "out")))
+    sample = record["samples"][0]
+    out = Score(str(tmp_path / "out" / sample["midi"]))
+    # a track the model left silent is not in the file (MIDI keeps no empty track), and the record says so
+    written = [r for r in ("BRIDGE", "PIANO") if r not in sample["silent_tracks"]]
+    assert [t.name for t in out.tracks] == ["Melody", *written]
+    assert set(sample["tracks"]) | set(sample["silent_tracks"]) == {"Melody", "BRIDGE", "PIANO"}
+    given = Score(str(path)).tracks[0].notes.numpy()
+    kept = out.tracks[0].notes.numpy()
+    assert all(np.array_equal(given[k], kept[k]) for k in ("time", "duration", "pitch", "velocity"))
+    assert sum(len(t.notes) for t in out.tracks[1:]) > 0
+
+
+def test_an_unknown_scheme_is_refused(pop, tmp_path):
+    net, tok = pop
+    song = melody_song(tok, melody_alone(band_song(tmp_path / "s.mid", bars=4), tmp_path / "m.mid"))
+    with pytest.raises(ValueError, match="accompany scheme 'fim': give one of lead, infill"):
+        accompany_song(net, tok, song, ["PIANO"], 0, 2, SamplingOptions(), scheme="fim")
