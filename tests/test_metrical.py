@@ -254,3 +254,18 @@ def test_every_way_of_building_the_tokenizer_numbers_ids_alike(tmp_path):
         assert other._tokens == fresh._tokens
     assert all(native.vocab[t] == i for i, t in enumerate(fresh._tokens))
     assert fresh.id_to_token(int(fresh.encode(band_song(tmp_path / "s.mid", beats_per_bar=4))[1])) == "TimeSig_4/4"
+
+
+def test_copy_probe_of_a_metrical_model_moves_pitch_ids_to_transpose(remi_checkpoint, remi_dir):
+    """mode=recall on REMI tokens: the transposed probe moves the repeat's Pitch ids (and nothing else)."""
+    from musictx.evaluation.recall import copy_gain, draw_probes, moved
+
+    net, tok, _ = load_model(remi_checkpoint)
+    passage = np.asarray(TokenArrays(remi_dir, "train").piece(0)[:40], dtype=np.int64)
+    up = moved(passage, 2, tok)
+    pitch = tok.type_of[passage] == "Pitch"
+    assert pitch.any() and np.array_equal(up[~pitch], passage[~pitch])
+    assert np.array_equal(up[pitch], tok.transpose_ids(passage, 2)[pitch]) and not np.array_equal(up, passage)
+    probes = draw_probes(TokenArrays(remi_dir, "train"), n=2, passage=16, filler=16, seed=0)
+    row = copy_gain(net, tok, probes, gap=8, skip=4, transpose=2)
+    assert row["transpose"] == 2 and np.isfinite(row["gain"]) and "note_on" in row["by_event"]

@@ -95,6 +95,11 @@ def event_family(ids: np.ndarray, tok: EventTokenizer) -> np.ndarray:
     return np.searchsorted([lay.note_off, lay.time_shift, lay.velocity, lay.pad], ids, side="right")
 
 
+def moved(ids: np.ndarray, semitones: int, tok) -> np.ndarray:
+    """``ids`` transposed by ``semitones``, in the tokenizer's own terms (a metrical one moves its Pitch ids)."""
+    return transpose_ids(ids, semitones, tok) if tok.kind == "performance" else tok.transpose_ids(ids, semitones)
+
+
 def copy_gain(net, tok: EventTokenizer, probes: list[Probe], gap: int, skip: int = 16, transpose: int = 0,
               device="cpu") -> dict:
     """Mean NLL of the repeated passage's tokens ``skip``.. after ``[S, F_gap, S']`` and ``[U, F_gap, S']``,
@@ -102,7 +107,7 @@ def copy_gain(net, tok: EventTokenizer, probes: list[Probe], gap: int, skip: int
     dynamics too? A continuation that keeps a motif's notes but not its pulse recalls only the first)."""
     repeat, control, family = [], [], []
     for p in probes:
-        second = transpose_ids(p.passage, transpose, tok) if transpose else p.passage
+        second = moved(p.passage, transpose, tok) if transpose else p.passage
         tail = np.concatenate([p.filler[:gap], second])
         family.append(event_family(second[skip:], tok))
         for first, out in ((p.passage, repeat), (p.unrelated, control)):
