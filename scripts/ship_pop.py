@@ -1,13 +1,18 @@
-"""Turn the experiment=pop run into the shipped pop model, measure what its card states, and write the card.
+"""Turn a pop run into a shipped model (pop, or pop_infill: the one that fills bars), measure what its card
+states, and write the card.
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/ship_pop.py outputs/pop_recall/train/checkpoints/last.ckpt \
         --recipe "3000 steps of experiment=pop, then 300 steps of its recall fine-tune (experiment=pop_recall)"
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python scripts/ship_pop.py --name pop_infill CHECKPOINT --recipe "..."
 
 1. exports the checkpoint to musictx/pretrained/pop (fp16 safetensors, config.json, MidiTok's tokenizer.json);
 2. scores the validation and test splits of data/pop: NLL per token and per note;
 3. the continuation scorecard on the held-out test songs (10 s seed from 25 s, 30 s new, 2 samples, the
    shipped settings) for the pop model and, on the same songs, the piano model ("musictx before");
 4. writes outputs/pop/ship.json and the model card musictx/pretrained/pop/README.md.
+
+``--name pop_infill`` does the same on data/pop_infill (the infill tokens), with the infill scorecard in
+place of the piano model's continuation (`infill_card`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 
 from musictx.checkpoints.export import export
 from musictx.checkpoints.model_store import load_model
+from musictx.evaluation.infill_scorecard import format_task_scorecard
 from musictx.evaluation.plots import read_metrics_csv
 from musictx.evaluation.run import evaluation_options, format_table, run_evaluation
 from musictx.evaluation.scorecard import MEASURES, format_scorecard
@@ -26,6 +32,7 @@ from musictx.io.token_store import TokenArrays, load_manifest
 from musictx.paths import PRETRAINED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
+NAME = "pop"  # the model shipped; main() sets it from --name, with the three paths below
 DATA = ROOT / "data" / "pop"
 OUT = ROOT / "outputs" / "pop"
 FOLDER = PRETRAINED_DIR / "pop"
@@ -34,8 +41,9 @@ SPOT_FILES = 4  # test songs whose first 1024 tokens fingerprint the weights (te
 
 
 def evaluate(checkpoint: str, split: str, mode: str, **scorecard) -> dict:
-    cfg = evaluation_options(checkpoint=checkpoint, data={"dir": str(DATA)}, split=split, mode=mode, stride=512,
-                             batch_size=16, progress=False, scorecard=scorecard)
+    data = DATA if checkpoint == NAME else ROOT / "data" / "pop"  # another model: its own tokens
+    cfg = evaluation_options(checkpoint=checkpoint, data={"dir": str(data)}, split=split, mode=mode, stride=512,
+                             batch_size=16, progress=False, scorecard=scorecard, infill=scorecard)
     result = run_evaluation(cfg)
     print(format_table(result), flush=True)
     return result
@@ -83,25 +91,60 @@ def card(ship: dict) -> str:
     ]) + "\n"
 
 
+def infill_card(ship: dict) -> str:
+    """The pop_infill card: NLL, the infill scorecard and the continuation scorecard beside pop's."""
+    nll_v, nll_t = ship["validation"]["nll"], ship["test"]["nll"]
+    infill, cont = ship["scorecard_infill"]["task_scorecard"], ship["scorecard_pop"]["scorecard"]["means"]
+    base = ship["scorecard_piano"]["scorecard"]["means"]  # pop itself, on the same seeds
+    rows = [f"| {label} | **{cont['model'][k]:.3f}** | {base['model'].get(k, float('nan')):.3f} | "
+            f"{cont['real'][k]:.3f} |" for k, label, _ in MEASURES if k in cont["model"]]
+    return "\n".join([
+        "# pop_infill: the pop model taught to fill bars",
+        "",
+        f"The shipped `pop` Music Transformer ({ship['params']:,} parameters) fine-tuned on POP909 in the infill "
+        f"format (docs/infill.md): {ship['recipe']}. Its vocabulary is pop's REMI with three ids appended "
+        "(Infill_Start, Infill_End, Fill).",
+        "",
+        "Load it: `load_pretrained(\"pop_infill\")`; `musictx-generate task=infill seed_midi=song.mid bars=9-12` "
+        "picks it. Accompaniment and continuation use `pop` by default.",
+        "",
+        "| split | NLL (nats/token) | NLL (nats/note) |", "|---|---|---|",
+        f"| validation | {nll_v['nll']:.3f} | {nll_v['nll_per_note']:.3f} |",
+        f"| test (held out) | {nll_t['nll']:.3f} | {nll_t['nll_per_note']:.3f} |",
+        "", f"Infill scorecard on the {len(infill['songs'])} held-out test songs:", "",
+        format_task_scorecard(infill),
+        "", "Continuation scorecard on the same test songs (10 s seed from 25 s, 30 s new, 2 samples), beside `pop`:",
+        "", "| measure (mean) | pop_infill | pop | real continuation |", "|---|---|---|---|", *rows,
+        "", "Data: POP909 (Wang, Chen et al., ISMIR 2020), MIT licence; the test split was never trained on.",
+    ]) + "\n"
+
+
 def spot_check() -> dict:
     """NLL of the first 1024 tokens of a few test songs: the figure a test checks installed weights against."""
-    net, tok, _ = load_model("pop")
+    net, tok, _ = load_model(NAME)
     spot = list(TokenArrays(DATA, "test").files)[:SPOT_FILES]  # relative to POP909/
     return {"files": spot, "tokens_per_file": 1024, **sample_nll(net, tok, [POP909 / f for f in spot], 1024)}
 
 
 def main() -> None:
+    global NAME, DATA, OUT, FOLDER
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", nargs="?", default=str(OUT / "train" / "checkpoints" / "last.ckpt"))
+    parser.add_argument("--name", choices=("pop", "pop_infill"), default="pop", help="the model to ship")
     parser.add_argument("--max-songs", type=int, default=None, help="a quick look; the card is made on all")
     parser.add_argument("--recipe", default="experiment=pop", help="how the checkpoint was trained, for the card")
     args = parser.parse_args()
+    NAME, DATA, OUT, FOLDER = (args.name, ROOT / "data" / args.name, ROOT / "outputs" / args.name,
+                               PRETRAINED_DIR / args.name)
     max_songs = args.max_songs
     export(args.checkpoint, str(FOLDER), dtype="float16",
-           info={"data": "POP909 001-800, data/pop train split", "recipe": args.recipe})
-    ship = {"validation": evaluate("pop", "validation", "nll"), "test": evaluate("pop", "test", "nll")}
-    ship["scorecard_pop"] = evaluate("pop", "test", "continuation", max_songs=max_songs)
-    ship["scorecard_piano"] = evaluate("piano", "test", "continuation", max_songs=max_songs)
+           info={"data": f"POP909 001-800, data/{NAME} train split", "recipe": args.recipe})
+    ship = {"validation": evaluate(NAME, "validation", "nll"), "test": evaluate(NAME, "test", "nll")}
+    ship["scorecard_pop"] = evaluate(NAME, "test", "continuation", max_songs=max_songs)
+    ship["scorecard_piano"] = evaluate("piano" if NAME == "pop" else "pop", "test", "continuation",
+                                       max_songs=max_songs)
+    if NAME == "pop_infill":
+        ship["scorecard_infill"] = evaluate(NAME, "test", "infill", max_songs=max_songs)
     ship.update(recipe=args.recipe, checkpoint=args.checkpoint)
     ship.update(params=ship["test"]["params"], global_step=ship["test"]["global_step"],
                 model=json.loads((FOLDER / "config.json").read_text())["model"])
@@ -115,7 +158,7 @@ def main() -> None:
         ship["val_curve"] = read_metrics_csv(metrics).get("val/loss", ([], []))
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "ship.json").write_text(json.dumps(ship, indent=2, default=str))
-    (FOLDER / "README.md").write_text(card(ship))
+    (FOLDER / "README.md").write_text(card(ship) if NAME == "pop" else infill_card(ship))
     print(format_scorecard(ship["scorecard_pop"]["scorecard"]))
     print(f"wrote {FOLDER} and {OUT / 'ship.json'}")
 

@@ -41,7 +41,8 @@ def _shipped(name: str):
 
 
 # each shipped model: its tokenizer class, and the folder its card's spot-check files are relative to
-SHIPPED = {"piano": (EventTokenizer, PIANO_DIR), "pop": (MetricalTokenizer, POP909)}
+SHIPPED = {"piano": (EventTokenizer, PIANO_DIR), "pop": (MetricalTokenizer, POP909),
+           "pop_infill": (MetricalTokenizer, POP909)}
 
 
 @pytest.mark.parametrize("name", [_shipped(n) for n in SHIPPED])
@@ -175,3 +176,28 @@ def test_a_continuation_file_ends_with_its_music():
     end = max(n.end for t in score.tracks for n in t.notes)
     assert all(t.time < end for t in score.tempos[1:]) and all(s.time < end for s in score.time_signatures[1:])
     assert 0 < new_bars_seconds(seed, score) <= seed.bar_seconds() + 0.01
+
+
+@needs_shared
+@pytest.mark.parametrize("name", [_shipped("pop_infill")])
+def test_infill_picks_the_shipped_infill_model_and_fills_a_held_out_song(tmp_path, name):
+    """``task=infill`` with no checkpoint: the shipped infill model, said in one line; the bars asked for are
+    new and everything else is the song's own."""
+    from musictx.generation.infill import in_bars, read_song
+
+    info = json.loads((PRETRAINED_DIR / name / "config.json").read_text())["info"]
+    song_path = POP909 / info["spot_check"]["files"][0]
+    record = run(GenerateOptions(seed_midi=str(song_path), task="infill", bars="9-10", num_samples=1, audio=False,
+                                 output_dir=str(tmp_path / "out")))
+    assert record["checkpoint"] == name and "bars 9-10" in record["what"]
+    out, given = Score(str(tmp_path / "out" / record["samples"][0]["midi"])), Score(str(song_path))
+    net, tok = musictx.load_pretrained(name)
+    song = read_song(tok, song_path)
+    per_beat = tok.miditok.config.max_num_pos_per_beat
+    for before, after in zip(given.tracks, out.tracks, strict=True):
+        outside = []
+        for notes in (before.notes.numpy(), after.notes.numpy()):
+            keep = ~in_bars(song, notes["time"], 8, 10, per_beat)
+            outside.append(sorted(zip(*(notes[k][keep].tolist() for k in ("time", "duration", "pitch")),
+                                      strict=True)))
+        assert outside[0] == outside[1] and len(outside[0]) > 0

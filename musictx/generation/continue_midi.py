@@ -61,7 +61,7 @@ def open_model(opts: GenerateOptions):
     as the ``checkpoint=`` option's (GenerateError), then checked against the options that depend on the
     model (`GenerateOptions.check_model`)."""
     if not opts.checkpoint:
-        name, why = choose_model(opts.seed_midi, shipped_models())
+        name, why = choose_model(opts.seed_midi, shipped_models(), opts.task)
         print(f"model: {name} ({why}); checkpoint=<name or path> picks another")
         opts.checkpoint = name
     try:

@@ -13,6 +13,7 @@ from symusic import Score
 from musictx.io.score_prep import beats_file_of
 
 GRID_SHARE = 0.8  # share of onsets within 1/32 beat of the 16th grid above which a file is metrical
+INFILL_MODEL = "pop_infill"
 
 
 def grid_share(score: Score) -> float:
@@ -29,8 +30,11 @@ def grid_share(score: Score) -> float:
     return float(near.max() / len(onsets))
 
 
-def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str]) -> tuple[str, str]:
-    """(shipped model name, why) for ``seed_midi``; piano when pop is not installed or there is no seed."""
+def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str], task: str = "continue") -> tuple[str, str]:
+    """(shipped model name, why) for ``seed_midi``; piano when pop is not installed or there is no seed; for
+    ``task=infill`` the model that knows the infill tokens (pop_infill) when it is shipped."""
+    if task == "infill" and INFILL_MODEL in shipped:
+        return INFILL_MODEL, "task=infill: the pop model fine-tuned to fill bars"
     if "pop" not in shipped:
         return "piano", "the only shipped model"
     if not seed_midi:
