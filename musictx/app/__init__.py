@@ -14,6 +14,6 @@ MIDI; "Continue this one further" takes a result as the next seed. Needs the ``a
 - `musictx.app.disk`: the one work folder (also Gradio's cache) and its limits; `musictx.app.messages`: upload
   problems in the app's words.
 - `musictx.app.page`: the Gradio page (its queue bounded); `musictx.app.infill_page`: its Infill and Accompany
-  tabs, whose requests are `musictx.app.infill_tab` (a model with the infill tokens: `--model <pop_infill ckpt>`).
+  tabs, whose requests are `musictx.app.infill_tab` (infill: a model with the infill tokens, `--model pop_infill`).
 - `musictx.app.cli`: the console script (limits, host warning, login, SIGTERM).
 """

@@ -37,13 +37,13 @@ def infill_problem(cont: Continuer, task: str = "infill") -> str | None:
     infill."""
     if not is_metrical(cont.tokenizer):
         return (f"The model `{cont.meta['ref']}` reads performance events, not bars: start the app with "
-                "--model pop to write accompaniment (and with a pop_infill checkpoint to fill bars).")
+                "--model pop to write accompaniment (and with --model pop_infill to fill bars).")
     if task == "infill":
         try:
             InfillIds.of(cont.tokenizer)
         except ValueError:
-            return (f"The model `{cont.meta['ref']}` has no infill tokens: start the app with --model <a "
-                    "pop_infill checkpoint> (docs/infill.md) to fill bars.")
+            return (f"The model `{cont.meta['ref']}` has no infill tokens: start the app with --model pop_infill "
+                    "(docs/infill.md) to fill bars.")
     return None
 
 

@@ -42,7 +42,7 @@ class InfillIds:
     def of(cls, tok) -> InfillIds:
         if INFILL_START not in getattr(tok, "vocab", {}):
             raise ValueError("this model's tokenizer has no infill tokens (Infill_Start, Infill_End, Fill): "
-                             "infill needs a model fine-tuned with experiment=pop_infill")
+                             "infill needs the shipped pop_infill or a model fine-tuned with experiment=pop_infill")
         return cls(tok.vocab[INFILL_START], tok.vocab[INFILL_END], tok.vocab[FILL])
 
 
