@@ -102,7 +102,7 @@ def infill_card(ship: dict) -> str:
         "# pop_infill: the pop model taught to fill bars",
         "",
         f"The shipped `pop` Music Transformer ({ship['params']:,} parameters) fine-tuned on POP909 in the infill "
-        f"format (docs/infill.md): {ship['recipe']}. Its vocabulary is pop's REMI with three ids appended "
+        f"format: {ship['recipe']}. Its vocabulary is pop's REMI with three ids appended "
         "(Infill_Start, Infill_End, Fill).",
         "",
         "Load it: `load_pretrained(\"pop_infill\")`; `musictx-generate task=infill seed_midi=song.mid bars=9-12` "
