@@ -85,7 +85,13 @@ def test_export_into_the_shipped_model_is_refused(stand_in, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg", "work"]
 
 
-@pytest.mark.parametrize("name", ["train", "evaluate", "attention", "prep", "generate"])
+# One command of each parametrized refusal runs in the default suite; the others (each a fresh process, some
+# seconds each) are `slow`, as `make test-all` runs them: the check is the same function for every command.
+def _others_slow(names, default):
+    return [n if n == default else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("name", _others_slow(["train", "evaluate", "attention", "prep", "generate"], "generate"))
 def test_every_command_refuses_the_package(name, stand_in, tmp_path):
     pkg, env = stand_in
     inside = pkg / "conf" / "out"
@@ -99,7 +105,7 @@ def test_every_command_refuses_the_package(name, stand_in, tmp_path):
     assert list((tmp_path / "work").iterdir()) == []  # no run folder (outputs/...) either
 
 
-@pytest.mark.parametrize("name", ["generate", "evaluate", "export", "train", "prep"])
+@pytest.mark.parametrize("name", _others_slow(["generate", "evaluate", "export", "train", "prep"], "train"))
 def test_root_and_home_are_refused(name, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
