@@ -19,11 +19,9 @@ import numpy as np
 import torch
 from symusic import Note, Score, Track
 
-from musictx.generation.bar_repeats import BarRepeatLimit
-from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, strip_after_bars
+from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, grammar_hooks, strip_after_bars
 from musictx.generation.given_notes import GivenNotes, HarmonyLean, given_onsets, half_bar_pitch_classes
 from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
-from musictx.generation.metrical_guard import RemiGuard
 from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
@@ -161,9 +159,7 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     device = next(net.parameters()).device
     prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
     lead = GivenNotes(tok, [given_onsets(tok, song.bar_ids(b), given) for b in range(s, e)], given)
-    hooks = [RemiGuard(tok, programs=sorted(given | new_programs))] if sampling.guard else []
-    hooks += [BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats and sampling.guard else []
-    hooks += [lead]
+    hooks = [*grammar_hooks(tok, sorted(given | new_programs), sampling, max_bar_repeats), lead]
     if sampling.harmony:
         hooks += [HarmonyLean(tok, lead, *given_harmony(tok, song, given, s, e), sampling.harmony)]
     out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,

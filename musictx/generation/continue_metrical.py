@@ -40,6 +40,14 @@ class BarLimit:
         return torch.from_numpy(self.count > self.bars).to(next_ids.device)
 
 
+def grammar_hooks(tok, programs: list[int], sampling: SamplingOptions, max_bar_repeats: int | None) -> list:
+    """The hooks every metrical sampler starts with (with ``sampling.guard``): the tokenizer's grammar over
+    ``programs`` and the bar-repeat limit (``max_bar_repeats``; None or 0: none)."""
+    if not sampling.guard:
+        return []
+    return [RemiGuard(tok, programs=programs)] + ([BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats else [])
+
+
 def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
 
@@ -56,8 +64,7 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
     stop = BarLimit(tok.bar_id, bars - 1)
     programs = seed_programs(seed)
-    hooks = [RemiGuard(tok, programs=programs)] if sampling.guard else []
-    hooks += [BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats and sampling.guard else []
+    hooks = grammar_hooks(tok, programs, sampling, max_bar_repeats)
     hooks += [MotifEcho(tok, programs, sampling.motif_echo)] if sampling.motif_echo else []  # after the -inf
     hooks += [OnStep(on_step)] if on_step else []
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,

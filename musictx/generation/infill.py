@@ -16,9 +16,7 @@ import numpy as np
 import torch
 from symusic import Note, Score
 
-from musictx.generation.bar_repeats import BarRepeatLimit
-from musictx.generation.continue_metrical import BarLimit
-from musictx.generation.metrical_guard import RemiGuard
+from musictx.generation.continue_metrical import BarLimit, grammar_hooks
 from musictx.generation.metrical_seed import bar_lines
 from musictx.generation.sampling import SpecialIds, generate
 from musictx.generation.sampling_options import SamplingOptions
@@ -135,8 +133,7 @@ def sample_middle(net, tok, prompt: np.ndarray, n_bars: int, programs: list[int]
         raise GenerateError(f"no room left in the model's {context_length(net)}-id context to write the bars")
     device = next(net.parameters()).device
     ids = torch.as_tensor(np.concatenate([prompt, [tok.bar_id]]), dtype=torch.long, device=device)[None]  # (1, T0)
-    hooks = [RemiGuard(tok, programs=programs)] if sampling.guard else []
-    hooks += [BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats and sampling.guard else []
+    hooks = grammar_hooks(tok, programs, sampling, max_bar_repeats)
     ends = SpecialIds(pad_id=tok.pad_id, eos_id=InfillIds.of(tok).end)  # the middle ends at Infill_End
     out = generate(net, ends, ids, replace(sampling, recall_guidance=0.0), hooks, max_new_tokens=room - 1,
                    stop=BarLimit(tok.bar_id, n_bars - 1))
