@@ -1,6 +1,8 @@
 """Relative self-attention: every kernel against the naive reference, gradients, causality, KV cache."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -10,6 +12,7 @@ from musictx.models.attention import (
     IMPLS,
     PlainSelfAttention,
     RelativeSelfAttention,
+    attend_blockwise,
     attend_naive,
     attend_skew,
     clipped_table,
@@ -23,6 +26,7 @@ KERNELS = {
     "naive": attend_naive,
     "skew": attend_skew,
     "efficient": lambda q, k, v, e, p=0.0: attend_efficient(q, k, v, e, p, block_size=4),
+    "blockwise": lambda q, k, v, e, p=0.0: attend_blockwise(q, k, v, e, p, block_size=4),
 }
 # (B, H, T, D, max_rel_dist, block_size): T not divisible by the block, M < T, M >= T, M == 1, one block
 MODULE_CASES = [
@@ -72,7 +76,7 @@ def test_naive_matches_pairwise_definition(t_q, t_k, n_rel):
     torch.testing.assert_close(attend_naive(q, k, v, e), _loop_reference(q, k, v, e))
 
 
-@pytest.mark.parametrize("impl", ["skew", "efficient"])
+@pytest.mark.parametrize("impl", ["skew", "efficient", "blockwise"])
 @pytest.mark.parametrize("t_q,t_k,n_rel", [(13, 13, 5), (13, 13, 20), (5, 14, 6), (1, 9, 3), (9, 9, 1)])
 def test_kernels_match_naive_with_grads(impl, t_q, t_k, n_rel):
     q, k, v, e = _qkve(2, 3, t_q, t_k, 4, n_rel)
@@ -420,13 +424,13 @@ def test_long_keys_reach_the_kernel_as_a_shifted_table_of_m_minus_1_rows(monkeyp
     import musictx.models.attention as attention_module
 
     tables = []
-    real = attention_module.attend_efficient
+    real = attention_module.KERNELS["efficient"]
 
     def spy(q, k, v, rel_emb, *args):
         tables.append(rel_emb.detach().clone())
         return real(q, k, v, rel_emb, *args)
 
-    monkeypatch.setattr(attention_module, "attend_efficient", spy)
+    monkeypatch.setitem(attention_module.KERNELS, "efficient", spy)
     attn = _module(8, 2, 5, 4)
     x = torch.randn(2, 13, 8, dtype=torch.float64)
     torch.testing.assert_close(attn(x), _clipped_pairwise(x, attn))
@@ -437,3 +441,37 @@ def test_long_keys_reach_the_kernel_as_a_shifted_table_of_m_minus_1_rows(monkeyp
     torch.testing.assert_close(grad, want)
     attn(x[:, :5])  # 5 keys, M = 5: nothing is clipped
     assert tables[-1].shape == (2, 5, 4) and torch.equal(tables[-1], e)
+
+
+def test_the_kernels_register_into_the_models_which_work_without_them():
+    """models/ imports no kernel: a net built without `musictx.kernels` runs the plain blockwise function
+    under "efficient"; importing the kernels (as the model loader does) puts the fused op there."""
+    code = """
+import sys, torch
+from musictx.models import MusicTransformer
+from musictx.models.attention import KERNELS, attend_blockwise
+assert not [m for m in sys.modules if m.startswith('musictx.kernels')]
+assert KERNELS['efficient'] is attend_blockwise and 'triton' not in KERNELS
+torch.manual_seed(0)
+net = MusicTransformer(vocab_size=20, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=64,
+                       attn_block_size=8).eval()
+ids = torch.randint(20, (2, 30))
+with torch.no_grad():
+    plain = net(ids)
+import musictx.checkpoints.model_store
+from musictx.kernels.efficient_attention import attend_efficient
+assert KERNELS['efficient'] is attend_efficient
+with torch.no_grad():
+    torch.testing.assert_close(net(ids), plain, atol=1e-5, rtol=1e-4)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_an_unregistered_kernel_is_named_in_the_error(monkeypatch):
+    import musictx.models.attention as attention_module
+
+    monkeypatch.delitem(attention_module.KERNELS, "triton", raising=False)
+    attn = _module(8, 2, 4, 4, impl="triton")
+    with pytest.raises(RuntimeError, match="attn_impl='triton' is not registered: import musictx.kernels"):
+        attn(torch.randn(1, 9, 8, dtype=torch.float64))
