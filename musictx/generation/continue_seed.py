@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -19,6 +20,7 @@ from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import Seed
 from musictx.generation.take import Batch, Take
 from musictx.io.midi_io import Notes
+from musictx.io.midi_timing import MidiTiming
 from musictx.io.tokenizer import EventTokenizer
 
 # The token cap when max_tokens is unset: recorded piano runs at ~40-80 ids per second of music, so this is
@@ -134,5 +136,10 @@ def take_of(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, opts,
     else:
         line = (f"{record['notes']} notes, {record['new_tokens']} new tokens, {record['new_seconds']:.1f} s new "
                 f"({record['stop']})")
-    return Take(notes, notes, record, line, timing=seed.output_timing(opts.include_seed), track=seed.track_name(),
+    # written on the seed file's tempo map and metre (120 bpm, 4/4 without one); the continuation alone, moved
+    # to start at 0, on those in force where the model takes over
+    timing = seed.timing or MidiTiming()
+    timing = timing if opts.include_seed else timing.window(seed.seconds)
+    track = f"musictx continuation of {Path(seed.path).name}" if seed.path else "musictx piano"  # as a DAW shows it
+    return Take(notes, notes, record, line, timing=timing, track=track,
                 takeover=seed.seconds if opts.include_seed else None, earlier_from=earlier_from)

@@ -35,7 +35,7 @@ from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import SlidingWindow
 
 StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
-DrawFn = Callable[[Tensor], Tensor]  # logits (B, V) -> the ids drawn (B,)
+DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
 
 
 @dataclass(frozen=True)
@@ -160,20 +160,6 @@ def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stop, pad_
         raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
 
 
-def _draw(logits: Tensor, draw: DrawFn, done: Tensor | None, pad_id: int | None,
-          hooks: Sequence[LogitsHook]) -> Tensor:
-    """The next ids (B,) from ``logits`` (B, V): PAD masked, then each hook in turn, then ``draw``; complete
-    samples (``done``; None: none can be) get ``pad_id``."""
-    if pad_id is not None:
-        logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
-    for hook in hooks:
-        logits = hook(logits)
-    nxt = draw(logits)
-    if pad_id is not None and done is not None:
-        nxt = nxt.masked_fill(done, pad_id)
-    return nxt
-
-
 def _noise_stream(generator: torch.Generator | None, device: torch.device, temperature: float,
                   draws: int) -> NoiseStream | None:
     """The draws' noise taken ahead (`NoiseStream`) where it comes from a CPU generator; None for greedy
@@ -182,15 +168,22 @@ def _noise_stream(generator: torch.Generator | None, device: torch.device, tempe
     return NoiseStream(generator, draws) if on_cpu and temperature != 0 else None
 
 
-def _drawer(opts: SamplingOptions, device: torch.device, draws: int) -> tuple[DrawFn, NoiseStream | None]:
-    """``draw(logits (B, V)) -> ids (B,)`` as ``opts`` says, from a generator seeded with ``opts.seed``, and
-    the noise it takes ahead (to close after the loop; None where none is taken ahead)."""
+def _drawer(opts: SamplingOptions, device: torch.device, draws: int, hooks: Sequence[LogitsHook],
+            pad_id: int | None) -> tuple[DrawFn, NoiseStream | None]:
+    """``draw(logits (B, V), done) -> ids (B,)`` as ``opts`` says, from a generator seeded with ``opts.seed``,
+    and the noise it takes ahead (to close after the loop; None where none is taken ahead). A draw masks PAD,
+    runs each hook in turn, then draws; complete samples (``done``; None: none can be) get ``pad_id``."""
     generator = torch.Generator(device=device).manual_seed(opts.seed)
     noise = _noise_stream(generator, device, opts.temperature, draws)
 
-    def draw(logits: Tensor) -> Tensor:
-        return sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
-                           noise and noise.next(logits.shape))
+    def draw(logits: Tensor, done: Tensor | None) -> Tensor:
+        if pad_id is not None:
+            logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
+        for hook in hooks:
+            logits = hook(logits)
+        nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
+                          noise and noise.next(logits.shape))
+        return nxt if pad_id is None or done is None else nxt.masked_fill(done, pad_id)
 
     return draw, noise
 
@@ -232,7 +225,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, h
     done = torch.zeros(B, dtype=torch.bool, device=device)
     can_stop = eos_id is not None or stop is not None  # else no sample completes before max_new_tokens
     hooks = _hooks_of(opts, hooks)
-    draw, noise = _drawer(opts, device, max_new_tokens)
+    draw, noise = _drawer(opts, device, max_new_tokens, hooks, pad_id)
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])
@@ -240,9 +233,9 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, h
     length = t0
     with (_eval_mode(net), closing(noise) if noise else nullcontext(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
-        logits = window.first_logits(ids)
         while length < total:
-            nxt = _draw(logits, draw, done if can_stop else None, pad_id, hooks)  # (B,)
+            logits = window.logits(ids, length)  # (B, V)
+            nxt = draw(logits, done if can_stop else None)  # (B,)
             if length == ids.shape[1]:
                 ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
             ids.select(1, length).copy_(nxt)
@@ -254,5 +247,4 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, h
                 break
             if pressed():
                 raise KeyboardInterrupt
-            logits = window.next_logits(ids, length)
     return ids[:, :length]

@@ -39,16 +39,6 @@ class Seed:
     # the music before it too), left out: where the seed starts in the file
     timing: MidiTiming | None = None  # the seed file's tempo map and metre over the seed; None: 120 bpm, 4/4
 
-    def output_timing(self, include_seed: bool = True) -> MidiTiming:
-        """The tempo map and metre to write a piece made from this seed with; without the seed (the
-        continuation alone, moved to start at 0), those in force where the model takes over."""
-        timing = self.timing or MidiTiming()
-        return timing if include_seed else timing.window(self.seconds)
-
-    def track_name(self) -> str:
-        """The name of the written track, as a DAW shows it."""
-        return f"musictx continuation of {Path(self.path).name}" if self.path else "musictx piano"
-
 
 def drop_leading_silence(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[np.ndarray, int]:
     """(ids without the TIME_SHIFTs before the first NOTE_ON, steps dropped): time then counts from the

@@ -93,17 +93,16 @@ class SlidingWindow:
         self.t0, self.max_len = t0, context_length(net)
         self.keep = keep_after_slide(self.max_len, slide)
         self.pin = pinned_length(keep_seed, t0, self.keep)
-        self.pinned = False
+        self.pinned = self.started = False
         self.start = window_start(0, t0, self.max_len, self.keep)
         self.decoder = WindowDecoder(net, use_cache)
 
-    def first_logits(self, ids: Tensor) -> Tensor:
-        """The logits (B, V) after the prompt, ``ids[:, :t0]``."""
-        return self.decoder.restart(ids[:, self.start : self.t0])
-
-    def next_logits(self, ids: Tensor, length: int) -> Tensor:
-        """The logits (B, V) after ``ids[:, :length]``, one id more than at the last call: a decoding step, or
-        a restart from the slid window."""
+    def logits(self, ids: Tensor, length: int) -> Tensor:
+        """The logits (B, V) after ``ids[:, :length]``: after the prompt at the first call (the decoder starts
+        on it), then one id more at each call: a decoding step, or a restart from the slid window."""
+        if not self.started:
+            self.started = True
+            return self.decoder.restart(ids[:, self.start : length])
         recent, slid = self.advance(ids, length)
         return self.decoder.restart(recent) if slid else self.decoder.step(recent)
 
