@@ -12,6 +12,7 @@ exclusively (``O_EXCL``), so two runs writing into one folder at once cannot tak
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -48,25 +49,6 @@ def claim_sample_numbers(out_dir: Path, count: int) -> list[int]:
     return claimed
 
 
-def release_numbers(out_dir: Path, numbers: list[int]) -> None:
-    """Remove the files of samples this run claimed but did not finish (its empty ``sample_NN.mid``, a
-    half-written piano roll or WAV): the numbers were claimed by this run alone, so nothing else has them."""
-    for number in numbers:
-        for suffix in (".mid", ".png", ".wav"):
-            (out_dir / f"{sample_name(number)}{suffix}").unlink(missing_ok=True)
-
-
-def drop_empty_claims(out_dir: Path, numbers: list[int], record: Path) -> None:
-    """After a failed write: remove the empty files this run claimed (a sample's ``.mid``, the record) and
-    nothing else; what was written whole stays (each file is written atomically, `musictx.safe_output`)."""
-    for path in [out_dir / f"{sample_name(n)}.mid" for n in numbers] + [record]:
-        try:
-            if path.stat().st_size == 0:
-                path.unlink()
-        except FileNotFoundError:
-            pass
-
-
 def claim_record_path(out_dir: Path) -> Path:
     """``generation.json``, or the first free ``generation_N.json`` (N = 2, 3, ...), created empty."""
     path, n = out_dir / RECORD, 1
@@ -86,14 +68,42 @@ def _create_new(path: Path) -> bool:
     return True
 
 
-def describe_reuse(out_dir: Path, numbers: list[int], record: Path) -> str | None:
-    """One line when the run's files are not the first names of an empty folder; None when they are."""
-    if numbers[0] == 0 and record.name == RECORD:
-        return None
-    first, last = sample_name(numbers[0]), sample_name(numbers[-1])
-    span = first if first == last else f"{first} to {last}"
-    return (f"{out_dir} already holds earlier files: this run writes {span} and {record.name} beside them "
-            "(nothing there is replaced or removed)")
+class Claims:
+    """The names a run takes in its folder before it writes: its sample numbers (`claim_sample_numbers`) and its
+    record's path (`claim_record_path`), each created empty. Around the writing (a context manager) it lets go
+    of what was not written: after a Ctrl-C, every file of the samples left unfinished (the interrupt ends
+    there: ``stopped``); after an OSError (a full disk), the claims still empty, and the error goes on. What
+    was written whole stays (each file is written atomically, `musictx.safe_output`)."""
+
+    def __init__(self, out_dir: Path, count: int):
+        self.out_dir, self.numbers = out_dir, claim_sample_numbers(out_dir, count)
+        self.record = claim_record_path(out_dir)
+        self.written, self.stopped = 0, False
+
+    def reuse_line(self) -> str | None:
+        """One line when the run's files are not the first names of an empty folder; None when they are."""
+        if self.numbers[0] == 0 and self.record.name == RECORD:
+            return None
+        first, last = sample_name(self.numbers[0]), sample_name(self.numbers[-1])
+        span = first if first == last else f"{first} to {last}"
+        return (f"{self.out_dir} already holds earlier files: this run writes {span} and {self.record.name} beside "
+                "them (nothing there is replaced or removed)")
+
+    def __enter__(self) -> Claims:
+        return self
+
+    def __exit__(self, kind, err, tb) -> bool:
+        unfinished = [self.out_dir / sample_name(n) for n in self.numbers[self.written:]]
+        if kind is not None and issubclass(kind, KeyboardInterrupt):  # these numbers were this run's alone
+            for stem, suffix in itertools.product(unfinished, (".mid", ".png", ".wav")):
+                stem.with_suffix(suffix).unlink(missing_ok=True)
+            self.stopped = True
+            return True
+        if kind is not None and issubclass(kind, OSError):
+            for path in [stem.with_suffix(".mid") for stem in unfinished] + [self.record]:
+                if path.is_file() and path.stat().st_size == 0:
+                    path.unlink()
+        return False
 
 
 def write_take(out_dir: Path, name: str, take: Take, soundfont: str | None, audio: bool) -> dict:
@@ -141,22 +151,13 @@ def _write_takes(out_dir: Path, takes: list[Take], soundfont: str | None, audio:
     """(the records of the samples written, the path claimed for the run's record, whether a Ctrl-C stopped
     the writing). A full disk raises (`musictx.safe_output.OutputError` names the file): finished files stay,
     this run's empty claims go."""
-    numbers = claim_sample_numbers(out_dir, len(takes))
-    record_path = claim_record_path(out_dir)
-    reuse = describe_reuse(out_dir, numbers, record_path)
-    if reuse:
-        print(reuse)
     samples: list[dict] = []
-    try:
-        with remembered_ctrl_c() as pressed:
-            for number, take in zip(numbers, takes, strict=True):
-                samples.append(write_take(out_dir, sample_name(number), take, soundfont, audio))
-                if pressed():  # its KeyboardInterrupt was swallowed (raised inside a GC callback): stop here
-                    raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        release_numbers(out_dir, numbers[len(samples):])
-        return samples, record_path, True
-    except OSError:
-        drop_empty_claims(out_dir, numbers[len(samples):], record_path)
-        raise
-    return samples, record_path, False
+    with Claims(out_dir, len(takes)) as claims, remembered_ctrl_c() as pressed:
+        if reuse := claims.reuse_line():
+            print(reuse)
+        for number, take in zip(claims.numbers, takes, strict=True):
+            samples.append(write_take(out_dir, sample_name(number), take, soundfont, audio))
+            claims.written += 1
+            if pressed():  # its KeyboardInterrupt was swallowed (raised inside a GC callback): stop here
+                raise KeyboardInterrupt
+    return samples, claims.record, claims.stopped
