@@ -50,3 +50,19 @@ def write_random_midi(path: Path, seed: int, **kwargs) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     random_pretty_midi(np.random.default_rng(seed), **kwargs).write(str(path))
     return path
+
+
+def held_out_pop_continuations(net, tok, sampling_options: dict, songs=(6, 18)):
+    """(seed, new music) of each sample when the shipped pop model continues POP909 songs of the prep split's
+    validation files (10 s seed from 25 s, 12 s new, 2 samples, the i-th song with seed i) under
+    `SamplingOptions(**sampling_options)`: what the echo tests compare with the echo on and off."""
+    from musictx.evaluation import scorecard as sc
+    from musictx.generation.sampling_options import SamplingOptions
+
+    opts = {"seed_seconds": 10, "seed_from": 25, "length_seconds": 12, "num_samples": 2, "max_bar_repeats": 4}
+    out = []
+    for k, n in enumerate(songs):
+        song = SHARED_DATA / "pop" / "POP909" / f"{n:03d}" / f"{n:03d}.mid"
+        cont = sc.continue_metrical(net, tok, song, opts, SamplingOptions(seed=k, **sampling_options))
+        out += [(s.window(cont.seed_start, cont.seed_end), s.window(cont.seed_end, 1e9)) for s in cont.samples]
+    return out

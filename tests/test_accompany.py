@@ -14,7 +14,7 @@ import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import load_pretrained
-from musictx.generation.accompany import accompany_song, given_harmony, lead_ids, melody_song
+from musictx.generation.accompany import accompany_song, given_harmony, given_sounding, lead_ids, melody_song
 from musictx.generation.given_notes import given_onsets
 from musictx.generation.infill import parse_bars
 from musictx.generation.sampling_options import SamplingOptions
@@ -114,3 +114,50 @@ def test_an_unknown_scheme_is_refused(pop, tmp_path):
     song = melody_song(tok, melody_alone(band_song(tmp_path / "s.mid", bars=4), tmp_path / "m.mid"))
     with pytest.raises(ValueError, match="accompany scheme 'fim': give one of lead, infill"):
         accompany_song(net, tok, song, ["PIANO"], 0, 2, SamplingOptions(), scheme="fim")
+
+
+def test_counter_rest_takes_points_off_the_bridge_only_where_the_melody_sounds(pop):
+    from musictx.generation.given_notes import CounterRest, GivenNotes, sounding_positions
+
+    _, tok = pop
+    bridge = ROLE_PROGRAMS["BRIDGE"]
+    # one 16-position bar (ticks 0..1600): a melody note sounds over positions 0-7, then the melody rests
+    sounding = sounding_positions(np.array([0]), np.array([800]), np.array([0, 1600]), [16])
+    assert [s.tolist() for s in sounding] == [[True] * 8 + [False] * 8]
+    given = GivenNotes(tok, [[]], {MELODY})
+    given.start(torch.tensor([[tok.bar_id]]))
+    rest = CounterRest(tok, given, sounding, bridge, 4.0)
+    logits = torch.zeros(1, tok.vocab_size)
+    bridge_id, piano_id = tok.vocab[f"Program_{bridge}"], tok.vocab["Program_0"]
+    assert torch.equal(rest(logits), logits)  # no Position yet in the bar
+    for pos, penalised in ((4, True), (10, False)):
+        given.update(torch.tensor([tok.vocab[f"Position_{pos}"]]))
+        out = rest(logits)
+        assert out[0, bridge_id].item() == (-4.0 if penalised else 0.0)
+        assert out[0, piano_id].item() == 0.0  # the piano plays under the melody: untouched
+    assert logits.abs().sum() == 0  # the caller's logits are not changed in place
+
+
+@needs_pop
+def test_counter_rest_keeps_the_bridge_to_the_melodys_rests(pop, tmp_path):
+    """POP909 song 003's melody (a training song: a behaviour check, not a score), bars 17-24, 2 seeds: the
+    bridge's onsets under a sounding melody note, with the counter rest off and on."""
+    net, tok = pop
+    song = melody_song(tok, melody_alone(POP / "003" / "003.mid", tmp_path / "003.mid"))
+    s, e = 16, 24
+    bridge = ROLE_PROGRAMS["BRIDGE"]
+
+    def bridge_onsets(penalty: float) -> tuple[int, int]:
+        under = total = 0
+        for seed in (0, 1):
+            sampling = SamplingOptions(seed=seed, counter_rest=penalty)
+            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, sampling)
+            sounding = given_sounding(tok, song, {MELODY}, s, e, given_harmony(tok, song, {MELODY}, s, e)[1])
+            for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
+                for pos, _ in given_onsets(tok, bar, {bridge}):
+                    total += 1
+                    under += bool(sounding[k][min(pos, len(sounding[k]) - 1)])
+        return under, total
+
+    off, on = bridge_onsets(0.0), bridge_onsets(4.0)
+    assert on[0] < off[0] / 2, (off, on)

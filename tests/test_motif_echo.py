@@ -6,20 +6,17 @@ model and held-out POP909 songs it makes the melody restate the seed's figures f
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from musictx.checkpoints.model_store import load_model
-from musictx.evaluation import scorecard as sc
 from musictx.evaluation import scorecard_metrics as sm
 from musictx.generation.motif_echo import MotifEcho
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
 
-from .helpers import SHARED_DATA, needs_shared
+from .helpers import held_out_pop_continuations, needs_shared
 
 MELODY, PIANO = 80, 0  # the internal programs of POP909's MELODY and PIANO tracks
 
@@ -102,19 +99,14 @@ def test_the_melody_restates_the_seeds_figures_on_held_out_songs(pop):
     interval 4-grams found in the seed's melody, echo off against echo on (same seeds)."""
     net, tok = pop
     torch.set_num_threads(1)
-    songs = [SHARED_DATA / "pop" / "POP909" / f"{n:03d}" / f"{n:03d}.mid" for n in (6, 18)]
-    opts = {"seed_seconds": 10, "seed_from": 25, "length_seconds": 12, "num_samples": 2, "max_bar_repeats": 4}
     share = {}
     for strength in (0.0, 2.0):
         found = []
-        for k, song in enumerate(songs):
-            cont = sc.continue_metrical(net, tok, Path(song), opts, SamplingOptions(seed=k, motif_echo=strength))
-            for sample in cont.samples:
-                seed, new = sample.window(cont.seed_start, cont.seed_end), sample.window(cont.seed_end, 1e9)
-                lead = sm.lead_track(seed)
-                assert lead == "MELODY"
-                found.append(sm.motif_reuse(sm.top_line(sm.track_named(new, lead))[1],
-                                            sm.top_line(sm.track_named(seed, lead))[1])["transposed"])
+        for seed, new in held_out_pop_continuations(net, tok, {"motif_echo": strength}):
+            lead = sm.lead_track(seed)
+            assert lead == "MELODY"
+            found.append(sm.motif_reuse(sm.top_line(sm.track_named(new, lead))[1],
+                                        sm.top_line(sm.track_named(seed, lead))[1])["transposed"])
         share[strength] = float(np.nanmean(found))
     assert share[2.0] > share[0.0] + 0.1, share
 

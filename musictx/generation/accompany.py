@@ -20,7 +20,8 @@ import torch
 from symusic import Note, Score, Track
 
 from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, grammar_hooks, strip_after_bars
-from musictx.generation.given_notes import GivenNotes, HarmonyLean, given_onsets, half_bar_pitch_classes
+from musictx.generation.given_notes import (CounterRest, GivenNotes, HarmonyLean, given_onsets, half_bar_pitch_classes,
+                                            sounding_positions)
 from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
 from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
@@ -160,8 +161,12 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
     lead = GivenNotes(tok, [given_onsets(tok, song.bar_ids(b), given) for b in range(s, e)], given)
     hooks = [*grammar_hooks(tok, sorted(given | new_programs), sampling, max_bar_repeats), lead]
+    halves, bar_positions = given_harmony(tok, song, given, s, e)
     if sampling.harmony:
-        hooks += [HarmonyLean(tok, lead, *given_harmony(tok, song, given, s, e), sampling.harmony)]
+        hooks += [HarmonyLean(tok, lead, halves, bar_positions, sampling.harmony)]
+    if sampling.counter_rest and ROLE_PROGRAMS["BRIDGE"] in new_programs:
+        hooks += [CounterRest(tok, lead, given_sounding(tok, song, given, s, e, bar_positions),
+                              ROLE_PROGRAMS["BRIDGE"], sampling.counter_rest)]
     out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,
                    max_new_tokens=TOKENS_PER_BAR * (e - s), stop=BarLimit(tok.bar_id, e - s - 1))
     return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
@@ -176,3 +181,11 @@ def given_harmony(tok, song: SongBars, given: set[int], s: int, e: int):
     per_position = song.read.score.ticks_per_quarter / tok.miditok.config.max_num_pos_per_beat
     halves = half_bar_pitch_classes(notes["time"], notes["time"] + notes["duration"], notes["pitch"], lines)
     return halves, [max(round(int(z - a) / per_position), 1) for a, z in zip(lines[:-1], lines[1:], strict=True)]
+
+
+def given_sounding(tok, song: SongBars, given: set[int], s: int, e: int, bar_positions: list[int]):
+    """(positions,) bool for each of bars s..e-1: a given track's note sounds there."""
+    tracks = [t.notes.numpy() for t in song.read.score.tracks if t.program in given]
+    time = np.concatenate([t["time"] for t in tracks]) if tracks else np.zeros(0, np.int64)
+    end = time + (np.concatenate([t["duration"] for t in tracks]) if tracks else np.zeros(0, np.int64))
+    return sounding_positions(time, end, song.lines[s:e + 1].astype(np.int64), bar_positions)

@@ -20,6 +20,7 @@ from musictx.generation.hooks import OnStep
 from musictx.generation.metrical_guard import RemiGuard
 from musictx.generation.metrical_seed import MetricalSeed
 from musictx.generation.motif_echo import MotifEcho
+from musictx.generation.phrase_echo import PhraseEcho
 from musictx.generation.sampling import GenerationInterrupted, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.take import Batch, Take, score_roll
@@ -66,6 +67,7 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     programs = seed_programs(seed)
     hooks = grammar_hooks(tok, programs, sampling, max_bar_repeats)
     hooks += [MotifEcho(tok, programs, sampling.motif_echo)] if sampling.motif_echo else []  # after the -inf
+    hooks += [PhraseEcho(tok, sampling.phrase_echo)] if sampling.phrase_echo else []
     hooks += [OnStep(on_step)] if on_step else []
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,
                    stop=stop)

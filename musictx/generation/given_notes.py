@@ -14,6 +14,10 @@ stream with the melody put in reads like the songs the model was trained on. Two
   id per step, as the only id left to draw.
 - `HarmonyLean` adds a bonus to the new tracks' pitches whose pitch class the given tracks sound in the same
   half bar: the accompaniment leans toward the melody's harmony, as a player reading the tune would.
+- `CounterRest` takes points off the counter-melody's (POP909's BRIDGE) notes where a given note sounds: a
+  second melody answers the first in its rests rather than doubling it (POP909's bridges strike most of
+  their notes while the melody rests), and a model that hears only a melody otherwise writes one through
+  every bar.
 """
 
 from __future__ import annotations
@@ -157,4 +161,34 @@ class HarmonyLean(LogitsHook):
             if sounding:
                 bonus = np.isin(self.pitch_class, list(sounding)) * self.strength  # (n_pitches,)
                 out[b, self.pitch_ids.to(out.device)] += torch.as_tensor(bonus, dtype=out.dtype, device=out.device)
+        return out
+
+
+def sounding_positions(onsets: np.ndarray, ends: np.ndarray, lines: np.ndarray, bar_positions: list[int]
+                       ) -> list[np.ndarray]:
+    """For each bar between ``lines`` (ticks), (positions,) bool: a given note sounds at that position."""
+    out = []
+    for (a, z), n in zip(zip(lines[:-1], lines[1:], strict=True), bar_positions, strict=True):
+        at = a + (z - a) * np.arange(n) / n  # (n,) each position's tick
+        out.append(((onsets[None, :] <= at[:, None]) & (ends[None, :] > at[:, None])).any(axis=1)
+                   if len(onsets) else np.zeros(n, dtype=bool))
+    return out
+
+
+class CounterRest(LogitsHook):
+    """A counter-melody (POP909's BRIDGE) answers the melody: ``penalty`` (nats) off its Program id wherever a
+    given note sounds at the position `GivenNotes` ``given`` is at, so it plays mostly where the melody rests."""
+
+    def __init__(self, tok, given: GivenNotes, sounding: list[np.ndarray], program: int, penalty: float):
+        self.given, self.sounding, self.penalty = given, sounding, penalty
+        self.program_id = tok.miditok.vocab[f"Program_{program}"]
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        g = self.given
+        rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar[b] < len(self.sounding)
+                and g.pos[b] >= 0 and self.sounding[g.bar[b]][min(int(g.pos[b]), len(self.sounding[g.bar[b]]) - 1)]]
+        if not rows:
+            return logits
+        out = logits.clone()
+        out[rows, self.program_id] -= self.penalty
         return out

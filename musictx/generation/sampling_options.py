@@ -49,9 +49,15 @@ class SamplingOptions:
     # metrical models: lean toward the seed's figures, track by track (musictx.generation.motif_echo): the
     # logit bonus of a pitch that goes on as the seed went on from the same last intervals; 0: off
     motif_echo: float = 1.0
+    # metrical models: lean each new bar toward the seed's bar at the same place in its last 4-bar phrase, all
+    # tracks at once (musictx.generation.phrase_echo): the logit bonus of an id that plays that bar again; 0: off
+    phrase_echo: float = 1.3
     # task=accompany: the logit bonus of a new track's pitch whose pitch class the given tracks (the melody)
     # sound in the same half bar (musictx.generation.given_notes); 0: off, the model's own harmony
     harmony: float = 3.0
+    # task=accompany: the logit penalty on the counter-melody's (BRIDGE's) Program where a given note sounds, so
+    # that it answers the melody in its rests, as POP909's bridges mostly do (musictx.generation.given_notes); 0: off
+    counter_rest: float = 4.0
     recall_against: str = "recent"  # the contrast branch: recent (the last recall_local ids) | continuation
                                     # (all the music after the seed: amplifies what the seed alone adds)
 
@@ -69,7 +75,7 @@ class SamplingOptions:
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
-                     "note_cap_from_seed", "motif_echo", "harmony"):
+                     "note_cap_from_seed", "motif_echo", "phrase_echo", "harmony", "counter_rest"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -84,6 +90,8 @@ class SamplingOptions:
              f"polyphony_ratio must be > 0 or null, got {self.polyphony_ratio}"),
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
             (self.motif_echo < 0, f"motif_echo must be >= 0 (0 = off), got {self.motif_echo}"),
+            (self.phrase_echo < 0, f"phrase_echo must be >= 0 (0 = off), got {self.phrase_echo}"),
+            (self.counter_rest < 0, f"counter_rest must be >= 0 (0 = off), got {self.counter_rest}"),
             (self.harmony < 0, f"harmony must be >= 0 (0 = off), got {self.harmony}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
             (self.recall_against not in RECALL_BRANCHES,

@@ -1,0 +1,134 @@
+"""Phrase echo: each new bar leans toward the seed's bar at the same place in the phrase, all tracks at once.
+
+Pop is built in phrases of a few bars whose texture comes back: the next phrase of a verse puts the melody,
+the comping figure and the bass on the same beats, over the same chords, with small changes. The motif echo
+(`musictx.generation.motif_echo`) restates one track's intervals; what it cannot bring back is the texture
+as a whole, where the melody sits between the comping's strokes, and that is what a listener hears as "the
+verse again". So this hook reads the seed bar by bar and, while a new bar is written, gives a logit bonus
+of ``strength`` to the ids that would play the reference bar again:
+
+- the reference of new bar k is the seed's bar ``B - P + k mod P``, with B the seed's bars and P
+  ``min(period, B)``: the new bars cycle through the seed's last phrase;
+- the Program ids of the tracks that the reference strikes more often at the current position than the
+  sample has so far, and the Position of the reference's next onset (the Bar id when it has none);
+- after a track's Program id, the pitches the reference gives that track at this position and that are not
+  drawn yet, at the same pitch (the chords come back with the phrase).
+
+Velocity and Duration are left to the model, and so is everything the bonus does not win: it is a lean, not
+a copy. The grammar guard runs first, so a bonus never revives a forbidden id.
+
+A hook of `musictx.generation.sampling.generate`, for REMI ids (Bar, Position, Program, Pitch per note).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from musictx.generation.hooks import LogitsHook
+
+PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not hold)
+
+
+class PhraseEcho(LogitsHook):
+    """The lean of each new bar toward the seed's bar at its place in a ``period``-bar phrase."""
+
+    def __init__(self, tokenizer, strength: float, period: int = PERIOD_BARS):
+        if period < 1:
+            raise ValueError(f"period must be >= 1 bar, got {period}")
+        tok = tokenizer
+        self.strength, self.period, self.bar_id = float(strength), period, tok.bar_id
+        self.position_of = _numbers(tok, "Position")  # (V,) the position a Position id sets, else -1
+        self.program_of = _numbers(tok, "Program")  # (V,) the track a Program id opens, else -1
+        self.pitch_of = _numbers(tok, "Pitch")  # (V,) the pitch of a Pitch id, else -1
+        self.position_id = _ids_by_number(self.position_of)  # number -> id
+        self.program_id = _ids_by_number(self.program_of)
+        self.pitch_id = _ids_by_number(self.pitch_of)
+
+    def start(self, prompt: Tensor) -> None:
+        rows = prompt.cpu().numpy()
+        self.bars: list[list[dict[int, list[tuple[int, int]]]]] = [[] for _ in rows]  # row: bar: pos: notes
+        self.pos = np.full(len(rows), -1, dtype=np.int64)  # (B,) the current position, -1 before one
+        self.program = np.full(len(rows), -1, dtype=np.int64)  # (B,) the track of the note being written
+        self.last_kind = [""] * len(rows)  # the family of each row's last id, as far as the echo cares
+        for b, row in enumerate(rows):
+            for i in row.tolist():
+                self._follow(b, i)
+        # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
+        self.seed_bars = [[bar for bar in bars[:-1]] for bars in self.bars]
+
+    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
+        for b, i in enumerate(next_ids.tolist()):
+            self._follow(b, int(i))
+
+    def _follow(self, b: int, i: int) -> None:
+        if i == self.bar_id:
+            self.bars[b].append({})
+            self.pos[b], self.last_kind[b] = -1, "bar"
+        elif self.position_of[i] >= 0:
+            self.pos[b], self.last_kind[b] = self.position_of[i], "position"
+        elif self.program_of[i] >= 0:
+            self.program[b], self.last_kind[b] = self.program_of[i], "program"
+        elif self.pitch_of[i] >= 0:
+            if self.bars[b] and self.pos[b] >= 0:
+                self.bars[b][-1].setdefault(int(self.pos[b]), []).append((int(self.program[b]), int(self.pitch_of[i])))
+            self.last_kind[b] = "pitch"
+        else:
+            self.last_kind[b] = "other"  # Velocity, Duration, TimeSig, Tempo: a note's end or the bar's meter
+
+    def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
+        """The seed bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
+        seed = self.seed_bars[b]
+        k = len(self.bars[b]) - 1 - len(seed)  # 0 for the first new bar
+        if not seed or k < 0:
+            return None
+        period = min(self.period, len(seed))
+        return seed[len(seed) - period + k % period]
+
+    def wanted(self, b: int) -> list[int]:
+        """The ids that would go on playing row b's reference bar from where the row stands."""
+        ref = self.reference(b)
+        if not ref or self.last_kind[b] in ("pitch", ""):
+            return []
+        pos = int(self.pos[b])
+        drawn, wanted = self.bars[b][-1].get(pos, []), ref.get(pos, [])
+        if self.last_kind[b] == "program":  # the reference's pitches of this track here, not drawn yet
+            return [self.pitch_id[p] for (t, p) in Counter(wanted) - Counter(drawn)
+                    if t == self.program[b] and p in self.pitch_id]
+        # the tracks with fewer notes here than the reference (counted, so that a chord drawn at other pitches
+        # is not pushed on and on), and equally the reference's next onset: finishing the chord first
+        # copied longer stretches for the same reuse on validation songs
+        short = Counter(t for t, _ in wanted) - Counter(t for t, _ in drawn)
+        ids = [self.program_id[t] for t in short if t in self.program_id]
+        later = [p for p in ref if p > pos]
+        if later:
+            return ids + ([self.position_id[min(later)]] if min(later) in self.position_id else [])
+        return ids + ([self.bar_id] if self.last_kind[b] != "bar" else [])
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        if self.strength == 0:
+            return logits
+        rows, cols = [], []
+        for b in range(logits.shape[0]):
+            for i in self.wanted(b):
+                rows.append(b)
+                cols.append(i)
+        if rows:
+            logits = logits.clone()
+            logits[torch.tensor(rows), torch.tensor(cols)] += self.strength
+        return logits
+
+
+def _numbers(tok, family: str) -> np.ndarray:
+    """(V,) the number an id of ``family`` carries (``Position_12`` -> 12), -1 for the other ids."""
+    out = np.full(tok.vocab_size, -1, dtype=np.int64)
+    for i in tok.ids_of_type(family):
+        out[i] = int(tok.id_to_token(int(i)).split("_")[1])
+    return out
+
+
+def _ids_by_number(numbers: np.ndarray) -> dict[int, int]:
+    return {int(n): int(i) for i, n in enumerate(numbers.tolist()) if n >= 0}
