@@ -128,7 +128,7 @@ def tune_to_midi(score, default_bpm: float, plays: int = 1):
     marks = list(played.recurse().getElementsByClass(tempo.MetronomeMark))
     bpm = marks[0].getQuarterBPM() if marks and marks[0].getQuarterBPM() else default_bpm
     beat_s = 60.0 / min(max(bpm, TEMPO_RANGE[0]), TEMPO_RANGE[1])  # seconds per quarter note
-    piano = pretty_midi.Instrument(program=0, name="folk")
+    piano = pretty_midi.Instrument(program=0, name="folk melody")  # a tune: the melody role for metrical tokens
     notes = _timed_notes(played)
     # One time through lasts until its last bar line (a pickup's missing beats are in the last bar).
     length_ql = max([float(played.highestTime)] + [s + n for s, n, _, _ in notes])

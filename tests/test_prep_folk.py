@@ -148,3 +148,22 @@ def test_folk_cache_must_not_be_the_output(tmp_path):
                             f"folk_cache_dir={tmp_path / 'data' / 'c'}", "folk_limit=1"])
     with pytest.raises(PrepError, match="is a parent of folk_cache_dir"):
         write_dataset(opts, progress=False)
+
+
+def test_music21_melodies_take_the_melody_role_in_metrical_tokens():
+    """A folk tune is one track named as a melody, and a chorale's soprano is its melody: in a pop model's
+    tokens they take MELODY's program (80), the chorale's lower voices the piano's family."""
+    from symusic import Note, Score, Track
+
+    from musictx.io.score_prep import ROLE_PROGRAMS, assign_programs, role_of
+
+    pm, _ = tune_to_midi(music21.converter.parse(TUNE, format="abc"), default_bpm=120)
+    assert role_of(pm.instruments[0].name) == "MELODY"
+    chorale = Score(480)
+    for k, name in enumerate(("Soprano", "Alto", "Tenor", "Bass")):
+        track = Track(name, 0, False)
+        track.notes.append(Note(0, 480, 72 - 5 * k, 80))
+        chorale.tracks.append(track)
+    mapping = assign_programs(chorale)
+    assert [t.program for t in mapping.tracks] == [ROLE_PROGRAMS["MELODY"], 0, 1, 2]
+    assert [t.name for t in mapping.tracks] == ["Soprano", "Alto", "Tenor", "Bass"]
