@@ -21,43 +21,65 @@ from musictx.paths import BUNDLED_MOTIF  # no torch
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def _metrical_run(net, tokenizer, batch: int, seconds: float, seed: int) -> tuple[float, float, int]:
-    """(wall s, new music s, new tokens) of one metrical run: whole bars, the seed's tempo and meter."""
-    from musictx.generation.continue_metrical import sample_bars
-    from musictx.generation.metrical_seed import bars_for, metrical_seed
-    from musictx.generation.sampling_options import SamplingOptions
-
-    prompt = metrical_seed(tokenizer, BUNDLED_MOTIF)
-    bars = bars_for(prompt, seconds, None)
-    t0 = time.perf_counter()
-    pieces = sample_bars(net, tokenizer, prompt, SamplingOptions(seed=seed), num_samples=batch, bars=bars)
-    return time.perf_counter() - t0, batch * bars * prompt.bar_seconds(), sum(len(p) for p in pieces)
-
-
-def measure(net, tokenizer, batch: int, seconds: float, repeats: int, seed: int = 0) -> dict:
-    """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once."""
+def one_run(net, tokenizer, batch: int, seconds: float, sampling) -> tuple[float, float, int]:
+    """(wall s, new music s, new tokens) of one continuation of the motif, ``batch`` samples at once: whole
+    bars at the seed's tempo and meter for a metrical model."""
     if tokenizer.kind != "performance":
-        runs = [_metrical_run(net, tokenizer, batch, seconds, seed) for _ in range(repeats)]
-        wall, music, tokens = sorted(runs)[len(runs) // 2]
-        return {"batch": batch, "wall_s": wall, "music_s": music, "tokens": tokens, "x_real_time": music / wall,
-                "tokens_per_s": tokens / wall, "spread": (min(r[0] for r in runs), max(r[0] for r in runs))}
+        from musictx.generation.continue_metrical import sample_bars
+        from musictx.generation.metrical_seed import bars_for, metrical_seed
+
+        prompt = metrical_seed(tokenizer, BUNDLED_MOTIF)
+        bars = bars_for(prompt, seconds, None)
+        t0 = time.perf_counter()
+        pieces = sample_bars(net, tokenizer, prompt, sampling, num_samples=batch, bars=bars)
+        return time.perf_counter() - t0, batch * bars * prompt.bar_seconds(), sum(len(p) for p in pieces)
     from musictx.generation.continue_seed import sample_continuations
-    from musictx.generation.sampling_options import SamplingOptions
     from musictx.generation.seeds import seed_from_midi
 
     prompt = seed_from_midi(tokenizer, BUNDLED_MOTIF)
-    sampling = SamplingOptions(seed=seed)  # the shipped sampling settings (nucleus 0.95, the guard)
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        pieces = sample_continuations(net, tokenizer, prompt, sampling, num_samples=batch, length_seconds=seconds,
-                                      max_tokens=100_000)
-        wall = time.perf_counter() - t0
-        music = sum(tokenizer.split_time_shifts(p)[2] for p in pieces) * tokenizer.config.time_step
-        runs.append((wall, music, sum(len(p) for p in pieces)))
+    t0 = time.perf_counter()
+    pieces = sample_continuations(net, tokenizer, prompt, sampling, num_samples=batch, length_seconds=seconds,
+                                  max_tokens=100_000)
+    wall = time.perf_counter() - t0
+    music = sum(tokenizer.split_time_shifts(p)[2] for p in pieces) * tokenizer.config.time_step
+    return wall, music, sum(len(p) for p in pieces)
+
+
+def sampling_of(settings: list[str], seed: int = 0):
+    """The shipped sampling settings (`SamplingOptions` defaults) with ``NAME=VALUE`` overrides (values read
+    as YAML: 0, 1.5, null, true)."""
+    from dataclasses import fields
+
+    import yaml
+
+    from musictx.generation.sampling_options import SamplingOptions
+
+    known = {f.name for f in fields(SamplingOptions)}
+    given = {}
+    for item in settings:
+        name, _, value = item.partition("=")
+        if name not in known:
+            raise SystemExit(f"--set {item}: SamplingOptions has no option {name!r}; it has {sorted(known)}")
+        given[name] = yaml.safe_load(value)
+    sampling = SamplingOptions(**{"seed": seed, **given})
+    sampling.check_sampling()
+    return sampling
+
+
+def _row(batch: int, runs: list[tuple[float, float, int]]) -> dict:
     wall, music, tokens = sorted(runs)[len(runs) // 2]
     return {"batch": batch, "wall_s": wall, "music_s": music, "tokens": tokens, "x_real_time": music / wall,
             "tokens_per_s": tokens / wall, "spread": (min(r[0] for r in runs), max(r[0] for r in runs))}
+
+
+def measure(net, tokenizer, batch: int, seconds: float, repeats: int, samplings: list) -> list[dict]:
+    """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once, under each
+    of ``samplings``; their runs interleaved (A B A B ...) so that a noisy machine slows each alike."""
+    runs: list[list] = [[] for _ in samplings]
+    for _ in range(repeats):
+        for k, sampling in enumerate(samplings):
+            runs[k].append(one_run(net, tokenizer, batch, seconds, sampling))
+    return [_row(batch, r) for r in runs]
 
 
 def main(argv=None) -> None:
@@ -68,6 +90,10 @@ def main(argv=None) -> None:
     p.add_argument("--batch-sizes", default="1,4")
     p.add_argument("--seconds", type=float, default=30.0, help="seconds of new music per sample")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a sampling option other than its default (repeatable), e.g. --set phrase_echo=0")
+    p.add_argument("--against", action="append", default=[], metavar="NAME=VALUE",
+                   help="also time these settings, interleaved with the first, and print the speed ratio")
     args = p.parse_args(argv)
 
     import torch
@@ -81,13 +107,20 @@ def main(argv=None) -> None:
           f"{args.seconds:g} s new music per sample, threads={args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, median of {args.repeats}; "
           f"load average before: {os.getloadavg()[0]:.2f}")
-    rows = [measure(net, tokenizer, int(b), args.seconds, args.repeats) for b in args.batch_sizes.split(",") if b]
-    print("\n| batch | new tokens | music s | wall s (min-max) | tokens/s | x real time |")
-    print("|---:|---:|---:|---|---:|---:|")
-    for r in rows:
-        print(f"| {r['batch']} | {r['tokens']} | {r['music_s']:.1f} | {r['wall_s']:.2f} ({r['spread'][0]:.2f}-"
-              f"{r['spread'][1]:.2f}) | {r['tokens_per_s']:.0f} | {r['x_real_time']:.1f}x |")
-    one = next((r for r in rows if r["batch"] == 1), None)
+    samplings = [sampling_of(args.set)] + ([sampling_of(args.set + args.against)] if args.against else [])
+    rows = [measure(net, tokenizer, int(b), args.seconds, args.repeats, samplings)
+            for b in args.batch_sizes.split(",") if b]
+    print("\n| batch | settings | new tokens | music s | wall s (min-max) | tokens/s | x real time |")
+    print("|---:|---|---:|---:|---|---:|---:|")
+    names = [" ".join(args.set) or "defaults", " ".join(args.set + args.against)]
+    for pair in rows:
+        for name, r in zip(names, pair, strict=False):
+            print(f"| {r['batch']} | {name} | {r['tokens']} | {r['music_s']:.1f} | {r['wall_s']:.2f} "
+                  f"({r['spread'][0]:.2f}-{r['spread'][1]:.2f}) | {r['tokens_per_s']:.0f} | {r['x_real_time']:.1f}x |")
+        if len(pair) == 2:
+            print(f"| {pair[0]['batch']} | ratio | | | | {pair[1]['tokens_per_s'] / pair[0]['tokens_per_s']:.2f}x "
+                  "the first's tokens/s | |")
+    one = next((pair[0] for pair in rows if pair[0]["batch"] == 1), None)
     if one:
         print(f"\nGoal: >= 20x real time at batch 1 -> {one['x_real_time']:.1f}x "
               f"({'met' if one['x_real_time'] >= 20 else 'missed'})")
