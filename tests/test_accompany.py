@@ -161,3 +161,39 @@ def test_counter_rest_keeps_the_bridge_to_the_melodys_rests(pop, tmp_path):
 
     off, on = bridge_onsets(0.0), bridge_onsets(4.0)
     assert on[0] < off[0] / 2, (off, on)
+
+
+def test_given_chords_lead_the_accompaniment(pop, tmp_path):
+    """A lead sheet's chords (a lab file) lead the harmony lean: over a C-major melody, chords of F# major
+    make the new tracks play F#-major pitch classes far more often than the melody alone does."""
+    from musictx.io.chord_labels import Chords
+
+    path = melody_alone(band_song(tmp_path / "s.mid", bars=8, bpm=100, beats_per_bar=4, seed=4), tmp_path / "m.mid")
+    tok = pop[1]
+    song = melody_song(tok, path)
+    lab = tmp_path / "sheet.lab"
+    lab.write_text(f"0.0 {song.line_seconds([song.n_bars])[0] + 1:.3f} F#:maj\n")
+    f_sharp = {6, 10, 1}
+
+    def share(chords) -> float:
+        new = lead_ids(pop[0], tok, song, ["PIANO"], 0, song.n_bars, SamplingOptions(seed=0), chords=chords)
+        written = [int(tok.id_to_token(i).split("_")[1]) for _, ids in given_onsets(tok, new, {0})
+                   for i in ids if tok.type_of[i] == "Pitch"]  # the piano's pitches
+        assert written, "the piano wrote nothing"
+        return float(np.mean([p % 12 in f_sharp for p in written]))
+
+    assert share(Chords.read(lab)) > share(None) + 0.3
+
+
+def test_chords_with_another_task_or_a_bad_file_are_refused_in_one_line(tmp_path):
+    from musictx.generation.generate_options import GenerateOptions, check_task, read_chords
+    from musictx.generation.seeds import GenerateError
+
+    with pytest.raises(GenerateError, match="chords= is for task=accompany"):
+        check_task(GenerateOptions(seed_midi="x.mid", chords="a.lab"))
+    with pytest.raises(GenerateError, match="chords=.*nope.lab: no such file"):
+        check_task(GenerateOptions(seed_midi="x.mid", task="accompany", chords=str(tmp_path / "nope.lab")))
+    bad = tmp_path / "bad.lab"
+    bad.write_text("0 2 C:maj\n2 4 Cmaj7\n")
+    with pytest.raises(GenerateError, match=r"bad.lab, line 2: unknown chord 'Cmaj7'"):
+        read_chords(str(bad))

@@ -9,28 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_ROOTS = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
-# chord tones above the root of the qualities POP909 uses (counted over its 800 songs: maj, min, sus2,
-# min7, maj7, sus4, 7, sus4(b7), maj6, dim, hdim7, aug, min6, dim7, minmaj7)
-QUALITIES = {
-    "maj": (0, 4, 7), "min": (0, 3, 7), "dim": (0, 3, 6), "aug": (0, 4, 8), "sus2": (0, 2, 7),
-    "sus4": (0, 5, 7), "7": (0, 4, 7, 10), "maj7": (0, 4, 7, 11), "min7": (0, 3, 7, 10),
-    "hdim7": (0, 3, 6, 10), "dim7": (0, 3, 6, 9), "maj6": (0, 4, 7, 9), "min6": (0, 3, 7, 9),
-    "minmaj7": (0, 3, 7, 11), "sus4(b7)": (0, 5, 7, 10),
-}
+from musictx.io.chord_labels import QUALITIES, Chords, chord_pitch_classes  # noqa: F401 (QUALITIES, chord_pitch_classes: re-exported)
+
 ON_BEAT_S = 0.06  # an onset this close to a strong beat is on it (POP909's notes sit on a 16th grid)
-
-
-def chord_pitch_classes(label: str) -> frozenset[int]:
-    """The pitch classes of a chord label; empty for ``N`` (no chord) or a label this does not know."""
-    if label in ("N", "X", ""):
-        return frozenset()
-    root_text, _, rest = label.partition(":")
-    quality = rest.split("/")[0] or "maj"
-    if not root_text or root_text[0] not in _ROOTS or quality not in QUALITIES:
-        return frozenset()
-    root = _ROOTS[root_text[0]] + root_text[1:].count("#") - root_text[1:].count("b")
-    return frozenset((root + i) % 12 for i in QUALITIES[quality])
 
 
 @dataclass(frozen=True)
@@ -44,21 +25,13 @@ class Harmony:
 
     @classmethod
     def read(cls, chords_path: str | os.PathLike, beats_path: str | os.PathLike) -> Harmony:
-        starts, ends, tones = [], [], []
-        with open(chords_path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3:
-                    starts.append(float(parts[0]))
-                    ends.append(float(parts[1]))
-                    tones.append(chord_pitch_classes(parts[2]))
+        chords = Chords.read(chords_path, strict=False)
         beats = np.loadtxt(beats_path, ndmin=2)
         strong = beats[(beats[:, 1] == 1) | (beats[:, 2] == 1), 0]
-        return cls(np.array(starts), np.array(ends), tones, np.sort(strong))
+        return cls(chords.starts, chords.ends, chords.tones, np.sort(strong))
 
     def chord_at(self, t: float) -> frozenset[int]:
-        k = int(np.searchsorted(self.starts, t, side="right")) - 1
-        return self.tones[k] if 0 <= k < len(self.tones) and t < self.ends[k] else frozenset()
+        return Chords(self.starts, self.ends, self.tones).at(t)
 
     def strong_onsets(self, onsets: np.ndarray) -> np.ndarray:
         """(N,) whether each onset falls on a strong beat."""

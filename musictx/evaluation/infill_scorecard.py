@@ -33,9 +33,9 @@ from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
 from musictx.generation.accompany import accompany_song, melody_song
 from musictx.generation.infill import in_bars, infill_prompt, infill_song, read_song
-from musictx.generation.metrical_seed import ticks_to_seconds
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
+from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import BarSplitter, bar_starts
 from musictx.io.score_io import score_to_pretty_midi
 from musictx.io.score_prep import ROLE_PROGRAMS
@@ -73,8 +73,7 @@ def file_span(score_or_path) -> Span:
 
 def bar_seconds(song, bars: list[int]) -> np.ndarray:
     """Seconds (the file's clock) of the song's bar lines ``bars``."""
-    ticks = np.asarray([int(song.lines[b]) - song.read.shift_ticks for b in bars])
-    return ticks_to_seconds(Score(song.path), np.maximum(ticks, 0))
+    return song.line_seconds(bars)
 
 
 def seam_interval(before: Span, middle: Span, after: Span) -> float:
@@ -202,7 +201,9 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
     s, e, lines = accompany_range(song, melody_path, float(opts["seconds"]), opts.get("accompany_from", "melody"))
     start = time.perf_counter()
     scheme = opts.get("accompany_scheme", "lead")
-    out, _ = accompany_song(net, tok, song, list(ACCOMPANIMENT), s, e, sampling, scheme=scheme)
+    # accompany_chords: the song's annotated chords given, as a lead sheet would (else the melody alone)
+    chords = Chords.read(path.with_name("chord_midi.txt"), strict=False) if opts.get("accompany_chords") else None
+    out, _ = accompany_song(net, tok, song, list(ACCOMPANIMENT), s, e, sampling, scheme=scheme, chords=chords)
     wall = time.perf_counter() - start
     t0, t1 = lines[s], lines[e]
     harmony = Harmony.read(path.with_name("chord_midi.txt"), path.with_name("beat_midi.txt"))
@@ -289,7 +290,8 @@ def format_task_scorecard(result: dict) -> str:
     start = "the melody's entry" if s.get("accompany_from", "melody") == "melody" else "the song's start"
     head = (f"infill scorecard: {len(result['songs'])} songs, bars {s['first_bar']}-{s['first_bar'] + s['bars'] - 1}"
             if task == "infill" else f"accompany scorecard: {len(result['songs'])} songs, the bars of "
-            f"{s['seconds']:g} s from {start}, BRIDGE and PIANO written for the MELODY")
+            f"{s['seconds']:g} s from {start}, BRIDGE and PIANO written for the MELODY"
+            + (" and the annotated chords" if s.get("accompany_chords") else ""))
     lines = [head, "| measure (mean) | model | real | chance |", "|---|---|---|---|"]
     for key, label in measures:
         row = [m[side].get(key) for side in ("model", "real", "chance")]

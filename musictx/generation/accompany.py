@@ -20,12 +20,19 @@ import torch
 from symusic import Note, Score, Track
 
 from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, grammar_hooks, strip_after_bars
-from musictx.generation.given_notes import (CounterRest, GivenNotes, HarmonyLean, given_onsets, half_bar_pitch_classes,
-                                            sounding_positions)
+from musictx.generation.given_notes import (
+    CounterRest,
+    GivenNotes,
+    HarmonyLean,
+    given_onsets,
+    half_bar_pitch_classes,
+    sounding_positions,
+)
 from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
 from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
+from musictx.io.chord_labels import Chords
 from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.midi_io import MidiReadError
 from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
@@ -94,13 +101,18 @@ def add_notes(score: Score, new: dict[int, list[Note]]) -> None:
 
 
 def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                   max_bar_repeats: int | None = 4, scheme: str = "lead") -> tuple[Score, int]:
+                   max_bar_repeats: int | None = 4, scheme: str = "lead", chords: Chords | None = None
+                   ) -> tuple[Score, int]:
     """(the input file with the ``roles`` tracks written for bars [s, e), new ids sampled). ``scheme``: "lead"
-    (`accompany_led`, any metrical model) or "infill" (`accompany_infilled`, a model with the infill tokens)."""
+    (`accompany_led`, any metrical model) or "infill" (`accompany_infilled`, a model with the infill tokens).
+    ``chords`` (a lead sheet's, on the file's clock; scheme "lead"): the harmony lean's pitch classes."""
     if scheme not in SCHEMES:
         raise ValueError(f"accompany scheme {scheme!r}: give one of {', '.join(SCHEMES)}")
-    write = accompany_led if scheme == "lead" else accompany_infilled
-    return write(net, tok, song, roles, s, e, sampling, max_bar_repeats)
+    if scheme == "lead":
+        return accompany_led(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords)
+    if chords is not None:
+        raise ValueError('chords are followed by the accompaniment scheme "lead" only')
+    return accompany_infilled(net, tok, song, roles, s, e, sampling, max_bar_repeats)
 
 
 def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
@@ -135,9 +147,9 @@ def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score
 
 
 def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                  max_bar_repeats: int | None = 4) -> tuple[Score, int]:
+                  max_bar_repeats: int | None = 4, chords: Chords | None = None) -> tuple[Score, int]:
     """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled)."""
-    new = lead_ids(net, tok, song, roles, s, e, sampling, max_bar_repeats)
+    new = lead_ids(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords)
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     notes = middle_notes(tok, np.concatenate([[tok.bar_id], new]), song, s, e)
     work = with_new_tracks(song, roles)
@@ -146,11 +158,11 @@ def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sa
 
 
 def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-             max_bar_repeats: int | None = 4) -> np.ndarray:
+             max_bar_repeats: int | None = 4, chords: Chords | None = None) -> np.ndarray:
     """The ids of bars s..e-1 (the first Bar left out) written as a plain continuation of the song's bars
     before s, the given tracks played into them at their onsets (`musictx.generation.given_notes`), after
     the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune and its
-    key before it plays a note."""
+    key before it plays a note. The harmony lean follows ``chords`` where given, else the given tracks."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     given = {t.program for t in song.read.tracks.tracks} - new_programs
     max_len = context_length(net) or 1024
@@ -162,6 +174,8 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     lead = GivenNotes(tok, [given_onsets(tok, song.bar_ids(b), given) for b in range(s, e)], given)
     hooks = [*grammar_hooks(tok, sorted(given | new_programs), sampling, max_bar_repeats), lead]
     halves, bar_positions = given_harmony(tok, song, given, s, e)
+    if chords is not None:
+        halves = chord_halves(song, chords, s, e, halves)
     if sampling.harmony:
         hooks += [HarmonyLean(tok, lead, halves, bar_positions, sampling.harmony)]
     if sampling.counter_rest and ROLE_PROGRAMS["BRIDGE"] in new_programs:
@@ -189,3 +203,18 @@ def given_sounding(tok, song: SongBars, given: set[int], s: int, e: int, bar_pos
     time = np.concatenate([t["time"] for t in tracks]) if tracks else np.zeros(0, np.int64)
     end = time + (np.concatenate([t["duration"] for t in tracks]) if tracks else np.zeros(0, np.int64))
     return sounding_positions(time, end, song.lines[s:e + 1].astype(np.int64), bar_positions)
+
+
+CHORD_PROBE_S = 0.05  # a half bar's chord is the one sounding just after its start (lab files round to ~10 ms)
+
+
+def chord_halves(song: SongBars, chords: Chords, s: int, e: int, fallback: list[tuple[set[int], set[int]]]
+                 ) -> list[tuple[set[int], set[int]]]:
+    """The chord's pitch classes at the start of each half of bars s..e-1; ``fallback``'s (the melody's)
+    where the chord file says no chord."""
+    lines = song.line_seconds(list(range(s, e + 1)))
+    out = []
+    for (a, z), pair in zip(zip(lines[:-1], lines[1:], strict=True), fallback, strict=True):
+        starts = (a, (a + z) / 2)
+        out.append(tuple(set(chords.at(t + CHORD_PROBE_S)) or set(mine) for t, mine in zip(starts, pair, strict=True)))
+    return out

@@ -16,6 +16,7 @@ from musictx.generation.bar_repeats import MAX_REPEATS
 from musictx.generation.sampling_options import SamplingOptions, finite_number, raise_first, whole_number
 from musictx.generation.seeds import GenerateError
 from musictx.generation.window import context_length
+from musictx.io.chord_labels import ChordFileError, Chords
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
@@ -69,6 +70,7 @@ class GenerateOptions(SamplingOptions):
     task: str = "continue"  # one of TASKS; infill and accompany: musictx.generation.infill_run
     bars: str | None = None  # infill / accompany: FIRST-LAST, 1-based and inclusive
     tracks: list[str] | str | None = None  # infill: the tracks to redo (None: all); accompany: the tracks to write
+    chords: str | None = None  # accompany: a lead sheet's chords (a "START END LABEL" lab file, seconds) to follow
 
     @classmethod
     def from_mapping(cls, values) -> GenerateOptions:
@@ -165,6 +167,11 @@ def check_task(opts: GenerateOptions) -> None:
     """Raise GenerateError for a task and options that do not go together (before a model is loaded)."""
     if opts.task not in TASKS:
         raise GenerateError(f"task={opts.task}: use one of {', '.join(TASKS)}")
+    if opts.chords is not None and opts.task != "accompany":
+        raise GenerateError("chords= is for task=accompany (the chords the accompaniment follows)")
+    if opts.chords is not None and not Path(opts.chords).is_file():
+        raise GenerateError(f"chords={opts.chords}: no such file (a lab file of 'START END LABEL' lines)")
+    read_chords(opts.chords)  # a bad chord file is said before the model loads
     if opts.task == "continue":
         if opts.bars is not None or opts.tracks:
             raise GenerateError("bars= and tracks= are for task=infill and task=accompany")
@@ -173,6 +180,16 @@ def check_task(opts: GenerateOptions) -> None:
         raise GenerateError(f"task={opts.task} needs seed_midi=<file> (the song to work in)")
     if opts.task == "infill" and opts.bars is None:
         raise GenerateError("task=infill needs bars=FIRST-LAST (1-based, inclusive), e.g. bars=9-12")
+
+
+def read_chords(path: str | None) -> Chords | None:
+    """The lead sheet's chords, or None; a bad file is a GenerateError naming the file, the line and the problem."""
+    if path is None:
+        return None
+    try:
+        return Chords.read(path)
+    except ChordFileError as err:
+        raise GenerateError(str(err)) from None
 
 
 def _expected_tokenizer(path: str):

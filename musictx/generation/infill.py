@@ -17,7 +17,7 @@ import torch
 from symusic import Note, Score
 
 from musictx.generation.continue_metrical import BarLimit, grammar_hooks
-from musictx.generation.metrical_seed import bar_lines
+from musictx.generation.metrical_seed import bar_lines, ticks_to_seconds
 from musictx.generation.sampling import SpecialIds, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
@@ -43,6 +43,11 @@ class SongBars:
     @property
     def n_bars(self) -> int:
         return len(self.starts)
+
+    def line_seconds(self, bars: list[int]) -> np.ndarray:
+        """Seconds (the file's own clock) of the bar lines ``bars`` (0-based; n_bars is the last line)."""
+        ticks = np.asarray([int(self.lines[b]) - self.read.shift_ticks for b in bars])
+        return ticks_to_seconds(Score(self.path), np.maximum(ticks, 0))
 
     def bar_ids(self, b: int) -> np.ndarray:
         end = self.starts[b + 1] if b + 1 < self.n_bars else len(self.ids)

@@ -2,7 +2,7 @@
 `musictx.generation.output_folder.write_run` to write as MIDI (+ piano roll) with a ``generation.json`` record.
 
     musictx-generate task=infill checkpoint=... seed_midi=song.mid bars=9-12 [tracks=piano]
-    musictx-generate task=accompany checkpoint=... seed_midi=melody.mid [tracks=bridge,piano] [bars=1-16]
+    musictx-generate task=accompany checkpoint=... seed_midi=melody.mid [tracks=bridge,piano] [bars=..] [chords=a.lab]
 
 Called by `musictx.generation.continue_midi.run` once the model is loaded; the options were checked before
 (`musictx.generation.generate_options.check_task`).
@@ -14,6 +14,7 @@ import time
 from dataclasses import replace
 
 from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
+from musictx.generation.generate_options import read_chords
 from musictx.generation.infill import infill_song, parse_bars, programs_of_names, read_song
 from musictx.generation.seeds import GenerateError
 from musictx.generation.take import Batch, Take, score_roll
@@ -56,8 +57,11 @@ def _task(opts, net, tok):
     song = melody_song(tok, opts.seed_midi)
     s, e = parse_bars(opts.bars, song) if opts.bars is not None else (0, song.n_bars)
     roles = roles_to_write(song, opts.tracks)
-    what = f"{', '.join(roles)} written for bars {s + 1}-{e} of {opts.seed_midi}"
-    return (lambda o: accompany_song(net, tok, song, roles, s, e, o, max_bar_repeats=o.max_bar_repeats)), what
+    chords = read_chords(opts.chords)
+    what = f"{', '.join(roles)} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
+        f", following the chords of {opts.chords}" if chords else "")
+    return (lambda o: accompany_song(net, tok, song, roles, s, e, o, max_bar_repeats=o.max_bar_repeats,
+                                     chords=chords)), what
 
 
 def _take(score, new_ids: int, what: str, wall: float) -> Take:

@@ -1,0 +1,100 @@
+"""Chord symbols and chord files: a song's harmony as (start s, end s, pitch classes). numpy only.
+
+A chord file is the MIR "lab" format POP909 ships as ``chord_midi.txt``: one chord a line, ``START END
+LABEL`` in seconds, whitespace between, with Harte-style labels (``G:min7``, ``Eb:sus2``, ``C:maj/3``, a bare
+root ``C`` for a major triad, ``N`` for no chord). Both the accompaniment (a lead sheet's chords) and the
+accompaniment scorecard (the annotated chords) read it here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+_ROOTS = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
+# chord tones above the root of the qualities POP909 uses (counted over its 800 songs: maj, min, sus2,
+# min7, maj7, sus4, 7, sus4(b7), maj6, dim, hdim7, aug, min6, dim7, minmaj7)
+QUALITIES = {
+    "maj": (0, 4, 7), "min": (0, 3, 7), "dim": (0, 3, 6), "aug": (0, 4, 8), "sus2": (0, 2, 7),
+    "sus4": (0, 5, 7), "7": (0, 4, 7, 10), "maj7": (0, 4, 7, 11), "min7": (0, 3, 7, 10),
+    "hdim7": (0, 3, 6, 10), "dim7": (0, 3, 6, 9), "maj6": (0, 4, 7, 9), "min6": (0, 3, 7, 9),
+    "minmaj7": (0, 3, 7, 11), "sus4(b7)": (0, 5, 7, 10),
+}
+NO_CHORD = ("N", "X", "")
+_ROOT_NAME = re.compile(r"[A-G][#b]*")
+
+
+class ChordFileError(ValueError):
+    """A chord file that cannot be read; the message names the file, the line and the problem."""
+
+
+def chord_pitch_classes(label: str) -> frozenset[int]:
+    """The pitch classes of a chord label; empty for ``N`` (no chord) or a label this does not know."""
+    if label in NO_CHORD:
+        return frozenset()
+    root_text, _, rest = label.partition(":")
+    quality = rest.split("/")[0] or "maj"
+    if not _ROOT_NAME.fullmatch(root_text) or quality not in QUALITIES:  # "Cmaj7" is not "C:maj7": refused
+        return frozenset()
+    root = _ROOTS[root_text[0]] + root_text[1:].count("#") - root_text[1:].count("b")
+    return frozenset((root + i) % 12 for i in QUALITIES[quality])
+
+
+@dataclass(frozen=True)
+class Chords:
+    """A song's chords in time order: (C,) starts and ends in seconds, and each one's pitch classes."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    tones: list[frozenset[int]]
+
+    def at(self, t: float) -> frozenset[int]:
+        """The pitch classes of the chord sounding at ``t`` seconds (empty where none is)."""
+        k = int(np.searchsorted(self.starts, t, side="right")) - 1
+        return self.tones[k] if 0 <= k < len(self.tones) and t < self.ends[k] else frozenset()
+
+    @classmethod
+    def read(cls, path: str | os.PathLike, strict: bool = True) -> Chords:
+        """The chords of a lab file. ``strict``: a line that is not ``START END LABEL`` with START <= END, or a
+        label this does not know, is a `ChordFileError` naming the file and line (a user's lead sheet);
+        otherwise such lines are skipped (POP909's own files, read for scoring)."""
+        starts, ends, tones = [], [], []
+        try:
+            lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+        except OSError as err:
+            raise ChordFileError(f"{path}: cannot read the chord file ({err.strerror or err})") from None
+        for n, line in enumerate(lines, 1):
+            parts = line.split()
+            if not parts or line.lstrip().startswith("#"):
+                continue
+            problem = _problem(parts)
+            if problem:
+                if strict:
+                    raise ChordFileError(f"{path}, line {n}: {problem} (want 'START END LABEL', seconds, "
+                                         f"e.g. '0.0 2.4 G:min7'), got {line.strip()!r}")
+                continue
+            starts.append(float(parts[0]))
+            ends.append(float(parts[1]))
+            tones.append(chord_pitch_classes(parts[2]))
+        if strict and not any(tones):
+            raise ChordFileError(f"{path}: no chords in the file (want lines 'START END LABEL', e.g. '0.0 2.4 C:maj')")
+        order = np.argsort(starts, kind="stable")
+        return cls(np.asarray(starts)[order], np.asarray(ends)[order], [tones[k] for k in order])
+
+
+def _problem(parts: list[str]) -> str | None:
+    """What is wrong with one split line of a lab file, or None."""
+    if len(parts) < 3:
+        return "a line needs three fields"
+    try:
+        start, end = float(parts[0]), float(parts[1])
+    except ValueError:
+        return "START and END must be numbers of seconds"
+    if not (np.isfinite(start) and np.isfinite(end) and 0 <= start <= end):
+        return "START and END must be finite, >= 0 and in order"
+    if parts[2] not in NO_CHORD and not chord_pitch_classes(parts[2]):
+        return f"unknown chord {parts[2]!r} (roots A-G with # or b; qualities {', '.join(QUALITIES)})"
+    return None
