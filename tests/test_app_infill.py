@@ -85,7 +85,7 @@ def test_http_infill_a_pop909_song_retry_and_keep(grown_server, client, tmp_path
 
 def test_http_accompany_a_two_track_melody(grown_server, client, tmp_path):
     path = band_song(tmp_path / "tune.mid", bars=8, bpm=100, beats_per_bar=4, seed=3)  # Melody and Piano
-    out = client.predict(upload(path), ["BRIDGE"], 1, 4, 2, api_name="/accompany_melody")
+    out = client.predict(upload(path), ["BRIDGE"], 1, 4, None, 2, api_name="/accompany_melody")
     assert out[0].startswith("Done") and "BRIDGE written for bars 1-4" in out[2]
     back, given = Score(out[5]["value"]), Score(str(path))
     assert [t.name for t in back.tracks] == ["Melody", "Piano", "BRIDGE"]
@@ -103,13 +103,22 @@ def test_http_accompany_a_two_track_melody(grown_server, client, tmp_path):
         inst.notes += [pretty_midi.Note(80, pitch, k * 0.5, k * 0.5 + 0.4) for k in range(8)]
         pm.instruments.append(inst)
     pm.write(str(tmp_path / "two.mid"))
-    lines = [client.predict(upload(f), roles, a, b, 0, api_name="/accompany_melody")[0]
+    lines = [client.predict(upload(f), roles, a, b, None, 0, api_name="/accompany_melody")[0]
              for f, roles, a, b in ((tmp_path / "two.mid", [], None, None), (path, ["PIANO"], None, None),
                                     (path, [], 7, 12))]
     assert lines[0].startswith("**Cannot accompany:** two.mid: no melody track among")
     assert lines[1].startswith("**Cannot accompany:** tune.mid: already has a PIANO track")
     assert lines[2] == "**Cannot accompany:** tune.mid: bars 7-12 is outside the song's bars 1-8"
     assert all("\n" not in line for line in lines)
+    # a lead sheet's chords lead the new track; a bad chord file is refused under its own name
+    sheet, bad = tmp_path / "sheet.lab", tmp_path / "bad.lab"
+    sheet.write_text("0.0 4.8 F:maj\n4.8 9.6 G:maj\n")
+    bad.write_text("0.0 4.8 F:maj\n4.8 9.6 Gmaj\n")
+    led = client.predict(upload(path), ["BRIDGE"], 1, 4, upload(sheet), 2, api_name="/accompany_melody")
+    assert led[0].startswith("Done") and "following the chords of sheet.lab" in led[2]
+    refused = client.predict(upload(path), ["BRIDGE"], 1, 4, upload(bad), 2, api_name="/accompany_melody")[0]
+    assert refused.startswith("**Cannot accompany:** bad.lab, line 2: unknown chord 'Gmaj'"), refused
+    assert "\n" not in refused and "/" not in refused.split("**")[-1]
 
 
 def test_a_model_without_infill_tokens_says_so_in_one_line(tmp_path):

@@ -1,9 +1,9 @@
 """The page's "Infill" and "Accompany" tabs (`musictx.app.infill_tab` does the work): a song, a bar range shown
 shaded on its piano roll, then Fill (or Write), Retry (the next random seed) and Keep (the take joins the
 session's Takes list). API names: ``/infill_bars`` (song, first bar, last bar, tracks, random seed),
-``/accompany_melody`` (melody, tracks to write, first bar, last bar, random seed), ``/retry_infill``,
-``/retry_accompany`` (the same inputs; the seed is one more), ``/keep_infill``, ``/keep_accompany`` and
-``/infill_band`` (song, first, last: the shaded roll)."""
+``/accompany_melody`` (melody, tracks to write, first bar, last bar, chord file or None, random seed),
+``/retry_infill``, ``/retry_accompany`` (the same inputs; the seed is one more), ``/keep_infill``,
+``/keep_accompany`` and ``/infill_band`` (song, first, last: the shaded roll)."""
 
 from __future__ import annotations
 
@@ -111,9 +111,9 @@ def infill_tabs(cont: Continuer, seed_file, takes: gr.State, history: gr.File) -
             box.change(lambda p, a, b: _band(filler, p, a, b), inputs=[song, first, last], outputs=[roll, note],
                        api_name="infill_band" if box is song else False, concurrency_id="preview")
     with gr.Tab("Accompany", elem_id="tab-accompany"):
-        melody, roles, a_first, a_last, a_seed, a_status, a_view, a_buttons = _accompany_column(filler)
-        _wire("accompany", filler, [melody, roles, a_first, a_last, a_seed], a_view, a_status, a_seed, takes,
-              history, a_buttons)
+        melody, roles, a_first, a_last, chords, a_seed, a_status, a_view, a_buttons = _accompany_column(filler)
+        _wire("accompany", filler, [melody, roles, a_first, a_last, chords, a_seed], a_view, a_status, a_seed,
+              takes, history, a_buttons)
 
 
 def _infill_column(filler: Filler, seed_file):
@@ -143,10 +143,12 @@ def _accompany_column(filler: Filler):
             roles = gr.CheckboxGroup(["BRIDGE", "PIANO"], value=[], label="Tracks to write (none ticked: those "
                                      "the file lacks)")
             first, last = _bar_boxes(None, None)
+            chords = gr.File(label="Chords (optional): a lab file of 'START END LABEL' lines, e.g. 0.0 2.4 G:min7",
+                             file_types=[".lab", ".txt"], elem_id="accompany-chords")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("accompany", "Write")
         with gr.Column(scale=2):
             status = gr.Markdown(filler.accompany_problem or "Upload a melody and press **Write** (empty bar boxes: "
                                  "from the start).", elem_id="accompany-status", min_height=60)
             view = _take_view("accompany")
-    return melody, roles, first, last, seed, status, view, buttons
+    return melody, roles, first, last, chords, seed, status, view, buttons

@@ -19,6 +19,7 @@ from musictx.generation.accompany import accompany_song, melody_song, roles_to_w
 from musictx.generation.infill import SongBars, infill_song, parse_bars, programs_of_names, read_song
 from musictx.generation.seeds import GenerateError
 from musictx.io.audio import wav_beside
+from musictx.io.chord_labels import ChordFileError, Chords
 from musictx.io.infill_format import InfillIds
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
@@ -29,6 +30,7 @@ BAND_SHADE = "#cfe3f7"  # light blue: the bars asked for, on the song's piano ro
 # One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.
 MAX_FILL_BARS = 16
 MAX_ACCOMPANY_BARS = 64
+MAX_CHORD_FILE_BYTES = 2**20  # a lab file of a long song is a few kB
 
 
 def infill_problem(cont: Continuer, task: str = "infill") -> str | None:
@@ -139,19 +141,36 @@ class Filler:
         what = "every track" if not tracks else tracks
         return self._write(midi, song, s, e, make, "fill", f"bars {s + 1}-{e} ({what}) filled, random seed {seed}")
 
-    def accompany(self, path, roles=None, first=None, last=None, seed: int = 0) -> Result:
-        """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``."""
+    def accompany(self, path, roles=None, first=None, last=None, chords=None, seed: int = 0) -> Result:
+        """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
+        the lead sheet's ``chords`` (a lab file) where one is given."""
         midi, song = self._song(path, melody_song)
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
         roles = _for_file(midi, roles_to_write, song, list(roles or []) or None)
+        sheet = self._chords(chords)
         opts = replace(self.cont.base, seed=int(seed or 0))
 
         def make():
             score, _ = accompany_song(self.cont.net, self.cont.tokenizer, song, roles, s, e, opts,
-                                      max_bar_repeats=opts.max_bar_repeats)
+                                      max_bar_repeats=opts.max_bar_repeats, chords=sheet)
             return score
+        led = f", following the chords of {Path(chords).name}" if sheet else ""
         return self._write(midi, song, s, e, make, "acc",
-                           f"{', '.join(roles)} written for bars {s + 1}-{e}, random seed {seed}")
+                           f"{', '.join(roles)} written for bars {s + 1}-{e}{led}, random seed {seed}")
+
+    def _chords(self, path) -> Chords | None:
+        """The uploaded chord file's chords (None for none); its problems told under its own name."""
+        if path is None or str(path) == "":
+            return None
+        p = Path(path)
+        if not p.is_file():
+            raise GenerateError(f"{p.name}: the uploaded chord file is gone; upload it again")
+        if p.stat().st_size > MAX_CHORD_FILE_BYTES:
+            raise GenerateError(f"{p.name}: {p.stat().st_size / 2**20:.1f} MB is too large for a chord file")
+        try:
+            return Chords.read(p)
+        except ChordFileError as err:
+            raise GenerateError(str(err).replace(str(p), p.name)) from None
 
     def _write(self, midi: Path, song: SongBars, s: int, e: int, make, kind: str, title: str) -> Result:
         """Sample and write one take into a new run folder, under the same disk checks as a continuation."""
