@@ -129,7 +129,7 @@ def room_problem(workdir: Path, limits: Limits, incoming: int = 0) -> str | None
 
 class UploadGuard:
     """ASGI middleware in front of Gradio: an upload (a POST to ``.../upload``) is answered 413 with the
-    reason before its bytes are read when ``check(content_length)`` says they do not fit."""
+    reason, its bytes read and dropped (never stored), when ``check(content_length)`` says they do not fit."""
 
     def __init__(self, app, check):
         self.app, self.check = app, check
@@ -140,12 +140,27 @@ class UploadGuard:
             problem = self.check(int(length) if length.isdigit() else 0)
             if problem:
                 body = json.dumps({"detail": f"Upload refused: {problem}"}).encode()
+                await _drain(receive)  # first: the server closes the connection once it has answered
                 await send({"type": "http.response.start", "status": 413,
                             "headers": [(b"content-type", b"application/json"),
                                         (b"content-length", str(len(body)).encode())]})
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+DRAIN_BYTES = 64 * 2**20  # a refused upload's body read and dropped up to this much; a larger one is cut off
+
+
+async def _drain(receive) -> None:
+    """Read and drop a refused request's body (nothing is stored): a client still sending when the server
+    answers and closes would see a broken pipe instead of the 413 and its reason."""
+    seen = 0
+    while seen <= DRAIN_BYTES:
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if message.get("type") != "http.request" or not message.get("more_body"):
+            return
 
 
 def _item(path: Path) -> Item:
