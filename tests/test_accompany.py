@@ -147,12 +147,13 @@ def test_counter_rest_keeps_the_bridge_to_the_melodys_rests(pop, tmp_path):
     s, e = 16, 24
     bridge = ROLE_PROGRAMS["BRIDGE"]
 
+    sounding = given_sounding(song, {MELODY}, s, e, given_harmony(tok, song, {MELODY}, s, e)[1])
+
     def bridge_onsets(penalty: float) -> tuple[int, int]:
         under = total = 0
         for seed in (0, 1):
             sampling = SamplingOptions(seed=seed, counter_rest=penalty)
             new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, sampling)
-            sounding = given_sounding(tok, song, {MELODY}, s, e, given_harmony(tok, song, {MELODY}, s, e)[1])
             for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
                 for pos, _ in given_onsets(tok, bar, {bridge}):
                     total += 1

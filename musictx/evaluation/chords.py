@@ -9,29 +9,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from musictx.io.chord_labels import QUALITIES, Chords, chord_pitch_classes  # noqa: F401 (QUALITIES, chord_pitch_classes: re-exported)
+from musictx.io.chord_labels import Chords
 
 ON_BEAT_S = 0.06  # an onset this close to a strong beat is on it (POP909's notes sit on a 16th grid)
 
 
 @dataclass(frozen=True)
 class Harmony:
-    """A song's chords (start, end, pitch classes) and its strong beats (downbeats and half bars), seconds."""
+    """A song's chords and its strong beats (downbeats and half bars), seconds."""
 
-    starts: np.ndarray  # (C,)
-    ends: np.ndarray  # (C,)
-    tones: list[frozenset[int]]
+    chords: Chords
     strong_beats: np.ndarray  # (S,)
 
     @classmethod
     def read(cls, chords_path: str | os.PathLike, beats_path: str | os.PathLike) -> Harmony:
-        chords = Chords.read(chords_path, strict=False)
         beats = np.loadtxt(beats_path, ndmin=2)
         strong = beats[(beats[:, 1] == 1) | (beats[:, 2] == 1), 0]
-        return cls(chords.starts, chords.ends, chords.tones, np.sort(strong))
+        return cls(Chords.read(chords_path, strict=False), np.sort(strong))
 
     def chord_at(self, t: float) -> frozenset[int]:
-        return Chords(self.starts, self.ends, self.tones).at(t)
+        return self.chords.at(t)
 
     def strong_onsets(self, onsets: np.ndarray) -> np.ndarray:
         """(N,) whether each onset falls on a strong beat."""

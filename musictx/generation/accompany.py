@@ -179,30 +179,34 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     if sampling.harmony:
         hooks += [HarmonyLean(tok, lead, halves, bar_positions, sampling.harmony)]
     if sampling.counter_rest and ROLE_PROGRAMS["BRIDGE"] in new_programs:
-        hooks += [CounterRest(tok, lead, given_sounding(tok, song, given, s, e, bar_positions),
+        hooks += [CounterRest(tok, lead, given_sounding(song, given, s, e, bar_positions),
                               ROLE_PROGRAMS["BRIDGE"], sampling.counter_rest)]
     out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,
                    max_new_tokens=TOKENS_PER_BAR * (e - s), stop=BarLimit(tok.bar_id, e - s - 1))
     return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
 
 
+def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:
+    """The given tracks' notes together: {"time", "duration", "pitch"} (N,) each, in the read score's ticks."""
+    tracks = [t.notes.numpy() for t in song.read.score.tracks if t.program in given]
+    return {k: np.concatenate([t[k] for t in tracks]) if tracks else np.zeros(0, np.int64)
+            for k in ("time", "duration", "pitch")}
+
+
 def given_harmony(tok, song: SongBars, given: set[int], s: int, e: int):
     """(the pitch classes the given tracks sound in each half of bars s..e-1, each bar's length in positions)."""
-    tracks = [t.notes.numpy() for t in song.read.score.tracks if t.program in given]
-    notes = {k: np.concatenate([t[k] for t in tracks]) if tracks else np.zeros(0, np.int64)
-             for k in ("time", "duration", "pitch")}
+    notes = given_notes(song, given)
     lines = song.lines[s:e + 1].astype(np.int64)
     per_position = song.read.score.ticks_per_quarter / tok.miditok.config.max_num_pos_per_beat
     halves = half_bar_pitch_classes(notes["time"], notes["time"] + notes["duration"], notes["pitch"], lines)
     return halves, [max(round(int(z - a) / per_position), 1) for a, z in zip(lines[:-1], lines[1:], strict=True)]
 
 
-def given_sounding(tok, song: SongBars, given: set[int], s: int, e: int, bar_positions: list[int]):
+def given_sounding(song: SongBars, given: set[int], s: int, e: int, bar_positions: list[int]):
     """(positions,) bool for each of bars s..e-1: a given track's note sounds there."""
-    tracks = [t.notes.numpy() for t in song.read.score.tracks if t.program in given]
-    time = np.concatenate([t["time"] for t in tracks]) if tracks else np.zeros(0, np.int64)
-    end = time + (np.concatenate([t["duration"] for t in tracks]) if tracks else np.zeros(0, np.int64))
-    return sounding_positions(time, end, song.lines[s:e + 1].astype(np.int64), bar_positions)
+    notes = given_notes(song, given)
+    return sounding_positions(notes["time"], notes["time"] + notes["duration"], song.lines[s:e + 1].astype(np.int64),
+                              bar_positions)
 
 
 CHORD_PROBE_S = 0.05  # a half bar's chord is the one sounding just after its start (lab files round to ~10 ms)

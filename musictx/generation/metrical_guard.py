@@ -39,9 +39,7 @@ class RemiGuard(LogitsHook):
             self.allowed[i] = np.isin(tok.type_of, list(nxt))
         self.allowed[:, tok.pad_id] = False
         self.allowed[:, tok.eos_id] = False  # a continuation runs the length asked for; the bars stop it
-        self.position_of = np.full(tok.vocab_size, -1)  # (V,) position of a Position id, else -1
-        for i in tok.ids_of_type("Position"):
-            self.position_of[i] = int(tok.id_to_token(int(i)).split("_")[1])
+        self.position_of = tok.numbers_of("Position")  # (V,) position of a Position id, else -1
         self.bar_positions = np.zeros(tok.vocab_size, dtype=np.int64)  # (V,) positions per bar of a TimeSig id
         per_beat = tok.miditok.config.max_num_pos_per_beat
         for i in tok.ids_of_type("TimeSig"):

@@ -36,14 +36,11 @@ class MotifEcho(LogitsHook):
     def __init__(self, tokenizer, programs: Iterable[int], strength: float, max_order: int = MAX_ORDER):
         tok = tokenizer
         self.tok, self.strength, self.max_order = tok, float(strength), max_order
+        self.pitch_of = tok.numbers_of("Pitch")  # (V,) pitch of a Pitch id, else -1
         self.pitch_id = np.full(128, -1, dtype=np.int64)  # (128,) id of Pitch_n, -1 where none
-        self.pitch_of = np.full(tok.vocab_size, -1, dtype=np.int64)  # (V,) pitch of a Pitch id, else -1
-        for i in tok.ids_of_type("Pitch"):
-            n = int(tok.id_to_token(int(i)).split("_")[1])
-            self.pitch_id[n], self.pitch_of[i] = i, n
-        self.program_of = np.full(tok.vocab_size, -1, dtype=np.int64)  # (V,) program of a Program id
-        for i in tok.ids_of_type("Program"):
-            self.program_of[i] = int(tok.id_to_token(int(i)).split("_")[1])
+        pitch_ids = tok.ids_of_type("Pitch")
+        self.pitch_id[self.pitch_of[pitch_ids]] = pitch_ids
+        self.program_of = tok.numbers_of("Program")  # (V,) program of a Program id, else -1
         self.programs = set(int(p) for p in programs)
 
     def start(self, prompt: Tensor) -> None:

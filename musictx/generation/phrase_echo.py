@@ -41,9 +41,9 @@ class PhraseEcho(LogitsHook):
             raise ValueError(f"period must be >= 1 bar, got {period}")
         tok = tokenizer
         self.strength, self.period, self.bar_id = float(strength), period, tok.bar_id
-        self.position_of = _numbers(tok, "Position")  # (V,) the position a Position id sets, else -1
-        self.program_of = _numbers(tok, "Program")  # (V,) the track a Program id opens, else -1
-        self.pitch_of = _numbers(tok, "Pitch")  # (V,) the pitch of a Pitch id, else -1
+        self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
+        self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1 (drums too)
+        self.pitch_of = tok.numbers_of("Pitch")  # (V,) the pitch of a Pitch id, else -1
         self.position_id = _ids_by_number(self.position_of)  # number -> id
         self.program_id = _ids_by_number(self.program_of)
         self.pitch_id = _ids_by_number(self.pitch_of)
@@ -58,7 +58,7 @@ class PhraseEcho(LogitsHook):
             for i in row.tolist():
                 self._follow(b, i)
         # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
-        self.seed_bars = [[bar for bar in bars[:-1]] for bars in self.bars]
+        self.seed_bars = [bars[:-1] for bars in self.bars]
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         for b, i in enumerate(next_ids.tolist()):
@@ -120,14 +120,6 @@ class PhraseEcho(LogitsHook):
             logits = logits.clone()
             logits[torch.tensor(rows), torch.tensor(cols)] += self.strength
         return logits
-
-
-def _numbers(tok, family: str) -> np.ndarray:
-    """(V,) the number an id of ``family`` carries (``Position_12`` -> 12), -1 for the other ids."""
-    out = np.full(tok.vocab_size, -1, dtype=np.int64)
-    for i in tok.ids_of_type(family):
-        out[i] = int(tok.id_to_token(int(i)).split("_")[1])
-    return out
 
 
 def _ids_by_number(numbers: np.ndarray) -> dict[int, int]:

@@ -57,9 +57,7 @@ class BarSplitter:
     def __init__(self, tok):
         self.tok = tok
         self.type_of = tok.type_of  # (V,) token family of each id
-        self.program_of = np.full(tok.vocab_size, -2, dtype=np.int64)  # (V,) program of a Program id
-        for i in tok.ids_of_type("Program"):
-            self.program_of[i] = int(tok.id_to_token(int(i)).split("_")[1])
+        self.program_of = tok.numbers_of("Program", missing=-2)  # (V,) program of a Program id (drums: -1)
 
     def programs_in(self, ids: np.ndarray) -> set[int]:
         ids = np.asarray(ids)

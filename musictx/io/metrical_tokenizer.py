@@ -131,13 +131,19 @@ class MetricalTokenizer:
     def ids_of_type(self, family: str) -> np.ndarray:
         return np.flatnonzero(self.type_of == family)
 
+    def numbers_of(self, family: str, missing: int = -1) -> np.ndarray:
+        """(V,) the number each id of ``family`` carries (``Position_12`` -> 12, ``Program_-1`` -> -1), and
+        ``missing`` for the other ids: the tables the samplers' hooks look ids up in."""
+        out = np.full(self.vocab_size, missing, dtype=np.int64)
+        for i in self.ids_of_type(family):
+            out[i] = int(self._tokens[i].split("_")[1])
+        return out
+
     def pitch_positions(self, ids) -> tuple[np.ndarray, np.ndarray]:
         """(pitch, position in its bar) of every pitched note of ``ids``, in token order: the n-grams a
         memorization check compares (the same tune in another song's bar position is another tune)."""
         ids = np.asarray(ids, dtype=np.int64)
-        pos_of = np.full(self.vocab_size, -1)
-        for i in self.ids_of_type("Position"):
-            pos_of[i] = int(self._tokens[i].split("_")[1])
+        pos_of = self.numbers_of("Position")
         is_pos, is_bar = pos_of[ids] >= 0, ids == self.bar_id
         marks = np.where(is_pos, pos_of[ids], np.where(is_bar, 0, -1))  # position set by each id, -1: none
         last = np.maximum.accumulate(np.where(marks >= 0, np.arange(len(ids)), -1))  # last mark at or before
