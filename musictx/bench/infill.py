@@ -5,7 +5,8 @@ Times ``musictx-generate``'s own code for each of the first ``--songs`` songs of
 ``data/pop_infill`` lists it; any songs given with ``--song`` instead): an infill of 4 bars (every track,
 bars 17-20) and the accompaniment (BRIDGE and PIANO) of the bars that cover 30 s from the melody's entry.
 Reports seconds of music made per second of wall time (the issue's target: >= 10x on 2 CPU cores), the
-median and the slowest song. OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
+median and the slowest song; the infill is timed with the copy cache (shipped) and without, one after the
+other on each song. OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
 """
 
 from __future__ import annotations
@@ -28,15 +29,17 @@ def time_song(net, tok, path: Path, folder: Path) -> dict:
     song = read_song(tok, path)
     s = min(16, song.n_bars - 5)
     t0, t1 = bar_seconds(song, [s, s + 4])
-    start = time.perf_counter()
-    infill_song(net, tok, song, s, s + 4, None, SamplingOptions())
-    infill = (t1 - t0) / (time.perf_counter() - start)
+    infill = {}
+    for copy in (1.0, 0.0):  # the shipped copy cache, then the network alone, one after the other
+        start = time.perf_counter()
+        infill_song(net, tok, song, s, s + 4, None, SamplingOptions(copy_cache=copy))
+        infill[copy] = (t1 - t0) / (time.perf_counter() - start)
     melody_path = melody_file(path, folder)
     melody = melody_song(tok, melody_path)
     a, e, lines = accompany_range(melody, melody_path, 30.0, "melody")  # as the scorecard: from the melody's entry
     start = time.perf_counter()
     accompany_song(net, tok, melody, ["BRIDGE", "PIANO"], a, e, SamplingOptions())
-    return {"song": path.name, "infill_x": infill, "accompany_x": (lines[e] - lines[a]) / (time.perf_counter() - start),
+    return {"song": path.name, "infill_x": infill[1.0], "infill_no_copy_x": infill[0.0], "accompany_x": (lines[e] - lines[a]) / (time.perf_counter() - start),
             "accompany_s": float(lines[e] - lines[a])}
 
 
@@ -97,11 +100,13 @@ def main(argv=None) -> None:
     songs = [Path(p) for p in args.song] or split_songs(args.data, "validation")[: args.songs]
     with tempfile.TemporaryDirectory() as tmp:
         rows = [time_song(net, tok, p, Path(tmp)) for p in songs]
-    print(f"| song | infill 4 bars (x real time) | accompaniment of {rows[0]['accompany_s']:.0f} s (x real time) |")
-    print("|---|---|---|")
+    print(f"| song | infill 4 bars (x real time) | the same, copy_cache=0 | accompaniment of "
+          f"{rows[0]['accompany_s']:.0f} s (x real time) |")
+    print("|---|---|---|---|")
     for r in rows:
-        print(f"| {r['song']} | {r['infill_x']:.1f} | {r['accompany_x']:.1f} |")
-    for key, label in (("infill_x", "infill"), ("accompany_x", "accompaniment")):
+        print(f"| {r['song']} | {r['infill_x']:.1f} | {r['infill_no_copy_x']:.1f} | {r['accompany_x']:.1f} |")
+    for key, label in (("infill_x", "infill"), ("infill_no_copy_x", "infill, copy_cache=0"),
+                       ("accompany_x", "accompaniment")):
         values = [r[key] for r in rows]
         print(f"{label}: median {np.median(values):.1f}x real time, slowest {min(values):.1f}x "
               f"({args.threads} threads, {torch.get_num_threads()} used)")

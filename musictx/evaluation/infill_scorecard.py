@@ -32,7 +32,8 @@ from musictx.evaluation.chords import Harmony
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
 from musictx.generation.accompany import accompany_song, melody_song
-from musictx.generation.infill import in_bars, infill_prompt, infill_song, read_song
+from musictx.generation.copy_cache import loose_ids, mixture_nll
+from musictx.generation.infill import copy_history, in_bars, infill_prompt, infill_song, read_song
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
 from musictx.io.chord_labels import Chords
@@ -47,9 +48,11 @@ INFILL_MEASURES = (  # key, label
     ("pc_correlation", "pitch-class correlation with the real middle"),
     ("seam_interval", "top-line interval across the seams (semitones)"),
     ("density_ratio", "notes per second / the real middle's"),
-    ("nll_both", "NLL of the real middle, both edges (nats/token)"),
-    ("nll_left", "NLL of the real middle, the same left edge only (nats/token)"),
-    ("nll_left_longer", "NLL of the real middle, left edge only, its room all to the left"),
+    ("nll_both", "NLL of the real middle, both edges (nats/token), as sampled"),
+    ("nll_left", "NLL of the real middle, the same left edge only, as sampled"),
+    ("nll_both_net", "the same, both edges, the network alone (no copy cache)"),
+    ("nll_left_net", "the same, left edge only, the network alone"),
+    ("nll_left_longer", "the same, left edge only, its room all to the left, the network alone"),
     ("realtime", "x real time (music seconds / wall seconds)"),
 )
 ACCOMPANY_MEASURES = (
@@ -89,18 +92,30 @@ def seam_interval(before: Span, middle: Span, after: Span) -> float:
 
 
 @torch.no_grad()
-def middle_nll(net, tok, song, s: int, e: int, use_right: bool, taken: set[int] | None = None,
-               keep_right: bool = True) -> float:
-    """Mean NLL (nats/token) of the real middle of bars [s, e) (the ``taken`` programs' notes, None: all)
-    after its prompt (Infill_End left out); ``use_right``, ``keep_right``: as `infill_prompt`'s."""
+def middle_log_probs(net, tok, song, s: int, e: int, use_right: bool, taken: set[int] | None = None,
+                     keep_right: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(the net's log-probabilities (M, V) at each id of the real middle of bars [s, e) (the ``taken``
+    programs' notes, None: all) after its prompt, the middle's ids (M,)); ``use_right``, ``keep_right``: as
+    `infill_prompt`'s. Infill_End is left out; a middle past the context is cut."""
     prompt, _ = infill_prompt(tok, song, s, e, taken, context_length(net) or 1024, use_right, keep_right)
     splitter = BarSplitter(tok)
     middle = np.concatenate([splitter.split(song.bar_ids(b), taken)[1] for b in range(s, e)]).astype(np.int64)
     ids = np.concatenate([prompt, middle])[: context_length(net) or 1024]
     x = torch.as_tensor(ids, dtype=torch.long)[None]  # (1, T)
-    logp = torch.log_softmax(net.eval()(x)[0, :-1].float(), dim=-1)  # (T - 1, V)
-    nll = -logp.gather(1, x[0, 1:, None])[:, 0]  # (T - 1,) the NLL of each next id
-    return float(nll[len(prompt) - 1:].mean())
+    logp = torch.log_softmax(net.eval()(x)[0, len(prompt) - 1:-1].float(), dim=-1)  # (M, V)
+    return logp.numpy(), ids[len(prompt):]
+
+
+def middle_nll(net, tok, song, s: int, e: int, use_right: bool, taken: set[int] | None = None,
+               keep_right: bool = True, copy_cache: float = 0.0) -> float:
+    """Mean NLL (nats/token) of the real middle (`middle_log_probs`). ``copy_cache`` > 0: the net mixed with
+    the copy cache over the song's bars outside the range (those after it only where the prompt keeps the
+    right edge): the distribution the infill sampler draws from."""
+    logp, targets = middle_log_probs(net, tok, song, s, e, use_right, taken, keep_right)
+    if not copy_cache:
+        return float(-logp[np.arange(len(targets)), targets].mean())
+    history = copy_history(tok, song, s, e, taken, use_right and keep_right)
+    return float(mixture_nll(logp, targets, history, copy_cache, loose=loose_ids(tok)).mean())
 
 
 def without_in_bars(tok, song, s: int, e: int, hidden: set[int]):
@@ -151,8 +166,10 @@ def infill_card(net, tok, path: Path, other: Path, opts: dict, sampling: Samplin
                 "seam_interval": seam_interval(before, span, after),
                 "density_ratio": len(span) / max(len(real), 1)}
     model = {**figures(new), "unchanged": float(same), "on_bar_lines": float(inside),
-             "nll_both": middle_nll(net, tok, song, s, e, True),
-             "nll_left": middle_nll(net, tok, song, s, e, True, keep_right=False),
+             "nll_both": middle_nll(net, tok, song, s, e, True, copy_cache=sampling.copy_cache),
+             "nll_left": middle_nll(net, tok, song, s, e, True, keep_right=False, copy_cache=sampling.copy_cache),
+             "nll_both_net": middle_nll(net, tok, song, s, e, True),
+             "nll_left_net": middle_nll(net, tok, song, s, e, True, keep_right=False),
              "nll_left_longer": middle_nll(net, tok, song, s, e, False),
              "realtime": seconds / wall}
     chance = {**figures(pasted), "grid_share": sm.chance_grid_share(grid, t0, t1)}
@@ -298,7 +315,9 @@ def format_task_scorecard(result: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(_fmt(x) for x in row) + " |")
     if task == "infill":
         gain = m["model"].get("nll_left", np.nan) - m["model"].get("nll_both", np.nan)
-        lines.append(f"NLL with both edges is {gain:.3f} nats/token lower than with the same left edge alone")
+        net = m["model"].get("nll_left_net", np.nan) - m["model"].get("nll_both_net", np.nan)
+        lines.append(f"NLL with both edges is {gain:.3f} nats/token lower than with the same left edge alone, as "
+                     f"sampled (copy_cache={s.get('copy_cache', 0):g}); {net:.3f} with the network alone")
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ import torch
 from symusic import Note, Score
 
 from musictx.generation.continue_metrical import BarLimit, grammar_hooks
+from musictx.generation.copy_cache import CopyCache, loose_ids
 from musictx.generation.metrical_seed import bar_lines, ticks_to_seconds
 from musictx.generation.sampling import SpecialIds, generate
 from musictx.generation.sampling_options import SamplingOptions
@@ -131,14 +132,32 @@ def infill_prompt(tok, song: SongBars, s: int, e: int, taken: set[int] | None, m
     return prompt, max_len - len(prompt)
 
 
+def copy_history(tok, song: SongBars, s: int, e: int, taken: set[int] | None, use_right: bool = True
+                 ) -> np.ndarray:
+    """The song's bars outside [s, e) as the middle is written (only the ``taken`` tracks' notes, None: all),
+    bar by bar: what the copy cache may copy (`musictx.generation.copy_cache`). The bars after the range
+    (with ``use_right``) come first and those before it last, so that the middle goes on from the bar
+    before it, as in the song, and its first ids match where that bar's music came back."""
+    splitter = BarSplitter(tok)
+    bars = [*(range(e, song.n_bars) if use_right else ()), *range(0, s)]
+    parts = [np.asarray(splitter.split(song.bar_ids(b), taken)[1], dtype=np.int64) for b in bars]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def sample_middle(net, tok, prompt: np.ndarray, n_bars: int, programs: list[int], room: int,
-                  sampling: SamplingOptions, max_bar_repeats: int | None = 4) -> np.ndarray:
-    """The middle's ids, ``n_bars`` bars from its first Bar (cut before the Bar that would open one more)."""
+                  sampling: SamplingOptions, max_bar_repeats: int | None = 4,
+                  history: np.ndarray | None = None) -> np.ndarray:
+    """The middle's ids, ``n_bars`` bars from its first Bar (cut before the Bar that would open one more).
+    ``history`` (`copy_history`): the song's bars the copy cache may copy, with ``sampling.copy_cache``."""
     if room < 2:
         raise GenerateError(f"no room left in the model's {context_length(net)}-id context to write the bars")
     device = next(net.parameters()).device
     ids = torch.as_tensor(np.concatenate([prompt, [tok.bar_id]]), dtype=torch.long, device=device)[None]  # (1, T0)
     hooks = grammar_hooks(tok, programs, sampling, max_bar_repeats)
+    if history is not None and sampling.copy_cache:  # first: the grammar's forbidden ids stay forbidden
+        hooks = [CopyCache(np.concatenate([history, [tok.bar_id]]), sampling.copy_cache,
+                           loose=loose_ids(tok)),
+                 *hooks]
     ends = SpecialIds(pad_id=tok.pad_id, eos_id=InfillIds.of(tok).end)  # the middle ends at Infill_End
     out = generate(net, ends, ids, replace(sampling, recall_guidance=0.0), hooks, max_new_tokens=room - 1,
                    stop=BarLimit(tok.bar_id, n_bars - 1))
@@ -204,6 +223,7 @@ def infill_song(net, tok, song: SongBars, s: int, e: int, taken: set[int] | None
     """(the file with bars [s, e) (of the ``taken`` tracks, None: all) filled, the middle's ids)."""
     prompt, room = infill_prompt(tok, song, s, e, taken, context_length(net) or 1024, use_right)
     programs = sorted(taken) if taken is not None else sorted(t.program for t in song.read.tracks.tracks)
-    middle = sample_middle(net, tok, prompt, e - s, programs, room, sampling, max_bar_repeats)
+    middle = sample_middle(net, tok, prompt, e - s, programs, room, sampling, max_bar_repeats,
+                           copy_history(tok, song, s, e, taken, use_right))
     per_beat = tok.miditok.config.max_num_pos_per_beat
     return replace_in_file(song, s, e, taken, middle_notes(tok, middle, song, s, e), per_beat), middle

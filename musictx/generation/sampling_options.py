@@ -58,6 +58,9 @@ class SamplingOptions:
     # task=accompany: the logit penalty on the counter-melody's (BRIDGE's) Program where a given note sounds, so
     # that it answers the melody in its rests, as POP909's bridges mostly do (musictx.generation.given_notes); 0: off
     counter_rest: float = 4.0
+    # task=infill: how much the filled bars may repeat the song's own bars (musictx.generation.copy_cache): the
+    # scale of the copy cache's fitted mixture weights; 0: off, the network alone; 1: the weights fitted
+    copy_cache: float = 1.0
     recall_against: str = "recent"  # the contrast branch: recent (the last recall_local ids) | continuation
                                     # (all the music after the seed: amplifies what the seed alone adds)
 
@@ -75,7 +78,8 @@ class SamplingOptions:
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
-                     "note_cap_from_seed", "motif_echo", "phrase_echo", "harmony", "counter_rest"):
+                     "note_cap_from_seed", "motif_echo", "phrase_echo", "harmony", "counter_rest",
+                     "copy_cache"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -93,6 +97,7 @@ class SamplingOptions:
             (self.phrase_echo < 0, f"phrase_echo must be >= 0 (0 = off), got {self.phrase_echo}"),
             (self.counter_rest < 0, f"counter_rest must be >= 0 (0 = off), got {self.counter_rest}"),
             (self.harmony < 0, f"harmony must be >= 0 (0 = off), got {self.harmony}"),
+            (not 0 <= self.copy_cache <= 1, f"copy_cache must be in [0, 1] (0 = off), got {self.copy_cache}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
             (self.recall_against not in RECALL_BRANCHES,
              f"recall_against must be one of {', '.join(RECALL_BRANCHES)}, got {self.recall_against!r}"),

@@ -1,0 +1,91 @@
+"""Fits the copy cache's mixture weights (`musictx.generation.copy_cache.COPY_WEIGHTS`) by likelihood.
+
+For each song, bars ``first_bar``.. are the middle; every id of the real middle is scored by the net (at its
+infill prompt) and looked up in the cache over the song's other bars, once with the bars after the middle
+and once without (as the infill scorecard's two NLLs). Each bucket of match lengths gets the weight that
+makes the pooled ids most likely; the NLLs with the fitted weights are printed beside the net's own.
+
+    python -m musictx.evaluation.copy_fit --checkpoint pop_infill --data data/pop --split validation --songs 30
+
+Fit on validation songs only: the test split is for the scorecard.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from musictx.checkpoints.model_store import load_model
+from musictx.evaluation.infill_scorecard import middle_log_probs
+from musictx.evaluation.run import split_songs
+from musictx.generation.copy_cache import COPY_WEIGHTS, longest_match, loose_ids, match_keys
+from musictx.generation.infill import copy_history, read_song
+
+GRID = np.linspace(0.0, 0.99, 100)
+
+
+def song_rows(net, tok, path: Path, first_bar: int, bars: int) -> list[tuple[bool, float, int, float]]:
+    """(with the right side, the net's probability of the real id, longest match, the cache's probability)
+    for every id of the song's real middle, with and without the bars after it."""
+    song = read_song(tok, path)
+    s = min(first_bar - 1, song.n_bars - bars - 1)
+    rows = []
+    for right in (True, False):
+        logp, targets = middle_log_probs(net, tok, song, s, s + bars, True, keep_right=right)
+        ids = np.concatenate([copy_history(tok, song, s, s + bars, None, right), targets])
+        keys, start = match_keys(ids, loose_ids(tok)), len(ids) - len(targets)
+        for t, target in enumerate(targets):
+            k, nexts = longest_match(ids[:start + t], keys=keys[:start + t])
+            q = float(np.mean(nexts == target)) if len(nexts) else 0.0
+            rows.append((right, float(np.exp(logp[t, target])), k, q))
+    return rows
+
+
+def fit(rows: np.ndarray, shortest: list[int]) -> list[tuple[int, float]]:
+    """The likeliest weight for each bucket [shortest[i], shortest[i + 1]) of match lengths."""
+    p, k, q = rows[:, 1], rows[:, 2], rows[:, 3]
+    out = []
+    for lo, hi in zip(shortest, [*shortest[1:], np.inf], strict=True):
+        m = (k >= lo) & (k < hi)
+        scores = [np.log((1 - w) * p[m] + w * q[m] + 1e-30).sum() for w in GRID]
+        out.append((lo, float(GRID[int(np.argmax(scores))]) if m.any() else 0.0))
+    return out
+
+
+def nll(rows: np.ndarray, weights: list[tuple[int, float]]) -> float:
+    w = np.zeros(len(rows))
+    for lo, value in weights:
+        w[rows[:, 2] >= lo] = value
+    return float(-np.log((1 - w) * rows[:, 1] + w * rows[:, 3] + 1e-30).mean())
+
+
+def run(checkpoint: str, data: Path, split: str, songs: int, first_bar: int, bars: int) -> list[tuple[int, float]]:
+    net, tok, _ = load_model(checkpoint)
+    paths = split_songs(data, split)[:songs]
+    rows = np.array([r for path in tqdm(paths, desc="songs") for r in song_rows(net, tok, path, first_bar, bars)])
+    weights = fit(rows, [lo for lo, _ in COPY_WEIGHTS])
+    both, left = rows[rows[:, 0] == 1], rows[rows[:, 0] == 0]
+    print("fitted (shortest match, weight):", ", ".join(f"({lo}, {w:.2f})" for lo, w in weights))
+    for name, table in (("the net alone", [(0, 0.0)]), ("shipped weights", COPY_WEIGHTS), ("fitted weights", weights)):
+        print(f"{name}: NLL both edges {nll(both, table):.4f}, left only {nll(left, table):.4f}, "
+              f"gain {nll(left, table) - nll(both, table):.4f} nats/token")
+    return weights
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", default="pop_infill")
+    ap.add_argument("--data", type=Path, default=Path("data/pop"))
+    ap.add_argument("--split", default="validation")
+    ap.add_argument("--songs", type=int, default=30)
+    ap.add_argument("--first-bar", type=int, default=17)
+    ap.add_argument("--bars", type=int, default=4)
+    a = ap.parse_args()
+    run(a.checkpoint, a.data, a.split, a.songs, a.first_bar, a.bars)
+
+
+if __name__ == "__main__":
+    main()
