@@ -46,6 +46,9 @@ def test_a_real_accompaniment_plays_chord_tones_far_above_chance():
     rng = np.random.default_rng(0)
     random_share, _ = harmony.chord_tone_share(piano.start, rng.integers(40, 80, len(piano)))
     assert abs(random_share - chance) < 0.08
+    full = harmony.pitch_classes_per_span(piano.start, piano.pitch)
+    octaves = harmony.pitch_classes_per_span(piano.start, 48 + (piano.pitch % 12 == 0) * 12)  # C or C an octave up
+    assert 2.5 < full < 5 and octaves == pytest.approx(1.0)
 
 
 @needs_pop
@@ -63,4 +66,4 @@ def test_scorecards_run_on_pop909_songs(grown, task):
         assert m["model"]["melody_unchanged"] == 1.0
         assert m["real"]["chord_tone_share"] > m["chance"]["chord_tone_share"] + 0.4
     table = format_task_scorecard(result)
-    assert table.count("\n| ") == (12 if task == "infill" else 8) + 1  # the header and one row per measure
+    assert table.count("\n| ") == (12 if task == "infill" else 9) + 1  # the header and one row per measure

@@ -39,7 +39,8 @@ def time_song(net, tok, path: Path, folder: Path) -> dict:
     a, e, lines = accompany_range(melody, melody_path, 30.0, "melody")  # as the scorecard: from the melody's entry
     start = time.perf_counter()
     accompany_song(net, tok, melody, ["BRIDGE", "PIANO"], a, e, SamplingOptions())
-    return {"song": path.name, "infill_x": infill[1.0], "infill_no_copy_x": infill[0.0], "accompany_x": (lines[e] - lines[a]) / (time.perf_counter() - start),
+    return {"song": path.name, "infill_x": infill[1.0], "infill_no_copy_x": infill[0.0],
+            "accompany_x": (lines[e] - lines[a]) / (time.perf_counter() - start),
             "accompany_s": float(lines[e] - lines[a])}
 
 

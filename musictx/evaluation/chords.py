@@ -50,3 +50,11 @@ class Harmony:
                 chance += len(tones) / 12
                 count += 1
         return (hits / count, chance / count) if count else (float("nan"), float("nan"))
+
+    def pitch_classes_per_span(self, onsets: np.ndarray, pitches: np.ndarray) -> float:
+        """The mean number of distinct pitch classes struck between two strong beats (half bars in 4/4), over the
+        spans with a note: how full the harmony is (a triad: 3; octaves of one note: 1); nan for none."""
+        onsets, pitches = np.asarray(onsets), np.asarray(pitches)
+        span = np.searchsorted(self.strong_beats, onsets + ON_BEAT_S, side="right")  # (N,) span of each onset
+        counts = [len(set((pitches[span == k] % 12).tolist())) for k in np.unique(span)]
+        return float(np.mean(counts)) if counts else float("nan")

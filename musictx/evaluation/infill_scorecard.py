@@ -58,6 +58,7 @@ INFILL_MEASURES = (  # key, label
 ACCOMPANY_MEASURES = (
     ("melody_unchanged", "melody unchanged, note for note (share of songs)"),
     ("chord_tone_share", "strong-beat onsets on a chord tone"),
+    ("pitch_classes", "distinct pitch classes per half bar (how full the chords are)"),
     ("density_ratio", "accompaniment notes per second / the real's"),
     ("mean_pitch", "accompaniment mean pitch (MIDI)"),
     ("pitch_spread", "accompaniment pitch spread (std, semitones)"),
@@ -192,6 +193,7 @@ def accompaniment_figures(span: Span, harmony: Harmony, seconds: float) -> tuple
     share, chance = harmony.chord_tone_share(span.start, span.pitch)
     pitch = span.pitch.astype(np.float64)
     return {"chord_tone_share": share, "density": len(span) / seconds,
+            "pitch_classes": harmony.pitch_classes_per_span(span.start, span.pitch),
             "mean_pitch": float(pitch.mean()) if len(pitch) else float("nan"),
             "pitch_spread": float(pitch.std()) if len(pitch) else float("nan")}, chance
 

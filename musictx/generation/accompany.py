@@ -28,6 +28,7 @@ from musictx.generation.given_notes import (
     half_bar_pitch_classes,
     sounding_positions,
 )
+from musictx.generation.harmonizer import Harmonizer, half_bar_features
 from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
 from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
@@ -162,7 +163,7 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     """The ids of bars s..e-1 (the first Bar left out) written as a plain continuation of the song's bars
     before s, the given tracks played into them at their onsets (`musictx.generation.given_notes`), after
     the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune and its
-    key before it plays a note. The harmony lean follows ``chords`` where given, else the given tracks."""
+    key before it plays a note. The harmony lean: `harmony_lean`."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     given = {t.program for t in song.read.tracks.tracks} - new_programs
     max_len = context_length(net) or 1024
@@ -173,17 +174,29 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
     lead = GivenNotes(tok, [given_onsets(tok, song.bar_ids(b), given) for b in range(s, e)], given)
     hooks = [*grammar_hooks(tok, sorted(given | new_programs), sampling, max_bar_repeats), lead]
-    halves, bar_positions = given_harmony(tok, song, given, s, e)
-    if chords is not None:
-        halves = chord_halves(song, chords, s, e, halves)
-    if sampling.harmony:
-        hooks += [HarmonyLean(tok, lead, halves, bar_positions, sampling.harmony)]
+    lean = harmony_lean(tok, song, lead, given, s, e, sampling, chords)
+    hooks += [lean] if lean else []
     if sampling.counter_rest and ROLE_PROGRAMS["BRIDGE"] in new_programs:
-        hooks += [CounterRest(tok, lead, given_sounding(song, given, s, e, bar_positions),
+        hooks += [CounterRest(tok, lead, given_sounding(song, given, s, e, bar_positions(tok, song, s, e)),
                               ROLE_PROGRAMS["BRIDGE"], sampling.counter_rest)]
     out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,
                    max_new_tokens=TOKENS_PER_BAR * (e - s), stop=BarLimit(tok.bar_id, e - s - 1))
     return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
+
+
+def harmony_lean(tok, song: SongBars, lead: GivenNotes, given: set[int], s: int, e: int,
+                 sampling: SamplingOptions, chords: Chords | None) -> HarmonyLean | None:
+    """The lean the accompaniment's pitches get: toward a lead sheet's chords (``harmony``), else toward the
+    chord tones the harmonizer guesses from the melody (``harmony_guess``), else toward the melody's own pitch
+    classes (``harmony``); None where the options turn it off."""
+    halves = given_harmony(song, given, s, e)
+    if chords is not None:
+        halves, strength = chord_halves(song, chords, s, e, halves), sampling.harmony
+    elif sampling.harmony_guess:
+        halves, strength = guessed_harmony(song, given, s, e), sampling.harmony_guess
+    else:
+        strength = sampling.harmony
+    return HarmonyLean(tok, lead, halves, bar_positions(tok, song, s, e), strength) if strength else None
 
 
 def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:
@@ -193,20 +206,36 @@ def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:
             for k in ("time", "duration", "pitch")}
 
 
-def given_harmony(tok, song: SongBars, given: set[int], s: int, e: int):
-    """(the pitch classes the given tracks sound in each half of bars s..e-1, each bar's length in positions)."""
+def given_harmony(song: SongBars, given: set[int], s: int, e: int) -> list[tuple[set[int], set[int]]]:
+    """The pitch classes the given tracks sound in each half of bars s..e-1."""
     notes = given_notes(song, given)
+    return half_bar_pitch_classes(notes["time"], notes["time"] + notes["duration"], notes["pitch"],
+                                  song.lines[s:e + 1].astype(np.int64))
+
+
+def bar_positions(tok, song: SongBars, s: int, e: int) -> list[int]:
+    """Each of bars s..e-1's length in the tokenizer's positions."""
     lines = song.lines[s:e + 1].astype(np.int64)
     per_position = song.read.score.ticks_per_quarter / tok.miditok.config.max_num_pos_per_beat
-    halves = half_bar_pitch_classes(notes["time"], notes["time"] + notes["duration"], notes["pitch"], lines)
-    return halves, [max(round(int(z - a) / per_position), 1) for a, z in zip(lines[:-1], lines[1:], strict=True)]
+    return [max(round(int(z - a) / per_position), 1) for a, z in zip(lines[:-1], lines[1:], strict=True)]
 
 
-def given_sounding(song: SongBars, given: set[int], s: int, e: int, bar_positions: list[int]):
+def guessed_harmony(song: SongBars, given: set[int], s: int, e: int, harmonizer: Harmonizer | None = None
+                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each half of bars s..e-1, (12,) the probability that its chord holds each pitch class, guessed from
+    the given tracks' notes over the whole song (`musictx.generation.harmonizer`)."""
+    notes = given_notes(song, given)
+    lines = song.lines[:song.n_bars + 1].astype(np.int64)
+    probs = (harmonizer or Harmonizer.load()).chord_tone_probs(
+        half_bar_features(notes["time"], notes["time"] + notes["duration"], notes["pitch"], lines))  # (H, 12)
+    return [(probs[2 * b], probs[2 * b + 1]) for b in range(s, e)]
+
+
+def given_sounding(song: SongBars, given: set[int], s: int, e: int, lengths: list[int]):
     """(positions,) bool for each of bars s..e-1: a given track's note sounds there."""
     notes = given_notes(song, given)
     return sounding_positions(notes["time"], notes["time"] + notes["duration"], song.lines[s:e + 1].astype(np.int64),
-                              bar_positions)
+                              lengths)
 
 
 CHORD_PROBE_S = 0.05  # a half bar's chord is the one sounding just after its start (lab files round to ~10 ms)

@@ -135,13 +135,22 @@ def half_bar_pitch_classes(onsets: np.ndarray, ends: np.ndarray, pitches: np.nda
     return out
 
 
+def pc_weights(target) -> np.ndarray:
+    """(12,) a half bar's lean: 1 on each pitch class of a set, or the (12,) weights as given."""
+    if isinstance(target, np.ndarray):
+        return target
+    out = np.zeros(12)
+    out[list(target)] = 1.0
+    return out
+
+
 class HarmonyLean(LogitsHook):
     """A bonus of ``strength`` (nats) on a new track's Pitch ids whose pitch class is in ``halves[bar][half]``
-    (from `half_bar_pitch_classes`), at the place `GivenNotes` ``given`` follows; ``bar_positions``: each new
-    bar's length in positions. Only a Pitch right after a new track's Program gets it."""
+    (from `half_bar_pitch_classes`; or a (12,) array of weights in [0, 1], the bonus scaled by its pitch
+    class's), at the place `GivenNotes` ``given`` follows; ``bar_positions``: each new bar's length in
+    positions. Only a Pitch right after a new track's Program gets it."""
 
-    def __init__(self, tok, given: GivenNotes, halves: list[tuple[set[int], set[int]]], bar_positions: list[int],
-                 strength: float):
+    def __init__(self, tok, given: GivenNotes, halves: list[tuple], bar_positions: list[int], strength: float):
         self.given, self.halves, self.bar_positions, self.strength = given, halves, bar_positions, strength
         programs = tok.ids_of_type("Program")
         self.new_programs = np.array([i for i in programs if int(i) not in given.given_programs])
@@ -157,9 +166,9 @@ class HarmonyLean(LogitsHook):
         out = logits.clone()
         for b in rows:
             bar = int(g.bar[b])
-            sounding = self.halves[bar][int(max(g.pos[b], 0) * 2 >= self.bar_positions[bar])]
-            if sounding:
-                bonus = np.isin(self.pitch_class, list(sounding)) * self.strength  # (n_pitches,)
+            weights = pc_weights(self.halves[bar][int(max(g.pos[b], 0) * 2 >= self.bar_positions[bar])])
+            if weights.any():
+                bonus = weights[self.pitch_class] * self.strength  # (n_pitches,)
                 out[b, self.pitch_ids.to(out.device)] += torch.as_tensor(bonus, dtype=out.dtype, device=out.device)
         return out
 

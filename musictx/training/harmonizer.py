@@ -1,0 +1,109 @@
+"""Trains the melody harmonizer (`musictx.generation.harmonizer`) on a prepared POP909 folder's songs:
+
+    python -m musictx.training.harmonizer --data data/pop [--out musictx/pretrained/harmonizer.npz]
+
+Each half bar of each training song is one example per pitch class: the melody's features rotated to that
+pitch class, and whether the annotated chord sounding at the half bar's start (``chord_midi.txt`` beside
+the song) holds it. Half bars without a chord (``N``) are left out. The validation split's songs report
+how often the most likely pitch class (and the two, three most likely) are chord tones. About a minute on
+2 CPU threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from musictx.generation.accompany import CHORD_PROBE_S
+from musictx.generation.harmonizer import WEIGHTS, half_bar_features, half_bar_lines
+from musictx.generation.infill import read_song
+from musictx.io.chord_labels import Chords
+from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
+
+
+def song_examples(tok, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(features (H, 12, F), chord tones (H, 12)) of the song's half bars that have a chord."""
+    song = read_song(tok, path)
+    notes = [t.notes.numpy() for t in song.read.score.tracks if t.program == ROLE_PROGRAMS["MELODY"]]
+    if not notes:
+        raise ValueError(f"{path}: no melody track")
+    onsets, pitches = notes[0]["time"], notes[0]["pitch"]
+    lines = song.lines[:song.n_bars + 1].astype(np.int64)
+    features = half_bar_features(onsets, onsets + notes[0]["duration"], pitches, lines)
+    bar_s = song.line_seconds(list(range(song.n_bars + 1)))
+    starts = half_bar_lines(bar_s)[:-1]  # a half bar's start in seconds, halfway between bar lines
+    chords = Chords.read(path.with_name("chord_midi.txt"), strict=False)
+    tones = np.zeros((len(starts), 12), dtype=np.float32)
+    for h, t in enumerate(starts):
+        tones[h, list(chords.at(float(t) + CHORD_PROBE_S))] = 1.0
+    keep = tones.any(axis=1)
+    return features[keep], tones[keep]
+
+
+def split_examples(tok, data: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    root = Path(load_manifest(data)["input_dir"])
+    pairs = [song_examples(tok, root / name) for name in tqdm(TokenArrays(data, split).files, desc=split)]
+    return (torch.as_tensor(np.concatenate([f for f, _ in pairs])),
+            torch.as_tensor(np.concatenate([t for _, t in pairs])))
+
+
+def precision_at(probs: torch.Tensor, tones: torch.Tensor, ks=(1, 2, 3)) -> list[float]:
+    """The share of chord tones among each half bar's k most likely pitch classes."""
+    order = probs.argsort(dim=-1, descending=True)
+    return [float(tones.gather(1, order[:, :k]).mean()) for k in ks]
+
+
+def train(x: torch.Tensor, y: torch.Tensor, hidden: int = 64, epochs: int = 12, seed: int = 0) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(x.shape[-1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                              torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+    opt = torch.optim.Adam(net.parameters(), 2e-3, weight_decay=1e-5)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    for _ in tqdm(range(epochs), desc="epochs"):
+        for batch in torch.randperm(len(x)).split(512):
+            loss = loss_fn(net(x[batch]).squeeze(-1), y[batch])  # (B, 12): every pitch class of a half bar
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return net.eval()
+
+
+def save(net: torch.nn.Sequential, out: Path) -> None:
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    arrays = {}
+    for k, m in enumerate(linears):
+        arrays[f"w{k}"] = m.weight.detach().T.numpy().astype(np.float32)  # (in, out)
+        arrays[f"b{k}"] = m.bias.detach().numpy().astype(np.float32)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **arrays)
+
+
+def run(data: Path, out: Path) -> list[float]:
+    tok = load_tokenizer(data)
+    x, y = split_examples(tok, data, "train")
+    net = train(x, y)
+    xv, yv = split_examples(tok, data, "validation")
+    with torch.no_grad():
+        prec = precision_at(torch.sigmoid(net(xv).squeeze(-1)), yv)
+    print(f"{len(x):,} training half bars; validation ({len(xv):,} half bars): the most likely pitch class is a "
+          f"chord tone {prec[0]:.3f}, the two most likely {prec[1]:.3f}, the three {prec[2]:.3f}")
+    save(net, out)
+    print(f"wrote {out}")
+    return prec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("data/pop"), help="a prepared POP909 folder")
+    ap.add_argument("--out", type=Path, default=WEIGHTS)
+    a = ap.parse_args()
+    run(a.data, a.out)
+
+
+if __name__ == "__main__":
+    main()
