@@ -58,7 +58,7 @@ class SamplingOptions:
     # task=accompany without chords=: the logit bonus, times its probability, of a new track's pitch whose pitch
     # class the harmonizer (musictx.generation.harmonizer, trained on POP909) guesses the chord holds, from the
     # melody; 0: lean toward the melody's own pitch classes at `harmony` instead
-    harmony_guess: float = 16.0
+    harmony_guess: float = 5.0
     # task=accompany: the logit penalty on the counter-melody's (BRIDGE's) Program where a given note sounds, so
     # that it answers the melody in its rests, as POP909's bridges mostly do (musictx.generation.given_notes); 0: off
     counter_rest: float = 4.0
