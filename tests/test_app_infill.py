@@ -58,7 +58,7 @@ def test_http_infill_a_pop909_song_retry_and_keep(grown_server, client, tmp_path
     tok = grown_server[1]
     png, line = client.predict(upload(SONG), 9, 12, api_name="/infill_band")
     assert band_pixels(png) > 1000 and line.startswith("The shaded bars")
-    out = client.predict(upload(SONG), 9, 12, "", 3, api_name="/infill_bars")
+    out = client.predict(upload(SONG), 9, 12, "", True, 3, api_name="/infill_bars")
     status, seed, title, png, wav, midi = out[:6]
     assert status.startswith("Done") and seed == 3 and "bars 9-12 (every track) filled" in title
     midi = Path(midi["value"])
@@ -70,16 +70,17 @@ def test_http_infill_a_pop909_song_retry_and_keep(grown_server, client, tmp_path
     shutil.copyfile(SONG, alone)
     song = read_song(tok, alone)
     check_outside_unchanged(SONG, Score(str(midi)), song, 8, 12, None)
-    again = client.predict(upload(SONG), 9, 12, "", 3, api_name="/retry_infill")
+    again = client.predict(upload(SONG), 9, 12, "", False, 3, api_name="/retry_infill")
     assert again[1] == 4 and Path(again[5]["value"]).name == "003_fill_01.mid"  # the next random seed
+    assert "filled, no copy cache" in again[2] and "copy" not in title  # the box unticked: the network alone
     assert Path(again[5]["value"]).read_bytes() != midi.read_bytes()
     status, takes = client.predict(api_name="/keep_infill")
     assert status.startswith("Kept 003_fill_01.mid") and [Path(t).name for t in takes["value"]] == ["003_fill_01.mid"]
     # a range outside the song: one line, the file's name, no server path
-    refused = client.predict(upload(SONG), 500, 510, "", 0, api_name="/infill_bars")[0]
+    refused = client.predict(upload(SONG), 500, 510, "", True, 0, api_name="/infill_bars")[0]
     assert refused.startswith("**Cannot fill:** 003.mid: bars 500-510 is outside the song's bars 1-")
     assert "\n" not in refused and "/" not in refused.split("**")[-1]
-    assert client.predict(upload(SONG), 9, 12, "drums", 0, api_name="/infill_bars")[0].startswith(
+    assert client.predict(upload(SONG), 9, 12, "drums", True, 0, api_name="/infill_bars")[0].startswith(
         "**Cannot fill:** 003.mid: no track named drums")
 
 

@@ -1,6 +1,7 @@
 """The page's "Infill" and "Accompany" tabs (`musictx.app.infill_tab` does the work): a song, a bar range shown
 shaded on its piano roll, then Fill (or Write), Retry (the next random seed) and Keep (the take joins the
-session's Takes list). API names: ``/infill_bars`` (song, first bar, last bar, tracks, random seed),
+session's Takes list). API names: ``/infill_bars`` (song, first bar, last bar, tracks, may repeat the song's
+bars (bool), random seed),
 ``/accompany_melody`` (melody, tracks to write, first bar, last bar, chord file or None, random seed),
 ``/retry_infill``, ``/retry_accompany`` (the same inputs; the seed is one more), ``/keep_infill``,
 ``/keep_accompany`` and ``/infill_band`` (song, first, last: the shaded roll)."""
@@ -105,8 +106,9 @@ def infill_tabs(cont: Continuer, seed_file, takes: gr.State, history: gr.File) -
     """The two tabs; each says in one line when the loaded model cannot infill."""
     filler = Filler(cont)
     with gr.Tab("Infill", elem_id="tab-infill"):
-        song, first, last, tracks, seed, roll, note, status, view, buttons = _infill_column(filler, seed_file)
-        _wire("infill", filler, [song, first, last, tracks, seed], view, status, seed, takes, history, buttons)
+        song, first, last, tracks, repeats, seed, roll, note, status, view, buttons = _infill_column(filler, seed_file)
+        _wire("infill", filler, [song, first, last, tracks, repeats, seed], view, status, seed, takes, history,
+              buttons)
         for box in (song, first, last):
             box.change(lambda p, a, b: _band(filler, p, a, b), inputs=[song, first, last], outputs=[roll, note],
                        api_name="infill_band" if box is song else False, concurrency_id="preview")
@@ -123,6 +125,8 @@ def _infill_column(filler: Filler, seed_file):
             use_seed = gr.Button("Use the Continue tab's seed", size="sm")
             first, last = _bar_boxes(5, 8)
             tracks = gr.Textbox(label="Tracks to rewrite (names, comma-separated; empty: every track)")
+            repeats = gr.Checkbox(value=True, label="Let the bars repeat the song's own bars (the copy cache; "
+                                                    "off: new material on every retry)", elem_id="infill-repeats")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("infill", "Fill")
         with gr.Column(scale=2):
@@ -132,7 +136,7 @@ def _infill_column(filler: Filler, seed_file):
             note = gr.Markdown()
             view = _take_view("infill")
     use_seed.click(lambda path: path, inputs=seed_file, outputs=song, queue=False)
-    return song, first, last, tracks, seed, roll, note, status, view, buttons
+    return song, first, last, tracks, repeats, seed, roll, note, status, view, buttons
 
 
 def _accompany_column(filler: Filler):

@@ -126,20 +126,23 @@ class Filler:
         self.cont.prune(keep={png})
         return png
 
-    def fill(self, path, first, last, tracks: str | None = None, seed: int = 0) -> Result:
+    def fill(self, path, first, last, tracks: str | None = None, repeats: bool = True, seed: int = 0) -> Result:
         """Bars ``first``-``last`` of the song ``path`` (of the tracks named, comma-separated; all when empty)
-        sampled anew; everything else is the file's own."""
+        sampled anew; everything else is the file's own. ``repeats``: the copy cache as the app's settings
+        have it (the bars may play the song's own bars again), else off."""
         midi, song = self._song(path, read_song)
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
         taken = _for_file(midi, programs_of_names, song, tracks or None)
-        opts = replace(self.cont.base, seed=int(seed or 0))
+        opts = replace(self.cont.base, seed=int(seed or 0), copy_cache=self.cont.base.copy_cache if repeats else 0.0)
 
         def make():
             score, _ = infill_song(self.cont.net, self.cont.tokenizer, song, s, e, taken, opts,
                                    max_bar_repeats=opts.max_bar_repeats)
             return score
         what = "every track" if not tracks else tracks
-        return self._write(midi, song, s, e, make, "fill", f"bars {s + 1}-{e} ({what}) filled, random seed {seed}")
+        copied = "" if repeats and opts.copy_cache else ", no copy cache"
+        return self._write(midi, song, s, e, make, "fill",
+                           f"bars {s + 1}-{e} ({what}) filled{copied}, random seed {seed}")
 
     def accompany(self, path, roles=None, first=None, last=None, chords=None, seed: int = 0) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
