@@ -81,6 +81,25 @@ def test_generate_writes_audible_wav_of_a_real_continuation(tmp_path, no_fluidsy
     assert json.loads((tmp_path / "generation.json").read_text())["samples"][0]["wav"] == "sample_00.wav"
 
 
+@needs_midirenderer
+def test_generate_writes_a_wav_of_an_accompanied_melody(tmp_path, no_fluidsynth):
+    """task=accompany (and infill) write the song as a WAV too, like a continuation."""
+    from musictx.generation.continue_midi import run
+    from musictx.generation.generate_options import GenerateOptions
+
+    from .metrical_fixtures import band_song
+
+    song = pretty_midi.PrettyMIDI(str(band_song(tmp_path / "band.mid", bars=6, bpm=120, beats_per_bar=4, seed=2)))
+    song.instruments = song.instruments[:1]  # the melody alone
+    song.write(str(tmp_path / "melody.mid"))
+    record = run(GenerateOptions(seed_midi=str(tmp_path / "melody.mid"), task="accompany", tracks=["piano"],
+                                 num_samples=1, threads=1, output_dir=str(tmp_path / "out")))
+    sample = record["samples"][0]
+    rate, x = read_wav(tmp_path / "out" / sample["wav"])
+    midi_end = pretty_midi.PrettyMIDI(str(tmp_path / "out" / sample["midi"])).get_end_time()
+    assert abs(len(x) / rate - (midi_end + RELEASE_TAIL_SECONDS)) < 0.25 and rms(x) > 0.02
+
+
 def two_tempo_piece(path, pedal_up_tick: int | None = None):
     """Notes at 90 bpm, then 120 bpm from tick 1440 (2 s); the last note ends at tick 2400 (3.0 s)."""
     events = [mf.tempo(0, 90), mf.on(0, 60), mf.off(720, 60), mf.tempo(1440, 120), mf.on(1440, 64), mf.off(2400, 64)]

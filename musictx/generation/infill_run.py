@@ -37,7 +37,7 @@ def sample_task(opts, net, tok) -> Batch:
         start = time.perf_counter()
         score, new_ids = make(replace(opts, seed=opts.seed + k))
         takes.append(_take(score, new_ids, what, time.perf_counter() - start))
-    return Batch(takes, {"task": opts.task, "what": what}, time.perf_counter() - t0, wav=False)
+    return Batch(takes, {"task": opts.task, "what": what}, time.perf_counter() - t0)
 
 
 def _task(opts, net, tok):

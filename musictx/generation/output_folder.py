@@ -124,11 +124,11 @@ def write_run(out_dir: Path, batch: Batch, head: dict, no_audio: str | None, sou
     the batch's own entries, the samples) and one line per sample; return the record. A Ctrl-C while sampling
     (``batch.cut_short``) or while writing still leaves the record of what was written, then raises
     KeyboardInterrupt saying so; the files of samples left unfinished are removed. ``no_audio``: why no WAV
-    can be written (None: they are), said in one line where the batch's kind writes them."""
+    can be written (None: they are), said in one line."""
     out_dir.mkdir(parents=True, exist_ok=True)  # nothing was written before: every check raised first
-    if batch.wav and no_audio:
+    if no_audio:
         print(f"no WAV files: {no_audio}")
-    audio = batch.wav and no_audio is None and not batch.cut_short
+    audio = no_audio is None and not batch.cut_short
     samples, record_path, stopped = _write_takes(out_dir, batch.takes, soundfont, audio)
     record = {**head, **batch.about, "samples": samples, "interrupted": batch.cut_short or stopped,
               "samples_not_written": len(batch.takes) - len(samples), "generation_wall_s": batch.wall,

@@ -40,7 +40,6 @@ class Batch:
     about: dict  # the kind's own entries of generation.json (its seed, bars or task), before "samples"
     wall: float  # seconds of sampling
     cut_short: bool = False  # a Ctrl-C stopped the sampling: the takes are the partial samples
-    wav: bool = True  # False: this kind writes no WAV files, and says nothing about them
 
 
 def score_roll(score: Score) -> tuple[Notes, dict, float]:
