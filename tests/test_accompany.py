@@ -14,7 +14,14 @@ import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import load_pretrained
-from musictx.generation.accompany import accompany_song, given_harmony, given_sounding, lead_ids, melody_song
+from musictx.generation.accompany import (
+    accompany_song,
+    bar_positions,
+    given_harmony,
+    given_sounding,
+    lead_ids,
+    melody_song,
+)
 from musictx.generation.given_notes import given_onsets
 from musictx.generation.infill import parse_bars
 from musictx.generation.sampling_options import SamplingOptions
@@ -51,10 +58,11 @@ def bars_of(tok, ids: np.ndarray) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("harmony", [0.0, 3.0])
 def test_the_melody_goes_into_the_stream_note_for_note(pop, tmp_path, harmony):
+    """With no lean at all, and with the lean toward the melody's pitch classes."""
     net, tok = pop
     song = melody_song(tok, melody_alone(band_song(tmp_path / "s.mid", bars=10, seed=3), tmp_path / "m.mid"))
     s, e = parse_bars("3-8", song)
-    new = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=1, harmony=harmony))
+    new = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=1, harmony=harmony, harmony_guess=0.0))
     bars = bars_of(tok, np.concatenate([[tok.bar_id], new]))
     assert len(bars) == e - s
     for k, bar in enumerate(bars):  # each bar's melody: the given tokens at the given positions
@@ -72,12 +80,13 @@ def test_the_harmony_lean_moves_the_new_tracks_to_the_melody_pitch_classes(pop, 
     song = melody_song(tok, melody_alone(POP / "003" / "003.mid", tmp_path / "003.mid"))
     s, e = 16, 24
     given = {MELODY}
-    halves, lengths = given_harmony(tok, song, given, s, e)
+    halves, lengths = given_harmony(song, given, s, e), bar_positions(tok, song, s, e)
 
     def share(harmony: float) -> float:
         hits = total = 0
         for seed in (0, 1):
-            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, SamplingOptions(seed=seed, harmony=harmony))
+            opts = SamplingOptions(seed=seed, harmony=harmony, harmony_guess=0.0)  # the melody's own pitch classes
+            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, opts)
             for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
                 for pos, ids in given_onsets(tok, bar, {0, ROLE_PROGRAMS["BRIDGE"]}):
                     sounding = halves[k][int(pos * 2 >= lengths[k])]
@@ -147,7 +156,7 @@ def test_counter_rest_keeps_the_bridge_to_the_melodys_rests(pop, tmp_path):
     s, e = 16, 24
     bridge = ROLE_PROGRAMS["BRIDGE"]
 
-    sounding = given_sounding(song, {MELODY}, s, e, given_harmony(tok, song, {MELODY}, s, e)[1])
+    sounding = given_sounding(song, {MELODY}, s, e, bar_positions(tok, song, s, e))
 
     def bridge_onsets(penalty: float) -> tuple[int, int]:
         under = total = 0
