@@ -6,12 +6,13 @@ toward the melody's pitch classes, and ``musictx-generate task=accompany`` works
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from symusic import Score
+from symusic import Note, Score
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.generation.accompany import (
@@ -20,10 +21,12 @@ from musictx.generation.accompany import (
     given_harmony,
     given_sounding,
     lead_ids,
+    melody_keys,
     melody_song,
 )
 from musictx.generation.given_notes import given_onsets
 from musictx.generation.infill import parse_bars
+from musictx.generation.phrase_echo import repeat_plan
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.score_prep import ROLE_PROGRAMS
 
@@ -207,3 +210,36 @@ def test_chords_with_another_task_or_a_bad_file_are_refused_in_one_line(tmp_path
     bad.write_text("0 2 C:maj\n2 4 Cmaj7\n")
     with pytest.raises(GenerateError, match=r"bad.lab, line 2: unknown chord 'Cmaj7'"):
         read_chords(str(bad))
+
+
+def test_repeat_plan_points_each_repeat_at_its_latest_earlier_bar():
+    assert repeat_plan(["a", "b", None, "a", "b", "a", None, "c"]) == {3: 0, 4: 1, 5: 3}
+    assert repeat_plan([None, None]) == {}
+
+
+def test_a_repeated_melody_gets_its_accompaniment_again(pop, tmp_path):
+    """Eight bars of one two-bar melody: with a strong repeat echo the piano of bars 3-8 plays what it played
+    the first time the melody went so, far more than without it (which repeats itself a good deal already)."""
+    net, tok = pop
+    path = melody_alone(band_song(tmp_path / "s.mid", bars=2, bpm=100, beats_per_bar=4, seed=5), tmp_path / "m.mid")
+    two = Score(str(path))
+    phrase = [(n.time, n.duration, n.pitch, n.velocity) for n in two.tracks[0].notes]
+    for r in range(1, 4):  # the two bars three more times
+        for t, d, p, v in phrase:
+            two.tracks[0].notes.append(Note(t + r * 8 * two.ticks_per_quarter, d, p, v))
+    two.dump_midi(str(tmp_path / "loop.mid"))
+    song = melody_song(tok, tmp_path / "loop.mid")
+    assert repeat_plan(melody_keys(tok, song, {MELODY}, 0, 8)) == {k: k - 2 for k in range(2, 8)}
+
+    def shared(strength: float) -> float:
+        shares = []
+        for seed in (0, 1, 2):
+            new = lead_ids(net, tok, song, ["PIANO"], 0, 8, SamplingOptions(seed=seed, repeat_echo=strength))
+            bars = [[int(i) for i in given_onsets(tok, bar, {0}) for i in i[1]]
+                    for bar in bars_of(tok, np.concatenate([[tok.bar_id], new]))]
+            for k in range(2, 8):
+                a, b = Counter(bars[k]), Counter(bars[k - 2])
+                shares.append(sum((a & b).values()) / max(sum(a.values()), sum(b.values()), 1))
+        return float(np.mean(shares))
+    off, on = shared(0.0), shared(6.0)
+    assert on > off + 0.1 and on > 0.7, (off, on)

@@ -66,4 +66,4 @@ def test_scorecards_run_on_pop909_songs(grown, task):
         assert m["model"]["melody_unchanged"] == 1.0
         assert m["real"]["chord_tone_share"] > m["chance"]["chord_tone_share"] + 0.4
     table = format_task_scorecard(result)
-    assert table.count("\n| ") == (12 if task == "infill" else 9) + 1  # the header and one row per measure
+    assert table.count("\n| ") == (12 if task == "infill" else 10) + 1  # the header and one row per measure

@@ -19,6 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,9 +32,10 @@ from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.chords import Harmony
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
-from musictx.generation.accompany import accompany_song, melody_song
+from musictx.generation.accompany import accompany_song, melody_keys, melody_song
 from musictx.generation.copy_cache import loose_ids, mixture_nll
 from musictx.generation.infill import copy_history, in_bars, infill_prompt, infill_song, read_song
+from musictx.generation.phrase_echo import repeat_plan
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
 from musictx.io.chord_labels import Chords
@@ -59,6 +61,7 @@ ACCOMPANY_MEASURES = (
     ("melody_unchanged", "melody unchanged, note for note (share of songs)"),
     ("chord_tone_share", "strong-beat onsets on a chord tone"),
     ("pitch_classes", "distinct pitch classes per half bar (how full the chords are)"),
+    ("repeat_overlap", "a repeated melody bar's accompaniment: pitches shared with its first time"),
     ("density_ratio", "accompaniment notes per second / the real's"),
     ("mean_pitch", "accompaniment mean pitch (MIDI)"),
     ("pitch_spread", "accompaniment pitch spread (std, semitones)"),
@@ -231,6 +234,9 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
     real, new = acc(real_all).window(t0, t1), acc(new_all).window(t0, t1)
     model, chance = accompaniment_figures(new, harmony, t1 - t0)
     real_row, _ = accompaniment_figures(real, harmony, t1 - t0)
+    pairs = repeat_plan(melody_keys(tok, song, {ROLE_PROGRAMS["MELODY"]}, s, e))
+    model["repeat_overlap"] = repeat_overlap(new, lines[s:e + 1], pairs)
+    real_row["repeat_overlap"] = repeat_overlap(real, lines[s:e + 1], pairs)
     model["density_ratio"] = model["density"] / max(real_row["density"], 1e-9)
     real_row["density_ratio"] = 1.0
     given = Score(str(melody_path)).tracks[0].notes.numpy()
@@ -240,6 +246,16 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
     model.update(accompaniment_nll(net, tok, path, scheme))
     return {"song": str(path), "bars": [s + 1, e], "seconds": t1 - t0, "model": model, "real": real_row,
             "chance": {"chord_tone_share": chance}}
+
+
+def repeat_overlap(span: Span, lines: np.ndarray, plan: dict[int, int]) -> float:
+    """Mean over the bars of ``plan`` (bar -> the earlier bar with the same melody; bars counted from
+    ``lines``' first, seconds) of the share of pitches the two bars' notes have in common; nan for none."""
+    def pitches(k: int) -> Counter:
+        return Counter(span.window(lines[k], lines[k + 1]).pitch.tolist())
+    shares = [sum((pitches(k) & pitches(j)).values()) / max(sum(pitches(k).values()), sum(pitches(j).values()), 1)
+              for k, j in plan.items()]
+    return float(np.mean(shares)) if shares else float("nan")
 
 
 def accompaniment_nll(net, tok, path: Path, scheme: str = "lead") -> dict:

@@ -30,6 +30,7 @@ from musictx.generation.given_notes import (
 )
 from musictx.generation.harmonizer import Harmonizer, half_bar_features
 from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
+from musictx.generation.phrase_echo import PhraseEcho, repeat_plan
 from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
@@ -42,6 +43,7 @@ from musictx.io.score_prep import Track as TrackInfo
 MELODY = "MELODY"
 ACCOMPANIMENT = ("BRIDGE", "PIANO")  # the tracks the pop model can write, as POP909 names them
 CHUNK_BARS = 4  # scheme "infill": bars written per pass; the melody of each is at most a few hundred ids back
+REPEAT_MIN_ONSETS = 2  # a bar's melody must strike at least this often to count as a repeat of another bar
 PREVIEW_BARS = 16  # scheme "lead": the given tracks' bars heard once before they are accompanied
 SCHEMES = ("lead", "infill")
 
@@ -176,12 +178,24 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     hooks = [*grammar_hooks(tok, sorted(given | new_programs), sampling, max_bar_repeats), lead]
     lean = harmony_lean(tok, song, lead, given, s, e, sampling, chords)
     hooks += [lean] if lean else []
+    if sampling.repeat_echo:  # after the melody's hook: the ids it forbids stay forbidden
+        hooks += [PhraseEcho(tok, sampling.repeat_echo, plan=repeat_plan(melody_keys(tok, song, given, s, e)))]
     if sampling.counter_rest and ROLE_PROGRAMS["BRIDGE"] in new_programs:
         hooks += [CounterRest(tok, lead, given_sounding(song, given, s, e, bar_positions(tok, song, s, e)),
                               ROLE_PROGRAMS["BRIDGE"], sampling.counter_rest)]
     out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,
                    max_new_tokens=TOKENS_PER_BAR * (e - s), stop=BarLimit(tok.bar_id, e - s - 1))
     return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
+
+
+def melody_keys(tok, song: SongBars, given: set[int], s: int, e: int) -> list:
+    """For each of bars s..e-1, its given tracks' onsets (position and ids) as one hashable key; None for a bar
+    with fewer than `REPEAT_MIN_ONSETS` of them (too little to call a repeat)."""
+    keys = []
+    for b in range(s, e):
+        onsets = tuple((pos, tuple(ids)) for pos, ids in given_onsets(tok, song.bar_ids(b), given))
+        keys.append(onsets if len(onsets) >= REPEAT_MIN_ONSETS else None)
+    return keys
 
 
 def harmony_lean(tok, song: SongBars, lead: GivenNotes, given: set[int], s: int, e: int,

@@ -36,11 +36,13 @@ PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not
 class PhraseEcho(LogitsHook):
     """The lean of each new bar toward the seed's bar at its place in a ``period``-bar phrase."""
 
-    def __init__(self, tokenizer, strength: float, period: int = PERIOD_BARS):
+    def __init__(self, tokenizer, strength: float, period: int = PERIOD_BARS, plan: dict[int, int] | None = None):
+        """``plan`` (new bar -> an earlier new bar, 0 the first): each new bar it names echoes that bar as
+        sampled instead of the seed's phrase, and the others echo nothing (`repeat_plan`)."""
         if period < 1:
             raise ValueError(f"period must be >= 1 bar, got {period}")
         tok = tokenizer
-        self.strength, self.period, self.bar_id = float(strength), period, tok.bar_id
+        self.strength, self.period, self.bar_id, self.plan = float(strength), period, tok.bar_id, plan
         self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
         self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1 (drums too)
         self.pitch_of = tok.numbers_of("Pitch")  # (V,) the pitch of a Pitch id, else -1
@@ -83,6 +85,8 @@ class PhraseEcho(LogitsHook):
         """The seed bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
         seed = self.seed_bars[b]
         k = len(self.bars[b]) - 1 - len(seed)  # 0 for the first new bar
+        if self.plan is not None:
+            return self.bars[b][len(seed) + self.plan[k]] if k in self.plan and self.plan[k] < k else None
         if not seed or k < 0:
             return None
         period = min(self.period, len(seed))
@@ -124,3 +128,16 @@ class PhraseEcho(LogitsHook):
 
 def _ids_by_number(numbers: np.ndarray) -> dict[int, int]:
     return {int(n): int(i) for i, n in enumerate(numbers.tolist()) if n >= 0}
+
+
+def repeat_plan(bar_keys: list) -> dict[int, int]:
+    """{bar: the latest earlier bar with the same key} for each bar whose key (e.g. its melody's onsets, None:
+    nothing to match) came before: the plan of a `PhraseEcho` that plays a repeated passage's bars again."""
+    seen, plan = {}, {}
+    for k, key in enumerate(bar_keys):
+        if key is None:
+            continue
+        if key in seen:
+            plan[k] = seen[key]
+        seen[key] = k
+    return plan

@@ -59,6 +59,9 @@ class SamplingOptions:
     # class the harmonizer (musictx.generation.harmonizer, trained on POP909) guesses the chord holds, from the
     # melody; 0: lean toward the melody's own pitch classes at `harmony` instead
     harmony_guess: float = 5.0
+    # task=accompany: a bar whose melody is a bar heard before leans toward the accompaniment written for that
+    # bar (musictx.generation.phrase_echo, planned by repeats): the logit bonus of an id that plays it again; 0: off
+    repeat_echo: float = 3.0
     # task=accompany: the logit penalty on the counter-melody's (BRIDGE's) Program where a given note sounds, so
     # that it answers the melody in its rests, as POP909's bridges mostly do (musictx.generation.given_notes); 0: off
     counter_rest: float = 4.0
@@ -83,7 +86,7 @@ class SamplingOptions:
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
                      "note_cap_from_seed", "motif_echo", "phrase_echo", "harmony", "counter_rest",
-                     "copy_cache", "harmony_guess"):
+                     "copy_cache", "harmony_guess", "repeat_echo"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -102,6 +105,7 @@ class SamplingOptions:
             (self.counter_rest < 0, f"counter_rest must be >= 0 (0 = off), got {self.counter_rest}"),
             (self.harmony < 0, f"harmony must be >= 0 (0 = off), got {self.harmony}"),
             (self.harmony_guess < 0, f"harmony_guess must be >= 0 (0 = off), got {self.harmony_guess}"),
+            (self.repeat_echo < 0, f"repeat_echo must be >= 0 (0 = off), got {self.repeat_echo}"),
             (not 0 <= self.copy_cache <= 1, f"copy_cache must be in [0, 1] (0 = off), got {self.copy_cache}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),
             (self.recall_against not in RECALL_BRANCHES,
