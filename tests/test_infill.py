@@ -14,7 +14,14 @@ from symusic import Score
 
 from musictx.checkpoints.model_store import build_net, load_pretrained, net_spec, save_model_folder
 from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
-from musictx.generation.infill import in_bars, infill_song, parse_bars, programs_of_names, read_song
+from musictx.generation.infill import (
+    in_bars,
+    infill_song,
+    meter_warning,
+    parse_bars,
+    programs_of_names,
+    read_song,
+)
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.infill_format import BarSplitter, InfillIds, bar_starts
 from musictx.io.metrical_tokenizer import MetricalTokenizer
@@ -289,3 +296,15 @@ def test_generate_command_line_reads_a_bare_track_list(tmp_path):
     # the options got through Hydra and the checks; the shipped pop model then has no infill tokens
     assert done.returncode == 1 and "no infill tokens" in done.stderr, done.stderr[-1500:]
     assert "Ambiguous" not in done.stderr
+
+
+@needs_pop
+def test_a_pop909_file_without_its_beat_file_is_said_to_have_one_beat_bars(tmp_path):
+    tok = MetricalTokenizer(infill=True)
+    song = POP / "030" / "030.mid"  # its MIDI says 1/4 (a beat a bar); its bars are in beat_midi.txt
+    alone = tmp_path / "030.mid"
+    alone.write_bytes(song.read_bytes())
+    warning = meter_warning(read_song(tok, alone))
+    assert "030.mid says 1/4 throughout" in warning and "beat_midi.txt" in warning
+    assert meter_warning(read_song(tok, song)) == ""  # its beat file beside it: real bars
+    assert meter_warning(read_song(tok, band_song(tmp_path / "mine.mid", bars=4, beats_per_bar=3))) == ""

@@ -16,7 +16,7 @@ import numpy as np
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
 from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
-from musictx.generation.infill import SongBars, infill_song, parse_bars, programs_of_names, read_song
+from musictx.generation.infill import SongBars, infill_song, meter_warning, parse_bars, programs_of_names, read_song
 from musictx.generation.seeds import GenerateError
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
@@ -176,7 +176,8 @@ class Filler:
             raise GenerateError(str(err).replace(str(p), p.name)) from None
 
     def _write(self, midi: Path, song: SongBars, s: int, e: int, make, kind: str, title: str) -> Result:
-        """Sample and write one take into a new run folder, under the same disk checks as a continuation."""
+        """Sample and write one take into a new run folder, under the same disk checks as a continuation; a
+        song whose bars are one beat long (a POP909 file without its beat file) is said in the title."""
         cont = self.cont
         cont.check_room()  # before the work: a request that cannot be kept is refused at once
         out = cont.workdir / f"{RUN_PREFIX}{next(cont._runs):04d}"
@@ -197,7 +198,7 @@ class Filler:
                 raise
             cont._newest = out
         cont.prune()
-        return Result(path, png, out / wav if wav else None, f"{name}: {title}")
+        return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}")
 
 
 def _for_file(midi: Path, work, *args):

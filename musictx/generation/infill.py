@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -65,6 +66,18 @@ def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None) -> So
     ids = tok.encode_score(read.score)
     ids = ids[ids != tok.eos_id]
     return SongBars(str(path), read, ids, bar_starts(ids, tok.bar_id), bar_lines(read.score))
+
+
+def meter_warning(song: SongBars) -> str:
+    """"" for a song whose bars look like bars; else one clause saying that its meter makes every bar one
+    beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not
+    found beside it), so the model writes a bar's music into each beat."""
+    signatures = song.read.score.time_signatures
+    if not signatures or any(t.numerator > 1 for t in signatures):
+        return ""
+    return (f"; careful: {Path(song.path).name} says {signatures[0].numerator}/{signatures[0].denominator} "
+            "throughout, so each of its bars is one beat long and the new music is packed into it: give the "
+            "file its real meter (or put POP909's beat_midi.txt beside it)")
 
 
 def parse_bars(spec, song: SongBars) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
 from musictx.generation.generate_options import read_chords
-from musictx.generation.infill import infill_song, parse_bars, programs_of_names, read_song
+from musictx.generation.infill import infill_song, meter_warning, parse_bars, programs_of_names, read_song
 from musictx.generation.seeds import GenerateError
 from musictx.generation.take import Batch, Take, score_roll
 from musictx.io.infill_format import InfillIds
@@ -48,7 +48,7 @@ def _task(opts, net, tok):
         taken = programs_of_names(song, opts.tracks)
         names = "all tracks" if taken is None else ", ".join(
             t.name for t in song.read.tracks.tracks if t.program in taken)
-        what = f"bars {s + 1}-{e} of {opts.seed_midi} ({names}) filled"
+        what = f"bars {s + 1}-{e} of {opts.seed_midi} ({names}) filled" + meter_warning(song)
 
         def make(o):
             score, middle = infill_song(net, tok, song, s, e, taken, o, max_bar_repeats=o.max_bar_repeats)
@@ -59,7 +59,7 @@ def _task(opts, net, tok):
     roles = roles_to_write(song, opts.tracks)
     chords = read_chords(opts.chords)
     what = f"{', '.join(roles)} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
-        f", following the chords of {opts.chords}" if chords else "")
+        f", following the chords of {opts.chords}" if chords else "") + meter_warning(song)
     return (lambda o: accompany_song(net, tok, song, roles, s, e, o, max_bar_repeats=o.max_bar_repeats,
                                      chords=chords)), what
 
