@@ -189,11 +189,14 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
 
 
 def melody_keys(tok, song: SongBars, given: set[int], s: int, e: int) -> list:
-    """For each of bars s..e-1, its given tracks' onsets (position and ids) as one hashable key; None for a bar
-    with fewer than `REPEAT_MIN_ONSETS` of them (too little to call a repeat)."""
+    """For each of bars s..e-1, its given tracks' onsets (position and pitches: the same tune sung louder or
+    more detached is the same tune) as one hashable key; None for a bar with fewer than `REPEAT_MIN_ONSETS`
+    of them (too little to call a repeat)."""
+    is_pitch = tok.type_of == "Pitch"
     keys = []
     for b in range(s, e):
-        onsets = tuple((pos, tuple(ids)) for pos, ids in given_onsets(tok, song.bar_ids(b), given))
+        onsets = tuple((pos, tuple(int(i) for i in ids if is_pitch[int(i)]))
+                       for pos, ids in given_onsets(tok, song.bar_ids(b), given))
         keys.append(onsets if len(onsets) >= REPEAT_MIN_ONSETS else None)
     return keys
 
