@@ -21,7 +21,7 @@ from tqdm import tqdm
 from musictx.checkpoints.model_store import load_model
 from musictx.evaluation.infill_scorecard import middle_log_probs
 from musictx.evaluation.run import split_songs
-from musictx.generation.copy_cache import COPY_WEIGHTS, longest_match, loose_ids, match_keys
+from musictx.generation.copy_cache import COPY_WEIGHTS, cache_lookups, loose_ids, weight_of
 from musictx.generation.infill import copy_history, read_song
 
 GRID = np.linspace(0.0, 0.99, 100)
@@ -35,12 +35,9 @@ def song_rows(net, tok, path: Path, first_bar: int, bars: int) -> list[tuple[boo
     rows = []
     for right in (True, False):
         logp, targets = middle_log_probs(net, tok, song, s, s + bars, True, keep_right=right)
-        ids = np.concatenate([copy_history(tok, song, s, s + bars, None, right), targets])
-        keys, start = match_keys(ids, loose_ids(tok)), len(ids) - len(targets)
-        for t, target in enumerate(targets):
-            k, nexts = longest_match(ids[:start + t], keys=keys[:start + t])
-            q = float(np.mean(nexts == target)) if len(nexts) else 0.0
-            rows.append((right, float(np.exp(logp[t, target])), k, q))
+        lengths, shares = cache_lookups(copy_history(tok, song, s, s + bars, None, right), targets, loose_ids(tok))
+        p = np.exp(logp[np.arange(len(targets)), targets])
+        rows += [(right, float(p[t]), int(lengths[t]), float(shares[t])) for t in range(len(targets))]
     return rows
 
 
@@ -56,9 +53,7 @@ def fit(rows: np.ndarray, shortest: list[int]) -> list[tuple[int, float]]:
 
 
 def nll(rows: np.ndarray, weights: list[tuple[int, float]]) -> float:
-    w = np.zeros(len(rows))
-    for lo, value in weights:
-        w[rows[:, 2] >= lo] = value
+    w = np.array([weight_of(int(k), weights) for k in rows[:, 2]])
     return float(-np.log((1 - w) * rows[:, 1] + w * rows[:, 3] + 1e-30).mean())
 
 

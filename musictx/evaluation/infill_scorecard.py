@@ -251,10 +251,8 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
 def repeat_overlap(span: Span, lines: np.ndarray, plan: dict[int, int]) -> float:
     """Mean over the bars of ``plan`` (bar -> the earlier bar with the same melody; bars counted from
     ``lines``' first, seconds) of the share of pitches the two bars' notes have in common; nan for none."""
-    def pitches(k: int) -> Counter:
-        return Counter(span.window(lines[k], lines[k + 1]).pitch.tolist())
-    shares = [sum((pitches(k) & pitches(j)).values()) / max(sum(pitches(k).values()), sum(pitches(j).values()), 1)
-              for k, j in plan.items()]
+    bars = {k: Counter(span.window(lines[k], lines[k + 1]).pitch.tolist()) for k in {*plan, *plan.values()}}
+    shares = [sum((bars[k] & bars[j]).values()) / max(bars[k].total(), bars[j].total(), 1) for k, j in plan.items()]
     return float(np.mean(shares)) if shares else float("nan")
 
 

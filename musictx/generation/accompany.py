@@ -176,12 +176,13 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
     lead = GivenNotes(tok, [given_onsets(tok, song.bar_ids(b), given) for b in range(s, e)], given)
     hooks = [*grammar_hooks(tok, sorted(given | new_programs), sampling, max_bar_repeats), lead]
-    lean = harmony_lean(tok, song, lead, given, s, e, sampling, chords)
+    lengths = bar_positions(tok, song, s, e)
+    lean = harmony_lean(tok, song, lead, given, (s, e, lengths), sampling, chords)
     hooks += [lean] if lean else []
     if sampling.repeat_echo:  # after the melody's hook: the ids it forbids stay forbidden
         hooks += [PhraseEcho(tok, sampling.repeat_echo, plan=repeat_plan(melody_keys(tok, song, given, s, e)))]
     if sampling.counter_rest and ROLE_PROGRAMS["BRIDGE"] in new_programs:
-        hooks += [CounterRest(tok, lead, given_sounding(song, given, s, e, bar_positions(tok, song, s, e)),
+        hooks += [CounterRest(tok, lead, given_sounding(song, given, s, e, lengths),
                               ROLE_PROGRAMS["BRIDGE"], sampling.counter_rest)]
     out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,
                    max_new_tokens=TOKENS_PER_BAR * (e - s), stop=BarLimit(tok.bar_id, e - s - 1))
@@ -201,19 +202,20 @@ def melody_keys(tok, song: SongBars, given: set[int], s: int, e: int) -> list:
     return keys
 
 
-def harmony_lean(tok, song: SongBars, lead: GivenNotes, given: set[int], s: int, e: int,
+def harmony_lean(tok, song: SongBars, lead: GivenNotes, given: set[int], bars: tuple[int, int, list[int]],
                  sampling: SamplingOptions, chords: Chords | None) -> HarmonyLean | None:
-    """The lean the accompaniment's pitches get: toward a lead sheet's chords (``harmony``), else toward the
-    chord tones the harmonizer guesses from the melody (``harmony_guess``), else toward the melody's own pitch
-    classes (``harmony``); None where the options turn it off."""
-    halves = given_harmony(song, given, s, e)
+    """The lean the accompaniment's pitches get in ``bars`` (s, e, each bar's length in positions): toward a
+    lead sheet's chords (``harmony``), else toward the chord tones the harmonizer guesses from the melody
+    (``harmony_guess``), else toward the melody's own pitch classes (``harmony``); None where the options turn
+    it off."""
+    s, e, lengths = bars
     if chords is not None:
-        halves, strength = chord_halves(song, chords, s, e, halves), sampling.harmony
+        halves, strength = chord_halves(song, chords, s, e, given_harmony(song, given, s, e)), sampling.harmony
     elif sampling.harmony_guess:
         halves, strength = guessed_harmony(song, given, s, e), sampling.harmony_guess
     else:
-        strength = sampling.harmony
-    return HarmonyLean(tok, lead, halves, bar_positions(tok, song, s, e), strength) if strength else None
+        halves, strength = given_harmony(song, given, s, e), sampling.harmony
+    return HarmonyLean(tok, lead, halves, lengths, strength) if strength else None
 
 
 def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:
@@ -241,11 +243,15 @@ def guessed_harmony(song: SongBars, given: set[int], s: int, e: int, harmonizer:
                     ) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each half of bars s..e-1, (12,) the probability that its chord holds each pitch class, guessed from
     the given tracks' notes over the whole song (`musictx.generation.harmonizer`)."""
-    notes = given_notes(song, given)
-    lines = song.lines[:song.n_bars + 1].astype(np.int64)
-    probs = (harmonizer or Harmonizer.load()).chord_tone_probs(
-        half_bar_features(notes["time"], notes["time"] + notes["duration"], notes["pitch"], lines))  # (H, 12)
+    probs = (harmonizer or Harmonizer.load()).chord_tone_probs(harmony_features(song, given))  # (H, 12)
     return [(probs[2 * b], probs[2 * b + 1]) for b in range(s, e)]
+
+
+def harmony_features(song: SongBars, given: set[int]) -> np.ndarray:
+    """(H, 12, F) the harmonizer's features of every half bar of the song, from the given tracks' notes."""
+    notes = given_notes(song, given)
+    return half_bar_features(notes["time"], notes["time"] + notes["duration"], notes["pitch"],
+                             song.lines[:song.n_bars + 1].astype(np.int64))
 
 
 def given_sounding(song: SongBars, given: set[int], s: int, e: int, lengths: list[int]):

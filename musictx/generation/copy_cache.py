@@ -100,6 +100,7 @@ class CopyCache(LogitsHook):
     def __init__(self, history: np.ndarray, strength: float = 1.0, weights=COPY_WEIGHTS,
                  loose: np.ndarray | None = None):
         self.base = np.asarray(history, dtype=np.int64)
+        self.base_keys = match_keys(self.base, loose)  # once: each step only adds the ids drawn since
         self.strength, self.weights, self.loose = strength, weights, loose
         self.rows: list[list[int]] = []
 
@@ -109,8 +110,9 @@ class CopyCache(LogitsHook):
     def __call__(self, logits: Tensor) -> Tensor:
         out = torch.log_softmax(logits.float(), dim=-1)  # (B, V)
         for b, drawn in enumerate(self.rows):
-            ids = np.concatenate([self.base, np.asarray(drawn, dtype=np.int64)])
-            k, nexts = longest_match(ids, keys=match_keys(ids, self.loose))
+            new = np.asarray(drawn, dtype=np.int64)
+            k, nexts = longest_match(np.concatenate([self.base, new]),
+                                     keys=np.concatenate([self.base_keys, match_keys(new, self.loose)]))
             w = self.strength * weight_of(k, self.weights)
             if w > 0 and len(nexts):
                 out[b] = mix_log_probs(out[b], cache_distribution(nexts, out.shape[-1]), w)
@@ -121,16 +123,24 @@ class CopyCache(LogitsHook):
             self.rows[b].append(int(i))
 
 
+def cache_lookups(history: np.ndarray, targets: np.ndarray, loose: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """((T,) the longest match before each of ``targets``, (T,) the share the cache gives it), the cache
+    seeing ``history`` and the targets before it."""
+    ids = np.concatenate([np.asarray(history, dtype=np.int64), np.asarray(targets, dtype=np.int64)])
+    keys, start = match_keys(ids, loose), len(ids) - len(targets)
+    lengths, shares = np.zeros(len(targets), dtype=np.int64), np.zeros(len(targets))
+    for t, target in enumerate(targets):
+        lengths[t], nexts = longest_match(ids[:start + t], keys=keys[:start + t])
+        shares[t] = float(np.mean(nexts == target)) if len(nexts) else 0.0
+    return lengths, shares
+
+
 def mixture_nll(log_p: np.ndarray, targets: np.ndarray, history: np.ndarray, strength: float = 1.0,
                 weights=COPY_WEIGHTS, loose: np.ndarray | None = None) -> np.ndarray:
     """(T,) NLL of each of ``targets`` under the net's ``log_p`` (T, V) mixed with the cache over ``history``
     and the targets before it: what `CopyCache` samples from, scored."""
-    out = np.empty(len(targets))
-    ids = np.concatenate([np.asarray(history, dtype=np.int64), np.asarray(targets, dtype=np.int64)])
-    keys = match_keys(ids, loose)
-    for t, target in enumerate(targets):
-        k, nexts = longest_match(ids[:len(history) + t], keys=keys[:len(history) + t])
-        w = strength * weight_of(k, weights)
-        q = float(np.mean(nexts == target)) if len(nexts) else 0.0
-        out[t] = -np.log((1 - w) * np.exp(log_p[t, target]) + w * q + 1e-30)
-    return out
+    lengths, shares = cache_lookups(history, targets, loose)
+    w = strength * np.array([weight_of(int(k), weights) for k in lengths])
+    p = np.exp(log_p[np.arange(len(targets)), np.asarray(targets, dtype=np.int64)])
+    return -np.log((1 - w) * p + w * shares + 1e-30)

@@ -151,7 +151,8 @@ class HarmonyLean(LogitsHook):
     positions. Only a Pitch right after a new track's Program gets it."""
 
     def __init__(self, tok, given: GivenNotes, halves: list[tuple], bar_positions: list[int], strength: float):
-        self.given, self.halves, self.bar_positions, self.strength = given, halves, bar_positions, strength
+        self.given, self.bar_positions, self.strength = given, bar_positions, strength
+        self.halves = [tuple(pc_weights(h) for h in pair) for pair in halves]  # (12,) weights, made once
         programs = tok.ids_of_type("Program")
         self.new_programs = np.array([i for i in programs if int(i) not in given.given_programs])
         self.pitch_ids = torch.as_tensor(tok.ids_of_type("Pitch"))
@@ -166,7 +167,7 @@ class HarmonyLean(LogitsHook):
         out = logits.clone()
         for b in rows:
             bar = int(g.bar[b])
-            weights = pc_weights(self.halves[bar][int(max(g.pos[b], 0) * 2 >= self.bar_positions[bar])])
+            weights = self.halves[bar][int(max(g.pos[b], 0) * 2 >= self.bar_positions[bar])]
             if weights.any():
                 bonus = weights[self.pitch_class] * self.strength  # (n_pitches,)
                 out[b, self.pitch_ids.to(out.device)] += torch.as_tensor(bonus, dtype=out.dtype, device=out.device)

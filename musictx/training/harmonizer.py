@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from musictx.generation.accompany import CHORD_PROBE_S
-from musictx.generation.harmonizer import WEIGHTS, half_bar_features, half_bar_lines
+from musictx.generation.accompany import CHORD_PROBE_S, harmony_features
+from musictx.generation.harmonizer import WEIGHTS, half_bar_lines
 from musictx.generation.infill import read_song
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import ROLE_PROGRAMS
@@ -29,12 +29,9 @@ from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
 def song_examples(tok, path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(features (H, 12, F), chord tones (H, 12)) of the song's half bars that have a chord."""
     song = read_song(tok, path)
-    notes = [t.notes.numpy() for t in song.read.score.tracks if t.program == ROLE_PROGRAMS["MELODY"]]
-    if not notes:
+    if not any(t.program == ROLE_PROGRAMS["MELODY"] for t in song.read.score.tracks):
         raise ValueError(f"{path}: no melody track")
-    onsets, pitches = notes[0]["time"], notes[0]["pitch"]
-    lines = song.lines[:song.n_bars + 1].astype(np.int64)
-    features = half_bar_features(onsets, onsets + notes[0]["duration"], pitches, lines)
+    features = harmony_features(song, {ROLE_PROGRAMS["MELODY"]})
     bar_s = song.line_seconds(list(range(song.n_bars + 1)))
     starts = half_bar_lines(bar_s)[:-1]  # a half bar's start in seconds, halfway between bar lines
     chords = Chords.read(path.with_name("chord_midi.txt"), strict=False)
