@@ -5,18 +5,20 @@ follows its guesses (measured on a real song with the shipped pop model)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.evaluation.chords import Harmony
 from musictx.generation.accompany import accompany_song, guessed_harmony, melody_song, roles_to_write
-from musictx.generation.harmonizer import N_FEATURES, Harmonizer, half_bar_features
+from musictx.generation.harmonizer import N_FEATURES, WEIGHTS, Harmonizer, half_bar_features
 from musictx.generation.metrical_seed import ticks_to_seconds
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.score_prep import ROLE_PROGRAMS
-from musictx.training.harmonizer import precision_at, song_examples
+from musictx.safe_output import OutputError
+from musictx.training.harmonizer import precision_at, run, song_examples
 
 from .test_metrical import POP, needs_pop
 
@@ -71,3 +73,14 @@ def test_the_accompaniment_leans_to_the_guessed_chord_tones(tmp_path):
         assert len(pitches) > 20
         shares[strength] = harmony.chord_tone_share(ticks_to_seconds(out, ticks), pitches)[0]
     assert shares[16.0] > shares[0.0] + 0.15  # no lean at all against the lean to the guesses
+
+
+def test_training_never_writes_into_the_package_or_over_a_file(tmp_path):
+    """Both refused before any data is read (the data folder here does not even exist)."""
+    with pytest.raises(OutputError, match="inside the installed musictx package"):
+        run(tmp_path / "no_data", WEIGHTS)
+    there = tmp_path / "weights.npz"
+    there.write_bytes(b"mine")
+    with pytest.raises(OutputError, match="already exists and this run did not write it"):
+        run(tmp_path / "no_data", there)
+    assert there.read_bytes() == b"mine"

@@ -1,6 +1,6 @@
 """Trains the melody harmonizer (`musictx.generation.harmonizer`) on a prepared POP909 folder's songs:
 
-    python -m musictx.training.harmonizer --data data/pop [--out musictx/pretrained/harmonizer.npz]
+    python -m musictx.training.harmonizer --data data/pop [--out outputs/harmonizer/weights.npz] [--overwrite]
 
 Each half bar of each training song is one example per pitch class: the melody's features rotated to that
 pitch class, and whether the annotated chord sounding at the half bar's start (``chord_midi.txt`` beside
@@ -24,6 +24,7 @@ from musictx.generation.infill import read_song
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
+from musictx.safe_output import OutputError, atomic_path, check_target, claim, command_run
 
 
 def song_examples(tok, path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -77,10 +78,20 @@ def save(net: torch.nn.Sequential, out: Path) -> None:
         arrays[f"w{k}"] = m.weight.detach().T.numpy().astype(np.float32)  # (in, out)
         arrays[f"b{k}"] = m.bias.detach().numpy().astype(np.float32)
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **arrays)
+    with atomic_path(out, "--out") as tmp:  # never over a file this run did not write (overwrite: --overwrite)
+        np.savez(tmp, **arrays)
 
 
-def run(data: Path, out: Path) -> list[float]:
+def run(data: Path, out: Path, overwrite: bool = False) -> list[float]:
+    """Train on ``data``'s training songs, report on its validation songs, write the weights to ``out``
+    (refused before any work inside the package, or over a file, unless ``overwrite``)."""
+    with command_run(overwrite):
+        check_target(out.parent, "--out")
+        claim(out, "--out")
+        return _train_and_save(data, out)
+
+
+def _train_and_save(data: Path, out: Path) -> list[float]:
     tok = load_tokenizer(data)
     x, y = split_examples(tok, data, "train")
     net = train(x, y)
@@ -97,9 +108,15 @@ def run(data: Path, out: Path) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("data/pop"), help="a prepared POP909 folder")
-    ap.add_argument("--out", type=Path, default=WEIGHTS)
+    ap.add_argument("--out", type=Path, default=Path("outputs/harmonizer/weights.npz"),
+                    help=f"where the weights go (the shipped ones, {WEIGHTS.relative_to(WEIGHTS.parents[3])}, are "
+                         "replaced by hand, as a model is shipped)")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     a = ap.parse_args()
-    run(a.data, a.out)
+    try:
+        run(a.data, a.out, a.overwrite)
+    except OutputError as err:
+        ap.exit(2, f"python -m musictx.training.harmonizer: error: {err}\n")
 
 
 if __name__ == "__main__":
