@@ -174,6 +174,8 @@ def test_shipped_model_choice_follows_the_seed(tmp_path):
     assert name == "pop" and "16th-note grid" in why
     assert choose_model(tmp_path / "perf.mid", ["piano", "pop"])[0] == "piano"
     assert choose_model(band, ["piano"]) == ("piano", "the only shipped model")
+    # a melody to accompany goes to pop, played in time or not (the accompaniment is written on bars)
+    assert choose_model(tmp_path / "perf.mid", ["piano", "pop"], task="accompany")[0] == "pop"
 
 
 def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir, band_dir):

@@ -32,9 +32,12 @@ def grid_share(score: Score) -> float:
 
 def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str], task: str = "continue") -> tuple[str, str]:
     """(shipped model name, why) for ``seed_midi``; piano when pop is not installed or there is no seed; for
-    ``task=infill`` the model that knows the infill tokens (pop_infill) when it is shipped."""
+    ``task=infill`` the model that knows the infill tokens (pop_infill) when it is shipped; for ``task=accompany``
+    pop, whatever the melody's timing (the accompaniment is written on bars)."""
     if task == "infill" and INFILL_MODEL in shipped:
         return INFILL_MODEL, "task=infill: the pop model fine-tuned to fill bars"
+    if task == "accompany" and "pop" in shipped:
+        return "pop", "task=accompany: the pop model writes the accompaniment"
     if "pop" not in shipped:
         return "piano", "the only shipped model"
     if not seed_midi:
