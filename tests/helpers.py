@@ -66,3 +66,29 @@ def held_out_pop_continuations(net, tok, sampling_options: dict, songs=(6, 18)):
         cont = sc.continue_metrical(net, tok, song, opts, SamplingOptions(seed=k, **sampling_options))
         out += [(s.window(cont.seed_start, cont.seed_end), s.window(cont.seed_end, 1e9)) for s in cont.samples]
     return out
+
+
+def started_on_bars(hook, tok, bars: list[list[str]]):
+    """``hook`` (a metrical sampler hook) started on the token strings of ``bars`` and the Bar id that opens
+    the first new bar, as the sampler's prompt."""
+    import torch
+
+    tokens = [t for bar in bars for t in bar] + ["Bar_None"]
+    hook.start(torch.tensor([[tok.vocab[t] for t in tokens]]))
+    return hook
+
+
+def step(hook, tok, *tokens: str) -> None:
+    """Feed ``hook`` the ids of ``tokens``, one draw each."""
+    import torch
+
+    for t in tokens:
+        hook.update(torch.tensor([tok.vocab[t]]))
+
+
+def bonused(hook, tok) -> set[str]:
+    """The tokens ``hook`` raises from flat logits."""
+    import torch
+
+    out = hook(torch.zeros(1, tok.vocab_size))[0]
+    return {tok.id_to_token(int(i)) for i in torch.nonzero(out).flatten()}

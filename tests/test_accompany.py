@@ -150,6 +150,30 @@ def test_counter_rest_takes_points_off_the_bridge_only_where_the_melody_sounds(p
     assert logits.abs().sum() == 0  # the caller's logits are not changed in place
 
 
+def test_the_harmony_lean_is_stronger_on_the_strong_beats(pop):
+    """A 16-position bar guessed to hold C (weight 1) and G (weight 0.5): after the piano's Program, a C gets
+    ``strong`` at positions 0 and 8 (the bar's first beat and its middle) and ``strength`` elsewhere; a G
+    half of each; a D nothing."""
+    from musictx.generation.given_notes import GivenNotes, HarmonyLean
+
+    _, tok = pop
+    weights = np.zeros(12)
+    weights[[0, 7]] = 1.0, 0.5
+    given = GivenNotes(tok, [[]], {MELODY})
+    given.start(torch.tensor([[tok.bar_id]]))
+    lean = HarmonyLean(tok, given, [(weights, weights)], [16], strength=5.0, strong=10.0)
+    logits = torch.zeros(1, tok.vocab_size)
+    c, g, d = (tok.vocab[f"Pitch_{p}"] for p in (60, 67, 62))
+    for pos, bonus in ((0, 10.0), (4, 5.0), (8, 10.0), (12, 5.0)):
+        given.update(torch.tensor([tok.vocab[f"Position_{pos}"]]))
+        given.update(torch.tensor([tok.vocab["Program_0"]]))
+        out = lean(logits)[0]
+        assert (out[c].item(), out[g].item(), out[d].item()) == (bonus, bonus / 2, 0.0), pos
+    same = HarmonyLean(tok, given, [(weights, weights)], [16], strength=5.0)  # strong: None, the same bonus
+    assert same(logits)[0, c].item() == 5.0
+    assert logits.abs().sum() == 0  # the caller's logits are not changed in place
+
+
 @needs_pop
 def test_counter_rest_keeps_the_bridge_to_the_melodys_rests(pop, tmp_path):
     """POP909 song 003's melody (a training song: a behaviour check, not a score), bars 17-24, 2 seeds: the

@@ -18,7 +18,7 @@ from musictx.generation.phrase_echo import PhraseEcho
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
 
-from .helpers import held_out_pop_continuations, needs_shared
+from .helpers import bonused, held_out_pop_continuations, needs_shared, started_on_bars, step
 
 MELODY, PIANO = 80, 0  # the internal programs of POP909's MELODY and PIANO tracks
 
@@ -41,20 +41,7 @@ def _bar(*onsets: tuple[int, list[tuple[int, int]]]) -> list[str]:
 
 def _echo(tok, bars: list[list[str]], strength: float = 2.0, period: int = 4) -> PhraseEcho:
     """A phrase echo started on ``bars`` and the Bar id that opens the first new bar, as the sampler's prompt."""
-    echo = PhraseEcho(tok, strength, period)
-    tokens = [t for bar in bars for t in bar] + ["Bar_None"]
-    echo.start(torch.tensor([[tok.vocab[t] for t in tokens]]))
-    return echo
-
-
-def _step(echo: PhraseEcho, tok, *tokens: str) -> None:
-    for t in tokens:
-        echo.update(torch.tensor([tok.vocab[t]]))
-
-
-def _bonused(echo: PhraseEcho, tok) -> set[str]:
-    out = echo(torch.zeros(1, tok.vocab_size))[0]
-    return {tok.id_to_token(int(i)) for i in torch.nonzero(out).flatten()}
+    return started_on_bars(PhraseEcho(tok, strength, period), tok, bars)
 
 
 def test_the_first_new_bar_replays_the_first_bar_of_the_seeds_last_phrase(pop):
@@ -62,24 +49,24 @@ def test_the_first_new_bar_replays_the_first_bar_of_the_seeds_last_phrase(pop):
     first = _bar((0, [(MELODY, 72), (PIANO, 48), (PIANO, 55)]), (8, [(PIANO, 52)]))
     other = _bar((4, [(PIANO, 50)]))
     echo = _echo(tok, [other, first, other, other, other])  # 5 seed bars: the last 4 are the phrase, from `first`
-    _step(echo, tok, "TimeSig_4/4")
-    assert _bonused(echo, tok) == {"Position_0"}  # the reference's first onset
-    _step(echo, tok, "Position_0")
-    assert _bonused(echo, tok) == {f"Program_{MELODY}", f"Program_{PIANO}", "Position_8"}
-    _step(echo, tok, f"Program_{PIANO}")
-    assert _bonused(echo, tok) == {"Pitch_48", "Pitch_55"}  # the piano's notes there, at their own pitch
-    _step(echo, tok, "Pitch_55", "Velocity_95", "Duration_0.2.4")
+    step(echo, tok, "TimeSig_4/4")
+    assert bonused(echo, tok) == {"Position_0"}  # the reference's first onset
+    step(echo, tok, "Position_0")
+    assert bonused(echo, tok) == {f"Program_{MELODY}", f"Program_{PIANO}", "Position_8"}
+    step(echo, tok, f"Program_{PIANO}")
+    assert bonused(echo, tok) == {"Pitch_48", "Pitch_55"}  # the piano's notes there, at their own pitch
+    step(echo, tok, "Pitch_55", "Velocity_95", "Duration_0.2.4")
     # the melody's note and one more piano note are still to come at this position, or the next onset (8)
-    assert _bonused(echo, tok) == {f"Program_{MELODY}", f"Program_{PIANO}", "Position_8"}
-    _step(echo, tok, f"Program_{PIANO}")
-    assert _bonused(echo, tok) == {"Pitch_48"}
-    _step(echo, tok, "Pitch_50", "Velocity_95", "Duration_0.2.4")
+    assert bonused(echo, tok) == {f"Program_{MELODY}", f"Program_{PIANO}", "Position_8"}
+    step(echo, tok, f"Program_{PIANO}")
+    assert bonused(echo, tok) == {"Pitch_48"}
+    step(echo, tok, "Pitch_50", "Velocity_95", "Duration_0.2.4")
     # a piano note at another pitch counts: the piano has its two notes here, only the melody's is missing
-    assert _bonused(echo, tok) == {f"Program_{MELODY}", "Position_8"}
-    _step(echo, tok, "Position_8", f"Program_{PIANO}", "Pitch_52", "Velocity_95", "Duration_0.2.4")
-    assert _bonused(echo, tok) == {"Bar_None"}  # the reference has nothing after 8: its bar ends
-    _step(echo, tok, "Bar_None", "TimeSig_4/4")
-    assert _bonused(echo, tok) == {"Position_4"}  # the second new bar echoes the phrase's second bar
+    assert bonused(echo, tok) == {f"Program_{MELODY}", "Position_8"}
+    step(echo, tok, "Position_8", f"Program_{PIANO}", "Pitch_52", "Velocity_95", "Duration_0.2.4")
+    assert bonused(echo, tok) == {"Bar_None"}  # the reference has nothing after 8: its bar ends
+    step(echo, tok, "Bar_None", "TimeSig_4/4")
+    assert bonused(echo, tok) == {"Position_4"}  # the second new bar echoes the phrase's second bar
 
 
 def test_the_phrase_cycles_and_a_short_seed_is_the_whole_phrase(pop):
@@ -88,16 +75,16 @@ def test_the_phrase_cycles_and_a_short_seed_is_the_whole_phrase(pop):
     echo = _echo(tok, [a, b], period=4)  # 2 seed bars: the phrase is 2 bars long
     positions = []
     for _ in range(4):
-        _step(echo, tok, "TimeSig_4/4")
-        positions.append(_bonused(echo, tok))
-        _step(echo, tok, "Bar_None")
+        step(echo, tok, "TimeSig_4/4")
+        positions.append(bonused(echo, tok))
+        step(echo, tok, "Bar_None")
     assert positions == [{"Position_2"}, {"Position_6"}, {"Position_2"}, {"Position_6"}]
 
 
 def test_forbidden_ids_stay_forbidden_and_zero_strength_changes_nothing(pop):
     _, tok = pop
     echo = _echo(tok, [_bar((0, [(PIANO, 48)]))])
-    _step(echo, tok, "TimeSig_4/4")
+    step(echo, tok, "TimeSig_4/4")
     masked = torch.zeros(1, tok.vocab_size)
     masked[0, tok.vocab["Position_0"]] = float("-inf")
     assert echo(masked)[0, tok.vocab["Position_0"]] == float("-inf")

@@ -13,11 +13,13 @@ from musictx.evaluation.scorecard_metrics import (
     build_index,
     chance_grid_share,
     density,
+    downbeat_bass,
     eighth_grid,
     estimate_key,
     grid_share,
     held_at_cap,
     longest_loop,
+    low_register_share,
     mean_duration,
     mean_polyphony,
     motif_reuse,
@@ -164,6 +166,19 @@ def test_density_duration_and_polyphony():
     assert mean_polyphony(s) == pytest.approx((1 + 2 + 3 + 1) / 4)
     assert math.isnan(mean_polyphony(span([], [])))
     assert math.isnan(density(s, 0.0))
+
+
+def test_downbeat_bass_counts_bars_struck_low_and_low_register_share_counts_time():
+    # bars at 0, 2, 4, 6 s: a G3 on the first downbeat, an A3 (too high) on the second, a C2 50 ms late on the
+    # third, a C2 200 ms late on the fourth; a melody note on every downbeat
+    s = span([0.0, 2.0, 4.05, 6.2, 0.0, 2.0, 4.0, 6.0], [55, 57, 36, 36, 72, 72, 72, 72], dur=1.0)
+    bars = np.array([0.0, 2.0, 4.0, 6.0, 8.0])
+    assert downbeat_bass(s, bars, 0.0, 8.0) == pytest.approx(2 / 4)
+    assert downbeat_bass(s, bars, 1.0, 5.0) == pytest.approx(1 / 2)  # only the bars inside the window
+    assert math.isnan(downbeat_bass(s, bars, 8.5, 9.0))
+    # low notes sound over [0, 1), [4.05, 5.05), [6.2, 7.2): 8 + 8 + 8 of the 64 points every 0.125 s of [0, 8)
+    assert low_register_share(s, 0.0, 8.0) == pytest.approx(24 / 64)
+    assert low_register_share(span([0.0], [72]), 0.0, 8.0) == 0.0
 
 
 def test_held_at_cap_counts_notes_at_the_cap_per_30_seconds():

@@ -35,6 +35,8 @@ MEASURES = (  # (key, label, has a chance figure)
     ("density_ratio", "notes per second / the real's", False),
     ("duration_ratio", "mean duration / the real's", False),
     ("polyphony_ratio", "notes at once / the real's", False),
+    ("downbeat_bass", "downbeats struck with a low note (<= G3)", False),
+    ("low_register", "time a low note (<= G3) sounds / the real's", False),
     ("held_at_cap", "notes held >= 4.9 s per 30 s", False),
     ("longest_loop", "longest loop (repeats in a row of a >= 1 s pattern)", False),
     ("tracks_kept", "seed tracks continued as their own track", False),
@@ -105,8 +107,19 @@ def song_grid(path: Path, pm: pretty_midi.PrettyMIDI) -> np.ndarray:
     return sm.eighth_grid(np.asarray(beats, dtype=np.float64))
 
 
-def measure(new: Span, seed: Span, real: Span, grid: np.ndarray, t0: float, seconds: float) -> dict:
-    """Every figure of one continuation ``new`` (onsets in [t0, t0 + seconds)) against ``seed`` and ``real``."""
+def song_downbeats(path: Path, pm: pretty_midi.PrettyMIDI) -> np.ndarray:
+    """The song's bar lines (s): POP909's annotated downbeats, else the file's tempo map and meter's."""
+    beats_path = beats_file_of(path)
+    if beats_path:
+        rows = np.loadtxt(beats_path, ndmin=2)
+        return rows[rows[:, 2] == 1, 0]
+    return np.asarray(pm.get_downbeats(), dtype=np.float64)
+
+
+def measure(new: Span, seed: Span, real: Span, grid: np.ndarray, t0: float, seconds: float,
+            downbeats: np.ndarray) -> dict:
+    """Every figure of one continuation ``new`` (onsets in [t0, t0 + seconds)) against ``seed`` and ``real``;
+    ``grid``: the song's eighth notes, ``downbeats``: its bar lines (s)."""
     new_top, seed_top = sm.top_line(new)[1], sm.top_line(seed)[1]
     reuse = sm.motif_reuse(new_top, seed_top)
     lead = sm.lead_track(seed)
@@ -124,6 +137,9 @@ def measure(new: Span, seed: Span, real: Span, grid: np.ndarray, t0: float, seco
         "density_ratio": _ratio(sm.density(new, seconds), real_density),
         "duration_ratio": _ratio(sm.mean_duration(new), real_dur),
         "polyphony_ratio": _ratio(sm.mean_polyphony(new), real_poly),
+        "downbeat_bass": sm.downbeat_bass(new, downbeats, t0, t0 + seconds),
+        "low_register": _ratio(sm.low_register_share(new, t0, t0 + seconds),
+                               sm.low_register_share(real, t0, t0 + seconds)),
         "held_at_cap": sm.held_at_cap(new, seconds=seconds),
         "longest_loop": float(sm.longest_loop(new)["repeats"]),
         "tracks_kept": kept["kept"] / max(kept["seed_tracks"], 1),
@@ -145,12 +161,12 @@ def score_song(path: Path, cont: Continued, seconds: float, index: np.ndarray | 
     """{"model": mean figures over the samples, "real": the real continuation's, "chance": the grid's}."""
     pm = pretty_midi.PrettyMIDI(str(path))
     real_all = Span.from_pretty_midi(pm)
-    grid = song_grid(path, pm)
+    grid, downbeats = song_grid(path, pm), song_downbeats(path, pm)
     t0, t1 = cont.seed_end, cont.seed_end + seconds
     seed, real = real_all.window(cont.seed_start, t0), real_all.window(t0, t1)
-    rows = [measure(s.window(t0, t1), seed, real, grid, t0, seconds) for s in cont.samples]
+    rows = [measure(s.window(t0, t1), seed, real, grid, t0, seconds, downbeats) for s in cont.samples]
     model = {k: _mean([r[k] for r in rows]) for k in rows[0]}
-    real_row = measure(real, seed, real, grid, t0, seconds)
+    real_row = measure(real, seed, real, grid, t0, seconds, downbeats)
     if index is not None and cont.new_ids is not None:
         model["memorized"] = _mean([share_in_index(position_ngrams(*tok.pitch_positions(ids)), index)
                                     for ids in cont.new_ids])

@@ -11,6 +11,8 @@ counterpart instead of against an absolute threshold. The measures answer the qu
   `verbatim_copying` (long runs of the seed's notes played back note for note).
 - Does it stay in the seed's harmony and texture? `pc_correlation`, `same_key`, `density`,
   `mean_duration`, `mean_polyphony`, `tracks_kept`.
+- Does it keep the bottom? `downbeat_bass` (downbeats struck with a low note) and `low_register_share`
+  (the time a low note sounds).
 - Does it fail like a stuck model? `held_at_cap` (notes held to the decoder's maximum duration) and
   `longest_loop` (one short pattern repeated exactly, many times in a row).
 - Does it recite its training data? `position_ngrams` + `build_index` + `share_in_index`.
@@ -26,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from musictx.io.score_prep import role_of
+from musictx.io.score_prep import BASS_CEILING, role_of
 
 
 class SpanLike(Protocol):
@@ -350,6 +352,30 @@ def tracks_kept(seed: SpanLike, new: SpanLike) -> dict:
             "extra": sorted(new_names - seed_names)}
 
 
+# ---------------------------------------------------------------- the bass
+
+
+def downbeat_bass(span: SpanLike, downbeats: np.ndarray, t0: float, t1: float, tol: float = 0.06) -> float:
+    """The share of the downbeats in [t0, t1) struck (within ``tol`` s) with a note at or below `BASS_CEILING`;
+    nan where the window has no downbeat."""
+    bars = downbeats[(downbeats >= t0) & (downbeats < t1)]
+    if len(bars) == 0:
+        return float("nan")
+    low = span.start[span.pitch <= BASS_CEILING]
+    return float(np.mean([np.any(np.abs(low - d) <= tol) for d in bars]))
+
+
+def low_register_share(span: SpanLike, t0: float, t1: float, step: float = 0.125) -> float:
+    """The share of the points every ``step`` s of [t0, t1) at which a note at or below `BASS_CEILING` sounds."""
+    at = np.arange(t0, t1, step)  # (P,)
+    low = span.pitch <= BASS_CEILING
+    if not low.any() or len(at) == 0:
+        return 0.0
+    starts, ends = span.start[low], span.end[low]
+    return float(((starts[None, :] <= at[:, None]) & (ends[None, :] > at[:, None])).any(axis=1).mean())
+
+
 # ---------------------------------------------------------------- memorisation: n-grams in a training index
 # written beside the tokenizer (musictx.io.ngram_index), since prep builds the index from the train split
 from musictx.io.ngram_index import build_index, position_ngrams, share_in_index  # noqa: E402,F401
+

@@ -206,13 +206,14 @@ def harmony_lean(tok, song: SongBars, lead: GivenNotes, given: set[int], bars: t
                  sampling: SamplingOptions, chords: Chords | None) -> HarmonyLean | None:
     """The lean the accompaniment's pitches get in ``bars`` (s, e, each bar's length in positions): toward a
     lead sheet's chords (``harmony``), else toward the chord tones the harmonizer guesses from the melody
-    (``harmony_guess``), else toward the melody's own pitch classes (``harmony``); None where the options turn
-    it off."""
+    (``harmony_guess``, ``harmony_guess_strong`` at the strong beats), else toward the melody's own pitch
+    classes (``harmony``); None where the options turn it off."""
     s, e, lengths = bars
     if chords is not None:
         halves, strength = chord_halves(song, chords, s, e, given_harmony(song, given, s, e)), sampling.harmony
     elif sampling.harmony_guess:
-        halves, strength = guessed_harmony(song, given, s, e), sampling.harmony_guess
+        halves = guessed_harmony(song, given, s, e)
+        return HarmonyLean(tok, lead, halves, lengths, sampling.harmony_guess, strong=sampling.harmony_guess_strong)
     else:
         halves, strength = given_harmony(song, given, s, e), sampling.harmony
     return HarmonyLean(tok, lead, halves, lengths, strength) if strength else None

@@ -16,6 +16,7 @@ import torch
 from symusic import Score, Tempo, TimeSignature
 
 from musictx.generation.bar_repeats import MAX_REPEATS, BarRepeatLimit
+from musictx.generation.bass_lean import BassLean
 from musictx.generation.hooks import OnStep
 from musictx.generation.metrical_guard import RemiGuard
 from musictx.generation.metrical_seed import MetricalSeed
@@ -68,6 +69,7 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     hooks = grammar_hooks(tok, programs, sampling, max_bar_repeats)
     hooks += [MotifEcho(tok, programs, sampling.motif_echo)] if sampling.motif_echo else []  # after the -inf
     hooks += [PhraseEcho(tok, sampling.phrase_echo)] if sampling.phrase_echo else []
+    hooks += [BassLean(tok, sampling.bass_lean)] if sampling.bass_lean else []
     hooks += [OnStep(on_step)] if on_step else []
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,
                    stop=stop)

@@ -148,10 +148,13 @@ class HarmonyLean(LogitsHook):
     """A bonus of ``strength`` (nats) on a new track's Pitch ids whose pitch class is in ``halves[bar][half]``
     (from `half_bar_pitch_classes`; or a (12,) array of weights in [0, 1], the bonus scaled by its pitch
     class's), at the place `GivenNotes` ``given`` follows; ``bar_positions``: each new bar's length in
-    positions. Only a Pitch right after a new track's Program gets it."""
+    positions. Only a Pitch right after a new track's Program gets it. ``strong``: the bonus instead at the
+    strong beats (a bar's first beat and its middle, where a chord is heard most); None: ``strength``."""
 
-    def __init__(self, tok, given: GivenNotes, halves: list[tuple], bar_positions: list[int], strength: float):
+    def __init__(self, tok, given: GivenNotes, halves: list[tuple], bar_positions: list[int], strength: float,
+                 strong: float | None = None):
         self.given, self.bar_positions, self.strength = given, bar_positions, strength
+        self.strong = strength if strong is None else strong
         self.halves = [tuple(pc_weights(h) for h in pair) for pair in halves]  # (12,) weights, made once
         programs = tok.ids_of_type("Program")
         self.new_programs = np.array([i for i in programs if int(i) not in given.given_programs])
@@ -167,9 +170,11 @@ class HarmonyLean(LogitsHook):
         out = logits.clone()
         for b in rows:
             bar = int(g.bar[b])
-            weights = self.halves[bar][int(max(g.pos[b], 0) * 2 >= self.bar_positions[bar])]
+            pos = max(int(g.pos[b]), 0)
+            weights = self.halves[bar][int(pos * 2 >= self.bar_positions[bar])]
             if weights.any():
-                bonus = weights[self.pitch_class] * self.strength  # (n_pitches,)
+                strong = pos * 2 % self.bar_positions[bar] == 0  # the bar's first position or its middle
+                bonus = weights[self.pitch_class] * (self.strong if strong else self.strength)  # (n_pitches,)
                 out[b, self.pitch_ids.to(out.device)] += torch.as_tensor(bonus, dtype=out.dtype, device=out.device)
         return out
 

@@ -52,6 +52,9 @@ class SamplingOptions:
     # metrical models: lean each new bar toward the seed's bar at the same place in its last 4-bar phrase, all
     # tracks at once (musictx.generation.phrase_echo): the logit bonus of an id that plays that bar again; 0: off
     phrase_echo: float = 1.3
+    # metrical models: keep the seed's bass line, a low note struck on each bar's downbeat, where most seed bars
+    # have one (musictx.generation.bass_lean): the logit bonus of the ids that strike it; 0: off
+    bass_lean: float = 2.0
     # task=accompany: the logit bonus of a new track's pitch whose pitch class the given tracks (the melody)
     # sound in the same half bar (musictx.generation.given_notes); 0: off, the model's own harmony
     harmony: float = 3.0
@@ -59,6 +62,9 @@ class SamplingOptions:
     # class the harmonizer (musictx.generation.harmonizer, trained on POP909) guesses the chord holds, from the
     # melody; 0: lean toward the melody's own pitch classes at `harmony` instead
     harmony_guess: float = 5.0
+    # task=accompany without chords=: the harmony_guess lean at the strong beats (a bar's first beat and its
+    # middle), where a chord is heard most: the chord tones land there, the beats between keep the chord full
+    harmony_guess_strong: float = 10.0
     # task=accompany: a bar whose melody is a bar heard before leans toward the accompaniment written for that
     # bar (musictx.generation.phrase_echo, planned by repeats): the logit bonus of an id that plays it again; 0: off
     repeat_echo: float = 3.0
@@ -85,8 +91,8 @@ class SamplingOptions:
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
-                     "note_cap_from_seed", "motif_echo", "phrase_echo", "harmony", "counter_rest",
-                     "copy_cache", "harmony_guess", "repeat_echo"):
+                     "note_cap_from_seed", "motif_echo", "phrase_echo", "bass_lean", "harmony", "counter_rest",
+                     "copy_cache", "harmony_guess", "harmony_guess_strong", "repeat_echo"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -102,9 +108,11 @@ class SamplingOptions:
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
             (self.motif_echo < 0, f"motif_echo must be >= 0 (0 = off), got {self.motif_echo}"),
             (self.phrase_echo < 0, f"phrase_echo must be >= 0 (0 = off), got {self.phrase_echo}"),
+            (self.bass_lean < 0, f"bass_lean must be >= 0 (0 = off), got {self.bass_lean}"),
             (self.counter_rest < 0, f"counter_rest must be >= 0 (0 = off), got {self.counter_rest}"),
             (self.harmony < 0, f"harmony must be >= 0 (0 = off), got {self.harmony}"),
             (self.harmony_guess < 0, f"harmony_guess must be >= 0 (0 = off), got {self.harmony_guess}"),
+            (self.harmony_guess_strong < 0, f"harmony_guess_strong must be >= 0, got {self.harmony_guess_strong}"),
             (self.repeat_echo < 0, f"repeat_echo must be >= 0 (0 = off), got {self.repeat_echo}"),
             (not 0 <= self.copy_cache <= 1, f"copy_cache must be in [0, 1] (0 = off), got {self.copy_cache}"),
             (self.recall_local < 1, f"recall_local must be >= 1, got {self.recall_local}"),

@@ -26,6 +26,7 @@ from symusic import Score, TimeSignature
 # The roles a pop song's tracks play, and the internal program each one is written with. Lead-like GM
 # programs for the melodies, so that a user's piano track (program 0) reads as accompaniment.
 ROLE_PROGRAMS = {"MELODY": 80, "BRIDGE": 81, "PIANO": 0}
+BASS_CEILING = 55  # a bar's lowest downbeat note at or below G3 is its bass (a pop melody rarely goes this low)
 _ROLE_NAMES = [("MELODY", re.compile(r"melod|vocal|voice|lead|sing|soprano", re.I)),
                ("BRIDGE", re.compile(r"bridge|counter|second", re.I))]
 
