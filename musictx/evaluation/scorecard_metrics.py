@@ -378,4 +378,3 @@ def low_register_share(span: SpanLike, t0: float, t1: float, step: float = 0.125
 # ---------------------------------------------------------------- memorisation: n-grams in a training index
 # written beside the tokenizer (musictx.io.ngram_index), since prep builds the index from the train split
 from musictx.io.ngram_index import build_index, position_ngrams, share_in_index  # noqa: E402,F401
-

@@ -209,14 +209,15 @@ def harmony_lean(tok, song: SongBars, lead: GivenNotes, given: set[int], bars: t
     (``harmony_guess``, ``harmony_guess_strong`` at the strong beats), else toward the melody's own pitch
     classes (``harmony``); None where the options turn it off."""
     s, e, lengths = bars
+    strong = None  # the same strength on every beat
     if chords is not None:
         halves, strength = chord_halves(song, chords, s, e, given_harmony(song, given, s, e)), sampling.harmony
     elif sampling.harmony_guess:
         halves = guessed_harmony(song, given, s, e)
-        return HarmonyLean(tok, lead, halves, lengths, sampling.harmony_guess, strong=sampling.harmony_guess_strong)
+        strength, strong = sampling.harmony_guess, sampling.harmony_guess_strong
     else:
         halves, strength = given_harmony(song, given, s, e), sampling.harmony
-    return HarmonyLean(tok, lead, halves, lengths, strength) if strength else None
+    return HarmonyLean(tok, lead, halves, lengths, strength, strong) if strength else None
 
 
 def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:

@@ -32,6 +32,7 @@ from musictx.io.score_prep import BASS_CEILING
 MIN_BASS_BARS = 0.5  # share of the seed's bars with a low downbeat note that makes a bass line worth keeping
 RANGE_MARGIN = 2  # semitones the new bass may go past the seed's lowest and highest bass notes
 LENGTH_FACTOR = 1.5  # a new bass note's length within this factor of the seed's median bass length
+NONE = np.zeros(0, dtype=np.int64)  # no id wanted
 
 
 class BassLine:
@@ -69,9 +70,9 @@ class BassLean(LogitsHook):
         self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
         self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1
         self.pitch_of = tok.numbers_of("Pitch")  # (V,) the pitch of a Pitch id, else -1
-        self.beats_of = duration_beats(tok)  # (V,) a Duration id's length in beats, else nan
-        self.is_velocity = np.array([tok.id_to_token(i).startswith("Velocity_") for i in range(tok.vocab_size)])
-        self.downbeat_id = int(np.flatnonzero(self.position_of == 0)[0])
+        self.beats_of = tok.duration_beats()  # (V,) a Duration id's length in beats, else nan
+        self.is_velocity = tok.type_of == "Velocity"  # (V,)
+        self.downbeat = np.flatnonzero(self.position_of == 0)[:1]  # (1,) the Position id of a bar's first beat
 
     def start(self, prompt: Tensor) -> None:
         rows = prompt.cpu().numpy()
@@ -87,6 +88,17 @@ class BassLean(LogitsHook):
                 self._follow(b, int(i), seeds[b])
         # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
         self.bass = [BassLine.of_bars(bars[:-1]) for bars in seeds]
+        self.targets = [self._targets(bass) for bass in self.bass]  # each row's ids, found once, not per step
+
+    def _targets(self, bass: BassLine | None) -> dict[str, np.ndarray] | None:
+        """The ids that strike ``bass``'s notes: its track's Program, the Pitches of its range, the Durations
+        within `LENGTH_FACTOR` of its length."""
+        if bass is None:
+            return None
+        lo, hi = bass.beats / LENGTH_FACTOR, bass.beats * LENGTH_FACTOR
+        return {"program": np.flatnonzero(self.program_of == bass.program),
+                "pitch": np.flatnonzero((self.pitch_of >= bass.low) & (self.pitch_of <= bass.high)),
+                "duration": np.flatnonzero((self.beats_of >= lo) & (self.beats_of <= hi))}
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         for b, i in enumerate(next_ids.tolist()):
@@ -119,22 +131,19 @@ class BassLean(LogitsHook):
 
     def wanted(self, b: int) -> np.ndarray:
         """The ids that would strike (or hold) row b's downbeat bass from where the row stands."""
-        bass, last = self.bass[b], int(self.last[b])
+        bass, ids, last = self.bass[b], self.targets[b], int(self.last[b])
         if bass is None or self.has_bass[b]:
-            return np.zeros(0, dtype=np.int64)
+            return NONE
         if self.is_velocity[last] and self.pos[b] == 0 and self._in_range(b, int(self.pitch[b])):
-            lo, hi = bass.beats / LENGTH_FACTOR, bass.beats * LENGTH_FACTOR
-            return np.flatnonzero((self.beats_of >= lo) & (self.beats_of <= hi))
+            return ids["duration"]
         if self.pos[b] != 0:  # before the bar's first Position: open it on the downbeat
             opening = self.pos[b] < 0 and self.pitch_of[last] < 0
-            return np.array([self.downbeat_id]) if opening else np.zeros(0, dtype=np.int64)
+            return self.downbeat if opening else NONE
         if self.program_of[last] >= 0:
-            if int(self.program[b]) != bass.program:
-                return np.zeros(0, dtype=np.int64)
-            return np.flatnonzero((self.pitch_of >= bass.low) & (self.pitch_of <= bass.high))
+            return ids["pitch"] if int(self.program[b]) == bass.program else NONE
         if self.position_of[last] >= 0 or np.isfinite(self.beats_of[last]) or self.pitch_of[last] < 0:
-            return np.flatnonzero(self.program_of == bass.program)
-        return np.zeros(0, dtype=np.int64)
+            return ids["program"]
+        return NONE
 
     def __call__(self, logits: Tensor) -> Tensor:
         if self.strength == 0:
@@ -149,12 +158,3 @@ class BassLean(LogitsHook):
             logits[torch.tensor(rows), torch.tensor(cols)] += self.strength
         return logits
 
-
-def duration_beats(tok) -> np.ndarray:
-    """(V,) each Duration id's length in beats (MidiTok writes ``Duration_<beats>.<positions>.<per beat>``),
-    nan for the other ids."""
-    out = np.full(tok.vocab_size, np.nan)
-    for i in tok.ids_of_type("Duration"):
-        beats, positions, per_beat = (int(x) for x in tok.id_to_token(int(i)).split("_")[1].split("."))
-        out[int(i)] = beats + positions / per_beat
-    return out

@@ -139,6 +139,15 @@ class MetricalTokenizer:
             out[i] = int(self._tokens[i].split("_")[1])
         return out
 
+    def duration_beats(self) -> np.ndarray:
+        """(V,) each Duration id's length in beats (MidiTok writes ``Duration_<beats>.<positions>.<per beat>``),
+        nan for the other ids."""
+        out = np.full(self.vocab_size, np.nan)
+        for i in self.ids_of_type("Duration"):
+            beats, positions, per_beat = map(int, self._tokens[i].split("_")[1].split("."))
+            out[i] = beats + positions / per_beat
+        return out
+
     def pitch_positions(self, ids) -> tuple[np.ndarray, np.ndarray]:
         """(pitch, position in its bar) of every pitched note of ``ids``, in token order: the n-grams a
         memorization check compares (the same tune in another song's bar position is another tune)."""
@@ -161,6 +170,7 @@ class MetricalTokenizer:
         bar_start = now = 0.0  # seconds
         rows, at, clock = [], [], np.zeros(len(ids))
         started, pitch, velocity = False, None, 64
+        duration_beats = self.duration_beats()
 
         def pos_s() -> float:  # seconds of one position
             return quarter_s * 4 / den / per_beat
@@ -182,8 +192,7 @@ class MetricalTokenizer:
             elif kind == "Velocity":
                 velocity = int(value)
             elif kind == "Duration" and pitch is not None:
-                beats, pos, res = map(int, value.split("."))
-                rows.append((now, now + (beats + pos / res) * pos_s() * per_beat, pitch, velocity))
+                rows.append((now, now + duration_beats[i] * pos_s() * per_beat, pitch, velocity))
                 at.append(at_k)
                 pitch = None
             clock[k] = now
