@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from musictx.kernels.efficient_attention import attend_efficient
+from musictx.models.efficient_attention import attend_efficient
 from musictx.models import MusicTransformer
 from musictx.models.attention import attend_naive, attend_skew
 
