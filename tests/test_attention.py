@@ -7,7 +7,6 @@ import sys
 import pytest
 import torch
 
-from musictx.models.efficient_attention import attend_efficient, dropout_keep_mask
 from musictx.models.attention import (
     IMPLS,
     PlainSelfAttention,
@@ -17,6 +16,7 @@ from musictx.models.attention import (
     clipped_table,
     naive_logits,
 )
+from musictx.models.efficient_attention import attend_efficient, dropout_keep_mask
 from musictx.models.kv_cache import KVCache
 
 # "triton" runs on CPU only under Triton's interpreter: tests/test_triton_attention.py; "auto" is efficient on CPU

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from musictx.models.efficient_attention import attend_efficient
 from musictx.models import MusicTransformer
 from musictx.models.attention import attend_naive, attend_skew
+from musictx.models.efficient_attention import attend_efficient
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_step.py tests)")]

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from musictx.bench.attention_cases import peak_tensor_bytes
-from musictx.models.efficient_attention import attend_efficient
 from musictx.models.attention import attend_naive
+from musictx.models.efficient_attention import attend_efficient
 
 # Modules of the compile stack that a process which never compiles must not import.
 COMPILE_STACK = ("torch._dynamo", "torch._inductor", "sympy", "torch.fx.experimental.symbolic_shapes")

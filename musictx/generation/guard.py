@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 MIN_POLYPHONY = 10  # the polyphony cap never goes below this: a pedalled piano chord sounds 8-10 notes
 _OTHER, _ON, _OFF, _SHIFT = 0, 1, 2, 3  # what an id is to the guard (`NoteGrammarGuard._classify`)
@@ -146,3 +146,26 @@ class NoteGrammarGuard(LogitsHook):
         if self.cap is not None:  # at the cap: a NOTE_OFF, a TIME_SHIFT or a VELOCITY, never a new note
             forbid[:, self.note_on : self.note_off] |= (sounding.sum(axis=1) >= self.cap)[:, None]
         return logits.masked_fill(torch.from_numpy(forbid).to(logits.device), float("-inf"))
+
+
+def note_cap(tokenizer, seed, max_note_seconds: float | None, from_seed: float | None) -> float | None:
+    """The longest a new note may sound: ``from_seed`` times the seed's 95th-percentile note duration, within
+    [1 s, max_note_seconds]; ``max_note_seconds`` when ``from_seed`` is None or the seed has no notes, and no
+    cap at all (None) when ``max_note_seconds`` is None."""
+    notes = tokenizer.decode_notes(seed.ids) if from_seed and max_note_seconds else None
+    if notes is None or not len(notes):
+        return max_note_seconds
+    long_notes = float(np.percentile(notes.end - notes.start, 95))
+    return min(max(1.0, from_seed * long_notes), max_note_seconds)
+
+
+def _make(inputs: HookInputs) -> NoteGrammarGuard | None:
+    s = inputs.sampling
+    if not s.guard:
+        return None
+    longest = note_cap(inputs.tokenizer, inputs.seed, s.max_note_seconds, s.note_cap_from_seed)
+    return NoteGrammarGuard.of(inputs.tokenizer, longest, s.polyphony_ratio)
+
+
+SPEC = HookSpec("guard", ("guard", "max_note_seconds", "note_cap_from_seed", "polyphony_ratio"), ("performance",),
+                ("continue",), 20, _make, "no stray NOTE_OFF; notes end within the seed's lengths; polyphony capped")

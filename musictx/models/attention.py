@@ -31,6 +31,7 @@ from importlib.util import find_spec
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
 from musictx.models.efficient_attention import attend_efficient
 from musictx.models.kv_cache import KVCache
 
