@@ -31,11 +31,12 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check musictx data_prep tests
 
+# Both cores: pytest-xdist runs the tests in two worker processes (each test still uses one torch thread).
 test: lint
-	$(BIN)/pytest -q
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2
 
 test-all: lint
-	$(BIN)/pytest -q -m "slow or not slow"
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2 -m "slow or not slow"
 
 clean:
 	rm -rf $(VENV) outputs/prep outputs/train outputs/generate outputs/continue
