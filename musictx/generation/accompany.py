@@ -201,8 +201,12 @@ class Accompaniment:
         return repeat_plan(melody_keys(self.tok, self.song, self.given, self.s, self.e))
 
     @functools.cached_property
+    def notes(self) -> dict[str, np.ndarray]:
+        return given_notes(self.song, self.given)
+
+    @functools.cached_property
     def given_sounding(self) -> list[np.ndarray]:
-        return given_sounding(self.song, self.given, self.s, self.e, self.lengths)
+        return given_sounding(self.song, self.given, self.s, self.e, self.lengths, self.notes)
 
     def harmony_target(self, sampling: SamplingOptions) -> tuple[list, float, float | None]:
         """(each half bar's target, strength, strength at the strong beats or None: the same): a lead sheet's
@@ -210,10 +214,12 @@ class Accompaniment:
         ``harmony_guess_strong``), else the melody's own pitch classes (``harmony``)."""
         song, given, s, e = self.song, self.given, self.s, self.e
         if self.chords is not None:
-            return chord_halves(song, self.chords, s, e, given_harmony(song, given, s, e)), sampling.harmony, None
+            fallback = given_harmony(song, given, s, e, self.notes)
+            return chord_halves(song, self.chords, s, e, fallback), sampling.harmony, None
         if sampling.harmony_guess:
-            return guessed_harmony(song, given, s, e), sampling.harmony_guess, sampling.harmony_guess_strong
-        return given_harmony(song, given, s, e), sampling.harmony, None
+            guess = guessed_harmony(song, given, s, e, notes=self.notes)
+            return guess, sampling.harmony_guess, sampling.harmony_guess_strong
+        return given_harmony(song, given, s, e, self.notes), sampling.harmony, None
 
 
 def melody_keys(tok, song: SongBars, given: set[int], s: int, e: int) -> list:
@@ -236,9 +242,10 @@ def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:
             for k in ("time", "duration", "pitch")}
 
 
-def given_harmony(song: SongBars, given: set[int], s: int, e: int) -> list[tuple[set[int], set[int]]]:
-    """The pitch classes the given tracks sound in each half of bars s..e-1."""
-    notes = given_notes(song, given)
+def given_harmony(song: SongBars, given: set[int], s: int, e: int, notes: dict | None = None
+                  ) -> list[tuple[set[int], set[int]]]:
+    """The pitch classes the given tracks sound in each half of bars s..e-1 (``notes``: their `given_notes`)."""
+    notes = given_notes(song, given) if notes is None else notes
     return half_bar_pitch_classes(notes["time"], notes["time"] + notes["duration"], notes["pitch"],
                                   song.lines[s:e + 1].astype(np.int64))
 
@@ -250,24 +257,24 @@ def bar_positions(tok, song: SongBars, s: int, e: int) -> list[int]:
     return [max(round(int(z - a) / per_position), 1) for a, z in zip(lines[:-1], lines[1:], strict=True)]
 
 
-def guessed_harmony(song: SongBars, given: set[int], s: int, e: int, harmonizer: Harmonizer | None = None
-                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+def guessed_harmony(song: SongBars, given: set[int], s: int, e: int, harmonizer: Harmonizer | None = None,
+                    notes: dict | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each half of bars s..e-1, (12,) the probability that its chord holds each pitch class, guessed from
     the given tracks' notes over the whole song (`musictx.generation.harmonizer`)."""
-    probs = (harmonizer or Harmonizer.load()).chord_tone_probs(harmony_features(song, given))  # (H, 12)
+    probs = (harmonizer or Harmonizer.load()).chord_tone_probs(harmony_features(song, given, notes))  # (H, 12)
     return [(probs[2 * b], probs[2 * b + 1]) for b in range(s, e)]
 
 
-def harmony_features(song: SongBars, given: set[int]) -> np.ndarray:
+def harmony_features(song: SongBars, given: set[int], notes: dict | None = None) -> np.ndarray:
     """(H, 12, F) the harmonizer's features of every half bar of the song, from the given tracks' notes."""
-    notes = given_notes(song, given)
+    notes = given_notes(song, given) if notes is None else notes
     return half_bar_features(notes["time"], notes["time"] + notes["duration"], notes["pitch"],
                              song.lines[:song.n_bars + 1].astype(np.int64))
 
 
-def given_sounding(song: SongBars, given: set[int], s: int, e: int, lengths: list[int]):
+def given_sounding(song: SongBars, given: set[int], s: int, e: int, lengths: list[int], notes: dict | None = None):
     """(positions,) bool for each of bars s..e-1: a given track's note sounds there."""
-    notes = given_notes(song, given)
+    notes = given_notes(song, given) if notes is None else notes
     return sounding_positions(notes["time"], notes["time"] + notes["duration"], song.lines[s:e + 1].astype(np.int64),
                               lengths)
 
