@@ -97,9 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="the folder that comes back ($OUT)")
     p.add_argument("--tiny", action="store_true", help="on CPU at a tiny size (the tests)")
     p.add_argument("--data", default=str(REPO / "carry" / "pop_large"), help="the prepared pop arrays")
-    p.add_argument("--budget-s", type=float, default=470.0, help="the whole command's wall-clock budget")
-    p.add_argument("--tests-s", type=float, default=100.0)
-    p.add_argument("--kernels-s", type=float, default=150.0)
+    p.add_argument("--budget-s", type=float, default=450.0, help="the whole command's wall-clock budget")
+    p.add_argument("--tests-s", type=float, default=80.0, help="the tests' limit (killed after)")
+    p.add_argument("--kernels-s", type=float, default=125.0, help="the kernel table's limit")
     p.add_argument("--steps", default="tests,kernels,train")
     p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain")
     args = p.parse_intermixed_args(argv)
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     save_report()
     steps = args.steps.split(",")
     if "tests" in steps:
-        cmd = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest", "-m", "gpu", "-rA",
+        cmd = [py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--noconftest", "-m", "gpu", "-rA",
                "tests/test_cuda.py"]
         report["steps"]["tests"] = run_step("tests", cmd, args.tests_s, log)
         save_report()
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if "train" in steps:
         left = args.budget_s - (time.monotonic() - t_start)
         # start-up (data, model, first batches) and the final export come on top of the training budget
-        margin = 25.0 if args.tiny else 50.0
+        margin = 25.0 if args.tiny else 35.0
         cmd = [py, "-m", "musictx.training.plain", "--data", args.data, "--out", str(out),
                "--budget-s", f"{max(left - margin, 5):.0f}", *(TINY_TRAIN if args.tiny else []), *args.train_args]
         report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)

@@ -7,12 +7,15 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 PY=${PYTHON:-python3}
+WHEELS=${GPU_POP_WHEELS:-carry/wheels}   # the tests point these at a CPU stand-in's wheels
+SITE=${GPU_POP_SITE:-/tmp/site}
 : "${OUT:?set OUT to the folder that comes back}"
 mkdir -p "$OUT"
 if ! "$PY" -c "import miditok, symusic" 2>/dev/null; then
-  ls carry/wheels/*.whl >/dev/null 2>&1 || { echo "miditok/symusic missing and no carry/wheels/*.whl" | tee -a "$OUT/gpu.log"; exit 1; }
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site carry/wheels/*.whl 2>&1 | tail -3
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  ls "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "miditok/symusic missing and no $WHEELS/*.whl" | tee -a "$OUT/gpu.log"; exit 1; }
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl 2>&1 | tail -3
+  export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+  echo "installed $(ls "$WHEELS"/*.whl | wc -l) wheels from $WHEELS into $SITE" | tee -a "$OUT/gpu.log"
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 TINY=()

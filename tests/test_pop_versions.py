@@ -1,4 +1,5 @@
-"""POP909's extra arrangements (versions/NNN-vK.mid) in the train split of their song only (data_prep/pop_versions.py)."""
+"""POP909's extra arrangements (versions/NNN-vK.mid) in the train split of their song only
+(data_prep/pop_versions.py)."""
 
 from __future__ import annotations
 
