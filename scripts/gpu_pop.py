@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if "train" in steps:
         left = args.budget_s - (time.monotonic() - t_start)
         # start-up (data, model, first batches) and the final export come on top of the training budget
-        margin = 25.0 if args.tiny else 35.0
+        margin = 30.0 if args.tiny else 35.0
         cmd = [py, "-m", "musictx.training.plain", "--data", args.data, "--out", str(out),
                "--budget-s", f"{max(left - margin, 5):.0f}", *(TINY_TRAIN if args.tiny else []), *args.train_args]
         report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)

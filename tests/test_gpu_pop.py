@@ -31,7 +31,7 @@ def _script(name: str):
     return module
 
 
-gpu_pop, import_pop_large = _script("gpu_pop"), _script("import_pop_large")
+gpu_pop, import_pop_large, eval_pop_large = _script("gpu_pop"), _script("import_pop_large"), _script("eval_pop_large")
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +79,16 @@ def test_the_default_model_fits_three_shards_and_the_documented_command_fits_the
     assert "scripts/gpu_pop.sh" in args["command"] and "carry" in args["carry"]
 
 
+def test_the_decisions_back_here():
+    def result(val_note, x):
+        return {"validation": {"nll_per_note": val_note}, "x_real_time": x}
+
+    assert eval_pop_large.decide(result(5.0, 12.0), result(5.6, 15.0))["default_on_cpu"]
+    slow = eval_pop_large.decide(result(5.0, 3.0), result(5.6, 15.0))
+    assert slow["ship_as_pop_large"] and not slow["default_on_cpu"]
+    assert not eval_pop_large.decide(result(5.7, 30.0), result(5.6, 15.0))["ship_as_pop_large"]
+
+
 def test_cosine_over_the_time_budget():
     assert plain.cosine_multiplier(1, 0.0, 100, 0.1) == pytest.approx(0.01)
     assert plain.cosine_multiplier(100, 0.0, 100, 0.1) == pytest.approx(1.0)
@@ -115,16 +125,23 @@ def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_ar
 def test_the_whole_command_runs_on_cpu_at_a_tiny_size(pop_arrays, tmp_path):
     out = tmp_path / "OUT"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", str(pop_arrays), "--budget-s", "45"],
+    run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", str(pop_arrays), "--budget-s", "60"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert set(report["steps"]) == {"tests", "kernels", "train"} and report["out_problems"] == []
     assert all(s["rc"] == 0 and not s["timed_out"] for s in report["steps"].values())
-    assert len(report["out_files"]) <= 8 and report["seconds"] < 45 + 15
+    assert len(report["out_files"]) <= 8 and report["seconds"] < 60 + 15
     rows = {(r["impl"], r["L"]): r for r in json.loads((out / "kernels.json").read_text())["rows"]}
     assert "ms" in rows[("efficient", 256)] and "CUDA" in rows[("triton", 128)]["error"]
     log = (out / "gpu.log").read_text()
     assert "skipped" in log and "[plain] step" in log
     summary = import_pop_large.import_run(out, tmp_path / "back" / "model", pop_arrays)
     assert summary["reloads_equal"]
+    assert eval_pop_large.main(["--model", str(tmp_path / "back" / "model"), "--data", str(pop_arrays),
+                                "--speed-seconds", "4"]) == 0
+    done = json.loads((tmp_path / "back" / "eval.json").read_text())
+    assert set(done["results"]) == {"pop-large", "pop"} and set(done["decision"]) == {
+        "ship_as_pop_large", "default_on_cpu", "why"}
+    assert all(r["validation"]["tokens"] == done["results"]["pop"]["validation"]["tokens"] > 0
+               for r in done["results"].values())
