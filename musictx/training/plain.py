@@ -148,7 +148,10 @@ class MinuteExport(L.Callback):
             self.export(trainer, pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self.export(trainer, pl_module, final=True)
+        if self.history and self.history[-1]["step"] == trainer.global_step:  # exported at this very step
+            self.write(pl_module, final=True)
+        else:
+            self.export(trainer, pl_module, final=True)
 
     def _val_batches(self, device):
         if self.val is None:
@@ -193,11 +196,15 @@ class MinuteExport(L.Callback):
         self.history.append(row)
         self.loss_sum, self.loss_n = None, 0
         self.last_export = self.clock.elapsed()
+        self.write(pl_module, final)
+        print(f"[plain] step {row['step']} {row['train_s']:.0f} s: train {row['train_loss']}, val {row['val_nll']:.4f}"
+              f", lr {row['lr']:.2e}, {row['tokens_per_s']} tokens/s, export {row['export_s']} s", flush=True)
+
+
+    def write(self, pl_module, final: bool) -> None:
         write_json(self.out / "train.json", {"options": dataclasses.asdict(self.opts), "final": final,
                                              "params": sum(p.numel() for p in pl_module.net.parameters()),
                                              "device": device_name(pl_module.device), "history": self.history})
-        print(f"[plain] step {row['step']} {row['train_s']:.0f} s: train {row['train_loss']}, val {row['val_nll']:.4f}"
-              f", lr {row['lr']:.2e}, {row['tokens_per_s']} tokens/s, export {row['export_s']} s", flush=True)
 
 
 def device_name(device: torch.device) -> str:
@@ -227,7 +234,8 @@ def build(opts: PlainTrainOptions) -> tuple[MusicDataModule, MusicLitModule, L.T
     trainer = L.Trainer(accelerator=opts.accelerator, devices=1, precision=opts.precision, max_steps=opts.max_steps,
                         max_epochs=None if opts.max_steps > 0 else 10_000, limit_val_batches=0,
                         num_sanity_val_steps=0, gradient_clip_val=1.0, logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, use_distributed_sampler=False, default_root_dir=opts.run_dir,
+                        enable_model_summary=False, enable_checkpointing=False,  # LastCheckpoint: at the end
+                        use_distributed_sampler=False, default_root_dir=opts.run_dir,
                         callbacks=[clock, schedule, export, LastCheckpoint(Path(opts.run_dir) / "checkpoints")],
                         plugins=[AtomicCheckpointIO()])
     return dm, module, trainer, export
