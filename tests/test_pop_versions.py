@@ -111,3 +111,17 @@ def test_prep_puts_checked_versions_in_train_and_leaves_validation_and_test_unch
     main_ids, version_ids = tr.piece(train.index(songs[0])), tr.piece(train.index(f"{songs[0][:3]}/versions/"
                                                                                      f"{songs[0][:3]}-v1.mid"))
     assert main_ids[:12].tolist() == version_ids[:12].tolist()
+
+
+def test_a_song_moved_to_an_empty_validation_split_leaves_its_versions_out(tmp_path):
+    songs = [n for n in range(1, 60) if hash_split(f"{n:03d}/{n:03d}.mid", 0.2, 0.0) == "train"][:3]
+    for n in songs:
+        _song_folder(tmp_path / "pop", n)
+    res = write_dataset(prep_options(source="folder", input_dir=str(tmp_path / "pop"), output_dir=str(tmp_path / "o"),
+                                     tokenizer="remi", num_workers=0, pop_versions="train",
+                                     split={"validation": 0.2, "test": 0.0, "group_by": "file"}), progress=False)
+    (moved, split), = res.moved.items()
+    assert split == "validation" and TokenArrays(res.out_dir, "validation").files == [moved]
+    train = TokenArrays(res.out_dir, "train").files
+    assert moved[:3] not in {f[:3] for f in train} and len(train) == 4  # 2 songs and their good versions
+    assert res.stats["train"].files == 4 and res.stats["validation"].files == 1
