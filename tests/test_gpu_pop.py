@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -91,6 +92,8 @@ def test_the_decisions_back_here():
 
 def test_cosine_over_the_time_budget():
     assert plain.cosine_multiplier(1, 0.0, 100, 0.1) == pytest.approx(0.01)
+    assert plain.cosine_multiplier(1, 0.05, 100, 0.1) == pytest.approx(0.5 * (0.1 + 0.9 * 0.5 * (1 + math.cos(
+        math.pi * 0.05))))  # a slow card: warm after a tenth of the budget at most
     assert plain.cosine_multiplier(100, 0.0, 100, 0.1) == pytest.approx(1.0)
     assert plain.cosine_multiplier(500, 0.5, 100, 0.1) == pytest.approx(0.55)
     assert plain.cosine_multiplier(500, 1.5, 100, 0.1) == pytest.approx(0.1)

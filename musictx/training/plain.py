@@ -4,7 +4,8 @@
 the same objects (`MusicDataModule`, `MusicLitModule`, a Lightning ``Trainer``) from one typed
 `PlainTrainOptions` and trains until a deadline rather than for a number of steps:
 
-- the learning rate warms up over ``warmup_steps`` and then follows half a cosine over the *time* budget
+- the learning rate warms up over ``warmup_steps`` (at most a tenth of the budget) and then follows half a
+  cosine over the *time* budget
   (`WallClockCosine`), so the run ends at ``min_ratio`` of its peak whatever speed the card gives;
 - every ``every_s`` seconds (`MinuteExport`) it scores a fixed set of validation windows, writes the weights
   as fp16 safetensors in files of at most ``max_shard_mb`` (`save_model_folder`; a copy comes back from the
@@ -82,10 +83,13 @@ class PlainTrainOptions:
                 "attn_block_size": self.attn_block_size, "gradient_checkpointing": False}
 
 
+WARMUP_MAX_FRACTION = 0.1  # a slow card must not spend its whole budget warming up
+
+
 def cosine_multiplier(step: int, fraction: float, warmup_steps: int, min_ratio: float) -> float:
-    """Linear warm-up over ``warmup_steps`` (by update), then half a cosine over the fraction of the time
-    budget used, from 1 to ``min_ratio``."""
-    warm = min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
+    """Linear warm-up over ``warmup_steps`` updates or the first tenth of the time budget, whichever ends
+    first, then half a cosine over the fraction of the time budget used, from 1 to ``min_ratio``."""
+    warm = min(1.0, max(step / warmup_steps, fraction / WARMUP_MAX_FRACTION)) if warmup_steps > 0 else 1.0
     fraction = min(max(fraction, 0.0), 1.0)
     return warm * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * fraction)))
 
