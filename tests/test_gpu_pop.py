@@ -148,3 +148,28 @@ def test_the_whole_command_runs_on_cpu_at_a_tiny_size(pop_arrays, tmp_path):
         "ship_as_pop_large", "default_on_cpu", "why"}
     assert all(r["validation"]["tokens"] == done["results"]["pop"]["validation"]["tokens"] > 0
                for r in done["results"].values())
+
+
+BLOCKED = ("hydra", "omegaconf", "mido", "pretty_midi")  # not on the GPU image, and not carried
+
+
+def test_the_gpu_call_needs_nothing_the_image_lacks_but_the_carried_wheels():
+    """What the three steps import, in a Python where the packages the image lacks cannot be found."""
+    code = f"""
+import importlib.abc, sys
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {BLOCKED!r}:
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Hide())
+import musictx.training.plain, musictx.bench.attention_gpu, musictx.bench.attention_cases
+import musictx.kernels.efficient_attention, musictx.models.attention, musictx.io.tokenizers
+from musictx.generation.sampling import generate
+from musictx.generation.sampling_options import SamplingOptions
+sys.path.insert(0, "tests")
+import test_cuda
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.strip() == "ok", done.stderr[-3000:]
