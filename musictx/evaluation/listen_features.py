@@ -28,6 +28,8 @@ from musictx.io.score_prep import role_of
 ROLES = ("MELODY", "BRIDGE", "PIANO")
 ON_BEAT = 0.12  # an onset within this many beats of a sixteenth is on it
 NEAR_S = 0.06  # an onset this close to a downbeat is struck on it
+CHORD_AFTER_S = 0.03  # chords are looked up this long after an onset: the chord file's and the beats' times
+                     # differ by milliseconds, and a note on a chord change belongs to the new chord
 LISTEN_AFTER_S = 0.02  # the texture is sampled this long after each sixteenth (a staccato note is heard there)
 
 
@@ -186,7 +188,7 @@ def _chord_tone_share(span: Span, song: SongContext) -> float:
     """Share of the notes struck under an annotated chord that are its tones; nan without chords."""
     if song.chords is None:
         return float("nan")
-    tones = [song.chords.at(float(t)) for t in span.start]
+    tones = [song.chords.at(float(t) + CHORD_AFTER_S) for t in span.start]
     judged = [(int(p) % 12) in c for p, c in zip(span.pitch, tones, strict=True) if c]
     return float(np.mean(judged)) if judged else float("nan")
 
@@ -198,10 +200,11 @@ def _downbeat_bass(w: Span, song: SongContext, t0: float, t1: float) -> dict:
     for d in bars:
         near = np.abs(w.start - d) <= NEAR_S
         struck.append(near.any())
-        if near.any() and song.chords is not None and song.chords.at(float(d)):
+        chord = song.chords.at(float(d) + CHORD_AFTER_S) if song.chords is not None else frozenset()
+        if near.any() and chord:
             low = int(w.pitch[near].min()) % 12
-            root.append(low == song.root_at(float(d)))
-            tone.append(low in song.chords.at(float(d)))
+            root.append(low == song.root_at(float(d) + CHORD_AFTER_S))
+            tone.append(low in chord)
     return {"har_downbeat_struck": _stat(struck, np.mean), "har_bass_is_root": _stat(root, np.mean, np.nan),
             "har_bass_is_chord_tone": _stat(tone, np.mean, np.nan)}
 

@@ -23,7 +23,7 @@ CLASSIFIERS = ("logistic", "boosting")
 
 
 @dataclass(frozen=True)
-class TestSettings:
+class CVSettings:
     folds: int = 5
     repeats: int = 5
     permutations: int = 50
@@ -99,7 +99,7 @@ def _nanmean(x: np.ndarray) -> float:
     return float(x.mean()) if len(x) else float("nan")
 
 
-def two_sample_test(a: np.ndarray, b: np.ndarray, groups: np.ndarray, names: list[str], settings: TestSettings,
+def two_sample_test(a: np.ndarray, b: np.ndarray, groups: np.ndarray, names: list[str], settings: CVSettings,
                     with_null: bool = True) -> dict:
     """Sample ``a`` (rows: excerpts, columns: ``names``) against ``b``, row i of each from song ``groups[i]``:
     each classifier's AUC (mean and per repeat), its within-song label-shuffle null, and the top tells."""

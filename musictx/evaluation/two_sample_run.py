@@ -19,13 +19,13 @@ import pretty_midi
 
 from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.note_span import Span
-from musictx.evaluation.two_sample import TestSettings, two_sample_test
+from musictx.evaluation.two_sample import CVSettings, two_sample_test
 from musictx.generation.sampling_options import SamplingOptions
 
 TEST_KEYS = ("folds", "repeats", "permutations", "top", "cv_seed")
 
 
-def check_two_sample(opts: dict) -> TestSettings:
+def check_two_sample(opts: dict) -> CVSettings:
     """The test's settings of evaluate.yaml's ``two_sample`` block; ValueError naming a bad one."""
     for key in ("folds", "repeats", "permutations", "top", "cv_seed"):
         value = opts[key]
@@ -36,12 +36,27 @@ def check_two_sample(opts: dict) -> TestSettings:
         if not isinstance(opts[key], (int, float)) or not opts[key] > 0:
             raise ValueError(f"two_sample.{key} must be a number > 0, got {opts[key]!r}")
     SamplingOptions.from_mapping(opts).check_sampling()
-    return TestSettings(opts["folds"], opts["repeats"], opts["permutations"], opts["top"], opts["cv_seed"])
+    return CVSettings(opts["folds"], opts["repeats"], opts["permutations"], opts["top"], opts["cv_seed"])
 
 
 def one_file_per_song(songs: list[Path]) -> list[Path]:
     """The songs without the other arrangements POP909 keeps beside each (``NNN/versions/NNN-vK.mid``)."""
     return [p for p in songs if Path(p).parent.name != "versions"]
+
+
+def on_velocity_grid(tok, velocity: np.ndarray) -> np.ndarray:
+    """Velocities as the tokenizer writes them back (a metrical tokenizer: its nearest Velocity value; the
+    Performance tokenizer: its bin's value), so that the real music's finer dynamics are not a tell by
+    themselves: the model could not have written them."""
+    v = np.asarray(velocity, dtype=np.int64)
+    if tok.kind == "performance":
+        size, bins = tok.config.velocity_bin_size, tok.config.velocity_bins
+        return 1 + (np.clip((v - 1) // size + 1, 1, bins) - 1) * size
+    levels = np.unique(tok.numbers_of("Velocity"))
+    levels = levels[levels > 0]
+    if not len(levels):
+        return v
+    return levels[np.abs(v[:, None] - levels[None, :]).argmin(axis=1)]
 
 
 def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> dict | None:
@@ -58,6 +73,7 @@ def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -
     if pm.get_end_time() < t0 + 2 * length:
         return None
     real, song = Span.from_pretty_midi(pm), SongContext.read(path, pm)
+    real.velocity = on_velocity_grid(tok, real.velocity)
     seed = real.window(cont.seed_start, t0)
     return {"song": str(path), "seed_start": cont.seed_start, "seed_end": t0,
             "generated": excerpt_features(cont.samples[0], t0, t0 + length, song, seed),
