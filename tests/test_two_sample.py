@@ -68,6 +68,11 @@ def test_features_read_real_music_as_a_listener_would():
     off = Span(real.start, real.end, real.pitch + 1, real.velocity, real.track, real.track_names)  # a semitone up
     g = excerpt_features(off, 35, 65, song, seed)
     assert g["har_chord_tone_piano"] < 0.5 and g["har_bass_is_root"] < 0.2 < 0.8 < f["har_bass_is_root"]
+    assert g["har_triad_fit_piano"] == pytest.approx(f["har_triad_fit_piano"]) and f["har_triad_fit_piano"] > 0.8
+    noise = np.random.default_rng(0).integers(40, 80, len(real))
+    r = excerpt_features(Span(real.start, real.end, noise, real.velocity, real.track, real.track_names), 35, 65,
+                         song, seed)
+    assert r["har_triad_fit_piano"] < 0.65 and r["har_chord_tone_piano"] < 0.5
     names = np.asarray(real.track_names)
     no_melody = real.select(names[real.track] != "MELODY")
     h = excerpt_features(no_melody, 35, 65, song, seed)

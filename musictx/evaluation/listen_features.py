@@ -35,10 +35,12 @@ LISTEN_AFTER_S = 0.02  # the texture is sampled this long after each sixteenth (
 
 @dataclass(frozen=True)
 class SongContext:
-    """The song's clock: beats and downbeats (s), its chords (None without a chord file) and their roots."""
+    """The song's clock: beats, downbeats and strong beats (downbeats and half bars, s), its chords (None
+    without a chord file) and their roots."""
 
     beats: np.ndarray  # (B,)
     downbeats: np.ndarray  # (D,)
+    strong: np.ndarray  # (S,)
     chords: Chords | None
     roots: np.ndarray | None  # (C,) root pitch class of each chord, -1 for none
 
@@ -50,14 +52,16 @@ class SongContext:
         if beats_path.is_file():
             rows = np.loadtxt(beats_path, ndmin=2)
             beats, downbeats = rows[:, 0], rows[rows[:, 2] == 1, 0]
+            strong = rows[(rows[:, 1] == 1) | (rows[:, 2] == 1), 0]
         else:
             pm = pm or pretty_midi.PrettyMIDI(str(path))
             beats, downbeats = pm.get_beats(), pm.get_downbeats()
+            strong = downbeats
         chords = roots = None
         if chords_path.is_file():
             chords = Chords.read(chords_path, strict=False)
             roots = np.array([_root(line) for line in _labels(chords_path)], dtype=np.int64)
-        return cls(np.asarray(beats, float), np.asarray(downbeats, float), chords, roots)
+        return cls(np.asarray(beats, float), np.asarray(downbeats, float), np.asarray(strong, float), chords, roots)
 
     def beat_of(self, t: np.ndarray) -> np.ndarray:
         """Times (s) as fractional beat numbers, extended past the last beat at its period."""
@@ -161,6 +165,8 @@ def _harmony(w: Span, song: SongContext, t0: float, t1: float) -> dict:
            "har_key_clarity": _key_clarity(hist), "har_semitone_clash": _clash(w)}
     for name, part in (("all", w), ("piano", _role_span(w, "PIANO")), ("melody", _role_span(w, "MELODY"))):
         out[f"har_chord_tone_{name}"] = _chord_tone_share(part, song)
+    out["har_triad_fit"] = _triad_fit(w, song, t0, t1)
+    out["har_triad_fit_piano"] = _triad_fit(_role_span(w, "PIANO"), song, t0, t1)
     out.update(_downbeat_bass(w, song, t0, t1))
     return out
 
@@ -191,6 +197,22 @@ def _chord_tone_share(span: Span, song: SongContext) -> float:
     tones = [song.chords.at(float(t) + CHORD_AFTER_S) for t in span.start]
     judged = [(int(p) % 12) in c for p, c in zip(span.pitch, tones, strict=True) if c]
     return float(np.mean(judged)) if judged else float("nan")
+
+
+TRIADS = [np.array([r, (r + third) % 12, (r + 7) % 12]) for r in range(12) for third in (3, 4)]  # 24 triads
+
+
+def _triad_fit(span: Span, song: SongContext, t0: float, t1: float) -> float:
+    """The share of the notes struck in each half bar that fit the half bar's best major or minor triad, over
+    the window: whether the notes make chords at all, whichever chords (the annotation is not read; a song
+    moved a semitone fits as well). nan without notes."""
+    edges = np.concatenate([[t0], song.strong[(song.strong > t0) & (song.strong < t1)], [t1]])
+    k = np.searchsorted(edges, span.start, side="right") - 1  # (N,) half bar of each note
+    fit = 0
+    for h in np.unique(k):
+        counts = np.bincount(span.pitch[k == h] % 12, minlength=12)
+        fit += max(int(counts[t].sum()) for t in TRIADS)
+    return fit / len(span) if len(span) else float("nan")
 
 
 def _downbeat_bass(w: Span, song: SongContext, t0: float, t1: float) -> dict:
