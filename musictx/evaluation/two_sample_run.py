@@ -22,8 +22,6 @@ from musictx.evaluation.note_span import Span
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
 from musictx.generation.sampling_options import SamplingOptions
 
-TEST_KEYS = ("folds", "repeats", "permutations", "top", "cv_seed")
-
 
 def check_two_sample(opts: dict) -> CVSettings:
     """The test's settings of evaluate.yaml's ``two_sample`` block; ValueError naming a bad one."""
@@ -35,8 +33,19 @@ def check_two_sample(opts: dict) -> CVSettings:
     for key in ("seed_seconds", "length_seconds"):
         if not isinstance(opts[key], (int, float)) or not opts[key] > 0:
             raise ValueError(f"two_sample.{key} must be a number > 0, got {opts[key]!r}")
+    exclude = opts.get("exclude") or []
+    if not isinstance(exclude, (list, tuple)) or not all(isinstance(e, str) for e in exclude):
+        raise ValueError(f"two_sample.exclude must be a list of feature name prefixes, got {exclude!r}")
     SamplingOptions.from_mapping(opts).check_sampling()
     return CVSettings(opts["folds"], opts["repeats"], opts["permutations"], opts["top"], opts["cv_seed"])
+
+
+def kept_features(names: list[str], exclude: list[str]) -> list[str]:
+    """``names`` without those starting with a prefix of ``exclude``; ValueError when none is left."""
+    kept = [n for n in names if not n.startswith(tuple(exclude))]
+    if not kept:
+        raise ValueError(f"two_sample.exclude={list(exclude)} leaves no feature")
+    return kept
 
 
 def one_file_per_song(songs: list[Path]) -> list[Path]:
@@ -94,13 +103,13 @@ def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> d
         raise ValueError(f"two_sample needs at least 2 songs long enough for seed_from + seed_seconds + "
                          f"2 x length_seconds; got {len(rows)}")
     generated_s = time.perf_counter() - t_start
-    names = list(rows[0]["generated"])
+    names = kept_features(list(rows[0]["generated"]), opts.get("exclude") or [])
     matrix = {side: np.array([[r[side][n] for n in names] for r in rows], dtype=float)
               for side in ("generated", "real", "real_after")}
     groups = np.arange(len(rows))
     main = two_sample_test(matrix["generated"], matrix["real"], groups, names, settings)
     control = two_sample_test(matrix["real_after"], matrix["real"], groups, names, settings, with_null=False)
     return {"generated_vs_real": main, "real_vs_real": control, "features": names,
-            "settings": {k: v for k, v in opts.items()}, "songs": rows, "skipped": skipped,
+            "settings": dict(opts), "songs": rows, "skipped": skipped,
             "seconds": {"generate_and_describe": generated_s,
                         "test": time.perf_counter() - t_start - generated_s}}
