@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,corpus,audio,app,gpu]'
+	$(BIN)/python -m pip install -q -e '.[dev,corpus,audio,app,gpu,eval]'
 	touch $(STAMP)
 
 # A shipped model (pop: the motif is metrical) continues musictx/assets/motif.mid: MIDI + piano roll (+ WAV) in outputs/continue/.

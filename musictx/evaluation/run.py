@@ -31,9 +31,9 @@ from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
 from musictx.paths import conf_values
 from musictx.safe_output import check_target
 
-MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall", "infill", "accompany")
+MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall", "infill", "accompany", "two_sample")
 # evaluate.yaml's nested blocks; their keys are checked too
-GROUPS = ("data", "scorecard", "continuation", "motif", "recall", "infill")
+GROUPS = ("data", "scorecard", "continuation", "motif", "recall", "infill", "two_sample")
 
 
 class EvaluateError(ValueError):
@@ -61,6 +61,7 @@ class EvaluateOptions:
     progress: bool = True
     output_dir: str | None = None
     overwrite: bool = False  # replace files output_dir holds already (the command checks; musictx.safe_output)
+    two_sample: dict | None = None  # mode=two_sample (musictx.evaluation.two_sample_run)
 
     @classmethod
     def from_mapping(cls, values: dict) -> EvaluateOptions:
@@ -88,11 +89,15 @@ def check_options(opts: EvaluateOptions) -> None:
     """Refuse, before any work, an unknown mode and bad continuation settings. Raises EvaluateError."""
     if opts.mode not in MODES:
         raise EvaluateError(f"mode must be one of {MODES}, got {opts.mode!r}")
-    if opts.mode in ("token_continuation", "all"):
-        try:
+    try:
+        if opts.mode in ("token_continuation", "all"):
             continuation_options(opts.continuation)
-        except ValueError as err:
-            raise EvaluateError(str(err)) from None
+        if opts.mode == "two_sample":
+            from musictx.evaluation.two_sample_run import check_two_sample
+
+            check_two_sample(opts.two_sample or {})
+    except (ValueError, KeyError) as err:
+        raise EvaluateError(str(err)) from None
 
 
 def pick_device(name: str) -> torch.device:
@@ -132,6 +137,12 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
         songs = split_songs(data_dir, opts.split)[: opts.infill.get("max_songs") or None]
         return {**_model_info(meta, net, data_dir, opts.split), "task_scorecard": run_task_scorecard(
             net, tok, songs, opts.infill, opts.mode, progress=print if opts.progress else (lambda _: None))}
+    if opts.mode == "two_sample":  # MIDI in, MIDI out: generated against real by classifiers
+        from musictx.evaluation.two_sample_run import one_file_per_song, run_two_sample
+
+        songs = one_file_per_song(split_songs(data_dir, opts.split))[: opts.two_sample.get("max_songs") or None]
+        return {**_model_info(meta, net, data_dir, opts.split), "two_sample": run_two_sample(
+            net, tok, songs, opts.two_sample, progress=print if opts.progress else (lambda _: None))}
     tok.check_compatible(load_tokenizer(data_dir), what=f"data {data_dir}")
     arrays = TokenArrays(data_dir, opts.split)
     if len(arrays) == 0:
@@ -200,6 +211,10 @@ def format_table(result: dict) -> str:
         from musictx.evaluation.infill_scorecard import format_task_scorecard
 
         lines.append(format_task_scorecard(result["task_scorecard"]))
+    if "two_sample" in result:
+        from musictx.evaluation.two_sample import format_two_sample
+
+        lines.append(format_two_sample(result["two_sample"]))
     if "motif" in result:
         lines.append(format_motif_table(result["motif"]))
     if "recall" in result:
