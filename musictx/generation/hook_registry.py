@@ -16,6 +16,7 @@ from musictx.generation import (
     guard,
     metrical_guard,
     motif_echo,
+    note_echo,
     phrase_echo,
     recall_guidance,
 )
@@ -29,6 +30,7 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     given_notes.GIVEN_NOTES,
     given_notes.HARMONY_LEAN,
     motif_echo.SPEC,
+    note_echo.SPEC,
     phrase_echo.PHRASE_ECHO,
     phrase_echo.REPEAT_ECHO,
     bass_lean.SPEC,

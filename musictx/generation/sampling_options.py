@@ -52,6 +52,9 @@ class SamplingOptions:
     # metrical models: lean toward the seed's figures, track by track (musictx.generation.motif_echo): the
     # logit bonus of a pitch that goes on as the seed went on from the same last intervals; 0: off
     motif_echo: float = 1.0
+    # Performance models: a continuation's next note leans toward how the seed went on from its last intervals
+    # (musictx.generation.note_echo), choosing which note, never whether one starts: the logit bonus; 0: off
+    note_echo: float = 0.0
     # metrical models: lean each new bar toward the seed's bar at the same place in its last 4-bar phrase, all
     # tracks at once (musictx.generation.phrase_echo): the logit bonus of an id that plays that bar again; 0: off
     phrase_echo: float = 1.3
@@ -94,8 +97,8 @@ class SamplingOptions:
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local", "pedal_release"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
-                     "note_cap_from_seed", "motif_echo", "phrase_echo", "bass_lean", "harmony", "counter_rest",
-                     "copy_cache", "harmony_guess", "harmony_guess_strong", "repeat_echo"):
+                     "note_cap_from_seed", "motif_echo", "note_echo", "phrase_echo", "bass_lean", "harmony",
+                     "counter_rest", "copy_cache", "harmony_guess", "harmony_guess_strong", "repeat_echo"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -112,6 +115,7 @@ class SamplingOptions:
              f"polyphony_ratio must be > 0 or null, got {self.polyphony_ratio}"),
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
             (self.motif_echo < 0, f"motif_echo must be >= 0 (0 = off), got {self.motif_echo}"),
+            (self.note_echo < 0, f"note_echo must be >= 0 (0 = off), got {self.note_echo}"),
             (self.phrase_echo < 0, f"phrase_echo must be >= 0 (0 = off), got {self.phrase_echo}"),
             (self.bass_lean < 0, f"bass_lean must be >= 0 (0 = off), got {self.bass_lean}"),
             (self.counter_rest < 0, f"counter_rest must be >= 0 (0 = off), got {self.counter_rest}"),
