@@ -35,19 +35,22 @@ def echo_after(seed_pitches, line_pitches, strength=2.0):
 
 
 def test_the_next_note_leans_to_the_seeds_continuation_transposed():
-    # the seed's figure: up 2, up 2, down 4 (C D E C ...); the line plays it a fifth higher: G A B -> G
-    echo = echo_after([60, 62, 64, 60, 62, 64, 60], [67, 69, 71])
+    # the seed's figure: up 2, up 2, down 4 (C D E C, twice, after G A B C); the line plays it a fifth higher
+    echo = echo_after([67, 69, 71, 60, 62, 64, 60, 62, 64, 60], [67, 69, 71])
     logits = torch.zeros(1, TOK.vocab_size)
     out = echo(logits)
     ons = out[0, LAY.note_on:LAY.note_off]
-    assert int(ons.argmax()) + LOW == 67  # 71 - 4
+    assert int(ons.argmax()) + LOW == 67  # 71 - 4 (2 of 3 matches; 71 - 11 the third)
+    assert out[0, on(60)] > out[0, on(61)]
+    off_key = echo_after([60, 62, 64, 60, 62, 64, 60], [66, 68, 70])  # F# G# A#: the seed sounds no F#
+    assert torch.equal(off_key(logits), logits)
     assert torch.equal(out[0, LAY.note_off:], logits[0, LAY.note_off:])  # only the NOTE_ONs change
     mass = torch.logsumexp(out[0, LAY.note_on:LAY.note_off], 0)
     assert torch.allclose(mass, torch.logsumexp(logits[0, LAY.note_on:LAY.note_off], 0))  # a note: as likely
 
 
 def test_forbidden_notes_stay_forbidden_and_no_match_changes_nothing():
-    echo = echo_after([60, 62, 64, 60, 62, 64, 60], [67, 69, 71])
+    echo = echo_after([67, 69, 71, 60, 62, 64, 60, 62, 64, 60], [67, 69, 71])
     logits = torch.zeros(1, TOK.vocab_size)
     logits[0, on(67)] = float("-inf")
     assert torch.isinf(echo(logits)[0, on(67)])

@@ -3,7 +3,8 @@
 A performance is one stream of NOTE_ONs, chords written low to high. The line of NOTE_ON pitches the sampler
 has drawn is matched against the seed's line by its last intervals, longest match first (3, then 2, then 1
 interval); each pitch that would go on the way the seed went on from a match, at the current pitch (so also a
-transposed restatement), gets ``strength`` times its share of the matches added to its NOTE_ON logit.
+transposed restatement), gets ``strength`` times its share of the matches added to its NOTE_ON logit, when
+its pitch class is one the seed sounds: a figure restated at another pitch stays in the seed's key.
 
 The echo chooses *which* note, never *whether* or *when* one starts: after the bonus the NOTE_ON logits are
 shifted together so that a note starting keeps the probability the model gave it. The texture and the timing
@@ -37,6 +38,9 @@ class NoteEcho(LogitsHook):
         self.lines = [self._pitches(row).tolist() for row in rows]  # row -> NOTE_ON pitch indices so far
         self.seed = [np.diff(np.asarray(line, dtype=np.int64)) for line in self.lines]  # row -> (S-1,) intervals
         self.bonus: list[np.ndarray | None] = [None] * len(rows)  # row -> (n_pitches,) for its line as it is
+        classes = (np.arange(self.n_pitches) + self.pitch_min) % 12
+        self.in_key = [np.isin(classes, (np.asarray(line, dtype=np.int64) + self.pitch_min) % 12)
+                       for line in self.lines]  # row -> (n_pitches,) the seed sounds the pitch class
 
     def _pitches(self, ids: np.ndarray) -> np.ndarray:
         is_on = (ids >= self.note_on) & (ids < self.note_on + self.n_pitches)
@@ -69,7 +73,7 @@ class NoteEcho(LogitsHook):
             total = sum(counts.values())
             for step, n in counts.items():
                 pitch = self.lines[b][-1] + step
-                if 0 <= pitch < self.n_pitches:
+                if 0 <= pitch < self.n_pitches and self.in_key[b][pitch]:
                     bonus[pitch] += self.strength * n / total
             self.bonus[b] = bonus
         return self.bonus[b]
