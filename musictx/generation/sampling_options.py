@@ -54,7 +54,7 @@ class SamplingOptions:
     motif_echo: float = 1.0
     # Performance models: a continuation's next note leans toward how the seed went on from its last intervals
     # (musictx.generation.note_echo), choosing which note, never whether one starts: the logit bonus; 0: off
-    note_echo: float = 0.0
+    note_echo: float = 1.5
     # metrical models: lean each new bar toward the seed's bar at the same place in its last 4-bar phrase, all
     # tracks at once (musictx.generation.phrase_echo): the logit bonus of an id that plays that bar again; 0: off
     phrase_echo: float = 1.3
