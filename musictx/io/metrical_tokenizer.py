@@ -23,6 +23,7 @@ import numpy as np
 from symusic import Score
 
 from musictx.io.midi_io import MidiReadError, Notes
+from musictx.io.score_io import read_score
 from musictx.io.score_prep import TrackMap, apply_meter, assign_programs, beats_file_of, read_meter
 from musictx.io.tokenizer import TokenizerMismatchError
 
@@ -225,7 +226,7 @@ class MetricalTokenizer:
         else:
             path = Path(midi)
             try:
-                score = Score(str(path))
+                score = read_score(path)
             except Exception as err:  # symusic raises RuntimeError / ValueError with terse text
                 raise MidiReadError(str(path), f"unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
         if score.note_num() == 0:
