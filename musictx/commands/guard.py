@@ -44,6 +44,7 @@ from musictx.training.finetune import InitFromError
 USER_ERRORS: tuple[type[BaseException], ...] = (
     OutputError, GenerateError, MidiReadError, TokenizerMismatchError, ModelLoadError, EvaluateError,
     DatasetFormatError, InitFromError, AudioRenderError)
+DEBUG_ENV = "MUSICTX_DEBUG"  # set to 1: an unexpected error shows its traceback instead of one line
 HYDRA_FILES = {".hydra"}  # what Hydra writes into a run folder before the command runs (and its *.log)
 # set by before_hydra: whether the run folder existed, and the outermost of its folders that did not (Hydra
 # makes outputs/train/<date>/<time> whole); True and None (keep everything) when it did not run
@@ -173,8 +174,10 @@ def _run_dir() -> str | None:
 @contextmanager
 def command_guard(prog: str, overwrite: bool = False, config_name: str | None = None,
                   extra: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
-    """Run a command's work: its files may replace only its own (``overwrite``: any); the errors a user can
-    fix end as one line on stderr with exit status 1 (Ctrl-C and SystemExit pass through)."""
+    """Run a command's work: its files may replace only its own (``overwrite``: any); every error ends as one
+    line on stderr with exit status 1, and Ctrl-C as one line with status 130 (SystemExit passes through).
+    The errors a user can fix say what to fix; any other says its kind, and `DEBUG_ENV`=1 shows its
+    traceback instead."""
     try:
         with command_run(overwrite):
             yield
@@ -184,12 +187,35 @@ def command_guard(prog: str, overwrite: bool = False, config_name: str | None = 
         fail(prog, one_line(err))
     except HydraException as err:
         fail(prog, one_line(err))
+    except KeyboardInterrupt as err:
+        interrupted(prog, err)
     except OSError as err:  # a write the system refused (a full disk, permissions): name the file
         if err.errno in FULL_DISK:  # a write() call's error carries no file name: the working folder's disk
             fail(prog, one_line(full_disk_error(err.filename or os.path.join(os.getcwd(), "an output file"), err)))
         if err.filename is None:
-            raise
+            unexpected(prog, err)
         fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")
+    except Exception as err:  # noqa: BLE001 - the last line of defence: no traceback reaches the user
+        unexpected(prog, err)
+
+
+def debugging() -> bool:
+    """Whether the user asked for tracebacks (`DEBUG_ENV`=1)."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def unexpected(prog: str, err: BaseException) -> None:
+    """An error no check foresaw: one line with its kind (its traceback with `DEBUG_ENV`=1)."""
+    if debugging():
+        raise err
+    fail(prog, f"{one_line(err)} ({type(err).__name__}; {DEBUG_ENV}=1 shows where)")
+
+
+def interrupted(prog: str, err: BaseException | None = None) -> None:
+    """Ctrl-C: one line (what was kept, when the command says so) and exit status 130."""
+    _remove_run_dir(_run_dir())
+    print(f"{prog}: {str(err or '') or 'interrupted (Ctrl-C); nothing more was written'}", file=sys.stderr, flush=True)
+    raise SystemExit(130)
 
 
 def fail(prog: str, line: str) -> None:

@@ -29,6 +29,7 @@ import torch
 from symusic import Score
 
 from musictx.evaluation import scorecard_metrics as sm
+from musictx.evaluation.checks import each_song
 from musictx.evaluation.chords import Harmony
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
@@ -301,19 +302,18 @@ def stream_nll(net, tok, song, s: int, e: int, programs: set[int]) -> float:
 def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progress=print) -> dict:
     """The infill or accompany scorecard over ``songs`` (the i-th uses sampling seed + i)."""
     sampling = SamplingOptions.from_mapping(opts)
-    per_song = []
+    skipped: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for k, path in enumerate(songs):
+        def card(k: int, path: Path) -> dict:
             one = replace(sampling, seed=sampling.seed + k)
             if task == "infill":
-                card = infill_card(net, tok, Path(path), Path(songs[(k + 1) % len(songs)]), opts, one)
-            else:
-                card = accompany_card(net, tok, Path(path), Path(tmp), opts, one)
-            per_song.append(card)
-            progress(f"{task} scorecard: {k + 1}/{len(songs)} {Path(path).name}")
+                return infill_card(net, tok, path, Path(songs[(k + 1) % len(songs)]), opts, one)
+            return accompany_card(net, tok, path, Path(tmp), opts, one)
+
+        per_song = list(each_song(songs, card, skipped, progress, f"{task} scorecard"))  # a bad song: skipped
     means = {side: {key: float(np.nanmean([c[side].get(key, np.nan) for c in per_song]))
                     for key in sorted({k for c in per_song for k in c[side]})} for side in ("model", "real", "chance")}
-    return {"task": task, "songs": per_song, "means": means, "settings": dict(opts)}
+    return {"task": task, "songs": per_song, "means": means, "settings": dict(opts), "skipped": skipped}
 
 
 def format_task_scorecard(result: dict) -> str:
