@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import socket
 from collections.abc import Iterator
@@ -46,6 +47,7 @@ class _Run:
     def __init__(self, overwrite: bool = False):
         self.overwrite = overwrite
         self.created: set[str] = set()
+        self.swept: set[Path] = set()  # the folders `sweep_leftovers` cleared
 
 
 # Outside a command (the library in a script or a notebook) the caller decides what it replaces; a command
@@ -158,12 +160,95 @@ def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.stem}.tmp-{socket.gethostname()}-{os.getpid()}{path.suffix}")
 
 
+def claim_path(path: Path) -> Path:
+    """The hidden name that reserves ``path`` for one run until it is written (`claim_name`)."""
+    return path.with_name(f".{path.name}.claim")
+
+
+def claim_name(path: str | os.PathLike) -> bool:
+    """Reserve ``path`` for this process: its hidden claim (`claim_path`, holding this host and process id)
+    is created exclusively, and ``path`` itself must not exist. False when either is taken. Nothing visible is
+    made: a run killed at any moment leaves no empty ``path``, and its claim is swept by the next run there
+    (`sweep_leftovers`). Release with `release_name`."""
+    path = Path(path)
+    marker = claim_path(path)
+    if os.path.lexists(path):
+        return False
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    if os.path.lexists(path):  # written whole by another run between the check and the claim
+        marker.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def release_name(path: str | os.PathLike) -> None:
+    claim_path(Path(path)).unlink(missing_ok=True)
+
+
+# .name.tmp-HOST-PID.suffix (temp_path) and .name.claim (claim_path, its text "HOST PID")
+_TEMP = re.compile(r"^\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)(\.[^.]*)?$")
+
+
+def _dead(host: str, pid: int) -> bool:
+    """Whether process ``pid`` of ``host`` is gone (only this host's can be told; another's is kept)."""
+    if host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _owner(folder: Path, name: str) -> tuple[str, int] | None:
+    found = _TEMP.match(name)
+    if found:
+        return found["host"], int(found["pid"])
+    if name.startswith(".") and name.endswith(".claim"):
+        try:
+            host, pid = (folder / name).read_text().split()[:2]
+            return host, int(pid)
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def sweep_leftovers(folder: str | os.PathLike, say=print) -> list[str]:
+    """Remove the hidden temporaries and claims a killed run (``kill -9``, a power cut) left in ``folder``: those
+    of a process of this host that is gone. Says what it removed in one line; returns the names."""
+    folder = Path(folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    gone = []
+    for name in names:
+        owner = _owner(folder, name) if name.startswith(".") else None
+        if owner and _dead(*owner) and (folder / name).is_file():
+            (folder / name).unlink(missing_ok=True)
+            gone.append(name)
+    if gone:
+        say(f"{folder}: removed {len(gone)} unfinished file(s) a stopped run left there ({', '.join(gone[:3])}"
+            f"{' ...' if len(gone) > 3 else ''})")
+    return gone
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike, key: str = "output", replace: bool = False) -> Iterator[Path]:
     """Yield a temporary name beside ``path`` to write; when the block ends well it replaces ``path`` (one
     rename), else it is removed and ``path`` is left as it was. A full disk raises `full_disk_error`. An
     existing ``path`` must be this run's (`claim`) unless ``replace`` (the caller settled it before)."""
     path = Path(path) if replace else claim(path, key)
+    if path.parent not in _run.swept:  # a killed run's temporaries go before this run writes beside them
+        _run.swept.add(path.parent)
+        sweep_leftovers(path.parent)
     tmp = temp_path(path)
     try:
         yield tmp
