@@ -30,7 +30,7 @@ from musictx.paths import PACKAGE_DIR
 
 PROTECTED_ENV = "MUSICTX_PROTECTED_ROOTS"
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
-OVERWRITE_HINT = "pass overwrite=true to replace it"
+OVERWRITE_HINT = "pass {flag} to replace it"
 
 
 class OutputError(OSError):
@@ -44,8 +44,8 @@ class OutputError(OSError):
 class _Run:
     """What the current command run may replace: the files it created itself, everything with ``overwrite``."""
 
-    def __init__(self, overwrite: bool = False):
-        self.overwrite = overwrite
+    def __init__(self, overwrite: bool = False, flag: str = "overwrite=true"):
+        self.overwrite, self.flag = overwrite, flag  # flag: how the command's user says "overwrite"
         self.created: set[str] = set()
         self.swept: set[Path] = set()  # the folders `sweep_leftovers` cleared
 
@@ -56,11 +56,12 @@ _run = _Run(overwrite=True)
 
 
 @contextmanager
-def command_run(overwrite: bool = False) -> Iterator[None]:
+def command_run(overwrite: bool = False, flag: str = "overwrite=true") -> Iterator[None]:
     """A command's run: inside it, `claim` refuses to replace a file the run did not create (unless
-    ``overwrite``); the files earlier runs of this process created do not count (tests run many)."""
+    ``overwrite``, which the command's user gives as ``flag``: its refusals say so); the files earlier runs of
+    this process created do not count (tests run many)."""
     global _run
-    before, _run = _run, _Run(bool(overwrite))
+    before, _run = _run, _Run(bool(overwrite), flag)
     try:
         yield
     finally:
@@ -123,8 +124,8 @@ def claim(path: str | os.PathLike, key: str = "output") -> Path:
     if path.is_dir():
         raise OutputError(f"{path} is a folder, not a file this run may write; choose another {key}")
     if os.path.lexists(path) and not _run.overwrite and os.path.realpath(path) not in _run.created:
-        raise OutputError(f"{path} already exists and this run did not write it; {OVERWRITE_HINT}, "
-                          f"or choose another {key}")
+        hint = OVERWRITE_HINT.format(flag=_run.flag)
+        raise OutputError(f"{path} already exists and this run did not write it; {hint}, or choose another {key}")
     return path
 
 

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.max_shard_mb is not None and args.max_shard_mb <= 0:
         parser.error(f"--max-shard-mb must be > 0, got {args.max_shard_mb}")
-    with command_guard(PROG, overwrite=args.overwrite):
+    with command_guard(PROG, overwrite=args.overwrite, flag="--overwrite"):
         check_output(args.checkpoint, args.output_dir, args.overwrite)
         out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
     print(f"wrote {out}")

@@ -173,13 +173,13 @@ def _run_dir() -> str | None:
 
 @contextmanager
 def command_guard(prog: str, overwrite: bool = False, config_name: str | None = None,
-                  extra: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+                  extra: tuple[type[BaseException], ...] = (), flag: str = "overwrite=true") -> Iterator[None]:
     """Run a command's work: its files may replace only its own (``overwrite``: any); every error ends as one
     line on stderr with exit status 1, and Ctrl-C as one line with status 130 (SystemExit passes through).
     The errors a user can fix say what to fix; any other says its kind, and `DEBUG_ENV`=1 shows its
-    traceback instead."""
+    traceback instead. ``flag``: how the command's user says "overwrite" (``--overwrite``)."""
     try:
-        with command_run(overwrite):
+        with command_run(overwrite, flag):
             yield
     except (ConfigCompositionException, MissingConfigException, ConfigAttributeError, ConfigKeyError) as err:
         fail(prog, key_message(err, config_name) if config_name else one_line(err))
