@@ -5,7 +5,8 @@ run folder destroyed it, a full disk left truncated files. So every command writ
 
 - `check_target` refuses, before any work, a target inside the installed package or the source tree's
   ``musictx/`` (its models and configs are lost on reinstall, or packaged with a wheel), ``/``, the home
-  folder itself, and an input's own folder where writing there would replace the input;
+  folder itself, the system's folders (``/etc``, ``/usr``, ``/var`` but its tmp ..., `SYSTEM_DIRS`), links
+  followed, and an input's own folder where writing there would replace the input;
 - `claim` refuses to replace a file this run did not create, unless the user said ``overwrite=true``;
 - `atomic_path` writes each file under a temporary name in its folder and renames it into place, so a
   failure leaves the whole file or none, and a full disk becomes one `OutputError` naming the file and the
@@ -88,6 +89,23 @@ def protected_roots() -> list[Path]:
     return roots
 
 
+# The system's own folders: no output belongs there (checked after links are followed: a link to /etc is /etc)
+SYSTEM_DIRS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
+               "/sys", "/var", "/System", "/Library", "/private/etc", "/private/var")
+SYSTEM_TEMP = ("/var/tmp", "/var/folders", "/private/var/tmp", "/private/var/folders")  # temporary: allowed
+
+
+def system_folder(real: Path) -> str | None:
+    """The system folder ``real`` (links followed) is in or is, or None (a temporary folder under /var is not)."""
+    if any(real == Path(t) or Path(t) in real.parents for t in SYSTEM_TEMP):
+        return None
+    for folder in SYSTEM_DIRS:
+        root = Path(folder)
+        if real == root or root in real.parents:
+            return folder
+    return None
+
+
 def _real(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(os.path.abspath(path)))  # a symlink loop is no error here
 
@@ -100,6 +118,10 @@ def target_problem(path: str | os.PathLike, inputs: dict[str, str | os.PathLike 
         return "the root of the file system; choose a folder of your own"
     if real == _real(Path.home()):
         return "your home folder itself; choose a folder inside it"
+    system = system_folder(real)
+    if system:
+        where = f" ({real})" if str(real) != os.path.abspath(path) else ""
+        return f"inside the system folder {system}{where}; choose a folder of your own"
     for root in protected_roots():
         if real == root or root in real.parents:
             return f"inside the installed musictx package ({root}); choose a folder of your own"

@@ -37,7 +37,7 @@ from musictx.io.token_store import DatasetFormatError
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.io.wav_io import AudioRenderError
 from musictx.paths import CONF_DIR
-from musictx.safe_output import FULL_DISK, OutputError, command_run, full_disk_error
+from musictx.safe_output import FULL_DISK, OutputError, check_target, command_run, full_disk_error
 from musictx.training.finetune import InitFromError
 
 # What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
@@ -120,6 +120,7 @@ def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], N
     with command_guard(prog, config_name=config_name):
         cfg = compose_run_config(config_name, args)
         run_dir = Path(os.path.abspath(str(cfg.hydra.run.dir)))
+        check_target(run_dir, "hydra.run.dir")  # Hydra's own folder follows the output policy too
         new = [p for p in (run_dir, *run_dir.parents) if not os.path.lexists(p)]
         _state.update(run_dir_existed=not new, first_new=new[-1] if new else None)
         if precheck is not None:
