@@ -169,9 +169,9 @@ def check_task(opts: GenerateOptions) -> None:
         raise GenerateError(f"task={opts.task}: use one of {', '.join(TASKS)}")
     if opts.chords is not None and opts.task != "accompany":
         raise GenerateError("chords= is for task=accompany (the chords the accompaniment follows)")
-    if opts.chords is not None and not Path(opts.chords).is_file():
+    if opts.chords is not None and not os.path.lexists(opts.chords):
         raise GenerateError(f"chords={opts.chords}: no such file (a lab file of 'START END LABEL' lines)")
-    read_chords(opts.chords)  # a bad chord file is said before the model loads
+    read_chords(opts.chords)  # before the model loads: a folder, a FIFO, a bad line, named by Chords.read
     if opts.task == "continue":
         if opts.bars is not None or opts.tracks:
             raise GenerateError("bars= and tracks= are for task=infill and task=accompany")
@@ -189,7 +189,7 @@ def read_chords(path: str | None) -> Chords | None:
     try:
         return Chords.read(path)
     except ChordFileError as err:
-        raise GenerateError(str(err)) from None
+        raise GenerateError(f"chords={err}") from None
 
 
 def _expected_tokenizer(path: str):
