@@ -8,7 +8,7 @@ file, and the next run in that folder sweeps what the killed one left.
 The runs go through tests/fuzz_runner.py, one process per command (imports and models loaded once); the
 whole file takes about a minute on one busy core. Every edge file goes through the song-by-song commands
 (the accompaniment scorecard, the harmonizer trainer, export); ``musictx-generate`` and ``musictx-attention``,
-which sample or draw for every file they can read, take every unreadable file and every fourth readable one
+which sample or draw for every file they can read, take every unreadable file and every tenth readable one
 here, and all of them in the slow test at the end.
 """
 
@@ -52,10 +52,10 @@ def unreadable() -> set[str]:
 
 
 def some_edge_files() -> list[Path]:
-    """Every unreadable edge file and every fourth readable one: the default suite's share of the sampling runs."""
+    """Every unreadable edge file and every tenth readable one: the default suite's share of the sampling runs."""
     bad = unreadable()
     readable = [p for p in edge_files() if str(p.relative_to(EDGE_DIR)) not in bad]
-    return [p for p in edge_files() if str(p.relative_to(EDGE_DIR)) in bad] + readable[::4]
+    return [p for p in edge_files() if str(p.relative_to(EDGE_DIR)) in bad] + readable[::10]
 
 
 def run_batch(module: str, prog: str, argvs: list[list[str]], cwd: Path, timeout: float = 600) -> list[dict]:
@@ -153,7 +153,7 @@ def test_generate_over_edge_and_hostile_files(tmp_path):
 
     for seed in seeds:
         case(f"seed_midi={seed}", "length_seconds=1", "max_tokens=32")
-    for seed in seeds[:: max(len(seeds) // 12, 1)]:
+    for seed in seeds[:: max(len(seeds) // 6, 1)]:
         case("task=accompany", f"seed_midi={seed}", "bars=1-1")
     case("task=accompany", f"seed_midi={files['tempo0']}", "bars=1-1")  # runs: the zero tempos left out
     case("task=infill", f"seed_midi={files['tempo0']}", "bars=1-1", "checkpoint=pop_infill")
@@ -201,6 +201,7 @@ def song_split(tmp_path: Path, extra: list[Path]) -> Path:
     names = [f"{n}/{n}.mid" for n in ("003", "900", "901", "902", "006")] + \
         [f"edge/{p.relative_to(EDGE_DIR)}" for p in extra] + ["gone/gone.mid"]
     data = tmp_path / "data"
+    data.mkdir()
     for split in ("train", "validation", "test"):
         write_split(data, split, [np.array([1, 2, 3])] * len(names), names)
     load_model("pop")[1].save(data / "tokenizer.json")
@@ -239,23 +240,20 @@ def test_evaluate_and_harmonizer_skip_each_bad_song_and_refuse_bad_options(tmp_p
         reasons[str(tmp_path / "songs/gone/gone.mid")]
     assert sorted(p.name for p in whole.iterdir()) == ["evaluate_config.yaml", "metrics.json", "skipped.tsv"]
 
-    harmonizer = [sys.executable, "-m", "musictx.training.harmonizer"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    missing = subprocess.run([*harmonizer, "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "h/w.npz")],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert missing.returncode == 1 and "--data" in missing.stderr and "Traceback" not in missing.stderr
-    trained = subprocess.run([*harmonizer, "--data", str(data), "--out", str(tmp_path / "h/w.npz")], cwd=tmp_path,
-                             env=env, capture_output=True, text=True, timeout=300)
-    assert trained.returncode == 0 and "Traceback" not in trained.stderr, trained.stderr[-3000:]
-    assert "skipped" in trained.stdout + trained.stderr and (tmp_path / "h/w.npz").stat().st_size > 0
-    again = subprocess.run([*harmonizer, "--data", str(data), "--out", str(tmp_path / "h/w.npz")], cwd=tmp_path,
-                           env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 1 and "--overwrite" in again.stderr and "overwrite=true" not in again.stderr
+    out = tmp_path / "h" / "w.npz"
+    missing, trained, again = run_batch("musictx.training.harmonizer", "python -m musictx.training.harmonizer", [
+        ["--data", str(tmp_path / "nope"), "--out", str(out)], ["--data", str(data), "--out", str(out)],
+        ["--data", str(data), "--out", str(out)]], tmp_path)
+    for result in (missing, trained, again):
+        assert_one_line(result, "python -m musictx.training.harmonizer")
+    assert missing["status"] == 1 and "--data" in missing["stderr"]
+    assert trained["status"] == 0 and "skipped" in trained["stdout"] + trained["stderr"] and out.stat().st_size > 0
+    assert again["status"] == 1 and "--overwrite" in again["stderr"] and "overwrite=true" not in again["stderr"]
 
 
 # ----- musictx-attention and musictx-export ---------------------------------------------------------------------
 def test_attention_and_export_over_edge_files(tmp_path):
-    seeds = some_edge_files()
+    seeds = some_edge_files()[:-3]  # the unreadable files and a few that are drawn
     outs = [tmp_path / f"a{k}" / "arcs.png" for k in range(len(seeds))]
     argvs = [[f"midi={s}", f"output={o}"] for s, o in zip(seeds, outs, strict=True)]
     results = run_batch(ATTENTION, "musictx-attention", argvs, tmp_path)
@@ -274,9 +272,10 @@ def test_attention_and_export_over_edge_files(tmp_path):
 def test_kill_9_while_writing_leaves_no_empty_or_partial_file(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "musictx.commands.generate", "task=infill", "checkpoint=pop_infill",
-           f"seed_midi={POP / '003' / '003.mid'}", "bars=9-9", "num_samples=4", "audio=false", f"output_dir={out}"]
+           f"seed_midi={POP / '003' / '003.mid'}", "bars=9-9", "audio=false", f"output_dir={out}"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*cmd, "num_samples=4"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while proc.poll() is None and not (out / "sample_01.png").exists() and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -285,7 +284,7 @@ def test_kill_9_while_writing_leaves_no_empty_or_partial_file(tmp_path):
     visible = [p for p in out.iterdir() if not p.name.startswith(".")]
     assert visible and all(p.stat().st_size > 0 for p in visible), [(p.name, p.stat().st_size) for p in visible]
     assert not (out / "generation.json").exists() or json.loads((out / "generation.json").read_text())
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run([*cmd, "num_samples=1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     left = [p.name for p in out.iterdir() if p.name.startswith(".")]
     assert not left, left  # the killed run's claims and temporaries were swept

@@ -120,11 +120,11 @@ def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], N
     with command_guard(prog, config_name=config_name):
         cfg = compose_run_config(config_name, args)
         run_dir = Path(os.path.abspath(str(cfg.hydra.run.dir)))
-        check_target(run_dir, "hydra.run.dir")  # Hydra's own folder follows the output policy too
         new = [p for p in (run_dir, *run_dir.parents) if not os.path.lexists(p)]
         _state.update(run_dir_existed=not new, first_new=new[-1] if new else None)
         if precheck is not None:
-            precheck(cfg)
+            precheck(cfg)  # first: its refusals name the options the user gave (output_dir=)
+        check_target(run_dir, "hydra.run.dir")  # Hydra's own folder follows the output policy too
 
 
 def plain(cfg: DictConfig) -> dict:
