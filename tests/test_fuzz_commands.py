@@ -304,3 +304,25 @@ def test_generate_and_attention_over_every_edge_file(tmp_path):
     argvs = [["task=accompany", f"seed_midi={s}", f"output_dir={o}", "bars=1-1", *QUICK]
              for s, o in zip(seeds, outs, strict=True)]
     check_all(run_batch(GENERATE, "musictx-generate", argvs, tmp_path), "musictx-generate", outs, tmp_path)
+
+
+# ----- the app's refusals ---------------------------------------------------------------------------------
+def test_app_refuses_a_large_upload_as_too_large_and_out_of_range_values_quietly():
+    import gradio as gr
+
+    from musictx.app.core import Continuer
+    from musictx.app.page import quiet_bounds
+
+    class Room:  # the allowance has room: only the size can refuse
+        max_upload_mb = 5.0
+
+        def check_room(self, incoming: int) -> None:
+            return None
+
+    assert "too large (60.0 MB; a seed file may be at most 5 MB)" in Continuer.upload_problem(Room(), 60 * 2**20)
+    assert Continuer.upload_problem(Room(), 4 * 2**20) is None
+    quiet_bounds()
+    for component, value in ((gr.Slider(1, 60), 1e9), (gr.Number(minimum=0), -5)):
+        with pytest.raises(gr.Error) as refused:
+            component.preprocess(value)
+        assert not refused.value.print_exception  # the page says it; the server's log gets no traceback
