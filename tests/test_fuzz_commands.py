@@ -294,7 +294,7 @@ def test_kill_9_while_writing_leaves_no_empty_or_partial_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_generate_and_attention_over_every_edge_file(tmp_path):
+def test_generate_over_every_edge_file(tmp_path):
     seeds = edge_files()
     outs = [tmp_path / f"g{k}" for k in range(len(seeds))]
     argvs = [[f"seed_midi={s}", f"output_dir={o}", "length_seconds=1", "max_tokens=32", *QUICK]

@@ -283,10 +283,17 @@ class MetricalTokenizer:
 
     def save_native(self, path) -> None:
         """MidiTok's own parameter file: ``miditok.REMI(params=path)`` reads it back."""
-        self.miditok.save(Path(path))
+        from musictx.safe_output import atomic_path
+
+        with atomic_path(path, "tokenizer", replace=True) as tmp:  # whole or not at all
+            self.miditok.save(Path(tmp))
 
     def save(self, path) -> None:
-        with open(path, "w") as f:
+        """tokenizer.json, written whole or not at all (`musictx.safe_output.atomic_path`; the caller decided
+        whether ``path`` may be replaced)."""
+        from musictx.safe_output import atomic_path
+
+        with atomic_path(path, "tokenizer", replace=True) as tmp, open(tmp, "w") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
 
