@@ -180,6 +180,23 @@ def check_task(opts: GenerateOptions) -> None:
         raise GenerateError(f"task={opts.task} needs seed_midi=<file> (the song to work in)")
     if opts.task == "infill" and opts.bars is None:
         raise GenerateError("task=infill needs bars=FIRST-LAST (1-based, inclusive), e.g. bars=9-12")
+    if opts.bars is not None:
+        check_bars_form(opts.bars)
+
+
+def check_bars_form(spec) -> None:
+    """GenerateError unless ``bars=`` reads FIRST-LAST (or one bar), 1-based, in order, and at most
+    ``BOUNDS.length_bars`` bars: said before the model loads (the song's own bars are checked once read)."""
+    first, _, last = str(spec).strip().partition("-")
+    try:
+        a, b = int(first), int(last or first)
+    except ValueError:
+        raise GenerateError(f"bars={spec}: give a bar range as FIRST-LAST, e.g. bars=9-12") from None
+    if not 1 <= a <= b:
+        raise GenerateError(f"bars={spec}: FIRST and LAST count from 1, FIRST <= LAST, e.g. bars=9-12")
+    if b - a + 1 > BOUNDS.length_bars:
+        raise GenerateError(f"bars={spec}: {b - a + 1} bars are more than one run takes (at most "
+                            f"{BOUNDS.length_bars}); give a shorter range")
 
 
 def read_chords(path: str | None) -> Chords | None:
