@@ -34,8 +34,9 @@ def _whole(block: str, opts: dict, key: str, low: int, high: int, nullable: bool
     if isinstance(value, float) and value.is_integer():
         value = opts[key] = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        null = " or null (every song)" if nullable else ""
-        raise EvaluateError(f"{block}.{key} must be a whole number from {low} to {high}{null}, got {value!r}")
+        null = (" or null (every song)" if key == "max_songs" else " or null") if nullable else ""
+        name = f"{block}.{key}" if block else key
+        raise EvaluateError(f"{name} must be a whole number from {low} to {high}{null}, got {value!r}")
 
 
 def _seconds(block: str, opts: dict, key: str, high: float) -> None:
@@ -79,6 +80,51 @@ def check_song_options(mode: str, scorecard: dict, infill: dict) -> None:
         SamplingOptions.from_mapping(opts).check_sampling()
     except GenerateError as err:
         raise EvaluateError(f"{block}.{err}") from None
+
+
+SPLITS = ("train", "validation", "test")
+
+
+def _whole_list(block: str, opts: dict, key: str, low: int) -> None:
+    values = opts.get(key)
+    if not isinstance(values, list) or not values or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < low for v in values):
+        raise EvaluateError(f"{block}.{key} must be a list of whole numbers >= {low}, got {values!r}")
+
+
+def check_common(values: dict) -> None:
+    """EvaluateError naming the first bad top-level option, the ``motif:`` or the ``recall:`` block's."""
+    top = {k: values.get(k) for k in ("batch_size", "context", "stride")}
+    _whole("", {"batch_size": top["batch_size"]}, "batch_size", 1, 4096)
+    for key in ("context", "stride"):
+        _whole("", top, key, 1, 1_000_000, nullable=True)
+    device = str(values.get("device"))
+    if device not in ("auto", "cpu", "cuda", "mps") and not device.startswith("cuda:"):
+        raise EvaluateError(f"device must be auto, cpu, cuda or cuda:N, got {values.get('device')!r}")
+    if values.get("split") not in SPLITS:
+        raise EvaluateError(f"split must be one of {', '.join(SPLITS)}, got {values.get('split')!r}")
+    mode = values.get("mode")
+    if mode == "motif":
+        m = values["motif"]
+        for key, high in (("num_seeds", 10_000), ("ngram", 64), ("max_tokens", BOUNDS.max_tokens)):
+            _whole("motif", m, key, 1, high)
+        _whole("motif", m, "max_per_group", 1, 1_000_000, nullable=True)
+        for key, high in (("seed_seconds", BOUNDS.seed_seconds), ("length_seconds", BOUNDS.length_seconds),
+                          ("window_seconds", BOUNDS.length_seconds)):
+            _seconds("motif", m, key, high)
+        if m.get("stride_seconds") is not None:
+            _seconds("motif", m, "stride_seconds", BOUNDS.seed_seconds)
+        if isinstance(m.get("min_score"), bool) or not isinstance(m.get("min_score"), (int, float)) \
+                or not 0 <= m["min_score"] <= 1:
+            raise EvaluateError(f"motif.min_score must be in [0, 1], got {m.get('min_score')!r}")
+    if mode == "recall":
+        r = values["recall"]
+        _whole_list("recall", r, "gaps", 0)
+        _whole_list("recall", r, "contexts", 1)
+        for key in ("num_probes", "passage", "ngram", "repeat_windows", "targets", "num_stretches"):
+            _whole("recall", r, key, 1, 1_000_000)
+        _whole("recall", r, "skip", 0, 1_000_000)
+        _whole("recall", r, "transpose", -11, 11)
 
 
 def check_task_model(mode: str, infill: dict, tok, checkpoint) -> None:

@@ -19,7 +19,14 @@ from pathlib import Path
 import torch
 
 from musictx.checkpoints.model_store import load_model
-from musictx.evaluation.checks import EvaluateError, check_song_options, check_task_model, no_songs_left, skipped_tsv
+from musictx.evaluation.checks import (
+    EvaluateError,
+    check_common,
+    check_song_options,
+    check_task_model,
+    no_songs_left,
+    skipped_tsv,
+)
 from musictx.evaluation.continuation import continuation_options, evaluate_continuations, format_continuation_table
 from musictx.evaluation.motif import evaluate_motif, format_motif_table
 from musictx.evaluation.motif_plots import plot_forgetting_curves, result_label
@@ -85,6 +92,7 @@ def check_options(opts: EvaluateOptions) -> None:
     """Refuse, before any work, an unknown mode and bad continuation settings. Raises EvaluateError."""
     if opts.mode not in MODES:
         raise EvaluateError(f"mode must be one of {MODES}, got {opts.mode!r}")
+    check_common(vars(opts))
     if opts.mode in ("token_continuation", "all"):
         try:
             continuation_options(opts.continuation)
@@ -138,11 +146,14 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
             result["nll"]["nll_per_note"] = result["nll"]["nll"] * result["nll"]["tokens"] / notes
     if opts.mode in ("token_continuation", "all"):
         result["continuation"] = evaluate_continuations(net, tok, arrays, opts.continuation, device)
-    if opts.mode == "motif":
-        result["motif"] = evaluate_motif(net, tok, arrays, opts.motif, device)
-    if opts.mode == "recall":
-        result["recall"] = evaluate_recall(net, tok, arrays, opts.recall, context, device,
-                                           progress=print if opts.progress else (lambda _: None))
+    try:  # what the split cannot give (no piece long enough, too few pieces) is said as the data's problem
+        if opts.mode == "motif":
+            result["motif"] = evaluate_motif(net, tok, arrays, opts.motif, device)
+        if opts.mode == "recall":
+            result["recall"] = evaluate_recall(net, tok, arrays, opts.recall, context, device,
+                                               progress=print if opts.progress else (lambda _: None))
+    except ValueError as err:
+        raise EvaluateError(f"mode={opts.mode}: {' '.join(str(err).split())}") from None
     return result
 
 
