@@ -82,6 +82,9 @@ def key_message(err: BaseException, config_name: str) -> str:
     found = re.search(r"Could not override '([^']+)'", text) or re.search(r"[Kk]ey '([^']+)'", text)
     key = found[1] if found else getattr(err, "full_key", None) or "?"
     known = _flat_keys(_defaults(config_name))
+    if key in known and (Path(CONF_DIR) / key).is_dir():  # an option that shares its name with a config group
+        return (f"{key}=...: Hydra reads '{key}' as the config group conf/{key}/ here, so this option cannot be "
+                f"given on the command line; leave it out (conf/{config_name}.yaml sets it)")
     close = difflib.get_close_matches(key, known, n=1) or difflib.get_close_matches(key.split(".")[-1],
                                                                                     known, n=1)
     hint = f"did you mean '{close[0]}'?" if close else f"conf/{config_name}.yaml lists the keys"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from musictx.generation.generate_options import BOUNDS
+from musictx.generation.generate_options import BOUNDS, device_problem
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
 
@@ -99,8 +99,9 @@ def check_common(values: dict) -> None:
     for key in ("context", "stride"):
         _whole("", top, key, 1, 1_000_000, nullable=True)
     device = str(values.get("device"))
-    if device not in ("auto", "cpu", "cuda", "mps") and not device.startswith("cuda:"):
-        raise EvaluateError(f"device must be auto, cpu, cuda or cuda:N, got {values.get('device')!r}")
+    problem = None if device == "auto" else device_problem(device)
+    if problem:
+        raise EvaluateError(f"device={device}: {problem.replace('use cpu,', 'use auto, cpu,')}")
     if values.get("split") not in SPLITS:
         raise EvaluateError(f"split must be one of {', '.join(SPLITS)}, got {values.get('split')!r}")
     mode = values.get("mode")

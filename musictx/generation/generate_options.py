@@ -86,6 +86,9 @@ class GenerateOptions(SamplingOptions):
         if self.output_dir in (None, ""):
             raise GenerateError("output_dir is required")
         self.check_sampling()
+        problem = device_problem(self.device)
+        if problem:
+            raise GenerateError(f"device={self.device}: {problem}")
         check_output_dir(self.output_dir)
         if self.seed_from and not self.seed_midi:
             raise GenerateError(f"seed_from={self.seed_from:g} needs a seed_midi to start in")
@@ -161,6 +164,25 @@ def check_output_dir(output_dir: str | os.PathLike) -> None:
         if os.path.lexists(path):
             what = "is" if path == out else f"is inside {path}, which is"
             raise GenerateError(f"output_dir={out}: {what} a file, not a folder")
+
+
+def device_problem(name) -> str | None:
+    """Why torch cannot run on the device ``name`` here (cpu, cuda, cuda:N, mps), or None."""
+    import torch
+
+    text = str(name)
+    if text == "cpu":
+        return None
+    if text == "mps":
+        return None if torch.backends.mps.is_available() else "no Apple GPU (MPS) here; use device=cpu"
+    if text == "cuda" or text.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            return "no CUDA GPU here (or torch was built without CUDA); use device=cpu"
+        index = text.partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            return f"no such GPU ({torch.cuda.device_count()} here: cuda:0 ...)"
+        return None
+    return "use cpu, cuda, cuda:N or mps"
 
 
 def check_task(opts: GenerateOptions) -> None:
