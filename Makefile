@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,corpus,audio,app,gpu]'
+	$(BIN)/python -m pip install -q -e '.[dev,corpus,audio,app,gpu,eval]'
 	touch $(STAMP)
 
 # A shipped model (pop: the motif is metrical) continues musictx/assets/motif.mid: MIDI + piano roll (+ WAV) in outputs/continue/.
@@ -31,11 +31,12 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check musictx data_prep tests
 
+# Both cores: pytest-xdist runs the tests in two worker processes (each test still uses one torch thread).
 test: lint
-	$(BIN)/pytest -q
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2
 
 test-all: lint
-	$(BIN)/pytest -q -m "slow or not slow"
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2 -m "slow or not slow"
 
 clean:
 	rm -rf $(VENV) outputs/prep outputs/train outputs/generate outputs/continue

@@ -48,6 +48,7 @@ class PrepOptions:
     fallback_reader: str | None
     max_seconds: float
     allow_empty: bool
+    pop_versions: str
     split: SplitOptions
     tokenizer: dict
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from data_prep import sources
+from data_prep import pop_versions, sources
 from data_prep.bach import export_chorales
 from data_prep.folk import export_folk
 from data_prep.options import PrepOptions
@@ -84,11 +84,17 @@ def tokenize_file(job: tuple[str, dict, str, str | None, float]) -> dict | TaskE
 
 def _tokenize_metrical(tok, path: str, max_seconds: float) -> dict | TaskError:
     """The same for a metrical tokenizer: the bars come from a ``beat_midi.txt`` beside the file when there
-    is one (POP909), else from the file's own meter."""
+    is one (POP909), else from the file's own meter. A POP909 version (listed only with
+    ``pop_versions=train``) gets its tracks' roles and its song's beat file (`data_prep.pop_versions`)."""
     try:
-        score = tok.read(path).score
-    except (MidiReadError, ValueError) as err:
+        if sources.main_of(Path(path).as_posix()) is not None and pop_versions.main_path(path) is not None:
+            score = tok.read(pop_versions.read_version(path), beats=None).score
+        else:
+            score = tok.read(path).score
+    except (MidiReadError, ValueError) as err:  # VersionSkipped too
         return TaskError(getattr(err, "reason", str(err)))
+    except RuntimeError as err:  # symusic on a version it cannot parse
+        return TaskError(f"unreadable MIDI ({str(err).strip() or type(err).__name__})")
     seconds = float(score.to("second").end())
     if max_seconds and seconds > max_seconds:
         return TaskError(f"too long ({seconds:.0f} s > max_seconds={max_seconds:g})")
@@ -155,7 +161,22 @@ def list_sources(opts: PrepOptions) -> tuple[Path, list[sources.SourceFile], lis
         raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {opts.source!r}")
     s = opts.split
     files = sources.assign_splits(files, s.validation, s.test, s.group_by)
-    return root, files, skipped
+    return root, with_versions(files, opts.pop_versions), skipped
+
+
+def with_versions(files: list[sources.SourceFile], mode: str) -> list[sources.SourceFile]:
+    """``files`` with POP909's versions (``NNN/versions/NNN-vK.mid`` whose ``NNN/NNN.mid`` is listed) left
+    out (``skip``), or kept in the train split only (``train``: a version's split is its song's, so the
+    versions of validation and test songs are left out and those splits stay as without versions)."""
+    listed = {f.rel for f in files}
+    out = []
+    for f in files:
+        main = sources.main_of(f.rel)
+        if main is None or main not in listed:
+            out.append(f)
+        elif mode == "train" and f.split == "train":
+            out.append(f)
+    return out
 
 
 def _input_dir(opts: PrepOptions) -> Path:
@@ -295,6 +316,7 @@ def _write_manifest(path: Path, opts: PrepOptions, tok, stats, n_skipped: int, m
         "input_dir": None if opts.source == "bach" else str(opts.input_dir),
         "reader": opts.reader,
         "split": asdict(opts.split),
+        "pop_versions": opts.pop_versions,
         "tokenizer": tok.to_dict(),
         "splits": {k: {**vars(v), "seconds": round(v.seconds, 3)} for k, v in stats.items()},
         "skipped": n_skipped,

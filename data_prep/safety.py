@@ -58,6 +58,8 @@ def check_options(cfg: dict) -> None:
     if cfg.get("fallback_reader") is not None and cfg["fallback_reader"] not in READERS:
         raise PrepError(f"fallback_reader={cfg['fallback_reader']!r} is not a MIDI reader; choose one of "
                         f"{', '.join(sorted(READERS))} or null")
+    if cfg["pop_versions"] not in ("skip", "train"):
+        raise PrepError(f"pop_versions must be skip or train; got {cfg['pop_versions']!r}")
     _check_number(cfg, "num_workers", lambda v: v >= 0 and v == int(v), "a whole number >= 0")
     _check_number(cfg, "timeout_s", lambda v: v > 0, "> 0 seconds")
     _check_number(cfg, "max_memory_gb", lambda v: v >= 0, ">= 0 (0 = no limit)")

@@ -12,6 +12,7 @@ import csv
 import errno
 import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ MIDI_SUFFIXES = (".mid", ".midi")
 SPLIT_NAMES = {"train": "train", "validation": "validation", "valid": "validation", "val": "validation",
                "test": "test"}
 DIR_LINK = "symlink to a folder: not followed"
+# POP909's extra arrangements: <song>/versions/<song>-v<K>.mid beside <song>/<song>.mid (data_prep.pop_versions)
+_VERSION = re.compile(r"^(?P<folder>(?:.*/)?(?P<song>[^/]+))/versions/(?P=song)-v\d+(?P<ext>\.midi?)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,17 @@ def hash_position(key: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def main_of(rel: str) -> str | None:
+    """The main file of a POP909 version (``NNN/versions/NNN-vK.mid`` -> ``NNN/NNN.mid``); None for any
+    other path. Works on relative and absolute POSIX paths alike."""
+    m = _VERSION.match(rel)
+    return None if m is None else f"{m['folder']}/{m['song']}{m['ext']}"
+
+
 def piece_key(rel: str, group_by: str) -> str:
+    """The key a file's split is drawn by: itself, or its folder (``group_by=parent``). A POP909 version
+    counts as its song's main file, so it always lands in its song's split."""
+    rel = main_of(rel) or rel
     if group_by == "file":
         return rel
     if group_by == "parent":

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from data_prep.sources import hash_position, piece_key
+from data_prep.sources import hash_position, main_of, piece_key
 from musictx.io.token_store import SplitWriter, TokenArrays
 
 
@@ -53,12 +53,16 @@ def move_pieces(out_dir: Path, pieces: list[Piece], moves: dict[str, str], group
     staging.mkdir()
     writers = {"train": SplitWriter(staging, "train"), **{s: SplitWriter(out_dir, s) for s in set(moves.values())}}
     for i, name in enumerate(train.files):
-        writers[moves.get(piece_key(name, group_by), "train")].add(train.piece(i), name)
+        split = moves.get(piece_key(name, group_by), "train")
+        if split == "train" or main_of(name) is None:  # a POP909 version of a moved song is dropped: its
+            writers[split].add(train.piece(i), name)     # versions are train data only
     for writer in writers.values():
         writer.close()
     del train  # the memory map of the old train.bin
     for suffix in (".bin", ".idx.npy", ".files.txt"):
         os.replace(staging / f"train{suffix}", out_dir / f"train{suffix}")
     staging.rmdir()
+    dropped = {p.name for p in pieces if p.split == "train" and main_of(p.name) is not None
+               and piece_key(p.name, group_by) in moves}
     return [replace(p, split=moves.get(piece_key(p.name, group_by), p.split)) if p.split == "train" else p
-            for p in pieces]
+            for p in pieces if p.name not in dropped]

@@ -15,6 +15,7 @@ size a CPU trains in seconds (the tests use it, with ``--device cpu``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 # installed by the `tests` step from carry/wheels, after this script has started.
 REPO = Path(__file__).resolve().parents[1]
 CARRY = REPO / "carry"
+NEEDED = ("hydra", "omegaconf", "miditok", "symusic", "mido", "pretty_midi")  # what the GPU image lacks
 TINY = ["model.net.n_layers=1", "model.net.d_model=32", "model.net.n_heads=2", "model.net.d_ff=32",
         "model.net.attn_block_size=16", "data.seq_len=64", "data.batch_size=2", "data.val_batch_size=2",
         "data.num_workers=0", "data.recall.min_len=8", "data.recall.max_len=16", "trainer.max_steps=40",
@@ -34,7 +36,9 @@ TINY = ["model.net.n_layers=1", "model.net.d_model=32", "model.net.n_heads=2", "
 def run_tests(args) -> int:
     """Install the carried wheels (if any) and run the gpu-marked tests; the report goes to --out."""
     wheels = CARRY / "wheels"
-    if wheels.is_dir():
+    # only where something is missing (the GPU image): carry/wheels also holds the pop-large call's cp312 wheels
+    # (scripts/gpu_pop_carry.sh), which a development environment that has them all must not try to install
+    if wheels.is_dir() and any(importlib.util.find_spec(m) is None for m in NEEDED):
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels),
                         "--no-deps", *map(str, sorted(wheels.glob("*.whl")))], check=True)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e",

@@ -7,17 +7,16 @@ import sys
 import pytest
 import torch
 
-from musictx.kernels.efficient_attention import attend_efficient, dropout_keep_mask
 from musictx.models.attention import (
     IMPLS,
     PlainSelfAttention,
     RelativeSelfAttention,
-    attend_blockwise,
     attend_naive,
     attend_skew,
     clipped_table,
     naive_logits,
 )
+from musictx.models.efficient_attention import attend_efficient, dropout_keep_mask
 from musictx.models.kv_cache import KVCache
 
 # "triton" runs on CPU only under Triton's interpreter: tests/test_triton_attention.py; "auto" is efficient on CPU
@@ -26,7 +25,6 @@ KERNELS = {
     "naive": attend_naive,
     "skew": attend_skew,
     "efficient": lambda q, k, v, e, p=0.0: attend_efficient(q, k, v, e, p, block_size=4),
-    "blockwise": lambda q, k, v, e, p=0.0: attend_blockwise(q, k, v, e, p, block_size=4),
 }
 # (B, H, T, D, max_rel_dist, block_size): T not divisible by the block, M < T, M >= T, M == 1, one block
 MODULE_CASES = [
@@ -76,7 +74,7 @@ def test_naive_matches_pairwise_definition(t_q, t_k, n_rel):
     torch.testing.assert_close(attend_naive(q, k, v, e), _loop_reference(q, k, v, e))
 
 
-@pytest.mark.parametrize("impl", ["skew", "efficient", "blockwise"])
+@pytest.mark.parametrize("impl", ["skew", "efficient"])
 @pytest.mark.parametrize("t_q,t_k,n_rel", [(13, 13, 5), (13, 13, 20), (5, 14, 6), (1, 9, 3), (9, 9, 1)])
 def test_kernels_match_naive_with_grads(impl, t_q, t_k, n_rel):
     q, k, v, e = _qkve(2, 3, t_q, t_k, 4, n_rel)
@@ -156,7 +154,7 @@ def one_thread():
 def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch, one_thread, group_bytes):
     """Long inputs run head group by head group (each block's logits stay in L2): outputs, every
     gradient, and the dropout stream (drawn group by group, replayed the same way in backward) agree."""
-    import musictx.kernels.efficient_attention as eff
+    import musictx.models.efficient_attention as eff
 
     monkeypatch.setattr(eff, "GROUP_BYTES", group_bytes)
     B, H, t_q, t_k, D, n_rel, block = 2, 3, 9, 12, 4, 5, 4
@@ -177,7 +175,7 @@ def test_efficient_in_head_groups_matches_naive_and_its_dropout_mask(monkeypatch
 
 
 def test_head_groups_keep_a_block_of_logits_near_l2_on_one_thread(one_thread):
-    from musictx.kernels.efficient_attention import _head_groups, group_heads
+    from musictx.models.efficient_attention import _head_groups, group_heads
 
     cpu = torch.device("cpu")
     assert group_heads(8, 1, 2048, 2048, 64, 4, cpu) == 2  # 2 heads x 64 queries x 2048 keys x 4 B = 1 MiB
@@ -193,7 +191,7 @@ def test_backward_keeps_forwards_head_groups_when_the_thread_count_changes(monke
     groups its forward used, or the gradients would belong to other masks."""
     q, k, v, e = _qkve(1, 4, 64, 64, 4, 32)
     seed = torch.tensor(3)
-    import musictx.kernels.efficient_attention as eff
+    import musictx.models.efficient_attention as eff
 
     monkeypatch.setattr(eff, "GROUP_BYTES", 10_000)  # one head per group on one thread
     assert eff.group_heads(4, 1, 64, 64, 16, 8, torch.device("cpu")) == 1
@@ -424,13 +422,13 @@ def test_long_keys_reach_the_kernel_as_a_shifted_table_of_m_minus_1_rows(monkeyp
     import musictx.models.attention as attention_module
 
     tables = []
-    real = attention_module.KERNELS["efficient"]
+    real = attention_module.attend_efficient
 
     def spy(q, k, v, rel_emb, *args):
         tables.append(rel_emb.detach().clone())
         return real(q, k, v, rel_emb, *args)
 
-    monkeypatch.setitem(attention_module.KERNELS, "efficient", spy)
+    monkeypatch.setattr(attention_module, "attend_efficient", spy)
     attn = _module(8, 2, 5, 4)
     x = torch.randn(2, 13, 8, dtype=torch.float64)
     torch.testing.assert_close(attn(x), _clipped_pairwise(x, attn))
@@ -443,35 +441,33 @@ def test_long_keys_reach_the_kernel_as_a_shifted_table_of_m_minus_1_rows(monkeyp
     assert tables[-1].shape == (2, 5, 4) and torch.equal(tables[-1], e)
 
 
-def test_the_kernels_register_into_the_models_which_work_without_them():
-    """models/ imports no kernel: a net built without `musictx.kernels` runs the plain blockwise function
-    under "efficient"; importing the kernels (as the model loader does) puts the fused op there."""
+def test_the_efficient_kernel_runs_with_the_model_alone():
+    """Imported alone, as a user reading the model imports it, impl "efficient" runs the blockwise op (forward
+    and its hand-written backward), imports nothing of `musictx.kernels` or triton, and its first call
+    imports few new modules (no compile machinery)."""
     code = """
 import sys, torch
-from musictx.models import MusicTransformer
-from musictx.models.attention import KERNELS, attend_blockwise
-assert not [m for m in sys.modules if m.startswith('musictx.kernels')]
-assert KERNELS['efficient'] is attend_blockwise and 'triton' not in KERNELS
-torch.manual_seed(0)
-net = MusicTransformer(vocab_size=20, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=64,
-                       attn_block_size=8).eval()
-ids = torch.randint(20, (2, 30))
-with torch.no_grad():
-    plain = net(ids)
-import musictx.checkpoints.model_store
-from musictx.kernels.efficient_attention import attend_efficient
-assert KERNELS['efficient'] is attend_efficient
-with torch.no_grad():
-    torch.testing.assert_close(net(ids), plain, atol=1e-5, rtol=1e-4)
+from musictx.models.attention import RelativeSelfAttention
+attn = RelativeSelfAttention(d_model=16, n_heads=2, max_rel_dist=64, impl="efficient", block_size=8)
+x = torch.randn(2, 40, 16, requires_grad=True)
+before = set(sys.modules)
+attn(x).sum().backward()
+new = sorted(set(sys.modules) - before)
+assert not [m for m in sys.modules if m.startswith(("musictx.kernels", "triton"))], new
+assert len(new) <= 50, new
+with torch.profiler.profile() as prof:  # imports much of its own: after the count
+    attn(x).sum().backward()
+names = {e.name for e in prof.events()}
+assert {"musictx::relative_attention_v4", "musictx::relative_attention_v4_backward"} <= names, names
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_an_unregistered_kernel_is_named_in_the_error(monkeypatch):
+def test_triton_without_the_package_is_named_in_the_error(monkeypatch):
     import musictx.models.attention as attention_module
 
-    monkeypatch.delitem(attention_module.KERNELS, "triton", raising=False)
+    monkeypatch.setattr(attention_module, "triton_kernel", lambda: None)
     attn = _module(8, 2, 4, 4, impl="triton")
-    with pytest.raises(RuntimeError, match="attn_impl='triton' is not registered: import musictx.kernels"):
+    with pytest.raises(RuntimeError, match="attn_impl='triton' needs the triton package"):
         attn(torch.randn(1, 9, 8, dtype=torch.float64))

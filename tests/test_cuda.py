@@ -1,19 +1,21 @@
 """The GPU path on real CUDA (marked ``gpu``: skipped without a GPU and left out of the default run;
-``python scripts/gpu_step.py tests`` runs them on the lent machine). Each kernel against the naive one in
+``bash scripts/gpu_pop.sh`` runs them first on the lent machine). Each kernel against the naive one in
 float64 on the CPU, in fp32 and under bf16 autocast; a bf16-mixed training step of the Music Transformer
-whose attention runs the custom op on the GPU; KV-cached greedy decoding on CUDA against the CPU's ids."""
+whose attention runs the custom op on the GPU; KV-cached greedy decoding on CUDA against the CPU's ids;
+the triton kernel against the efficient one at L = 2048 in bf16; the efficient and triton kernels' peak
+memory against skew's; torch.compile training with each of them (last: compiling takes the longest)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from musictx.kernels.efficient_attention import attend_efficient
 from musictx.models import MusicTransformer
 from musictx.models.attention import attend_naive, attend_skew
+from musictx.models.efficient_attention import attend_efficient
 
 pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_step.py tests)")]
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (bash scripts/gpu_pop.sh)")]
 
 
 def _triton(q, k, v, e):
@@ -91,3 +93,67 @@ def test_cached_greedy_decoding_on_cuda_gives_the_cpu_ids():
     cpu = generate(net, None, prompt, greedy, max_new_tokens=48)
     gpu = generate(net.cuda(), None, prompt.cuda(), greedy, max_new_tokens=48)
     assert torch.equal(gpu.cpu()[:, :60], cpu[:, :60])
+
+
+def _long_inputs(T=2048, B=2, H=8, D=64, seed=0):
+    """bf16 q, k, v, an fp32 table of T // 2 distances and a bf16 output gradient, on CUDA."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v, g = (torch.randn(B, H, T, D, device="cuda", generator=gen, dtype=torch.bfloat16) for _ in range(4))
+    e = torch.randn(H, T // 2, D, device="cuda", generator=gen) * 0.5
+    return q, k, v, e, g
+
+
+def test_triton_matches_the_efficient_kernel_at_2048_in_bf16():
+    q, k, v, e, g = _long_inputs()
+    eff = _grads(lambda *xs: attend_efficient(*xs, 0.0, block_size=128), (q, k, v, e), g, torch.bfloat16)
+    tri = _grads(_triton, (q, k, v, e), g, torch.bfloat16)
+    for name, a, b in zip(["out", "dq", "dk", "dv", "dE"], tri, eff, strict=True):
+        err = float((a.float() - b.float()).norm() / b.float().norm())
+        print(f"triton vs efficient, L=2048 bf16, {name}: {err:.2e}")
+        assert err < 3e-2, (name, err)
+
+
+def _peak_mib(fn, xs, grad_out) -> float:
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    _grads(fn, xs, grad_out, torch.bfloat16)
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def test_the_efficient_and_triton_kernels_use_a_fraction_of_skews_memory():
+    q, k, v, e, g = _long_inputs(T=4096)
+    peaks = {name: _peak_mib(fn, (q, k, v, e), g) for name, fn in
+             [("skew", attend_skew), ("efficient", lambda *xs: attend_efficient(*xs, 0.0, block_size=128)),
+              ("triton", _triton)]}
+    print("peak MiB beyond the inputs, forward + backward, B 2, H 8, L 4096, D 64, bf16:", peaks)
+    # skew holds (B, H, L, L) scores: 2 * 8 * 4096^2 * >= 2 bytes = 512 MiB per copy; the others O(L)
+    assert peaks["skew"] > 1000
+    assert peaks["efficient"] < peaks["skew"] / 4 and peaks["triton"] < peaks["skew"] / 4, peaks
+
+
+@pytest.mark.parametrize("impl", ["efficient", "triton"])
+def test_torch_compile_trains_the_music_transformer_on_cuda(impl):
+    torch.manual_seed(0)
+    net = MusicTransformer(390, n_layers=2, d_model=128, n_heads=4, d_ff=256, max_seq_len=512, dropout=0.1,
+                           attn_impl=impl).cuda()
+    ids = torch.randint(0, 388, (4, 513), device="cuda")
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        eager = net.eval()(ids[:, :-1]).float()
+    net.compile()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        compiled = net(ids[:, :-1]).float()
+    assert float((compiled - eager).norm() / eager.norm()) < 3e-2
+    net.train()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(15):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = net(ids[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), ids[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0] - 0.5, losses

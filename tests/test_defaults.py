@@ -26,6 +26,7 @@ from musictx.paths import CONF_DIR
 from musictx.training.data import MusicDataModule
 
 from .gen_fixtures import tiny_net
+from .test_recall_guidance import guided
 
 SAMPLING = {f.name for f in fields(SamplingOptions)}
 TOK = EventTokenizer()
@@ -44,17 +45,18 @@ def test_the_sampling_code_takes_the_options_object_and_restates_none_of_its_def
 
 
 def test_default_options_sample_what_the_defaults_written_out_sample():
-    """The numbers a reader finds in sampling_options.py are the ones generate() uses when given nothing else,
-    recall guidance included (top_p 0.95 bounds its plausible set, recall_local 64 its recent branch)."""
+    """The numbers a reader finds in sampling_options.py are the ones generate() and its hooks use when given nothing
+    else, recall guidance included (top_p 0.95 bounds its plausible set, recall_local 64 its recent branch)."""
     net = tiny_net("music_transformer", max_seq_len=128)  # longer than recall_local: guidance acts
     prompt = torch.randint(0, TOK.pad_id, (2, 100), generator=torch.Generator().manual_seed(0))  # it slides
     written_out = SamplingOptions(temperature=1.0, top_k=None, top_p=0.95, seed=0, use_cache=True, slide=None,
                                   keep_seed=512, recall_guidance=1.0, recall_local=64, recall_against="recent")
-    runs = [generate(net, SpecialIds(pad_id=TOK.pad_id), prompt, opts, max_new_tokens=40)
+    runs = [generate(net, SpecialIds(pad_id=TOK.pad_id), prompt, opts, guided(opts), max_new_tokens=40)
             for opts in (SamplingOptions(), written_out)]
     assert torch.equal(runs[0], runs[1])
     guided_off = SamplingOptions(recall_guidance=0.0)  # the premise: the defaults are not inert here
-    assert not torch.equal(generate(net, SpecialIds(pad_id=TOK.pad_id), prompt, guided_off, max_new_tokens=40),
+    assert not torch.equal(generate(net, SpecialIds(pad_id=TOK.pad_id), prompt, guided_off, guided(guided_off),
+                                    max_new_tokens=40),
                            runs[0])
 
 

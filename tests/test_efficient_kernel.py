@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from musictx.bench.attention_cases import peak_tensor_bytes
-from musictx.kernels.efficient_attention import attend_efficient
 from musictx.models.attention import attend_naive
+from musictx.models.efficient_attention import attend_efficient
 
 # Modules of the compile stack that a process which never compiles must not import.
 COMPILE_STACK = ("torch._dynamo", "torch._inductor", "sympy", "torch.fx.experimental.symbolic_shapes")
@@ -20,7 +20,7 @@ COMPILE_STACK = ("torch._dynamo", "torch._inductor", "sympy", "torch.fx.experime
 FIRST_CALLS = """
 import json, sys, torch
 from musictx.models import MusicTransformer
-import musictx.kernels.efficient_attention as eff
+import musictx.models.efficient_attention as eff
 
 calls = []
 real = eff.forward_blocks

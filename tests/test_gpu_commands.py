@@ -44,7 +44,11 @@ def test_the_page_lists_the_four_stand_ins():
     assert any(n.startswith("-m experiment=compare") and "data.seq_len=2048" in n for n in names)
 
 
-@pytest.mark.parametrize("args", stand_in_commands(), ids=lambda args: "_".join(args[:2]))
+# the bf16-mixed command runs in the default suite; the compiled, DDP and comparison ones (minutes on 2 cores,
+# each also covered in-process by test_gpu_path.py and test_ddp.py) are slow
+@pytest.mark.parametrize("args", [pytest.param(args, marks=[] if k == 0 else pytest.mark.slow)
+                                  for k, args in enumerate(stand_in_commands())],
+                         ids=lambda args: "_".join(args[:2]))
 def test_stand_in_command_runs_at_tiny_size(args, prepared_dir, tmp_path):
     sweep = args[0] == "-m"
     where = [f"hydra.sweep.dir={tmp_path}"] if sweep else [f"hydra.run.dir={tmp_path}"]

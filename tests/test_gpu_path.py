@@ -103,6 +103,7 @@ def test_bf16_mixed_trains_the_baselines(model, prepared_dir, tmp_path):
                                       for on, dtype, _, out in seen), seen
 
 
+@pytest.mark.slow  # compiling with inductor takes minutes on 2 cores; torch._dynamo.explain below runs by default
 def test_compiled_music_transformer_trains_through_lightning(prepared_dir, tmp_path):
     """model.compile=true with the default (inductor) backend, under the GPU config's bf16-mixed."""
     from torch._dynamo.utils import counters

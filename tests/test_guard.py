@@ -155,3 +155,49 @@ def test_capped_generation_never_exceeds_the_cap_and_both_paths_agree():
     free = guarded(net, prompt, 300, NoteGrammarGuard.of(TOK, None))
     assert max(max(_sounding_counts(row)) for row in free) > 3  # the premise: unguarded, the net piles up
     assert max(max(_sounding_counts(row)) for row in runs[True]) == 3
+
+
+def allowed(guard) -> list[int]:
+    return [i for i, bad in enumerate(torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0].tolist()) if not bad]
+
+
+def test_a_pedal_release_takes_the_older_notes_with_it():
+    """Once 3 notes end at one step, the notes struck before the oldest of them may only end, one at a time,
+    before time moves on; then everything is allowed again. Younger notes (struck after it) stay."""
+    guard = NoteGrammarGuard.of(TOK, None, pedal_release=3)
+    # 48 struck first (the forgotten bass), then 60, 64, 67, then 72 (after the pedal went down again)
+    guard.start(torch.tensor([[on(48), shift(20), on(60), on(64), on(67), shift(50), on(72), shift(10)]]))
+    for pitch in (60, 64):
+        guard.update(torch.tensor([off(pitch)]))
+        assert on(40) in allowed(guard) and shift(1) in allowed(guard)  # 2 releases: not a pedal release yet
+    guard.update(torch.tensor([off(67)]))
+    assert allowed(guard) == [off(48)]  # 48 is older than 60: it ends before time moves on; 72 is younger
+    guard.update(torch.tensor([off(48)]))
+    assert shift(1) in allowed(guard) and off(72) in allowed(guard) and on(40) in allowed(guard)
+    guard.update(torch.tensor([shift(5)]))  # a new step: a new count
+    guard.update(torch.tensor([off(72)]))
+    assert shift(1) in allowed(guard)
+    off_guard = NoteGrammarGuard.of(TOK, None, pedal_release=None)
+    off_guard.start(torch.tensor([[on(48), shift(20), on(60), on(64), on(67), shift(50)]]))
+    for pitch in (60, 64, 67):
+        off_guard.update(torch.tensor([off(pitch)]))
+    assert shift(1) in allowed(off_guard)  # pedal_release=None: the older note may hang on
+
+
+def test_pedalled_generation_leaves_no_older_note_behind_and_both_paths_agree():
+    net = tiny_net("music_transformer")
+    prompt = torch.tensor([[on(48), shift(20), on(60), on(64), on(67), shift(50)]] * 2)
+    runs = [guarded(net, prompt, 300, NoteGrammarGuard.of(TOK, None, pedal_release=2), use_cache=c)
+            for c in (True, False)]
+    assert torch.equal(runs[0], runs[1])
+    releases = 0
+    for row in runs[0][:, prompt.shape[1]:].tolist():  # replay: after each step's 2nd release, no older survivor
+        check = NoteGrammarGuard.of(TOK, None, pedal_release=2)
+        check.start(prompt[:1])
+        for i in row:
+            if check.released[0] >= 2 and LAY.time_shift <= i < LAY.velocity:
+                older = (check.onset[0] >= 0) & (check.onset[0] < check.oldest_released[0])
+                assert not older.any()
+                releases += 1
+            check.update(torch.tensor([i]))
+    assert releases >= 3  # the rule was reached, not vacuous

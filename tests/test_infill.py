@@ -118,6 +118,7 @@ def test_curriculum_windows_hold_one_middle_with_a_bar_per_fill():
     assert window.infill.prob == 0.5
 
 
+@needs_pop
 def test_cold_accompaniment_windows_hold_the_span_alone_with_its_melody():
     """A cold window has no bars around the span: Bar ... Fill for each span bar (the melody given), then
     the taken accompaniment; the melody is never taken."""

@@ -40,9 +40,9 @@ def _shipped(name: str):
                                                        reason=f"no shipped {name} model in this checkout"))
 
 
-# each shipped model: its tokenizer class, and the folder its card's spot-check files are relative to
-SHIPPED = {"piano": (EventTokenizer, PIANO_DIR), "pop": (MetricalTokenizer, POP909),
-           "pop_infill": (MetricalTokenizer, POP909)}
+# each shipped model's tokenizer class, and the folder (../shared) its card's spot-check files are relative to
+SHIPPED = {"piano": EventTokenizer, "pop": MetricalTokenizer, "pop_infill": MetricalTokenizer}
+CARD_DATA = {"piano": PIANO_DIR, "pop": POP909, "pop_infill": POP909}
 
 
 @pytest.mark.parametrize("name", [_shipped(n) for n in SHIPPED])
@@ -56,7 +56,7 @@ def test_loads_from_the_package_without_unpickling(monkeypatch, name):
     net, tok = musictx.load_pretrained(name)
     folder = PRETRAINED_DIR / name
     assert isinstance(net, MusicTransformer) and not net.training and net.max_seq_len >= 1024
-    assert isinstance(tok, SHIPPED[name][0]) and net.vocab_size == tok.vocab_size
+    assert isinstance(tok, SHIPPED[name]) and net.vocab_size == tok.vocab_size
     assert tok == tokenizer_from_dict(json.loads((folder / "config.json").read_text())["tokenizer"])
     assert (folder / "README.md").is_file() and (folder / "model.safetensors").stat().st_size < 25e6
     if name == "piano":
@@ -70,7 +70,7 @@ def test_loads_from_the_package_without_unpickling(monkeypatch, name):
 def test_spot_check_nll_matches_the_card(name):
     info = json.loads((PRETRAINED_DIR / name / "config.json").read_text())["info"]["spot_check"]
     net, tok = musictx.load_pretrained(name)
-    got = sample_nll(net, tok, [SHIPPED[name][1] / f for f in info["files"]], info["tokens_per_file"])
+    got = sample_nll(net, tok, [CARD_DATA[name] / f for f in info["files"]], info["tokens_per_file"])
     assert got["tokens"] == info["tokens"]
     assert got["nll"] == pytest.approx(info["nll"], abs=0.01)
     assert got["nll"] < 0.55 * np.log(tok.vocab_size)  # far below a uniform guess (piano: 3.2 < 5.97)

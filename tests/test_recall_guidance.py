@@ -23,6 +23,12 @@ TOK = EventTokenizer()
 PERIOD = 24
 
 
+def guided(opts: SamplingOptions) -> list[RecallGuidance]:
+    """The hook list `build_hooks` makes of recall guidance alone: the guidance the options ask for, if any."""
+    guidance = RecallGuidance.of(opts)
+    return [guidance] if guidance else []
+
+
 def _net() -> MusicTransformer:
     torch.manual_seed(3)
     return MusicTransformer(TOK.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=32, max_seq_len=128).eval()
@@ -61,7 +67,7 @@ def test_guided_steps_run_both_branches_in_one_pass_and_sample_the_same_ids(monk
 
     def sample():
         opts = SamplingOptions(top_p=0.95, recall_guidance=1.5, recall_local=8, seed=7)
-        return generate(net, None, prompt, opts, max_new_tokens=150)
+        return generate(net, None, prompt, opts, guided(opts), max_new_tokens=150)
 
     monkeypatch.setattr(FastDecoder, "step_together", counted)
     paired = sample()
@@ -126,7 +132,7 @@ def _sample(net, prompt, n=24, use_cache=True, recall_guidance=0.0, top_p=None, 
     """``n`` raw ids (no PAD, no EOS) drawn with seed 11 (no nucleus unless ``top_p``), guided as ``recall_*``
     say."""
     opts = SamplingOptions(seed=11, top_p=top_p, use_cache=use_cache, recall_guidance=recall_guidance, **guidance)
-    return generate(net, None, prompt, opts, max_new_tokens=n)
+    return generate(net, None, prompt, opts, guided(opts), max_new_tokens=n)
 
 
 def test_no_weight_or_a_window_within_the_recent_branch_samples_as_plain_sampling():

@@ -345,6 +345,20 @@ def test_generation_benchmark_runs(capsys):
     assert "same sampled ids on both paths for the same seed: met" in out
 
 
+def test_generation_benchmark_runs_on_the_metrical_model(capsys):
+    """The bench covers every shipped model: `pop` takes its prompt from the motif's whole bars, and its
+    seconds of music from the bar lines it writes."""
+    from musictx.bench.generate import main
+
+    main(["--model", "pop", "--batch-sizes", "1", "--new-tokens", "200", "--seed-tokens", "64", "--repeats", "1",
+          "--no-uncached"])
+    out = capsys.readouterr().out
+    assert "model pop" in out and "same sampled ids on both paths for the same seed: met" in out
+    row = next(x for x in out.splitlines() if x.startswith("| 1 | cache, fast path"))
+    x_real_time = row.strip("|").split("|")[5].strip()  # 200 ids hold a bar line: some seconds of music
+    assert x_real_time.endswith("x") and float(x_real_time[:-1]) > 0, row
+
+
 def test_generation_benchmark_times_another_checkout_in_fresh_processes(capsys, tmp_path):
     """``--baseline``: this checkout against another one's generation code; here against itself, so the
     two sample the same ids, and a folder without the model store is refused in one line."""

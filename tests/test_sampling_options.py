@@ -142,7 +142,7 @@ def test_note_cap_follows_the_seeds_long_notes():
     import numpy as np
     import pytest
 
-    from musictx.generation.continue_seed import note_cap
+    from musictx.generation.guard import note_cap
     from musictx.generation.seeds import Seed
 
     from .test_guard import LAY, TOK, on, shift

@@ -166,6 +166,7 @@ def test_entry_point_honours_hydra_run_dir(prepared_dir, tmp_path):
     assert f"checkpoints in {tmp_path / 'checkpoints'}" in done.stdout
 
 
+@pytest.mark.slow  # three training runs in subprocesses; each model trains by default in its own test
 def test_multirun_over_the_three_models(prepared_dir, tmp_path):
     cmd = [sys.executable, "-m", "musictx.commands.train", "-m", "model=music_transformer,transformer,lstm",
            "experiment=tiny", f"data.dir={prepared_dir}", f"hydra.sweep.dir={tmp_path}", "data.seq_len=32",

@@ -160,3 +160,32 @@ def test_bad_block_is_rejected():
     q, k, v, e, _ = _inputs(1, 1, 4, 4, 16, 2)
     with pytest.raises(ValueError, match="power of two"):
         ta.attend_triton(q.float(), k.float(), v.float(), e.float(), block_fwd=24)
+
+
+def test_the_module_picks_the_triton_kernel_imported_alone():
+    """`RelativeSelfAttention(impl="triton")` with no other import runs the Triton kernel: it imports it on
+    first use (the kernel's autograd Function is applied) and matches the naive kernel."""
+    code = """
+import sys, torch
+from musictx.models.attention import RelativeSelfAttention
+attn = RelativeSelfAttention(d_model=32, n_heads=2, max_rel_dist=16, impl="triton")
+assert "musictx.kernels.triton_attention" not in sys.modules
+x = torch.randn(1, 20, 32)
+attn(x)
+assert sys.modules["musictx.kernels.triton_attention"].interpreting()
+x.requires_grad_(True)
+out = attn(x)
+def graph(fn, seen):
+    if fn is not None and fn not in seen:
+        seen.add(fn)
+        for nxt, _ in fn.next_functions:
+            graph(nxt, seen)
+    return {type(f).__name__ for f in seen}
+nodes = graph(out.grad_fn, set())
+assert "TritonRelativeAttentionBackward" in nodes, nodes
+attn.impl = "naive"
+torch.testing.assert_close(out, attn(x), atol=1e-5, rtol=1e-4)
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -44,7 +44,6 @@ def flex_layer(d_model: int, n_heads: int, length: int, max_rel_dist: int, devic
 
 
 def build_layer(impl: str, d_model: int, n_heads: int, length: int, max_rel_dist: int, block_size: int):
-    import musictx.kernels  # noqa: F401  registers the efficient op and the triton kernel that impl names
     from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
 
     if impl == "sdpa":

@@ -145,7 +145,9 @@ def _parse(argv):
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--n-heads", type=int, default=8)
-    p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--json", help="also write the rows here (after every round)")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="start no cell after this many seconds (its row says so); 0: no limit")
     return p.parse_args(argv)
 
 
@@ -164,18 +166,37 @@ def main(argv: list[str] | None = None) -> dict:
           f"{device_name(args.device)}; {args.rounds} interleaved rounds, median of {args.repeats} steps after "
           f"{args.warmup} warm-up steps", flush=True)
     cases = [(impl, n) for n in lengths for impl in impls]
-    rounds = []
+    # flex compiles at each length (tens of seconds each): every other cell of a round runs first, so a
+    # --max-seconds cut costs flex rows, not the kernels' own
+    run_order = sorted(cases, key=lambda c: c[0] == "flex")
+    rounds, t0 = [], time.monotonic()
+
+    def cell(case) -> dict:
+        if args.max_seconds and time.monotonic() - t0 > args.max_seconds:
+            return {"error": f"not run: past --max-seconds {args.max_seconds:g}"}
+        return run_cell(*case, args)
+
     for r in range(args.rounds):
-        rounds.append({case: run_cell(*case, args) for case in cases})
+        done_cells = {case: cell(case) for case in run_order}
+        rounds.append({case: done_cells[case] for case in cases})
         print(f"  round {r + 1}: " + "; ".join(f"{i} L={n}: {v}" for (i, n), v in rounds[-1].items()),
               file=sys.stderr, flush=True)
-    rows = {case: summarise(rounds, *case) for case in cases}
+        done = [x for x in rounds if not all("not run" in str(v.get("error", "")) for v in x.values())]
+        rows = {case: summarise(done or rounds, *case) for case in cases}
+        if args.json:
+            write_rows(args, rows, len(done), time.monotonic() - t0)
     print(format_table(rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device_name(args.device), "dtype": args.dtype, "torch": torch.__version__,
-                       "rows": [{"impl": i, "L": n, **s} for (i, n), s in rows.items()]}, f, indent=1)
     return rows
+
+
+def write_rows(args, rows: dict, rounds: int, seconds: float) -> None:
+    import torch
+
+    with open(args.json, "w") as f:
+        json.dump({"device": device_name(args.device), "dtype": args.dtype, "torch": torch.__version__,
+                   "d_model": args.d_model, "n_heads": args.n_heads, "rounds": rounds, "repeats": args.repeats,
+                   "seconds": round(seconds, 1), "table": format_table(rows),
+                   "rows": [{"impl": i, "L": n, **s} for (i, n), s in rows.items()]}, f, indent=1)
 
 
 if __name__ == "__main__":

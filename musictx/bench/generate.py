@@ -44,14 +44,26 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> fast decoding steps
 
 
+def _motif_ids(tokenizer):
+    """The bundled motif's ids, and the seconds of one bar of it (None for Performance events, whose time
+    shifts carry seconds themselves)."""
+    from musictx.paths import BUNDLED_MOTIF
+
+    if hasattr(tokenizer, "encode_score"):  # metrical tokens: whole bars, seconds from the seed's bar length
+        from musictx.generation.metrical_seed import metrical_seed
+
+        seed = metrical_seed(tokenizer, BUNDLED_MOTIF)
+        return seed.ids, seed.bar_seconds()
+    from musictx.generation.seeds import seed_from_midi
+
+    return seed_from_midi(tokenizer, BUNDLED_MOTIF).ids, None
+
+
 def motif_prompt(tokenizer, batch: int, length: int):
     """(batch, <= length) ids: the start of the bundled motif, the same for every sample."""
     import torch
 
-    from musictx.generation.seeds import seed_from_midi
-    from musictx.paths import BUNDLED_MOTIF
-
-    ids = torch.as_tensor(seed_from_midi(tokenizer, BUNDLED_MOTIF).ids[:length], dtype=torch.long)
+    ids = torch.as_tensor(_motif_ids(tokenizer)[0][:length], dtype=torch.long)
     return ids.expand(batch, -1).contiguous()
 
 
@@ -84,7 +96,11 @@ def bench_options(use_cache: bool = True):
 
 
 def music_seconds(tokenizer, new_ids) -> float:
-    """Seconds of music in the new ids of all samples (their time shifts)."""
+    """Seconds of music in the new ids of all samples: their time shifts (Performance events), or their bar
+    lines at the motif's bar length (metrical tokens)."""
+    bar_seconds = _motif_ids(tokenizer)[1]
+    if bar_seconds is not None:
+        return float((new_ids == tokenizer.bar_id).sum()) * bar_seconds
     return sum(tokenizer.split_time_shifts(row)[2] for row in new_ids.tolist()) * tokenizer.config.time_step
 
 

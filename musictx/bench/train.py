@@ -71,7 +71,6 @@ def model_flops(net, batch: int, length: int) -> float:
 
 
 def build(case: str, length: int):
-    import musictx.kernels  # noqa: F401  the fused attention kernels, as training runs them
     import musictx.models as models
 
     cls_name, extra = CASES[case]

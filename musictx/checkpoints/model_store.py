@@ -22,7 +22,6 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-import musictx.kernels  # noqa: F401  registers the fused attention kernels that the nets built here run
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.models import MODELS

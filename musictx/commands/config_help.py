@@ -110,6 +110,11 @@ def key_help(config_name: str, prog: str) -> str:
             rows.append((f"{key.name}={_shown(key.value)}", key.note))
     width = min(max(len(k) for k, _ in rows) + 2, 34)
     lines += [f"  {k.ljust(width)}{note}".rstrip() if len(k) < width else f"  {k}  {note}".rstrip() for k, note in rows]
+    if config_name == "generate":
+        from musictx.generation.hook_registry import options_help
+
+        lines += ["", "logits hooks, in the order they run (name [tasks; tokenizer kinds] the keys above they read: "
+                  "what it does; a strength of 0 turns a hook off):", *options_help()]
     nested = next((k.name for k in keys if "." in k.name), None)
     lines += ["", (f"Nested keys take dots ({nested}=...). " if nested else "")
               + f"{prog} --cfg job prints the whole config a run would use; {prog} --hydra-help, Hydra's flags."]

@@ -7,6 +7,7 @@
     musictx-evaluate checkpoint=... mode=motif motif.num_seeds=16 motif.length_seconds=60   # forgetting curve
     musictx-evaluate checkpoint=... mode=motif motif.seed_midi=my_motif.mid                 # your own seed
     musictx-evaluate checkpoint=... mode=recall data.dir=data/piano split=test           # copy gain, context
+    musictx-evaluate checkpoint=pop data.dir=data/pop split=validation mode=two_sample   # classifiers: model vs real
 
 Writes ``metrics.json`` in ``output_dir`` and prints a table. Works for every model musictx-train makes.
 An ``output_dir`` inside the package, ``/``, the home folder or the dataset itself is refused before any

@@ -9,8 +9,6 @@ replace that run's checkpoints and metrics. ``ckpt_path`` resumes it; ``overwrit
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
@@ -21,35 +19,10 @@ from musictx.commands.guard import before_hydra, command_guard, fail, one_line
 from musictx.commands.train_objects import train_config
 from musictx.io.token_store import DatasetFormatError
 from musictx.paths import CONF_DIR
-from musictx.safe_output import OutputError, check_target
 from musictx.training.run import RUN_LOG, log_to_run_file
+from musictx.training.run_folder import check_run_folder
 
 PROG = "musictx-train"
-
-
-def run_files(run_dir: Path, ckpt_dir: Path) -> list[str]:
-    """What marks ``run_dir`` as holding a run: its checkpoints and metrics (names relative to it)."""
-    found = sorted(ckpt_dir.glob("*.ckpt")) + sorted(run_dir.glob("csv/metrics.csv"))
-    return [str(p.relative_to(run_dir)) if p.is_relative_to(run_dir) else str(p) for p in found]
-
-
-def check_run_folder(cfg: DictConfig) -> None:
-    """OutputError when the run folder is refused (`musictx.safe_output.check_target`) or holds a run that
-    this one does not resume (``ckpt_path``) and ``overwrite`` is not set."""
-    run_dir = Path(cfg.paths.output_dir)
-    check_target(run_dir, "hydra.run.dir")
-    ckpt_dir = Path(cfg.paths.ckpt_dir)
-    check_target(ckpt_dir, "paths.ckpt_dir")
-    held = run_files(run_dir, ckpt_dir)
-    if not held or cfg.get("overwrite"):
-        return
-    ckpt = cfg.get("ckpt_path")
-    if ckpt and (str(ckpt) in ("last", "best") or Path(str(ckpt)).resolve().is_relative_to(run_dir.resolve())):
-        return  # resumes this folder's own run
-    shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
-    raise OutputError(f"hydra.run.dir={run_dir} already holds a run ({shown}), which a new run would replace; "
-                      f"resume it with hydra.run.dir={run_dir} ckpt_path=last, start a fresh run in a new folder "
-                      "(leave hydra.run.dir out: outputs/train/<date>/<time>), or pass overwrite=true")
 
 
 @with_key_help("train", PROG)

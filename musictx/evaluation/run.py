@@ -39,9 +39,9 @@ from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
 from musictx.paths import conf_values
 from musictx.safe_output import check_target, write_text
 
-MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall", "infill", "accompany")
+MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall", "infill", "accompany", "two_sample")
 # evaluate.yaml's nested blocks; their keys are checked too
-GROUPS = ("data", "scorecard", "continuation", "motif", "recall", "infill")
+GROUPS = ("data", "scorecard", "continuation", "motif", "recall", "infill", "two_sample")
 
 
 @dataclass
@@ -65,6 +65,7 @@ class EvaluateOptions:
     progress: bool = True
     output_dir: str | None = None
     overwrite: bool = False  # replace files output_dir holds already (the command checks; musictx.safe_output)
+    two_sample: dict | None = None  # mode=two_sample (musictx.evaluation.two_sample_run)
 
     @classmethod
     def from_mapping(cls, values: dict) -> EvaluateOptions:
@@ -93,11 +94,15 @@ def check_options(opts: EvaluateOptions) -> None:
     if opts.mode not in MODES:
         raise EvaluateError(f"mode must be one of {MODES}, got {opts.mode!r}")
     check_common(vars(opts))
-    if opts.mode in ("token_continuation", "all"):
-        try:
+    try:
+        if opts.mode in ("token_continuation", "all"):
             continuation_options(opts.continuation)
-        except ValueError as err:
-            raise EvaluateError(str(err)) from None
+        if opts.mode == "two_sample":
+            from musictx.evaluation.two_sample_run import check_two_sample
+
+            check_two_sample(opts.two_sample or {})
+    except (ValueError, KeyError) as err:
+        raise EvaluateError(str(err)) from None
     check_song_options(opts.mode, opts.scorecard, opts.infill)
 
 
@@ -130,7 +135,7 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     net, tok, meta = load_model(opts.checkpoint, map_location=device)
     check_task_model(opts.mode, opts.infill, tok, opts.checkpoint)
     data_dir = opts.data["dir"]
-    if opts.mode in ("continuation", "infill", "accompany"):  # MIDI in, MIDI out: the songs read again
+    if opts.mode in ("continuation", "infill", "accompany", "two_sample"):  # MIDI in, MIDI out: the songs read again
         return song_by_song(net, tok, meta, opts)
     tok.check_compatible(load_tokenizer(data_dir), what=f"data {data_dir}")
     arrays = TokenArrays(data_dir, opts.split)
@@ -179,17 +184,25 @@ def split_songs(data_dir, split: str, mode: str = "continuation") -> list[Path]:
 def song_by_song(net, tok, meta: dict, opts: EvaluateOptions) -> dict:
     """mode=continuation, infill or accompany: each song of the split (the first ``max_songs``) read again as
     MIDI; one that cannot be used is skipped with its reason (the result's ``skipped``, skipped.tsv)."""
-    data_dir, block = opts.data["dir"], opts.scorecard if opts.mode == "continuation" else opts.infill
-    songs = split_songs(data_dir, opts.split, opts.mode)[: block.get("max_songs") or None]
+    data_dir = opts.data["dir"]
+    block = {"continuation": opts.scorecard, "two_sample": opts.two_sample}.get(opts.mode, opts.infill)
+    songs = split_songs(data_dir, opts.split, opts.mode)
     progress = print if opts.progress else (lambda _: None)
     if opts.mode == "continuation":
+        songs = songs[: block.get("max_songs") or None]
         card = run_scorecard(net, tok, songs, opts.scorecard, Path(data_dir) / INDEX_FILE, progress=progress)
         key = "scorecard"
+    elif opts.mode == "two_sample":  # generated against real by classifiers
+        from musictx.evaluation.two_sample_run import one_file_per_song, run_two_sample
+
+        songs = one_file_per_song(songs)[: block.get("max_songs") or None]
+        card, key = run_two_sample(net, tok, songs, opts.two_sample, progress=progress), "two_sample"
     else:
+        songs = songs[: block.get("max_songs") or None]
         from musictx.evaluation.infill_scorecard import run_task_scorecard
 
         card, key = run_task_scorecard(net, tok, songs, opts.infill, opts.mode, progress=progress), "task_scorecard"
-    skipped = card.pop("skipped")
+    skipped = card.pop("skipped_reasons") if opts.mode == "two_sample" else card.pop("skipped")
     if not card["songs"]:
         raise no_songs_left(skipped, f"mode={opts.mode} on split {opts.split!r} of {data_dir}")
     return {**_model_info(meta, net, data_dir, opts.split), key: card, "skipped": skipped}
@@ -213,6 +226,10 @@ def format_table(result: dict) -> str:
         from musictx.evaluation.infill_scorecard import format_task_scorecard
 
         lines.append(format_task_scorecard(result["task_scorecard"]))
+    if "two_sample" in result:
+        from musictx.evaluation.two_sample import format_two_sample
+
+        lines.append(format_two_sample(result["two_sample"]))
     if "motif" in result:
         lines.append(format_motif_table(result["motif"]))
     if "recall" in result:

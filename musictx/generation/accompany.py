@@ -12,25 +12,20 @@ as separate named tracks (its tempo map and meter untouched), their notes on the
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import replace
 
 import numpy as np
 import torch
 from symusic import Note, Score, Track
 
-from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, grammar_hooks, strip_after_bars
-from musictx.generation.given_notes import (
-    CounterRest,
-    GivenNotes,
-    HarmonyLean,
-    given_onsets,
-    half_bar_pitch_classes,
-    sounding_positions,
-)
+from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, strip_after_bars
+from musictx.generation.given_notes import given_onsets, half_bar_pitch_classes, sounding_positions
 from musictx.generation.harmonizer import Harmonizer, half_bar_features
+from musictx.generation.hook_registry import build_hooks
+from musictx.generation.hooks import HookInputs
 from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
-from musictx.generation.phrase_echo import PhraseEcho, repeat_plan
+from musictx.generation.phrase_echo import repeat_plan
 from musictx.generation.sampling import generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
@@ -166,28 +161,66 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     """The ids of bars s..e-1 (the first Bar left out) written as a plain continuation of the song's bars
     before s, the given tracks played into them at their onsets (`musictx.generation.given_notes`), after
     the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune and its
-    key before it plays a note. The harmony lean: `harmony_lean`."""
+    key before it plays a note. The hooks: the task's (`Accompaniment`)."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
-    given = {t.program for t in song.read.tracks.tracks} - new_programs
+    acc = Accompaniment(tok, song, {t.program for t in song.read.tracks.tracks} - new_programs, new_programs,
+                        s, e, chords)
     max_len = context_length(net) or 1024
     first = song.end_of(min(int(np.searchsorted(song.starts, song.end_of(s) - max_len // 2)), s))
     preview = song.ids[song.end_of(s):song.end_of(min(e, s + PREVIEW_BARS))]
     prompt = np.concatenate([song.ids[first:song.end_of(s)], preview, [tok.bar_id]])
     device = next(net.parameters()).device
     prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
-    lead = GivenNotes(tok, [given_onsets(tok, song.bar_ids(b), given) for b in range(s, e)], given)
-    hooks = [*grammar_hooks(tok, sorted(given | new_programs), sampling, max_bar_repeats), lead]
-    lengths = bar_positions(tok, song, s, e)
-    lean = harmony_lean(tok, song, lead, given, (s, e, lengths), sampling, chords)
-    hooks += [lean] if lean else []
-    if sampling.repeat_echo:  # after the melody's hook: the ids it forbids stay forbidden
-        hooks += [PhraseEcho(tok, sampling.repeat_echo, plan=repeat_plan(melody_keys(tok, song, given, s, e)))]
-    if sampling.counter_rest and ROLE_PROGRAMS["BRIDGE"] in new_programs:
-        hooks += [CounterRest(tok, lead, given_sounding(song, given, s, e, lengths),
-                              ROLE_PROGRAMS["BRIDGE"], sampling.counter_rest)]
-    out = generate(net, tok, prompt, replace(sampling, recall_guidance=0.0, motif_echo=0.0), hooks,
-                   max_new_tokens=TOKENS_PER_BAR * (e - s), stop=BarLimit(tok.bar_id, e - s - 1))
+    hooks = build_hooks(HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs),
+                                   max_bar_repeats=max_bar_repeats, accompaniment=acc))
+    out = generate(net, tok, prompt, sampling, hooks, max_new_tokens=TOKENS_PER_BAR * (e - s),
+                   stop=BarLimit(tok.bar_id, e - s - 1))
     return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
+
+
+class Accompaniment:
+    """What the accompaniment's hooks read of the song (`musictx.generation.given_notes`, the repeat echo):
+    the given tracks over bars s..e-1, and the harmony, repeats and rests found in them, each worked out once
+    and only when a hook asks for it."""
+
+    def __init__(self, tok, song: SongBars, given: set[int], new_programs: set[int], s: int, e: int,
+                 chords: Chords | None):
+        self.tok, self.song, self.given, self.s, self.e, self.chords = tok, song, given, s, e, chords
+        self.counter_program = ROLE_PROGRAMS["BRIDGE"] if ROLE_PROGRAMS["BRIDGE"] in new_programs else None
+
+    @functools.cached_property
+    def given_bars(self) -> list:
+        """Each bar's given onsets (`given_onsets`)."""
+        return [given_onsets(self.tok, self.song.bar_ids(b), self.given) for b in range(self.s, self.e)]
+
+    @functools.cached_property
+    def lengths(self) -> list[int]:
+        return bar_positions(self.tok, self.song, self.s, self.e)
+
+    @functools.cached_property
+    def repeat_plan(self) -> dict[int, int]:
+        return repeat_plan(melody_keys(self.tok, self.song, self.given, self.s, self.e))
+
+    @functools.cached_property
+    def notes(self) -> dict[str, np.ndarray]:
+        return given_notes(self.song, self.given)
+
+    @functools.cached_property
+    def given_sounding(self) -> list[np.ndarray]:
+        return given_sounding(self.song, self.given, self.s, self.e, self.lengths, self.notes)
+
+    def harmony_target(self, sampling: SamplingOptions) -> tuple[list, float, float | None]:
+        """(each half bar's target, strength, strength at the strong beats or None: the same): a lead sheet's
+        chords (``harmony``), else the chord tones the harmonizer guesses from the melody (``harmony_guess``,
+        ``harmony_guess_strong``), else the melody's own pitch classes (``harmony``)."""
+        song, given, s, e = self.song, self.given, self.s, self.e
+        if self.chords is not None:
+            fallback = given_harmony(song, given, s, e, self.notes)
+            return chord_halves(song, self.chords, s, e, fallback), sampling.harmony, None
+        if sampling.harmony_guess:
+            guess = guessed_harmony(song, given, s, e, notes=self.notes)
+            return guess, sampling.harmony_guess, sampling.harmony_guess_strong
+        return given_harmony(song, given, s, e, self.notes), sampling.harmony, None
 
 
 def melody_keys(tok, song: SongBars, given: set[int], s: int, e: int) -> list:
@@ -203,24 +236,6 @@ def melody_keys(tok, song: SongBars, given: set[int], s: int, e: int) -> list:
     return keys
 
 
-def harmony_lean(tok, song: SongBars, lead: GivenNotes, given: set[int], bars: tuple[int, int, list[int]],
-                 sampling: SamplingOptions, chords: Chords | None) -> HarmonyLean | None:
-    """The lean the accompaniment's pitches get in ``bars`` (s, e, each bar's length in positions): toward a
-    lead sheet's chords (``harmony``), else toward the chord tones the harmonizer guesses from the melody
-    (``harmony_guess``, ``harmony_guess_strong`` at the strong beats), else toward the melody's own pitch
-    classes (``harmony``); None where the options turn it off."""
-    s, e, lengths = bars
-    strong = None  # the same strength on every beat
-    if chords is not None:
-        halves, strength = chord_halves(song, chords, s, e, given_harmony(song, given, s, e)), sampling.harmony
-    elif sampling.harmony_guess:
-        halves = guessed_harmony(song, given, s, e)
-        strength, strong = sampling.harmony_guess, sampling.harmony_guess_strong
-    else:
-        halves, strength = given_harmony(song, given, s, e), sampling.harmony
-    return HarmonyLean(tok, lead, halves, lengths, strength, strong) if strength else None
-
-
 def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:
     """The given tracks' notes together: {"time", "duration", "pitch"} (N,) each, in the read score's ticks."""
     tracks = [t.notes.numpy() for t in song.read.score.tracks if t.program in given]
@@ -228,9 +243,10 @@ def given_notes(song: SongBars, given: set[int]) -> dict[str, np.ndarray]:
             for k in ("time", "duration", "pitch")}
 
 
-def given_harmony(song: SongBars, given: set[int], s: int, e: int) -> list[tuple[set[int], set[int]]]:
-    """The pitch classes the given tracks sound in each half of bars s..e-1."""
-    notes = given_notes(song, given)
+def given_harmony(song: SongBars, given: set[int], s: int, e: int, notes: dict | None = None
+                  ) -> list[tuple[set[int], set[int]]]:
+    """The pitch classes the given tracks sound in each half of bars s..e-1 (``notes``: their `given_notes`)."""
+    notes = given_notes(song, given) if notes is None else notes
     return half_bar_pitch_classes(notes["time"], notes["time"] + notes["duration"], notes["pitch"],
                                   song.lines[s:e + 1].astype(np.int64))
 
@@ -242,24 +258,24 @@ def bar_positions(tok, song: SongBars, s: int, e: int) -> list[int]:
     return [max(round(int(z - a) / per_position), 1) for a, z in zip(lines[:-1], lines[1:], strict=True)]
 
 
-def guessed_harmony(song: SongBars, given: set[int], s: int, e: int, harmonizer: Harmonizer | None = None
-                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+def guessed_harmony(song: SongBars, given: set[int], s: int, e: int, harmonizer: Harmonizer | None = None,
+                    notes: dict | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each half of bars s..e-1, (12,) the probability that its chord holds each pitch class, guessed from
     the given tracks' notes over the whole song (`musictx.generation.harmonizer`)."""
-    probs = (harmonizer or Harmonizer.load()).chord_tone_probs(harmony_features(song, given))  # (H, 12)
+    probs = (harmonizer or Harmonizer.load()).chord_tone_probs(harmony_features(song, given, notes))  # (H, 12)
     return [(probs[2 * b], probs[2 * b + 1]) for b in range(s, e)]
 
 
-def harmony_features(song: SongBars, given: set[int]) -> np.ndarray:
+def harmony_features(song: SongBars, given: set[int], notes: dict | None = None) -> np.ndarray:
     """(H, 12, F) the harmonizer's features of every half bar of the song, from the given tracks' notes."""
-    notes = given_notes(song, given)
+    notes = given_notes(song, given) if notes is None else notes
     return half_bar_features(notes["time"], notes["time"] + notes["duration"], notes["pitch"],
                              song.lines[:song.n_bars + 1].astype(np.int64))
 
 
-def given_sounding(song: SongBars, given: set[int], s: int, e: int, lengths: list[int]):
+def given_sounding(song: SongBars, given: set[int], s: int, e: int, lengths: list[int], notes: dict | None = None):
     """(positions,) bool for each of bars s..e-1: a given track's note sounds there."""
-    notes = given_notes(song, given)
+    notes = given_notes(song, given) if notes is None else notes
     return sounding_positions(notes["time"], notes["time"] + notes["duration"], song.lines[s:e + 1].astype(np.int64),
                               lengths)
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 MAX_REPEATS = 4  # identical bars in a row before the next must differ
 
@@ -63,3 +63,13 @@ class BarRepeatLimit(LogitsHook):
             return None
         nxt = done[0][len(current)]
         return nxt if self.is_pitch[nxt] else None
+
+
+def _make(inputs: HookInputs) -> BarRepeatLimit | None:
+    if not (inputs.sampling.guard and inputs.max_bar_repeats):
+        return None
+    return BarRepeatLimit(inputs.tokenizer, inputs.max_bar_repeats)
+
+
+SPEC = HookSpec("bar_repeats", ("guard", "max_bar_repeats"), ("remi",), ("continue", "infill", "accompany"), 30,
+                _make, "no more than max_bar_repeats identical bars in a row")

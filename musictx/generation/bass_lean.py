@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 from musictx.io.score_prep import BASS_CEILING
 
 MIN_BASS_BARS = 0.5  # share of the seed's bars with a low downbeat note that makes a bass line worth keeping
@@ -158,3 +158,11 @@ class BassLean(LogitsHook):
             logits[torch.tensor(rows), torch.tensor(cols)] += self.strength
         return logits
 
+
+def _make(inputs: HookInputs) -> BassLean | None:
+    s = inputs.sampling
+    return BassLean(inputs.tokenizer, s.bass_lean) if s.bass_lean else None
+
+
+SPEC = HookSpec("bass_lean", ("bass_lean",), ("remi",), ("continue",), 80, _make,
+                "each new bar's downbeat leans toward the seed's bass line")

@@ -15,13 +15,10 @@ import numpy as np
 import torch
 from symusic import Score, Tempo, TimeSignature
 
-from musictx.generation.bar_repeats import MAX_REPEATS, BarRepeatLimit
-from musictx.generation.bass_lean import BassLean
-from musictx.generation.hooks import OnStep
-from musictx.generation.metrical_guard import RemiGuard
+from musictx.generation.bar_repeats import MAX_REPEATS
+from musictx.generation.hook_registry import build_hooks
+from musictx.generation.hooks import HookInputs
 from musictx.generation.metrical_seed import MetricalSeed
-from musictx.generation.motif_echo import MotifEcho
-from musictx.generation.phrase_echo import PhraseEcho
 from musictx.generation.sampling import GenerationInterrupted, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.take import Batch, Take, score_roll
@@ -42,14 +39,6 @@ class BarLimit:
         return torch.from_numpy(self.count > self.bars).to(next_ids.device)
 
 
-def grammar_hooks(tok, programs: list[int], sampling: SamplingOptions, max_bar_repeats: int | None) -> list:
-    """The hooks every metrical sampler starts with (with ``sampling.guard``): the tokenizer's grammar over
-    ``programs`` and the bar-repeat limit (``max_bar_repeats``; None or 0: none)."""
-    if not sampling.guard:
-        return []
-    return [RemiGuard(tok, programs=programs)] + ([BarRepeatLimit(tok, max_bar_repeats)] if max_bar_repeats else [])
-
-
 def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
 
@@ -65,12 +54,8 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
     stop = BarLimit(tok.bar_id, bars - 1)
-    programs = seed_programs(seed)
-    hooks = grammar_hooks(tok, programs, sampling, max_bar_repeats)
-    hooks += [MotifEcho(tok, programs, sampling.motif_echo)] if sampling.motif_echo else []  # after the -inf
-    hooks += [PhraseEcho(tok, sampling.phrase_echo)] if sampling.phrase_echo else []
-    hooks += [BassLean(tok, sampling.bass_lean)] if sampling.bass_lean else []
-    hooks += [OnStep(on_step)] if on_step else []
+    hooks = build_hooks(HookInputs("continue", tok, sampling, programs=seed_programs(seed),
+                                   max_bar_repeats=max_bar_repeats, on_step=on_step))
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,
                    stop=stop)
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from musictx.generation.guard import NoteGrammarGuard
-from musictx.generation.hooks import OnStep
+from musictx.generation.hook_registry import build_hooks
+from musictx.generation.hooks import HookInputs
 from musictx.generation.sampling import GenerationInterrupted, SecondsLimit, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import Seed
@@ -47,25 +47,10 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: S
     cap = token_cap(max_tokens, length_seconds)
     device = next(net.parameters()).device
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
-    hooks = [OnStep(on_step)] if on_step else []
-    if sampling.guard:
-        longest = note_cap(tokenizer, seed, sampling.max_note_seconds, sampling.note_cap_from_seed)
-        hooks.insert(0, NoteGrammarGuard.of(tokenizer, longest, sampling.polyphony_ratio))
+    hooks = build_hooks(HookInputs("continue", tokenizer, sampling, seed=seed, on_step=on_step))
     stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
     ids = generate(net, tokenizer, prompt, sampling, hooks, max_new_tokens=cap, stop=stop)
     return new_ids(tokenizer, seed, ids)
-
-
-def note_cap(tokenizer: EventTokenizer, seed: Seed, max_note_seconds: float | None,
-             from_seed: float | None) -> float | None:
-    """The longest a new note may sound: ``from_seed`` times the seed's 95th-percentile note duration, within
-    [1 s, max_note_seconds]; ``max_note_seconds`` when ``from_seed`` is None or the seed has no notes, and no
-    cap at all (None) when ``max_note_seconds`` is None."""
-    notes = tokenizer.decode_notes(seed.ids) if from_seed and max_note_seconds else None
-    if notes is None or not len(notes):
-        return max_note_seconds
-    long_notes = float(np.percentile(notes.end - notes.start, 95))
-    return min(max(1.0, from_seed * long_notes), max_note_seconds)
 
 
 def new_ids(tokenizer: EventTokenizer, seed: Seed, ids: torch.Tensor) -> list[np.ndarray]:

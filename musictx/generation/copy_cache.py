@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 MAX_MATCH = 24  # ids; longer matches say nothing more (their weight is already ~1)
 # (shortest match length in ids, mixture weight): the weight of the cache for a longest match of at least
@@ -144,3 +144,16 @@ def mixture_nll(log_p: np.ndarray, targets: np.ndarray, history: np.ndarray, str
     w = strength * np.array([weight_of(int(k), weights) for k in lengths])
     p = np.exp(log_p[np.arange(len(targets)), np.asarray(targets, dtype=np.int64)])
     return -np.log((1 - w) * p + w * shares + 1e-30)
+
+
+def _make(inputs: HookInputs) -> CopyCache | None:
+    if inputs.history is None or not inputs.sampling.copy_cache:
+        return None
+    tok = inputs.tokenizer
+    return CopyCache(np.concatenate([inputs.history, [tok.bar_id]]), inputs.sampling.copy_cache,
+                     loose=loose_ids(tok))
+
+
+# first: it mixes probabilities, and the grammar's forbidden ids stay forbidden after it
+SPEC = HookSpec("copy_cache", ("copy_cache",), ("remi",), ("infill",), 10, _make,
+                "mixes in the song's own bars where the filled bars match them")

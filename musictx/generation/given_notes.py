@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 # (position in the bar, the ids of the notes struck there: Program Pitch Velocity Duration for each)
 Onset = tuple[int, list[int]]
@@ -207,3 +207,32 @@ class CounterRest(LogitsHook):
         out = logits.clone()
         out[rows, self.program_id] -= self.penalty
         return out
+
+
+def _given(inputs: HookInputs) -> GivenNotes:
+    acc = inputs.accompaniment
+    return GivenNotes(inputs.tokenizer, acc.given_bars, acc.given)
+
+
+def _harmony(inputs: HookInputs) -> HarmonyLean | None:
+    acc = inputs.accompaniment
+    halves, strength, strong = acc.harmony_target(inputs.sampling)
+    if not strength:
+        return None
+    return HarmonyLean(inputs.tokenizer, inputs.made["given_notes"], halves, acc.lengths, strength, strong)
+
+
+def _counter(inputs: HookInputs) -> CounterRest | None:
+    acc, penalty = inputs.accompaniment, inputs.sampling.counter_rest
+    if not penalty or acc.counter_program is None:
+        return None
+    return CounterRest(inputs.tokenizer, inputs.made["given_notes"], acc.given_sounding, acc.counter_program, penalty)
+
+
+GIVEN_NOTES = HookSpec("given_notes", (), ("remi",), ("accompany",), 40, _given,
+                       "plays the given tracks' notes (the melody) at their own onsets")
+HARMONY_LEAN = HookSpec("harmony_lean", ("harmony", "harmony_guess", "harmony_guess_strong"), ("remi",),
+                        ("accompany",), 50, _harmony,
+                        "new tracks' pitches lean toward the chords (chords=, else the harmonizer's guess)")
+COUNTER_REST = HookSpec("counter_rest", ("counter_rest",), ("remi",), ("accompany",), 85, _counter,
+                        "the counter-melody (BRIDGE) keeps mostly to the melody's rests")

@@ -16,6 +16,7 @@ products.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,10 @@ class Harmonizer:
 
     @classmethod
     def load(cls, path: str | Path = WEIGHTS) -> Harmonizer:
+        """The harmonizer of the weights at ``path``; the shipped ones are read once per process (every
+        accompaniment of a run, and of the app's session, uses them)."""
+        if Path(path).resolve() == WEIGHTS:
+            return _shipped()
         with np.load(path) as data:
             return cls({k: data[k] for k in data.files})
 
@@ -97,3 +102,9 @@ class Harmonizer:
             if k < len(self.layers) - 1:
                 x = np.maximum(x, 0.0)
         return 1.0 / (1.0 + np.exp(-x[..., 0]))  # (H, 12)
+
+
+@functools.cache
+def _shipped() -> Harmonizer:
+    with np.load(WEIGHTS) as data:
+        return Harmonizer({k: data[k] for k in data.files})

@@ -1,5 +1,10 @@
 """The hooks of `musictx.generation.sampling.generate`: small objects that follow the ids and reshape the
-logits before each draw. The grammar guards, recall guidance, the bar-repeat limit and progress are hooks.
+logits before each draw (forbid ids, or lean toward some). The grammar guards, recall guidance, the echoes,
+the leans, the copy cache and progress are hooks.
+
+Each hook describes itself with a `HookSpec` in its own file: the options it reads, the tokenizer kinds and
+tasks it applies to, its place in the order and how to make it from a run's `HookInputs`.
+`musictx.generation.hook_registry` lists the specs; its `build_hooks` is the one place a hook list is built.
 
 `generate` calls, for each hook in order:
 
@@ -14,7 +19,15 @@ the state of one call; make a fresh one per call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 from torch import Tensor, nn
+
+TASKS = ("continue", "infill", "accompany")
+KINDS = ("performance", "remi")  # the tokenizers' kinds (`musictx.io.tokenizers`)
 
 
 class LogitsHook:
@@ -44,3 +57,40 @@ class OnStep(LogitsHook):
 
     def update(self, next_ids: Tensor, done: Tensor) -> None:
         self.fn(next_ids, done)
+
+
+@dataclass
+class HookInputs:
+    """What one run's hooks are made from: the task, the tokenizer and the sampling options, and what the task
+    knows of its prompt (each field is read only by the hooks that need it)."""
+
+    task: str  # one of TASKS
+    tokenizer: Any
+    sampling: Any  # `SamplingOptions`
+    seed: Any = None  # task=continue on Performance events: the `Seed` (its notes set the guard's note cap)
+    programs: list[int] = field(default_factory=list)  # metrical: the tracks the grammar lets the sampler write
+    max_bar_repeats: int | None = None  # metrical: identical bars in a row allowed (None or 0: no limit)
+    history: np.ndarray | None = None  # task=infill: the song's bars the copy cache may copy
+    accompaniment: Any = None  # task=accompany: the song's given tracks and bar range (`accompany.Accompaniment`)
+    on_step: Callable | None = None  # called after every draw with (next_ids, done): progress
+    made: dict[str, LogitsHook] = field(default_factory=dict)  # hooks made so far by name: a lean reads the lead's
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """A hook's description of itself, for `musictx.generation.hook_registry`."""
+
+    name: str
+    options: tuple[str, ...]  # the `SamplingOptions` fields it reads; the first turns it off at 0 / False
+    kinds: tuple[str, ...]  # the tokenizer kinds it applies to
+    tasks: tuple[str, ...]  # the tasks it applies to
+    order: int  # lower runs first: the hooks that forbid ids before those that lean (a lean keeps -inf at -inf)
+    make: Callable[[HookInputs], LogitsHook | None]  # None: nothing to do for this run
+    help: str  # one line
+
+
+def _progress(inputs: HookInputs) -> LogitsHook | None:
+    return OnStep(inputs.on_step) if inputs.on_step else None
+
+
+PROGRESS = HookSpec("progress", (), KINDS, TASKS, 90, _progress, "reports each draw (progress bars, the app)")

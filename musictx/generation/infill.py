@@ -10,15 +10,16 @@ notes are placed bar by bar on the song's bar lines and cut at the range's last 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from symusic import Note, Score
 
-from musictx.generation.continue_metrical import BarLimit, grammar_hooks
-from musictx.generation.copy_cache import CopyCache, loose_ids
+from musictx.generation.continue_metrical import BarLimit
+from musictx.generation.hook_registry import build_hooks
+from musictx.generation.hooks import HookInputs
 from musictx.generation.metrical_seed import bar_lines, ticks_to_seconds
 from musictx.generation.sampling import SpecialIds, generate
 from musictx.generation.sampling_options import SamplingOptions
@@ -167,14 +168,10 @@ def sample_middle(net, tok, prompt: np.ndarray, n_bars: int, programs: list[int]
         raise GenerateError(f"no room left in the model's {context_length(net)}-id context to write the bars")
     device = next(net.parameters()).device
     ids = torch.as_tensor(np.concatenate([prompt, [tok.bar_id]]), dtype=torch.long, device=device)[None]  # (1, T0)
-    hooks = grammar_hooks(tok, programs, sampling, max_bar_repeats)
-    if history is not None and sampling.copy_cache:  # first: the grammar's forbidden ids stay forbidden
-        hooks = [CopyCache(np.concatenate([history, [tok.bar_id]]), sampling.copy_cache,
-                           loose=loose_ids(tok)),
-                 *hooks]
+    hooks = build_hooks(HookInputs("infill", tok, sampling, programs=programs, max_bar_repeats=max_bar_repeats,
+                                   history=history))
     ends = SpecialIds(pad_id=tok.pad_id, eos_id=InfillIds.of(tok).end)  # the middle ends at Infill_End
-    out = generate(net, ends, ids, replace(sampling, recall_guidance=0.0), hooks, max_new_tokens=room - 1,
-                   stop=BarLimit(tok.bar_id, n_bars - 1))
+    out = generate(net, ends, ids, sampling, hooks, max_new_tokens=room - 1, stop=BarLimit(tok.bar_id, n_bars - 1))
     middle = out[0, len(prompt):].cpu().numpy()
     middle = middle[middle < tok.vocab_size - len(tok.extra_tokens)]  # sentinels and beyond: no music
     middle = middle[(middle != tok.pad_id) & (middle != tok.eos_id)]

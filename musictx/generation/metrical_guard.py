@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 
 class RemiGuard(LogitsHook):
@@ -98,3 +98,11 @@ class RemiGuard(LogitsHook):
         """Logits (B, V) with the ids the grammar forbids at -inf (a new tensor)."""
         bad = np.stack([self._forbidden(b) for b in range(logits.shape[0])])  # (B, V)
         return logits.masked_fill(torch.from_numpy(bad).to(logits.device), float("-inf"))
+
+
+def _make(inputs: HookInputs) -> RemiGuard | None:
+    return RemiGuard(inputs.tokenizer, programs=inputs.programs) if inputs.sampling.guard else None
+
+
+SPEC = HookSpec("metrical_guard", ("guard",), ("remi",), ("continue", "infill", "accompany"), 20, _make,
+                "the tokenizer's grammar: bars and positions in order, only the run's tracks")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 MAX_ORDER = 3  # intervals matched at most: longer matches are rarer and add little over 3
 
@@ -99,3 +99,12 @@ class MotifEcho(LogitsHook):
                 if 0 <= pitch < 128 and self.pitch_id[pitch] >= 0:
                     bonus[b, self.pitch_id[pitch]] += self.strength * n / total
         return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
+
+
+def _make(inputs: HookInputs) -> MotifEcho | None:
+    s = inputs.sampling
+    return MotifEcho(inputs.tokenizer, inputs.programs, s.motif_echo) if s.motif_echo else None
+
+
+SPEC = HookSpec("motif_echo", ("motif_echo",), ("remi",), ("continue",), 60, _make,
+                "each track leans toward its own seed intervals")

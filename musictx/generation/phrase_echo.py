@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not hold)
 
@@ -141,3 +141,20 @@ def repeat_plan(bar_keys: list) -> dict[int, int]:
             plan[k] = seen[key]
         seen[key] = k
     return plan
+
+
+def _phrase(inputs: HookInputs) -> PhraseEcho | None:
+    s = inputs.sampling
+    return PhraseEcho(inputs.tokenizer, s.phrase_echo) if s.phrase_echo else None
+
+
+def _repeat(inputs: HookInputs) -> PhraseEcho | None:
+    s = inputs.sampling
+    return PhraseEcho(inputs.tokenizer, s.repeat_echo, plan=inputs.accompaniment.repeat_plan) if s.repeat_echo else None
+
+
+PHRASE_ECHO = HookSpec("phrase_echo", ("phrase_echo",), ("remi",), ("continue",), 70, _phrase,
+                       "each new bar leans toward the seed's bar at its place in the last 4-bar phrase")
+# after the given notes' hook: the ids it forbids stay forbidden
+REPEAT_ECHO = HookSpec("repeat_echo", ("repeat_echo",), ("remi",), ("accompany",), 75, _repeat,
+                       "a bar whose melody was heard before leans toward its accompaniment then")

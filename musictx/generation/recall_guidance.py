@@ -28,7 +28,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from musictx.generation.filters import top_p_filter
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import KINDS, HookInputs, HookSpec, LogitsHook
 from musictx.generation.sampling_options import RECALL_BRANCHES
 from musictx.generation.window import WindowDecoder
 
@@ -141,3 +141,12 @@ class GuidedDecoder:
         guided = log_all + self.guidance.weight * (log_all - log_recent)  # NaN where both are -inf: masked
         implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()
         return guided.masked_fill(implausible, float("-inf"))
+
+
+def _make(inputs: HookInputs) -> RecallGuidance | None:
+    return RecallGuidance.of(inputs.sampling)
+
+
+# last: it re-ranks only what the other hooks allow
+SPEC = HookSpec("recall_guidance", ("recall_guidance", "recall_local", "recall_against"), KINDS, ("continue",), 100,
+                _make, "samples toward what the seed adds to the recent music (a second, short-context pass)")

@@ -8,8 +8,8 @@ recomputed every step (the reference). Long pieces slide the window and keep the
 (`musictx.generation.window`).
 
 The options (`SamplingOptions`) say how each id is drawn; the hooks (`musictx.generation.hooks`) follow the
-ids and reshape the logits before each draw: the grammar guards, the bar-repeat limit, progress. Recall
-guidance is the options' own hook, made here, applied after the others.
+ids and reshape the logits before each draw, in the order given. A run's hook list is built in one place,
+`musictx.generation.hook_registry.build_hooks`; `generate` adds none of its own.
 
 Both paths slide at the same steps, keep the same tokens and draw the same random numbers (one
 exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same tokens for the
@@ -30,7 +30,6 @@ from torch import Tensor, nn
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.generation.filters import NoiseStream, sample_next
 from musictx.generation.hooks import LogitsHook
-from musictx.generation.recall_guidance import RecallGuidance
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import SlidingWindow
 
@@ -197,13 +196,6 @@ def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stop: StopFn | Non
     return done
 
 
-def _hooks_of(opts: SamplingOptions, hooks: Sequence[LogitsHook]) -> list[LogitsHook]:
-    """The caller's hooks, then recall guidance where the options ask for it (it re-ranks only what the
-    others allow)."""
-    guidance = RecallGuidance.of(opts)
-    return [*hooks, guidance] if guidance else list(hooks)
-
-
 @torch.inference_mode()
 def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, hooks: Sequence[LogitsHook] = (),
              *, max_new_tokens: int, stop: StopFn | None = None) -> Tensor:
@@ -224,7 +216,6 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, h
     ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
     can_stop = eos_id is not None or stop is not None  # else no sample completes before max_new_tokens
-    hooks = _hooks_of(opts, hooks)
     draw, noise = _drawer(opts, device, max_new_tokens, hooks, pad_id)
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:

@@ -41,6 +41,9 @@ class SamplingOptions:
     # with guard: no new note while this many times the seed's most notes at once sound (at least
     # musictx.generation.guard.MIN_POLYPHONY): the texture stays near the seed's; None: no cap
     polyphony_ratio: float | None = 1.5
+    # with guard: once this many notes end at one step (a pedal release), the notes struck before the oldest of
+    # them must end too, before time moves on: a forgotten note does not hang on to the note cap; None: off
+    pedal_release: int | None = 3
     # Sample toward what the whole context (the seed) adds to the recent music: continuations come back to
     # the seed's figure, pulse and key (musictx.generation.recall_guidance); 0: off, the
     # model's own distribution, which is what musictx-evaluate measures unless asked.
@@ -88,7 +91,7 @@ class SamplingOptions:
     def check_sampling(self) -> None:
         """Raise GenerateError naming the first bad option: whole numbers where counts are meant (a float
         with a whole value, as Hydra reads ``1e9``, becomes an int), finite numbers in range."""
-        for name in ("top_k", "seed", "slide", "keep_seed", "recall_local"):
+        for name in ("top_k", "seed", "slide", "keep_seed", "recall_local", "pedal_release"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
                      "note_cap_from_seed", "motif_echo", "phrase_echo", "bass_lean", "harmony", "counter_rest",
@@ -103,6 +106,8 @@ class SamplingOptions:
              f"keep_seed must be >= 0 or null, got {self.keep_seed}"),
             (self.max_note_seconds is not None and not self.max_note_seconds > 0,
              f"max_note_seconds must be > 0 or null, got {self.max_note_seconds}"),
+            (self.pedal_release is not None and self.pedal_release < 1,
+             f"pedal_release must be >= 1 or null, got {self.pedal_release}"),
             (self.polyphony_ratio is not None and not self.polyphony_ratio > 0,
              f"polyphony_ratio must be > 0 or null, got {self.polyphony_ratio}"),
             (self.recall_guidance < 0, f"recall_guidance must be >= 0 (0 = off), got {self.recall_guidance}"),
@@ -123,7 +128,8 @@ class SamplingOptions:
 
 
 # options that may be None
-NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds", "polyphony_ratio", "note_cap_from_seed")
+NULLABLE = ("top_k", "slide", "keep_seed", "top_p", "max_note_seconds", "polyphony_ratio", "note_cap_from_seed",
+            "pedal_release")
 
 
 def reference(name: str) -> str:

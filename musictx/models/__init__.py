@@ -1,6 +1,6 @@
-"""Sequence models over event-token ids, as the papers write them. Only torch is imported here: the faster
-attention kernels of `musictx.kernels` register themselves behind ``attn_impl`` (`attention.KERNELS`) when
-imported, and the batch-1 decoding fast path lives above, in `musictx.decoding`, and reads these modules'
+"""Sequence models over event-token ids, as the papers write them. Only torch is imported here (the fused Triton
+kernel of `musictx.kernels`, torch's companion, is imported by the attention module on first use when
+installed), and the batch-1 decoding fast path lives above, in `musictx.decoding`, and reads these modules'
 parameters.
 
 Every model (`MusicTransformer`, `VanillaTransformer`, `LSTMBaseline`) follows one protocol:

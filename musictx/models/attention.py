@@ -11,13 +11,11 @@ The kernels (scores + relative term + mask + softmax + weighted sum) are free fu
 projections, so `RelativeSelfAttention.impl` can be switched on a live module:
   - "naive":     materialises the (T, T, d_head) table of relative embeddings (Shaw et al.). Reference.
   - "skew":      the paper's skewing trick, O(T * d) extra for the relative term but full T x T logits.
-  - "efficient": one query block at a time (`attend_blockwise`), each block recomputed in backward: never
-                 holds a T x T tensor.
-  - "triton":    a fused GPU kernel, only when `musictx.kernels` registered it.
-"efficient" and "triton" are looked up in `KERNELS`. This module imports only torch; `musictx.kernels`
-imports it and registers its faster kernels there when imported (the model loader and training do):
-the torch.library op of the blockwise function (the same function, with fp32 statistics under autocast)
-and the Triton kernel.
+  - "efficient": `efficient_attention.attend_efficient`, one query block at a time with a hand-written
+                 backward that recomputes each block: never holds a T x T tensor. Plain torch, so it is
+                 part of the model and needs no other import.
+  - "triton":    the fused GPU kernel of `musictx.kernels.triton_attention`, imported on first use when
+                 the triton package is installed ("auto" picks it for CUDA inputs, else "efficient").
 
 All kernels take q (B, H, Tq, D) and k, v (B, H, Tk, D) with Tk >= Tq: the queries are the *last* Tq
 positions of the Tk keys. This one convention covers training (Tq == Tk) and cached decoding.
@@ -25,18 +23,21 @@ positions of the Tk keys. This one convention covers training (Tq == Tk) and cac
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
+from importlib.util import find_spec
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
+from musictx.models.efficient_attention import attend_efficient
 from musictx.models.kv_cache import KVCache
 
-IMPLS = ("naive", "skew", "efficient", "triton", "auto")  # auto: triton for CUDA inputs if registered, else efficient
+IMPLS = ("naive", "skew", "efficient", "triton", "auto")  # auto: triton for CUDA inputs if installed, else efficient
 BLOCK_SIZE = 128  # the efficient kernel's query block (``attn_block_size`` in conf/model/music_transformer.yaml)
+Kernel = Callable[..., Tensor]  # (q, k, v, rel_emb, dropout_p, ...) -> (B, H, Tq, D)
 
 
 def clipped_table(rel_emb: Tensor, t_k: int) -> Tensor:
@@ -149,43 +150,15 @@ def attend_relative_one_query(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor) 
     return (logits * (1.0 / math.sqrt(d_head))).softmax(dim=-1) @ v
 
 
-def _block_attend(q_rows: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, rows: Tensor, dropout_p: float) -> Tensor:
-    """The queries at absolute positions `rows` (a run of R) against the keys up to the last of them."""
-    end = int(rows[-1]) + 1
-    k, v = k[:, :, :end], v[:, :, :end]
-    logits = q_rows @ k.transpose(-1, -2) + relative_logits_rows(q_rows, rel_emb, rows, end)  # (B, H, R, end)
-    future = rows[:, None] < torch.arange(end, device=rows.device)[None, :]
-    probs = (logits / math.sqrt(q_rows.shape[-1])).masked_fill(future, float("-inf")).softmax(dim=-1)
-    return (F.dropout(probs, p=dropout_p) if dropout_p > 0 else probs) @ v
+@functools.cache
+def triton_kernel() -> Kernel | None:
+    """`attend_triton` when the triton package is installed, else None. Imported on first use only:
+    importing triton is slow, and a CPU never needs it."""
+    if find_spec("triton") is None:
+        return None
+    from musictx.kernels.triton_attention import attend_triton
 
-
-def attend_blockwise(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: float = 0.0,
-                     block_size: int = BLOCK_SIZE) -> Tensor:
-    """Relative attention one query block at a time: at most (block_size, Tk) logits are held, and with
-    gradients each block is recomputed in backward (with its dropout mask), so training never holds a
-    Tq x Tk tensor either. `musictx.kernels` registers the same function as a torch.library op."""
-    t_q, t_k = q.shape[2], k.shape[2]
-    grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v, rel_emb))
-    out = []
-    for a0 in range(0, t_q, block_size):
-        a1 = min(a0 + block_size, t_q)
-        rows = torch.arange(t_k - t_q + a0, t_k - t_q + a1, device=q.device)
-        args = (q[:, :, a0:a1], k, v, rel_emb, rows, dropout_p)
-        out.append(checkpoint(_block_attend, *args, use_reentrant=False) if grad else _block_attend(*args))
-    return torch.cat(out, dim=2)
-
-
-# name -> kernel(q, k, v, rel_emb, dropout_p, block_size) behind impl "efficient" and "triton". The kernels
-# register themselves here (dependency inversion: `musictx.kernels` imports this module, never the reverse).
-Kernel = Callable[[Tensor, Tensor, Tensor, Tensor, float, int], Tensor]
-KERNELS: dict[str, Kernel] = {"efficient": attend_blockwise}
-
-
-def register_kernel(name: str, kernel: Kernel) -> None:
-    """Let impl `name` ("efficient" or "triton") run `kernel`."""
-    if name not in ("efficient", "triton"):
-        raise ValueError(f"only 'efficient' and 'triton' kernels are registered, not {name!r}")
-    KERNELS[name] = kernel
+    return attend_triton
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -244,8 +217,8 @@ class RelativeSelfAttention(_SelfAttention):
     """Causal multi-head self-attention with learned relative-position embeddings (Music Transformer).
 
     `rel_emb` (n_heads, max_rel_dist, d_head) holds E[h, r] for distance r = i - j. `impl` ("naive",
-    "skew", "efficient", "triton" = the fused GPU kernel that `musictx.kernels` registers, "auto" = triton for
-    CUDA inputs when registered, else efficient) and `block_size` (query block of the efficient kernel)
+    "skew", "efficient", "triton" = the fused GPU kernel of `musictx.kernels`, "auto" = triton for CUDA
+    inputs when triton is installed, else efficient) and `block_size` (query block of the efficient kernel)
     are plain attributes and may be changed on a live module. With impl="efficient", a single new token
     (a decoding step) uses `attend_relative_one_query`, and inputs of at most `block_size` tokens the skew
     path: same result, same memory, less repacking.
@@ -279,17 +252,19 @@ class RelativeSelfAttention(_SelfAttention):
             return attend_relative_one_query(q, k, v, rel_emb)
         if impl in ("naive", "skew"):
             return attend_naive(q, k, v, rel_emb, p) if impl == "naive" else attend_skew(q, k, v, rel_emb, p)
-        if impl not in KERNELS:
-            raise RuntimeError(f"attn_impl={impl!r} is not registered: import musictx.kernels first, with the "
-                               "triton package installed (pip install 'musictx[gpu]')")
-        return KERNELS[impl](q, k, v, rel_emb, p, self.block_size)
+        if impl == "triton":
+            kernel = triton_kernel()
+            if kernel is None:
+                raise RuntimeError("attn_impl='triton' needs the triton package: pip install 'musictx[gpu]'")
+            return kernel(q, k, v, rel_emb, p)  # its own tiles, not the efficient kernel's block size
+        return attend_efficient(q, k, v, rel_emb, p, self.block_size)
 
     def _kernel(self, q: Tensor) -> str:
         """The kernel for these queries: `impl`, with "auto" resolved and the efficient impl's short
         cases (a decoding step: "one_query"; a single query block: "skew", same result, less repacking)."""
         impl = self.impl
         if impl == "auto":
-            impl = "triton" if q.is_cuda and "triton" in KERNELS else "efficient"
+            impl = "triton" if q.is_cuda and triton_kernel() is not None else "efficient"
         if impl == "efficient":
             if q.shape[2] == 1 and not (self.training and self.dropout > 0):
                 return "one_query"

@@ -1,0 +1,124 @@
+"""``musictx-evaluate mode=two_sample``: the excerpts of the two-sample test, gathered and tested.
+
+For each song of the split (one file per song: POP909's other arrangements under ``versions/`` are left out),
+the model continues a seed of ``seed_seconds`` from ``seed_from`` (as the continuation scorecard does:
+`musictx.evaluation.scorecard`, one sample) for ``length_seconds``. Three excerpts of the song's clock are
+described by `musictx.evaluation.listen_features.excerpt_features`, the same call for each: the generated
+continuation, the real next ``length_seconds`` and, as the control, the real ``length_seconds`` after those.
+`musictx.evaluation.two_sample` then tests generated against real (with its null) and real against real.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+
+from musictx.evaluation.checks import EvaluateError, each_song
+from musictx.evaluation.listen_features import SongContext, excerpt_features
+from musictx.evaluation.note_span import Span
+from musictx.evaluation.two_sample import CVSettings, two_sample_test
+from musictx.generation.sampling_options import SamplingOptions
+
+
+def check_two_sample(opts: dict) -> CVSettings:
+    """The test's settings of evaluate.yaml's ``two_sample`` block; ValueError naming a bad one."""
+    for key in ("folds", "repeats", "permutations", "top", "cv_seed"):
+        value = opts[key]
+        low = {"folds": 2, "repeats": 1}.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"two_sample.{key} must be a whole number >= {low}, got {value!r}")
+    for key in ("seed_seconds", "length_seconds"):
+        if not isinstance(opts[key], (int, float)) or not opts[key] > 0:
+            raise ValueError(f"two_sample.{key} must be a number > 0, got {opts[key]!r}")
+    exclude = opts.get("exclude") or []
+    if not isinstance(exclude, (list, tuple)) or not all(isinstance(e, str) for e in exclude):
+        raise ValueError(f"two_sample.exclude must be a list of feature name prefixes, got {exclude!r}")
+    SamplingOptions.from_mapping(opts).check_sampling()
+    return CVSettings(opts["folds"], opts["repeats"], opts["permutations"], opts["top"], opts["cv_seed"])
+
+
+def kept_features(names: list[str], exclude: list[str]) -> list[str]:
+    """``names`` without those starting with a prefix of ``exclude``; ValueError when none is left."""
+    kept = [n for n in names if not n.startswith(tuple(exclude))]
+    if not kept:
+        raise ValueError(f"two_sample.exclude={list(exclude)} leaves no feature")
+    return kept
+
+
+def one_file_per_song(songs: list[Path]) -> list[Path]:
+    """The songs without the other arrangements POP909 keeps beside each (``NNN/versions/NNN-vK.mid``)."""
+    return [p for p in songs if Path(p).parent.name != "versions"]
+
+
+def on_velocity_grid(tok, velocity: np.ndarray) -> np.ndarray:
+    """Velocities as the tokenizer writes them back (a metrical tokenizer: its nearest Velocity value; the
+    Performance tokenizer: its bin's value), so that the real music's finer dynamics are not a tell by
+    themselves: the model could not have written them."""
+    v = np.asarray(velocity, dtype=np.int64)
+    if tok.kind == "performance":
+        size, bins = tok.config.velocity_bin_size, tok.config.velocity_bins
+        return 1 + (np.clip((v - 1) // size + 1, 1, bins) - 1) * size
+    levels = np.unique(tok.numbers_of("Velocity"))
+    levels = levels[levels > 0]
+    if not len(levels):
+        return v
+    return levels[np.abs(v[:, None] - levels[None, :]).argmin(axis=1)]
+
+
+def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> dict | None:
+    """The three excerpts' features of one song; None when the song ends before the control's excerpt."""
+    from musictx.evaluation.scorecard import continue_metrical, continue_performance
+
+    pm = pretty_midi.PrettyMIDI(str(path))
+    length = float(opts["length_seconds"])
+    if pm.get_end_time() < opts["seed_from"] + opts["seed_seconds"] + 2 * length:
+        return None
+    go = continue_metrical if tok.kind != "performance" else continue_performance
+    cont = go(net, tok, path, {**opts, "num_samples": 1}, sampling)
+    t0 = cont.seed_end
+    if pm.get_end_time() < t0 + 2 * length:
+        return None
+    real, song = Span.from_pretty_midi(pm), SongContext.read(path, pm)
+    real.velocity = on_velocity_grid(tok, real.velocity)
+    seed = real.window(cont.seed_start, t0)
+    return {"song": str(path), "seed_start": cont.seed_start, "seed_end": t0,
+            "generated": excerpt_features(cont.samples[0], t0, t0 + length, song, seed),
+            "real": excerpt_features(real, t0, t0 + length, song, seed),
+            "real_after": excerpt_features(real, t0 + length, t0 + 2 * length, song, seed)}
+
+
+def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> dict:
+    """Generate, describe and test: the result as plain data (the per-song features included)."""
+    settings = check_two_sample(opts)
+    sampling = SamplingOptions.from_mapping(opts)
+    bad: list[tuple[str, str]] = []
+    t_start = time.perf_counter()
+
+    def one(k: int, path: Path) -> dict:
+        row = song_excerpts(net, tok, path, opts, replace(sampling, seed=sampling.seed + k))
+        if not row:
+            raise ValueError("too short for seed_from + seed_seconds + 2 x length_seconds")
+        return row
+
+    # a song too short or that cannot be read is skipped with its reason (musictx.evaluation.checks)
+    rows = list(each_song(one_file_per_song([Path(p) for p in songs]), one, bad, progress, "two_sample"))
+    skipped = [song for song, _ in bad]
+    if len(rows) < 2:
+        first = f"; the first skipped, {bad[0][0]}: {bad[0][1]}" if bad else ""
+        raise EvaluateError(f"two_sample needs at least 2 songs long enough for seed_from + seed_seconds + "
+                            f"2 x length_seconds; got {len(rows)}{first}")
+    generated_s = time.perf_counter() - t_start
+    names = kept_features(list(rows[0]["generated"]), opts.get("exclude") or [])
+    matrix = {side: np.array([[r[side][n] for n in names] for r in rows], dtype=float)
+              for side in ("generated", "real", "real_after")}
+    groups = np.arange(len(rows))
+    main = two_sample_test(matrix["generated"], matrix["real"], groups, names, settings)
+    control = two_sample_test(matrix["real_after"], matrix["real"], groups, names, settings, with_null=False)
+    return {"generated_vs_real": main, "real_vs_real": control, "features": names,
+            "settings": dict(opts), "songs": rows, "skipped": skipped, "skipped_reasons": bad,
+            "seconds": {"generate_and_describe": generated_s,
+                        "test": time.perf_counter() - t_start - generated_s}}

@@ -1,0 +1,157 @@
+"""The pop-large GPU call (issue 51; docs/gpu.md): three steps in one call of the lent machine, each writing
+what it has into ``--out`` ($OUT) as soon as it has it.
+
+    OUT=... bash scripts/gpu_pop.sh            # on the GPU: installs carry/wheels, then runs this
+    OUT=/tmp/x bash scripts/gpu_pop.sh tiny    # the same on CPU at a tiny size (tests/test_gpu_pop.py)
+
+1. ``tests``: the ``gpu``-marked tests (tests/test_cuda.py: every kernel against the fp64 naive one, fp32 and
+   bf16; a bf16 training step; torch.compile; the efficient kernel's memory; cached decoding).
+2. ``kernels``: the kernel table (`musictx.bench.attention_gpu`: triton, efficient, skew, flex, sdpa; forward
+   + backward, bf16, d 512, 8 heads, L = 1k..8k) -> kernels.json (the markdown table is in gpu.log too).
+3. ``train``: the larger pop model (`musictx.training.plain`: 8 x 512, L 2048, bf16, the triton kernel) on the
+   carried arrays (carry/pop_large: the train split with POP909's extra arrangements) until the budget's
+   end, exporting fp16 safetensors shards (< 16 MiB each) and train.json every minute.
+
+What comes back, at most 8 files: gpu.log (everything printed), report.json (each step's status and
+time), kernels.json, train.json, model/config.json and model/model-0000k-of-0000N.safetensors (N <= 3).
+A step that fails or runs out of time is recorded and the next one runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MAX_FILES, MAX_FILE_MB, MAX_TOTAL_MB, MAX_DEPTH = 8, 16, 64, 2  # what the device tool brings back from $OUT
+
+TINY_KERNELS = ["--device", "cpu", "--dtype", "fp32", "--lengths", "128,256", "--impls", "triton,efficient,skew,sdpa",
+                "--d-model", "64", "--n-heads", "2", "--repeats", "2", "--warmup", "1", "--rounds", "1"]
+TINY_TRAIN = ["--accelerator", "cpu", "--precision", "32-true", "--n-layers", "1", "--d-model", "32", "--n-heads", "2",
+              "--d-ff", "64", "--seq-len", "128", "--batch-size", "2", "--attn-impl", "efficient",
+              "--attn-block-size", "32", "--every-s", "3", "--num-workers", "0", "--val-windows", "4",
+              "--warmup-steps", "2", "--max-shard-mb", "0.03", "--threads", "1"]
+
+
+class Log:
+    """Everything printed goes to stdout and to gpu.log (line by line, so a cut call keeps it)."""
+
+    def __init__(self, path: Path):
+        self.file = path.open("a", buffering=1)
+
+    def __call__(self, line: str) -> None:
+        print(line, flush=True)
+        self.file.write(line + "\n")
+
+
+def run_step(name: str, cmd: list[str], timeout_s: float, log: Log, env: dict | None = None) -> dict:
+    """Run ``cmd`` with its output streamed into the log; killed (its process group) after ``timeout_s``."""
+    log(f"=== {name}: {' '.join(cmd)} (limit {timeout_s:.0f} s)")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
+    reader = threading.Thread(target=lambda: [log(line.rstrip("\n")) for line in proc.stdout], daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=max(timeout_s, 1))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    reader.join(timeout=5)
+    result = {"rc": proc.returncode, "seconds": round(time.monotonic() - t0, 1), "timed_out": timed_out}
+    log(f"=== {name}: {'timed out' if timed_out else 'rc ' + str(proc.returncode)} after {result['seconds']} s")
+    return result
+
+
+def check_out(out: Path) -> list[str]:
+    """What in ``out`` would not come back from the device tool (files, sizes, depth, names)."""
+    files = [p for p in out.rglob("*") if p.is_file()]
+    problems = []
+    if len(files) > MAX_FILES:
+        problems.append(f"{len(files)} files, more than {MAX_FILES}: {sorted(str(p.relative_to(out)) for p in files)}")
+    total = sum(p.stat().st_size for p in files)
+    if total > MAX_TOTAL_MB * 2**20:
+        problems.append(f"{total / 2**20:.1f} MiB in all, more than {MAX_TOTAL_MB}")
+    for p in files:
+        rel = p.relative_to(out)
+        if p.stat().st_size > MAX_FILE_MB * 2**20:
+            problems.append(f"{rel}: {p.stat().st_size / 2**20:.1f} MiB, more than {MAX_FILE_MB}")
+        if len(rel.parts) > MAX_DEPTH + 1:
+            problems.append(f"{rel}: deeper than {MAX_DEPTH} folders")
+        if not all(c.isalnum() or c in "._-" for part in rel.parts for c in part):
+            problems.append(f"{rel}: a name the transfer refuses")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="scripts/gpu_pop.py", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="the folder that comes back ($OUT)")
+    p.add_argument("--tiny", action="store_true", help="on CPU at a tiny size (the tests)")
+    p.add_argument("--data", default=str(REPO / "carry" / "pop_large"), help="the prepared pop arrays")
+    p.add_argument("--budget-s", type=float, default=450.0, help="the whole command's wall-clock budget")
+    p.add_argument("--tests-s", type=float, default=80.0, help="the tests' limit (killed after)")
+    p.add_argument("--kernels-s", type=float, default=125.0, help="the kernel table's limit")
+    p.add_argument("--steps", default="tests,kernels,train")
+    p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain")
+    args = p.parse_intermixed_args(argv)
+    if args.out is None:
+        p.error("--out (or $OUT) is required")
+    t_start = time.monotonic()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    log = Log(out / "gpu.log")
+    py = sys.executable
+    report = {"command": " ".join([Path(py).name, *sys.argv]), "tiny": args.tiny, "steps": {}}
+
+    def save_report():
+        tmp = out / ".report.json.tmp"
+        tmp.write_text(json.dumps(report, indent=1) + "\n")
+        tmp.replace(out / "report.json")
+
+    probe = subprocess.run([py, "-c", "import torch; print(torch.__version__, torch.cuda.is_available() and "
+                            "torch.cuda.get_device_name())"], capture_output=True, text=True)
+    report["device"] = probe.stdout.strip() or probe.stderr.strip()[-300:]
+    log(f"device: {report['device']}; budget {args.budget_s:.0f} s; data {args.data}")
+    save_report()
+    steps = args.steps.split(",")
+    if "tests" in steps:
+        cmd = [py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--noconftest", "-m", "gpu", "-rA",
+               "tests/test_cuda.py"]
+        report["steps"]["tests"] = run_step("tests", cmd, args.tests_s, log)
+        save_report()
+    if "kernels" in steps:
+        cmd = [py, "-m", "musictx.bench", "attention_gpu", "--json", str(out / "kernels.json"), "--rounds", "2",
+               "--max-seconds", str(max(args.kernels_s - 20, 10))]
+        report["steps"]["kernels"] = run_step("kernels", cmd + (TINY_KERNELS if args.tiny else []), args.kernels_s,
+                                              log)
+        save_report()
+    if "train" in steps:
+        left = args.budget_s - (time.monotonic() - t_start)
+        # start-up (data, model, first batches) and the final export come on top of the training budget
+        margin = 30.0 if args.tiny else 35.0
+        cmd = [py, "-m", "musictx.training.plain", "--data", args.data, "--out", str(out),
+               "--budget-s", f"{max(left - margin, 5):.0f}", *(TINY_TRAIN if args.tiny else []), *args.train_args]
+        report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)
+        save_report()
+    problems = check_out(out)
+    report["out_files"] = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
+    report["out_problems"] = problems
+    report["seconds"] = round(time.monotonic() - t_start, 1)
+    save_report()
+    log(f"done in {report['seconds']} s; $OUT: {', '.join(report['out_files'])}"
+        + (f"; WILL NOT ALL COME BACK: {'; '.join(problems)}" if problems else ""))
+    failed = [k for k, v in report["steps"].items() if v["rc"] != 0]
+    return 1 if failed or problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

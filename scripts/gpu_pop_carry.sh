@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# What the pop-large GPU call (scripts/gpu_pop.sh) needs to travel, in the git-ignored carry/ (docs/gpu.md):
+#   carry/pop_large/  the prepared pop arrays: POP909 001-800 with the extra arrangements in the train split
+#                     (musictx-prep ... pop_versions=train), without ngram_index.npy (the scorecard's, not training's)
+#   carry/wheels/     miditok, symusic and symusic's two small needs for Python 3.12 on x86-64: the GPU image lacks them
+# About 35 MB; the tracked tree is about 17 MB more, under the 64 MiB a call takes. Run from the repository:
+#   bash scripts/gpu_pop_carry.sh            (PYTHON=... for another interpreter; DATA=... for another arrays folder)
+set -eu
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+DATA=${DATA:-data/pop_large}
+if [ ! -f "$DATA/train.bin" ]; then  # ~2.5 min on one core
+  "$PY" -m musictx.commands.prep source=folder input_dir=../shared/data/pop/POP909 output_dir="$DATA" \
+    tokenizer=remi pop_versions=train num_workers=1
+fi
+rm -rf carry/pop_large && mkdir -p carry/pop_large carry/wheels
+cp "$DATA"/tokenizer.json "$DATA"/manifest.json "$DATA"/skipped.tsv "$DATA"/*.bin "$DATA"/*.idx.npy "$DATA"/*.files.txt \
+  carry/pop_large/
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d carry/wheels symusic==0.6.0 miditok==3.1.0 platformdirs==4.14.8 pySmartDL==1.3.4
+du -sh carry carry/*

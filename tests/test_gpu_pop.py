@@ -1,0 +1,176 @@
+"""The pop-large GPU call (scripts/gpu_pop.sh, issue 51) on CPU at a tiny size, and its pieces: the plain
+trainer's minute exports, the $OUT limits of the device tool, the shards' round trip through the import
+script (scripts/import_pop_large.py), and the command as docs/gpu.md gives it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from data_prep.options import prep_options
+from data_prep.prepare import write_dataset
+from musictx.checkpoints.model_store import load_model, load_model_folder
+from musictx.training import plain
+from tests.test_pop_versions import _song_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gpu_pop, import_pop_large, eval_pop_large = _script("gpu_pop"), _script("import_pop_large"), _script("eval_pop_large")
+
+
+@pytest.fixture(scope="module")
+def pop_arrays(tmp_path_factory) -> Path:
+    """A tiny pop_versions=train dataset: 8 synthetic POP909-like songs with versions."""
+    root = tmp_path_factory.mktemp("pop")
+    for n in range(1, 9):
+        _song_folder(root / "POP909", n)
+    opts = prep_options(source="folder", input_dir=str(root / "POP909"), output_dir=str(root / "arrays"),
+                        tokenizer="remi", num_workers=0, pop_versions="train",
+                        split={"validation": 0.2, "test": 0.2, "group_by": "file"})
+    return write_dataset(opts, progress=False).out_dir
+
+
+def test_check_out_names_what_the_device_tool_would_not_bring_back(tmp_path):
+    (tmp_path / "model").mkdir()
+    for k in range(7):
+        (tmp_path / "model" / f"model-{k}.safetensors").write_bytes(b"x")
+    (tmp_path / "gpu.log").write_text("ok")
+    assert gpu_pop.check_out(tmp_path) == []
+    (tmp_path / "a" / "b" / "c").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "c" / "deep file").write_bytes(b"x" * (17 * 2**20))
+    problems = " | ".join(gpu_pop.check_out(tmp_path))
+    assert "9 files, more than 8" in problems and "more than 16" in problems
+    assert "deeper than 2 folders" in problems and "a name the transfer refuses" in problems
+
+
+def test_the_default_model_fits_three_shards_and_the_documented_command_fits_the_tool():
+    from musictx.checkpoints.model_store import net_from_config, shard_groups
+
+    opts = plain.PlainTrainOptions(data_dir="", out_dir="")
+    assert (opts.n_layers, opts.d_model, opts.seq_len, opts.attn_impl, opts.precision) == (
+        8, 512, 2048, "triton", "bf16-mixed")
+    with torch.device("meta"):
+        net = net_from_config(opts.net_config(456))
+    state = {k: torch.empty(v.shape, dtype=torch.float16, device="meta") for k, v in net.state_dict().items()}
+    groups = shard_groups(state, int(opts.max_shard_mb * 2**20))
+    # gpu.log, report.json, kernels.json, train.json, model/config.json and the shards: at most 8 files
+    assert len(groups) <= 3
+    doc = (ROOT / "docs" / "gpu.md").read_text()
+    call = re.search(r"<!-- gpu-pop-call -->\s*```json\s*(\{.*?\})\s*```", doc, re.S)
+    assert call, "docs/gpu.md gives the device tool's call as a JSON block after <!-- gpu-pop-call -->"
+    args = json.loads(call.group(1))
+    assert len(args["command"]) <= 2000 and args["timeout_s"] <= 600 and len(args["carry"]) <= 8
+    assert "scripts/gpu_pop.sh" in args["command"] and "carry" in args["carry"]
+
+
+def test_the_decisions_back_here():
+    def result(val_note, x):
+        return {"validation": {"nll_per_note": val_note}, "x_real_time": x}
+
+    assert eval_pop_large.decide(result(5.0, 12.0), result(5.6, 15.0))["default_on_cpu"]
+    slow = eval_pop_large.decide(result(5.0, 3.0), result(5.6, 15.0))
+    assert slow["ship_as_pop_large"] and not slow["default_on_cpu"]
+    assert not eval_pop_large.decide(result(5.7, 30.0), result(5.6, 15.0))["ship_as_pop_large"]
+
+
+def test_cosine_over_the_time_budget():
+    assert plain.cosine_multiplier(1, 0.0, 100, 0.1) == pytest.approx(0.01)
+    assert plain.cosine_multiplier(1, 0.05, 100, 0.1) == pytest.approx(0.5 * (0.1 + 0.9 * 0.5 * (1 + math.cos(
+        math.pi * 0.05))))  # a slow card: warm after a tenth of the budget at most
+    assert plain.cosine_multiplier(100, 0.0, 100, 0.1) == pytest.approx(1.0)
+    assert plain.cosine_multiplier(500, 0.5, 100, 0.1) == pytest.approx(0.55)
+    assert plain.cosine_multiplier(500, 1.5, 100, 0.1) == pytest.approx(0.1)
+
+
+def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_arrays, tmp_path):
+    out = tmp_path / "out"
+    opts = plain.parse(["--data", str(pop_arrays), "--out", str(out), *gpu_pop.TINY_TRAIN, "--budget-s", "3",
+                        "--every-s", "1", "--run-dir", str(tmp_path / "run")])
+    assert opts.n_layers == 1 and opts.max_shard_mb == 0.03 and opts.accelerator == "cpu"
+    history = plain.train(opts)
+    assert len(history) >= 2 and history[-1]["step"] > history[0]["step"]
+    assert all(r["val_nll"] > 0 for r in history)
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert 2 <= len(config["weights_files"]) <= 3
+    assert sorted(p.name for p in (out / "model").iterdir()) == sorted(["config.json", *config["weights_files"]])
+    assert all((out / "model" / f).stat().st_size <= 0.03 * 2**20 + 4096 for f in config["weights_files"])
+    train = json.loads((out / "train.json").read_text())
+    assert train["final"] and train["history"] == history and (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
+    summary = import_pop_large.import_run(out, tmp_path / "back" / "model", pop_arrays)
+    assert summary["reloads_equal"] and summary["shards"] == len(config["weights_files"])
+    assert summary["cpu_val_nll_windows"] == pytest.approx(history[-1]["val_nll"], rel=0.02)
+    assert sorted(p.name for p in (tmp_path / "back" / "model").iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json"]
+    net, tok, meta = load_model(str(tmp_path / "back" / "model"))
+    sharded, _, _ = load_model_folder(out / "model")
+    ids = torch.randint(0, tok.vocab_size, (1, 50))
+    assert torch.equal(net(ids), sharded(ids)) and meta["info"]["global_step"] == history[-1]["step"]
+
+
+@pytest.mark.slow
+def test_the_whole_command_runs_on_cpu_at_a_tiny_size(pop_arrays, tmp_path):
+    out = tmp_path / "OUT"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", str(pop_arrays), "--budget-s", "60"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["steps"]) == {"tests", "kernels", "train"} and report["out_problems"] == []
+    assert all(s["rc"] == 0 and not s["timed_out"] for s in report["steps"].values())
+    assert len(report["out_files"]) <= 8 and report["seconds"] < 60 + 15
+    rows = {(r["impl"], r["L"]): r for r in json.loads((out / "kernels.json").read_text())["rows"]}
+    assert "ms" in rows[("efficient", 256)] and "CUDA" in rows[("triton", 128)]["error"]
+    log = (out / "gpu.log").read_text()
+    assert "skipped" in log and "[plain] step" in log
+    summary = import_pop_large.import_run(out, tmp_path / "back" / "model", pop_arrays)
+    assert summary["reloads_equal"]
+    assert eval_pop_large.main(["--model", str(tmp_path / "back" / "model"), "--data", str(pop_arrays),
+                                "--speed-seconds", "4"]) == 0
+    done = json.loads((tmp_path / "back" / "eval.json").read_text())
+    assert set(done["results"]) == {"pop-large", "pop"} and set(done["decision"]) == {
+        "ship_as_pop_large", "default_on_cpu", "why"}
+    assert all(r["validation"]["tokens"] == done["results"]["pop"]["validation"]["tokens"] > 0
+               for r in done["results"].values())
+
+
+BLOCKED = ("hydra", "omegaconf", "mido", "pretty_midi")  # not on the GPU image, and not carried
+
+
+def test_the_gpu_call_needs_nothing_the_image_lacks_but_the_carried_wheels():
+    """What the three steps import, in a Python where the packages the image lacks cannot be found."""
+    code = f"""
+import importlib.abc, sys
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {BLOCKED!r}:
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Hide())
+import musictx.training.plain, musictx.bench.attention_gpu, musictx.bench.attention_cases
+import musictx.models.efficient_attention, musictx.kernels.triton_attention
+import musictx.models.attention, musictx.io.tokenizers
+from musictx.generation.sampling import generate
+from musictx.generation.sampling_options import SamplingOptions
+sys.path.insert(0, "tests")
+import test_cuda
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -1,0 +1,110 @@
+"""The hook registry: every hook describes itself, `build_hooks` is the one place a list is built, each task
+gets its hooks in their order, and a strength of 0 leaves a hook out."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import fields, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import musictx
+from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.hook_registry import HOOKS, build_hooks, hooks_for
+from musictx.generation.hooks import KINDS, TASKS, HookInputs, LogitsHook
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import Seed
+from musictx.io.metrical_tokenizer import MetricalTokenizer
+from musictx.io.midi_io import Notes
+from musictx.io.tokenizer import EventTokenizer
+
+PACKAGE = Path(musictx.__file__).resolve().parent
+PERFORMANCE, METRICAL = EventTokenizer(), MetricalTokenizer()
+
+
+def names(hooks) -> list[str]:
+    return [type(h).__name__ for h in hooks]
+
+
+def test_every_spec_is_complete_and_reads_real_options():
+    known = {f.name for f in fields(GenerateOptions)}
+    assert len({spec.name for spec in HOOKS}) == len(HOOKS)
+    for spec in HOOKS:
+        assert set(spec.tasks) <= set(TASKS) and set(spec.kinds) <= set(KINDS) and spec.tasks and spec.kinds
+        assert set(spec.options) <= known, spec.name
+        assert spec.help and "\n" not in spec.help
+    for task in TASKS:  # within one run no two hooks share a place: the order is the registry's, not luck's
+        for kind in KINDS:
+            orders = [spec.order for spec in hooks_for(task, kind)]
+            assert orders == sorted(set(orders))
+
+
+def test_continuation_hooks_in_order_and_off_at_zero():
+    metrical = build_hooks(HookInputs("continue", METRICAL, SamplingOptions(), programs=[0], max_bar_repeats=4,
+                                      on_step=lambda *_: None))
+    assert names(metrical) == ["RemiGuard", "BarRepeatLimit", "MotifEcho", "PhraseEcho", "BassLean", "OnStep",
+                               "RecallGuidance"]
+    off = replace(SamplingOptions(), motif_echo=0, phrase_echo=0, bass_lean=0, recall_guidance=0, guard=False)
+    assert build_hooks(HookInputs("continue", METRICAL, off, programs=[0], max_bar_repeats=4)) == []
+
+
+def test_performance_continuation_gets_its_guard_and_recall_guidance():
+    notes = Notes(np.array([0.0, 0.5]), np.array([0.5, 1.0]), np.array([60, 64]), np.array([80, 80]))
+    seed = Seed(PERFORMANCE.encode_notes(notes), 1.0, None, 0.0, None)
+    hooks = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed))
+    assert names(hooks) == ["NoteGrammarGuard", "RecallGuidance"]
+
+
+@pytest.mark.parametrize("task", ["infill", "accompany"])
+def test_infill_and_accompaniment_make_no_recall_guidance_or_echo(task):
+    specs = [spec.name for spec in hooks_for(task, "remi")]
+    assert "recall_guidance" not in specs and "motif_echo" not in specs and "phrase_echo" not in specs
+    assert "metrical_guard" in specs and "bar_repeats" in specs
+
+
+def test_infill_puts_the_copy_cache_first():
+    history = np.array([METRICAL.bar_id, 5, 6, 7], dtype=np.int64)
+    hooks = build_hooks(HookInputs("infill", METRICAL, SamplingOptions(), programs=[0], max_bar_repeats=4,
+                                   history=history))
+    assert names(hooks) == ["CopyCache", "RemiGuard", "BarRepeatLimit"]
+    no_cache = replace(SamplingOptions(), copy_cache=0.0)
+    assert names(build_hooks(HookInputs("infill", METRICAL, no_cache, programs=[0], history=history))) == ["RemiGuard"]
+
+
+def _hook_classes() -> set[str]:
+    """Every LogitsHook subclass defined in the package."""
+    found = {"LogitsHook"}
+    trees = {p: ast.parse(p.read_text()) for p in PACKAGE.rglob("*.py")}
+    grew = True
+    while grew:
+        grew = False
+        for tree in trees.values():
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and node.name not in found and any(
+                        isinstance(b, ast.Name) and b.id in found for b in node.bases):
+                    found.add(node.name)
+                    grew = True
+    return found - {"LogitsHook"}
+
+
+def test_no_hook_is_made_outside_its_own_file():
+    """A hook list is built only by `build_hooks`: a hook class is instantiated only in the file that defines
+    it (its spec's make), nowhere else in the package."""
+    classes = _hook_classes()
+    assert {"RemiGuard", "PhraseEcho", "RecallGuidance", "OnStep"} <= classes
+    bad = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else (
+                    node.func.value.id if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                    and node.func.attr == "of" else None)
+                if name in classes and name not in defined:
+                    bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno} makes {name}")
+    assert bad == []
+    assert issubclass(type(build_hooks(HookInputs("continue", METRICAL, SamplingOptions(), programs=[0]))[0]),
+                      LogitsHook)

@@ -1,0 +1,107 @@
+"""The two-sample test (``musictx-evaluate mode=two_sample``): the classifiers tell two clearly different
+samples apart and do not tell a sample from itself, the listener features read real POP909 music as a
+listener would, and the mode runs end to end with the shipped pop model on real songs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pretty_midi
+import pytest
+
+from musictx.evaluation.listen_features import SongContext, excerpt_features
+from musictx.evaluation.note_span import Span
+from musictx.evaluation.run import evaluate, evaluation_options
+from musictx.evaluation.two_sample import CVSettings, shuffled_within, two_sample_test
+
+from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_dir  # noqa: F401
+from .test_metrical import POP, needs_pop
+
+FAST = CVSettings(folds=3, repeats=2, permutations=5, top=5, seed=0)
+
+
+def _song_samples(rng, songs: int, features: int, shift: float):
+    """Two samples of one row per song each: a song's own level (shared by both rows) plus noise; sample a
+    moved by ``shift`` on its first 3 features."""
+    level = rng.normal(0, 2, (songs, features))
+    a, b = level + rng.normal(0, 1, level.shape), level + rng.normal(0, 1, level.shape)
+    a[:, :3] += shift
+    return a, b
+
+
+def test_auc_near_one_for_different_samples_and_near_half_for_the_same():
+    rng = np.random.default_rng(0)
+    names = [f"f{j}" for j in range(20)]
+    groups = np.arange(60)
+    a, b = _song_samples(rng, 60, 20, shift=4.0)
+    apart = two_sample_test(a, b, groups, names, FAST)
+    for name in ("logistic", "boosting"):
+        row = apart["classifiers"][name]
+        assert row["auc"] > 0.95, row
+        assert row["null_mean"] < 0.65 and row["p_value"] < 0.2, row
+    assert {t["feature"] for t in apart["tells"][:3]} == {"f0", "f1", "f2"}
+    assert apart["tells"][0]["mean_a"] - apart["tells"][0]["mean_b"] > 3
+    a, b = _song_samples(rng, 60, 20, shift=0.0)
+    same = two_sample_test(a, b, groups, names, FAST)
+    for name in ("logistic", "boosting"):
+        assert abs(same["classifiers"][name]["auc"] - 0.5) < 0.15, same["classifiers"][name]
+
+
+def test_labels_are_shuffled_within_each_song():
+    rng = np.random.default_rng(1)
+    y, g = np.array([1, 0] * 50), np.repeat(np.arange(50), 2)
+    out = shuffled_within(y, g, rng)
+    assert all(sorted(out[g == k]) == [0, 1] for k in range(50))  # each song keeps one excerpt a side
+    assert 10 < np.sum(out != y) / 2 < 40  # about half the songs swapped
+
+
+@needs_pop
+def test_features_read_real_music_as_a_listener_would():
+    path = POP / "003" / "003.mid"
+    pm = pretty_midi.PrettyMIDI(str(path))
+    real, song = Span.from_pretty_midi(pm), SongContext.read(path, pm)
+    seed = real.window(25, 35)
+    f = excerpt_features(real, 35, 65, song, seed)
+    assert 40 <= len(f) <= 110 and all(np.isfinite(v) for k, v in f.items())
+    assert f["har_chord_tone_piano"] > 0.85 and f["trk_melody_present"] == 1.0
+    off = Span(real.start, real.end, real.pitch + 1, real.velocity, real.track, real.track_names)  # a semitone up
+    g = excerpt_features(off, 35, 65, song, seed)
+    assert g["har_chord_tone_piano"] < 0.5 and g["har_bass_is_root"] < 0.2 < 0.8 < f["har_bass_is_root"]
+    assert g["har_triad_fit_piano"] == pytest.approx(f["har_triad_fit_piano"]) and f["har_triad_fit_piano"] > 0.8
+    noise = np.random.default_rng(0).integers(40, 80, len(real))
+    r = excerpt_features(Span(real.start, real.end, noise, real.velocity, real.track, real.track_names), 35, 65,
+                         song, seed)
+    assert r["har_triad_fit_piano"] < 0.65 and r["har_chord_tone_piano"] < 0.5
+    names = np.asarray(real.track_names)
+    no_melody = real.select(names[real.track] != "MELODY")
+    h = excerpt_features(no_melody, 35, 65, song, seed)
+    assert h["trk_melody_present"] == 0.0 and h["trk_melody_silent"] == 1.0
+    assert h["tex_at_once_mean"] < f["tex_at_once_mean"]
+
+
+def test_mode_runs_end_to_end_with_the_shipped_pop_model(remi_dir, tmp_path):
+    opts = evaluation_options(checkpoint="pop", data={"dir": str(remi_dir)}, split="train", mode="two_sample",
+                              progress=False, output_dir=str(tmp_path / "out"),
+                              two_sample={"seed_from": 2, "seed_seconds": 4, "length_seconds": 6, "folds": 2,
+                                          "repeats": 1, "permutations": 2, "top": 4, "exclude": ["har_chord"]})
+    result, path = evaluate(opts)
+    res = result["two_sample"]
+    main, control = res["generated_vs_real"], res["real_vs_real"]
+    assert main["groups"] == len(res["songs"]) >= 3
+    assert len(res["features"]) == len(res["songs"][0]["real"]) - 3  # the three chord-tone shares left out
+    assert not any(n.startswith("har_chord") for n in main["feature_auc"]) and "har_triad_fit" in main["feature_auc"]
+    for name in ("logistic", "boosting"):
+        assert 0 <= main["classifiers"][name]["auc"] <= 1 and "null_p95" in main["classifiers"][name]
+        assert 0 <= control["classifiers"][name]["auc"] <= 1 and "null_p95" not in control["classifiers"][name]
+    written = json.loads(path.read_text())
+    assert written["two_sample"]["generated_vs_real"]["tells"][0]["feature"] in res["features"]
+
+
+def test_bad_settings_are_refused_before_any_work(remi_dir):
+    from musictx.evaluation.run import EvaluateError, run_evaluation
+
+    opts = evaluation_options(checkpoint="pop", data={"dir": str(remi_dir)}, mode="two_sample",
+                              two_sample={"folds": 1})
+    with pytest.raises(EvaluateError, match="two_sample.folds must be a whole number >= 2"):
+        run_evaluation(opts)
