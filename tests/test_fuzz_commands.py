@@ -326,3 +326,23 @@ def test_app_refuses_a_large_upload_as_too_large_and_out_of_range_values_quietly
         with pytest.raises(gr.Error) as refused:
             component.preprocess(value)
         assert not refused.value.print_exception  # the page says it; the server's log gets no traceback
+
+
+# ----- Ctrl-C ------------------------------------------------------------------------------------------------
+def test_ctrl_c_during_evaluation_is_one_line_and_leaves_no_folder(tmp_path):
+    data = song_split(tmp_path, [])
+    out = tmp_path / "eval"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    # a runner started in the background hands its children SIGINT ignored: give the run a terminal's Ctrl-C
+    proc = subprocess.Popen([sys.executable, "-m", "musictx.commands.evaluate", f"data.dir={data}", "mode=accompany",
+                             "checkpoint=pop_infill", "infill.seconds=30", f"output_dir={out}"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for line in proc.stdout:  # the first song's line: the model is loaded and the scorecard runs
+        if "accompany scorecard: 1/" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("musictx-evaluate: interrupted")
+    assert not out.exists() and not (tmp_path / "outputs").exists()
