@@ -4,7 +4,35 @@
     net, tokenizer = load_pretrained("piano")     # the shipped piano Music Transformer
 """
 
+import os as _os
+import sys as _sys
+
 __version__ = "0.1.0"
+
+
+def _ctrl_c_while_starting() -> None:
+    """A command run from the shell (``musictx-*``, ``python -m musictx....``) spends its first seconds
+    importing torch and the rest, before its guard (`musictx.commands.guard`) is in place: a Ctrl-C there is
+    one line too, not an import traceback. Only for those runs: a script or notebook importing musictx keeps
+    Python's own hook."""
+    program = _os.path.basename(_sys.argv[0]) if _sys.argv else ""
+    if not (program.startswith("musictx-") or program == "-m") or _os.environ.get("MUSICTX_DEBUG"):
+        return
+    previous = _sys.excepthook
+    full = getattr(_sys, "orig_argv", [])
+    if program == "-m":  # python -m musictx.training.harmonizer
+        program = "python -m " + (full[full.index("-m") + 1] if "-m" in full[:-1] else "musictx")
+
+    def hook(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            print(f"{program}: interrupted (Ctrl-C) while starting; nothing was written", file=_sys.stderr)
+            return
+        previous(kind, value, tb)
+
+    _sys.excepthook = hook
+
+
+_ctrl_c_while_starting()
 
 
 def __getattr__(name: str):

@@ -37,7 +37,7 @@ def conf_values(name: str, groups: tuple[str, ...] = (), **overrides) -> dict:
     # a Hydra defaults list's groups (``- tokenizer: performance``) become blocks, as Hydra composes them;
     # a string override picks another file of the group (``tokenizer="remi"``)
     for entry in values.pop("defaults", []):
-        if isinstance(entry, dict):
+        if isinstance(entry, dict) and not next(iter(entry)).startswith("override "):  # Hydra's own groups
             (group, choice), = entry.items()
             picked = overrides.get(group)
             choice = picked if isinstance(picked, str) else choice

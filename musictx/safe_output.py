@@ -5,7 +5,8 @@ run folder destroyed it, a full disk left truncated files. So every command writ
 
 - `check_target` refuses, before any work, a target inside the installed package or the source tree's
   ``musictx/`` (its models and configs are lost on reinstall, or packaged with a wheel), ``/``, the home
-  folder itself, and an input's own folder where writing there would replace the input;
+  folder itself, the system's folders (``/etc``, ``/usr``, ``/var`` but its tmp ..., `SYSTEM_DIRS`), links
+  followed, and an input's own folder where writing there would replace the input;
 - `claim` refuses to replace a file this run did not create, unless the user said ``overwrite=true``;
 - `atomic_path` writes each file under a temporary name in its folder and renames it into place, so a
   failure leaves the whole file or none, and a full disk becomes one `OutputError` naming the file and the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import socket
 from collections.abc import Iterator
@@ -29,7 +31,7 @@ from musictx.paths import PACKAGE_DIR
 
 PROTECTED_ENV = "MUSICTX_PROTECTED_ROOTS"
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
-OVERWRITE_HINT = "pass overwrite=true to replace it"
+OVERWRITE_HINT = "pass {flag} to replace it"
 
 
 class OutputError(OSError):
@@ -43,9 +45,10 @@ class OutputError(OSError):
 class _Run:
     """What the current command run may replace: the files it created itself, everything with ``overwrite``."""
 
-    def __init__(self, overwrite: bool = False):
-        self.overwrite = overwrite
+    def __init__(self, overwrite: bool = False, flag: str = "overwrite=true"):
+        self.overwrite, self.flag = overwrite, flag  # flag: how the command's user says "overwrite"
         self.created: set[str] = set()
+        self.swept: set[Path] = set()  # the folders `sweep_leftovers` cleared
 
 
 # Outside a command (the library in a script or a notebook) the caller decides what it replaces; a command
@@ -54,11 +57,12 @@ _run = _Run(overwrite=True)
 
 
 @contextmanager
-def command_run(overwrite: bool = False) -> Iterator[None]:
+def command_run(overwrite: bool = False, flag: str = "overwrite=true") -> Iterator[None]:
     """A command's run: inside it, `claim` refuses to replace a file the run did not create (unless
-    ``overwrite``); the files earlier runs of this process created do not count (tests run many)."""
+    ``overwrite``, which the command's user gives as ``flag``: its refusals say so); the files earlier runs of
+    this process created do not count (tests run many)."""
     global _run
-    before, _run = _run, _Run(bool(overwrite))
+    before, _run = _run, _Run(bool(overwrite), flag)
     try:
         yield
     finally:
@@ -85,6 +89,23 @@ def protected_roots() -> list[Path]:
     return roots
 
 
+# The system's own folders: no output belongs there (checked after links are followed: a link to /etc is /etc)
+SYSTEM_DIRS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
+               "/sys", "/var", "/System", "/Library", "/private/etc", "/private/var")
+SYSTEM_TEMP = ("/var/tmp", "/var/folders", "/private/var/tmp", "/private/var/folders")  # temporary: allowed
+
+
+def system_folder(real: Path) -> str | None:
+    """The system folder ``real`` (links followed) is in or is, or None (a temporary folder under /var is not)."""
+    if any(real == Path(t) or Path(t) in real.parents for t in SYSTEM_TEMP):
+        return None
+    for folder in SYSTEM_DIRS:
+        root = Path(folder)
+        if real == root or root in real.parents:
+            return folder
+    return None
+
+
 def _real(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(os.path.abspath(path)))  # a symlink loop is no error here
 
@@ -97,6 +118,10 @@ def target_problem(path: str | os.PathLike, inputs: dict[str, str | os.PathLike 
         return "the root of the file system; choose a folder of your own"
     if real == _real(Path.home()):
         return "your home folder itself; choose a folder inside it"
+    system = system_folder(real)
+    if system:
+        where = f" ({real})" if str(real) != os.path.abspath(path) else ""
+        return f"inside the system folder {system}{where}; choose a folder of your own"
     for root in protected_roots():
         if real == root or root in real.parents:
             return f"inside the installed musictx package ({root}); choose a folder of your own"
@@ -121,8 +146,8 @@ def claim(path: str | os.PathLike, key: str = "output") -> Path:
     if path.is_dir():
         raise OutputError(f"{path} is a folder, not a file this run may write; choose another {key}")
     if os.path.lexists(path) and not _run.overwrite and os.path.realpath(path) not in _run.created:
-        raise OutputError(f"{path} already exists and this run did not write it; {OVERWRITE_HINT}, "
-                          f"or choose another {key}")
+        hint = OVERWRITE_HINT.format(flag=_run.flag)
+        raise OutputError(f"{path} already exists and this run did not write it; {hint}, or choose another {key}")
     return path
 
 
@@ -158,12 +183,95 @@ def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.stem}.tmp-{socket.gethostname()}-{os.getpid()}{path.suffix}")
 
 
+def claim_path(path: Path) -> Path:
+    """The hidden name that reserves ``path`` for one run until it is written (`claim_name`)."""
+    return path.with_name(f".{path.name}.claim")
+
+
+def claim_name(path: str | os.PathLike) -> bool:
+    """Reserve ``path`` for this process: its hidden claim (`claim_path`, holding this host and process id)
+    is created exclusively, and ``path`` itself must not exist. False when either is taken. Nothing visible is
+    made: a run killed at any moment leaves no empty ``path``, and its claim is swept by the next run there
+    (`sweep_leftovers`). Release with `release_name`."""
+    path = Path(path)
+    marker = claim_path(path)
+    if os.path.lexists(path):
+        return False
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    if os.path.lexists(path):  # written whole by another run between the check and the claim
+        marker.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def release_name(path: str | os.PathLike) -> None:
+    claim_path(Path(path)).unlink(missing_ok=True)
+
+
+# .name.tmp-HOST-PID.suffix (temp_path) and .name.claim (claim_path, its text "HOST PID")
+_TEMP = re.compile(r"^\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)(\.[^.]*)?$")
+
+
+def _dead(host: str, pid: int) -> bool:
+    """Whether process ``pid`` of ``host`` is gone (only this host's can be told; another's is kept)."""
+    if host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _owner(folder: Path, name: str) -> tuple[str, int] | None:
+    found = _TEMP.match(name)
+    if found:
+        return found["host"], int(found["pid"])
+    if name.startswith(".") and name.endswith(".claim"):
+        try:
+            host, pid = (folder / name).read_text().split()[:2]
+            return host, int(pid)
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def sweep_leftovers(folder: str | os.PathLike, say=print) -> list[str]:
+    """Remove the hidden temporaries and claims a killed run (``kill -9``, a power cut) left in ``folder``: those
+    of a process of this host that is gone. Says what it removed in one line; returns the names."""
+    folder = Path(folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    gone = []
+    for name in names:
+        owner = _owner(folder, name) if name.startswith(".") else None
+        if owner and _dead(*owner) and (folder / name).is_file():
+            (folder / name).unlink(missing_ok=True)
+            gone.append(name)
+    if gone:
+        say(f"{folder}: removed {len(gone)} unfinished file(s) a stopped run left there ({', '.join(gone[:3])}"
+            f"{' ...' if len(gone) > 3 else ''})")
+    return gone
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike, key: str = "output", replace: bool = False) -> Iterator[Path]:
     """Yield a temporary name beside ``path`` to write; when the block ends well it replaces ``path`` (one
     rename), else it is removed and ``path`` is left as it was. A full disk raises `full_disk_error`. An
     existing ``path`` must be this run's (`claim`) unless ``replace`` (the caller settled it before)."""
     path = Path(path) if replace else claim(path, key)
+    if path.parent not in _run.swept:  # a killed run's temporaries go before this run writes beside them
+        _run.swept.add(path.parent)
+        sweep_leftovers(path.parent)
     tmp = temp_path(path)
     try:
         yield tmp

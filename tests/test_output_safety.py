@@ -136,7 +136,7 @@ def test_export_does_not_replace_a_model_folder(tmp_path, tiny_checkpoint):
     before = tree_hashes(tmp_path)
     line = refused(run_cmd("export", str(tiny_checkpoint), str(folder), cwd=tmp_path), "export")
     assert line == (f"musictx-export: error: {folder / 'config.json'} already exists and this run did not write it; "
-                    "pass overwrite=true to replace it, or choose another output_dir")
+                    "pass --overwrite to replace it, or choose another output_dir")
     assert tree_hashes(tmp_path) == before
     done = run_cmd("export", str(tiny_checkpoint), str(folder), "--overwrite", cwd=tmp_path)  # said so: replaced
     assert done.returncode == 0, done.stderr[-2000:]

@@ -11,6 +11,7 @@ import atexit
 import importlib.util
 import ipaddress
 import logging
+import math
 import os
 import shutil
 import signal
@@ -85,8 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         auth = parse_auth(args.auth or os.environ.get(AUTH_ENV))
         limits = Limits(args.keep_results, args.max_disk_mb)
-        if args.max_queue < 1:
-            raise ValueError(f"--max-queue must be >= 1, got {args.max_queue}")
+        check_numbers(args)
     except ValueError as err:
         sys.exit(f"musictx-app: error: {err}")
     warning = host_warning(args.host, auth)
@@ -102,6 +102,29 @@ def main(argv: list[str] | None = None) -> None:
         _serve(args, workdir, limits, auth)
     except KeyboardInterrupt:  # stopped before the server ran (loading the model): no traceback
         log.info("stopped")
+    except Exception as err:  # noqa: BLE001 - a port in use, a bad soundfont: one line (MUSICTX_DEBUG=1: all)
+        from musictx.commands.guard import debugging, one_line
+
+        if debugging():
+            raise
+        sys.exit(f"musictx-app: error: {one_line(err)} ({type(err).__name__})")
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """ValueError naming the first option out of its range (before the model loads)."""
+    from musictx.generation.generate_options import device_problem
+
+    if args.max_queue < 1:
+        raise ValueError(f"--max-queue must be >= 1, got {args.max_queue}")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be from 0 to 65535, got {args.port}")
+    if not (math.isfinite(args.max_upload_mb) and 0 < args.max_upload_mb <= 1024):
+        raise ValueError(f"--max-upload-mb must be above 0 and at most 1024, got {args.max_upload_mb}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    problem = device_problem(args.device)
+    if problem:
+        raise ValueError(f"--device {args.device}: {problem.replace('device=', '--device ')}")
 
 
 def _serve(args: argparse.Namespace, workdir, limits: Limits, auth: tuple[str, str] | None) -> None:

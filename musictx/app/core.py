@@ -55,6 +55,7 @@ MAX_WHOLE_SEED_SECONDS = 120.0  # "all of it" (API only): a seed longer than thi
 MAX_LENGTH_SECONDS = 60.0
 DEFAULT_MAX_QUEUE = 8  # requests that may wait, each bounded as above
 MAX_UPLOAD_MB = 5.0
+UPLOAD_FORM_BYTES = 64 * 2**10  # an upload request's multipart headers around the file
 Report = Callable[[float, str], None]  # (fraction done, what is happening)
 
 
@@ -311,7 +312,11 @@ class Continuer:
             raise GenerateError(problem)
 
     def upload_problem(self, size: int) -> str | None:
-        """`check_room` for an upload of ``size`` bytes, said as a reason (the upload guard answers with it)."""
+        """Why an upload of ``size`` bytes (the request's, the form's few headers included) is refused: larger
+        than a seed file may be, or `check_room` (the upload guard answers with it); None when it fits."""
+        if size > self.max_upload_mb * 2**20 + UPLOAD_FORM_BYTES:
+            return (f"the file is too large ({size / 2**20:.1f} MB; a seed file may be at most "
+                    f"{self.max_upload_mb:g} MB)")
         try:
             self.check_room(size)
         except GenerateError as err:

@@ -146,8 +146,28 @@ def _seed_column(cont: Continuer):
     return seed_file, use_motif, preview, preview_note, controls, go
 
 
+def quiet_bounds() -> None:
+    """A value outside a slider's or number box's range (sent through the API) is refused by Gradio with a
+    clean message on the page, but Gradio also printed its traceback in the server's log: make that refusal
+    an expected one (``print_exception=False``), as the app's own refusals are."""
+    number = gr.components.Number
+    if getattr(number.raise_if_out_of_bounds, "musictx_quiet", False):
+        return
+    loud = number.raise_if_out_of_bounds
+
+    def raise_quietly(num, minimum, maximum) -> None:
+        try:
+            loud(num, minimum, maximum)
+        except gr.Error as err:
+            raise gr.Error(err.message, print_exception=False) from None
+
+    raise_quietly.musictx_quiet = True
+    number.raise_if_out_of_bounds = staticmethod(raise_quietly)
+
+
 def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks:
     """The page around ``cont``, its queue bounded to ``max_queue`` waiting events (not launched)."""
+    quiet_bounds()
     if max_queue < 1:
         raise ValueError(f"max_queue must be >= 1, got {max_queue}")
     with gr.Blocks(title="musictx") as page:

@@ -20,7 +20,15 @@ class CompareReport(Callback):
         write_report(config.hydra.sweep.dir)
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """``python -m musictx.commands.compare <sweep dir>``: any error, and Ctrl-C, in one line."""
+    from musictx.commands.guard import command_guard
+
     if len(sys.argv) != 2:
         sys.exit("usage: python -m musictx.commands.compare <sweep dir>")
-    write_report(sys.argv[1])
+    with command_guard("python -m musictx.commands.compare"):
+        write_report(sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()

@@ -16,23 +16,26 @@ work, and so is one that holds these files already, unless ``overwrite=true`` (`
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard
-from musictx.evaluation.run import EvaluateOptions, evaluate
+from musictx.commands.guard import before_hydra, command_guard, plain
+from musictx.evaluation.run import EvaluateOptions, check_options, evaluate
 from musictx.paths import CONF_DIR
 from musictx.safe_output import check_new, check_target, write_text
 
 PROG = "musictx-evaluate"
-OUTPUT_FILES = ("metrics.json", "evaluate_config.yaml", "forgetting_curve.png", "recall.png")
+OUTPUT_FILES = ("metrics.json", "evaluate_config.yaml", "forgetting_curve.png", "recall.png", "skipped.tsv")
 
 
 def check_outputs(cfg: DictConfig) -> None:
-    """OutputError when ``output_dir`` is refused or holds a file this run would replace."""
+    """The options (`musictx.evaluation.run.check_options`: names, mode, the song modes' blocks), then
+    OutputError when ``output_dir`` is refused or holds a file this run would replace: before any model loads."""
+    check_options(EvaluateOptions.from_mapping(plain(cfg)))
     out = check_target(str(cfg.output_dir), "output_dir", inputs={"data.dir": cfg.data.dir})
     if not cfg.get("overwrite"):
         check_new([out / name for name in OUTPUT_FILES if (out / name).exists()], "output_dir")
@@ -41,8 +44,18 @@ def check_outputs(cfg: DictConfig) -> None:
 @with_key_help("evaluate", PROG)
 def main() -> None:
     """Console script: the config and the output folder are checked before Hydra starts, then Hydra runs."""
+    sys.argv[1:] = run_dir_is_output_dir(sys.argv[1:])
     before_hydra("evaluate", PROG, check_outputs)
     evaluate_main()
+
+
+def run_dir_is_output_dir(args: list[str]) -> list[str]:
+    """``args`` with ``hydra.run.dir`` set to the ``output_dir`` given (unless set too): Hydra's run folder (its
+    evaluate.log) is then the output folder the output policy checked, not a new ./outputs/evaluate/DATE/TIME."""
+    given = [a.split("=", 1)[1] for a in args if a.startswith("output_dir=")]
+    if given and not any(a.startswith(("hydra.run.dir=", "-")) for a in args):
+        return [*args, f"hydra.run.dir={given[-1]}"]
+    return args
 
 
 @hydra.main(config_path=CONF_DIR, config_name="evaluate", version_base="1.3")

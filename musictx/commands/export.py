@@ -11,6 +11,7 @@ whole or not at all.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from musictx.checkpoints.export import export
@@ -40,9 +41,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the model files output_dir holds already (else the export is refused)")
     args = parser.parse_args(argv)
-    if args.max_shard_mb is not None and args.max_shard_mb <= 0:
+    if args.max_shard_mb is not None and not (math.isfinite(args.max_shard_mb) and args.max_shard_mb > 0):
         parser.error(f"--max-shard-mb must be > 0, got {args.max_shard_mb}")
-    with command_guard(PROG, overwrite=args.overwrite):
+    with command_guard(PROG, overwrite=args.overwrite, flag="--overwrite"):
         check_output(args.checkpoint, args.output_dir, args.overwrite)
         out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
     print(f"wrote {out}")

@@ -56,9 +56,6 @@ def generate_main(cfg: DictConfig) -> None:
     try:
         with command_guard(PROG, config_name="generate"):
             run(GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
-    except KeyboardInterrupt as err:
-        print(f"{PROG}: {str(err) or 'interrupted'}", file=sys.stderr)
-        sys.exit(130)
     finally:
         _remove_if_empty(HydraConfig.get().runtime.output_dir)
 

@@ -37,13 +37,14 @@ from musictx.io.token_store import DatasetFormatError
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.io.wav_io import AudioRenderError
 from musictx.paths import CONF_DIR
-from musictx.safe_output import FULL_DISK, OutputError, command_run, full_disk_error
+from musictx.safe_output import FULL_DISK, OutputError, check_target, command_run, full_disk_error
 from musictx.training.finetune import InitFromError
 
 # What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
 USER_ERRORS: tuple[type[BaseException], ...] = (
     OutputError, GenerateError, MidiReadError, TokenizerMismatchError, ModelLoadError, EvaluateError,
     DatasetFormatError, InitFromError, AudioRenderError)
+DEBUG_ENV = "MUSICTX_DEBUG"  # set to 1: an unexpected error shows its traceback instead of one line
 HYDRA_FILES = {".hydra"}  # what Hydra writes into a run folder before the command runs (and its *.log)
 # set by before_hydra: whether the run folder existed, and the outermost of its folders that did not (Hydra
 # makes outputs/train/<date>/<time> whole); True and None (keep everything) when it did not run
@@ -81,6 +82,9 @@ def key_message(err: BaseException, config_name: str) -> str:
     found = re.search(r"Could not override '([^']+)'", text) or re.search(r"[Kk]ey '([^']+)'", text)
     key = found[1] if found else getattr(err, "full_key", None) or "?"
     known = _flat_keys(_defaults(config_name))
+    if key in known and (Path(CONF_DIR) / key).is_dir():  # an option that shares its name with a config group
+        return (f"{key}=...: Hydra reads '{key}' as the config group conf/{key}/ here, so this option cannot be "
+                f"given on the command line; leave it out (conf/{config_name}.yaml sets it)")
     close = difflib.get_close_matches(key, known, n=1) or difflib.get_close_matches(key.split(".")[-1],
                                                                                     known, n=1)
     hint = f"did you mean '{close[0]}'?" if close else f"conf/{config_name}.yaml lists the keys"
@@ -122,7 +126,8 @@ def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], N
         new = [p for p in (run_dir, *run_dir.parents) if not os.path.lexists(p)]
         _state.update(run_dir_existed=not new, first_new=new[-1] if new else None)
         if precheck is not None:
-            precheck(cfg)
+            precheck(cfg)  # first: its refusals name the options the user gave (output_dir=)
+        check_target(run_dir, "hydra.run.dir")  # Hydra's own folder follows the output policy too
 
 
 def plain(cfg: DictConfig) -> dict:
@@ -172,11 +177,13 @@ def _run_dir() -> str | None:
 
 @contextmanager
 def command_guard(prog: str, overwrite: bool = False, config_name: str | None = None,
-                  extra: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
-    """Run a command's work: its files may replace only its own (``overwrite``: any); the errors a user can
-    fix end as one line on stderr with exit status 1 (Ctrl-C and SystemExit pass through)."""
+                  extra: tuple[type[BaseException], ...] = (), flag: str = "overwrite=true") -> Iterator[None]:
+    """Run a command's work: its files may replace only its own (``overwrite``: any); every error ends as one
+    line on stderr with exit status 1, and Ctrl-C as one line with status 130 (SystemExit passes through).
+    The errors a user can fix say what to fix; any other says its kind, and `DEBUG_ENV`=1 shows its
+    traceback instead. ``flag``: how the command's user says "overwrite" (``--overwrite``)."""
     try:
-        with command_run(overwrite):
+        with command_run(overwrite, flag):
             yield
     except (ConfigCompositionException, MissingConfigException, ConfigAttributeError, ConfigKeyError) as err:
         fail(prog, key_message(err, config_name) if config_name else one_line(err))
@@ -184,12 +191,35 @@ def command_guard(prog: str, overwrite: bool = False, config_name: str | None = 
         fail(prog, one_line(err))
     except HydraException as err:
         fail(prog, one_line(err))
+    except KeyboardInterrupt as err:
+        interrupted(prog, err)
     except OSError as err:  # a write the system refused (a full disk, permissions): name the file
         if err.errno in FULL_DISK:  # a write() call's error carries no file name: the working folder's disk
             fail(prog, one_line(full_disk_error(err.filename or os.path.join(os.getcwd(), "an output file"), err)))
         if err.filename is None:
-            raise
+            unexpected(prog, err)
         fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")
+    except Exception as err:  # noqa: BLE001 - the last line of defence: no traceback reaches the user
+        unexpected(prog, err)
+
+
+def debugging() -> bool:
+    """Whether the user asked for tracebacks (`DEBUG_ENV`=1)."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def unexpected(prog: str, err: BaseException) -> None:
+    """An error no check foresaw: one line with its kind (its traceback with `DEBUG_ENV`=1)."""
+    if debugging():
+        raise err
+    fail(prog, f"{one_line(err)} ({type(err).__name__}; {DEBUG_ENV}=1 shows where)")
+
+
+def interrupted(prog: str, err: BaseException | None = None) -> None:
+    """Ctrl-C: one line (what was kept, when the command says so) and exit status 130."""
+    _remove_run_dir(_run_dir())
+    print(f"{prog}: {str(err or '') or 'interrupted (Ctrl-C); nothing more was written'}", file=sys.stderr, flush=True)
+    raise SystemExit(130)
 
 
 def fail(prog: str, line: str) -> None:

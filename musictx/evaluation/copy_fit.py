@@ -71,7 +71,7 @@ def run(checkpoint: str, data: Path, split: str, songs: int, first_bar: int, bar
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m musictx.evaluation.copy_fit", description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", default="pop_infill")
     ap.add_argument("--data", type=Path, default=Path("data/pop"))
     ap.add_argument("--split", default="validation")
@@ -79,7 +79,10 @@ def main() -> None:
     ap.add_argument("--first-bar", type=int, default=17)
     ap.add_argument("--bars", type=int, default=4)
     a = ap.parse_args()
-    run(a.checkpoint, a.data, a.split, a.songs, a.first_bar, a.bars)
+    from musictx.commands.guard import command_guard  # any error, and Ctrl-C, in one line
+
+    with command_guard(ap.prog):
+        run(a.checkpoint, a.data, a.split, a.songs, a.first_bar, a.bars)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import torch
 from symusic import Score
 
 from musictx.evaluation import scorecard_metrics as sm
+from musictx.evaluation.checks import each_song
 from musictx.evaluation.chords import Harmony
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
@@ -40,7 +41,7 @@ from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import context_length
 from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import BarSplitter, bar_starts
-from musictx.io.score_io import score_to_pretty_midi
+from musictx.io.score_io import read_score, score_to_pretty_midi
 from musictx.io.score_prep import ROLE_PROGRAMS
 
 INFILL_MEASURES = (  # key, label
@@ -133,7 +134,7 @@ def without_in_bars(tok, song, s: int, e: int, hidden: set[int]):
 
 def outside_unchanged(path, out: Score, song, s: int, e: int, per_beat: int) -> tuple[bool, bool]:
     """(every note outside bars [s, e) as in the file, every new note inside the range's bar lines)."""
-    original, shift = Score(str(path)), song.read.shift_ticks
+    original, shift = read_score(path), song.read.shift_ticks
     lo, hi = int(song.lines[s]) - shift, int(song.lines[e]) - shift
     same, inside = True, True
     for before, after in zip(original.tracks, out.tracks, strict=True):
@@ -183,7 +184,7 @@ def infill_card(net, tok, path: Path, other: Path, opts: dict, sampling: Samplin
 
 def melody_file(path: Path, folder: Path) -> Path:
     """The song's MELODY track alone, beside a copy of its beat file (so its bars are the song's)."""
-    score = Score(str(path))
+    score = read_score(path)
     score.tracks = [t for t in score.tracks if t.name.upper() == "MELODY"]
     out = folder / path.parent.name / path.name
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +240,7 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
     real_row["repeat_overlap"] = repeat_overlap(real, lines[s:e + 1], pairs)
     model["density_ratio"] = model["density"] / max(real_row["density"], 1e-9)
     real_row["density_ratio"] = 1.0
-    given = Score(str(melody_path)).tracks[0].notes.numpy()
+    given = read_score(melody_path).tracks[0].notes.numpy()
     written = out.tracks[0].notes.numpy()
     model["melody_unchanged"] = float(all(np.array_equal(given[k], written[k]) for k in given))
     model["realtime"] = (t1 - t0) / wall
@@ -301,19 +302,18 @@ def stream_nll(net, tok, song, s: int, e: int, programs: set[int]) -> float:
 def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progress=print) -> dict:
     """The infill or accompany scorecard over ``songs`` (the i-th uses sampling seed + i)."""
     sampling = SamplingOptions.from_mapping(opts)
-    per_song = []
+    skipped: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for k, path in enumerate(songs):
+        def card(k: int, path: Path) -> dict:
             one = replace(sampling, seed=sampling.seed + k)
             if task == "infill":
-                card = infill_card(net, tok, Path(path), Path(songs[(k + 1) % len(songs)]), opts, one)
-            else:
-                card = accompany_card(net, tok, Path(path), Path(tmp), opts, one)
-            per_song.append(card)
-            progress(f"{task} scorecard: {k + 1}/{len(songs)} {Path(path).name}")
+                return infill_card(net, tok, path, Path(songs[(k + 1) % len(songs)]), opts, one)
+            return accompany_card(net, tok, path, Path(tmp), opts, one)
+
+        per_song = list(each_song(songs, card, skipped, progress, f"{task} scorecard"))  # a bad song: skipped
     means = {side: {key: float(np.nanmean([c[side].get(key, np.nan) for c in per_song]))
                     for key in sorted({k for c in per_song for k in c[side]})} for side in ("model", "real", "chance")}
-    return {"task": task, "songs": per_song, "means": means, "settings": dict(opts)}
+    return {"task": task, "songs": per_song, "means": means, "settings": dict(opts), "skipped": skipped}
 
 
 def format_task_scorecard(result: dict) -> str:

@@ -19,6 +19,14 @@ from pathlib import Path
 import torch
 
 from musictx.checkpoints.model_store import load_model
+from musictx.evaluation.checks import (
+    EvaluateError,
+    check_common,
+    check_song_options,
+    check_task_model,
+    no_songs_left,
+    skipped_tsv,
+)
 from musictx.evaluation.continuation import continuation_options, evaluate_continuations, format_continuation_table
 from musictx.evaluation.motif import evaluate_motif, format_motif_table
 from musictx.evaluation.motif_plots import plot_forgetting_curves, result_label
@@ -29,15 +37,11 @@ from musictx.io.jsonio import write_json
 from musictx.io.ngram_index import INDEX_FILE
 from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
 from musictx.paths import conf_values
-from musictx.safe_output import check_target
+from musictx.safe_output import check_target, write_text
 
 MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall", "infill", "accompany", "two_sample")
 # evaluate.yaml's nested blocks; their keys are checked too
 GROUPS = ("data", "scorecard", "continuation", "motif", "recall", "infill", "two_sample")
-
-
-class EvaluateError(ValueError):
-    """A bad option; the message names it."""
 
 
 @dataclass
@@ -89,6 +93,7 @@ def check_options(opts: EvaluateOptions) -> None:
     """Refuse, before any work, an unknown mode and bad continuation settings. Raises EvaluateError."""
     if opts.mode not in MODES:
         raise EvaluateError(f"mode must be one of {MODES}, got {opts.mode!r}")
+    check_common(vars(opts))
     try:
         if opts.mode in ("token_continuation", "all"):
             continuation_options(opts.continuation)
@@ -98,6 +103,7 @@ def check_options(opts: EvaluateOptions) -> None:
             check_two_sample(opts.two_sample or {})
     except (ValueError, KeyError) as err:
         raise EvaluateError(str(err)) from None
+    check_song_options(opts.mode, opts.scorecard, opts.infill)
 
 
 def pick_device(name: str) -> torch.device:
@@ -127,22 +133,10 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     check_options(opts)
     device = pick_device(opts.device)
     net, tok, meta = load_model(opts.checkpoint, map_location=device)
+    check_task_model(opts.mode, opts.infill, tok, opts.checkpoint)
     data_dir = opts.data["dir"]
-    if opts.mode == "continuation":  # MIDI in, MIDI out: any model on any prepared folder's songs
-        return {**_model_info(meta, net, data_dir, opts.split),
-                "scorecard": evaluate_scorecard(net, tok, data_dir, opts)}
-    if opts.mode in ("infill", "accompany"):  # MIDI in, MIDI out, as the continuation scorecard
-        from musictx.evaluation.infill_scorecard import run_task_scorecard
-
-        songs = split_songs(data_dir, opts.split)[: opts.infill.get("max_songs") or None]
-        return {**_model_info(meta, net, data_dir, opts.split), "task_scorecard": run_task_scorecard(
-            net, tok, songs, opts.infill, opts.mode, progress=print if opts.progress else (lambda _: None))}
-    if opts.mode == "two_sample":  # MIDI in, MIDI out: generated against real by classifiers
-        from musictx.evaluation.two_sample_run import one_file_per_song, run_two_sample
-
-        songs = one_file_per_song(split_songs(data_dir, opts.split))[: opts.two_sample.get("max_songs") or None]
-        return {**_model_info(meta, net, data_dir, opts.split), "two_sample": run_two_sample(
-            net, tok, songs, opts.two_sample, progress=print if opts.progress else (lambda _: None))}
+    if opts.mode in ("continuation", "infill", "accompany", "two_sample"):  # MIDI in, MIDI out: the songs read again
+        return song_by_song(net, tok, meta, opts)
     tok.check_compatible(load_tokenizer(data_dir), what=f"data {data_dir}")
     arrays = TokenArrays(data_dir, opts.split)
     if len(arrays) == 0:
@@ -157,11 +151,14 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
             result["nll"]["nll_per_note"] = result["nll"]["nll"] * result["nll"]["tokens"] / notes
     if opts.mode in ("token_continuation", "all"):
         result["continuation"] = evaluate_continuations(net, tok, arrays, opts.continuation, device)
-    if opts.mode == "motif":
-        result["motif"] = evaluate_motif(net, tok, arrays, opts.motif, device)
-    if opts.mode == "recall":
-        result["recall"] = evaluate_recall(net, tok, arrays, opts.recall, context, device,
-                                           progress=print if opts.progress else (lambda _: None))
+    try:  # what the split cannot give (no piece long enough, too few pieces) is said as the data's problem
+        if opts.mode == "motif":
+            result["motif"] = evaluate_motif(net, tok, arrays, opts.motif, device)
+        if opts.mode == "recall":
+            result["recall"] = evaluate_recall(net, tok, arrays, opts.recall, context, device,
+                                               progress=print if opts.progress else (lambda _: None))
+    except ValueError as err:
+        raise EvaluateError(f"mode={opts.mode}: {' '.join(str(err).split())}") from None
     return result
 
 
@@ -171,26 +168,44 @@ def _model_info(meta: dict, net, data_dir, split: str) -> dict:
             "global_step": meta.get("global_step")}
 
 
-def split_songs(data_dir, split: str) -> list[Path]:
-    """The source MIDI files of a prepared split: the prep's input folder joined with the names it listed."""
+def split_songs(data_dir, split: str, mode: str = "continuation") -> list[Path]:
+    """The source MIDI files of a prepared split: the prep's input folder joined with the names it listed (a
+    file not found there is skipped by `each_song` with its reason)."""
     manifest = load_manifest(data_dir)
     root = manifest.get("input_dir")
     if not root or root == "None":
-        raise EvaluateError(f"{data_dir}: its manifest names no input folder; mode=continuation reads the songs again")
+        raise EvaluateError(f"{data_dir}: its manifest names no input folder; mode={mode} reads the songs again")
     songs = [Path(root) / name for name in TokenArrays(data_dir, split).files]
-    missing = [p for p in songs if not p.is_file()]
-    if missing:
-        raise EvaluateError(f"{missing[0]}: listed in {data_dir}/{split}.files.txt but not found "
-                            f"({len(missing)} of {len(songs)} missing)")
+    if not songs:
+        raise EvaluateError(f"split {split!r} of {data_dir} has no songs")
     return songs
 
 
-def evaluate_scorecard(net, tok, data_dir, opts: EvaluateOptions) -> dict:
-    songs = split_songs(data_dir, opts.split)
-    if opts.scorecard.get("max_songs"):
-        songs = songs[: int(opts.scorecard["max_songs"])]
-    return run_scorecard(net, tok, songs, opts.scorecard, Path(data_dir) / INDEX_FILE,
-                         progress=print if opts.progress else (lambda _: None))
+def song_by_song(net, tok, meta: dict, opts: EvaluateOptions) -> dict:
+    """mode=continuation, infill or accompany: each song of the split (the first ``max_songs``) read again as
+    MIDI; one that cannot be used is skipped with its reason (the result's ``skipped``, skipped.tsv)."""
+    data_dir = opts.data["dir"]
+    block = {"continuation": opts.scorecard, "two_sample": opts.two_sample}.get(opts.mode, opts.infill)
+    songs = split_songs(data_dir, opts.split, opts.mode)
+    progress = print if opts.progress else (lambda _: None)
+    if opts.mode == "continuation":
+        songs = songs[: block.get("max_songs") or None]
+        card = run_scorecard(net, tok, songs, opts.scorecard, Path(data_dir) / INDEX_FILE, progress=progress)
+        key = "scorecard"
+    elif opts.mode == "two_sample":  # generated against real by classifiers
+        from musictx.evaluation.two_sample_run import one_file_per_song, run_two_sample
+
+        songs = one_file_per_song(songs)[: block.get("max_songs") or None]
+        card, key = run_two_sample(net, tok, songs, opts.two_sample, progress=progress), "two_sample"
+    else:
+        songs = songs[: block.get("max_songs") or None]
+        from musictx.evaluation.infill_scorecard import run_task_scorecard
+
+        card, key = run_task_scorecard(net, tok, songs, opts.infill, opts.mode, progress=progress), "task_scorecard"
+    skipped = card.pop("skipped_reasons") if opts.mode == "two_sample" else card.pop("skipped")
+    if not card["songs"]:
+        raise no_songs_left(skipped, f"mode={opts.mode} on split {opts.split!r} of {data_dir}")
+    return {**_model_info(meta, net, data_dir, opts.split), key: card, "skipped": skipped}
 
 
 def format_table(result: dict) -> str:
@@ -227,6 +242,8 @@ def write_result(result: dict, output_dir: str | Path) -> Path:
     out = check_target(output_dir, "output_dir")
     out.mkdir(parents=True, exist_ok=True)
     path = write_json(out / "metrics.json", result, what="metric")
+    if result.get("skipped"):  # the songs a song-by-song mode could not use, with their reasons
+        write_text(out / "skipped.tsv", skipped_tsv(result["skipped"]))
     if "motif" in result:  # the forgetting curve beside the numbers it plots
         plot_forgetting_curves([result["motif"]], out / "forgetting_curve.png", [result_label(result, "model")])
     if "recall" in result:
@@ -240,5 +257,7 @@ def evaluate(opts: EvaluateOptions) -> tuple[dict, Path]:
     result = run_evaluation(opts)
     path = write_result(result, opts.output_dir)
     print(format_table(result))
+    if result.get("skipped"):
+        print(f"skipped {len(result['skipped'])} song(s) with their reasons: {path.with_name('skipped.tsv')}")
     print(f"\nwrote {path}")
     return result, path

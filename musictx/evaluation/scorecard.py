@@ -17,6 +17,7 @@ import numpy as np
 import pretty_midi
 
 from musictx.evaluation import scorecard_metrics as sm
+from musictx.evaluation.checks import each_song
 from musictx.evaluation.note_span import Span
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.ngram_index import load_index, position_ngrams, share_in_index
@@ -181,14 +182,16 @@ def run_scorecard(net, tok, songs: list[Path], opts: dict, index_path: Path | No
     sampling = SamplingOptions.from_mapping(opts)
     index = load_index(index_path) if index_path and Path(index_path).exists() else None
     go = continue_metrical if tok.kind != "performance" else continue_performance
-    per_song = []
-    for k, path in enumerate(songs):
-        cont = go(net, tok, Path(path), opts, replace(sampling, seed=sampling.seed + k))
-        per_song.append(score_song(Path(path), cont, opts["length_seconds"], index, tok))
-        progress(f"scorecard: {k + 1}/{len(songs)} {Path(path).name}")
+    skipped: list[tuple[str, str]] = []
+
+    def one(k: int, path: Path) -> dict:
+        cont = go(net, tok, path, opts, replace(sampling, seed=sampling.seed + k))
+        return score_song(path, cont, opts["length_seconds"], index, tok)
+
+    per_song = list(each_song(songs, one, skipped, progress, "scorecard"))  # a bad song: skipped, with its reason
     means = {side: _mean_over(per_song, side) for side in ("model", "real", "chance")}
     return {"songs": per_song, "means": means, "settings": dict(opts), "memorization_index": str(index_path)
-            if index is not None else None}
+            if index is not None else None, "skipped": skipped}
 
 
 def _mean_over(per_song: list[dict], side: str) -> dict:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pretty_midi
 
+from musictx.evaluation.checks import EvaluateError, each_song
 from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
@@ -94,14 +95,22 @@ def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> d
     """Generate, describe and test: the result as plain data (the per-song features included)."""
     settings = check_two_sample(opts)
     sampling = SamplingOptions.from_mapping(opts)
-    rows, skipped, t_start = [], [], time.perf_counter()
-    for k, path in enumerate(one_file_per_song([Path(p) for p in songs])):
+    bad: list[tuple[str, str]] = []
+    t_start = time.perf_counter()
+
+    def one(k: int, path: Path) -> dict:
         row = song_excerpts(net, tok, path, opts, replace(sampling, seed=sampling.seed + k))
-        (rows if row else skipped).append(row or str(path))
-        progress(f"two_sample: {k + 1} {path.name}" + ("" if row else " (too short: skipped)"))
+        if not row:
+            raise ValueError("too short for seed_from + seed_seconds + 2 x length_seconds")
+        return row
+
+    # a song too short or that cannot be read is skipped with its reason (musictx.evaluation.checks)
+    rows = list(each_song(one_file_per_song([Path(p) for p in songs]), one, bad, progress, "two_sample"))
+    skipped = [song for song, _ in bad]
     if len(rows) < 2:
-        raise ValueError(f"two_sample needs at least 2 songs long enough for seed_from + seed_seconds + "
-                         f"2 x length_seconds; got {len(rows)}")
+        first = f"; the first skipped, {bad[0][0]}: {bad[0][1]}" if bad else ""
+        raise EvaluateError(f"two_sample needs at least 2 songs long enough for seed_from + seed_seconds + "
+                            f"2 x length_seconds; got {len(rows)}{first}")
     generated_s = time.perf_counter() - t_start
     names = kept_features(list(rows[0]["generated"]), opts.get("exclude") or [])
     matrix = {side: np.array([[r[side][n] for n in names] for r in rows], dtype=float)
@@ -110,6 +119,6 @@ def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> d
     main = two_sample_test(matrix["generated"], matrix["real"], groups, names, settings)
     control = two_sample_test(matrix["real_after"], matrix["real"], groups, names, settings, with_null=False)
     return {"generated_vs_real": main, "real_vs_real": control, "features": names,
-            "settings": dict(opts), "songs": rows, "skipped": skipped,
+            "settings": dict(opts), "songs": rows, "skipped": skipped, "skipped_reasons": bad,
             "seconds": {"generate_and_describe": generated_s,
                         "test": time.perf_counter() - t_start - generated_s}}

@@ -32,6 +32,7 @@ from musictx.generation.window import context_length
 from musictx.io.chord_labels import Chords
 from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.midi_io import MidiReadError
+from musictx.io.score_io import read_score
 from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
 from musictx.io.score_prep import Track as TrackInfo
 
@@ -133,7 +134,7 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
 
 def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score:
     """The input file's own score, untouched, with the written tracks appended in its ticks."""
-    out = Score(song.path)
+    out = read_score(song.path)
     shift = song.read.shift_ticks
     for track in work.score.tracks[len(song.read.score.tracks):]:
         new = Track(track.name, 0, False)  # POP909 plays every track on the piano

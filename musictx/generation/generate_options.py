@@ -86,6 +86,9 @@ class GenerateOptions(SamplingOptions):
         if self.output_dir in (None, ""):
             raise GenerateError("output_dir is required")
         self.check_sampling()
+        problem = device_problem(self.device)
+        if problem:
+            raise GenerateError(f"device={self.device}: {problem}")
         check_output_dir(self.output_dir)
         if self.seed_from and not self.seed_midi:
             raise GenerateError(f"seed_from={self.seed_from:g} needs a seed_midi to start in")
@@ -163,15 +166,34 @@ def check_output_dir(output_dir: str | os.PathLike) -> None:
             raise GenerateError(f"output_dir={out}: {what} a file, not a folder")
 
 
+def device_problem(name) -> str | None:
+    """Why torch cannot run on the device ``name`` here (cpu, cuda, cuda:N, mps), or None."""
+    import torch
+
+    text = str(name)
+    if text == "cpu":
+        return None
+    if text == "mps":
+        return None if torch.backends.mps.is_available() else "no Apple GPU (MPS) here; use device=cpu"
+    if text == "cuda" or text.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            return "no CUDA GPU here (or torch was built without CUDA); use device=cpu"
+        index = text.partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            return f"no such GPU ({torch.cuda.device_count()} here: cuda:0 ...)"
+        return None
+    return "use cpu, cuda, cuda:N or mps"
+
+
 def check_task(opts: GenerateOptions) -> None:
     """Raise GenerateError for a task and options that do not go together (before a model is loaded)."""
     if opts.task not in TASKS:
         raise GenerateError(f"task={opts.task}: use one of {', '.join(TASKS)}")
     if opts.chords is not None and opts.task != "accompany":
         raise GenerateError("chords= is for task=accompany (the chords the accompaniment follows)")
-    if opts.chords is not None and not Path(opts.chords).is_file():
+    if opts.chords is not None and not os.path.lexists(opts.chords):
         raise GenerateError(f"chords={opts.chords}: no such file (a lab file of 'START END LABEL' lines)")
-    read_chords(opts.chords)  # a bad chord file is said before the model loads
+    read_chords(opts.chords)  # before the model loads: a folder, a FIFO, a bad line, named by Chords.read
     if opts.task == "continue":
         if opts.bars is not None or opts.tracks:
             raise GenerateError("bars= and tracks= are for task=infill and task=accompany")
@@ -180,6 +202,23 @@ def check_task(opts: GenerateOptions) -> None:
         raise GenerateError(f"task={opts.task} needs seed_midi=<file> (the song to work in)")
     if opts.task == "infill" and opts.bars is None:
         raise GenerateError("task=infill needs bars=FIRST-LAST (1-based, inclusive), e.g. bars=9-12")
+    if opts.bars is not None:
+        check_bars_form(opts.bars)
+
+
+def check_bars_form(spec) -> None:
+    """GenerateError unless ``bars=`` reads FIRST-LAST (or one bar), 1-based, in order, and at most
+    ``BOUNDS.length_bars`` bars: said before the model loads (the song's own bars are checked once read)."""
+    first, _, last = str(spec).strip().partition("-")
+    try:
+        a, b = int(first), int(last or first)
+    except ValueError:
+        raise GenerateError(f"bars={spec}: give a bar range as FIRST-LAST, e.g. bars=9-12") from None
+    if not 1 <= a <= b:
+        raise GenerateError(f"bars={spec}: FIRST and LAST count from 1, FIRST <= LAST, e.g. bars=9-12")
+    if b - a + 1 > BOUNDS.length_bars:
+        raise GenerateError(f"bars={spec}: {b - a + 1} bars are more than one run takes (at most "
+                            f"{BOUNDS.length_bars}); give a shorter range")
 
 
 def read_chords(path: str | None) -> Chords | None:
@@ -189,7 +228,7 @@ def read_chords(path: str | None) -> Chords | None:
     try:
         return Chords.read(path)
     except ChordFileError as err:
-        raise GenerateError(str(err)) from None
+        raise GenerateError(f"chords={err}") from None
 
 
 def _expected_tokenizer(path: str):

@@ -28,6 +28,7 @@ from musictx.generation.window import context_length
 from musictx.io.infill_format import BarSplitter, InfillIds, bar_starts, build_infill
 from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.midi_io import MidiReadError
+from musictx.io.score_io import read_score
 
 RIGHT_SHARE = 0.4  # of the context left after the span and the middle's room, at most this much after the span
 TOKENS_PER_BAR = 160  # room for a new bar when the span had little of the asked tracks (dense bars: 60-120)
@@ -50,7 +51,7 @@ class SongBars:
     def line_seconds(self, bars: list[int]) -> np.ndarray:
         """Seconds (the file's own clock) of the bar lines ``bars`` (0-based; n_bars is the last line)."""
         ticks = np.asarray([int(self.lines[b]) - self.read.shift_ticks for b in bars])
-        return ticks_to_seconds(Score(self.path), np.maximum(ticks, 0))
+        return ticks_to_seconds(read_score(self.path), np.maximum(ticks, 0))
 
     def bar_ids(self, b: int) -> np.ndarray:
         end = self.starts[b + 1] if b + 1 < self.n_bars else len(self.ids)
@@ -211,7 +212,7 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
                     new: dict[int, list[Note]], positions_per_beat: int) -> Score:
     """The file's own score (``song.path`` read again, no meter applied) with the taken tracks' notes whose
     onsets fall in bars [s, e) replaced by ``new`` (read-score ticks, moved back by the read's shift)."""
-    original, shift = Score(song.path), song.read.shift_ticks
+    original, shift = read_score(song.path), song.read.shift_ticks
     for track, info in zip(original.tracks, song.read.tracks.tracks, strict=True):
         if taken is not None and info.program not in taken:
             continue

@@ -10,11 +10,14 @@ Called by `musictx.generation.continue_midi.run` once the model is loaded; the o
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 
+from tqdm import tqdm
+
 from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
-from musictx.generation.generate_options import read_chords
+from musictx.generation.generate_options import BOUNDS, read_chords
 from musictx.generation.infill import infill_song, meter_warning, parse_bars, programs_of_names, read_song
 from musictx.generation.seeds import GenerateError
 from musictx.generation.take import Batch, Take, score_roll
@@ -31,20 +34,39 @@ def sample_task(opts, net, tok) -> Batch:
             InfillIds.of(tok)
         except ValueError as err:
             raise GenerateError(f"checkpoint={opts.checkpoint}: {err}") from None
-    make, what = _task(opts, net, tok)
+    make, what, bars = _task(opts, net, tok)
     takes, t0 = [], time.perf_counter()
-    for k in range(opts.num_samples):
-        start = time.perf_counter()
-        score, new_ids = make(replace(opts, seed=opts.seed + k))
-        takes.append(_take(score, new_ids, what, time.perf_counter() - start))
+    bar = tqdm(total=opts.num_samples * bars, desc="filling" if opts.task == "infill" else "accompanying",
+               unit=" bars", file=sys.stdout, disable=not opts.progress_every_s,
+               mininterval=opts.progress_every_s or 10.0)
+    with bar:
+        for k in range(opts.num_samples):
+            start = time.perf_counter()
+            score, new_ids = make(replace(opts, seed=opts.seed + k))
+            takes.append(_take(score, new_ids, what, time.perf_counter() - start))
+            bar.set_postfix_str(f"{k + 1} of {opts.num_samples} samples done", refresh=False)
+            bar.update(bars)
     return Batch(takes, {"task": opts.task, "what": what}, time.perf_counter() - t0)
 
 
+def check_range(opts, song, s: int, e: int) -> None:
+    """GenerateError when bars [s, e) are more than a run takes (`BOUNDS`: as many bars, or seconds, as
+    ``length_bars`` and ``length_seconds`` allow a continuation), naming the option to give."""
+    seconds = float(song.line_seconds([e])[0] - song.line_seconds([s])[0])
+    if e - s > BOUNDS.length_bars or seconds > BOUNDS.length_seconds:
+        given = f"bars={opts.bars}" if opts.bars is not None else f"seed_midi={opts.seed_midi} (all its {e - s} bars)"
+        raise GenerateError(f"{given}: {e - s} bars, {seconds:.0f} s, are more than task={opts.task} takes in one "
+                            f"run (at most {BOUNDS.length_bars} bars and {BOUNDS.length_seconds:g} s); give "
+                            "bars=FIRST-LAST for a part of it")
+
+
 def _task(opts, net, tok):
-    """(a function of the options making one sample: (score, new ids), a line saying what it does)."""
+    """(a function of the options making one sample: (score, new ids), a line saying what it does, its bars);
+    a range past the bounds is refused (`check_range`) before any sampling."""
     if opts.task == "infill":
         song = read_song(tok, opts.seed_midi)
         s, e = parse_bars(opts.bars, song)
+        check_range(opts, song, s, e)
         taken = programs_of_names(song, opts.tracks)
         names = "all tracks" if taken is None else ", ".join(
             t.name for t in song.read.tracks.tracks if t.program in taken)
@@ -53,15 +75,16 @@ def _task(opts, net, tok):
         def make(o):
             score, middle = infill_song(net, tok, song, s, e, taken, o, max_bar_repeats=o.max_bar_repeats)
             return score, len(middle)
-        return make, what
+        return make, what, e - s
     song = melody_song(tok, opts.seed_midi)
     s, e = parse_bars(opts.bars, song) if opts.bars is not None else (0, song.n_bars)
+    check_range(opts, song, s, e)
     roles = roles_to_write(song, opts.tracks)
     chords = read_chords(opts.chords)
     what = f"{', '.join(roles)} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
         f", following the chords of {opts.chords}" if chords else "") + meter_warning(song)
     return (lambda o: accompany_song(net, tok, song, roles, s, e, o, max_bar_repeats=o.max_bar_repeats,
-                                     chords=chords)), what
+                                     chords=chords)), what, e - s
 
 
 def _take(score, new_ids: int, what: str, wall: float) -> Take:

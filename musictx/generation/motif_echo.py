@@ -41,7 +41,8 @@ class MotifEcho(LogitsHook):
         pitch_ids = tok.ids_of_type("Pitch")
         self.pitch_id[self.pitch_of[pitch_ids]] = pitch_ids
         self.program_of = tok.numbers_of("Program")  # (V,) program of a Program id, else -1
-        self.programs = set(int(p) for p in programs)
+        # drums (REMI's Program_-1) are not echoed: -1 is also "not a Program id" in program_of
+        self.programs = set(int(p) for p in programs if int(p) >= 0)
 
     def start(self, prompt: Tensor) -> None:
         rows = prompt.cpu().numpy()

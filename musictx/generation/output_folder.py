@@ -6,8 +6,9 @@ A musician often continues a result in the folder it came from (``seed_midi=D/sa
 or keeps their own files beside the samples. So a run adds to its folder and never replaces: its samples
 take the numbers after the highest ``sample_NN`` name already there (``sample_04``, ``sample_05`` ... above a
 ``sample_03``, whatever that file is), and its record is ``generation.json``, or ``generation_2.json``,
-``generation_3.json`` ... when that name is taken. Each number is claimed by creating its ``.mid`` file
-exclusively (``O_EXCL``), so two runs writing into one folder at once cannot take the same one either.
+``generation_3.json`` ... when that name is taken. Each number is reserved by a hidden claim file created
+exclusively (``O_EXCL``), so two runs writing into one folder at once cannot take the same
+one either, and a run killed while it writes leaves no empty or partial file under a visible name.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from musictx.io.jsonio import write_json
 from musictx.io.midi_io import Notes
 from musictx.io.midi_write import write_midi, write_score
 from musictx.io.piano_roll import plot_piano_roll
-from musictx.safe_output import mark_created
+from musictx.safe_output import claim_name, release_name, sweep_leftovers
 
 # Any name that starts like a sample's (sample_07.mid, sample_07.png, sample_07_arcs_mean-mean_12.png, ...)
 # holds its number: new samples are numbered after the highest of them.
@@ -38,44 +39,37 @@ def sample_name(number: int) -> str:
 
 
 def claim_sample_numbers(out_dir: Path, count: int) -> list[int]:
-    """``count`` sample numbers, each after the highest already used in ``out_dir``, each claimed by
-    creating its empty ``sample_NN.mid`` (which the caller then writes): nothing there is replaced."""
-    used = [int(m.group(1)) for name in os.listdir(out_dir) if (m := SAMPLE_NAME.match(name))]
+    """``count`` sample numbers, each after the highest already used in ``out_dir`` (a file's name or another
+    run's claim), each reserved by a hidden claim (`musictx.safe_output.claim_name`) until its files are
+    written: nothing there is replaced, and nothing empty is left if the run is killed."""
+    used = [int(m.group(1)) for name in os.listdir(out_dir) if (m := SAMPLE_NAME.match(name.lstrip(".")))]
     number, claimed = max(used, default=-1) + 1, []
     while len(claimed) < count:
-        if _create_new(out_dir / f"{sample_name(number)}.mid"):
+        if claim_name(out_dir / f"{sample_name(number)}.mid"):
             claimed.append(number)
         number += 1
     return claimed
 
 
 def claim_record_path(out_dir: Path) -> Path:
-    """``generation.json``, or the first free ``generation_N.json`` (N = 2, 3, ...), created empty."""
+    """``generation.json``, or the first free ``generation_N.json`` (N = 2, 3, ...), reserved by a hidden claim."""
     path, n = out_dir / RECORD, 1
-    while not _create_new(path):
+    while not claim_name(path):
         n += 1
         path = out_dir / f"generation_{n}.json"
     return path
 
 
-def _create_new(path: Path) -> bool:
-    """Create ``path`` empty; False when something (a file, a folder, a link) already has that name."""
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-    except FileExistsError:
-        return False
-    mark_created(path)  # this run's own name: its writer may replace the empty file
-    return True
-
-
 class Claims:
-    """The names a run takes in its folder before it writes: its sample numbers (`claim_sample_numbers`) and its
-    record's path (`claim_record_path`), each created empty. Around the writing (a context manager) it lets go
-    of what was not written: after a Ctrl-C, every file of the samples left unfinished (the interrupt ends
-    there: ``stopped``); after an OSError (a full disk), the claims still empty, and the error goes on. What
-    was written whole stays (each file is written atomically, `musictx.safe_output`)."""
+    """The names a run reserves in its folder before it writes: its sample numbers (`claim_sample_numbers`) and
+    its record's path (`claim_record_path`), each by a hidden claim, so a ``kill -9`` at any moment leaves no
+    empty or partial file under a visible name (each file is written atomically, `musictx.safe_output`).
+    Around the writing (a context manager) it lets go of the sample claims; after a Ctrl-C it removes every
+    file of the samples left unfinished (the interrupt ends there: ``stopped``); an OSError (a full disk)
+    goes on. The record's claim goes with `release_record`, once the record is written."""
 
     def __init__(self, out_dir: Path, count: int):
+        sweep_leftovers(out_dir)  # what a killed run left here: its claims and temporaries
         self.out_dir, self.numbers = out_dir, claim_sample_numbers(out_dir, count)
         self.record = claim_record_path(out_dir)
         self.written, self.stopped = 0, False
@@ -89,20 +83,23 @@ class Claims:
         return (f"{self.out_dir} already holds earlier files: this run writes {span} and {self.record.name} beside "
                 "them (nothing there is replaced or removed)")
 
+    def release_record(self) -> None:
+        release_name(self.record)
+
     def __enter__(self) -> Claims:
         return self
 
     def __exit__(self, kind, err, tb) -> bool:
         unfinished = [self.out_dir / sample_name(n) for n in self.numbers[self.written:]]
+        for number in self.numbers:
+            release_name(self.out_dir / f"{sample_name(number)}.mid")
         if kind is not None and issubclass(kind, KeyboardInterrupt):  # these numbers were this run's alone
             for stem, suffix in itertools.product(unfinished, (".mid", ".png", ".wav")):
                 stem.with_suffix(suffix).unlink(missing_ok=True)
             self.stopped = True
             return True
-        if kind is not None and issubclass(kind, OSError):
-            for path in [stem.with_suffix(".mid") for stem in unfinished] + [self.record]:
-                if path.is_file() and path.stat().st_size == 0:
-                    path.unlink()
+        if kind is not None:
+            self.release_record()
         return False
 
 
@@ -129,11 +126,15 @@ def write_run(out_dir: Path, batch: Batch, head: dict, no_audio: str | None, sou
     if no_audio:
         print(f"no WAV files: {no_audio}")
     audio = no_audio is None and not batch.cut_short
-    samples, record_path, stopped = _write_takes(out_dir, batch.takes, soundfont, audio)
+    samples, claims, stopped = _write_takes(out_dir, batch.takes, soundfont, audio)
+    record_path = claims.record
     record = {**head, **batch.about, "samples": samples, "interrupted": batch.cut_short or stopped,
               "samples_not_written": len(batch.takes) - len(samples), "generation_wall_s": batch.wall,
               "new_tokens_per_s": sum(t.record["new_tokens"] for t in batch.takes) / max(batch.wall, 1e-9)}
-    write_json(record_path, record, what="generation")
+    try:
+        write_json(record_path, record, what="generation")
+    finally:
+        claims.release_record()
     for sample, take in zip(samples, batch.takes, strict=False):
         print(f"{out_dir / sample['midi']}: {take.line}")
     if stopped:
@@ -147,10 +148,11 @@ def write_run(out_dir: Path, batch: Batch, head: dict, no_audio: str | None, sou
     return record
 
 
-def _write_takes(out_dir: Path, takes: list[Take], soundfont: str | None, audio: bool) -> tuple[list[dict], Path, bool]:
-    """(the records of the samples written, the path claimed for the run's record, whether a Ctrl-C stopped
+def _write_takes(out_dir: Path, takes: list[Take], soundfont: str | None,
+                 audio: bool) -> tuple[list[dict], Claims, bool]:
+    """(the records of the samples written, the claims (the run's record's path), whether a Ctrl-C stopped
     the writing). A full disk raises (`musictx.safe_output.OutputError` names the file): finished files stay,
-    this run's empty claims go."""
+    this run's claims go."""
     samples: list[dict] = []
     with Claims(out_dir, len(takes)) as claims, remembered_ctrl_c() as pressed:
         if reuse := claims.reuse_line():
@@ -160,4 +162,4 @@ def _write_takes(out_dir: Path, takes: list[Take], soundfont: str | None, audio:
             claims.written += 1
             if pressed():  # its KeyboardInterrupt was swallowed (raised inside a GC callback): stop here
                 raise KeyboardInterrupt
-    return samples, claims.record, claims.stopped
+    return samples, claims, claims.stopped

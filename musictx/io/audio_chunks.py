@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import tempfile
 import wave
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from musictx.io.wav_io import FADE_SECONDS, AudioRenderError, WavWriter, fade_gain
 
@@ -41,7 +43,9 @@ def render_chunked(render, data: bytes, wav_path: str | os.PathLike, sample_rate
     spans = [(t, min(t + chunk_seconds, end)) for t in np.arange(0.0, end, chunk_seconds)] or [(0.0, end)]
     with tempfile.TemporaryFile(dir=Path(wav_path).parent) as raw:
         rate, channels, top = 0, 2, 0
-        for t0, t1 in spans:
+        # a long piece takes minutes: a bar per piece (none for one chunk)
+        for t0, t1 in tqdm(spans, desc=f"audio {Path(wav_path).name}", unit=" chunk", disable=len(spans) < 2,
+                           leave=False, file=sys.stdout):
             if len(spans) == 1:
                 frames, rate = _wav_frames(render(data))
                 keep = frames

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,7 @@ QUALITIES = {
     "minmaj7": (0, 3, 7, 11), "sus4(b7)": (0, 5, 7, 10),
 }
 NO_CHORD = ("N", "X", "")
+MAX_SECONDS = 36_000.0  # a chord after 10 hours is a typo (an END of 1e12), not a song
 _ROOT_NAME = re.compile(r"[A-G][#b]*")
 
 
@@ -61,11 +63,8 @@ class Chords:
         """The chords of a lab file. ``strict``: a line that is not ``START END LABEL`` with START <= END, or a
         label this does not know, is a `ChordFileError` naming the file and line (a user's lead sheet);
         otherwise such lines are skipped (POP909's own files, read for scoring)."""
-        starts, ends, tones = [], [], []
-        try:
-            lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
-        except OSError as err:
-            raise ChordFileError(f"{path}: cannot read the chord file ({err.strerror or err})") from None
+        starts, ends, tones, numbers = [], [], [], []
+        lines = _lines(path)
         for n, line in enumerate(lines, 1):
             parts = line.split()
             if not parts or line.lstrip().startswith("#"):
@@ -79,10 +78,39 @@ class Chords:
             starts.append(float(parts[0]))
             ends.append(float(parts[1]))
             tones.append(chord_pitch_classes(parts[2]))
+            numbers.append(n)
         if strict and not any(tones):
             raise ChordFileError(f"{path}: no chords in the file (want lines 'START END LABEL', e.g. '0.0 2.4 C:maj')")
         order = np.argsort(starts, kind="stable")
+        if strict:
+            _check_overlaps(path, np.asarray(starts)[order], np.asarray(ends)[order], [numbers[k] for k in order])
         return cls(np.asarray(starts)[order], np.asarray(ends)[order], [tones[k] for k in order])
+
+
+def _lines(path: str | os.PathLike) -> list[str]:
+    """The lines of a lab file; ChordFileError naming it when it is a folder, a FIFO or device, or unreadable
+    (a FIFO is not opened: reading one waits for a writer forever)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise ChordFileError(f"{path}: cannot read the chord file ({err.strerror or err})") from None
+    if stat.S_ISDIR(mode):
+        raise ChordFileError(f"{path}: a folder, not a chord file (a lab file of 'START END LABEL' lines)")
+    if not stat.S_ISREG(mode):
+        raise ChordFileError(f"{path}: not a regular file (a FIFO, socket or device), not a chord file")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(64 * 2**20).splitlines()  # a lab file of 64 MB would be a million chords
+    except OSError as err:
+        raise ChordFileError(f"{path}: cannot read the chord file ({err.strerror or err})") from None
+
+
+def _check_overlaps(path, starts: np.ndarray, ends: np.ndarray, numbers: list[int]) -> None:
+    """ChordFileError naming the two lines where a chord starts before the one before it ends (10 ms of
+    rounding allowed): which of the two sounds there cannot be told."""
+    for k in np.flatnonzero(starts[1:] < ends[:-1] - 0.01):
+        raise ChordFileError(f"{path}, lines {numbers[k]} and {numbers[k + 1]}: the chords overlap ({starts[k]:g}-"
+                             f"{ends[k]:g} s and {starts[k + 1]:g}-{ends[k + 1]:g} s); one chord at a time")
 
 
 def _problem(parts: list[str]) -> str | None:
@@ -95,6 +123,8 @@ def _problem(parts: list[str]) -> str | None:
         return "START and END must be numbers of seconds"
     if not (np.isfinite(start) and np.isfinite(end) and 0 <= start <= end):
         return "START and END must be finite, >= 0 and in order"
+    if end > MAX_SECONDS:
+        return f"END is past {MAX_SECONDS:g} s (10 hours)"
     if parts[2] not in NO_CHORD and not chord_pitch_classes(parts[2]):
         return f"unknown chord {parts[2]!r} (roots A-G with # or b; qualities {', '.join(QUALITIES)})"
     return None

@@ -23,6 +23,7 @@ import numpy as np
 from symusic import Score
 
 from musictx.io.midi_io import MidiReadError, Notes
+from musictx.io.score_io import read_score
 from musictx.io.score_prep import TrackMap, apply_meter, assign_programs, beats_file_of, read_meter
 from musictx.io.tokenizer import TokenizerMismatchError
 
@@ -225,7 +226,7 @@ class MetricalTokenizer:
         else:
             path = Path(midi)
             try:
-                score = Score(str(path))
+                score = read_score(path)
             except Exception as err:  # symusic raises RuntimeError / ValueError with terse text
                 raise MidiReadError(str(path), f"unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
         if score.note_num() == 0:
@@ -282,10 +283,17 @@ class MetricalTokenizer:
 
     def save_native(self, path) -> None:
         """MidiTok's own parameter file: ``miditok.REMI(params=path)`` reads it back."""
-        self.miditok.save(Path(path))
+        from musictx.safe_output import atomic_path
+
+        with atomic_path(path, "tokenizer", replace=True) as tmp:  # whole or not at all
+            self.miditok.save(Path(tmp))
 
     def save(self, path) -> None:
-        with open(path, "w") as f:
+        """tokenizer.json, written whole or not at all (`musictx.safe_output.atomic_path`; the caller decided
+        whether ``path`` may be replaced)."""
+        from musictx.safe_output import atomic_path
+
+        with atomic_path(path, "tokenizer", replace=True) as tmp, open(tmp, "w") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
 

@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import io
+import os
 
 import pretty_midi
 from symusic import Score
 
 
+def without_zero_tempos(score: Score) -> Score:
+    """``score`` (changed in place) without its set_tempo events of 0 or less microseconds a beat, which no
+    clock can play (pretty_midi divides by them); the tempo before each holds on, as
+    `musictx.io.midi_timing.MidiTiming` reads them."""
+    if any(t.mspq <= 0 for t in score.tempos):
+        score.tempos = [t for t in score.tempos if t.mspq > 0]
+    return score
+
+
+def read_score(path: str | os.PathLike) -> Score:
+    """The symusic score of a MIDI file, its unplayable tempos left out (`without_zero_tempos`); symusic's
+    own errors pass on to the caller."""
+    return without_zero_tempos(Score(str(path)))
+
+
 def score_to_pretty_midi(score: Score) -> pretty_midi.PrettyMIDI:
     """The same music as a ``pretty_midi.PrettyMIDI`` (through MIDI bytes: tempo map, meter, named tracks)."""
-    return pretty_midi.PrettyMIDI(io.BytesIO(score.dumps_midi()))
+    return pretty_midi.PrettyMIDI(io.BytesIO(without_zero_tempos(score.copy()).dumps_midi()))

@@ -73,14 +73,23 @@ def load_tokenizer(data_dir: str | os.PathLike) -> Tokenizer:
     path = Path(data_dir) / "tokenizer.json"
     if not path.exists():
         raise DatasetFormatError(f"{path}: missing; prepare the data with musictx-prep first")
-    return load_tokenizer_file(path)
+    try:
+        return load_tokenizer_file(path)
+    except (ValueError, KeyError, TypeError, OSError) as err:  # json.JSONDecodeError is a ValueError
+        raise DatasetFormatError(f"{path}: not a tokenizer musictx-prep wrote ({' '.join(str(err).split())})") from None
 
 
 def load_manifest(data_dir: str | os.PathLike) -> dict:
     path = Path(data_dir) / "manifest.json"
     if not path.exists():
         raise DatasetFormatError(f"{path}: missing; prepare the data with musictx-prep first")
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, OSError) as err:
+        raise DatasetFormatError(f"{path}: not a manifest musictx-prep wrote ({' '.join(str(err).split())})") from None
+    if not isinstance(manifest, dict):
+        raise DatasetFormatError(f"{path}: not a manifest musictx-prep wrote (not a JSON object)")
+    return manifest
 
 
 def read_file_names(path: str | os.PathLike) -> list[str]:

@@ -302,7 +302,11 @@ class EventTokenizer:
                 "config": self.config.to_dict()}
 
     def save(self, path) -> None:
-        with open(path, "w") as f:
+        """tokenizer.json, written whole or not at all (`musictx.safe_output.atomic_path`; the caller decided
+        whether ``path`` may be replaced)."""
+        from musictx.safe_output import atomic_path
+
+        with atomic_path(path, "tokenizer", replace=True) as tmp, open(tmp, "w") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
 

@@ -23,8 +23,10 @@ from musictx.generation.harmonizer import WEIGHTS, half_bar_lines
 from musictx.generation.infill import read_song
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import ROLE_PROGRAMS
-from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
-from musictx.safe_output import OutputError, atomic_path, check_target, claim, command_run
+from musictx.io.token_store import DatasetFormatError, TokenArrays, load_manifest, load_tokenizer
+from musictx.safe_output import atomic_path, check_target, claim, command_run
+
+PROG = "python -m musictx.training.harmonizer"
 
 
 def song_examples(tok, path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -44,8 +46,22 @@ def song_examples(tok, path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_examples(tok, data: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-    root = Path(load_manifest(data)["input_dir"])
-    pairs = [song_examples(tok, root / name) for name in tqdm(TokenArrays(data, split).files, desc=split)]
+    """The examples of the split's songs; a song that cannot be used (no melody, no chord file, a damaged
+    file) is skipped with one line giving its reason, and the others go on."""
+    root = Path(load_manifest(data).get("input_dir") or "")
+    pairs, skipped = [], 0
+    names = TokenArrays(data, split).files
+    for name in tqdm(names, desc=split):
+        try:
+            pairs.append(song_examples(tok, root / name))
+        except Exception as err:  # noqa: BLE001 - one bad song never ends the training
+            skipped += 1
+            tqdm.write(f"skipped {root / name}: {' '.join(str(err).split()) or type(err).__name__}")
+    if skipped:
+        print(f"{split}: skipped {skipped} of {len(names)} song(s), each said above with its reason")
+    if not pairs:
+        raise DatasetFormatError(f"--data {data}: no song of its {split} split could be used "
+                                 f"({len(names)} listed, {skipped} skipped)")
     return (torch.as_tensor(np.concatenate([f for f, _ in pairs])),
             torch.as_tensor(np.concatenate([t for _, t in pairs])))
 
@@ -85,10 +101,21 @@ def save(net: torch.nn.Sequential, out: Path) -> None:
 def run(data: Path, out: Path, overwrite: bool = False) -> list[float]:
     """Train on ``data``'s training songs, report on its validation songs, write the weights to ``out``
     (refused before any work inside the package, or over a file, unless ``overwrite``)."""
-    with command_run(overwrite):
+    with command_run(overwrite, "--overwrite"):
         check_target(out.parent, "--out")
         claim(out, "--out")
+        check_data(data)
         return _train_and_save(data, out)
+
+
+def check_data(data: Path) -> None:
+    """DatasetFormatError naming --data unless it is a prepared folder whose songs can be found."""
+    if not data.is_dir():
+        raise DatasetFormatError(f"--data {data}: no such folder (a folder musictx-prep wrote from POP909)")
+    root = load_manifest(data).get("input_dir")
+    if not root or not Path(root).is_dir():
+        raise DatasetFormatError(f"--data {data}: its manifest names no input folder that exists ({root}); the "
+                                 "harmonizer reads the songs and their chord_midi.txt there")
 
 
 def _train_and_save(data: Path, out: Path) -> list[float]:
@@ -106,17 +133,17 @@ def _train_and_save(data: Path, out: Path) -> list[float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("data/pop"), help="a prepared POP909 folder")
     ap.add_argument("--out", type=Path, default=Path("outputs/harmonizer/weights.npz"),
                     help=f"where the weights go (the shipped ones, {WEIGHTS.relative_to(WEIGHTS.parents[3])}, are "
                          "replaced by hand, as a model is shipped)")
     ap.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     a = ap.parse_args()
-    try:
+    from musictx.commands.guard import command_guard  # every error one line, Ctrl-C too
+
+    with command_guard(PROG, overwrite=a.overwrite, flag="--overwrite"):
         run(a.data, a.out, a.overwrite)
-    except OutputError as err:
-        ap.exit(2, f"python -m musictx.training.harmonizer: error: {err}\n")
 
 
 if __name__ == "__main__":
