@@ -54,7 +54,7 @@ def test_performance_continuation_gets_its_guard_and_recall_guidance():
     notes = Notes(np.array([0.0, 0.5]), np.array([0.5, 1.0]), np.array([60, 64]), np.array([80, 80]))
     seed = Seed(PERFORMANCE.encode_notes(notes), 1.0, None, 0.0, None)
     hooks = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed))
-    assert names(hooks) == ["NoteGrammarGuard", "RecallGuidance"]
+    assert names(hooks) == ["NoteGrammarGuard", "NoteEcho", "RecallGuidance"]
 
 
 @pytest.mark.parametrize("task", ["infill", "accompany"])

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 import os
+from typing import TYPE_CHECKING
 
-import pretty_midi
 from symusic import Score
+
+if TYPE_CHECKING:
+    import pretty_midi
 
 
 def without_zero_tempos(score: Score) -> Score:
@@ -26,4 +29,6 @@ def read_score(path: str | os.PathLike) -> Score:
 
 def score_to_pretty_midi(score: Score) -> pretty_midi.PrettyMIDI:
     """The same music as a ``pretty_midi.PrettyMIDI`` (through MIDI bytes: tempo map, meter, named tracks)."""
+    import pretty_midi  # here: reading a score (the tokenizer, the GPU image's training) needs no pretty_midi
+
     return pretty_midi.PrettyMIDI(io.BytesIO(without_zero_tempos(score.copy()).dumps_midi()))
