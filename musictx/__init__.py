@@ -20,7 +20,7 @@ def _ctrl_c_while_starting() -> None:
         return
     previous = _sys.excepthook
     full = getattr(_sys, "orig_argv", [])
-    if program == "-m":  # python -m musictx.training.harmonizer
+    if program == "-m":  # python -m musictx.commands.harmonizer
         program = "python -m " + (full[full.index("-m") + 1] if "-m" in full[:-1] else "musictx")
 
     def hook(kind, value, tb):

@@ -241,11 +241,11 @@ def test_evaluate_and_harmonizer_skip_each_bad_song_and_refuse_bad_options(tmp_p
     assert sorted(p.name for p in whole.iterdir()) == ["evaluate_config.yaml", "metrics.json", "skipped.tsv"]
 
     out = tmp_path / "h" / "w.npz"
-    missing, trained, again = run_batch("musictx.training.harmonizer", "python -m musictx.training.harmonizer", [
+    missing, trained, again = run_batch("musictx.commands.harmonizer", "python -m musictx.commands.harmonizer", [
         ["--data", str(tmp_path / "nope"), "--out", str(out)], ["--data", str(data), "--out", str(out)],
         ["--data", str(data), "--out", str(out)]], tmp_path)
     for result in (missing, trained, again):
-        assert_one_line(result, "python -m musictx.training.harmonizer")
+        assert_one_line(result, "python -m musictx.commands.harmonizer")
     assert missing["status"] == 1 and "--data" in missing["stderr"]
     assert trained["status"] == 0 and "skipped" in trained["stdout"] + trained["stderr"] and out.stat().st_size > 0
     assert again["status"] == 1 and "--overwrite" in again["stderr"] and "overwrite=true" not in again["stderr"]

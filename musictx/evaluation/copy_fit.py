@@ -5,14 +5,13 @@ infill prompt) and looked up in the cache over the song's other bars, once with 
 and once without (as the infill scorecard's two NLLs). Each bucket of match lengths gets the weight that
 makes the pooled ids most likely; the NLLs with the fitted weights are printed beside the net's own.
 
-    python -m musictx.evaluation.copy_fit --checkpoint pop_infill --data data/pop --split validation --songs 30
+    python -m musictx.commands.copy_fit --checkpoint pop_infill --data data/pop --split validation --songs 30
 
 Fit on validation songs only: the test split is for the scorecard.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -68,22 +67,3 @@ def run(checkpoint: str, data: Path, split: str, songs: int, first_bar: int, bar
         print(f"{name}: NLL both edges {nll(both, table):.4f}, left only {nll(left, table):.4f}, "
               f"gain {nll(left, table) - nll(both, table):.4f} nats/token")
     return weights
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m musictx.evaluation.copy_fit", description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default="pop_infill")
-    ap.add_argument("--data", type=Path, default=Path("data/pop"))
-    ap.add_argument("--split", default="validation")
-    ap.add_argument("--songs", type=int, default=30)
-    ap.add_argument("--first-bar", type=int, default=17)
-    ap.add_argument("--bars", type=int, default=4)
-    a = ap.parse_args()
-    from musictx.commands.guard import command_guard  # any error, and Ctrl-C, in one line
-
-    with command_guard(ap.prog):
-        run(a.checkpoint, a.data, a.split, a.songs, a.first_bar, a.bars)
-
-
-if __name__ == "__main__":
-    main()

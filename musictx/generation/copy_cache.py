@@ -28,7 +28,7 @@ from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 MAX_MATCH = 24  # ids; longer matches say nothing more (their weight is already ~1)
 # (shortest match length in ids, mixture weight): the weight of the cache for a longest match of at least
 # that many ids, fitted on 30 validation songs (bars 17-20 filled, every track; the fit pools the song with
-# and without the bars after the gap): `python -m musictx.evaluation.copy_fit`
+# and without the bars after the gap): `python -m musictx.commands.copy_fit`
 COPY_WEIGHTS = ((0, 0.0), (2, 0.04), (3, 0.03), (4, 0.06), (6, 0.21), (8, 0.31), (12, 0.41), (16, 0.59),
                 (24, 0.95))
 

@@ -9,7 +9,7 @@ opens a bar) and gives each of the 12 pitch classes the probability that the cho
 
 It is transposition-equivariant by construction: the same weights score every pitch class, each time on the
 melody's features rotated so that the candidate is pitch class 0. Trained on POP909's training songs
-against their annotated chords (``chord_midi.txt``) with ``python -m musictx.training.harmonizer``; the
+against their annotated chords (``chord_midi.txt``) with ``python -m musictx.commands.harmonizer``; the
 weights ship in ``musictx/pretrained/harmonizer/weights.npz``. numpy only: the forward pass is three small matrix
 products.
 """

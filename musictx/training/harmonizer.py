@@ -1,6 +1,5 @@
-"""Trains the melody harmonizer (`musictx.generation.harmonizer`) on a prepared POP909 folder's songs:
-
-    python -m musictx.training.harmonizer --data data/pop [--out outputs/harmonizer/weights.npz] [--overwrite]
+"""Trains the melody harmonizer (`musictx.generation.harmonizer`) on a prepared POP909 folder's songs
+(the command: `musictx.commands.harmonizer`).
 
 Each half bar of each training song is one example per pitch class: the melody's features rotated to that
 pitch class, and whether the annotated chord sounding at the half bar's start (``chord_midi.txt`` beside
@@ -11,7 +10,6 @@ how often the most likely pitch class (and the two, three most likely) are chord
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +17,14 @@ import torch
 from tqdm import tqdm
 
 from musictx.generation.accompany import CHORD_PROBE_S, harmony_features
-from musictx.generation.harmonizer import WEIGHTS, half_bar_lines
+from musictx.generation.harmonizer import half_bar_lines
 from musictx.generation.infill import read_song
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.io.token_store import DatasetFormatError, TokenArrays, load_manifest, load_tokenizer
 from musictx.safe_output import atomic_path, check_target, claim, command_run
 
-PROG = "python -m musictx.training.harmonizer"
+PROG = "python -m musictx.commands.harmonizer"
 
 
 def song_examples(tok, path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -130,21 +128,3 @@ def _train_and_save(data: Path, out: Path) -> list[float]:
     save(net, out)
     print(f"wrote {out}")
     return prec
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("data/pop"), help="a prepared POP909 folder")
-    ap.add_argument("--out", type=Path, default=Path("outputs/harmonizer/weights.npz"),
-                    help=f"where the weights go (the shipped ones, {WEIGHTS.relative_to(WEIGHTS.parents[3])}, are "
-                         "replaced by hand, as a model is shipped)")
-    ap.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    a = ap.parse_args()
-    from musictx.commands.guard import command_guard  # every error one line, Ctrl-C too
-
-    with command_guard(PROG, overwrite=a.overwrite, flag="--overwrite"):
-        run(a.data, a.out, a.overwrite)
-
-
-if __name__ == "__main__":
-    main()
