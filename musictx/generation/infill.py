@@ -31,7 +31,6 @@ from musictx.io.midi_io import MidiReadError
 from musictx.io.score_io import read_score
 
 RIGHT_SHARE = 0.4  # of the context left after the span and the middle's room, at most this much after the span
-TOKENS_PER_BAR = 160  # room for a new bar when the span had little of the asked tracks (dense bars: 60-120)
 
 
 @dataclass
