@@ -148,13 +148,11 @@ class NoteGrammarGuard(LogitsHook):
         self.onset[on, value[on]] = self.now[on]
         self.now += np.where(kind == _SHIFT, value, 0)
 
-    def _release_older(self, forbid: np.ndarray, sounding: np.ndarray, late: np.ndarray | None) -> None:
+    def _release_older(self, forbid: np.ndarray, sounding: np.ndarray, late: np.ndarray) -> None:
         """In ``forbid`` (B, V): rows in a pedal release with older notes still sounding may only end one of them
-        (rows with an overdue note keep that rule)."""
+        (``late`` (B,) rows, with an overdue note, keep that rule)."""
         older = sounding & (self.onset < self.oldest_released[:, None])  # (B, n_pitches)
-        pending = (self.released >= self.pedal_release) & older.any(axis=1)  # (B,)
-        if late is not None:
-            pending &= ~late
+        pending = (self.released >= self.pedal_release) & older.any(axis=1) & ~late  # (B,)
         if pending.any():
             offs = slice(self.note_off, self.note_off + self.n_pitches)
             forbid[pending] = True
@@ -166,16 +164,17 @@ class NoteGrammarGuard(LogitsHook):
         offs = slice(self.note_off, self.note_off + self.n_pitches)
         forbid = np.zeros(logits.shape, dtype=bool)
         forbid[:, offs] = ~sounding
+        late = np.zeros(len(sounding), dtype=bool)  # (B,) samples that may only release overdue notes
         if self.max_note_steps is not None:
             overdue = sounding & (self.now[:, None] - self.onset >= self.max_note_steps)  # (B, n_pitches)
-            late = overdue.any(axis=1)  # (B,) samples that may only release overdue notes
+            late = overdue.any(axis=1)
             if late.any():
                 forbid[late] = True
                 forbid[late, offs] = ~overdue[late]
         if self.cap is not None:  # at the cap: a NOTE_OFF, a TIME_SHIFT or a VELOCITY, never a new note
             forbid[:, self.note_on : self.note_off] |= (sounding.sum(axis=1) >= self.cap)[:, None]
         if self.pedal_release:
-            self._release_older(forbid, sounding, late if self.max_note_steps is not None else None)
+            self._release_older(forbid, sounding, late)
         return logits.masked_fill(torch.from_numpy(forbid).to(logits.device), float("-inf"))
 
 

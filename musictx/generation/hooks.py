@@ -81,7 +81,7 @@ class HookSpec:
     """A hook's description of itself, for `musictx.generation.hook_registry`."""
 
     name: str
-    options: tuple[str, ...]  # the `SamplingOptions` fields it reads; the first turns it off at 0 / False
+    options: tuple[str, ...]  # the options (`GenerateOptions` fields) it reads, as --help lists them
     kinds: tuple[str, ...]  # the tokenizer kinds it applies to
     tasks: tuple[str, ...]  # the tasks it applies to
     order: int  # lower runs first: the hooks that forbid ids before those that lean (a lean keeps -inf at -inf)
