@@ -44,9 +44,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> fast decoding steps
 
 
-def _motif_ids(tokenizer):
+def motif_ids(tokenizer):
     """The bundled motif's ids, and the seconds of one bar of it (None for Performance events, whose time
-    shifts carry seconds themselves)."""
+    shifts carry seconds themselves); read once per bench run."""
     from musictx.paths import BUNDLED_MOTIF
 
     if hasattr(tokenizer, "encode_score"):  # metrical tokens: whole bars, seconds from the seed's bar length
@@ -59,11 +59,11 @@ def _motif_ids(tokenizer):
     return seed_from_midi(tokenizer, BUNDLED_MOTIF).ids, None
 
 
-def motif_prompt(tokenizer, batch: int, length: int):
-    """(batch, <= length) ids: the start of the bundled motif, the same for every sample."""
+def motif_prompt(motif, batch: int, length: int):
+    """(batch, <= length) ids: the start of the bundled motif's ids ``motif``, the same for every sample."""
     import torch
 
-    ids = torch.as_tensor(_motif_ids(tokenizer)[0][:length], dtype=torch.long)
+    ids = torch.as_tensor(motif[:length], dtype=torch.long)
     return ids.expand(batch, -1).contiguous()
 
 
@@ -95,10 +95,9 @@ def bench_options(use_cache: bool = True):
     return SamplingOptions(temperature=1.0, top_p=0.95, seed=1, use_cache=use_cache, recall_guidance=0.0)
 
 
-def music_seconds(tokenizer, new_ids) -> float:
+def music_seconds(tokenizer, new_ids, bar_seconds: float | None) -> float:
     """Seconds of music in the new ids of all samples: their time shifts (Performance events), or their bar
-    lines at the motif's bar length (metrical tokens)."""
-    bar_seconds = _motif_ids(tokenizer)[1]
+    lines at the motif's bar length ``bar_seconds`` (metrical tokens)."""
     if bar_seconds is not None:
         return float((new_ids == tokenizer.bar_id).sum()) * bar_seconds
     return sum(tokenizer.split_time_shifts(row)[2] for row in new_ids.tolist()) * tokenizer.config.time_step
@@ -111,19 +110,19 @@ def _run_stats(wall: float, stamps: list[float], batch: int, args, music: float)
             "first": 1000 * sum(steps[:n]) / n, "last": 1000 * sum(steps[-n:]) / n, "measured": args.new_tokens}
 
 
-def cached_rows(net, tokenizer, batch: int, args) -> list[tuple[int, str, dict]]:
+def cached_rows(net, tokenizer, motif, batch: int, args) -> list[tuple[int, str, dict]]:
     """Both cached paths, run in alternation ``args.repeats`` times: their median runs (by wall time),
-    each with the median ratio of its tokens/s to the reference run next to it."""
+    each with the median ratio of its tokens/s to the reference run next to it. ``motif``: `motif_ids`."""
     from musictx.decoding import reference_steps
 
-    prompt = motif_prompt(tokenizer, batch, args.seed_tokens)
+    prompt = motif_prompt(motif[0], batch, args.seed_tokens)
     runs: dict[str, list[dict]] = {name: [] for name in PATHS}
     ids: dict[str, list] = {name: [] for name in PATHS}
     for _ in range(args.repeats):
         for name, fast in PATHS.items():
             with nullcontext() if fast else reference_steps():
                 wall, stamps, new = timed_generate(net, prompt, args.new_tokens, True, tokenizer.pad_id)
-            runs[name].append(_run_stats(wall, stamps, batch, args, music_seconds(tokenizer, new)))
+            runs[name].append(_run_stats(wall, stamps, batch, args, music_seconds(tokenizer, new, motif[1])))
             ids[name].append(new)
     same = all(a.equal(b) for a, b in zip(*ids.values(), strict=True))
     rows = []
@@ -350,14 +349,15 @@ def main(argv=None) -> None:
     net, tokenizer, meta = load_model(args.model)
     batches = [int(b) for b in args.batch_sizes.split(",") if b]
     n_params = sum(q.numel() for q in net.parameters())
-    prompt_len = motif_prompt(tokenizer, 1, args.seed_tokens).shape[1]
+    motif = motif_ids(tokenizer)
+    prompt_len = min(len(motif[0]), args.seed_tokens)
     print(f"model {args.model} ({meta['source']}, {n_params:,} parameters, context {net.max_seq_len}); "
           f"{prompt_len}-token motif prompt + {args.new_tokens} new tokens; threads={args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, torch {torch.__version__}; cached rows: "
           f"median of {args.repeats} alternating runs per path; load average before: {_load()}")
     rows = []
     for batch in batches:
-        rows += cached_rows(net, tokenizer, batch, args)
+        rows += cached_rows(net, tokenizer, motif, batch, args)
         if not args.no_uncached:
             rows.append((batch, "no cache (recompute)", uncached_row(net, tokenizer, batch, args)))
         print(f"  batch {batch} done", flush=True)
