@@ -18,6 +18,7 @@ from pathlib import Path
 from musictx.generation.generate_options import BOUNDS, device_problem
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
+from musictx.io.token_store import SPLITS
 
 ACCOMPANY_FROM = ("melody", "song")
 ACCOMPANY_SCHEMES = ("lead", "infill")
@@ -80,9 +81,6 @@ def check_song_options(mode: str, scorecard: dict, infill: dict) -> None:
         SamplingOptions.from_mapping(opts).check_sampling()
     except GenerateError as err:
         raise EvaluateError(f"{block}.{err}") from None
-
-
-SPLITS = ("train", "validation", "test")
 
 
 def _whole_list(block: str, opts: dict, key: str, low: int) -> None:

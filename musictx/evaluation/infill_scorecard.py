@@ -29,7 +29,7 @@ import torch
 from symusic import Score
 
 from musictx.evaluation import scorecard_metrics as sm
-from musictx.evaluation.checks import each_song
+from musictx.evaluation.checks import ACCOMPANY_FROM, each_song
 from musictx.evaluation.chords import Harmony
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
@@ -206,8 +206,8 @@ def accompany_range(song, melody_path: Path, seconds: float, start: str) -> tupl
     """(s, e, bar-line seconds): the bars [s, e) covering ``seconds`` from the song's first bar (``start``
     "song") or from the bar where the melody enters ("melody": a pop song's intro has no melody to accompany,
     so its accompaniment there can only be guessed)."""
-    if start not in ("song", "melody"):
-        raise ValueError(f"infill.accompany_from={start!r}: give song or melody")
+    if start not in ACCOMPANY_FROM:
+        raise ValueError(f"infill.accompany_from={start!r}: give {' or '.join(ACCOMPANY_FROM)}")
     lines = bar_seconds(song, list(range(song.n_bars + 1)))
     s = 0
     if start == "melody":
