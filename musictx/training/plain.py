@@ -31,6 +31,7 @@ import lightning as L
 import torch
 
 from musictx.checkpoints.model_store import save_model_folder
+from musictx.io.jsonio import write_json
 from musictx.training.callbacks import LastCheckpoint
 from musictx.training.checkpoint_io import AtomicCheckpointIO
 from musictx.training.data import MusicDataModule
@@ -206,21 +207,16 @@ class MinuteExport(L.Callback):
 
 
     def write(self, pl_module, final: bool) -> None:
-        write_json(self.out / "train.json", {"options": dataclasses.asdict(self.opts), "final": final,
-                                             "params": sum(p.numel() for p in pl_module.net.parameters()),
-                                             "device": device_name(pl_module.device), "history": self.history})
+        record = {"options": dataclasses.asdict(self.opts), "final": final,
+                  "params": sum(p.numel() for p in pl_module.net.parameters()),
+                  "device": device_name(pl_module.device), "history": self.history}
+        write_json(self.out / "train.json", record, what="training")
 
 
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
     return f"cpu (torch {torch.__version__})"
-
-
-def write_json(path: Path, value) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=1) + "\n")
-    tmp.replace(path)
 
 
 def build(opts: PlainTrainOptions) -> tuple[MusicDataModule, MusicLitModule, L.Trainer, MinuteExport]:
