@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from musictx.io.chord_labels import ChordFileError, Chords, chord_pitch_classes
+from musictx.io.chord_labels import ChordFileError, Chords, chord_pitch_classes, chord_root
 
 from .helpers import SHARED_DATA, needs_shared
 
@@ -18,6 +18,7 @@ def test_labels_name_their_pitch_classes():
     assert chord_pitch_classes("N") == frozenset()
     assert chord_pitch_classes("H:maj") == frozenset()
     assert chord_pitch_classes("Cmaj7") == frozenset()  # not Harte syntax: refused, not read as C major
+    assert [chord_root(x) for x in ("Eb:sus2", "F#:maj/3", "C", "N", "Cmaj7")] == [3, 6, 0, -1, -1]
 
 
 def test_a_lab_file_gives_the_chord_sounding_at_each_time(tmp_path):

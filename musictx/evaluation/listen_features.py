@@ -22,7 +22,7 @@ import pretty_midi
 
 from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.note_span import Span
-from musictx.io.chord_labels import Chords, chord_pitch_classes
+from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import role_of
 
 ROLES = ("MELODY", "BRIDGE", "PIANO")
@@ -41,8 +41,7 @@ class SongContext:
     beats: np.ndarray  # (B,)
     downbeats: np.ndarray  # (D,)
     strong: np.ndarray  # (S,)
-    chords: Chords | None
-    roots: np.ndarray | None  # (C,) root pitch class of each chord, -1 for none
+    chords: Chords | None  # with each chord's root pitch class (`Chords.roots`)
 
     @classmethod
     def read(cls, path: str | Path, pm: pretty_midi.PrettyMIDI | None = None) -> SongContext:
@@ -57,11 +56,8 @@ class SongContext:
             pm = pm or pretty_midi.PrettyMIDI(str(path))
             beats, downbeats = pm.get_beats(), pm.get_downbeats()
             strong = downbeats
-        chords = roots = None
-        if chords_path.is_file():
-            chords = Chords.read(chords_path, strict=False)
-            roots = np.array([_root(line) for line in _labels(chords_path)], dtype=np.int64)
-        return cls(np.asarray(beats, float), np.asarray(downbeats, float), np.asarray(strong, float), chords, roots)
+        chords = Chords.read(chords_path, strict=False) if chords_path.is_file() else None
+        return cls(np.asarray(beats, float), np.asarray(downbeats, float), np.asarray(strong, float), chords)
 
     def beat_of(self, t: np.ndarray) -> np.ndarray:
         """Times (s) as fractional beat numbers, extended past the last beat at its period."""
@@ -75,31 +71,8 @@ class SongContext:
         if self.chords is None:
             return -1
         k = int(np.searchsorted(self.chords.starts, t, side="right")) - 1
-        ok = 0 <= k < len(self.roots) and t < self.chords.ends[k] and self.chords.tones[k]
-        return int(self.roots[k]) if ok else -1
-
-
-def _labels(path: Path) -> list[str]:
-    """The labels of the lines `Chords.read` keeps (non-strict): those whose label it knows."""
-    out = []
-    for line in open(path, encoding="utf-8", errors="replace").read().splitlines():
-        parts = line.split()
-        if len(parts) == 3 and not line.lstrip().startswith("#"):
-            try:
-                if float(parts[0]) <= float(parts[1]):
-                    out.append(parts[2])
-            except ValueError:
-                continue
-    return out
-
-
-def _root(label: str) -> int:
-    """The root pitch class of a label `chord_pitch_classes` knows (``Eb:sus2`` -> 3); -1 for others."""
-    if not chord_pitch_classes(label):
-        return -1
-    name = label.split(":")[0]
-    base = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}.get(name[:1], -1)
-    return -1 if base < 0 else (base + name[1:].count("#") - name[1:].count("b")) % 12
+        ok = 0 <= k < len(self.chords.roots) and t < self.chords.ends[k] and self.chords.tones[k]
+        return int(self.chords.roots[k]) if ok else -1
 
 
 def excerpt_features(notes: Span, t0: float, t1: float, song: SongContext, seed: Span) -> dict[str, float]:

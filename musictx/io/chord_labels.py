@@ -33,25 +33,41 @@ class ChordFileError(ValueError):
     """A chord file that cannot be read; the message names the file, the line and the problem."""
 
 
-def chord_pitch_classes(label: str) -> frozenset[int]:
-    """The pitch classes of a chord label; empty for ``N`` (no chord) or a label this does not know."""
+def _root_and_quality(label: str) -> tuple[int, str] | None:
+    """(root pitch class, quality) of a chord label; None for ``N`` (no chord) or a label this does not know."""
     if label in NO_CHORD:
-        return frozenset()
+        return None
     root_text, _, rest = label.partition(":")
     quality = rest.split("/")[0] or "maj"
     if not _ROOT_NAME.fullmatch(root_text) or quality not in QUALITIES:  # "Cmaj7" is not "C:maj7": refused
+        return None
+    return (_ROOTS[root_text[0]] + root_text[1:].count("#") - root_text[1:].count("b")) % 12, quality
+
+
+def chord_pitch_classes(label: str) -> frozenset[int]:
+    """The pitch classes of a chord label; empty for ``N`` (no chord) or a label this does not know."""
+    parsed = _root_and_quality(label)
+    if parsed is None:
         return frozenset()
-    root = _ROOTS[root_text[0]] + root_text[1:].count("#") - root_text[1:].count("b")
+    root, quality = parsed
     return frozenset((root + i) % 12 for i in QUALITIES[quality])
+
+
+def chord_root(label: str) -> int:
+    """The root pitch class of a chord label (``Eb:sus2`` -> 3); -1 for ``N`` or a label this does not know."""
+    parsed = _root_and_quality(label)
+    return -1 if parsed is None else parsed[0]
 
 
 @dataclass(frozen=True)
 class Chords:
-    """A song's chords in time order: (C,) starts and ends in seconds, and each one's pitch classes."""
+    """A song's chords in time order: (C,) starts and ends in seconds, each one's pitch classes and root
+    pitch class (-1: no chord)."""
 
     starts: np.ndarray
     ends: np.ndarray
     tones: list[frozenset[int]]
+    roots: np.ndarray  # (C,)
 
     def at(self, t: float) -> frozenset[int]:
         """The pitch classes of the chord sounding at ``t`` seconds (empty where none is)."""
@@ -63,7 +79,7 @@ class Chords:
         """The chords of a lab file. ``strict``: a line that is not ``START END LABEL`` with START <= END, or a
         label this does not know, is a `ChordFileError` naming the file and line (a user's lead sheet);
         otherwise such lines are skipped (POP909's own files, read for scoring)."""
-        starts, ends, tones, numbers = [], [], [], []
+        starts, ends, tones, roots, numbers = [], [], [], [], []
         lines = _lines(path)
         for n, line in enumerate(lines, 1):
             parts = line.split()
@@ -78,13 +94,15 @@ class Chords:
             starts.append(float(parts[0]))
             ends.append(float(parts[1]))
             tones.append(chord_pitch_classes(parts[2]))
+            roots.append(chord_root(parts[2]))
             numbers.append(n)
         if strict and not any(tones):
             raise ChordFileError(f"{path}: no chords in the file (want lines 'START END LABEL', e.g. '0.0 2.4 C:maj')")
         order = np.argsort(starts, kind="stable")
         if strict:
             _check_overlaps(path, np.asarray(starts)[order], np.asarray(ends)[order], [numbers[k] for k in order])
-        return cls(np.asarray(starts)[order], np.asarray(ends)[order], [tones[k] for k in order])
+        return cls(np.asarray(starts)[order], np.asarray(ends)[order], [tones[k] for k in order],
+                   np.asarray(roots, dtype=np.int64)[order])
 
 
 def _lines(path: str | os.PathLike) -> list[str]:
