@@ -6,6 +6,7 @@ Python module path when the script runs as an installed console script, and is t
 """
 
 import functools
+import os
 from pathlib import Path
 
 import yaml
@@ -21,6 +22,16 @@ BUNDLED_MOTIF = PACKAGE_DIR / "assets" / "motif.mid"
 
 # The shipped model folders (config.json + model.safetensors + model card), read by the model store.
 PRETRAINED_DIR = PACKAGE_DIR / "pretrained"
+
+
+def installed_models_dir() -> Path:
+    """Model folders installed beside the package, found by name like the shipped ones: ``$MUSICTX_MODELS``,
+    else ``$XDG_DATA_HOME/musictx/models`` (``~/.local/share/musictx/models``). For models too large for
+    the package (pop-large: 43 MB), which `scripts/import_pop_large.py` installs there."""
+    if os.environ.get("MUSICTX_MODELS"):
+        return Path(os.environ["MUSICTX_MODELS"]).expanduser()
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home) / "musictx" / "models"
 
 
 @functools.cache

@@ -11,7 +11,7 @@ PY=${PYTHON:-.venv/bin/python}
 DATA=${DATA:-data/pop_large}
 if [ ! -f "$DATA/train.bin" ]; then  # ~2.5 min on one core
   "$PY" -m musictx.commands.prep source=folder input_dir=../shared/data/pop/POP909 output_dir="$DATA" \
-    tokenizer=remi pop_versions=train num_workers=1
+    tokenizer=remi pop_versions=train num_workers=${WORKERS:-1}
 fi
 rm -rf carry/pop_large && mkdir -p carry/pop_large carry/wheels
 cp "$DATA"/tokenizer.json "$DATA"/manifest.json "$DATA"/skipped.tsv "$DATA"/*.bin "$DATA"/*.idx.npy "$DATA"/*.files.txt \

@@ -73,3 +73,18 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_installed_models(tmp_path_factory):
+    """The tests see the shipped models only: a model installed on this machine (pop-large in
+    ~/.local/share/musictx/models) would change which model a name picks and what an error lists."""
+    import os
+
+    before = os.environ.get("MUSICTX_MODELS")
+    os.environ["MUSICTX_MODELS"] = str(tmp_path_factory.mktemp("installed_models"))
+    yield
+    if before is None:
+        os.environ.pop("MUSICTX_MODELS", None)
+    else:
+        os.environ["MUSICTX_MODELS"] = before

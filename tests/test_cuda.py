@@ -82,7 +82,9 @@ def test_a_bf16_mixed_training_step_runs_the_custom_op_on_cuda():
     net = MusicTransformer(390, n_layers=2, d_model=128, n_heads=4, d_ff=256, max_seq_len=512,
                            attn_impl="efficient").cuda()
     ids = torch.randint(0, 388, (4, 513), device="cuda")
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    # the op's name is a CPU-side event (CUDA events are kernel names): record both
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
         _assert_trains(net, ids, steps=20)
     names = {e.name for e in prof.events()}
     assert any("relative_attention" in n for n in names), sorted(names)[:20]

@@ -113,6 +113,9 @@ def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_ar
     assert all((out / "model" / f).stat().st_size <= 0.03 * 2**20 + 4096 for f in config["weights_files"])
     train = json.loads((out / "train.json").read_text())
     assert train["final"] and train["history"] == history and (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()
+    # as the GPU run writes it (the H200's did): trained with the fused kernel, which runs on CUDA only
+    config["model"]["config"]["attn_impl"] = "triton"
+    (out / "model" / "config.json").write_text(json.dumps(config))
     summary = import_pop_large.import_run(out, tmp_path / "back" / "model", pop_arrays)
     assert summary["reloads_equal"] and summary["shards"] == len(config["weights_files"])
     assert summary["cpu_val_nll_windows"] == pytest.approx(history[-1]["val_nll"], rel=0.02)
@@ -121,6 +124,8 @@ def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_ar
     net, tok, meta = load_model(str(tmp_path / "back" / "model"))
     sharded, _, _ = load_model_folder(out / "model")
     ids = torch.randint(0, tok.vocab_size, (1, 50))
+    assert meta["model"]["config"]["attn_impl"] == "auto"  # triton on CUDA, the efficient kernel here
+    sharded.set_attn_impl("efficient")
     assert torch.equal(net(ids), sharded(ids)) and meta["info"]["global_step"] == history[-1]["step"]
 
 

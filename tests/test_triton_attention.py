@@ -113,7 +113,7 @@ def test_dropout_matches_masked_reference():
         return (probs * keep.double() / (1 - p)) @ v
 
     want = _grads(reference, (q, k, v, e), grad_out)
-    fused = lambda q, k, v, e: ta.TritonRelativeAttention.apply(q, k, v, e, p, seed, 16, 16)  # noqa: E731
+    fused = lambda q, k, v, e: ta.TritonRelativeAttention.apply(q, k, v, e, p, torch.tensor([seed]), 16, 16)  # noqa: E731
     got = _grads(fused, [x.float() for x in (q, k, v, e)], grad_out.float())
     _assert_close_to_reference(got, want, atol=1e-5, rtol=1e-4)
 

@@ -2,6 +2,7 @@
 
 A model reference (``load_model(ref)``) is any of:
   - the name of a model shipped inside the package (``"piano"``: ``musictx/pretrained/piano/``),
+  - the name of a model folder installed beside it (``"pop-large"``: `musictx.paths.installed_models_dir`),
   - a model folder: ``config.json`` (model and tokenizer configs) + ``model.safetensors`` (+ ``README.md``),
   - a Lightning checkpoint ``.ckpt`` written by ``musictx-train``.
 
@@ -25,7 +26,7 @@ from torch import nn
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.models import MODELS
-from musictx.paths import PRETRAINED_DIR
+from musictx.paths import PRETRAINED_DIR, installed_models_dir
 from musictx.safe_output import atomic_path, write_text
 
 DEFAULT_MODEL = "piano"
@@ -272,16 +273,27 @@ def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module
 # ----- one entry for every command -------------------------------------------------------------
 def shipped_models() -> list[str]:
     """Names of the model folders installed with the package."""
-    if not PRETRAINED_DIR.is_dir():
+    return _model_names(PRETRAINED_DIR)
+
+
+def installed_models() -> list[str]:
+    """Names of the model folders installed beside the package (too large for it), not shadowing a shipped one."""
+    return [name for name in _model_names(installed_models_dir()) if name not in shipped_models()]
+
+
+def _model_names(folder: Path) -> list[str]:
+    if not folder.is_dir():
         return []
-    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if (p / CONFIG_FILE).is_file())
+    return sorted(p.name for p in folder.iterdir() if (p / CONFIG_FILE).is_file())
 
 
 def resolve(ref: str | Path | None) -> tuple[str, Path]:
-    """("shipped" | "folder" | "checkpoint", path) of a model reference; None = the default model."""
+    """("shipped" | "installed" | "folder" | "checkpoint", path) of a model reference; None = the default model."""
     ref = DEFAULT_MODEL if ref in (None, "") else ref
     if isinstance(ref, str) and ref in shipped_models():
         return "shipped", PRETRAINED_DIR / ref
+    if isinstance(ref, str) and ref in installed_models():
+        return "installed", installed_models_dir() / ref
     path = Path(ref)
     if path.is_dir():
         if not (path / CONFIG_FILE).is_file():
@@ -289,8 +301,9 @@ def resolve(ref: str | Path | None) -> tuple[str, Path]:
         return "folder", path
     if path.is_file():
         return "checkpoint", path
-    names = ", ".join(shipped_models()) or "none installed"
-    raise ModelLoadError(f"{ref}: no such file, model folder or shipped model name (shipped: {names})")
+    names = ", ".join(shipped_models()) or "none"
+    installed = ", ".join(installed_models()) or f"none in {installed_models_dir()}"
+    raise ModelLoadError(f"{ref}: no such file, model folder or model name (shipped: {names}; installed: {installed})")
 
 
 def load_model(ref: str | Path | None = None, map_location="cpu") -> tuple[nn.Module, EventTokenizer, dict]:

@@ -124,12 +124,16 @@ if triton is not None:
             m_i = m_new
         return acc, m_i, l_i
 
-    @triton.jit(do_not_specialize=["seed"])
+    @triton.jit
     def _fwd_kernel(Q, K, V, E, OUT, LSE, sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, seh, ser,
-                    n_heads, t_q, t_k, n_rel, head_dim, scale, p_drop, seed,
+                    n_heads, t_q, t_k, n_rel, head_dim, scale, p_drop, SEED,
                     BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BW: tl.constexpr,
                     DROPOUT: tl.constexpr, PREC: tl.constexpr):
         pid, bh = tl.program_id(0), tl.program_id(1)
+        seed = tl.load(SEED)  # a tensor, not an int argument: see attend_triton
+        # Inductor hands Python floats over as fp64 (eager Triton as fp32): fp64 here would promote the fp32
+        # accumulators inside the loops, which Triton refuses
+        scale, p_drop = tl.cast(scale, tl.float32), tl.cast(p_drop, tl.float32)
         Q, K, V, E = _head_inputs(Q, K, V, E, bh, n_heads, sqb, sqh, skb, skh, svb, svh, seh)
         rows, offs_d = pid * BM + tl.arange(0, BM), tl.arange(0, BD)
         skew = tl.arange(0, BM)[:, None] - tl.arange(0, BN)[None, :] + (BN - 1)  # (BM, BN) window column
@@ -185,12 +189,16 @@ if triton is not None:
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PREC)
         return dk, dv
 
-    @triton.jit(do_not_specialize=["seed"])
+    @triton.jit
     def _bwd_kv_kernel(Q, K, V, E, DO, LSE, DELTA, DK, DV, sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, seh, ser,
-                       n_heads, t_q, t_k, n_rel, head_dim, scale, p_drop, seed,
+                       n_heads, t_q, t_k, n_rel, head_dim, scale, p_drop, SEED,
                        BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BW: tl.constexpr,
                        DROPOUT: tl.constexpr, PREC: tl.constexpr):
         pid, bh = tl.program_id(0), tl.program_id(1)
+        seed = tl.load(SEED)  # a tensor, not an int argument: see attend_triton
+        # Inductor hands Python floats over as fp64 (eager Triton as fp32): fp64 here would promote the fp32
+        # accumulators inside the loops, which Triton refuses
+        scale, p_drop = tl.cast(scale, tl.float32), tl.cast(p_drop, tl.float32)
         Q, K, V, E = _head_inputs(Q, K, V, E, bh, n_heads, sqb, sqh, skb, skh, svb, svh, seh)
         DO += bh.to(tl.int64) * t_q * head_dim
         LSE += bh.to(tl.int64) * t_q
@@ -239,12 +247,16 @@ if triton is not None:
                 tl.atomic_add(DE + r[:, None] * head_dim + offs_d[None, :], de, mask=mask)
         return dq
 
-    @triton.jit(do_not_specialize=["seed"])
+    @triton.jit
     def _bwd_q_kernel(Q, K, V, E, DO, LSE, DELTA, DQ, DE, sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, seh, ser,
-                      n_heads, t_q, t_k, n_rel, head_dim, scale, p_drop, seed,
+                      n_heads, t_q, t_k, n_rel, head_dim, scale, p_drop, SEED,
                       BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BW: tl.constexpr,
                       DROPOUT: tl.constexpr, PREC: tl.constexpr):
         pid, bh = tl.program_id(0), tl.program_id(1)
+        seed = tl.load(SEED)  # a tensor, not an int argument: see attend_triton
+        # Inductor hands Python floats over as fp64 (eager Triton as fp32): fp64 here would promote the fp32
+        # accumulators inside the loops, which Triton refuses
+        scale, p_drop = tl.cast(scale, tl.float32), tl.cast(p_drop, tl.float32)
         Q, K, V, E = _head_inputs(Q, K, V, E, bh, n_heads, sqb, sqh, skb, skh, svb, svh, seh)
         DE += (bh % n_heads).to(tl.int64) * n_rel * head_dim
         base = bh.to(tl.int64) * t_q
@@ -292,12 +304,12 @@ def _unit_last(x: Tensor) -> Tensor:
 class TritonRelativeAttention(torch.autograd.Function):
     """apply(q, k, v, rel_emb, dropout_p, seed, block_fwd, block_bwd) -> (B, H, Tq, D) in q's dtype.
 
-    Saves q, k, v, E, the output and the fp32 log-sum-exp (B, H, Tq). q, k, v may be strided views (the
+    Saves q, k, v, E, the output, the fp32 log-sum-exp (B, H, Tq) and the dropout seed (1,). q, k, v may be strided views (the
     head split of the qkv projection is not copied); their last dimension must be contiguous.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, rel_emb, dropout_p: float, seed: int, block_fwd: int, block_bwd: int):
+    def forward(ctx, q, k, v, rel_emb, dropout_p: float, seed: Tensor, block_fwd: int, block_bwd: int):
         q, k, v, rel_emb = (_unit_last(x) for x in (q, k, v, rel_emb))
         B, H, t_q, D = q.shape
         t_k, n_rel = k.shape[2], rel_emb.shape[1]
@@ -307,14 +319,14 @@ class TritonRelativeAttention(torch.autograd.Function):
         _fwd_kernel[(triton.cdiv(t_q, block_fwd), B * H)](
             q, k, v, rel_emb, out, lse, *_strides(q, k, v, rel_emb), H, t_q, t_k, n_rel, D,
             1.0 / math.sqrt(D), dropout_p, seed, **meta)
-        ctx.save_for_backward(q, k, v, rel_emb, out, lse)
-        ctx.opts = (dropout_p, seed, block_bwd)
+        ctx.save_for_backward(q, k, v, rel_emb, out, lse, seed)
+        ctx.opts = (dropout_p, block_bwd)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, rel_emb, out, lse = ctx.saved_tensors
-        dropout_p, seed, block = ctx.opts
+        q, k, v, rel_emb, out, lse, seed = ctx.saved_tensors
+        dropout_p, block = ctx.opts
         B, H, t_q, D = q.shape
         t_k, n_rel = k.shape[2], rel_emb.shape[1]
         dout = dout.to(q.dtype).contiguous()
@@ -339,7 +351,10 @@ def attend_triton(q: Tensor, k: Tensor, v: Tensor, rel_emb: Tensor, dropout_p: f
     if not q.is_cuda and not interpreting():
         raise RuntimeError("attn_impl='triton' runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1 set "
                            "before import); use attn_impl='auto' to fall back to the efficient kernel")
-    # seeds in [2**32, 2**62): always an int64 kernel argument, so a new seed never means a new compile
-    seed = int(torch.randint(2**32, 2**62, (1,)).item()) if dropout_p > 0 else 2**32
+    # The seed is a one-element int64 tensor on q's device that the kernels load, not an int argument: a new
+    # seed is then never a new compile, torch.compile keeps the draw in its graph (no .item() graph break),
+    # and Inductor never sees a Python int above 2**31 (torch 2.11 failed on one: 'int' has no 'xreplace').
+    seed = (torch.randint(0, 2**62, (1,), device=q.device) if dropout_p > 0
+            else torch.zeros(1, dtype=torch.int64, device=q.device))
     k, v = k.to(q.dtype), v.to(q.dtype)
     return TritonRelativeAttention.apply(q, k, v, rel_emb, dropout_p, seed, block_fwd, block_bwd)
