@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="on CPU at a tiny size (the tests)")
     p.add_argument("--data", default=str(REPO / "carry" / "pop_large"), help="the prepared pop arrays")
     p.add_argument("--budget-s", type=float, default=450.0, help="the whole command's wall-clock budget")
-    p.add_argument("--tests-s", type=float, default=150.0, help="the tests' limit (killed after; they took 104 s on an H200)")
+    p.add_argument("--tests-s", type=float, default=150.0,
+                   help="the tests' limit (killed after; they took 104 s on an H200)")
     p.add_argument("--kernels-s", type=float, default=125.0, help="the kernel table's limit")
     p.add_argument("--steps", default="tests,kernels,train")
     p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain")

@@ -44,8 +44,11 @@ def test_every_spec_is_complete_and_reads_real_options():
 def test_continuation_hooks_in_order_and_off_at_zero():
     metrical = build_hooks(HookInputs("continue", METRICAL, SamplingOptions(), programs=[0], max_bar_repeats=4,
                                       on_step=lambda *_: None))
-    assert names(metrical) == ["RemiGuard", "BarRepeatLimit", "MotifEcho", "PhraseEcho", "BassLean", "OnStep",
-                               "RecallGuidance"]
+    assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "PhraseEcho", "BassLean",
+                               "OnStep", "RecallGuidance"]
+    # one cursor for the run, followed first; every metrical hook reads it and follows nothing itself
+    readers = [h for h in metrical if hasattr(h, "cursor")]
+    assert len(readers) == 5 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
     off = replace(SamplingOptions(), motif_echo=0, phrase_echo=0, bass_lean=0, recall_guidance=0, guard=False)
     assert build_hooks(HookInputs("continue", METRICAL, off, programs=[0], max_bar_repeats=4)) == []
 
@@ -68,9 +71,10 @@ def test_infill_puts_the_copy_cache_first():
     history = np.array([METRICAL.bar_id, 5, 6, 7], dtype=np.int64)
     hooks = build_hooks(HookInputs("infill", METRICAL, SamplingOptions(), programs=[0], max_bar_repeats=4,
                                    history=history))
-    assert names(hooks) == ["CopyCache", "RemiGuard", "BarRepeatLimit"]
+    assert names(hooks) == ["RemiCursor", "CopyCache", "RemiGuard", "BarRepeatLimit"]
     no_cache = replace(SamplingOptions(), copy_cache=0.0)
-    assert names(build_hooks(HookInputs("infill", METRICAL, no_cache, programs=[0], history=history))) == ["RemiGuard"]
+    assert names(build_hooks(HookInputs("infill", METRICAL, no_cache, programs=[0], history=history))) == [
+        "RemiCursor", "RemiGuard"]
 
 
 def _hook_classes() -> set[str]:

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.generation.hooks import HookInputs, HookSpec
 from musictx.io.score_prep import BASS_CEILING
 
 MIN_BASS_BARS = 0.5  # share of the seed's bars with a low downbeat note that makes a bass line worth keeping
@@ -61,12 +62,13 @@ class BassLine:
         return cls(program, min(pitches) - RANGE_MARGIN, max(pitches) + RANGE_MARGIN, beats)
 
 
-class BassLean(LogitsHook):
+class BassLean(ReadsCursor):
     """The lean of each new bar toward a bass note on its downbeat, as the seed's bass line plays them."""
 
-    def __init__(self, tokenizer, strength: float):
+    def __init__(self, tokenizer, strength: float, cursor: RemiCursor | None = None):
         tok = tokenizer
-        self.strength, self.bar_id = float(strength), tok.bar_id
+        self.strength = float(strength)
+        self._read(tok, cursor)
         self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
         self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1
         self.pitch_of = tok.numbers_of("Pitch")  # (V,) the pitch of a Pitch id, else -1
@@ -75,19 +77,11 @@ class BassLean(LogitsHook):
         self.downbeat = np.flatnonzero(self.position_of == 0)[:1]  # (1,) the Position id of a bar's first beat
 
     def start(self, prompt: Tensor) -> None:
-        rows = prompt.cpu().numpy()
-        B = len(rows)
-        self.pos = np.full(B, -1)  # the current Position, -1 before the bar's first
-        self.program = np.full(B, -1)  # the track of the note being written
-        self.last = np.full(B, -1)  # the last id
-        self.pitch = np.full(B, -1)  # the pitch of the note being written, until its Duration
-        self.has_bass = np.zeros(B, dtype=bool)  # the bar being written has struck its downbeat bass
-        seeds: list[list[list[tuple[int, int, int, float]]]] = [[] for _ in range(B)]
-        for b, row in enumerate(rows):
-            for i in row.tolist():
-                self._follow(b, int(i), seeds[b])
+        super().start(prompt)
+        c = self.cursor
+        self.has_bass = np.zeros(len(c.last), dtype=bool)  # the bar being written has struck its downbeat bass
         # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
-        self.bass = [BassLine.of_bars(bars[:-1]) for bars in seeds]
+        self.bass = [BassLine.of_bars([bar.ended_notes() for bar in bars[:-1]]) for bars in c.bars]
         self.targets = [self._targets(bass) for bass in self.bass]  # each row's ids, found once, not per step
 
     def _targets(self, bass: BassLine | None) -> dict[str, np.ndarray] | None:
@@ -101,46 +95,31 @@ class BassLean(LogitsHook):
                 "duration": np.flatnonzero((self.beats_of >= lo) & (self.beats_of <= hi))}
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
+        super().update(next_ids, done)
+        c = self.cursor
         for b, i in enumerate(next_ids.tolist()):
-            self._follow(b, int(i))
-
-    def _follow(self, b: int, i: int, bars: list | None = None) -> None:
-        if i == self.bar_id:
-            self.pos[b], self.has_bass[b] = -1, False
-            if bars is not None:
-                bars.append([])
-        elif self.position_of[i] >= 0:
-            self.pos[b] = self.position_of[i]
-        elif self.program_of[i] >= 0:
-            self.program[b] = self.program_of[i]
-        elif self.pitch_of[i] >= 0:
-            self.pitch[b] = self.pitch_of[i]
-        elif np.isfinite(self.beats_of[i]) and self.pitch[b] >= 0:
-            if bars is not None:  # the seed: a note ends with its Duration
-                if bars:
-                    bars[-1].append((max(int(self.pos[b]), 0), int(self.program[b]), int(self.pitch[b]),
-                                     float(self.beats_of[i])))
-            elif self.pos[b] == 0 and self._in_range(b, int(self.pitch[b])):
-                self.has_bass[b] = True
-            self.pitch[b] = -1
-        self.last[b] = i
+            if i == c.bar_id:
+                self.has_bass[b] = False
+            elif c.ended[b] >= 0 and c.pos[b] == 0 and self._in_range(b, int(c.ended[b])):
+                self.has_bass[b] = True  # a note ends with its Duration
 
     def _in_range(self, b: int, pitch: int) -> bool:
         bass = self.bass[b]
-        return bass is not None and int(self.program[b]) == bass.program and bass.low <= pitch <= bass.high
+        return bass is not None and int(self.cursor.program[b]) == bass.program and bass.low <= pitch <= bass.high
 
     def wanted(self, b: int) -> np.ndarray:
         """The ids that would strike (or hold) row b's downbeat bass from where the row stands."""
-        bass, ids, last = self.bass[b], self.targets[b], int(self.last[b])
+        c = self.cursor
+        bass, ids, last, pos = self.bass[b], self.targets[b], int(c.last[b]), c.pos[b]
         if bass is None or self.has_bass[b]:
             return NONE
-        if self.is_velocity[last] and self.pos[b] == 0 and self._in_range(b, int(self.pitch[b])):
+        if self.is_velocity[last] and pos == 0 and self._in_range(b, int(c.pitch[b])):
             return ids["duration"]
-        if self.pos[b] != 0:  # before the bar's first Position: open it on the downbeat
-            opening = self.pos[b] < 0 and self.pitch_of[last] < 0
+        if pos != 0:  # before the bar's first Position: open it on the downbeat
+            opening = pos < 0 and self.pitch_of[last] < 0
             return self.downbeat if opening else NONE
         if self.program_of[last] >= 0:
-            return ids["pitch"] if int(self.program[b]) == bass.program else NONE
+            return ids["pitch"] if int(c.program[b]) == bass.program else NONE
         if self.position_of[last] >= 0 or np.isfinite(self.beats_of[last]) or self.pitch_of[last] < 0:
             return ids["program"]
         return NONE
@@ -161,7 +140,7 @@ class BassLean(LogitsHook):
 
 def _make(inputs: HookInputs) -> BassLean | None:
     s = inputs.sampling
-    return BassLean(inputs.tokenizer, s.bass_lean) if s.bass_lean else None
+    return BassLean(inputs.tokenizer, s.bass_lean, cursor=shared_cursor(inputs)) if s.bass_lean else None
 
 
 SPEC = HookSpec("bass_lean", ("bass_lean",), ("remi",), ("continue",), 80, _make,

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
 
 # (position in the bar, the ids of the notes struck there: Program Pitch Velocity Duration for each)
@@ -61,12 +62,13 @@ def _add(onsets: list[Onset], pos: int, note: list[int]) -> None:
         onsets.append((pos, list(note)))
 
 
-class GivenNotes(LogitsHook):
+class GivenNotes(ReadsCursor):
     """Plays ``bars`` (a list of `Onset` per new bar; the prompt's last id is the Bar of the first) of the
-    given ``programs`` into every sample of the batch."""
+    given ``programs`` into every sample of the batch. The bar and position each sample is at are the cursor's."""
 
-    def __init__(self, tok, bars: list[list[Onset]], programs: set[int]):
+    def __init__(self, tok, bars: list[list[Onset]], programs: set[int], cursor: RemiCursor | None = None):
         self.tok, self.bars = tok, bars
+        self._read(tok, cursor)
         self.given_programs = [tok.miditok.vocab[f"Program_{p}"] for p in sorted(programs)]
         self.program_ids = torch.as_tensor(tok.ids_of_type("Program"))
         position_ids = tok.ids_of_type("Position")
@@ -78,15 +80,18 @@ class GivenNotes(LogitsHook):
                      for p in self.id_of_position}
 
     def start(self, prompt: Tensor) -> None:
+        super().start(prompt)
         B = prompt.shape[0]
-        self.bar = np.zeros(B, dtype=np.int64)  # the new bar each sample is in (the prompt opened bar 0)
-        self.next = np.zeros(B, dtype=np.int64)  # index of that bar's next given onset
-        self.pos = np.full(B, -1)  # the current Position (-1: none yet in this bar)
-        self.last = np.full(B, -1)  # the id drawn last
+        self.next = np.zeros(B, dtype=np.int64)  # index of the bar's next given onset
         self.queue: list[list[int]] = [[] for _ in range(B)]  # given ids still to play
 
+    def bar(self, b: int) -> int:
+        """The new bar row b is in (the prompt's last id, a Bar, opened bar 0)."""
+        return self.cursor.new_bar(b)
+
     def upcoming(self, b: int) -> Onset | None:
-        bar = self.bars[self.bar[b]] if self.bar[b] < len(self.bars) else []
+        k = self.bar(b)
+        bar = self.bars[k] if k < len(self.bars) else []
         return bar[self.next[b]] if self.next[b] < len(bar) else None
 
     def __call__(self, logits: Tensor) -> Tensor:
@@ -102,24 +107,22 @@ class GivenNotes(LogitsHook):
             if onset is None:
                 continue
             out[b, self.past[onset[0]].to(out.device)] = float("-inf")
-            if self.pos[b] < 0:  # a note before the bar's first Position sits at its start, where the model
+            if self.cursor.pos[b] < 0:  # a note before the bar's first Position sits at its start, where the model
                 out[b, self.program_ids.to(out.device)] = float("-inf")  # would never name Position_0 again
             if torch.isinf(out[b]).all():  # nothing the other hooks allow is left: go to the onset
                 out[b, self.id_of_position[onset[0]]] = 0.0
         return out
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
+        super().update(next_ids, done)
         for b, i in enumerate(next_ids.tolist()):
-            self.last[b] = i
-            if self.queue[b]:
+            if self.queue[b]:  # a given note's Program, Pitch, Velocity or Duration: no bar or position moves
                 self.queue[b].pop(0)
             elif i == self.tok.bar_id:
-                self.bar[b] += 1
-                self.next[b], self.pos[b] = 0, -1
+                self.next[b] = 0
             elif i in self.position_of:
-                self.pos[b] = self.position_of[i]
                 onset = self.upcoming(b)
-                if onset is not None and onset[0] == self.pos[b]:
+                if onset is not None and onset[0] == self.cursor.pos[b]:
                     self.queue[b] = list(onset[1])
                     self.next[b] += 1
 
@@ -162,15 +165,15 @@ class HarmonyLean(LogitsHook):
         self.pitch_class = np.array([int(tok.id_to_token(int(i)).split("_")[1]) % 12 for i in self.pitch_ids])
 
     def __call__(self, logits: Tensor) -> Tensor:
-        g = self.given
-        rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar[b] < len(self.halves)
-                and np.isin(g.last[b], self.new_programs)]
+        g, c = self.given, self.given.cursor
+        rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar(b) < len(self.halves)
+                and np.isin(c.last[b], self.new_programs)]
         if not rows:
             return logits
         out = logits.clone()
         for b in rows:
-            bar = int(g.bar[b])
-            pos = max(int(g.pos[b]), 0)
+            bar = g.bar(b)
+            pos = max(int(c.pos[b]), 0)
             weights = self.halves[bar][int(pos * 2 >= self.bar_positions[bar])]
             if weights.any():
                 strong = pos * 2 % self.bar_positions[bar] == 0  # the bar's first position or its middle
@@ -199,9 +202,9 @@ class CounterRest(LogitsHook):
         self.program_id = tok.miditok.vocab[f"Program_{program}"]
 
     def __call__(self, logits: Tensor) -> Tensor:
-        g = self.given
-        rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar[b] < len(self.sounding)
-                and g.pos[b] >= 0 and self.sounding[g.bar[b]][min(int(g.pos[b]), len(self.sounding[g.bar[b]]) - 1)]]
+        g, pos = self.given, self.given.cursor.pos
+        rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar(b) < len(self.sounding)
+                and pos[b] >= 0 and self.sounding[g.bar(b)][min(int(pos[b]), len(self.sounding[g.bar(b)]) - 1)]]
         if not rows:
             return logits
         out = logits.clone()
@@ -211,7 +214,7 @@ class CounterRest(LogitsHook):
 
 def _given(inputs: HookInputs) -> GivenNotes:
     acc = inputs.accompaniment
-    return GivenNotes(inputs.tokenizer, acc.given_bars, acc.given)
+    return GivenNotes(inputs.tokenizer, acc.given_bars, acc.given, cursor=shared_cursor(inputs))
 
 
 def _harmony(inputs: HookInputs) -> HarmonyLean | None:

@@ -47,7 +47,8 @@ def hooks_for(task: str, kind: str) -> list[HookSpec]:
 
 def build_hooks(inputs: HookInputs) -> list[LogitsHook]:
     """The hooks of one run, in order: each spec that applies to the run's task and tokenizer makes its hook
-    (or None, where its options turn it off or the run gives it nothing to do)."""
+    (or None, where its options turn it off or the run gives it nothing to do); the metrical hooks' shared
+    cursor (`musictx.generation.cursor`) runs before them."""
     kind = getattr(inputs.tokenizer, "kind", "performance")
     hooks = []
     for spec in hooks_for(inputs.task, kind):
@@ -55,7 +56,8 @@ def build_hooks(inputs: HookInputs) -> list[LogitsHook]:
         if hook is not None:
             inputs.made[spec.name] = hook
             hooks.append(hook)
-    return hooks
+    # the shared cursor, where a hook asked for it, follows each id first: the hooks read where it stands
+    return ([inputs.cursor] if inputs.cursor is not None else []) + hooks
 
 
 def options_help() -> list[str]:

@@ -74,6 +74,7 @@ class HookInputs:
     accompaniment: Any = None  # task=accompany: the song's given tracks and bar range (`accompany.Accompaniment`)
     on_step: Callable | None = None  # called after every draw with (next_ids, done): progress
     made: dict[str, LogitsHook] = field(default_factory=dict)  # hooks made so far by name: a lean reads the lead's
+    cursor: Any = None  # metrical: the run's one view of the stream (`musictx.generation.cursor.shared_cursor`)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ a Position, Program or Bar ...). On top of it, three rules no token type can say
   (the output is written on the seed's own tempo map).
 
 Repetition control, the other rule on bars, is its own hook (`musictx.generation.bar_repeats`). A sampling
-hook (`musictx.generation.hooks`); the state is numpy, one row per sample.
+hook (`musictx.generation.hooks`) that reads the run's shared cursor (`musictx.generation.cursor`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,19 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.generation.hooks import HookInputs, HookSpec
 
 
-class RemiGuard(LogitsHook):
+class RemiGuard(ReadsCursor):
     """The grammar of a `MetricalTokenizer`'s ids; ``programs``: the seed's tracks (None: any may come, and
-    tempo changes too: an unconditional sample)."""
+    tempo changes too: an unconditional sample). Where each sample stands (its last id, position, bar length
+    and meter) is a `musictx.generation.cursor.RemiCursor`: the run's shared one."""
 
-    def __init__(self, tokenizer, programs: list[int] | None = None):
+    def __init__(self, tokenizer, programs: list[int] | None = None, cursor: RemiCursor | None = None):
         tok = tokenizer
         self.tok = tok
+        self._read(tok, cursor)
         types = sorted(set(tok.type_of))
         self._type_index = {t: i for i, t in enumerate(types)}
         self.type_of = np.array([self._type_index[t] for t in tok.type_of])  # (V,) type index of each id
@@ -40,11 +43,6 @@ class RemiGuard(LogitsHook):
         self.allowed[:, tok.pad_id] = False
         self.allowed[:, tok.eos_id] = False  # a continuation runs the length asked for; the bars stop it
         self.position_of = tok.numbers_of("Position")  # (V,) position of a Position id, else -1
-        self.bar_positions = np.zeros(tok.vocab_size, dtype=np.int64)  # (V,) positions per bar of a TimeSig id
-        per_beat = tok.miditok.config.max_num_pos_per_beat
-        for i in tok.ids_of_type("TimeSig"):
-            num = int(tok.id_to_token(int(i)).split("_")[1].split("/")[0])
-            self.bar_positions[i] = num * per_beat  # MidiTok counts positions per beat of the denominator
         if programs is not None:
             keep = {f"Program_{p}" for p in programs}
             self.forbidden_programs = np.array([t == "Program" and tok.id_to_token(i) not in keep
@@ -55,40 +53,15 @@ class RemiGuard(LogitsHook):
         self.timesig_ids = tok.ids_of_type("TimeSig")
         self.allowed[:, tok.ids_of_type("Tempo")] = programs is None  # a continuation keeps the seed's tempo
 
-    # ----- state ------------------------------------------------------------------------------
-    def start(self, prompt: Tensor) -> None:
-        rows = prompt.cpu().numpy()
-        B = len(rows)
-        self.last_type = np.zeros(B, dtype=np.int64)
-        self.pos = np.full(B, -1)
-        self.bar_len = np.full(B, 16)
-        self.meter = np.full(B, -1)  # (B,) the seed's last TimeSig id, -1: none seen (any may come)
-        for b, row in enumerate(rows):
-            for i in row:
-                self._follow(b, int(i))
-
-    def _follow(self, b: int, i: int) -> None:
-        t = self.tok.type_of[i]
-        self.last_type[b] = self.type_of[i]
-        if t == "Bar":
-            self.pos[b] = -1
-        elif t == "Position":
-            self.pos[b] = self.position_of[i]
-        elif t == "TimeSig":
-            self.bar_len[b] = max(int(self.bar_positions[i]), 1)
-            self.meter[b] = i
-
-    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
-        for b, i in enumerate(next_ids.tolist()):
-            self._follow(b, int(i))
-
     # ----- masks ------------------------------------------------------------------------------
     def _forbidden(self, b: int) -> np.ndarray:
-        bad = ~self.allowed[self.last_type[b]] | self.forbidden_programs  # (V,)
+        c = self.cursor
+        last_type = self.type_of[c.last[b]] if c.last[b] >= 0 else 0
+        bad = ~self.allowed[last_type] | self.forbidden_programs  # (V,)
         pos = self.position_of[self.position_ids]
-        bad[self.position_ids] |= (pos <= self.pos[b]) | (pos >= self.bar_len[b])
-        if self.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
-            bad[self.timesig_ids] |= self.timesig_ids != self.meter[b]
+        bad[self.position_ids] |= (pos <= c.pos[b]) | (pos >= c.bar_len[b])
+        if c.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
+            bad[self.timesig_ids] |= self.timesig_ids != c.meter[b]
         if bad.all():  # never leave nothing to draw: a new bar is always valid
             bad[:] = True
             bad[self.tok.bar_id] = False
@@ -101,7 +74,9 @@ class RemiGuard(LogitsHook):
 
 
 def _make(inputs: HookInputs) -> RemiGuard | None:
-    return RemiGuard(inputs.tokenizer, programs=inputs.programs) if inputs.sampling.guard else None
+    if not inputs.sampling.guard:
+        return None
+    return RemiGuard(inputs.tokenizer, programs=inputs.programs, cursor=shared_cursor(inputs))
 
 
 SPEC = HookSpec("metrical_guard", ("guard",), ("remi",), ("continue", "infill", "accompany"), 20, _make,

@@ -25,16 +25,19 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.generation.hooks import HookInputs, HookSpec
 
 MAX_ORDER = 3  # intervals matched at most: longer matches are rarer and add little over 3
 
 
-class MotifEcho(LogitsHook):
+class MotifEcho(ReadsCursor):
     """The echo of the seed's figures in the tracks ``programs`` (REMI Program numbers), at ``strength``."""
 
-    def __init__(self, tokenizer, programs: Iterable[int], strength: float, max_order: int = MAX_ORDER):
+    def __init__(self, tokenizer, programs: Iterable[int], strength: float, max_order: int = MAX_ORDER,
+                 cursor: RemiCursor | None = None):
         tok = tokenizer
+        self._read(tok, cursor)
         self.tok, self.strength, self.max_order = tok, float(strength), max_order
         self.pitch_of = tok.numbers_of("Pitch")  # (V,) pitch of a Pitch id, else -1
         self.pitch_id = np.full(128, -1, dtype=np.int64)  # (128,) id of Pitch_n, -1 where none
@@ -45,31 +48,26 @@ class MotifEcho(LogitsHook):
         self.programs = set(int(p) for p in programs if int(p) >= 0)
 
     def start(self, prompt: Tensor) -> None:
-        rows = prompt.cpu().numpy()
-        self.current = np.full(len(rows), -2, dtype=np.int64)  # (B,) program of the notes being written
-        self.pitch_next = np.zeros(len(rows), dtype=bool)  # (B,) the last id was an echoed Program: a pitch comes
-        self.lines: list[dict[int, list[int]]] = [{p: [] for p in self.programs} for _ in rows]  # row: track: pitches
-        for b, row in enumerate(rows):
-            for i in row.tolist():
-                self._follow(b, i)
+        super().start(prompt)
+        c = self.cursor
+        self.pitch_next = np.isin(self.program_of[c.last], list(self.programs))  # (B,) a pitch of an echoed track comes
+        self.lines = [{p: [n[2] for bar in bars for n in bar.notes if n[1] == p] for p in self.programs}
+                      for bars in c.bars]  # row: track: pitches
         self.seed_intervals = [{p: np.diff(np.asarray(line, dtype=np.int64)) for p, line in lines.items()}
                                for lines in self.lines]  # row -> program -> (S-1,)
 
-    def _follow(self, b: int, i: int) -> None:
-        self.pitch_next[b] = self.program_of[i] in self.programs  # REMI: every note's Program id precedes its Pitch
-        if self.program_of[i] >= 0:
-            self.current[b] = self.program_of[i]
-        elif self.pitch_of[i] >= 0 and self.current[b] in self.programs:
-            self.lines[b][int(self.current[b])].append(int(self.pitch_of[i]))
-
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
+        super().update(next_ids, done)
+        c = self.cursor
         for b, i in enumerate(next_ids.tolist()):
-            self._follow(b, int(i))
+            self.pitch_next[b] = self.program_of[i] in self.programs  # REMI: every note's Program id precedes its Pitch
+            if self.pitch_of[i] >= 0 and c.program[b] in self.programs:
+                self.lines[b][int(c.program[b])].append(int(self.pitch_of[i]))
 
     def next_intervals(self, b: int) -> Counter:
         """How often each interval followed the seed's line of the track being written where it matches the
         end of that track's line in row b, at the longest order that matches; empty when nothing matches."""
-        p = int(self.current[b])
+        p = int(self.cursor.program[b])
         seed, line = self.seed_intervals[b][p], self.lines[b][p]
         if len(seed) < 2 or len(line) < 2:
             return Counter()
@@ -89,7 +87,7 @@ class MotifEcho(LogitsHook):
         for b in range(logits.shape[0]):
             if not self.pitch_next[b]:
                 continue
-            line = self.lines[b][int(self.current[b])]
+            line = self.lines[b][int(self.cursor.program[b])]
             if not line:
                 continue
             counts = self.next_intervals(b)
@@ -103,7 +101,9 @@ class MotifEcho(LogitsHook):
 
 def _make(inputs: HookInputs) -> MotifEcho | None:
     s = inputs.sampling
-    return MotifEcho(inputs.tokenizer, inputs.programs, s.motif_echo) if s.motif_echo else None
+    if not s.motif_echo:
+        return None
+    return MotifEcho(inputs.tokenizer, inputs.programs, s.motif_echo, cursor=shared_cursor(inputs))
 
 
 SPEC = HookSpec("motif_echo", ("motif_echo",), ("remi",), ("continue",), 60, _make,

@@ -28,15 +28,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.generation.hooks import HookInputs, HookSpec
 
 PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not hold)
 
 
-class PhraseEcho(LogitsHook):
+class PhraseEcho(ReadsCursor):
     """The lean of each new bar toward the seed's bar at its place in a ``period``-bar phrase."""
 
-    def __init__(self, tokenizer, strength: float, period: int = PERIOD_BARS, plan: dict[int, int] | None = None):
+    def __init__(self, tokenizer, strength: float, period: int = PERIOD_BARS, plan: dict[int, int] | None = None,
+                 cursor: RemiCursor | None = None):
         """``plan`` (new bar -> an earlier new bar, 0 the first): each new bar it names echoes that bar as
         sampled instead of the seed's phrase, and the others echo nothing (`repeat_plan`)."""
         if period < 1:
@@ -49,44 +51,31 @@ class PhraseEcho(LogitsHook):
         self.position_id = _ids_by_number(self.position_of)  # number -> id
         self.program_id = _ids_by_number(self.program_of)
         self.pitch_id = _ids_by_number(self.pitch_of)
+        self._read(tok, cursor)
 
     def start(self, prompt: Tensor) -> None:
-        rows = prompt.cpu().numpy()
-        self.bars: list[list[dict[int, list[tuple[int, int]]]]] = [[] for _ in rows]  # row: bar: pos: notes
-        self.pos = np.full(len(rows), -1, dtype=np.int64)  # (B,) the current position, -1 before one
-        self.program = np.full(len(rows), -1, dtype=np.int64)  # (B,) the track of the note being written
-        self.last_kind = [""] * len(rows)  # the family of each row's last id, as far as the echo cares
-        for b, row in enumerate(rows):
-            for i in row.tolist():
-                self._follow(b, i)
+        super().start(prompt)
         # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
-        self.seed_bars = [bars[:-1] for bars in self.bars]
+        self.seed_bars = [[bar.by_position() for bar in bars[:-1]] for bars in self.cursor.bars]
 
-    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
-        for b, i in enumerate(next_ids.tolist()):
-            self._follow(b, int(i))
-
-    def _follow(self, b: int, i: int) -> None:
+    def _last_kind(self, b: int) -> str:
+        """The family of row b's last id, as far as the echo cares ("": none yet)."""
+        i = int(self.cursor.last[b])
+        if i < 0:
+            return ""
         if i == self.bar_id:
-            self.bars[b].append({})
-            self.pos[b], self.last_kind[b] = -1, "bar"
-        elif self.position_of[i] >= 0:
-            self.pos[b], self.last_kind[b] = self.position_of[i], "position"
-        elif self.program_of[i] >= 0:
-            self.program[b], self.last_kind[b] = self.program_of[i], "program"
-        elif self.pitch_of[i] >= 0:
-            if self.bars[b] and self.pos[b] >= 0:
-                self.bars[b][-1].setdefault(int(self.pos[b]), []).append((int(self.program[b]), int(self.pitch_of[i])))
-            self.last_kind[b] = "pitch"
-        else:
-            self.last_kind[b] = "other"  # Velocity, Duration, TimeSig, Tempo: a note's end or the bar's meter
+            return "bar"
+        for kind, numbers in (("position", self.position_of), ("program", self.program_of), ("pitch", self.pitch_of)):
+            if numbers[i] >= 0:
+                return kind
+        return "other"  # Velocity, Duration, TimeSig, Tempo: a note's end or the bar's meter
 
     def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
         """The seed bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
-        seed = self.seed_bars[b]
-        k = len(self.bars[b]) - 1 - len(seed)  # 0 for the first new bar
+        seed, bars = self.seed_bars[b], self.cursor.bars[b]
+        k = len(bars) - 1 - len(seed)  # 0 for the first new bar
         if self.plan is not None:
-            return self.bars[b][len(seed) + self.plan[k]] if k in self.plan and self.plan[k] < k else None
+            return bars[len(seed) + self.plan[k]].by_position() if k in self.plan and self.plan[k] < k else None
         if not seed or k < 0:
             return None
         period = min(self.period, len(seed))
@@ -94,14 +83,14 @@ class PhraseEcho(LogitsHook):
 
     def wanted(self, b: int) -> list[int]:
         """The ids that would go on playing row b's reference bar from where the row stands."""
-        ref = self.reference(b)
-        if not ref or self.last_kind[b] in ("pitch", ""):
+        ref, last_kind = self.reference(b), self._last_kind(b)
+        if not ref or last_kind in ("pitch", ""):
             return []
-        pos = int(self.pos[b])
-        drawn, wanted = self.bars[b][-1].get(pos, []), ref.get(pos, [])
-        if self.last_kind[b] == "program":  # the reference's pitches of this track here, not drawn yet
+        pos = int(self.cursor.pos[b])
+        drawn, wanted = self.cursor.bars[b][-1].at(pos), ref.get(pos, [])
+        if last_kind == "program":  # the reference's pitches of this track here, not drawn yet
             return [self.pitch_id[p] for (t, p) in Counter(wanted) - Counter(drawn)
-                    if t == self.program[b] and p in self.pitch_id]
+                    if t == self.cursor.program[b] and p in self.pitch_id]
         # the tracks with fewer notes here than the reference (counted, so that a chord drawn at other pitches
         # is not pushed on and on), and equally the reference's next onset: finishing the chord first
         # copied longer stretches for the same reuse on validation songs
@@ -110,7 +99,7 @@ class PhraseEcho(LogitsHook):
         later = [p for p in ref if p > pos]
         if later:
             return ids + ([self.position_id[min(later)]] if min(later) in self.position_id else [])
-        return ids + ([self.bar_id] if self.last_kind[b] != "bar" else [])
+        return ids + ([self.bar_id] if last_kind != "bar" else [])
 
     def __call__(self, logits: Tensor) -> Tensor:
         if self.strength == 0:
@@ -145,12 +134,15 @@ def repeat_plan(bar_keys: list) -> dict[int, int]:
 
 def _phrase(inputs: HookInputs) -> PhraseEcho | None:
     s = inputs.sampling
-    return PhraseEcho(inputs.tokenizer, s.phrase_echo) if s.phrase_echo else None
+    return PhraseEcho(inputs.tokenizer, s.phrase_echo, cursor=shared_cursor(inputs)) if s.phrase_echo else None
 
 
 def _repeat(inputs: HookInputs) -> PhraseEcho | None:
     s = inputs.sampling
-    return PhraseEcho(inputs.tokenizer, s.repeat_echo, plan=inputs.accompaniment.repeat_plan) if s.repeat_echo else None
+    if not s.repeat_echo:
+        return None
+    plan = inputs.accompaniment.repeat_plan
+    return PhraseEcho(inputs.tokenizer, s.repeat_echo, plan=plan, cursor=shared_cursor(inputs))
 
 
 PHRASE_ECHO = HookSpec("phrase_echo", ("phrase_echo",), ("remi",), ("continue",), 70, _phrase,

@@ -304,8 +304,8 @@ def _unit_last(x: Tensor) -> Tensor:
 class TritonRelativeAttention(torch.autograd.Function):
     """apply(q, k, v, rel_emb, dropout_p, seed, block_fwd, block_bwd) -> (B, H, Tq, D) in q's dtype.
 
-    Saves q, k, v, E, the output, the fp32 log-sum-exp (B, H, Tq) and the dropout seed (1,). q, k, v may be strided views (the
-    head split of the qkv projection is not copied); their last dimension must be contiguous.
+    Saves q, k, v, E, the output, the fp32 log-sum-exp (B, H, Tq) and the dropout seed (1,). q, k, v may be
+    strided views (the head split of the qkv projection is not copied); their last dimension must be contiguous.
     """
 
     @staticmethod
