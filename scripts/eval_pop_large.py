@@ -9,7 +9,10 @@
 3. with ``--scorecard``: the continuation scorecard of both on the test songs (shipped settings; slow on CPU
    for the large model: ``--max-songs`` for a first look);
 4. the decisions: **ship** as ``pop-large`` if it beats ``pop`` on validation NLL per note; **default on
-   CPU** (what ``musictx-generate`` picks for a metrical seed) only if it also writes >= 10x real time.
+   CPU** (what ``musictx-generate`` picks for a metrical seed) only if it also writes >= 10x real time;
+5. with ``--install`` and a ship decision: the model folder, with its card (docs/pop-large.md) as README.md,
+   goes to ``$MUSICTX_MODELS/pop-large`` (default ``~/.local/share/musictx/models``), where every command finds
+   it by name (``checkpoint=pop-large``): 43 MB of weights are too large for the package (docs/gpu.md).
 
 Writes ``eval.json`` beside the model folder and prints the table for docs/gpu.md and docs/pop.md.
 """
@@ -25,6 +28,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_TIME_GOAL = 10.0  # x real time on CPU for musictx-generate's default
+NAME = "pop-large"
+CARD = ROOT / "docs" / "pop-large.md"
+
+
+def install(model: Path) -> Path:
+    """Copies the model folder and its card to the installed models' folder under `NAME`; returns where."""
+    import shutil
+
+    from musictx.paths import installed_models_dir
+
+    to = installed_models_dir() / NAME
+    if to.exists():
+        shutil.rmtree(to)
+    shutil.copytree(model, to)
+    shutil.copyfile(CARD, to / "README.md")
+    return to
 
 
 def nll(model: str, data: Path, split: str, batch_size: int, stride: int) -> dict:
@@ -85,7 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scorecard", action="store_true", help="also the continuation scorecard on the test songs")
     p.add_argument("--max-songs", type=int, default=None)
     p.add_argument("--out", type=Path, default=None, help="default: eval.json beside the model folder")
+    p.add_argument("--install", action="store_true", help=f"install the model as {NAME!r} if it is to ship")
+    p.add_argument("--skip-eval", action="store_true", help="with --install: the decision of an earlier eval.json")
     args = p.parse_args(argv)
+    out = args.out or Path(args.model).parent / "eval.json"
+    if args.skip_eval:
+        decision = json.loads(out.read_text())["decision"]
+        if args.install and decision["ship_as_pop_large"]:
+            print(f"installed {NAME} in {install(Path(args.model))}")
+        print(json.dumps(decision, indent=1))
+        return 0
     from musictx.checkpoints.model_store import load_model
 
     results = {}
@@ -100,10 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = r
         print(f"{name}: {json.dumps({k: v for k, v in r.items() if k != 'scorecard'})}", flush=True)
     decision = decide(results["pop-large"], results[args.baseline])
-    out = args.out or Path(args.model).parent / "eval.json"
     out.write_text(json.dumps({"results": results, "decision": decision}, indent=1) + "\n")
     print(table(results))
     print(json.dumps(decision, indent=1))
+    if args.install and decision["ship_as_pop_large"]:
+        print(f"installed {NAME} in {install(Path(args.model))}")
     return 0
 
 

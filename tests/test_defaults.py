@@ -39,7 +39,7 @@ def _defaults(fn) -> dict:
 
 def test_the_sampling_code_takes_the_options_object_and_restates_none_of_its_defaults():
     assert set(inspect.signature(generate).parameters) == {"net", "tokenizer", "prompt", "opts", "hooks",
-                                                           "max_new_tokens", "stop"}
+                                                           "max_new_tokens"}
     for fn in (generate, sample_continuations, sample_bars, RecallGuidance):
         assert not SAMPLING & set(_defaults(fn)), fn  # no sampling option beside the options object
 

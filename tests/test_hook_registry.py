@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import musictx
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.hook_registry import HOOKS, build_hooks, hooks_for
-from musictx.generation.hooks import KINDS, TASKS, HookInputs, LogitsHook
+from musictx.generation.hooks import KINDS, TASKS, HookInputs, LogitsHook, ends_samples
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import Seed
 from musictx.io.metrical_tokenizer import MetricalTokenizer
@@ -112,3 +113,16 @@ def test_no_hook_is_made_outside_its_own_file():
     assert bad == []
     assert issubclass(type(build_hooks(HookInputs("continue", METRICAL, SamplingOptions(), programs=[0]))[0]),
                       LogitsHook)
+
+
+def test_the_length_rule_is_a_hook_that_build_hooks_makes():
+    """`generate` takes no stop function: the task's length (bars, or seconds) is a hook that ends samples."""
+    bars = build_hooks(HookInputs("infill", METRICAL, SamplingOptions(), programs=[0], stop_after_bars=3))
+    assert names(bars)[-1] == "BarLimit" and ends_samples(bars[-1])
+    ids = torch.tensor([METRICAL.bar_id, 5])
+    assert [bars[-1].finished(ids).tolist() for _ in range(4)][-1] == [True, False]  # the 4th Bar ends row 0
+    notes = Notes(np.array([0.0]), np.array([0.5]), np.array([60]), np.array([80]))
+    seed = Seed(PERFORMANCE.encode_notes(notes), 1.0, None, 0.0, None)
+    timed = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed, length_seconds=2.0))
+    assert names(timed) == ["NoteGrammarGuard", "NoteEcho", "SecondsLimit", "RecallGuidance"]
+    assert not any(ends_samples(h) for h in timed if type(h).__name__ != "SecondsLimit")

@@ -105,16 +105,18 @@ def test_ids_buffer_grows_and_both_paths_still_agree():
 MEMORY_PROBE = """
 import resource, sys, torch
 from musictx.models import build_model
+from musictx.generation.hooks import LogitsHook
 from musictx.generation.sampling import SpecialIds, generate
 from musictx.generation.sampling_options import SamplingOptions
 net = build_model("lstm", 390, d_model=16, hidden_size=16, n_layers=1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-calls = []
-def stop(ids):
-    calls.append(1)
-    return torch.full_like(ids, len(calls) >= 5, dtype=torch.bool)
-ids = generate(net, SpecialIds(pad_id=388), torch.tensor([[60, 300]]), SamplingOptions(), max_new_tokens=10**8,
-               stop=stop)
+class AfterFive(LogitsHook):
+    calls = 0
+    def finished(self, ids):
+        self.calls += 1
+        return torch.full_like(ids, self.calls >= 5, dtype=torch.bool)
+ids = generate(net, SpecialIds(pad_id=388), torch.tensor([[60, 300]]), SamplingOptions(), [AfterFive()],
+               max_new_tokens=10**8)
 unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
 print(ids.shape[1], (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * unit // 2**20)
 """

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from musictx.generation.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
-from musictx.generation.sampling import SecondsLimit, SpecialIds, generate
+from musictx.generation.length import SecondsLimit
+from musictx.generation.sampling import SpecialIds, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import window_start
 from musictx.io.tokenizer import EventTokenizer
@@ -31,7 +32,7 @@ PLAIN = SamplingOptions(top_p=None, recall_guidance=0.0)
 
 def sample(net, prompt, n: int, ids=PAD, stop=None, **options) -> torch.Tensor:
     """`generate` with `PLAIN` options changed by ``options``."""
-    return generate(net, ids, prompt, replace(PLAIN, **options), max_new_tokens=n, stop=stop)
+    return generate(net, ids, prompt, replace(PLAIN, **options), [stop] if stop else [], max_new_tokens=n)
 
 
 def kept(logits: torch.Tensor) -> list[int]:
@@ -273,12 +274,12 @@ def test_seconds_limit_counts_time_shifts_per_sample():
     limit = SecondsLimit.of(TOK, 1.5)  # 150 steps of 10 ms
     shift = lambda steps: lay.time_shift + steps - 1  # noqa: E731
     rows = [[shift(100), 60, shift(49), shift(1)], [60, 61, shift(100), shift(100)]]
-    done = [limit(torch.tensor(col)).tolist() for col in zip(*rows, strict=True)]
+    done = [limit.finished(torch.tensor(col)).tolist() for col in zip(*rows, strict=True)]
     assert done == [[False, False], [False, False], [False, False], [True, True]]
     assert limit.steps.tolist() == [150, 200]
     # every id of the vocabulary: only TIME_SHIFTs move the clock, by their steps (VELOCITY, PAD, EOS: none)
     every = SecondsLimit.of(TOK, 1e6)
-    every(torch.arange(TOK.vocab_size))
+    every.finished(torch.arange(TOK.vocab_size))
     counted = every.steps.tolist()
     assert counted == [TOK.split_time_shifts([i])[2] for i in range(TOK.vocab_size)]
     assert sum(counted) == sum(range(1, lay.velocity - lay.time_shift + 1)) and counted[-1] == 0

@@ -34,7 +34,7 @@ from musictx.generation.continue_midi import open_model
 from musictx.generation.continue_seed import sample_continuations, take_of
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import write_take
-from musictx.generation.sampling import SecondsLimit
+from musictx.generation.sampling import ShiftClock
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
 from musictx.io.audio import audio_unavailable
@@ -119,11 +119,12 @@ class GenerationProgress:
     share of ``seconds`` the samples have made so far, counted from the TIME_SHIFT ids they draw."""
 
     def __init__(self, tokenizer, seconds: float, report: Report):
-        self.limit, self.seconds, self.report = SecondsLimit.of(tokenizer, seconds), seconds, report
+        self.clock, self.seconds, self.report = ShiftClock.of(tokenizer), seconds, report
+        self.steps = max(1, round(seconds / tokenizer.config.time_step))  # the steps of ``seconds``
 
     def __call__(self, next_ids: Tensor, done: Tensor) -> None:
-        self.limit(next_ids)
-        fraction = float(np.minimum(self.limit.steps / self.limit.limit_steps, 1.0).mean())
+        steps = self.clock.add(next_ids)  # (B,) each sample's steps so far
+        fraction = float(np.minimum(steps / self.steps, 1.0).mean())
         self.report(fraction, f"generating: {fraction * self.seconds:.1f} of {self.seconds:g} s")
 
 

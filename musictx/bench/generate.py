@@ -69,19 +69,19 @@ def motif_prompt(motif, batch: int, length: int):
 
 def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
     """(wall seconds, per-step timestamps relative to the start, new ids (B, new_tokens)) of one call."""
-    import torch
+    from dataclasses import replace
 
+    from musictx.generation.hook_registry import build_hooks
+    from musictx.generation.hooks import HookInputs
     from musictx.generation.sampling import SpecialIds, generate
 
     stamps: list[float] = []
-
-    def record(next_ids):  # called once per generated step: a clock, never a stop
-        stamps.append(time.perf_counter())
-        return torch.zeros_like(next_ids, dtype=torch.bool)
-
+    ids, opts = SpecialIds(pad_id=pad_id), bench_options(use_cache)
+    # the engine alone: every hook off but the progress hook, the clock (once per step, never a stop)
+    bare = replace(opts, guard=False, note_echo=0.0)
+    clock = build_hooks(HookInputs("continue", ids, bare, on_step=lambda *_: stamps.append(time.perf_counter())))
     t0 = time.perf_counter()
-    out = generate(net, SpecialIds(pad_id=pad_id), prompt, bench_options(use_cache),
-                   max_new_tokens=new_tokens, stop=record)
+    out = generate(net, ids, prompt, opts, clock, max_new_tokens=new_tokens)
     wall = time.perf_counter() - t0
     assert out.shape == (prompt.shape[0], prompt.shape[1] + new_tokens)
     return wall, [s - t0 for s in stamps], out[:, prompt.shape[1]:]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from symusic import Note, Score, Track
 
-from musictx.generation.continue_metrical import TOKENS_PER_BAR, BarLimit, strip_after_bars
+from musictx.generation.continue_metrical import TOKENS_PER_BAR, strip_after_bars
 from musictx.generation.given_notes import given_onsets, half_bar_pitch_classes, sounding_positions
 from musictx.generation.harmonizer import Harmonizer, half_bar_features
 from musictx.generation.hook_registry import build_hooks
@@ -172,9 +172,9 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     device = next(net.parameters()).device
     prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
     hooks = build_hooks(HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs),
-                                   max_bar_repeats=max_bar_repeats, accompaniment=acc))
-    out = generate(net, tok, prompt, sampling, hooks, max_new_tokens=TOKENS_PER_BAR * (e - s),
-                   stop=BarLimit(tok.bar_id, e - s - 1))
+                                   max_bar_repeats=max_bar_repeats, accompaniment=acc,
+                                   stop_after_bars=e - s - 1))
+    out = generate(net, tok, prompt, sampling, hooks, max_new_tokens=TOKENS_PER_BAR * (e - s))
     return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
 
 

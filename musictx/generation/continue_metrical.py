@@ -26,19 +26,6 @@ from musictx.generation.take import Batch, Take, score_roll
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
 
 
-class BarLimit:
-    """Stop function: a sample is complete when it draws the Bar id that would open bar ``bars + 1``."""
-
-    def __init__(self, bar_id: int, bars: int):
-        self.bar_id, self.bars = bar_id, bars
-        self.count: np.ndarray | None = None  # (B,) Bar ids drawn so far
-
-    def __call__(self, next_ids: torch.Tensor) -> torch.Tensor:
-        is_bar = next_ids.cpu().numpy() == self.bar_id
-        self.count = is_bar.astype(np.int64) if self.count is None else self.count + is_bar
-        return torch.from_numpy(self.count > self.bars).to(next_ids.device)
-
-
 def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
 
@@ -53,11 +40,10 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
-    stop = BarLimit(tok.bar_id, bars - 1)
     hooks = build_hooks(HookInputs("continue", tok, sampling, programs=seed_programs(seed),
-                                   max_bar_repeats=max_bar_repeats, on_step=on_step))
-    ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars,
-                   stop=stop)
+                                   max_bar_repeats=max_bar_repeats, on_step=on_step,
+                                   stop_after_bars=bars - 1))
+    ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars)
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
 
 

@@ -15,7 +15,7 @@ import torch
 
 from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
-from musictx.generation.sampling import GenerationInterrupted, SecondsLimit, generate
+from musictx.generation.sampling import GenerationInterrupted, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import Seed
 from musictx.generation.take import Batch, Take
@@ -47,9 +47,9 @@ def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: S
     cap = token_cap(max_tokens, length_seconds)
     device = next(net.parameters()).device
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
-    hooks = build_hooks(HookInputs("continue", tokenizer, sampling, seed=seed, on_step=on_step))
-    stop = SecondsLimit.of(tokenizer, length_seconds) if length_seconds else None
-    ids = generate(net, tokenizer, prompt, sampling, hooks, max_new_tokens=cap, stop=stop)
+    hooks = build_hooks(HookInputs("continue", tokenizer, sampling, seed=seed, on_step=on_step,
+                                   length_seconds=length_seconds))
+    ids = generate(net, tokenizer, prompt, sampling, hooks, max_new_tokens=cap)
     return new_ids(tokenizer, seed, ids)
 
 

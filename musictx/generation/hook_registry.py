@@ -14,6 +14,7 @@ from musictx.generation import (
     copy_cache,
     given_notes,
     guard,
+    length,
     metrical_guard,
     motif_echo,
     note_echo,
@@ -36,6 +37,7 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     bass_lean.SPEC,
     given_notes.COUNTER_REST,
     PROGRESS,
+    length.SPEC,
     recall_guidance.SPEC,
 ), key=lambda spec: spec.order))
 

@@ -11,6 +11,7 @@ tasks it applies to, its place in the order and how to make it from a run's `Hoo
     hook.start(prompt)                   # once: the prompt (B, T0), on the net's device
     decoder = hook.around(decoder, net, pinned)   # once: a hook that asks the net itself wraps the decoder
     logits = hook(logits)                # every step: (B, V) -> (B, V), forbidden ids at -inf
+    done |= hook.finished(next_ids)      # every step, where a hook ends samples (a length rule): (B,) bool
     hook.update(next_ids, done)          # every step: the ids drawn (B,), and which samples are complete (B,)
 
 Every method is optional: `LogitsHook` leaves the ids, the decoder and the logits as they are. A hook holds
@@ -45,8 +46,18 @@ class LogitsHook:
         """The logits (B, V) of the next draw, reshaped; PAD and the earlier hooks' forbidden ids are -inf."""
         return logits
 
+    def finished(self, next_ids: Tensor) -> Tensor | None:
+        """(B,) bool: the samples the ids just drawn (B,) complete; None: this hook ends none. Called before
+        ``update``, and only on hooks that override it (`generate` knows then that samples may end early)."""
+        return None
+
     def update(self, next_ids: Tensor, done: Tensor) -> None:
         """Follow the ids just drawn (B,); ``done`` (B,) bool: samples complete after them."""
+
+
+def ends_samples(hook: LogitsHook) -> bool:
+    """Whether ``hook`` can complete samples (it overrides `LogitsHook.finished`)."""
+    return type(hook).finished is not LogitsHook.finished
 
 
 class OnStep(LogitsHook):
@@ -73,6 +84,8 @@ class HookInputs:
     history: np.ndarray | None = None  # task=infill: the song's bars the copy cache may copy
     accompaniment: Any = None  # task=accompany: the song's given tracks and bar range (`accompany.Accompaniment`)
     on_step: Callable | None = None  # called after every draw with (next_ids, done): progress
+    length_seconds: float | None = None  # Performance events: each sample ends after this much new music
+    stop_after_bars: int | None = None  # REMI: a sample ends at the Bar id that would open bar this + 1
     made: dict[str, LogitsHook] = field(default_factory=dict)  # hooks made so far by name: a lean reads the lead's
     cursor: Any = None  # metrical: the run's one view of the stream (`musictx.generation.cursor.shared_cursor`)
 

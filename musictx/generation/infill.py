@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from symusic import Note, Score
 
-from musictx.generation.continue_metrical import BarLimit
 from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
 from musictx.generation.metrical_seed import bar_lines, ticks_to_seconds
@@ -168,9 +167,9 @@ def sample_middle(net, tok, prompt: np.ndarray, n_bars: int, programs: list[int]
     device = next(net.parameters()).device
     ids = torch.as_tensor(np.concatenate([prompt, [tok.bar_id]]), dtype=torch.long, device=device)[None]  # (1, T0)
     hooks = build_hooks(HookInputs("infill", tok, sampling, programs=programs, max_bar_repeats=max_bar_repeats,
-                                   history=history))
+                                   history=history, stop_after_bars=n_bars - 1))
     ends = SpecialIds(pad_id=tok.pad_id, eos_id=InfillIds.of(tok).end)  # the middle ends at Infill_End
-    out = generate(net, ends, ids, sampling, hooks, max_new_tokens=room - 1, stop=BarLimit(tok.bar_id, n_bars - 1))
+    out = generate(net, ends, ids, sampling, hooks, max_new_tokens=room - 1)
     middle = out[0, len(prompt):].cpu().numpy()
     middle = middle[middle < tok.vocab_size - len(tok.extra_tokens)]  # sentinels and beyond: no music
     middle = middle[(middle != tok.pad_id) & (middle != tok.eos_id)]

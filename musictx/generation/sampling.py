@@ -29,11 +29,10 @@ from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.generation.filters import NoiseStream, sample_next
-from musictx.generation.hooks import LogitsHook
+from musictx.generation.hooks import LogitsHook, ends_samples
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.window import SlidingWindow
 
-StopFn = Callable[[Tensor], Tensor]  # next ids (B,) -> (B,) bool: the sample is complete after this token
 DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
 
 
@@ -83,35 +82,6 @@ class ShiftClock:
         return self.steps
 
 
-class SecondsLimit:
-    """A ``stop_fn`` for `generate`: a sample is complete once its new TIME_SHIFTs reach ``seconds``.
-
-    Counts the steps of every new TIME_SHIFT id per sample (`ShiftClock`). The shift that reaches the limit
-    is kept, so the new material lasts at least ``seconds`` and less than ``seconds`` plus one shift. Make a
-    fresh one per call.
-    """
-
-    def __init__(self, seconds: float, time_step: float, first_shift: int, n_shifts: int):
-        if seconds <= 0:
-            raise ValueError(f"length_seconds must be > 0, got {seconds}")
-        self.limit_steps = max(1, round(seconds / time_step))
-        self.clock = ShiftClock(first_shift, n_shifts)
-
-    @classmethod
-    def of(cls, tokenizer, seconds: float) -> SecondsLimit:
-        """The limit for an `EventTokenizer`'s TIME_SHIFT ids."""
-        clock = ShiftClock.of(tokenizer)
-        return cls(seconds, tokenizer.config.time_step, clock.first_shift, clock.n_shifts)
-
-    @property
-    def steps(self) -> np.ndarray | None:
-        """(B,) steps generated so far; None before the first call."""
-        return self.clock.steps
-
-    def __call__(self, next_ids: Tensor) -> Tensor:
-        return torch.from_numpy(self.clock.add(next_ids) >= self.limit_steps).to(next_ids.device)
-
-
 @contextmanager
 def _eval_mode(net: nn.Module) -> Iterator[None]:
     """Eval mode for the block; the net's train flag is put back."""
@@ -148,13 +118,14 @@ def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
     return out
 
 
-def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stop, pad_id, keep_seed) -> None:
+def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stops: bool, pad_id, keep_seed) -> None:
     if prompt.ndim != 2 or prompt.shape[1] == 0:
         raise ValueError(f"prompt must be (B, T0) ids with T0 >= 1, got shape {tuple(prompt.shape)}")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    if (eos_id is not None or stop is not None) and pad_id is None:
-        raise ValueError("a pad id is needed to fill the samples that stop early (an EOS id or a stop given)")
+    if (eos_id is not None or stops) and pad_id is None:
+        raise ValueError("a pad id is needed to fill the samples that stop early (an EOS id or a hook that ends "
+                         "samples given)")
     if keep_seed is not None and keep_seed < 0:
         raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
 
@@ -187,35 +158,37 @@ def _drawer(opts: SamplingOptions, device: torch.device, draws: int, hooks: Sequ
     return draw, noise
 
 
-def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stop: StopFn | None) -> Tensor:
-    """``done`` (B,) bool, updated in place: samples that just emitted EOS or that ``stop`` completes."""
+def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:
+    """``done`` (B,) bool, updated in place: samples that just emitted EOS or that a stopper completes."""
     if eos_id is not None:
         done |= nxt == eos_id
-    if stop is not None:
-        done |= stop(nxt)
+    for hook in stoppers:
+        done |= hook.finished(nxt)
     return done
 
 
 @torch.inference_mode()
 def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, hooks: Sequence[LogitsHook] = (),
-             *, max_new_tokens: int, stop: StopFn | None = None) -> Tensor:
+             *, max_new_tokens: int) -> Tensor:
     """Continue each row of ``prompt`` (B, T0) by up to ``max_new_tokens`` ids drawn as ``opts`` says.
 
     Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. ``tokenizer`` gives the special ids, its
     ``pad_id`` and ``eos_id`` (a tokenizer, or `SpecialIds`; None: neither). A sample is complete after it
-    emits the EOS id (kept) or when ``stop(next_ids)`` marks it; its later positions hold PAD, and the loop
+    emits the EOS id (kept) or when a hook's ``finished(next_ids)`` marks it (a length rule: `SecondsLimit`,
+    `BarLimit`); its later positions hold PAD, and the loop
     ends when every sample is complete. PAD is never drawn. ``hooks``: see `musictx.generation.hooks`. The
     net runs in eval mode and is put back after. A Ctrl-C while sampling raises `GenerationInterrupted` with
     the ids so far.
     """
     pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
-    _check_generate_args(prompt, max_new_tokens, eos_id, stop, pad_id, opts.keep_seed)
+    stoppers = [hook for hook in hooks if ends_samples(hook)]
+    _check_generate_args(prompt, max_new_tokens, eos_id, bool(stoppers), pad_id, opts.keep_seed)
     device = next(net.parameters()).device
     B, t0 = prompt.shape
     total, fill = t0 + max_new_tokens, 0 if pad_id is None else pad_id
     ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    can_stop = eos_id is not None or stop is not None  # else no sample completes before max_new_tokens
+    can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
     draw, noise = _drawer(opts, device, max_new_tokens, hooks, pad_id)
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
@@ -231,7 +204,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, h
                 ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
             ids.select(1, length).copy_(nxt)
             length += 1
-            done = _mark_done(done, nxt, eos_id, stop)
+            done = _mark_done(done, nxt, eos_id, stoppers)
             for hook in hooks:
                 hook.update(nxt, done)
             if length == total or (can_stop and bool(done.all())):
