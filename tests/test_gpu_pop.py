@@ -99,7 +99,7 @@ def test_cosine_over_the_time_budget():
     assert plain.cosine_multiplier(500, 1.5, 100, 0.1) == pytest.approx(0.1)
 
 
-def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_arrays, tmp_path):
+def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_arrays, tmp_path, monkeypatch):
     out = tmp_path / "out"
     opts = plain.parse(["--data", str(pop_arrays), "--out", str(out), *gpu_pop.TINY_TRAIN, "--budget-s", "3",
                         "--every-s", "1", "--run-dir", str(tmp_path / "run")])
@@ -127,6 +127,12 @@ def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_ar
     assert meta["model"]["config"]["attn_impl"] == "auto"  # triton on CUDA, the efficient kernel here
     sharded.set_attn_impl("efficient")
     assert torch.equal(net(ids), sharded(ids)) and meta["info"]["global_step"] == history[-1]["step"]
+    # shipped beside the package, where every command finds it by name, its card beside it
+    monkeypatch.setenv("MUSICTX_MODELS", str(tmp_path / "models"))
+    where = eval_pop_large.install(tmp_path / "back" / "model")
+    assert where == tmp_path / "models" / "pop-large" and (where / "README.md").read_text().startswith("# pop-large")
+    named, _, meta = load_model("pop-large")
+    assert meta["source"] == "installed" and torch.equal(named(ids), net(ids))
 
 
 @pytest.mark.slow
