@@ -301,9 +301,9 @@ def resolve(ref: str | Path | None) -> tuple[str, Path]:
         return "folder", path
     if path.is_file():
         return "checkpoint", path
-    names = ", ".join(shipped_models()) or "none"
-    installed = ", ".join(installed_models()) or f"none in {installed_models_dir()}"
-    raise ModelLoadError(f"{ref}: no such file, model folder or model name (shipped: {names}; installed: {installed})")
+    names = ", ".join(shipped_models()) or "none installed"
+    installed = f"; installed: {', '.join(installed_models())}" if installed_models() else ""
+    raise ModelLoadError(f"{ref}: no such file, model folder or shipped model name (shipped: {names}{installed})")
 
 
 def load_model(ref: str | Path | None = None, map_location="cpu") -> tuple[nn.Module, EventTokenizer, dict]:
