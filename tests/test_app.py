@@ -340,13 +340,16 @@ def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client
 
 
 def clear_seed_in_page(page, tries: int = 3) -> None:
-    """Clear the seed box until its file input shows. A click that lands before the page has wired its
-    handlers does nothing (a fresh-clone CI run on a loaded machine waited 120 s for the input), so the
+    """Clear the seed box until its file input shows. The page opens with the shipped motif in the box, so
+    first wait for that file and its Clear button: before the page has rendered its value, an empty box with
+    an input can show for a moment, and the motif then replaces it (a fresh-clone CI run saw the input go
+    and waited 120 s for it). A click that lands before the page has wired its handlers does nothing, so the
     click is repeated while the Clear button is still there."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+    clear = page.locator("#seed-file button[aria-label=Clear]")
+    clear.wait_for()
     for attempt in range(tries):
-        clear = page.locator("#seed-file button[aria-label=Clear]")
         if clear.count():
             clear.click()
         try:
@@ -365,14 +368,16 @@ def upload_in_page(page, path: Path, tries: int = 3) -> None:
 
     for attempt in range(tries):
         box = page.locator("#seed-file input[type=file]")
-        box.wait_for(state="attached")
-        box.set_input_files(str(path))
         try:
+            box.wait_for(state="attached", timeout=30_000)
+            box.set_input_files(str(path))
             page.locator("#seed-file").get_by_text(path.name).wait_for(timeout=30_000)
             return
         except PlaywrightTimeout:
             if attempt == tries - 1:
                 raise
+            if page.locator("#seed-file button[aria-label=Clear]").count():  # a file came back: clear it again
+                page.locator("#seed-file button[aria-label=Clear]").click()
 
 
 def continue_further_in_page(page) -> None:
