@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 def _ctrl_c_while_starting() -> None:
     """A command run from the shell (``musictx-*``, ``python -m musictx....``) spends its first seconds
-    importing torch and the rest, before its guard (`musictx.commands.guard`) is in place: a Ctrl-C there is
+    importing torch and the rest, before its guard (`musictx.console.guard`) is in place: a Ctrl-C there is
     one line too, not an import traceback. Only for those runs: a script or notebook importing musictx keeps
     Python's own hook."""
     program = _os.path.basename(_sys.argv[0]) if _sys.argv else ""

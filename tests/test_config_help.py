@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from musictx.commands.config_help import key_help, read_keys
+from musictx.console.config_help import key_help, read_keys
 
 TRAINING_GROUPS = ("trainer=", "schedule=", "callbacks=", "logger=", "experiment=", "Configuration groups")
 

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from musictx.app.core import Settings
-from musictx.commands.config_help import key_help  # importing it registers the ${sampling:...} resolver
+from musictx.console.config_help import key_help  # importing it registers the ${sampling:...} resolver
 from musictx.evaluation.continuation import continuation_options
 from musictx.evaluation.motif import motif_sampling
 from musictx.evaluation.run import evaluation_options

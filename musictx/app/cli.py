@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:  # stopped before the server ran (loading the model): no traceback
         log.info("stopped")
     except Exception as err:  # noqa: BLE001 - a port in use, a bad soundfont: one line (MUSICTX_DEBUG=1: all)
-        from musictx.commands.guard import debugging, one_line
+        from musictx.console.guard import debugging, one_line
 
         if debugging():
             raise

@@ -22,7 +22,7 @@ class CompareReport(Callback):
 
 def main() -> None:
     """``python -m musictx.commands.compare <sweep dir>``: any error, and Ctrl-C, in one line."""
-    from musictx.commands.guard import command_guard
+    from musictx.console.guard import command_guard
 
     if len(sys.argv) != 2:
         sys.exit("usage: python -m musictx.commands.compare <sweep dir>")

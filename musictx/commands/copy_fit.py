@@ -2,7 +2,7 @@
 
     python -m musictx.commands.copy_fit --checkpoint pop_infill --data data/pop --split validation --songs 30
 
-Every error, and Ctrl-C, ends in one line (`musictx.commands.guard`).
+Every error, and Ctrl-C, ends in one line (`musictx.console.guard`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from musictx.commands.guard import command_guard
+from musictx.console.guard import command_guard
 from musictx.evaluation.copy_fit import run
 
 PROG = "python -m musictx.commands.copy_fit"

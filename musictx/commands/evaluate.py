@@ -22,8 +22,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard, plain
+from musictx.console.config_help import with_key_help
+from musictx.console.guard import before_hydra, command_guard, plain
 from musictx.evaluation.run import EvaluateOptions, check_options, evaluate
 from musictx.paths import CONF_DIR
 from musictx.safe_output import check_new, check_target, write_text

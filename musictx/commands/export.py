@@ -16,7 +16,7 @@ from pathlib import Path
 
 from musictx.checkpoints.export import export
 from musictx.checkpoints.model_store import CONFIG_FILE, NATIVE_TOKENIZER_FILE, WEIGHT_DTYPES, WEIGHTS_FILE
-from musictx.commands.guard import command_guard
+from musictx.console.guard import command_guard
 from musictx.safe_output import check_new, check_target
 
 PROG = "musictx-export"

@@ -19,8 +19,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard, plain, remove_new_parents
+from musictx.console.config_help import with_key_help
+from musictx.console.guard import before_hydra, command_guard, plain, remove_new_parents
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions, check_option_names, override_names
 from musictx.generation.seeds import GenerateError

@@ -2,7 +2,7 @@
 
     python -m musictx.commands.harmonizer --data data/pop [--out outputs/harmonizer/weights.npz] [--overwrite]
 
-Every error, and Ctrl-C, ends in one line (`musictx.commands.guard`).
+Every error, and Ctrl-C, ends in one line (`musictx.console.guard`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from musictx.commands.guard import command_guard
+from musictx.console.guard import command_guard
 from musictx.generation.harmonizer import WEIGHTS
 from musictx.training.harmonizer import PROG, run
 

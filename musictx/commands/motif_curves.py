@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("metrics", nargs="+", help="metrics.json files of mode=motif runs")
     parser.add_argument("--labels", nargs="+", help="one name per metrics.json (default: model class and step)")
     args = parser.parse_args(argv)
-    from musictx.commands.guard import command_guard  # any error, and Ctrl-C, in one line
+    from musictx.console.guard import command_guard  # any error, and Ctrl-C, in one line
 
     with command_guard(parser.prog):
         results = [_read(p) for p in args.metrics]

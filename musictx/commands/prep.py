@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from data_prep.options import PrepOptions
 from data_prep.prepare import run
 from data_prep.safety import PrepError
-from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard
+from musictx.console.config_help import with_key_help
+from musictx.console.guard import before_hydra, command_guard
 from musictx.paths import CONF_DIR
 from musictx.safe_output import check_target
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard
+from musictx.console.config_help import with_key_help
+from musictx.console.guard import before_hydra, command_guard
 from musictx.evaluation.attention_view import AttentionOptions, draw_attention, summary_lines
 from musictx.paths import CONF_DIR
 from musictx.safe_output import OutputError, check_new, check_target

@@ -2,7 +2,7 @@
 
 Hydra composes the config; `musictx.commands.train_objects` builds the DataModule, the LightningModule and
 the Trainer it names, and `musictx.training.run.train` runs them. Errors a user can fix are one line
-(`musictx.commands.guard`). Before Hydra makes or writes into the run folder, `check_run_folder` refuses one
+(`musictx.console.guard`). Before Hydra makes or writes into the run folder, `check_run_folder` refuses one
 inside the package, ``/`` or the home folder, and a new run in a folder that already holds a run: it would
 replace that run's checkpoints and metrics. ``ckpt_path`` resumes it; ``overwrite=true`` replaces it.
 """
@@ -14,8 +14,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
-from musictx.commands.config_help import with_key_help
-from musictx.commands.guard import before_hydra, command_guard, fail, one_line
+from musictx.console.config_help import with_key_help
+from musictx.console.guard import before_hydra, command_guard, fail, one_line
 from musictx.commands.train_objects import train_config
 from musictx.io.token_store import DatasetFormatError
 from musictx.paths import CONF_DIR

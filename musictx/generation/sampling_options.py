@@ -3,7 +3,7 @@
 ``musictx-generate`` (whose `GenerateOptions` extends it), the continuation and motif measures of
 ``musictx-evaluate``, and the web app's `Settings` and sliders all start from these defaults. The YAML files
 in ``conf/`` do not repeat the numbers: a key written ``temperature: ${sampling:temperature}`` means "the
-`SamplingOptions` default"; the commands resolve it (`musictx.commands.config_help`), and a YAML read without
+`SamplingOptions` default"; the commands resolve it (`musictx.console.config_help`), and a YAML read without
 Hydra still holding the text is read as the default by `SamplingOptions.from_mapping`.
 """
 
