@@ -5,7 +5,7 @@ own kernels."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ import torch
 from musictx.generation.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
 from musictx.generation.length import SecondsLimit
 from musictx.generation.sampling import SpecialIds, generate
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.sampling_options import DecodingOptions, SamplingOptions
 from musictx.generation.window import window_start
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models.attention import attend_naive, attend_relative_one_query
@@ -304,6 +304,19 @@ def test_same_seed_same_tokens_other_seed_other_tokens():
     assert torch.equal(run(5), run(5))
     assert not torch.equal(run(5), run(6))
 
+
+
+def test_generate_reads_only_the_decoding_options():
+    """`generate` takes the seven general settings alone; a run's SamplingOptions (which extends them with the
+    hooks' options) draws the same ids, whatever its hook options say: generate never reads them."""
+    assert len(fields(DecodingOptions)) <= 8
+    net = tiny_net("music_transformer")
+    prompt = torch.full((2, 4), 62)
+    decoding = DecodingOptions(top_p=0.9, seed=3)
+    hooks_set = SamplingOptions(top_p=0.9, seed=3, note_echo=9.0, recall_guidance=2.0, guard=False)
+    alone = generate(net, PAD, prompt, decoding, [], max_new_tokens=40)
+    assert torch.equal(alone, generate(net, PAD, prompt, hooks_set, [], max_new_tokens=40))
+    assert not torch.equal(alone, generate(net, PAD, prompt, replace(decoding, seed=4), [], max_new_tokens=40))
 
 # ----- decoding pieces of the models ----------------------------------------------------------------
 def test_one_query_relative_attention_matches_the_reference_kernel():

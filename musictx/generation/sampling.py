@@ -7,7 +7,8 @@ the Transformers step through `musictx.decoding`. With ``opts.use_cache=False`` 
 recomputed every step (the reference). Long pieces slide the window and keep the seed pinned at its start
 (`musictx.generation.window`).
 
-The options (`SamplingOptions`) say how each id is drawn; the hooks (`musictx.generation.hooks`) follow the
+The options (`DecodingOptions`, seven fields; a run's `SamplingOptions` extends them with the hooks'
+options) say how each id is drawn; the hooks (`musictx.generation.hooks`) follow the
 ids and reshape the logits before each draw, in the order given. A run's hook list is built in one place,
 `musictx.generation.hook_registry.build_hooks`; `generate` adds none of its own.
 
@@ -30,7 +31,7 @@ from torch import Tensor, nn
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.generation.filters import NoiseStream, sample_next
 from musictx.generation.hooks import LogitsHook, ends_samples
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.sampling_options import DecodingOptions
 from musictx.generation.window import SlidingWindow
 
 DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
@@ -138,7 +139,7 @@ def _noise_stream(generator: torch.Generator | None, device: torch.device, tempe
     return NoiseStream(generator, draws) if on_cpu and temperature != 0 else None
 
 
-def _drawer(opts: SamplingOptions, device: torch.device, draws: int, hooks: Sequence[LogitsHook],
+def _drawer(opts: DecodingOptions, device: torch.device, draws: int, hooks: Sequence[LogitsHook],
             pad_id: int | None) -> tuple[DrawFn, NoiseStream | None]:
     """``draw(logits (B, V), done) -> ids (B,)`` as ``opts`` says, from a generator seeded with ``opts.seed``,
     and the noise it takes ahead (to close after the loop; None where none is taken ahead). A draw masks PAD,
@@ -168,7 +169,7 @@ def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence
 
 
 @torch.inference_mode()
-def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: SamplingOptions, hooks: Sequence[LogitsHook] = (),
+def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, hooks: Sequence[LogitsHook] = (),
              *, max_new_tokens: int) -> Tensor:
     """Continue each row of ``prompt`` (B, T0) by up to ``max_new_tokens`` ids drawn as ``opts`` says.
 

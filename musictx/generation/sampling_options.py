@@ -21,9 +21,9 @@ RECALL_BRANCHES = ("recent", "continuation")
 
 
 @dataclass
-class SamplingOptions:
-    """The sampler's settings (`musictx.generation.sampling.generate`). The guard's fields are read where the
-    guard is made (it needs the seed: `musictx.generation.continue_seed`, `continue_metrical`)."""
+class DecodingOptions:
+    """How `musictx.generation.sampling.generate` draws each id, and all it reads of its options: the general
+    decoding settings. What the hooks read is in `SamplingOptions`, which extends this."""
 
     temperature: float = 1.0  # 0: greedy (argmax)
     top_k: int | None = None  # keep the k most likely ids; None: off
@@ -32,6 +32,14 @@ class SamplingOptions:
     use_cache: bool = True  # False: recompute the whole window every step (the reference path, slow)
     slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
     keep_seed: int | None = 512  # the seed's last ids (~10 s of piano) pinned at the start of a slid window; 0: none
+
+
+@dataclass
+class SamplingOptions(DecodingOptions):
+    """The decoding settings and every hook's options: what a run (a command, the app, an evaluation) sets.
+    `generate` reads only the `DecodingOptions` part; each hook reads the options its `HookSpec` names, where
+    the hook is made (`musictx.generation.hook_registry.build_hooks`)."""
+
     guard: bool = True  # refuse stray NOTE_OFFs and end notes held max_note_seconds (musictx.generation.guard)
     max_note_seconds: float | None = 5.0  # with guard: the longest a note may sound; None: no cap
     # with guard: the note-off policy. A note may sound at most this many times the seed's long notes (its
