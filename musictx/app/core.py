@@ -34,7 +34,7 @@ from musictx.generation.continue_midi import open_model
 from musictx.generation.continue_seed import sample_continuations, take_of
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import write_take
-from musictx.generation.sampling import ShiftClock
+from musictx.generation.sampling import ShiftClock, steps_in
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
 from musictx.io.audio import audio_unavailable
@@ -120,7 +120,7 @@ class GenerationProgress:
 
     def __init__(self, tokenizer, seconds: float, report: Report):
         self.clock, self.seconds, self.report = ShiftClock.of(tokenizer), seconds, report
-        self.steps = max(1, round(seconds / tokenizer.config.time_step))  # the steps of ``seconds``
+        self.steps = steps_in(seconds, tokenizer.config.time_step)
 
     def __call__(self, next_ids: Tensor, done: Tensor) -> None:
         steps = self.clock.add(next_ids)  # (B,) each sample's steps so far

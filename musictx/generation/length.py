@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from musictx.generation.hooks import KINDS, TASKS, HookInputs, HookSpec, LogitsHook
-from musictx.generation.sampling import ShiftClock
+from musictx.generation.sampling import ShiftClock, steps_in
 
 
 class SecondsLimit(LogitsHook):
@@ -25,7 +25,7 @@ class SecondsLimit(LogitsHook):
     def __init__(self, seconds: float, time_step: float, first_shift: int, n_shifts: int):
         if seconds <= 0:
             raise ValueError(f"length_seconds must be > 0, got {seconds}")
-        self.limit_steps = max(1, round(seconds / time_step))
+        self.limit_steps = steps_in(seconds, time_step)
         self.clock = ShiftClock(first_shift, n_shifts)
 
     @classmethod

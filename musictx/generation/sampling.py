@@ -83,6 +83,12 @@ class ShiftClock:
         return self.steps
 
 
+def steps_in(seconds: float, time_step: float) -> int:
+    """The TIME_SHIFT steps of ``seconds`` of music (at least one): what a length of new music is counted in,
+    by the length rule and by the app's progress alike."""
+    return max(1, round(seconds / time_step))
+
+
 @contextmanager
 def _eval_mode(net: nn.Module) -> Iterator[None]:
     """Eval mode for the block; the net's train flag is put back."""
