@@ -125,19 +125,26 @@ def test_most_at_once_counts_the_notes_sounding_while_time_passes():
     assert guard.most_at_once(torch.as_tensor(ids)) == max(during) >= 2
 
 
-def test_at_the_cap_no_new_note_starts_until_one_ends():
-    guard = NoteGrammarGuard(LAY.note_on, LAY.note_off, LAY.time_shift, 100, None, polyphony_ratio=1.5,
-                             min_polyphony=1)
-    guard.start(torch.tensor([[on(60), on(64), shift(10), off(60), off(64), shift(10)]]))  # seed: 2 at once
-    assert guard.cap.tolist() == [3]  # ceil(1.5 * 2)
-    for pitch in (50, 55, 59):
-        assert not torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0, on(pitch)]
-        guard.update(torch.tensor([on(pitch)]))
-    forbidden = torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0]
-    assert forbidden[LAY.note_on:LAY.note_off].all()  # three sound: no fourth
-    assert not forbidden[off(55)] and not forbidden[shift(7)] and not forbidden[LAY.velocity]
-    guard.update(torch.tensor([off(55)]))
-    assert not torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0, on(70)]
+def test_at_the_cap_a_sounding_note_ends_before_anything_else():
+    """At the cap only the NOTE_OFFs of the sounding notes are left: no new note, and no time passes over the
+    wall of held notes (the rule before let time pass, and the notes hung on to the note cap)."""
+    for release in (True, False):
+        guard = NoteGrammarGuard(LAY.note_on, LAY.note_off, LAY.time_shift, 100, None, polyphony_ratio=1.5,
+                                 min_polyphony=1, release_at_cap=release)
+        guard.start(torch.tensor([[on(60), on(64), shift(10), off(60), off(64), shift(10)]]))  # seed: 2 at once
+        assert guard.cap.tolist() == [3]  # ceil(1.5 * 2)
+        for pitch in (50, 55, 59):
+            assert not torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0, on(pitch)]
+            guard.update(torch.tensor([on(pitch)]))
+        if release:
+            assert allowed(guard) == [off(50), off(55), off(59)]  # three sound: one of them ends first
+        else:
+            forbidden = torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0]
+            assert forbidden[LAY.note_on:LAY.note_off].all()
+            assert not forbidden[off(55)] and not forbidden[shift(7)] and not forbidden[LAY.velocity]
+        guard.update(torch.tensor([off(55)]))
+        assert not torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0, on(70)]
+        assert not torch.isinf(guard(torch.zeros(1, TOK.vocab_size)))[0, shift(7)]
     floor = NoteGrammarGuard.of(TOK, None, polyphony_ratio=1.5)
     floor.start(torch.tensor([[on(60), shift(3)]]))
     assert floor.cap.tolist() == [MIN_POLYPHONY]  # a one-voice seed still leaves room for chords
@@ -155,6 +162,10 @@ def test_capped_generation_never_exceeds_the_cap_and_both_paths_agree():
     free = guarded(net, prompt, 300, NoteGrammarGuard.of(TOK, None))
     assert max(max(_sounding_counts(row)) for row in free) > 3  # the premise: unguarded, the net piles up
     assert max(max(_sounding_counts(row)) for row in runs[True]) == 3
+    for row in runs[True].tolist():  # each time the texture reaches the cap, a note ends next
+        counts = _sounding_counts(row)
+        after_full = [row[t + 1] for t in range(4, len(row) - 1) if counts[t] == 3]
+        assert after_full and all(LAY.note_off <= i < LAY.note_off + 128 for i in after_full)
 
 
 def allowed(guard) -> list[int]:

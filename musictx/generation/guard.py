@@ -6,8 +6,10 @@ Four rules; the first two as in Magenta's Performance RNN decoding (which caps n
     NOTE_OFFs of overdue notes may be drawn. Notes of the seed that sound at the cut count too, so a
     note held over the cut cannot hang to the end of the continuation;
   - the texture stays near the seed's: while ``polyphony_ratio`` times the seed's most notes at once
-    (at least ``min_polyphony``) sound, no new note starts. A piano model continuing a sparse score
-    otherwise piles up walls of held notes, several times as many as the seed ever sounds together;
+    (at least ``min_polyphony``) sound, a sounding note must end (the model picks which) before a new note
+    starts or time moves on. A piano model continuing a sparse score otherwise piles up walls of held notes,
+    several times as many as the seed ever sounds together; forbidding new notes alone let time pass over
+    the wall, and its notes hung on to the note cap (docs/generation.md);
   - a pedal release takes the older notes with it: once ``pedal_release`` notes have ended at one step (the
     pedal coming up), every note still sounding that was struck before the oldest of them must end before
     time moves on. In real pedalled piano no such note outlives the release (0 in 65 releases of 4 held-out
@@ -42,7 +44,8 @@ class NoteGrammarGuard(LogitsHook):
 
     def __init__(self, note_on: int, note_off: int, time_shift: int, n_shifts: int, max_note_steps: int | None,
                  polyphony_ratio: float | None = None, min_polyphony: int = MIN_POLYPHONY,
-                 pedal_release: int | None = None):
+                 pedal_release: int | None = None, release_at_cap: bool = True):
+        self.release_at_cap = release_at_cap  # False: the cap only forbids new notes (the rule before 2026-11-26)
         self.note_on, self.note_off, self.time_shift, self.n_shifts = note_on, note_off, time_shift, n_shifts
         self.n_pitches = note_off - note_on
         self.max_note_steps = max_note_steps
@@ -158,6 +161,21 @@ class NoteGrammarGuard(LogitsHook):
             forbid[pending] = True
             forbid[pending, offs] = ~older[pending]
 
+    def _thin_at_cap(self, forbid: np.ndarray, sounding: np.ndarray, late: np.ndarray) -> None:
+        """In ``forbid`` (B, V): rows at the polyphony cap may only end a sounding note (the model picks which)
+        until they are below it; no new note starts and no time passes there. Only forbidding new notes let
+        time pass over the wall of held notes instead: the model, unable to play on, stalled with them held,
+        and they sounded to the note cap (docs/generation.md, "Stuck notes")."""
+        full = (sounding.sum(axis=1) >= self.cap) & ~late  # (B,) late rows keep the overdue rule
+        if not full.any():
+            return
+        if not self.release_at_cap:
+            forbid[full, self.note_on : self.note_off] = True
+            return
+        offs = slice(self.note_off, self.note_off + self.n_pitches)
+        forbid[full] = True
+        forbid[full, offs] = ~sounding[full]
+
     def __call__(self, logits: Tensor) -> Tensor:
         """Logits (B, V) with the forbidden ids at -inf (a new tensor)."""
         sounding = self.onset >= 0  # (B, n_pitches)
@@ -171,8 +189,8 @@ class NoteGrammarGuard(LogitsHook):
             if late.any():
                 forbid[late] = True
                 forbid[late, offs] = ~overdue[late]
-        if self.cap is not None:  # at the cap: a NOTE_OFF, a TIME_SHIFT or a VELOCITY, never a new note
-            forbid[:, self.note_on : self.note_off] |= (sounding.sum(axis=1) >= self.cap)[:, None]
+        if self.cap is not None:
+            self._thin_at_cap(forbid, sounding, late)
         if self.pedal_release:
             self._release_older(forbid, sounding, late)
         return logits.masked_fill(torch.from_numpy(forbid).to(logits.device), float("-inf"))
