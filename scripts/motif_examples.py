@@ -32,7 +32,11 @@ def write_example(tok, ids: np.ndarray, out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wav = render_wav(out.with_suffix(".mid"), Path(tmp) / "x.wav")
         audio, rate = soundfile.read(wav)
-        soundfile.write(out.with_suffix(".ogg"), audio, rate, format="OGG", subtype="VORBIS")
+        # in blocks: libsndfile's Vorbis encoder crashes on one long write
+        with soundfile.SoundFile(out.with_suffix(".ogg"), "w", rate, audio.shape[1], format="OGG",
+                                 subtype="VORBIS") as ogg:
+            for start in range(0, len(audio), 8192):
+                ogg.write(audio[start:start + 8192])
 
 
 def main(root: Path, dest: Path) -> None:
