@@ -366,8 +366,9 @@ def upload_in_page(page, path: Path, tries: int = 3) -> None:
     runs on a loaded machine), so the choice is repeated until the name shows up."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+    box = page.locator("#seed-file input[type=file]")
+    clear = page.locator("#seed-file button[aria-label=Clear]")
     for attempt in range(tries):
-        box = page.locator("#seed-file input[type=file]")
         try:
             box.wait_for(state="attached", timeout=30_000)
             box.set_input_files(str(path))
@@ -376,8 +377,8 @@ def upload_in_page(page, path: Path, tries: int = 3) -> None:
         except PlaywrightTimeout:
             if attempt == tries - 1:
                 raise
-            if page.locator("#seed-file button[aria-label=Clear]").count():  # a file came back: clear it again
-                page.locator("#seed-file button[aria-label=Clear]").click()
+            if clear.count():  # a file came back: clear it again
+                clear.click()
 
 
 def continue_further_in_page(page) -> None:

@@ -305,7 +305,6 @@ def test_same_seed_same_tokens_other_seed_other_tokens():
     assert not torch.equal(run(5), run(6))
 
 
-
 def test_generate_reads_only_the_decoding_options():
     """`generate` takes the seven general settings alone; a run's SamplingOptions (which extends them with the
     hooks' options) draws the same ids, whatever its hook options say: generate never reads them."""
@@ -317,6 +316,7 @@ def test_generate_reads_only_the_decoding_options():
     alone = generate(net, PAD, prompt, decoding, [], max_new_tokens=40)
     assert torch.equal(alone, generate(net, PAD, prompt, hooks_set, [], max_new_tokens=40))
     assert not torch.equal(alone, generate(net, PAD, prompt, replace(decoding, seed=4), [], max_new_tokens=40))
+
 
 # ----- decoding pieces of the models ----------------------------------------------------------------
 def test_one_query_relative_attention_matches_the_reference_kernel():

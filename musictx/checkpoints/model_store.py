@@ -302,7 +302,8 @@ def resolve(ref: str | Path | None) -> tuple[str, Path]:
     if path.is_file():
         return "checkpoint", path
     names = ", ".join(shipped_models()) or "none installed"
-    installed = f"; installed: {', '.join(installed_models())}" if installed_models() else ""
+    installed = ", ".join(installed_models())  # a folder listing: once
+    installed = f"; installed: {installed}" if installed else ""
     raise ModelLoadError(f"{ref}: no such file, model folder or shipped model name (shipped: {names}{installed})")
 
 

@@ -48,6 +48,7 @@ class NoteGrammarGuard(LogitsHook):
         self.release_at_cap = release_at_cap  # False: the cap only forbids new notes (the rule before 2026-11-26)
         self.note_on, self.note_off, self.time_shift, self.n_shifts = note_on, note_off, time_shift, n_shifts
         self.n_pitches = note_off - note_on
+        self.offs = slice(note_off, note_off + self.n_pitches)  # the NOTE_OFF ids, which every rule unmasks
         self.max_note_steps = max_note_steps
         self.polyphony_ratio, self.min_polyphony = polyphony_ratio, min_polyphony
         self.onset: np.ndarray | None = None  # (B, n_pitches) step of the sounding note's onset, -1 if silent
@@ -157,9 +158,8 @@ class NoteGrammarGuard(LogitsHook):
         older = sounding & (self.onset < self.oldest_released[:, None])  # (B, n_pitches)
         pending = (self.released >= self.pedal_release) & older.any(axis=1) & ~late  # (B,)
         if pending.any():
-            offs = slice(self.note_off, self.note_off + self.n_pitches)
             forbid[pending] = True
-            forbid[pending, offs] = ~older[pending]
+            forbid[pending, self.offs] = ~older[pending]
 
     def _thin_at_cap(self, forbid: np.ndarray, sounding: np.ndarray, late: np.ndarray) -> None:
         """In ``forbid`` (B, V): rows at the polyphony cap may only end a sounding note (the model picks which)
@@ -172,23 +172,21 @@ class NoteGrammarGuard(LogitsHook):
         if not self.release_at_cap:
             forbid[full, self.note_on : self.note_off] = True
             return
-        offs = slice(self.note_off, self.note_off + self.n_pitches)
         forbid[full] = True
-        forbid[full, offs] = ~sounding[full]
+        forbid[full, self.offs] = ~sounding[full]
 
     def __call__(self, logits: Tensor) -> Tensor:
         """Logits (B, V) with the forbidden ids at -inf (a new tensor)."""
         sounding = self.onset >= 0  # (B, n_pitches)
-        offs = slice(self.note_off, self.note_off + self.n_pitches)
         forbid = np.zeros(logits.shape, dtype=bool)
-        forbid[:, offs] = ~sounding
+        forbid[:, self.offs] = ~sounding
         late = np.zeros(len(sounding), dtype=bool)  # (B,) samples that may only release overdue notes
         if self.max_note_steps is not None:
             overdue = sounding & (self.now[:, None] - self.onset >= self.max_note_steps)  # (B, n_pitches)
             late = overdue.any(axis=1)
             if late.any():
                 forbid[late] = True
-                forbid[late, offs] = ~overdue[late]
+                forbid[late, self.offs] = ~overdue[late]
         if self.cap is not None:
             self._thin_at_cap(forbid, sounding, late)
         if self.pedal_release:
