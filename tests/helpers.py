@@ -92,3 +92,13 @@ def bonused(hook, tok) -> set[str]:
 
     out = hook(torch.zeros(1, tok.vocab_size))[0]
     return {tok.id_to_token(int(i)) for i in torch.nonzero(out).flatten()}
+
+
+def remi_bar(*onsets: tuple[int, list[tuple[int, int, str]]]) -> list[str]:
+    """A 4/4 REMI bar's token strings: (position, [(program, pitch, duration), ...]) for each onset."""
+    out = ["Bar_None", "TimeSig_4/4"]
+    for pos, notes in onsets:
+        out.append(f"Position_{pos}")
+        for program, pitch, duration in notes:
+            out += [f"Program_{program}", f"Pitch_{pitch}", "Velocity_95", f"Duration_{duration}"]
+    return out

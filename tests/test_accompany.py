@@ -65,7 +65,7 @@ def test_the_melody_goes_into_the_stream_note_for_note(pop, tmp_path, harmony):
     net, tok = pop
     song = melody_song(tok, melody_alone(band_song(tmp_path / "s.mid", bars=10, seed=3), tmp_path / "m.mid"))
     s, e = parse_bars("3-8", song)
-    new = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=1, harmony=harmony, harmony_guess=0.0))
+    new = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=1, harmony=harmony, harmony_guess=0.0))[0]
     bars = bars_of(tok, np.concatenate([[tok.bar_id], new]))
     assert len(bars) == e - s
     for k, bar in enumerate(bars):  # each bar's melody: the given tokens at the given positions
@@ -89,7 +89,7 @@ def test_the_harmony_lean_moves_the_new_tracks_to_the_melody_pitch_classes(pop, 
         hits = total = 0
         for seed in (0, 1):
             opts = SamplingOptions(seed=seed, harmony=harmony, harmony_guess=0.0)  # the melody's own pitch classes
-            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, opts)
+            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, opts)[0]
             for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
                 for pos, ids in given_onsets(tok, bar, {0, ROLE_PROGRAMS["BRIDGE"]}):
                     sounding = halves[k][int(pos * 2 >= lengths[k])]
@@ -189,7 +189,7 @@ def test_counter_rest_keeps_the_bridge_to_the_melodys_rests(pop, tmp_path):
         under = total = 0
         for seed in (0, 1):
             sampling = SamplingOptions(seed=seed, counter_rest=penalty)
-            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, sampling)
+            new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, sampling)[0]
             for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
                 for pos, _ in given_onsets(tok, bar, {bridge}):
                     total += 1
@@ -213,7 +213,7 @@ def test_given_chords_lead_the_accompaniment(pop, tmp_path):
     f_sharp = {6, 10, 1}
 
     def share(chords) -> float:
-        new = lead_ids(pop[0], tok, song, ["PIANO"], 0, song.n_bars, SamplingOptions(seed=0), chords=chords)
+        new = lead_ids(pop[0], tok, song, ["PIANO"], 0, song.n_bars, SamplingOptions(seed=0), chords=chords)[0]
         written = [int(tok.id_to_token(i).split("_")[1]) for _, ids in given_onsets(tok, new, {0})
                    for i in ids if tok.type_of[i] == "Pitch"]  # the piano's pitches
         assert written, "the piano wrote nothing"
@@ -258,7 +258,7 @@ def test_a_repeated_melody_gets_its_accompaniment_again(pop, tmp_path):
     def shared(strength: float) -> float:
         shares = []
         for seed in (0, 1, 2):
-            new = lead_ids(net, tok, song, ["PIANO"], 0, 8, SamplingOptions(seed=seed, repeat_echo=strength))
+            new = lead_ids(net, tok, song, ["PIANO"], 0, 8, SamplingOptions(seed=seed, repeat_echo=strength))[0]
             bars = [[int(i) for i in given_onsets(tok, bar, {0}) for i in i[1]]
                     for bar in bars_of(tok, np.concatenate([[tok.bar_id], new]))]
             for k in range(2, 8):

@@ -24,6 +24,7 @@ from musictx.generation.seeds import GenerateError
 from musictx.io.score_io import score_to_pretty_midi
 
 from .helpers import SHARED_DATA, bonused, needs_shared, started_on_bars, step
+from .helpers import remi_bar as _bar
 
 MOTIF = Path(__file__).resolve().parents[1] / "musictx" / "assets" / "motif.mid"
 
@@ -34,16 +35,6 @@ MELODY, PIANO = 80, 0  # the internal programs of POP909's MELODY and PIANO trac
 def fixture_pop():
     net, tok, _ = load_model("pop")
     return net, tok
-
-
-def _bar(*onsets: tuple[int, list[tuple[int, int, str]]]) -> list[str]:
-    """A REMI bar: (position, [(program, pitch, duration), ...]) for each onset."""
-    out = ["Bar_None", "TimeSig_4/4"]
-    for pos, notes in onsets:
-        out.append(f"Position_{pos}")
-        for program, pitch, duration in notes:
-            out += [f"Program_{program}", f"Pitch_{pitch}", "Velocity_95", f"Duration_{duration}"]
-    return out
 
 
 WHOLE, QUARTER = "4.0.2", "1.0.4"
@@ -162,4 +153,5 @@ def test_the_bass_comes_back_on_held_out_songs(pop):
         found = [sm.downbeat_bass(new, bars, new.start.min(), new.start.max())
                  for (_, new), bars in zip(pairs, downbeats, strict=True)]
         share[strength] = float(np.nanmean(found))
-    assert share[2.0] > share[0.0] + 0.1, share
+    # with the key lean and melody presence on (their defaults) the network alone strikes 0.92 of them here
+    assert share[2.0] >= 0.95 and share[2.0] > share[0.0], share

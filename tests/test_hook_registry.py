@@ -43,15 +43,18 @@ def test_every_spec_is_complete_and_reads_real_options():
 
 
 def test_continuation_hooks_in_order_and_off_at_zero():
-    metrical = build_hooks(HookInputs("continue", METRICAL, SamplingOptions(), programs=[0], max_bar_repeats=4,
+    every = replace(SamplingOptions(), phrase_echo=1.3)  # the phrase echo is off by default
+    song = [0, 80]  # PIANO and MELODY: the melody presence is made for a song's tracks only
+    metrical = build_hooks(HookInputs("continue", METRICAL, every, programs=song, max_bar_repeats=4,
                                       on_step=lambda *_: None))
-    assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "PhraseEcho", "BassLean",
-                               "OnStep", "RecallGuidance"]
+    assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "KeyLean", "PhraseEcho",
+                               "BassLean", "MelodyPresence", "OnStep", "RecallGuidance"]
     # one cursor for the run, followed first; every metrical hook reads it and follows nothing itself
     readers = [h for h in metrical if hasattr(h, "cursor")]
-    assert len(readers) == 5 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
-    off = replace(SamplingOptions(), motif_echo=0, phrase_echo=0, bass_lean=0, recall_guidance=0, guard=False)
-    assert build_hooks(HookInputs("continue", METRICAL, off, programs=[0], max_bar_repeats=4)) == []
+    assert len(readers) == 7 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
+    off = replace(SamplingOptions(), motif_echo=0, phrase_echo=0, bass_lean=0, recall_guidance=0, guard=False,
+                  key_lean=0, melody_presence=0)
+    assert build_hooks(HookInputs("continue", METRICAL, off, programs=song, max_bar_repeats=4)) == []
 
 
 def test_performance_continuation_gets_its_guard_and_recall_guidance():

@@ -309,3 +309,35 @@ def test_a_pop909_file_without_its_beat_file_is_said_to_have_one_beat_bars(tmp_p
     assert "030.mid says 1/4 throughout" in warning and "beat_midi.txt" in warning
     assert meter_warning(read_song(tok, song)) == ""  # its beat file beside it: real bars
     assert meter_warning(read_song(tok, band_song(tmp_path / "mine.mid", bars=4, beats_per_bar=3))) == ""
+
+
+def test_a_runs_samples_are_drawn_as_one_batch(grown, tmp_path):
+    """infill and accompany draw all their samples at once (issue 49): each draw is a (3,) row of ids, and
+    each sample is its own filling of the same bars, the rest of the file untouched."""
+    from musictx.generation.accompany import accompany_songs
+    from musictx.generation.infill import infill_songs
+
+    net, tok = grown
+    path = band_song(tmp_path / "mine.mid", bars=8, bpm=100, beats_per_bar=4, seed=6)
+    song = read_song(tok, path)
+    s, e = parse_bars("3-4", song)
+    taken = programs_of_names(song, "piano")
+    widths = []
+    # the copy cache off: on this song of one bar played over and over it copies that bar in every sample
+    made = infill_songs(net, tok, song, s, e, taken, SamplingOptions(seed=4, copy_cache=0.0), samples=3,
+                        on_step=lambda ids, done: widths.append(len(ids)))
+    assert len(made) == 3 and set(widths) == {3}
+    for out, middle in made:
+        assert (middle == tok.bar_id).sum() == e - s
+        check_outside_unchanged(path, out, song, s, e, taken)
+    assert len({tuple(middle.tolist()) for _, middle in made}) > 1  # not one sample three times
+
+    melody_only = Score(str(path))
+    melody_only.tracks = [melody_only.tracks[0]]
+    melody_only.dump_midi(str(tmp_path / "melody.mid"))
+    tune = melody_song(tok, tmp_path / "melody.mid")
+    widths.clear()
+    made = accompany_songs(net, tok, tune, ["PIANO"], 0, 4, SamplingOptions(seed=4), samples=2,
+                           on_step=lambda ids, done: widths.append(len(ids)))
+    assert len(made) == 2 and set(widths) == {2} and all(new_ids > 0 for _, new_ids in made)
+    assert made[0][0].tracks[-1].notes.numpy()["pitch"].tolist() != made[1][0].tracks[-1].notes.numpy()["pitch"].tolist()

@@ -6,7 +6,9 @@ Times ``musictx-generate``'s own code for each of the first ``--songs`` songs of
 bars 17-20) and the accompaniment (BRIDGE and PIANO) of the bars that cover 30 s from the melody's entry.
 Reports seconds of music made per second of wall time (the issue's target: >= 10x on 2 CPU cores), the
 median and the slowest song; the infill is timed with the copy cache (shipped) and without, one after the
-other on each song. OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
+other on each song. ``--samples N`` (N > 1) times the accompaniment of N samples instead, drawn as one batch
+(as ``musictx-generate num_samples=N`` draws them) and one at a time, in turn on each song, and reports the
+music made per second per sample. OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,29 @@ def time_song(net, tok, path: Path, folder: Path) -> dict:
     return {"song": path.name, "infill_x": infill[1.0], "infill_no_copy_x": infill[0.0],
             "accompany_x": (lines[e] - lines[a]) / (time.perf_counter() - start),
             "accompany_s": float(lines[e] - lines[a])}
+
+
+def time_samples(net, tok, path: Path, folder: Path, samples: int, batch_first: bool) -> dict:
+    """Seconds of accompaniment made per second, per sample, for ``samples`` samples drawn as one batch and
+    one at a time (``batch_first``: which goes first on this song)."""
+    from musictx.evaluation.infill_scorecard import accompany_range, melody_file
+    from musictx.generation.accompany import accompany_songs, melody_song
+    from musictx.generation.sampling_options import SamplingOptions
+
+    melody_path = melody_file(path, folder)
+    melody = melody_song(tok, melody_path)
+    a, e, lines = accompany_range(melody, melody_path, 30.0, "melody")
+    music = float(lines[e] - lines[a]) * samples
+    out = {}
+    for batch in (batch_first, not batch_first):
+        start = time.perf_counter()
+        if batch:
+            accompany_songs(net, tok, melody, ["BRIDGE", "PIANO"], a, e, SamplingOptions(), samples=samples)
+        else:
+            for k in range(samples):
+                accompany_songs(net, tok, melody, ["BRIDGE", "PIANO"], a, e, SamplingOptions(seed=k))
+        out["batch_x" if batch else "one_by_one_x"] = music / (time.perf_counter() - start)
+    return out
 
 
 def format_distances(tok, songs: list[Path]) -> None:
@@ -82,6 +107,7 @@ def main(argv=None) -> None:
     parser.add_argument("--song", action="append", default=[], help="a POP909 song file (repeatable)")
     parser.add_argument("--songs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=1, help="> 1: accompaniment, N samples batched vs one by one")
     args = parser.parse_args(argv)
     import numpy as np
     import torch
@@ -99,6 +125,14 @@ def main(argv=None) -> None:
         parser.error("--checkpoint is required (or --distances)")
     net, tok, _ = load_model(args.checkpoint)
     songs = [Path(p) for p in args.song] or split_songs(args.data, "validation")[: args.songs]
+    if args.samples > 1:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = [time_samples(net, tok, p, Path(tmp), args.samples, k % 2 == 0) for k, p in enumerate(songs)]
+        batch, one = (np.array([r[k] for r in rows]) for k in ("batch_x", "one_by_one_x"))
+        print(f"accompaniment, {args.samples} samples, x real time per sample (median of {len(rows)} songs): "
+              f"one batch {np.median(batch):.1f}, one at a time {np.median(one):.1f}; batch / one at a time "
+              f"{np.median(batch / one):.2f}x ({torch.get_num_threads()} threads)")
+        return None
     with tempfile.TemporaryDirectory() as tmp:
         rows = [time_song(net, tok, p, Path(tmp)) for p in songs]
     print(f"| song | infill 4 bars (x real time) | the same, copy_cache=0 | accompaniment of "

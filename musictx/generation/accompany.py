@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -105,13 +106,23 @@ def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, s
     """(the input file with the ``roles`` tracks written for bars [s, e), new ids sampled). ``scheme``: "lead"
     (`accompany_led`, any metrical model) or "infill" (`accompany_infilled`, a model with the infill tokens).
     ``chords`` (a lead sheet's, on the file's clock; scheme "lead"): the harmony lean's pitch classes."""
+    return accompany_songs(net, tok, song, roles, s, e, sampling, max_bar_repeats, scheme, chords)[0]
+
+
+def accompany_songs(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
+                    max_bar_repeats: int | None = 4, scheme: str = "lead", chords: Chords | None = None,
+                    samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
+    """``samples`` accompaniments (`accompany_song`): scheme "lead" draws them as one batch, over one
+    `Accompaniment` (the given notes, the harmony and the harmonizer worked out once); scheme "infill" writes
+    each in turn, sample k with seed ``sampling.seed + k`` (each range waits for the bars before it)."""
     if scheme not in SCHEMES:
         raise ValueError(f"accompany scheme {scheme!r}: give one of {', '.join(SCHEMES)}")
     if scheme == "lead":
-        return accompany_led(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords)
+        return accompany_led(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords, samples, on_step)
     if chords is not None:
         raise ValueError('chords are followed by the accompaniment scheme "lead" only')
-    return accompany_infilled(net, tok, song, roles, s, e, sampling, max_bar_repeats)
+    return [accompany_infilled(net, tok, song, roles, s, e, replace(sampling, seed=sampling.seed + k),
+                               max_bar_repeats) for k in range(samples)]
 
 
 def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
@@ -126,7 +137,7 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
         now = read_song(tok, song.path, work)  # the melody and what is written so far, as tokens
         prompt, room = infill_prompt(tok, now, first, last, programs, max_len, use_right=False)
         middle = sample_middle(net, tok, prompt, last - first, sorted(programs), room,
-                               sampling, max_bar_repeats)
+                               sampling, max_bar_repeats)[0]
         new_ids += len(middle)
         add_notes(work.score, middle_notes(tok, middle, now, first, last))
     return file_with_tracks(song, work, roles), new_ids
@@ -146,22 +157,28 @@ def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score
 
 
 def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                  max_bar_repeats: int | None = 4, chords: Chords | None = None) -> tuple[Score, int]:
-    """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled)."""
-    new = lead_ids(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords)
+                  max_bar_repeats: int | None = 4, chords: Chords | None = None, samples: int = 1,
+                  on_step=None) -> list[tuple[Score, int]]:
+    """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled) for
+    each of ``samples`` drawn as one batch."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
-    notes = middle_notes(tok, np.concatenate([[tok.bar_id], new]), song, s, e)
-    work = with_new_tracks(song, roles)
-    add_notes(work.score, {p: n for p, n in notes.items() if p in new_programs})
-    return file_with_tracks(song, work, roles), len(new)
+    out = []
+    for new in lead_ids(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords, samples, on_step):
+        notes = middle_notes(tok, np.concatenate([[tok.bar_id], new]), song, s, e)
+        work = with_new_tracks(song, roles)
+        add_notes(work.score, {p: n for p, n in notes.items() if p in new_programs})
+        out.append((file_with_tracks(song, work, roles), len(new)))
+    return out
 
 
 def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-             max_bar_repeats: int | None = 4, chords: Chords | None = None) -> np.ndarray:
-    """The ids of bars s..e-1 (the first Bar left out) written as a plain continuation of the song's bars
-    before s, the given tracks played into them at their onsets (`musictx.generation.given_notes`), after
-    the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune and its
-    key before it plays a note. The hooks: the task's (`Accompaniment`)."""
+             max_bar_repeats: int | None = 4, chords: Chords | None = None, samples: int = 1,
+             on_step=None) -> list[np.ndarray]:
+    """The ids of bars s..e-1 (the first Bar left out) of ``samples`` accompaniments drawn as one batch, each
+    written as a plain continuation of the song's bars before s, the given tracks played into them at their
+    onsets (`musictx.generation.given_notes`), after the first `PREVIEW_BARS` of them heard once, given
+    tracks alone, so that the model knows the tune and its key before it plays a note. The hooks: the
+    task's (`Accompaniment`); ``on_step(next_ids, done)``: called after every draw."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     acc = Accompaniment(tok, song, {t.program for t in song.read.tracks.tracks} - new_programs, new_programs,
                         s, e, chords)
@@ -170,12 +187,13 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     preview = song.ids[song.end_of(s):song.end_of(min(e, s + PREVIEW_BARS))]
     prompt = np.concatenate([song.ids[first:song.end_of(s)], preview, [tok.bar_id]])
     device = next(net.parameters()).device
-    prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None]  # (1, T0)
+    prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None].repeat(samples, 1)  # (B, T0)
     hooks = build_hooks(HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs),
                                    max_bar_repeats=max_bar_repeats, accompaniment=acc,
-                                   stop_after_bars=e - s - 1))
+                                   stop_after_bars=e - s - 1, on_step=on_step))
     out = generate(net, tok, prompt, sampling, hooks, max_new_tokens=TOKENS_PER_BAR * (e - s))
-    return strip_after_bars(tok, out[0, prompt.shape[1]:].cpu().numpy(), e - s - 1)  # new bars 2..e-s open with a Bar
+    # new bars 2..e-s open with a Bar
+    return [strip_after_bars(tok, row, e - s - 1) for row in out[:, prompt.shape[1]:].cpu().numpy()]
 
 
 class Accompaniment:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 
 from tqdm import tqdm
 
-from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
+from musictx.generation.accompany import accompany_songs, melody_song, roles_to_write
 from musictx.generation.generate_options import BOUNDS, read_chords
-from musictx.generation.infill import infill_song, meter_warning, parse_bars, programs_of_names, read_song
+from musictx.generation.infill import infill_songs, meter_warning, parse_bars, programs_of_names, read_song
 from musictx.generation.seeds import GenerateError
 from musictx.generation.take import Batch, Take, score_roll
 from musictx.io.infill_format import InfillIds
@@ -26,7 +25,8 @@ from musictx.io.tokenizers import is_metrical
 
 
 def sample_task(opts, net, tok) -> Batch:
-    """The ``opts.num_samples`` samples of ``opts.task``, sample k drawn with seed ``opts.seed + k``."""
+    """The ``opts.num_samples`` samples of ``opts.task``, drawn as one batch with seed ``opts.seed`` (one
+    sample: the same as ever; accompany's scheme "infill" draws sample k alone with seed ``opts.seed + k``)."""
     if not is_metrical(tok):
         raise GenerateError(f"checkpoint={opts.checkpoint}: task={opts.task} needs a metrical (REMI) model")
     if opts.task == "infill":
@@ -35,18 +35,21 @@ def sample_task(opts, net, tok) -> Batch:
         except ValueError as err:
             raise GenerateError(f"checkpoint={opts.checkpoint}: {err}") from None
     make, what, bars = _task(opts, net, tok)
-    takes, t0 = [], time.perf_counter()
+    t0 = time.perf_counter()
     bar = tqdm(total=opts.num_samples * bars, desc="filling" if opts.task == "infill" else "accompanying",
                unit=" bars", file=sys.stdout, disable=not opts.progress_every_s,
                mininterval=opts.progress_every_s or 10.0)
+
+    def on_step(next_ids, done) -> None:  # each Bar drawn opens one more bar of a sample
+        bar.update(int(((next_ids == tok.bar_id) & ~done).sum()))
+
     with bar:
-        for k in range(opts.num_samples):
-            start = time.perf_counter()
-            score, new_ids = make(replace(opts, seed=opts.seed + k))
-            takes.append(_take(score, new_ids, what, time.perf_counter() - start))
-            bar.set_postfix_str(f"{k + 1} of {opts.num_samples} samples done", refresh=False)
-            bar.update(bars)
-    return Batch(takes, {"task": opts.task, "what": what}, time.perf_counter() - t0)
+        made = make(opts, on_step)
+        bar.update(bar.total - bar.n)
+    wall = time.perf_counter() - t0
+    # the samples share one batch: each take's wall time is the batch's share
+    takes = [_take(score, new_ids, what, wall / len(made)) for score, new_ids in made]
+    return Batch(takes, {"task": opts.task, "what": what}, wall)
 
 
 def check_range(opts, song, s: int, e: int) -> None:
@@ -61,7 +64,8 @@ def check_range(opts, song, s: int, e: int) -> None:
 
 
 def _task(opts, net, tok):
-    """(a function of the options making one sample: (score, new ids), a line saying what it does, its bars);
+    """(a function of the options and a progress hook making the run's samples, [(score, new ids)], a line
+    saying what it does, its bars);
     a range past the bounds is refused (`check_range`) before any sampling."""
     if opts.task == "infill":
         song = read_song(tok, opts.seed_midi)
@@ -72,9 +76,10 @@ def _task(opts, net, tok):
             t.name for t in song.read.tracks.tracks if t.program in taken)
         what = f"bars {s + 1}-{e} of {opts.seed_midi} ({names}) filled" + meter_warning(song)
 
-        def make(o):
-            score, middle = infill_song(net, tok, song, s, e, taken, o, max_bar_repeats=o.max_bar_repeats)
-            return score, len(middle)
+        def make(o, on_step):
+            made = infill_songs(net, tok, song, s, e, taken, o, max_bar_repeats=o.max_bar_repeats,
+                                samples=o.num_samples, on_step=on_step)
+            return [(score, len(middle)) for score, middle in made]
         return make, what, e - s
     song = melody_song(tok, opts.seed_midi)
     s, e = parse_bars(opts.bars, song) if opts.bars is not None else (0, song.n_bars)
@@ -83,8 +88,8 @@ def _task(opts, net, tok):
     chords = read_chords(opts.chords)
     what = f"{', '.join(roles)} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
         f", following the chords of {opts.chords}" if chords else "") + meter_warning(song)
-    return (lambda o: accompany_song(net, tok, song, roles, s, e, o, max_bar_repeats=o.max_bar_repeats,
-                                     chords=chords)), what, e - s
+    return (lambda o, on_step: accompany_songs(net, tok, song, roles, s, e, o, max_bar_repeats=o.max_bar_repeats,
+                                               chords=chords, samples=o.num_samples, on_step=on_step)), what, e - s
 
 
 def _take(score, new_ids: int, what: str, wall: float) -> Take:

@@ -64,11 +64,19 @@ class SamplingOptions(DecodingOptions):
     # (musictx.generation.note_echo), choosing which note, never whether one starts: the logit bonus; 0: off
     note_echo: float = 1.5
     # metrical models: lean each new bar toward the seed's bar at the same place in its last 4-bar phrase, all
-    # tracks at once (musictx.generation.phrase_echo): the logit bonus of an id that plays that bar again; 0: off
-    phrase_echo: float = 1.3
+    # tracks at once (musictx.generation.phrase_echo): the logit bonus of an id that plays that bar again; 0: off.
+    # Off by default: it restated the seed's figures by thinning the texture to the seed's bars and keeping an
+    # intro's silent melody silent (docs/two-sample-2026-11.md, "The hooks retuned"); 1.3 was the old default
+    phrase_echo: float = 0.0
     # metrical models: keep the seed's bass line, a low note struck on each bar's downbeat, where most seed bars
     # have one (musictx.generation.bass_lean): the logit bonus of the ids that strike it; 0: off
     bass_lean: float = 2.0
+    # metrical models with POP909's MELODY among a song's tracks: the logit bonus of the MELODY's Program where
+    # the melody has rested 2 beats (musictx.generation.melody_presence): it comes back, as a singer does; 0: off
+    melody_presence: float = 3.0
+    # metrical models: the logit bonus of each new note's pitch, times its pitch class's weight in the seed (1 for
+    # the key's tones), (musictx.generation.key_lean): the key stays the seed's, the texture the model's; 0: off
+    key_lean: float = 1.5
     # task=accompany: the logit bonus of a new track's pitch whose pitch class the given tracks (the melody)
     # sound in the same half bar (musictx.generation.given_notes); 0: off, the model's own harmony
     harmony: float = 3.0
@@ -105,8 +113,9 @@ class SamplingOptions(DecodingOptions):
         for name in ("top_k", "seed", "slide", "keep_seed", "recall_local", "pedal_release"):
             setattr(self, name, whole_number(name, getattr(self, name), nullable=name in NULLABLE))
         for name in ("temperature", "top_p", "max_note_seconds", "recall_guidance", "polyphony_ratio",
-                     "note_cap_from_seed", "motif_echo", "note_echo", "phrase_echo", "bass_lean", "harmony",
-                     "counter_rest", "copy_cache", "harmony_guess", "harmony_guess_strong", "repeat_echo"):
+                     "note_cap_from_seed", "motif_echo", "note_echo", "phrase_echo", "bass_lean", "melody_presence",
+                     "key_lean", "harmony", "counter_rest", "copy_cache", "harmony_guess", "harmony_guess_strong",
+                     "repeat_echo"):
             finite_number(name, getattr(self, name), nullable=name in NULLABLE)
         bad = [
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
@@ -126,6 +135,8 @@ class SamplingOptions(DecodingOptions):
             (self.note_echo < 0, f"note_echo must be >= 0 (0 = off), got {self.note_echo}"),
             (self.phrase_echo < 0, f"phrase_echo must be >= 0 (0 = off), got {self.phrase_echo}"),
             (self.bass_lean < 0, f"bass_lean must be >= 0 (0 = off), got {self.bass_lean}"),
+            (self.melody_presence < 0, f"melody_presence must be >= 0 (0 = off), got {self.melody_presence}"),
+            (self.key_lean < 0, f"key_lean must be >= 0 (0 = off), got {self.key_lean}"),
             (self.counter_rest < 0, f"counter_rest must be >= 0 (0 = off), got {self.counter_rest}"),
             (self.harmony < 0, f"harmony must be >= 0 (0 = off), got {self.harmony}"),
             (self.harmony_guess < 0, f"harmony_guess must be >= 0 (0 = off), got {self.harmony_guess}"),
