@@ -76,7 +76,7 @@ class SamplingOptions(DecodingOptions):
     melody_presence: float = 3.0
     # metrical models: the logit bonus of each new note's pitch, times its pitch class's weight in the seed (1 for
     # the key's tones), (musictx.generation.key_lean): the key stays the seed's, the texture the model's; 0: off
-    key_lean: float = 1.5
+    key_lean: float = 0.75
     # task=accompany: the logit bonus of a new track's pitch whose pitch class the given tracks (the melody)
     # sound in the same half bar (musictx.generation.given_notes); 0: off, the model's own harmony
     harmony: float = 3.0
