@@ -226,8 +226,8 @@ def test_chords_with_another_task_or_a_bad_file_are_refused_in_one_line(tmp_path
     from musictx.generation.generate_options import GenerateOptions, check_task, read_chords
     from musictx.generation.seeds import GenerateError
 
-    with pytest.raises(GenerateError, match="chords= is for task=accompany"):
-        check_task(GenerateOptions(seed_midi="x.mid", chords="a.lab"))
+    with pytest.raises(GenerateError, match="chords= is for task=accompany and task=continue"):
+        check_task(GenerateOptions(seed_midi="x.mid", task="infill", bars="1-2", chords="a.lab"))
     with pytest.raises(GenerateError, match="chords=.*nope.lab: no such file"):
         check_task(GenerateOptions(seed_midi="x.mid", task="accompany", chords=str(tmp_path / "nope.lab")))
     bad = tmp_path / "bad.lab"

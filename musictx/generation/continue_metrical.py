@@ -22,6 +22,7 @@ from musictx.generation.metrical_seed import MetricalSeed
 from musictx.generation.sampling import GenerationInterrupted, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.take import Batch, Take, score_roll
+from musictx.io.chord_labels import Chords
 
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
 
@@ -32,17 +33,19 @@ def seed_programs(seed: MetricalSeed) -> list[int]:
 
 def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
                 max_tokens: int | None = None, on_step=None,
-                max_bar_repeats: int | None = MAX_REPEATS) -> list[np.ndarray]:
+                max_bar_repeats: int | None = MAX_REPEATS, chords=None) -> list[np.ndarray]:
     """New ids of ``num_samples`` continuations of ``seed``, ``bars`` bars each (the Bar id that would open
     one more is cut), sampled as one batch under the tokenizer's grammar (with ``sampling.guard``) and the
-    bar-repeat limit (``max_bar_repeats``; None: none). ``on_step(next_ids, done)``: called after every draw."""
+    bar-repeat limit (``max_bar_repeats``; None: none). ``on_step(next_ids, done)``: called after every draw.
+    ``chords`` (a lead sheet's `Chords`, on the seed file's clock): the new bars lean toward them."""
     device = next(net.parameters()).device
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
+    lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
     hooks = build_hooks(HookInputs("continue", tok, sampling, programs=seed_programs(seed),
                                    max_bar_repeats=max_bar_repeats, on_step=on_step,
-                                   stop_after_bars=bars - 1))
+                                   stop_after_bars=bars - 1, chords=chords, new_bar_lines_s=lines))
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars)
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
 
@@ -52,8 +55,9 @@ def sample_metrical(net, tok, seed: MetricalSeed, bars: int, opts) -> Batch:
     ask; a Ctrl-C keeps the partial samples (``cut_short``)."""
     t0 = time.perf_counter()
     try:
+        chords = Chords.read(opts.chords) if opts.chords else None  # checked with the options
         pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
-                             max_tokens=opts.max_tokens, max_bar_repeats=opts.max_bar_repeats)
+                             max_tokens=opts.max_tokens, max_bar_repeats=opts.max_bar_repeats, chords=chords)
         cut_short = False
     except GenerationInterrupted as stop:
         pieces, cut_short = [r[len(seed.ids):] for r in stop.ids.cpu().numpy()], True

@@ -70,7 +70,7 @@ class GenerateOptions(SamplingOptions):
     task: str = "continue"  # one of TASKS; infill and accompany: musictx.generation.infill_run
     bars: str | None = None  # infill / accompany: FIRST-LAST, 1-based and inclusive
     tracks: list[str] | str | None = None  # infill: the tracks to redo (None: all); accompany: the tracks to write
-    chords: str | None = None  # accompany: a lead sheet's chords (a "START END LABEL" lab file, seconds) to follow
+    chords: str | None = None  # accompany, or continue (metrical): a lead sheet's chords ("START END LABEL" lines, s)
 
     @classmethod
     def from_mapping(cls, values) -> GenerateOptions:
@@ -144,6 +144,9 @@ class GenerateOptions(SamplingOptions):
         if self.tokenizer:
             expected = _expected_tokenizer(self.tokenizer)
             tokenizer.check_compatible(expected, what=f"tokenizer={self.tokenizer}")
+        if self.chords is not None and tokenizer.kind == "performance":
+            raise GenerateError(f"chords={self.chords}: a lead sheet leads a metrical (REMI) model's music; "
+                                f"checkpoint={self.checkpoint} is a Performance-event model")
         max_len = context_length(net)
         if self.slide is not None and max_len is not None and self.slide >= max_len:
             raise GenerateError(f"slide must be < the model's context ({max_len}), got {self.slide}")
@@ -189,8 +192,8 @@ def check_task(opts: GenerateOptions) -> None:
     """Raise GenerateError for a task and options that do not go together (before a model is loaded)."""
     if opts.task not in TASKS:
         raise GenerateError(f"task={opts.task}: use one of {', '.join(TASKS)}")
-    if opts.chords is not None and opts.task != "accompany":
-        raise GenerateError("chords= is for task=accompany (the chords the accompaniment follows)")
+    if opts.chords is not None and opts.task == "infill":
+        raise GenerateError("chords= is for task=accompany and task=continue (the chords the new music follows)")
     if opts.chords is not None and not os.path.lexists(opts.chords):
         raise GenerateError(f"chords={opts.chords}: no such file (a lab file of 'START END LABEL' lines)")
     read_chords(opts.chords)  # before the model loads: a folder, a FIFO, a bad line, named by Chords.read

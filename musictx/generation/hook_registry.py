@@ -11,6 +11,7 @@ from __future__ import annotations
 from musictx.generation import (
     bar_repeats,
     bass_lean,
+    chord_lean,
     copy_cache,
     given_notes,
     guard,
@@ -34,6 +35,7 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     given_notes.HARMONY_LEAN,
     motif_echo.SPEC,
     key_lean.SPEC,
+    chord_lean.SPEC,
     note_echo.SPEC,
     phrase_echo.PHRASE_ECHO,
     phrase_echo.REPEAT_ECHO,

@@ -88,6 +88,8 @@ class HookInputs:
     stop_after_bars: int | None = None  # REMI: a sample ends at the Bar id that would open bar this + 1
     made: dict[str, LogitsHook] = field(default_factory=dict)  # hooks made so far by name: a lean reads the lead's
     cursor: Any = None  # metrical: the run's one view of the stream (`musictx.generation.cursor.shared_cursor`)
+    chords: Any = None  # task=continue, metrical, with chords=: the lead sheet's `Chords`, on the seed file's clock
+    new_bar_lines_s: np.ndarray | None = None  # with chords: the new bars' lines (s, one more than the bars)
 
 
 @dataclass(frozen=True)

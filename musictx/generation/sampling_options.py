@@ -78,7 +78,8 @@ class SamplingOptions(DecodingOptions):
     # the key's tones), (musictx.generation.key_lean): the key stays the seed's, the texture the model's; 0: off
     key_lean: float = 0.75
     # task=accompany: the logit bonus of a new track's pitch whose pitch class the given tracks (the melody)
-    # sound in the same half bar (musictx.generation.given_notes); 0: off, the model's own harmony
+    # sound in the same half bar (musictx.generation.given_notes), or the chords= file's chord holds; a metrical
+    # continuation with chords=: of a new pitch the chord holds (musictx.generation.chord_lean); 0: off
     harmony: float = 3.0
     # task=accompany without chords=: the logit bonus, times its probability, of a new track's pitch whose pitch
     # class the harmonizer (musictx.generation.harmonizer, trained on POP909) guesses the chord holds, from the
