@@ -17,11 +17,10 @@ bonus never revives a forbidden id.
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch import Tensor
 
-from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.generation.cursor import RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.key_lean import PitchClassLean
 
 LOOKUP_AFTER_S = 0.03  # a chord file's times and the bar lines differ by milliseconds: look just after the line
 
@@ -36,36 +35,20 @@ def half_bar_chords(chords, lines_s: np.ndarray) -> np.ndarray:
     return out
 
 
-class ChordLean(ReadsCursor):
+class ChordLean(PitchClassLean):
     """A bonus of ``strength`` on the Pitch ids of the chord the new bar's half has (`half_bar_chords`)."""
 
     def __init__(self, tokenizer, halves: np.ndarray, strength: float, cursor: RemiCursor | None = None):
-        tok = tokenizer
-        self.halves, self.strength = halves, float(strength)
-        self._read(tok, cursor)
-        self.pitch_ids = torch.as_tensor(tok.ids_of_type("Pitch"))  # (P,)
-        self.pitch_class = tok.numbers_of("Pitch")[self.pitch_ids.numpy()] % 12  # (P,)
-        self.is_program = tok.numbers_of("Program") >= 0  # (V,)
+        super().__init__(tokenizer, strength, cursor)
+        self.halves = halves
 
-    def chord(self, b: int) -> np.ndarray | None:
+    def weights(self, b: int) -> np.ndarray | None:
         """(12,) bool: the chord under row b's place, or None before a Position or past the chords given."""
         c = self.cursor
         k, pos = c.new_bar(b), int(c.pos[b])
         if pos < 0 or not 0 <= k < len(self.halves):
             return None
         return self.halves[k, int(2 * pos >= c.bar_len[b])]
-
-    def __call__(self, logits: Tensor) -> Tensor:
-        last = self.cursor.last
-        rows = [b for b in np.flatnonzero((last >= 0) & self.is_program[np.maximum(last, 0)])
-                if (chord := self.chord(b)) is not None and chord.any()]
-        if not rows:
-            return logits
-        out = logits.clone()
-        for b in rows:
-            bonus = self.strength * self.chord(b)[self.pitch_class]  # (P,)
-            out[b, self.pitch_ids.to(out.device)] += torch.as_tensor(bonus, dtype=out.dtype, device=out.device)
-        return out
 
 
 def _make(inputs: HookInputs) -> ChordLean | None:

@@ -16,13 +16,13 @@ import torch
 from symusic import Score, Tempo, TimeSignature
 
 from musictx.generation.bar_repeats import MAX_REPEATS
+from musictx.generation.generate_options import read_chords
 from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
 from musictx.generation.metrical_seed import MetricalSeed
 from musictx.generation.sampling import GenerationInterrupted, generate
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.take import Batch, Take, score_roll
-from musictx.io.chord_labels import Chords
 
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
 
@@ -54,8 +54,8 @@ def sample_metrical(net, tok, seed: MetricalSeed, bars: int, opts) -> Batch:
     """``musictx-generate``'s samples of ``seed``, ``bars`` bars each, as its options (`GenerateOptions`)
     ask; a Ctrl-C keeps the partial samples (``cut_short``)."""
     t0 = time.perf_counter()
+    chords = read_chords(opts.chords)  # a file changed since the options were checked: one line naming it
     try:
-        chords = Chords.read(opts.chords) if opts.chords else None  # checked with the options
         pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
                              max_tokens=opts.max_tokens, max_bar_repeats=opts.max_bar_repeats, chords=chords)
         cut_short = False

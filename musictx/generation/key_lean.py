@@ -40,8 +40,9 @@ def seed_pitch_class_weights(bars) -> np.ndarray:
     return np.minimum(time / (SCALE_SHARE * time.sum()), 1.0) if time.any() else time
 
 
-class KeyLean(ReadsCursor):
-    """A bonus of ``strength`` times the seed's weight of its pitch class on each Pitch id after a Program."""
+class PitchClassLean(ReadsCursor):
+    """Where a note's Pitch comes next (right after its Program), a bonus of ``strength`` times its pitch
+    class's weight on each Pitch id; a subclass says each row's (12,) weights where it stands (`weights`)."""
 
     def __init__(self, tokenizer, strength: float, cursor: RemiCursor | None = None):
         tok = tokenizer
@@ -51,21 +52,33 @@ class KeyLean(ReadsCursor):
         self.pitch_class = tok.numbers_of("Pitch")[self.pitch_ids.numpy()] % 12  # (P,)
         self.is_program = tok.numbers_of("Program") >= 0  # (V,)
 
+    def weights(self, b: int) -> np.ndarray | None:
+        """(12,) row b's weights of each pitch class where it stands; None: no lean there."""
+        raise NotImplementedError
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        last = self.cursor.last
+        at_pitch = np.flatnonzero((last >= 0) & self.is_program[np.maximum(last, 0)])
+        leans = [(b, w) for b in at_pitch.tolist() if (w := self.weights(b)) is not None and w.any()]
+        if not leans:
+            return logits
+        out = logits.clone()
+        rows = torch.as_tensor([b for b, _ in leans])
+        bonus = self.strength * np.stack([w[self.pitch_class] for _, w in leans])  # (rows, P)
+        out[rows[:, None], self.pitch_ids.to(out.device)[None, :]] += torch.as_tensor(bonus).to(out.device, out.dtype)
+        return out
+
+
+class KeyLean(PitchClassLean):
+    """The lean toward the seed's pitch classes (`seed_pitch_class_weights`), the same at every place."""
+
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
         # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
-        weights = np.stack([seed_pitch_class_weights(bars[:-1]) for bars in self.cursor.bars])  # (B, 12)
-        self.bonus = torch.as_tensor(self.strength * weights[:, self.pitch_class], dtype=torch.float32)  # (B, P)
+        self.seed_weights = [seed_pitch_class_weights(bars[:-1]) for bars in self.cursor.bars]  # (12,) a row
 
-    def __call__(self, logits: Tensor) -> Tensor:
-        rows = np.flatnonzero(self.is_program[np.maximum(self.cursor.last, 0)] & (self.cursor.last >= 0))
-        if not len(rows):
-            return logits
-        out = logits.clone()
-        idx = torch.as_tensor(rows)
-        cols = self.pitch_ids.to(out.device)
-        out[idx[:, None], cols[None, :]] += self.bonus[idx].to(out.device, out.dtype)
-        return out
+    def weights(self, b: int) -> np.ndarray:
+        return self.seed_weights[b]
 
 
 def _make(inputs: HookInputs) -> KeyLean | None:
