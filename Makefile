@@ -31,12 +31,13 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check musictx data_prep tests
 
-# Both cores: pytest-xdist runs the tests in two worker processes (each test still uses one torch thread).
+# Both cores: pytest-xdist runs the tests in two worker processes (each test still uses one torch thread);
+# worksteal: a worker that runs out takes queued tests from the other, so no long test runs alone at the end.
 test: lint
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2 --dist worksteal
 
 test-all: lint
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2 -m "slow or not slow"
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/pytest -q -n 2 --dist worksteal -m "slow or not slow"
 
 clean:
 	rm -rf $(VENV) outputs/prep outputs/train outputs/generate outputs/continue

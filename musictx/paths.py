@@ -50,6 +50,8 @@ def conf_values(name: str, groups: tuple[str, ...] = (), **overrides) -> dict:
     for entry in values.pop("defaults", []):
         if isinstance(entry, dict) and not next(iter(entry)).startswith("override "):  # Hydra's own groups
             (group, choice), = entry.items()
+            if group.split("@")[0] == "hooks":  # the hooks' options: a block without them samples with their
+                continue                        # defaults, written in the hooks' own files (SamplingOptions)
             picked = overrides.get(group)
             choice = picked if isinstance(picked, str) else choice
             values[group] = yaml.safe_load(_conf_text(f"{group}/{choice}"))

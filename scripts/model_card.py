@@ -193,8 +193,8 @@ generated ids that release a silent pitch; open at end = share of new notes neve
 
 {health}
 
-The grammar guard (`guard=true`, the default of every command) refuses NOTE_OFFs of silent pitches and
-ends a note that has sounded `max_note_seconds` (5 s), as Magenta's Performance decoding caps note length.
+The grammar guard (`hooks.guard.enabled=true`, the default of every command) refuses NOTE_OFFs of silent pitches and
+ends a note that has sounded `hooks.guard.max_note_seconds` (5 s), as Magenta's Performance decoding caps note length.
 
 Spot check (the tests' fingerprint of these weights): NLL {spot:.4f} on the first 1024 tokens of 8 test
 performances.

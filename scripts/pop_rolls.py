@@ -23,7 +23,7 @@ from musictx.io.midi_io import Notes
 from musictx.io.piano_roll import plot_roll_panels
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-OPTS = {"seed_seconds": 10, "seed_from": 25, "length_seconds": 30, "num_samples": 1, "max_bar_repeats": 4}
+OPTS = {"seed_seconds": 10, "seed_from": 25, "length_seconds": 30, "num_samples": 1}
 
 
 def notes_from(span: Span, t0: float, t1: float) -> Notes:

@@ -67,7 +67,9 @@ def main(checkpoint: str) -> None:
     folder = export(checkpoint, PRETRAINED_DIR / "piano", dtype="float16")
     figures = {"global_step": ckpt["global_step"], "val": evaluate("validation", "nll")["nll"],
                "test": evaluate("test", "all")}
-    figures["test_no_guard"] = evaluate("test", "continuation", guard=False)["continuation"]
+    figures["test_no_guard"] = evaluate("test", "continuation", hooks={"guard": {"enabled": False},
+                                                                         "recall_guidance": {"strength": 0.0}}
+                                       )["continuation"]
     # nucleus sampling drops the tail every step; a NOTE_OFF that is never likely enough may never come
     figures["test_top_p_1"] = evaluate("test", "continuation", top_p=1.0)["continuation"]
     test_files = list(TokenArrays(DATA, "test").files)  # paths relative to ../shared/data/piano

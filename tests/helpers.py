@@ -59,7 +59,7 @@ def held_out_pop_continuations(net, tok, sampling_options: dict, songs=(6, 18)):
     from musictx.evaluation import scorecard as sc
     from musictx.generation.sampling_options import SamplingOptions
 
-    opts = {"seed_seconds": 10, "seed_from": 25, "length_seconds": 12, "num_samples": 2, "max_bar_repeats": 4}
+    opts = {"seed_seconds": 10, "seed_from": 25, "length_seconds": 12, "num_samples": 2}
     out = []
     for k, n in enumerate(songs):
         song = SHARED_DATA / "pop" / "POP909" / f"{n:03d}" / f"{n:03d}.mid"

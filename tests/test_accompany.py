@@ -65,7 +65,8 @@ def test_the_melody_goes_into_the_stream_note_for_note(pop, tmp_path, harmony):
     net, tok = pop
     song = melody_song(tok, melody_alone(band_song(tmp_path / "s.mid", bars=10, seed=3), tmp_path / "m.mid"))
     s, e = parse_bars("3-8", song)
-    new = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=1, harmony=harmony, harmony_guess=0.0))[0]
+    lean = {"harmony_lean": {"strength": harmony, "guess": 0.0}}
+    new = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=1, hooks=lean))[0]
     bars = bars_of(tok, np.concatenate([[tok.bar_id], new]))
     assert len(bars) == e - s
     for k, bar in enumerate(bars):  # each bar's melody: the given tokens at the given positions
@@ -88,7 +89,8 @@ def test_the_harmony_lean_moves_the_new_tracks_to_the_melody_pitch_classes(pop, 
     def share(harmony: float) -> float:
         hits = total = 0
         for seed in (0, 1):
-            opts = SamplingOptions(seed=seed, harmony=harmony, harmony_guess=0.0)  # the melody's own pitch classes
+            lean = {"harmony_lean": {"strength": harmony, "guess": 0.0}}  # the melody's own pitch classes
+            opts = SamplingOptions(seed=seed, hooks=lean)
             new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, opts)[0]
             for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
                 for pos, ids in given_onsets(tok, bar, {0, ROLE_PROGRAMS["BRIDGE"]}):
@@ -188,7 +190,7 @@ def test_counter_rest_keeps_the_bridge_to_the_melodys_rests(pop, tmp_path):
     def bridge_onsets(penalty: float) -> tuple[int, int]:
         under = total = 0
         for seed in (0, 1):
-            sampling = SamplingOptions(seed=seed, counter_rest=penalty)
+            sampling = SamplingOptions(seed=seed, hooks={"counter_rest": {"strength": penalty}})
             new = lead_ids(net, tok, song, ["BRIDGE", "PIANO"], s, e, sampling)[0]
             for k, bar in enumerate(bars_of(tok, np.concatenate([[tok.bar_id], new]))):
                 for pos, _ in given_onsets(tok, bar, {bridge}):
@@ -258,7 +260,8 @@ def test_a_repeated_melody_gets_its_accompaniment_again(pop, tmp_path):
     def shared(strength: float) -> float:
         shares = []
         for seed in (0, 1, 2):
-            new = lead_ids(net, tok, song, ["PIANO"], 0, 8, SamplingOptions(seed=seed, repeat_echo=strength))[0]
+            opts = SamplingOptions(seed=seed, hooks={"repeat_echo": {"strength": strength}})
+            new = lead_ids(net, tok, song, ["PIANO"], 0, 8, opts)[0]
             bars = [[int(i) for i in given_onsets(tok, bar, {0}) for i in i[1]]
                     for bar in bars_of(tok, np.concatenate([[tok.bar_id], new]))]
             for k in range(2, 8):

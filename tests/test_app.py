@@ -133,7 +133,7 @@ def test_the_guidance_setting_reaches_the_sampler(continuer):
 
     assert notes(0.0) != notes(Settings.recall_guidance) and Settings.recall_guidance > 0
     _, message = run_request(lambda: continuer.continue_file(MOTIF, Settings(recall_guidance=-1)))
-    assert message.startswith("**Cannot continue:**") and "recall_guidance must be >= 0" in message
+    assert message.startswith("**Cannot continue:**") and "recall_guidance.strength must be >= 0" in message
 
 
 def test_arcs_of_a_result_and_bad_views_as_messages(continuer):

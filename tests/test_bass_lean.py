@@ -106,15 +106,16 @@ def test_forbidden_ids_stay_forbidden_and_zero_strength_changes_nothing(pop):
 
 
 def test_bad_settings_are_refused_in_one_line():
-    with pytest.raises(GenerateError, match="bass_lean must be >= 0"):
-        SamplingOptions(bass_lean=-1.0).check_sampling()
+    with pytest.raises(GenerateError, match="hooks.bass_lean.strength must be >= 0"):
+        SamplingOptions(hooks={"bass_lean": {"strength": -1.0}}).check_sampling()
 
 
 def _motif_bass_bars(net, tok, bass_lean: float) -> list[int]:
     """How many of 8 new bars strike a low note on their downbeat when the pop model continues the bundled
     motif (8 bars), for each of 2 samples."""
     seed = metrical_seed(tok, MOTIF)
-    rows = sample_bars(net, tok, seed, SamplingOptions(seed=7, bass_lean=bass_lean), num_samples=2, bars=8)
+    opts = SamplingOptions(seed=7, hooks={"bass_lean": {"strength": bass_lean}})
+    rows = sample_bars(net, tok, seed, opts, num_samples=2, bars=8)
     counts = []
     for ids in rows:
         pm = score_to_pretty_midi(continuation_score(tok, seed, ids))
@@ -130,7 +131,7 @@ def test_the_motifs_bass_comes_back_under_every_new_bar(pop):
     """The README's main job: the seed's whole-note bass drops after a bar or two without the lean."""
     net, tok = pop
     torch.set_num_threads(1)
-    off, on = _motif_bass_bars(net, tok, 0.0), _motif_bass_bars(net, tok, SamplingOptions().bass_lean)
+    off, on = _motif_bass_bars(net, tok, 0.0), _motif_bass_bars(net, tok, SamplingOptions().hooks.bass_lean.strength)
     assert min(on) >= 7 and sum(on) > sum(off), (off, on)
 
 
@@ -149,7 +150,7 @@ def test_the_bass_comes_back_on_held_out_songs(pop):
         downbeats += [beats[beats[:, 2] == 1, 0]] * 2  # one per sample
     share = {}
     for strength in (0.0, 2.0):
-        pairs = held_out_pop_continuations(net, tok, {"bass_lean": strength}, songs=songs)
+        pairs = held_out_pop_continuations(net, tok, {"hooks": {"bass_lean": {"strength": strength}}}, songs=songs)
         found = [sm.downbeat_bass(new, bars, new.start.min(), new.start.max())
                  for (_, new), bars in zip(pairs, downbeats, strict=True)]
         share[strength] = float(np.nanmean(found))

@@ -64,8 +64,8 @@ def test_the_hook_follows_the_drawn_ids_and_leans_on_long_matches():
 
 
 def test_copy_cache_option_is_checked():
-    with pytest.raises(GenerateError, match="copy_cache"):
-        SamplingOptions(copy_cache=1.5).check_sampling()
+    with pytest.raises(GenerateError, match="hooks.copy_cache.strength must be in"):
+        SamplingOptions(hooks={"copy_cache": {"strength": 1.5}}).check_sampling()
 
 
 @pytest.fixture(name="infill_model", scope="module")
@@ -102,6 +102,7 @@ def test_sampled_bars_play_the_songs_own_music_again(infill_model):
         ids = np.concatenate([history, middle])
         return float(np.mean([longest_match(ids[:len(history) + t])[0] >= 8 for t in range(1, len(middle))]))
     shares = {c: np.mean([long_match_share(infill_song(net, tok, song, s, e, None,
-                                                       SamplingOptions(seed=k, copy_cache=c))[1]) for k in (0, 1)])
+                                                       SamplingOptions(seed=k, hooks={"copy_cache": {"strength": c}})
+                                                       )[1]) for k in (0, 1)])
               for c in (0.0, 1.0)}
     assert shares[1.0] > shares[0.0] + 0.2

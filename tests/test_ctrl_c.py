@@ -61,7 +61,7 @@ def test_sampling_stops_at_a_swallowed_ctrl_c_with_the_ids_so_far(python_sigint)
 
     prompt = torch.zeros(2, 3, dtype=torch.long)
     with pytest.raises(GenerationInterrupted) as stop:
-        generate(net, None, prompt, SamplingOptions(recall_guidance=0.0), [OnStep(on_step)], max_new_tokens=40)
+        generate(net, None, prompt, SamplingOptions(), [OnStep(on_step)], max_new_tokens=40)
     assert len(steps) == 5 and stop.value.ids.shape == (2, 3 + 5)
     assert torch.equal(stop.value.ids[:, :3], prompt)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -97,7 +97,7 @@ def test_cached_greedy_decoding_on_cuda_gives_the_cpu_ids():
     torch.manual_seed(0)
     net = MusicTransformer(390, n_layers=2, d_model=64, n_heads=4, d_ff=128, max_seq_len=256).eval()
     prompt = torch.randint(0, 388, (2, 40))
-    greedy = SamplingOptions(temperature=0.0, keep_seed=0, recall_guidance=0.0)
+    greedy = SamplingOptions(temperature=0.0, keep_seed=0, hooks={"recall_guidance": {"strength": 0.0}})
     cpu = generate(net, None, prompt, greedy, max_new_tokens=48)
     gpu = generate(net.cuda(), None, prompt.cuda(), greedy, max_new_tokens=48)
     assert torch.equal(gpu.cpu()[:, :60], cpu[:, :60])

@@ -14,10 +14,11 @@ import yaml
 from musictx.generation.bar_repeats import MAX_REPEATS
 from musictx.generation.continue_metrical import sample_bars
 from musictx.generation.continue_seed import sample_continuations
+from musictx.generation.decoding_options import DecodingOptions
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.recall_guidance import RecallGuidance
 from musictx.generation.sampling import SpecialIds, generate
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.sampling_options import RENAMED, SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models import MusicTransformer, VanillaTransformer
 from musictx.models.attention import BLOCK_SIZE, RelativeSelfAttention
@@ -28,7 +29,8 @@ from musictx.training.data import MusicDataModule
 from .gen_fixtures import tiny_net
 from .test_recall_guidance import guided
 
-SAMPLING = {f.name for f in fields(SamplingOptions)}
+# the decoding settings, and the hooks' options by their old flat names (each now lives in its hook's own file)
+SAMPLING = {f.name for f in fields(DecodingOptions)} | set(RENAMED)
 TOK = EventTokenizer()
 
 
@@ -50,11 +52,13 @@ def test_default_options_sample_what_the_defaults_written_out_sample():
     net = tiny_net("music_transformer", max_seq_len=128)  # longer than recall_local: guidance acts
     prompt = torch.randint(0, TOK.pad_id, (2, 100), generator=torch.Generator().manual_seed(0))  # it slides
     written_out = SamplingOptions(temperature=1.0, top_k=None, top_p=0.95, seed=0, use_cache=True, slide=None,
-                                  keep_seed=512, recall_guidance=1.0, recall_local=64, recall_against="recent")
+                                  keep_seed=512, hooks={"recall_guidance": {"strength": 1.0, "local": 64,
+                                                                            "against": "recent"}})
     runs = [generate(net, SpecialIds(pad_id=TOK.pad_id), prompt, opts, guided(opts), max_new_tokens=40)
             for opts in (SamplingOptions(), written_out)]
     assert torch.equal(runs[0], runs[1])
-    guided_off = SamplingOptions(recall_guidance=0.0)  # the premise: the defaults are not inert here
+    # the premise: the defaults are not inert here
+    guided_off = SamplingOptions(hooks={"recall_guidance": {"strength": 0.0}})
     assert not torch.equal(generate(net, SpecialIds(pad_id=TOK.pad_id), prompt, guided_off, guided(guided_off),
                                     max_new_tokens=40),
                            runs[0])
@@ -65,8 +69,8 @@ def _yaml(name: str) -> dict:
 
 
 def test_the_bar_repeat_limit_is_written_once_in_the_code():
-    assert GenerateOptions().max_bar_repeats == _defaults(sample_bars)["max_bar_repeats"] == MAX_REPEATS
-    assert _yaml("generate")["max_bar_repeats"] == MAX_REPEATS
+    assert GenerateOptions().hooks.bar_repeats.max_repeats == MAX_REPEATS
+    assert "max_bar_repeats" not in _yaml("generate") and "max_bar_repeats" not in _defaults(sample_bars)
 
 
 def test_context_and_query_block_are_written_once_in_the_code_and_stated_alike_in_the_yaml():

@@ -21,7 +21,7 @@ LAY = TOK.layout
 
 def guarded(net, prompt, n: int, guard, use_cache: bool = True):
     """``n`` ids drawn (seed 5, no nucleus, no recall guidance) under ``guard``, raw ids (no PAD, no EOS)."""
-    opts = SamplingOptions(seed=5, top_p=None, recall_guidance=0.0, use_cache=use_cache)
+    opts = SamplingOptions(seed=5, top_p=None, use_cache=use_cache, hooks={"recall_guidance": {"strength": 0.0}})
     return generate(net, None, prompt, opts, [guard], max_new_tokens=n)
 
 

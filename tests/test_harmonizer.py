@@ -66,7 +66,7 @@ def test_the_accompaniment_leans_to_the_guessed_chord_tones(tmp_path):
     harmony = Harmony.read(TEST_SONG.parent / "chord_midi.txt", TEST_SONG.parent / "beat_midi.txt")
     shares = {}
     for strength in (0.0, 16.0):
-        opts = SamplingOptions(seed=0, harmony=0.0, harmony_guess=strength)
+        opts = SamplingOptions(seed=0, hooks={"harmony_lean": {"strength": 0.0, "guess": strength}})
         out, _ = accompany_song(net, tok, song, roles_to_write(song, None), s, e, opts)
         pitches = np.concatenate([t.notes.numpy()["pitch"] for t in out.tracks[1:]])  # the new tracks' notes
         ticks = np.concatenate([t.notes.numpy()["time"] for t in out.tracks[1:]])

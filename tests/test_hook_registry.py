@@ -4,7 +4,7 @@ gets its hooks in their order, and a strength of 0 leaves a hook out."""
 from __future__ import annotations
 
 import ast
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +13,9 @@ import torch
 
 import musictx
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.hook_registry import HOOKS, build_hooks, hooks_for
+from musictx.generation.hook_registry import HOOKS, HookOptions, build_hooks, hooks_for
 from musictx.generation.hooks import KINDS, TASKS, HookInputs, LogitsHook, ends_samples
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.sampling_options import RENAMED, SamplingOptions
 from musictx.generation.seeds import Seed
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.midi_io import Notes
@@ -29,13 +29,19 @@ def names(hooks) -> list[str]:
     return [type(h).__name__ for h in hooks]
 
 
-def test_every_spec_is_complete_and_reads_real_options():
-    known = {f.name for f in fields(GenerateOptions)}
+def test_every_spec_is_complete_and_owns_its_options():
+    """A hook's options are its own dataclass, in its own file, each field with one line of help; the run's
+    options hold them as one group per hook (``hooks.NAME``) and no flat hook option besides."""
     assert len({spec.name for spec in HOOKS}) == len(HOOKS)
     for spec in HOOKS:
         assert set(spec.tasks) <= set(TASKS) and set(spec.kinds) <= set(KINDS) and spec.tasks and spec.kinds
-        assert set(spec.options) <= known, spec.name
         assert spec.help and "\n" not in spec.help
+        if spec.options is not None:
+            assert spec.options.__module__ == spec.make.__module__, spec.name  # declared beside its hook
+            assert all(f.metadata["help"] and "\n" not in f.metadata["help"] for f in fields(spec.options))
+    groups = {f.name: f.type for f in fields(HookOptions)}
+    assert groups == {spec.name: spec.options for spec in HOOKS if spec.options}
+    assert {f.name for f in fields(GenerateOptions)} & (set(RENAMED) | set(groups)) == set()
     for task in TASKS:  # within one run no two hooks share a place: the order is the registry's, not luck's
         for kind in KINDS:
             orders = [spec.order for spec in hooks_for(task, kind)]
@@ -43,18 +49,19 @@ def test_every_spec_is_complete_and_reads_real_options():
 
 
 def test_continuation_hooks_in_order_and_off_at_zero():
-    every = replace(SamplingOptions(), phrase_echo=1.3)  # the phrase echo is off by default
+    every = SamplingOptions(hooks={"phrase_echo": {"strength": 1.3}})  # the phrase echo is off by default
     song = [0, 80]  # PIANO and MELODY: the melody presence is made for a song's tracks only
-    metrical = build_hooks(HookInputs("continue", METRICAL, every, programs=song, max_bar_repeats=4,
-                                      on_step=lambda *_: None))
+    metrical = build_hooks(HookInputs("continue", METRICAL, every, programs=song, on_step=lambda *_: None))
     assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "KeyLean", "PhraseEcho",
                                "BassLean", "MelodyPresence", "OnStep", "RecallGuidance"]
     # one cursor for the run, followed first; every metrical hook reads it and follows nothing itself
     readers = [h for h in metrical if hasattr(h, "cursor")]
     assert len(readers) == 7 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
-    off = replace(SamplingOptions(), motif_echo=0, phrase_echo=0, bass_lean=0, recall_guidance=0, guard=False,
-                  key_lean=0, melody_presence=0)
-    assert build_hooks(HookInputs("continue", METRICAL, off, programs=song, max_bar_repeats=4)) == []
+    off = SamplingOptions(hooks={"motif_echo": {"strength": 0}, "bass_lean": {"strength": 0},
+                                 "key_lean": {"strength": 0}, "recall_guidance": {"strength": 0},
+                                 "metrical_guard": {"enabled": False}, "melody_presence": {"strength": 0},
+                                 "bar_repeats": {"max_repeats": None}})
+    assert build_hooks(HookInputs("continue", METRICAL, off, programs=song)) == []
 
 
 def test_performance_continuation_gets_its_guard_and_recall_guidance():
@@ -73,12 +80,11 @@ def test_infill_and_accompaniment_make_no_recall_guidance_or_echo(task):
 
 def test_infill_puts_the_copy_cache_first():
     history = np.array([METRICAL.bar_id, 5, 6, 7], dtype=np.int64)
-    hooks = build_hooks(HookInputs("infill", METRICAL, SamplingOptions(), programs=[0], max_bar_repeats=4,
-                                   history=history))
+    hooks = build_hooks(HookInputs("infill", METRICAL, SamplingOptions(), programs=[0], history=history))
     assert names(hooks) == ["RemiCursor", "CopyCache", "RemiGuard", "BarRepeatLimit"]
-    no_cache = replace(SamplingOptions(), copy_cache=0.0)
+    no_cache = SamplingOptions(hooks={"copy_cache": {"strength": 0.0}})
     assert names(build_hooks(HookInputs("infill", METRICAL, no_cache, programs=[0], history=history))) == [
-        "RemiCursor", "RemiGuard"]
+        "RemiCursor", "RemiGuard", "BarRepeatLimit"]
 
 
 def _hook_classes() -> set[str]:

@@ -210,7 +210,8 @@ def test_infill_and_accompany_a_two_track_user_midi(grown, tmp_path):
     assert roles == ["BRIDGE", "PIANO"]
     # counter_rest off: this melody sounds almost throughout, where the counter rest may leave BRIDGE silent
     # (a silent track is left out of the file); here both new tracks must come out as their own named tracks
-    out, _ = accompany_song(net, tok, song, roles, 0, song.n_bars, SamplingOptions(seed=2, counter_rest=0.0))
+    no_rest = SamplingOptions(seed=2, hooks={"counter_rest": {"strength": 0.0}})
+    out, _ = accompany_song(net, tok, song, roles, 0, song.n_bars, no_rest)
     out.dump_midi(str(tmp_path / "acc.mid"))
     back, given = Score(str(tmp_path / "acc.mid")), Score(str(tmp_path / "melody.mid"))
     assert [t.name for t in back.tracks] == ["Melody", "BRIDGE", "PIANO"]
@@ -324,7 +325,8 @@ def test_a_runs_samples_are_drawn_as_one_batch(grown, tmp_path):
     taken = programs_of_names(song, "piano")
     widths = []
     # the copy cache off: on this song of one bar played over and over it copies that bar in every sample
-    made = infill_songs(net, tok, song, s, e, taken, SamplingOptions(seed=4, copy_cache=0.0), samples=3,
+    no_cache = SamplingOptions(seed=4, hooks={"copy_cache": {"strength": 0.0}})
+    made = infill_songs(net, tok, song, s, e, taken, no_cache, samples=3,
                         on_step=lambda ids, done: widths.append(len(ids)))
     assert len(made) == 3 and set(widths) == {3}
     for out, middle in made:

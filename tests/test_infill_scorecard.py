@@ -15,7 +15,7 @@ from musictx.io.chord_labels import chord_pitch_classes
 from .test_infill import fixture_grown  # noqa: F401  (the module-scoped model fixture)
 from .test_metrical import POP, needs_pop
 
-SETTINGS = {"first_bar": 17, "bars": 2, "seconds": 8, "max_bar_repeats": 4, "seed": 0}
+SETTINGS = {"first_bar": 17, "bars": 2, "seconds": 8, "seed": 0}
 
 
 def test_chord_labels():

@@ -55,11 +55,13 @@ def test_a_seed_without_a_melody_note_asks_for_one_and_forbidden_ids_stay_forbid
 
 def test_the_hook_is_made_only_for_a_song_with_a_melody_and_another_track():
     tok = _tok()
-    made = {name: [type(h).__name__ for h in build_hooks(HookInputs("continue", tok, SamplingOptions(
-        melody_presence=2.0, recall_guidance=0.0), programs=programs))] for name, programs in
+    opts = SamplingOptions(hooks={"melody_presence": {"strength": 2.0}, "recall_guidance": {"strength": 0.0}})
+    made = {name: [type(h).__name__ for h in build_hooks(HookInputs("continue", tok, opts,
+                                                                    programs=programs))] for name, programs in
         (("song", [PIANO, MELODY]), ("melody alone", [MELODY]), ("piano alone", [PIANO]))}
     assert "MelodyPresence" in made["song"]
     assert "MelodyPresence" not in made["melody alone"] and "MelodyPresence" not in made["piano alone"]
-    off = build_hooks(HookInputs("continue", tok, SamplingOptions(melody_presence=0.0), programs=[PIANO, MELODY]))
+    off = build_hooks(HookInputs("continue", tok, SamplingOptions(hooks={"melody_presence": {"strength": 0.0}}),
+                                 programs=[PIANO, MELODY]))
     assert not any(isinstance(h, MelodyPresence) for h in off)
 

@@ -106,9 +106,9 @@ def test_checkpoint_carries_its_tokenizer(remi_checkpoint, remi_dir):
 
 def test_generate_keeps_tracks_tempo_meter_and_grid(remi_checkpoint, tmp_path):
     seed_path = band_song(tmp_path / "seed.mid", bars=8, bpm=100, beats_per_bar=3, seed=11)
-    opts = GenerateOptions(checkpoint=str(remi_checkpoint), seed_midi=str(seed_path), seed_seconds=6.0,
-                           length_bars=4, num_samples=2, audio=False, output_dir=str(tmp_path / "out"),
-                           recall_guidance=0.0)
+    opts = GenerateOptions(checkpoint=str(remi_checkpoint), seed_midi=str(seed_path), seed_seconds=6.0, length_bars=4,
+                           num_samples=2, audio=False, output_dir=str(tmp_path / "out"),
+                           hooks={"recall_guidance": {"strength": 0.0}})
     record = run(opts)
     assert record["seed"]["bars"] == 3 and record["bars"] == 4  # 6 s of 1.8 s bars: the nearest bar line
     tpq = Score(str(seed_path)).ticks_per_quarter
@@ -131,7 +131,8 @@ def test_guard_keeps_the_grammar_and_the_seed_tracks(remi_checkpoint, tmp_path):
 
     net, tok, _ = load_model(remi_checkpoint)
     seed = metrical_seed(tok, band_song(tmp_path / "seed.mid", bars=4, seed=5))
-    pieces = sample_bars(net, tok, seed, SamplingOptions(recall_guidance=0.0, temperature=1.5), num_samples=3,
+    pieces = sample_bars(net, tok, seed, SamplingOptions(temperature=1.5,
+                                                         hooks={"recall_guidance": {"strength": 0.0}}), num_samples=3,
                          bars=6)
     programs = {int(tok.id_to_token(int(i)).split("_")[1]) for p in pieces for i in p if tok.type_of[i] == "Program"}
     assert programs <= {t.program for t in seed.tracks.tracks}
@@ -180,8 +181,8 @@ def test_shipped_model_choice_follows_the_seed(tmp_path):
 
 def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir, band_dir):
     net, tok, _ = load_model(remi_checkpoint)
-    opts = {"seed_seconds": 6.0, "seed_from": 2.0, "length_seconds": 8.0, "num_samples": 1, "max_bar_repeats": 4,
-            "recall_guidance": 0.0}
+    opts = {"seed_seconds": 6.0, "seed_from": 2.0, "length_seconds": 8.0, "num_samples": 1,
+            "hooks": {"recall_guidance": {"strength": 0.0}}}
     song = band_dir / TokenArrays(remi_dir, "train").files[0]
     result = run_scorecard(net, tok, [song], opts, remi_dir / INDEX_FILE, progress=lambda _: None)
     real, model, chance = result["means"]["real"], result["means"]["model"], result["means"]["chance"]

@@ -89,8 +89,8 @@ def test_shares_of_the_matches_longest_first_and_the_grammar_masks_stay(pop):
 
 
 def test_bad_strength_is_refused_in_one_line():
-    with pytest.raises(GenerateError, match="motif_echo must be >= 0"):
-        SamplingOptions(motif_echo=-1).check_sampling()
+    with pytest.raises(GenerateError, match="hooks.motif_echo.strength must be >= 0"):
+        SamplingOptions(hooks={"motif_echo": {"strength": -1}}).check_sampling()
 
 
 @needs_shared
@@ -102,7 +102,7 @@ def test_the_melody_restates_the_seeds_figures_on_held_out_songs(pop):
     share = {}
     for strength in (0.0, 2.0):
         found = []
-        for seed, new in held_out_pop_continuations(net, tok, {"motif_echo": strength}):
+        for seed, new in held_out_pop_continuations(net, tok, {"hooks": {"motif_echo": {"strength": strength}}}):
             lead = sm.lead_track(seed)
             assert lead == "MELODY"
             found.append(sm.motif_reuse(sm.top_line(sm.track_named(new, lead))[1],

@@ -61,8 +61,7 @@ def test_forbidden_notes_stay_forbidden_and_no_match_changes_nothing():
 
 def test_the_registry_makes_it_for_piano_continuations_only_when_asked():
     seed = Seed(torch.tensor([on(60), shift(10)]).numpy(), 0.1, None, 0.0, None)
-    names = [type(h).__name__ for h in build_hooks(HookInputs("continue", TOK, SamplingOptions(note_echo=1.5),
-                                                              seed=seed))]
+    echo, quiet = (SamplingOptions(hooks={"note_echo": {"strength": s}}) for s in (1.5, 0.0))
+    names = [type(h).__name__ for h in build_hooks(HookInputs("continue", TOK, echo, seed=seed))]
     assert names == ["NoteGrammarGuard", "NoteEcho", "RecallGuidance"]
-    assert "NoteEcho" not in [type(h).__name__ for h in build_hooks(HookInputs("continue", TOK, SamplingOptions(
-        note_echo=0.0), seed=seed))]
+    assert "NoteEcho" not in [type(h).__name__ for h in build_hooks(HookInputs("continue", TOK, quiet, seed=seed))]

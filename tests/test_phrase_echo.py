@@ -96,8 +96,8 @@ def test_forbidden_ids_stay_forbidden_and_zero_strength_changes_nothing(pop):
 
 def test_bad_settings_are_refused_in_one_line(pop):
     _, tok = pop
-    with pytest.raises(GenerateError, match="phrase_echo must be >= 0"):
-        SamplingOptions(phrase_echo=-0.5).check_sampling()
+    with pytest.raises(GenerateError, match="hooks.phrase_echo.strength must be >= 0"):
+        SamplingOptions(hooks={"phrase_echo": {"strength": -0.5}}).check_sampling()
     with pytest.raises(ValueError, match="period must be >= 1"):
         PhraseEcho(tok, 1.0, period=0)
 
@@ -110,7 +110,8 @@ def test_the_top_line_comes_back_on_held_out_songs(pop):
     torch.set_num_threads(1)
     share = {}
     for strength in (0.0, 2.0):
+        echo = {"hooks": {"phrase_echo": {"strength": strength}}}
         found = [sm.motif_reuse(sm.top_line(new)[1], sm.top_line(seed)[1])["transposed"]
-                 for seed, new in held_out_pop_continuations(net, tok, {"phrase_echo": strength})]
+                 for seed, new in held_out_pop_continuations(net, tok, echo)]
         share[strength] = float(np.nanmean(found))
     assert share[2.0] > share[0.0] + 0.03, share

@@ -25,8 +25,12 @@ PERIOD = 24
 
 def guided(opts: SamplingOptions) -> list[RecallGuidance]:
     """The hook list `build_hooks` makes of recall guidance alone: the guidance the options ask for, if any."""
-    guidance = RecallGuidance.of(opts)
+    guidance = guidance_of(opts)
     return [guidance] if guidance else []
+
+
+def guidance_of(opts: SamplingOptions) -> RecallGuidance | None:
+    return RecallGuidance.of(opts.hooks.recall_guidance, opts.top_p)
 
 
 def _net() -> MusicTransformer:
@@ -66,7 +70,7 @@ def test_guided_steps_run_both_branches_in_one_pass_and_sample_the_same_ids(monk
         return together(decoder, ids, caches)
 
     def sample():
-        opts = SamplingOptions(top_p=0.95, recall_guidance=1.5, recall_local=8, seed=7)
+        opts = SamplingOptions(top_p=0.95, seed=7, hooks={"recall_guidance": {"strength": 1.5, "local": 8}})
         return generate(net, None, prompt, opts, guided(opts), max_new_tokens=150)
 
     monkeypatch.setattr(FastDecoder, "step_together", counted)
@@ -106,7 +110,7 @@ def test_against_the_continuation_the_branch_sees_the_new_music_and_never_the_se
 def test_against_the_continuation_cached_and_recomputed_sampling_agree_across_slides():
     net = _net()  # max_seq_len 128: 150 new ids slide the window twice
     prompt = torch.randint(0, TOK.vocab_size - 2, (2, 40))
-    guidance = dict(recall_guidance=1.5, recall_local=8, recall_against="continuation")
+    guidance = dict(strength=1.5, local=8, against="continuation")
     cached = _sample(net, prompt, **guidance, n=150)
     assert torch.equal(_sample(net, prompt, **guidance, use_cache=False, n=150), cached)
     assert not torch.equal(_sample(net, prompt, n=150), cached)  # it guided
@@ -128,10 +132,11 @@ def test_ids_the_sampler_forbids_stay_forbidden_even_when_they_were_all_the_mode
     assert (~out.isneginf()).sum(-1).min() >= 1
 
 
-def _sample(net, prompt, n=24, use_cache=True, recall_guidance=0.0, top_p=None, **guidance):
-    """``n`` raw ids (no PAD, no EOS) drawn with seed 11 (no nucleus unless ``top_p``), guided as ``recall_*``
-    say."""
-    opts = SamplingOptions(seed=11, top_p=top_p, use_cache=use_cache, recall_guidance=recall_guidance, **guidance)
+def _sample(net, prompt, n=24, use_cache=True, top_p=None, **guidance):
+    """``n`` raw ids (no PAD, no EOS) drawn with seed 11 (no nucleus unless ``top_p``), guided as ``guidance``
+    (the hook's options: strength, 0 unless given; local; against) says."""
+    opts = SamplingOptions(seed=11, top_p=top_p, use_cache=use_cache,
+                           hooks={"recall_guidance": {"strength": 0.0, **guidance}})
     return generate(net, None, prompt, opts, guided(opts), max_new_tokens=n)
 
 
@@ -141,8 +146,8 @@ def test_no_weight_or_a_window_within_the_recent_branch_samples_as_plain_samplin
     # this random net's logits are nearly flat: a narrow nucleus (which also bounds what guidance finds
     # plausible) lets the small contrast between the window and its recent ids show
     plain = _sample(net, prompt, top_p=0.5)
-    assert torch.equal(_sample(net, prompt, top_p=0.5, recall_guidance=2.0, recall_local=64), plain)  # 44 ids < 64
-    assert not torch.equal(_sample(net, prompt, top_p=0.5, recall_guidance=2.0, recall_local=8), plain)
+    assert torch.equal(_sample(net, prompt, top_p=0.5, strength=2.0, local=64), plain)  # 44 ids < 64
+    assert not torch.equal(_sample(net, prompt, top_p=0.5, strength=2.0, local=8), plain)
 
 
 def _loop_share(ids: torch.Tensor, start: int) -> float:
@@ -154,7 +159,7 @@ def test_a_net_that_half_learned_to_copy_copies_more_often_with_guidance():
     net = _copier(PERIOD, steps=150, context=4 * PERIOD)  # copies a loop ~3 times in 10 when sampled
     torch.manual_seed(5)
     prompt = torch.randint(0, TOK.vocab_size - 2, (32, PERIOD)).repeat(1, 2)  # (32, 48): a loop, twice
-    guidance = dict(recall_guidance=2.0, recall_local=PERIOD // 2)
+    guidance = dict(strength=2.0, local=PERIOD // 2)
     plain = _loop_share(_sample(net, prompt), 2 * PERIOD)
     cached = _sample(net, prompt, **guidance)
     guided = _loop_share(cached, 2 * PERIOD)
@@ -165,17 +170,18 @@ def test_a_net_that_half_learned_to_copy_copies_more_often_with_guidance():
 
 
 def test_the_options_refuse_a_negative_weight_and_build_guidance_only_when_on():
-    assert RecallGuidance.of(SamplingOptions(recall_guidance=0.0)) is None
-    assert RecallGuidance.of(SamplingOptions()).weight > 0  # generation is guided unless told otherwise
-    on = RecallGuidance.of(SamplingOptions(recall_guidance=1.0, recall_local=32, top_p=0.9))
+    assert guidance_of(SamplingOptions(hooks={"recall_guidance": {"strength": 0.0}})) is None
+    assert guidance_of(SamplingOptions()).weight > 0  # generation is guided unless told otherwise
+    on = guidance_of(SamplingOptions(top_p=0.9, hooks={"recall_guidance": {"strength": 1.0, "local": 32}}))
     assert (on.weight, on.local, on.plausible) == (1.0, 32, 0.9)
-    with pytest.raises(GenerateError, match="recall_guidance must be >= 0"):
-        SamplingOptions(recall_guidance=-1.0).check_sampling()
-    with pytest.raises(GenerateError, match="recall_local must be >= 1"):
-        SamplingOptions(recall_local=0).check_sampling()
-    with pytest.raises(GenerateError, match="recall_against must be one of recent, continuation, got 'seed'"):
-        SamplingOptions(recall_against="seed").check_sampling()
-    assert RecallGuidance.of(SamplingOptions(recall_against="continuation")).against == "continuation"
+    with pytest.raises(GenerateError, match="hooks.recall_guidance.strength must be >= 0"):
+        SamplingOptions(hooks={"recall_guidance": {"strength": -1.0}}).check_sampling()
+    with pytest.raises(GenerateError, match="hooks.recall_guidance.local must be >= 1"):
+        SamplingOptions(hooks={"recall_guidance": {"local": 0}}).check_sampling()
+    with pytest.raises(GenerateError, match="recall_guidance.against must be one of recent, continuation, got 'seed'"):
+        SamplingOptions(hooks={"recall_guidance": {"against": "seed"}}).check_sampling()
+    against = SamplingOptions(hooks={"recall_guidance": {"against": "continuation"}})
+    assert guidance_of(against).against == "continuation"
     with pytest.raises(ValueError, match="weight must be >= 0"):
         RecallGuidance(float("nan"), 64, 0.95, "recent")
 
@@ -193,10 +199,11 @@ def test_the_bundled_motif_continued_through_the_options_is_guided_only_when_ask
     seed = seed_from_midi(TOK, files("musictx") / "assets" / "motif.mid", seed_seconds=4)
 
     def continuations(**options):
-        ids = sample_continuations(net, TOK, seed, SamplingOptions(**options), num_samples=2, length_seconds=None,
+        ids = sample_continuations(net, TOK, seed, SamplingOptions(hooks={"recall_guidance": options}),
+                                   num_samples=2, length_seconds=None,
                                    max_tokens=40)
         return [row.tolist() for row in ids]
 
-    plain = continuations(recall_guidance=0.0, recall_local=8)
-    assert continuations(recall_guidance=0.0) == plain  # off: recall_local changes nothing
-    assert continuations(recall_guidance=3.0, recall_local=8) != plain
+    plain = continuations(strength=0.0, local=8)
+    assert continuations(strength=0.0) == plain  # off: the local length changes nothing
+    assert continuations(strength=3.0, local=8) != plain

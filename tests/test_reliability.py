@@ -69,12 +69,15 @@ def one_line_error(done: subprocess.CompletedProcess, command: str) -> str:
 @pytest.mark.parametrize(("option", "value"), [
     ("temperature", float("nan")), ("temperature", float("inf")), ("top_p", float("nan")),
     ("length_seconds", float("nan")), ("length_seconds", float("inf")), ("seed_seconds", float("inf")),
-    ("max_note_seconds", float("inf")), ("max_tokens", 1.5), ("num_samples", float("nan")),
+    ("hooks.guard.max_note_seconds", float("inf")), ("max_tokens", 1.5), ("num_samples", float("nan")),
 ])
 def test_non_finite_or_fractional_options_are_named(option, value, tmp_path):
     out = tmp_path / "out"
+    *groups, name = option.split(".")
+    for group in reversed(groups):  # a hook's option, hooks.NAME.FIELD, given as nested dicts
+        name, value = group, {name: value}
     with pytest.raises(GenerateError, match=rf"^{option} must be"):
-        run(options("no_such_model", out, **{option: value}))  # refused before the model is looked up
+        run(options("no_such_model", out, **{name: value}))  # refused before the model is looked up
     assert not out.exists()
 
 
@@ -96,7 +99,8 @@ def test_ids_buffer_grows_and_both_paths_still_agree():
     # buffer, the cached one keeps its own state, so a copy that lost ids would make them differ.
     net = tiny_net("music_transformer", max_seq_len=16)
     prompt = torch.tensor([[LAY.velocity + 15, 60, LAY.time_shift + 20]] * 2)
-    runs = [generate(net, None, prompt, SamplingOptions(seed=4, top_p=None, recall_guidance=0.0, use_cache=cached),
+    runs = [generate(net, None, prompt, SamplingOptions(seed=4, top_p=None, use_cache=cached,
+                                                        hooks={"recall_guidance": {"strength": 0.0}}),
                      max_new_tokens=1100) for cached in (True, False)]
     assert runs[0].shape == (2, 3 + 1100) and torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0][:, :3], prompt)

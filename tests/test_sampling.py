@@ -27,7 +27,7 @@ MODELS = ("music_transformer", "transformer", "lstm")
 INF = float("-inf")
 PAD = SpecialIds(pad_id=TOK.pad_id)  # PAD never drawn; no EOS: every sample runs to the end
 # the draw alone: no nucleus, no recall guidance
-PLAIN = SamplingOptions(top_p=None, recall_guidance=0.0)
+PLAIN = SamplingOptions(top_p=None, hooks={"recall_guidance": {"strength": 0.0}})
 
 
 def sample(net, prompt, n: int, ids=PAD, stop=None, **options) -> torch.Tensor:
@@ -312,7 +312,9 @@ def test_generate_reads_only_the_decoding_options():
     net = tiny_net("music_transformer")
     prompt = torch.full((2, 4), 62)
     decoding = DecodingOptions(top_p=0.9, seed=3)
-    hooks_set = SamplingOptions(top_p=0.9, seed=3, note_echo=9.0, recall_guidance=2.0, guard=False)
+    hooks_set = SamplingOptions(top_p=0.9, seed=3,
+                                hooks={"note_echo": {"strength": 9.0}, "recall_guidance": {"strength": 2.0},
+                                       "guard": {"enabled": False}})
     alone = generate(net, PAD, prompt, decoding, [], max_new_tokens=40)
     assert torch.equal(alone, generate(net, PAD, prompt, hooks_set, [], max_new_tokens=40))
     assert not torch.equal(alone, generate(net, PAD, prompt, replace(decoding, seed=4), [], max_new_tokens=40))

@@ -1,5 +1,6 @@
-"""One set of sampling defaults (`SamplingOptions`): the YAML files refer to it instead of repeating the numbers,
-and musictx-generate, musictx-evaluate (through Hydra or from Python), the app and its page all start there."""
+"""One set of sampling defaults: the decoding settings (`DecodingOptions`) and each hook's options (in the hook's
+own file, gathered as `HookOptions`). The YAML files refer to them instead of repeating the numbers, and
+musictx-generate, musictx-evaluate (through Hydra or from Python), the app and its page all start there."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from musictx.console.config_help import key_help  # importing it registers the $
 from musictx.evaluation.continuation import continuation_options
 from musictx.evaluation.motif import motif_sampling
 from musictx.evaluation.run import evaluation_options
+from musictx.generation.decoding_options import DecodingOptions
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.sampling_options import SamplingOptions, reference
+from musictx.generation.hook_registry import HOOKS
+from musictx.generation.option_fields import help_of
+from musictx.generation.sampling_options import RENAMED, SamplingOptions, reference
 from musictx.paths import CONF_DIR
 
-SAMPLING = [f.name for f in fields(SamplingOptions)]
+SAMPLING = [f.name for f in fields(DecodingOptions)]
 
 
 def raw(name: str) -> dict:
@@ -45,44 +49,51 @@ def blocks_with_sampling_keys() -> list[tuple[str, dict]]:
 
 
 # The one setting evaluations choose for themselves: they measure the model's own distribution, where
-# generation samples with recall guidance (its default, in SamplingOptions).
-MEASURED = {"recall_guidance": 0.0}
+# generation samples with recall guidance (its default, in the hook's options).
+MEASURED = {"recall_guidance": {"strength": 0.0}}
 
 
 def test_no_config_file_writes_a_sampling_default():
     blocks = blocks_with_sampling_keys()
     assert {where for where, _ in blocks} >= {"generate.yaml", "evaluate.yaml:continuation", "evaluate.yaml:motif"}
     for where, block in blocks:
+        assert not set(block) & set(RENAMED), f"{where}: an old flat hook option"
         for name in SAMPLING:
             if name in block:
-                if where.startswith("evaluate.yaml") and name in MEASURED:
-                    assert block[name] == MEASURED[name] != getattr(SamplingOptions(), name), (where, name)
-                    continue
                 assert block[name] == reference(name), f"{where}: {name}: {block[name]!r} repeats a default"
+        if "hooks" in block:  # a block's own hook settings: only the measured distribution's
+            assert where.startswith("evaluate.yaml") and block["hooks"] == MEASURED, where
+            assert SamplingOptions().hooks.recall_guidance.strength != 0.0
 
 
 def test_generate_yaml_lists_every_option_and_composes_to_the_defaults(tmp_path):
     written = raw("generate")
-    assert set(written) - {"defaults", "hydra"} == {f.name for f in fields(GenerateOptions)}
+    assert set(written) - {"defaults", "hydra"} == {f.name for f in fields(GenerateOptions)} - {"hooks"}
+    assert {"hooks": "shipped"} in written["defaults"]  # the hooks' options: their own group, from their files
     defaults = GenerateOptions()
     for key in set(written) - {"defaults", "hydra", "checkpoint", "output_dir", *SAMPLING}:
         assert written[key] == getattr(defaults, key), key
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("generate", overrides=["checkpoint=x.ckpt", f"output_dir={tmp_path}", "top_k=5"])
+        echo = compose("generate", overrides=["hooks.phrase_echo.strength=1.3", "hooks.bar_repeats.max_repeats=null",
+                                              "output_dir=x"])
     opts = GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True))
     assert opts == GenerateOptions(checkpoint="x.ckpt", output_dir=str(tmp_path), top_k=5)
+    echoed = GenerateOptions.from_mapping(OmegaConf.to_container(echo, resolve=True))
+    assert echoed.hooks.phrase_echo.strength == 1.3 and echoed.hooks.bar_repeats.max_repeats is None
+    assert echoed.hooks.key_lean == opts.hooks.key_lean  # the other groups as shipped
 
 
 def test_evaluate_blocks_sample_with_the_defaults_through_hydra_and_from_python():
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("evaluate", overrides=["continuation.top_p=0.5"])
     block = {name: OmegaConf.to_container(cfg[name], resolve=True) for name in ("continuation", "motif")}
-    assert continuation_options(block["continuation"]).sampling == SamplingOptions(top_p=0.5, **MEASURED)
-    assert motif_sampling(block["motif"]) == SamplingOptions(**MEASURED)
-    # evaluation_options reads the YAML without Hydra: the references are still text there
+    assert continuation_options(block["continuation"]).sampling == SamplingOptions(top_p=0.5, hooks=MEASURED)
+    assert motif_sampling(block["motif"]) == SamplingOptions(hooks=MEASURED)
+    # evaluation_options reads the YAML without Hydra: the references are still text there, the group absent
     opts = evaluation_options(motif={"temperature": 0.8})
-    assert continuation_options(opts.continuation).sampling == SamplingOptions(**MEASURED)
-    assert motif_sampling(opts.motif) == SamplingOptions(temperature=0.8, **MEASURED)
+    assert continuation_options(opts.continuation).sampling == SamplingOptions(hooks=MEASURED)
+    assert motif_sampling(opts.motif) == SamplingOptions(temperature=0.8, hooks=MEASURED)
 
 
 def test_from_mapping_takes_the_default_for_missing_or_unresolved_keys():
@@ -101,12 +112,15 @@ def test_the_app_and_its_page_start_at_the_defaults():
         controls = _controls()
     assert [c.value for c in controls] == [start.seed_seconds, start.length_seconds, start.temperature, start.top_p,
                                           start.num_samples, start.seed, start.seed_from, start.recall_guidance]
-    assert start.recall_guidance == sampling.recall_guidance
+    assert start.recall_guidance == sampling.hooks.recall_guidance.strength
 
 
 def test_help_shows_the_numbers_the_references_stand_for():
     lines = key_help("generate", "musictx-generate").splitlines()
-    for name, value in asdict(SamplingOptions()).items():
+    settings = [(name, value) for name, value in asdict(DecodingOptions()).items()]
+    settings += [(f"hooks.{spec.name}.{name}", value) for spec in HOOKS if spec.options
+                 for name, value, _ in help_of(spec.options)]
+    for name, value in settings:
         shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         assert any(line.split()[0] == f"{name}={shown}" for line in lines if line.startswith("  ")), name
     assert not any("${sampling" in line for line in lines if line.startswith("  "))
@@ -124,13 +138,14 @@ def test_a_bad_polyphony_ratio_is_named_and_a_good_one_caps_the_continuations():
     from .gen_fixtures import tiny_net
     from .test_guard import LAY, TOK, _sounding_counts, on, shift
 
-    with pytest.raises(GenerateError, match="polyphony_ratio must be > 0 or null, got 0"):
-        SamplingOptions(polyphony_ratio=0.0).check_sampling()
+    with pytest.raises(GenerateError, match="hooks.guard.polyphony_ratio must be > 0 or null, got 0"):
+        SamplingOptions(hooks={"guard": {"polyphony_ratio": 0.0}}).check_sampling()
     net = tiny_net("music_transformer", max_seq_len=64, seed=1)
     seed = Seed(ids=np.array([LAY.velocity + 15, on(60), on(64), shift(20)]), seconds=0.2)
 
     def most(ratio):
-        opts = SamplingOptions(polyphony_ratio=ratio, recall_guidance=0.0, max_note_seconds=None, seed=3)
+        opts = SamplingOptions(seed=3, hooks={"guard": {"polyphony_ratio": ratio, "max_note_seconds": None},
+                                              "recall_guidance": {"strength": 0.0}})
         rows = sample_continuations(net, TOK, seed, opts, num_samples=4, length_seconds=None, max_tokens=600)
         return max(max(_sounding_counts(list(seed.ids) + list(row))) for row in rows)
 
@@ -157,3 +172,24 @@ def test_note_cap_follows_the_seeds_long_notes():
     assert note_cap(TOK, seed_of(20), 5.0, 2.0) == 1.0  # never below 1 s
     assert note_cap(TOK, seed_of(100), 1.5, 2.0) == 1.5  # never above max_note_seconds
     assert note_cap(TOK, seed_of(100), 5.0, None) == 5.0 and note_cap(TOK, seed_of(100), None, 2.0) is None
+
+
+def test_an_old_flat_hook_option_is_refused_with_its_new_name():
+    import pytest
+
+    from musictx.generation.generate_options import check_option_names, override_names
+    from musictx.generation.seeds import GenerateError
+
+    names = override_names(["seed_midi=x.mid", "hooks.phrase_echo.strength=1.3", "hydra.run.dir=y"])
+    assert names == ["seed_midi", "hooks.phrase_echo.strength"]
+    check_option_names(names)  # the new spelling passes
+    for old, new in RENAMED.items():
+        with pytest.raises(GenerateError, match=rf"^option '{old}' is now hooks\."):
+            check_option_names(override_names([f"{old}=1"]))
+        assert new.split(" ")[0].split(".")[1] in {spec.name for spec in HOOKS}  # it names a real group
+    with pytest.raises(GenerateError, match="unknown option 'strenth' in hooks.key_lean; did you mean 'strength'"):
+        check_option_names(["hooks.key_lean.strenth"])
+    with pytest.raises(GenerateError, match="unknown option 'key_lan' in hooks; did you mean 'key_lean'"):
+        check_option_names(["hooks.key_lan.strength"])
+    with pytest.raises(GenerateError, match="option 'phrase_echo' is now hooks.phrase_echo.strength"):
+        SamplingOptions.from_mapping({"phrase_echo": 1.3})  # a YAML block or a script's dict too

@@ -34,6 +34,7 @@ from musictx.generation.continue_midi import open_model
 from musictx.generation.continue_seed import sample_continuations, take_of
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import write_take
+from musictx.generation.recall_guidance import RecallGuidanceOptions
 from musictx.generation.sampling import ShiftClock, steps_in
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
@@ -72,7 +73,7 @@ class Settings:
     num_samples: int = 2
     seed: int = SamplingOptions.seed
     seed_from: float = 0.0
-    recall_guidance: float = SamplingOptions.recall_guidance  # how hard the sampler leans on the seed
+    recall_guidance: float = RecallGuidanceOptions.strength  # how hard the sampler leans on the seed
 
     def check(self) -> None:
         """GenerateError naming the first setting over what the app allows (`GenerateOptions.check` does
@@ -220,7 +221,8 @@ class Continuer:
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
-                       seed_from=float(settings.seed_from or 0), recall_guidance=float(settings.recall_guidance))
+                       seed_from=float(settings.seed_from or 0)
+                       ).with_hook("recall_guidance", strength=float(settings.recall_guidance))
         opts.check()
         report(0.0, "reading the seed")
         if is_metrical(self.tokenizer):

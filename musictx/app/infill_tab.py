@@ -133,14 +133,14 @@ class Filler:
         midi, song = self._song(path, read_song)
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
         taken = _for_file(midi, programs_of_names, song, tracks or None)
-        opts = replace(self.cont.base, seed=int(seed or 0), copy_cache=self.cont.base.copy_cache if repeats else 0.0)
+        opts = replace(self.cont.base, seed=int(seed or 0))
+        opts = opts if repeats else opts.with_hook("copy_cache", strength=0.0)
 
         def make():
-            score, _ = infill_song(self.cont.net, self.cont.tokenizer, song, s, e, taken, opts,
-                                   max_bar_repeats=opts.max_bar_repeats)
+            score, _ = infill_song(self.cont.net, self.cont.tokenizer, song, s, e, taken, opts)
             return score
         what = "every track" if not tracks else tracks
-        copied = "" if repeats and opts.copy_cache else ", no copy cache"
+        copied = "" if opts.hooks.copy_cache.strength else ", no copy cache"
         return self._write(midi, song, s, e, make, "fill",
                            f"bars {s + 1}-{e} ({what}) filled{copied}, random seed {seed}")
 
@@ -154,8 +154,7 @@ class Filler:
         opts = replace(self.cont.base, seed=int(seed or 0))
 
         def make():
-            score, _ = accompany_song(self.cont.net, self.cont.tokenizer, song, roles, s, e, opts,
-                                      max_bar_repeats=opts.max_bar_repeats, chords=sheet)
+            score, _ = accompany_song(self.cont.net, self.cont.tokenizer, song, roles, s, e, opts, chords=sheet)
             return score
         led = f", following the chords of {Path(chords).name}" if sheet else ""
         return self._write(midi, song, s, e, make, "acc",

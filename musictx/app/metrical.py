@@ -31,8 +31,7 @@ def sample_and_write(continuer, seed_path: Path, out: Path, opts, report, lineag
     seed = seed_of(continuer.tokenizer, opts)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     pieces = sample_bars(continuer.net, continuer.tokenizer, seed, opts, num_samples=opts.num_samples, bars=bars,
-                         on_step=BarProgress(continuer.tokenizer.bar_id, bars, report),
-                         max_bar_repeats=opts.max_bar_repeats)
+                         on_step=BarProgress(continuer.tokenizer.bar_id, bars, report))
     out.mkdir(parents=True)
     written = []
     for i, ids in enumerate(pieces):

@@ -69,8 +69,6 @@ def motif_prompt(motif, batch: int, length: int):
 
 def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
     """(wall seconds, per-step timestamps relative to the start, new ids (B, new_tokens)) of one call."""
-    from dataclasses import replace
-
     from musictx.generation.hook_registry import build_hooks
     from musictx.generation.hooks import HookInputs
     from musictx.generation.sampling import SpecialIds, generate
@@ -78,7 +76,7 @@ def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
     stamps: list[float] = []
     ids, opts = SpecialIds(pad_id=pad_id), bench_options(use_cache)
     # the engine alone: every hook off but the progress hook, the clock (once per step, never a stop)
-    bare = replace(opts, guard=False, note_echo=0.0)
+    bare = opts.with_hook("guard", enabled=False).with_hook("note_echo", strength=0.0)
     clock = build_hooks(HookInputs("continue", ids, bare, on_step=lambda *_: stamps.append(time.perf_counter())))
     t0 = time.perf_counter()
     out = generate(net, ids, prompt, opts, clock, max_new_tokens=new_tokens)
@@ -92,7 +90,8 @@ def bench_options(use_cache: bool = True):
     decoding speed); no EOS id is given to the sampler, so every sample runs to the end."""
     from musictx.generation.sampling_options import SamplingOptions
 
-    return SamplingOptions(temperature=1.0, top_p=0.95, seed=1, use_cache=use_cache, recall_guidance=0.0)
+    return SamplingOptions(temperature=1.0, top_p=0.95, seed=1, use_cache=use_cache,
+                           hooks={"recall_guidance": {"strength": 0.0}})
 
 
 def music_seconds(tokenizer, new_ids, bar_seconds: float | None) -> float:
@@ -238,7 +237,10 @@ from musictx.generation.seeds import seed_from_midi
 a = json.loads(sys.argv[1])
 if "opts" in inspect.signature(generate).parameters:
     from musictx.generation.sampling_options import SamplingOptions
-    opts = SamplingOptions(temperature=1.0, top_p=0.95, seed=1, recall_guidance=0.0)
+    try:  # generate reads only the decoding settings; the hooks' options moved into groups in 2026-11
+        opts = SamplingOptions(temperature=1.0, top_p=0.95, seed=1, hooks={"recall_guidance": {"strength": 0.0}})
+    except TypeError:
+        opts = SamplingOptions(temperature=1.0, top_p=0.95, seed=1, recall_guidance=0.0)
     def sample(net, prompt, pad_id):
         return generate(net, SimpleNamespace(pad_id=pad_id, eos_id=None), prompt, opts, max_new_tokens=a["new_tokens"])
 else:

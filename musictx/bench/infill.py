@@ -34,7 +34,7 @@ def time_song(net, tok, path: Path, folder: Path) -> dict:
     infill = {}
     for copy in (1.0, 0.0):  # the shipped copy cache, then the network alone, one after the other
         start = time.perf_counter()
-        infill_song(net, tok, song, s, s + 4, None, SamplingOptions(copy_cache=copy))
+        infill_song(net, tok, song, s, s + 4, None, SamplingOptions(hooks={"copy_cache": {"strength": copy}}))
         infill[copy] = (t1 - t0) / (time.perf_counter() - start)
     melody_path = melody_file(path, folder)
     melody = melody_song(tok, melody_path)

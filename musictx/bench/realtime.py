@@ -46,23 +46,31 @@ def one_run(net, tokenizer, batch: int, seconds: float, sampling) -> tuple[float
 
 
 def sampling_of(settings: list[str], seed: int = 0):
-    """The shipped sampling settings (`SamplingOptions` defaults) with ``NAME=VALUE`` overrides (values read
-    as YAML: 0, 1.5, null, true)."""
+    """The shipped sampling settings (`SamplingOptions` defaults) with ``NAME=VALUE`` overrides, a hook's
+    written as on the command line (``hooks.phrase_echo.strength=0``); values read as YAML: 0, 1.5, null, true."""
     from dataclasses import fields
 
     import yaml
 
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.generation.sampling_options import RENAMED, SamplingOptions
+    from musictx.generation.seeds import GenerateError
 
     known = {f.name for f in fields(SamplingOptions)}
-    given = {}
+    given: dict = {"seed": seed}
     for item in settings:
         name, _, value = item.partition("=")
-        if name not in known:
+        *parents, last = name.split(".")
+        if (parents or [last])[0] not in known and (parents or [last])[0] not in RENAMED:
             raise SystemExit(f"--set {item}: SamplingOptions has no option {name!r}; it has {sorted(known)}")
-        given[name] = yaml.safe_load(value)
-    sampling = SamplingOptions(**{"seed": seed, **given})
-    sampling.check_sampling()
+        place = given
+        for part in parents:
+            place = place.setdefault(part, {})
+        place[last] = yaml.safe_load(value)
+    try:
+        sampling = SamplingOptions.from_mapping(given)
+        sampling.check_sampling()
+    except (GenerateError, TypeError) as err:
+        raise SystemExit(f"--set {' '.join(settings)}: {err}") from None
     return sampling
 
 
@@ -91,7 +99,8 @@ def main(argv=None) -> None:
     p.add_argument("--seconds", type=float, default=30.0, help="seconds of new music per sample")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="a sampling option other than its default (repeatable), e.g. --set phrase_echo=0")
+                   help="a sampling option other than its default (repeatable), "
+                        "e.g. --set hooks.phrase_echo.strength=0")
     p.add_argument("--against", action="append", default=[], metavar="NAME=VALUE",
                    help="also time these settings, interleaved with the first, and print the speed ratio")
     args = p.parse_args(argv)

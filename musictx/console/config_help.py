@@ -6,10 +6,11 @@ Hydra's own ``--help`` lists the config groups it finds next to the primary conf
 them (instead of copying them into a ``hydra.help.template``) keeps one place to write a key's meaning.
 ``--hydra-help`` still gives Hydra's flags.
 
-Sampling keys are written ``temperature: ${sampling:temperature}`` in the YAML files: their defaults are
-those of `musictx.generation.sampling_options.SamplingOptions`, written there only. Importing this module
-(every command does, for its ``--help``) registers the ``sampling`` resolver that Hydra needs to read them,
-and the help shows the number it stands for.
+Decoding keys are written ``temperature: ${sampling:temperature}`` in the YAML files: their defaults are
+those of `musictx.generation.decoding_options.DecodingOptions`, written there only. The hooks' options come
+as the config group ``hooks`` (``- hooks: shipped`` in a defaults list), stored in Hydra's config store from
+each hook's own options dataclass. Importing this module (every command does, for its ``--help``) registers
+both, and the help shows the numbers they stand for.
 """
 
 from __future__ import annotations
@@ -21,22 +22,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from musictx.generation.sampling_options import sampling_default
+from musictx.generation.sampling_options import sampling_default, shipped_hooks
 from musictx.paths import CONF_DIR
 
 HELP_FLAGS = ("--help", "-h")
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<value>[^#]*?)\s*(?:#\s?(?P<note>.*))?$")
-_GROUP = re.compile(r"^\s+-\s+(?P<group>[A-Za-z_]\w*):\s*(?P<choice>\S+)")
+_GROUP = re.compile(r"^\s+-\s+(?P<group>[A-Za-z_][\w@.]*):\s*(?P<choice>\S+)")
 _SKIPPED_BLOCKS = ("hydra", "defaults")
 _SAMPLING_REFERENCE = re.compile(r"^\$\{sampling:(\w+)\}$")
 
 
 def register_resolvers() -> None:
-    """``${sampling:NAME}`` in conf/*.yaml: the `SamplingOptions` default of NAME (idempotent)."""
+    """``${sampling:NAME}`` in conf/*.yaml: the `DecodingOptions` default of NAME; and the config group
+    ``hooks`` (option ``shipped``): every hook's options at their defaults (idempotent)."""
     if not OmegaConf.has_resolver("sampling"):
         OmegaConf.register_new_resolver("sampling", sampling_default)
+    ConfigStore.instance().store(group="hooks", name="shipped", node=shipped_hooks())
 
 
 register_resolvers()  # before any command composes its config: Hydra resolves the keys with it
@@ -100,7 +104,7 @@ def key_help(config_name: str, prog: str) -> str:
     """The help text of the command whose config is ``conf/<config_name>.yaml``."""
     header, keys, groups = read_keys((Path(CONF_DIR) / f"{config_name}.yaml").read_text())
     lines = [*header, "", f"usage: {prog} [key=value ...]", "", "keys (key=default  what it does):"]
-    rows = [(f"{g}={c}", f"config group, one of: {_choices(g)}") for g, c in groups]
+    rows = [(f"{g}={c}", f"config group, one of: {_choices(g)}") for g, c in groups if g.split("@")[0] != "hooks"]
     for i, key in enumerate(keys):
         is_block = not key.value and i + 1 < len(keys) and keys[i + 1].indent > key.indent
         if is_block:
@@ -110,11 +114,14 @@ def key_help(config_name: str, prog: str) -> str:
             rows.append((f"{key.name}={_shown(key.value)}", key.note))
     width = min(max(len(k) for k, _ in rows) + 2, 34)
     lines += [f"  {k.ljust(width)}{note}".rstrip() if len(k) < width else f"  {k}  {note}".rstrip() for k, note in rows]
-    if config_name == "generate":
+    if any(g.split("@")[0] == "hooks" for g, _ in groups):
         from musictx.generation.hook_registry import options_help
 
-        lines += ["", "logits hooks, in the order they run (name [tasks; tokenizer kinds] the keys above they read: "
-                  "what it does; a strength of 0 turns a hook off):", *options_help()]
+        where = next(g.split("@")[1] + "." for g, _ in groups if g.startswith("hooks@")) if any(
+            g.startswith("hooks@") for g, _ in groups) else ""
+        lines += ["", f"logits hooks, in the order they run, each with its options ({where}hooks.NAME.FIELD=DEFAULT; "
+                  "a strength of 0 turns a hook off; the old flat names, phrase_echo=..., are refused with their "
+                  "new one):", *options_help()]
     nested = next((k.name for k in keys if "." in k.name), None)
     lines += ["", (f"Nested keys take dots ({nested}=...). " if nested else "")
               + f"{prog} --cfg job prints the whole config a run would use; {prog} --hydra-help, Hydra's flags."]

@@ -74,7 +74,6 @@ def check_song_options(mode: str, scorecard: dict, infill: dict) -> None:
         _choice(block, opts, "accompany_scheme", ACCOMPANY_SCHEMES)
         if not isinstance(opts.get("accompany_chords"), bool):
             raise EvaluateError(f"infill.accompany_chords must be true or false, got {opts.get('accompany_chords')!r}")
-        _whole(block, opts, "max_bar_repeats", 1, 1_000, nullable=True)
     else:
         return
     try:

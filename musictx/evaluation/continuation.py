@@ -15,7 +15,8 @@ import numpy as np
 
 from musictx.evaluation.metrics import compare, mean_metrics
 from musictx.generation.continue_seed import sample_continuations
-from musictx.generation.sampling_options import SamplingOptions, finite_number, raise_first, whole_number
+from musictx.generation.option_fields import finite_number, raise_first, whole_number
+from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, cut_at_seconds, drop_leading_silence, unconditional_seed
 from musictx.io.midi_io import Notes
 from musictx.io.token_store import TokenArrays

@@ -171,8 +171,9 @@ def infill_card(net, tok, path: Path, other: Path, opts: dict, sampling: Samplin
                 "seam_interval": seam_interval(before, span, after),
                 "density_ratio": len(span) / max(len(real), 1)}
     model = {**figures(new), "unchanged": float(same), "on_bar_lines": float(inside),
-             "nll_both": middle_nll(net, tok, song, s, e, True, copy_cache=sampling.copy_cache),
-             "nll_left": middle_nll(net, tok, song, s, e, True, keep_right=False, copy_cache=sampling.copy_cache),
+             "nll_both": middle_nll(net, tok, song, s, e, True, copy_cache=sampling.hooks.copy_cache.strength),
+             "nll_left": middle_nll(net, tok, song, s, e, True, keep_right=False,
+                                    copy_cache=sampling.hooks.copy_cache.strength),
              "nll_both_net": middle_nll(net, tok, song, s, e, True),
              "nll_left_net": middle_nll(net, tok, song, s, e, True, keep_right=False),
              "nll_left_longer": middle_nll(net, tok, song, s, e, False),
@@ -333,8 +334,13 @@ def format_task_scorecard(result: dict) -> str:
         gain = m["model"].get("nll_left", np.nan) - m["model"].get("nll_both", np.nan)
         net = m["model"].get("nll_left_net", np.nan) - m["model"].get("nll_both_net", np.nan)
         lines.append(f"NLL with both edges is {gain:.3f} nats/token lower than with the same left edge alone, as "
-                     f"sampled (copy_cache={s.get('copy_cache', 0):g}); {net:.3f} with the network alone")
+                     f"sampled (copy cache {copy_strength(s):g}); {net:.3f} with the network alone")
     return "\n".join(lines)
+
+
+def copy_strength(settings: dict) -> float:
+    """The copy cache's strength a scorecard's settings sampled with."""
+    return SamplingOptions.from_mapping(settings).hooks.copy_cache.strength
 
 
 def _fmt(x) -> str:

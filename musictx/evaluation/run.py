@@ -75,8 +75,10 @@ class EvaluateOptions:
         values = {k: v for k, v in values.items() if k != "hydra"}
         unknown = [k for k in values if k not in known]
         for group in GROUPS:
-            if isinstance(values.get(group), dict):
-                unknown += [f"{group}.{k}" for k in values[group] if k not in known[group]]
+            if isinstance(values.get(group), dict):  # a sampling block also takes the hooks' group (checked later)
+                sampling = "temperature" in known[group]
+                unknown += [f"{group}.{k}" for k in values[group] if k not in known[group]
+                            and not (sampling and k == "hooks")]
         if unknown:
             raise EvaluateError(f"unknown option(s) {sorted(unknown)}; evaluate.yaml has {sorted(known)}")
         return cls(**values)

@@ -67,8 +67,7 @@ def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOption
 
     seed = metrical_seed(tok, path, opts["seed_seconds"], opts["seed_from"])
     bars = bars_for(seed, opts["length_seconds"], None)
-    pieces = sample_bars(net, tok, seed, sampling, num_samples=opts["num_samples"], bars=bars,
-                         max_bar_repeats=opts["max_bar_repeats"])
+    pieces = sample_bars(net, tok, seed, sampling, num_samples=opts["num_samples"], bars=bars)
     spans = [span_of_score(continuation_score(tok, seed, ids), seed.origin_seconds) for ids in pieces]
     whole = tok.encode_score(seed.score)
     bar_at = np.flatnonzero(whole == tok.bar_id)

@@ -101,32 +101,31 @@ def add_notes(score: Score, new: dict[int, list[Note]]) -> None:
 
 
 def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                   max_bar_repeats: int | None = 4, scheme: str = "lead", chords: Chords | None = None
-                   ) -> tuple[Score, int]:
+                   scheme: str = "lead", chords: Chords | None = None) -> tuple[Score, int]:
     """(the input file with the ``roles`` tracks written for bars [s, e), new ids sampled). ``scheme``: "lead"
     (`accompany_led`, any metrical model) or "infill" (`accompany_infilled`, a model with the infill tokens).
     ``chords`` (a lead sheet's, on the file's clock; scheme "lead"): the harmony lean's pitch classes."""
-    return accompany_songs(net, tok, song, roles, s, e, sampling, max_bar_repeats, scheme, chords)[0]
+    return accompany_songs(net, tok, song, roles, s, e, sampling, scheme, chords)[0]
 
 
 def accompany_songs(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                    max_bar_repeats: int | None = 4, scheme: str = "lead", chords: Chords | None = None,
-                    samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
+                    scheme: str = "lead", chords: Chords | None = None, samples: int = 1, on_step=None
+                    ) -> list[tuple[Score, int]]:
     """``samples`` accompaniments (`accompany_song`): scheme "lead" draws them as one batch, over one
     `Accompaniment` (the given notes, the harmony and the harmonizer worked out once); scheme "infill" writes
     each in turn, sample k with seed ``sampling.seed + k`` (each range waits for the bars before it)."""
     if scheme not in SCHEMES:
         raise ValueError(f"accompany scheme {scheme!r}: give one of {', '.join(SCHEMES)}")
     if scheme == "lead":
-        return accompany_led(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords, samples, on_step)
+        return accompany_led(net, tok, song, roles, s, e, sampling, chords, samples, on_step)
     if chords is not None:
         raise ValueError('chords are followed by the accompaniment scheme "lead" only')
-    return [accompany_infilled(net, tok, song, roles, s, e, replace(sampling, seed=sampling.seed + k),
-                               max_bar_repeats) for k in range(samples)]
+    return [accompany_infilled(net, tok, song, roles, s, e, replace(sampling, seed=sampling.seed + k))
+            for k in range(samples)]
 
 
 def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                       max_bar_repeats: int | None = 4, chunk_bars: int = CHUNK_BARS) -> tuple[Score, int]:
+                       chunk_bars: int = CHUNK_BARS) -> tuple[Score, int]:
     """Scheme "infill": the new tracks taken out of every bar in the infill format and filled `CHUNK_BARS`
     at a time from the start, each range with its melody and everything written before it in view."""
     work = with_new_tracks(song, roles)
@@ -136,8 +135,7 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
         last = min(first + chunk_bars, e)
         now = read_song(tok, song.path, work)  # the melody and what is written so far, as tokens
         prompt, room = infill_prompt(tok, now, first, last, programs, max_len, use_right=False)
-        middle = sample_middle(net, tok, prompt, last - first, sorted(programs), room,
-                               sampling, max_bar_repeats)[0]
+        middle = sample_middle(net, tok, prompt, last - first, sorted(programs), room, sampling)[0]
         new_ids += len(middle)
         add_notes(work.score, middle_notes(tok, middle, now, first, last))
     return file_with_tracks(song, work, roles), new_ids
@@ -157,13 +155,12 @@ def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score
 
 
 def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                  max_bar_repeats: int | None = 4, chords: Chords | None = None, samples: int = 1,
-                  on_step=None) -> list[tuple[Score, int]]:
+                  chords: Chords | None = None, samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
     """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled) for
     each of ``samples`` drawn as one batch."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     out = []
-    for new in lead_ids(net, tok, song, roles, s, e, sampling, max_bar_repeats, chords, samples, on_step):
+    for new in lead_ids(net, tok, song, roles, s, e, sampling, chords, samples, on_step):
         notes = middle_notes(tok, np.concatenate([[tok.bar_id], new]), song, s, e)
         work = with_new_tracks(song, roles)
         add_notes(work.score, {p: n for p, n in notes.items() if p in new_programs})
@@ -172,8 +169,7 @@ def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sa
 
 
 def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-             max_bar_repeats: int | None = 4, chords: Chords | None = None, samples: int = 1,
-             on_step=None) -> list[np.ndarray]:
+             chords: Chords | None = None, samples: int = 1, on_step=None) -> list[np.ndarray]:
     """The ids of bars s..e-1 (the first Bar left out) of ``samples`` accompaniments drawn as one batch, each
     written as a plain continuation of the song's bars before s, the given tracks played into them at their
     onsets (`musictx.generation.given_notes`), after the first `PREVIEW_BARS` of them heard once, given
@@ -189,7 +185,7 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
     device = next(net.parameters()).device
     prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None].repeat(samples, 1)  # (B, T0)
     hooks = build_hooks(HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs),
-                                   max_bar_repeats=max_bar_repeats, accompaniment=acc,
+                                   accompaniment=acc,
                                    stop_after_bars=e - s - 1, on_step=on_step))
     out = generate(net, tok, prompt, sampling, hooks, max_new_tokens=TOKENS_PER_BAR * (e - s))
     # new bars 2..e-s open with a Bar
@@ -227,18 +223,18 @@ class Accompaniment:
     def given_sounding(self) -> list[np.ndarray]:
         return given_sounding(self.song, self.given, self.s, self.e, self.lengths, self.notes)
 
-    def harmony_target(self, sampling: SamplingOptions) -> tuple[list, float, float | None]:
-        """(each half bar's target, strength, strength at the strong beats or None: the same): a lead sheet's
-        chords (``harmony``), else the chord tones the harmonizer guesses from the melody (``harmony_guess``,
-        ``harmony_guess_strong``), else the melody's own pitch classes (``harmony``)."""
+    def harmony_target(self, lean) -> tuple[list, float, float | None]:
+        """(each half bar's target, strength, strength at the strong beats or None: the same), by the harmony
+        lean's options ``lean``: a lead sheet's chords (``strength``), else the chord tones the harmonizer
+        guesses from the melody (``guess``, ``guess_strong``), else the melody's own pitch classes (``strength``)."""
         song, given, s, e = self.song, self.given, self.s, self.e
         if self.chords is not None:
             fallback = given_harmony(song, given, s, e, self.notes)
-            return chord_halves(song, self.chords, s, e, fallback), sampling.harmony, None
-        if sampling.harmony_guess:
+            return chord_halves(song, self.chords, s, e, fallback), lean.strength, None
+        if lean.guess:
             guess = guessed_harmony(song, given, s, e, notes=self.notes)
-            return guess, sampling.harmony_guess, sampling.harmony_guess_strong
-        return given_harmony(song, given, s, e, self.notes), sampling.harmony, None
+            return guess, lean.guess, lean.guess_strong
+        return given_harmony(song, given, s, e, self.notes), lean.strength, None
 
 
 def melody_keys(tok, song: SongBars, given: set[int], s: int, e: int) -> list:

@@ -8,12 +8,15 @@ few times in a row.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.option_fields import option
 
 MAX_REPEATS = 4  # identical bars in a row before the next must differ
 
@@ -49,11 +52,17 @@ class BarRepeatLimit(ReadsCursor):
         return nxt if self.is_pitch[nxt] else None
 
 
-def _make(inputs: HookInputs) -> BarRepeatLimit | None:
-    if not (inputs.sampling.guard and inputs.max_bar_repeats):
+@dataclass
+class BarRepeatsOptions:
+    max_repeats: int | None = option(MAX_REPEATS, "identical bars in a row before the next must differ; null: no limit",
+                                     low=1)
+
+
+def _make(inputs: HookInputs, o: BarRepeatsOptions) -> BarRepeatLimit | None:
+    if not o.max_repeats:
         return None
-    return BarRepeatLimit(inputs.tokenizer, inputs.max_bar_repeats, cursor=shared_cursor(inputs))
+    return BarRepeatLimit(inputs.tokenizer, o.max_repeats, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("bar_repeats", ("guard", "max_bar_repeats"), ("remi",), ("continue", "infill", "accompany"), 30,
-                _make, "no more than max_bar_repeats identical bars in a row")
+SPEC = HookSpec("bar_repeats", BarRepeatsOptions, ("remi",), ("continue", "infill", "accompany"), 30,
+                _make, "no more than max_repeats identical bars in a row")

@@ -22,12 +22,15 @@ Duration), after the grammar guard, so a bonus never revives a forbidden id.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.option_fields import option
 from musictx.io.score_prep import BASS_CEILING
 
 MIN_BASS_BARS = 0.5  # share of the seed's bars with a low downbeat note that makes a bass line worth keeping
@@ -138,10 +141,16 @@ class BassLean(ReadsCursor):
         return logits
 
 
-def _make(inputs: HookInputs) -> BassLean | None:
-    s = inputs.sampling
-    return BassLean(inputs.tokenizer, s.bass_lean, cursor=shared_cursor(inputs)) if s.bass_lean else None
+@dataclass
+class BassLeanOptions:
+    strength: float = option(2.0, "the logit bonus of the ids that strike the seed's bass note on a new bar's "
+                             "downbeat; 0: off",
+                             low=0, off="0")
 
 
-SPEC = HookSpec("bass_lean", ("bass_lean",), ("remi",), ("continue",), 80, _make,
+def _make(inputs: HookInputs, o: BassLeanOptions) -> BassLean | None:
+    return BassLean(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs)) if o.strength else None
+
+
+SPEC = HookSpec("bass_lean", BassLeanOptions, ("remi",), ("continue",), 80, _make,
                 "each new bar's downbeat leans toward the seed's bass line")

@@ -16,11 +16,14 @@ bonus never revives a forbidden id.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from musictx.generation.cursor import RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
 from musictx.generation.key_lean import PitchClassLean
+from musictx.generation.option_fields import option
 
 LOOKUP_AFTER_S = 0.03  # a chord file's times and the bar lines differ by milliseconds: look just after the line
 
@@ -51,13 +54,20 @@ class ChordLean(PitchClassLean):
         return self.halves[k, int(2 * pos >= c.bar_len[b])]
 
 
-def _make(inputs: HookInputs) -> ChordLean | None:
-    strength = inputs.sampling.harmony
+@dataclass
+class ChordLeanOptions:
+    strength: float = option(3.0, "with chords=: the logit bonus of a new pitch the chord at that time holds; 0: "
+                             "off",
+                             low=0, off="0")
+
+
+def _make(inputs: HookInputs, o: ChordLeanOptions) -> ChordLean | None:
+    strength = o.strength
     if inputs.chords is None or inputs.new_bar_lines_s is None or not strength:
         return None
     halves = half_bar_chords(inputs.chords, inputs.new_bar_lines_s)
     return ChordLean(inputs.tokenizer, halves, strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("chord_lean", ("harmony",), ("remi",), ("continue",), 66, _make,
+SPEC = HookSpec("chord_lean", ChordLeanOptions, ("remi",), ("continue",), 66, _make,
                 "with chords= (a lead sheet): each new pitch leans toward the chord under it")

@@ -15,7 +15,6 @@ import numpy as np
 import torch
 from symusic import Score, Tempo, TimeSignature
 
-from musictx.generation.bar_repeats import MAX_REPEATS
 from musictx.generation.generate_options import read_chords
 from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
@@ -32,19 +31,17 @@ def seed_programs(seed: MetricalSeed) -> list[int]:
 
 
 def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
-                max_tokens: int | None = None, on_step=None,
-                max_bar_repeats: int | None = MAX_REPEATS, chords=None) -> list[np.ndarray]:
+                max_tokens: int | None = None, on_step=None, chords=None) -> list[np.ndarray]:
     """New ids of ``num_samples`` continuations of ``seed``, ``bars`` bars each (the Bar id that would open
-    one more is cut), sampled as one batch under the tokenizer's grammar (with ``sampling.guard``) and the
-    bar-repeat limit (``max_bar_repeats``; None: none). ``on_step(next_ids, done)``: called after every draw.
+    one more is cut), sampled as one batch under the hooks ``sampling.hooks`` sets (the grammar, the bar-repeat
+    limit, the leans). ``on_step(next_ids, done)``: called after every draw.
     ``chords`` (a lead sheet's `Chords`, on the seed file's clock): the new bars lean toward them."""
     device = next(net.parameters()).device
     prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
     lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
-    hooks = build_hooks(HookInputs("continue", tok, sampling, programs=seed_programs(seed),
-                                   max_bar_repeats=max_bar_repeats, on_step=on_step,
+    hooks = build_hooks(HookInputs("continue", tok, sampling, programs=seed_programs(seed), on_step=on_step,
                                    stop_after_bars=bars - 1, chords=chords, new_bar_lines_s=lines))
     ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars)
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
@@ -57,7 +54,7 @@ def sample_metrical(net, tok, seed: MetricalSeed, bars: int, opts) -> Batch:
     chords = read_chords(opts.chords)  # a file changed since the options were checked: one line naming it
     try:
         pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
-                             max_tokens=opts.max_tokens, max_bar_repeats=opts.max_bar_repeats, chords=chords)
+                             max_tokens=opts.max_tokens, chords=chords)
         cut_short = False
     except GenerationInterrupted as stop:
         pieces, cut_short = [r[len(seed.ids):] for r in stop.ids.cpu().numpy()], True

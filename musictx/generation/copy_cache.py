@@ -19,11 +19,14 @@ kNN-LM, on the song's ids instead of hidden states). numpy and torch only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.option_fields import option
 
 MAX_MATCH = 24  # ids; longer matches say nothing more (their weight is already ~1)
 # (shortest match length in ids, mixture weight): the weight of the cache for a longest match of at least
@@ -146,14 +149,19 @@ def mixture_nll(log_p: np.ndarray, targets: np.ndarray, history: np.ndarray, str
     return -np.log((1 - w) * p + w * shares + 1e-30)
 
 
-def _make(inputs: HookInputs) -> CopyCache | None:
-    if inputs.history is None or not inputs.sampling.copy_cache:
+@dataclass
+class CopyCacheOptions:
+    strength: float = option(1.0, "how much the filled bars may repeat the song's own bars: the scale of the fitted "
+                                  "mixture weights; 0: off, the network alone", low=0, high=1, off="0")
+
+
+def _make(inputs: HookInputs, o: CopyCacheOptions) -> CopyCache | None:
+    if inputs.history is None or not o.strength:
         return None
     tok = inputs.tokenizer
-    return CopyCache(np.concatenate([inputs.history, [tok.bar_id]]), inputs.sampling.copy_cache,
-                     loose=loose_ids(tok))
+    return CopyCache(np.concatenate([inputs.history, [tok.bar_id]]), o.strength, loose=loose_ids(tok))
 
 
 # first: it mixes probabilities, and the grammar's forbidden ids stay forbidden after it
-SPEC = HookSpec("copy_cache", ("copy_cache",), ("remi",), ("infill",), 10, _make,
+SPEC = HookSpec("copy_cache", CopyCacheOptions, ("remi",), ("infill",), 10, _make,
                 "mixes in the song's own bars where the filled bars match them")

@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from musictx.generation.bar_repeats import MAX_REPEATS
-from musictx.generation.sampling_options import SamplingOptions, finite_number, raise_first, whole_number
+from musictx.generation.hook_registry import HookOptions
+from musictx.generation.option_fields import finite_number, raise_first, whole_number
+from musictx.generation.sampling_options import SamplingOptions, renamed
 from musictx.generation.seeds import GenerateError
 from musictx.generation.window import context_length
 from musictx.io.chord_labels import ChordFileError, Chords
@@ -56,7 +57,6 @@ class GenerateOptions(SamplingOptions):
     tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
     length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
     length_bars: int | None = None  # metrical models: bars of new music (overrides length_seconds); None: from it
-    max_bar_repeats: int | None = MAX_REPEATS  # metrical models: identical bars in a row before the next must differ
     max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (continue_seed.token_cap)
     num_samples: int = 4  # at most MAX_NUM_SAMPLES
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
@@ -104,14 +104,12 @@ class GenerateOptions(SamplingOptions):
         counts are meant (``max_tokens=1e9`` becomes an int), finite numbers (no NaN or inf) in range. Raise
         GenerateError naming the first bad one."""
         super().check_sampling()
-        for name in ("max_tokens", "num_samples", "start_velocity", "threads", "length_bars", "max_bar_repeats"):
+        for name in ("max_tokens", "num_samples", "start_velocity", "threads", "length_bars"):
             setattr(self, name, whole_number(name, getattr(self, name),
                                              nullable=name not in ("num_samples", "start_velocity")))
         raise_first([
             (self.length_bars is not None and not 1 <= self.length_bars <= MAX_BARS,
              f"length_bars must be in 1..{MAX_BARS} or null, got {self.length_bars}"),
-            (self.max_bar_repeats is not None and self.max_bar_repeats < 1,
-             f"max_bar_repeats must be >= 1 or null (no limit), got {self.max_bar_repeats}"),
         ])
         for name in ("seed_seconds", "seed_from", "length_seconds", "progress_every_s"):
             finite_number(name, getattr(self, name), nullable=name != "seed_from")
@@ -246,24 +244,31 @@ def _expected_tokenizer(path: str):
 
 
 def override_names(args: list[str]) -> list[str]:
-    """The option each plain ``key=value`` override sets (its first dotted part). Flags (``-m``, ``--cfg``),
-    ``hydra.*`` / ``hydra/*`` overrides and ``+`` / ``~`` ones (checked by `GenerateOptions.from_mapping`
-    or refused by Hydra itself) are left out."""
+    """The option each plain ``key=value`` override sets, dotted as written (``hooks.key_lean.strength``).
+    Flags (``-m``, ``--cfg``), ``hydra.*`` / ``hydra/*`` overrides and ``+`` / ``~`` ones (checked by
+    `GenerateOptions.from_mapping` or refused by Hydra itself) are left out."""
     names = []
     for arg in args:
         if "=" not in arg or arg.startswith(("-", "+", "~")):
             continue
-        root = arg.split("=", 1)[0].replace("/", ".").split(".", 1)[0]
-        if root != "hydra":
-            names.append(root)
+        name = arg.split("=", 1)[0].replace("/", ".")
+        if name.split(".", 1)[0] != "hydra":
+            names.append(name)
     return names
 
 
 def check_option_names(names) -> None:
-    """Raise GenerateError for the first name that is not a `GenerateOptions` field, with the nearest one."""
+    """Raise GenerateError for the first name that is not a `GenerateOptions` field (a hook's option:
+    ``hooks.NAME.FIELD``), with the nearest one; an old flat hook option is told its new name."""
     known = [f.name for f in fields(GenerateOptions)]
-    for name in names:
+    for dotted in names:
+        name, _, rest = str(dotted).partition(".")
+        if (err := renamed(name)) is not None:
+            raise err
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else "musictx-generate --cfg job lists the options"
+            hint = f"did you mean '{close[0]}'?" if close else "musictx-generate --help lists the options"
             raise GenerateError(f"unknown option '{name}'; {hint}")
+        if name == "hooks" and rest:
+            group, _, field_name = rest.partition(".")
+            HookOptions.from_mapping({group: {field_name: None} if field_name else {}})

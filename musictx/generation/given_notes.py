@@ -22,12 +22,15 @@ stream with the melody put in reads like the songs the model was trained on. Two
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.option_fields import option
 
 # (position in the bar, the ids of the notes struck there: Program Pitch Velocity Duration for each)
 Onset = tuple[int, list[int]]
@@ -212,30 +215,49 @@ class CounterRest(LogitsHook):
         return out
 
 
-def _given(inputs: HookInputs) -> GivenNotes:
+@dataclass
+class HarmonyLeanOptions:
+    strength: float = option(3.0, "the logit bonus of a new track's pitch the chords= file's chord holds (without "
+                                  "chords= and with guess=0: one the melody sounds in the same half bar); 0: off",
+                             low=0, off="0")
+    guess: float = option(5.0, "without chords=: the bonus, times its probability, of a pitch class the harmonizer "
+                               "guesses the chord holds from the melody; 0: the melody's own pitch classes instead",
+                          low=0, off="0")
+    # a chord is heard most on a bar's first beat and its middle: the chord tones land there
+    guess_strong: float = option(10.0, "the guess's bonus at the strong beats (a bar's first beat and its middle)",
+                                 low=0)
+
+
+@dataclass
+class CounterRestOptions:
+    strength: float = option(4.0, "the logit penalty on the counter-melody's (BRIDGE's) track where a given note "
+                                  "sounds: it answers the melody in its rests; 0: off", low=0, off="0")
+
+
+def _given(inputs: HookInputs, _options) -> GivenNotes:
     acc = inputs.accompaniment
     return GivenNotes(inputs.tokenizer, acc.given_bars, acc.given, cursor=shared_cursor(inputs))
 
 
-def _harmony(inputs: HookInputs) -> HarmonyLean | None:
+def _harmony(inputs: HookInputs, o: HarmonyLeanOptions) -> HarmonyLean | None:
     acc = inputs.accompaniment
-    halves, strength, strong = acc.harmony_target(inputs.sampling)
+    halves, strength, strong = acc.harmony_target(o)
     if not strength:
         return None
     return HarmonyLean(inputs.tokenizer, inputs.made["given_notes"], halves, acc.lengths, strength, strong)
 
 
-def _counter(inputs: HookInputs) -> CounterRest | None:
-    acc, penalty = inputs.accompaniment, inputs.sampling.counter_rest
+def _counter(inputs: HookInputs, o: CounterRestOptions) -> CounterRest | None:
+    acc, penalty = inputs.accompaniment, o.strength
     if not penalty or acc.counter_program is None:
         return None
     return CounterRest(inputs.tokenizer, inputs.made["given_notes"], acc.given_sounding, acc.counter_program, penalty)
 
 
-GIVEN_NOTES = HookSpec("given_notes", (), ("remi",), ("accompany",), 40, _given,
+GIVEN_NOTES = HookSpec("given_notes", None, ("remi",), ("accompany",), 40, _given,
                        "plays the given tracks' notes (the melody) at their own onsets")
-HARMONY_LEAN = HookSpec("harmony_lean", ("harmony", "harmony_guess", "harmony_guess_strong"), ("remi",),
+HARMONY_LEAN = HookSpec("harmony_lean", HarmonyLeanOptions, ("remi",),
                         ("accompany",), 50, _harmony,
                         "new tracks' pitches lean toward the chords (chords=, else the harmonizer's guess)")
-COUNTER_REST = HookSpec("counter_rest", ("counter_rest",), ("remi",), ("accompany",), 85, _counter,
+COUNTER_REST = HookSpec("counter_rest", CounterRestOptions, ("remi",), ("accompany",), 85, _counter,
                         "the counter-melody (BRIDGE) keeps mostly to the melody's rests")

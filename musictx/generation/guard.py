@@ -27,11 +27,14 @@ as a third of a decoding step (`python -m musictx.bench realtime`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.option_fields import option
 
 MIN_POLYPHONY = 10  # the polyphony cap never goes below this: a pedalled piano chord sounds 8-10 notes
 _OTHER, _ON, _OFF, _SHIFT = 0, 1, 2, 3  # what an id is to the guard (`NoteGrammarGuard._classify`)
@@ -205,14 +208,30 @@ def note_cap(tokenizer, seed, max_note_seconds: float | None, from_seed: float |
     return min(max(1.0, from_seed * long_notes), max_note_seconds)
 
 
-def _make(inputs: HookInputs) -> NoteGrammarGuard | None:
-    s = inputs.sampling
-    if not s.guard:
+@dataclass
+class GuardOptions:
+    enabled: bool = option(True, "refuse stray NOTE_OFFs and end notes held too long; false: off")
+    max_note_seconds: float | None = option(5.0, "the longest a note may sound; null: no cap", above=0)
+    # a seed of short notes gets short notes, a pedalled one keeps its long ones
+    note_cap_from_seed: float | None = option(
+        2.0, "a note sounds at most this many times the seed's long notes (95th percentile), 1 s..max_note_seconds; "
+             "null: max_note_seconds alone", low=0)
+    polyphony_ratio: float | None = option(
+        1.5, f"no new note while this many times the seed's most notes at once sound (at least {MIN_POLYPHONY}); "
+             "null: no cap", above=0)
+    # a forgotten note does not hang on to the note cap
+    pedal_release: int | None = option(
+        3, "once this many notes end at one step (a pedal release), the notes struck before the oldest of them end "
+           "too; null: off", low=1)
+
+
+def _make(inputs: HookInputs, o: GuardOptions) -> NoteGrammarGuard | None:
+    if not o.enabled:
         return None
-    longest = note_cap(inputs.tokenizer, inputs.seed, s.max_note_seconds, s.note_cap_from_seed)
-    return NoteGrammarGuard.of(inputs.tokenizer, longest, s.polyphony_ratio, s.pedal_release)
+    longest = note_cap(inputs.tokenizer, inputs.seed, o.max_note_seconds, o.note_cap_from_seed)
+    return NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, o.pedal_release)
 
 
-SPEC = HookSpec("guard", ("guard", "max_note_seconds", "note_cap_from_seed", "polyphony_ratio", "pedal_release"),
+SPEC = HookSpec("guard", GuardOptions,
                 ("performance",),
                 ("continue",), 20, _make, "no stray NOTE_OFF; notes end within the seed's lengths; polyphony capped")

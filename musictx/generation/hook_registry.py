@@ -1,12 +1,16 @@
 """Every logits hook of the sampler, one line each, and `build_hooks`: the one place a hook list is built.
 
-A hook describes itself in its own file (`musictx.generation.hooks.HookSpec`): the options it reads, the
+A hook describes itself in its own file (`musictx.generation.hooks.HookSpec`): its options dataclass, the
 tokenizer kinds and tasks it applies to, its place in the order, and how it is made from a run's
-`HookInputs`. Adding a hook is its file plus one line here. A task never switches a hook off: a hook that
-does not apply to the task (recall guidance in an infill, say) is not made.
+`HookInputs`. Adding a hook is its file plus one line here: `HookOptions` (``opts.hooks.NAME.FIELD``, on the
+command line ``hooks.NAME.FIELD=VALUE``) and ``--help`` are built from the same list. A task never switches
+a hook off: a hook that does not apply to the task (recall guidance in an infill, say) is not made.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import field, fields, make_dataclass
 
 from musictx.generation import (
     bar_repeats,
@@ -25,6 +29,7 @@ from musictx.generation import (
     recall_guidance,
 )
 from musictx.generation.hooks import PROGRESS, HookInputs, HookSpec, LogitsHook
+from musictx.generation.option_fields import check_fields, fields_from_mapping, help_of, unknown_name
 
 HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     copy_cache.SPEC,
@@ -48,6 +53,37 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
 ), key=lambda spec: spec.order))
 
 
+def _from_mapping(cls, values: Mapping) -> HookOptions:
+    """The hooks' options from a dict of groups (``{"key_lean": {"strength": 0}}``; a group given as its
+    options object is taken as it is); the groups and fields not named keep their defaults. An unknown group
+    or field raises GenerateError naming the nearest."""
+    groups = [f.name for f in fields(cls)]
+    made = {}
+    for name, values_of in dict(values).items():
+        if name not in groups:
+            raise unknown_name(str(name), groups, "hooks")
+        option_class = cls.__dataclass_fields__[name].type
+        made[name] = (values_of if isinstance(values_of, option_class)
+                      else fields_from_mapping(option_class, values_of or {}, f"hooks.{name}"))
+    return cls(**made)
+
+
+def _check(self) -> None:
+    """Raise GenerateError naming the first bad option, as ``hooks.NAME.FIELD``."""
+    for f in fields(self):
+        check_fields(getattr(self, f.name), f"hooks.{f.name}")
+
+
+# every hook's options, one field (a group) per hook that has options, in the hooks' order
+HookOptions = make_dataclass(
+    "HookOptions",
+    [(spec.name, spec.options, field(default_factory=spec.options)) for spec in HOOKS if spec.options],
+    namespace={"from_mapping": classmethod(_from_mapping), "check": _check,
+               "__doc__": "Every hook's options: ``opts.hooks.key_lean.strength`` (see `hook_registry`)."},
+)
+HookOptions.__module__ = __name__
+
+
 def hooks_for(task: str, kind: str) -> list[HookSpec]:
     """The specs that apply to ``task`` on a tokenizer of ``kind``, in their order."""
     return [spec for spec in HOOKS if task in spec.tasks and kind in spec.kinds]
@@ -60,7 +96,7 @@ def build_hooks(inputs: HookInputs) -> list[LogitsHook]:
     kind = getattr(inputs.tokenizer, "kind", "performance")
     hooks = []
     for spec in hooks_for(inputs.task, kind):
-        hook = spec.make(inputs)
+        hook = spec.make(inputs, getattr(inputs.sampling.hooks, spec.name) if spec.options else None)
         if hook is not None:
             inputs.made[spec.name] = hook
             hooks.append(hook)
@@ -69,9 +105,22 @@ def build_hooks(inputs: HookInputs) -> list[LogitsHook]:
 
 
 def options_help() -> list[str]:
-    """One line per hook for ``--help``: its name, where it applies, the options it reads and what it does."""
+    """For ``--help``: each hook with options, where it applies and what it does, then its options as
+    ``hooks.NAME.FIELD=DEFAULT`` with one line each."""
     lines = []
     for spec in HOOKS:
-        options = ", ".join(spec.options) or "-"
-        lines.append(f"  {spec.name:<16} [{'/'.join(spec.tasks)}; {'/'.join(spec.kinds)}] {options}: {spec.help}")
+        if not spec.options:
+            continue
+        lines.append(f"  {spec.name}: {spec.help} [tasks: {', '.join(spec.tasks)}; models: "
+                     f"{', '.join(KIND_WORDS[k] for k in spec.kinds)}]")
+        for name, default, text in help_of(spec.options):
+            setting = f"hooks.{spec.name}.{name}={_yaml(default)}"
+            lines.append(f"      {setting:<44} {text}")
     return lines
+
+
+KIND_WORDS = {"performance": "Performance (piano)", "remi": "metrical (pop)"}
+
+
+def _yaml(value) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -2,8 +2,9 @@
 logits before each draw (forbid ids, or lean toward some). The grammar guards, recall guidance, the echoes,
 the leans, the copy cache and progress are hooks.
 
-Each hook describes itself with a `HookSpec` in its own file: the options it reads, the tokenizer kinds and
-tasks it applies to, its place in the order and how to make it from a run's `HookInputs`.
+Each hook describes itself with a `HookSpec` in its own file: its options (a small dataclass of
+`musictx.generation.option_fields.option` fields, set as ``hooks.NAME.FIELD``), the tokenizer kinds and tasks
+it applies to, its place in the order and how to make it from a run's `HookInputs` and those options.
 `musictx.generation.hook_registry` lists the specs; its `build_hooks` is the one place a hook list is built.
 
 `generate` calls, for each hook in order:
@@ -77,10 +78,9 @@ class HookInputs:
 
     task: str  # one of TASKS
     tokenizer: Any
-    sampling: Any  # `SamplingOptions`
+    sampling: Any  # `SamplingOptions`: the decoding settings and ``hooks``, every hook's options (each gets its own)
     seed: Any = None  # task=continue on Performance events: the `Seed` (its notes set the guard's note cap)
     programs: list[int] = field(default_factory=list)  # metrical: the tracks the grammar lets the sampler write
-    max_bar_repeats: int | None = None  # metrical: identical bars in a row allowed (None or 0: no limit)
     history: np.ndarray | None = None  # task=infill: the song's bars the copy cache may copy
     accompaniment: Any = None  # task=accompany: the song's given tracks and bar range (`accompany.Accompaniment`)
     on_step: Callable | None = None  # called after every draw with (next_ids, done): progress
@@ -97,16 +97,16 @@ class HookSpec:
     """A hook's description of itself, for `musictx.generation.hook_registry`."""
 
     name: str
-    options: tuple[str, ...]  # the options (`GenerateOptions` fields) it reads, as --help lists them
+    options: type | None  # its options dataclass (``hooks.NAME.FIELD``); None: it has none
     kinds: tuple[str, ...]  # the tokenizer kinds it applies to
     tasks: tuple[str, ...]  # the tasks it applies to
     order: int  # lower runs first: the hooks that forbid ids before those that lean (a lean keeps -inf at -inf)
-    make: Callable[[HookInputs], LogitsHook | None]  # None: nothing to do for this run
+    make: Callable[[HookInputs, Any], LogitsHook | None]  # (the run, its options) -> hook; None: nothing to do
     help: str  # one line
 
 
-def _progress(inputs: HookInputs) -> LogitsHook | None:
+def _progress(inputs: HookInputs, _options) -> LogitsHook | None:
     return OnStep(inputs.on_step) if inputs.on_step else None
 
 
-PROGRESS = HookSpec("progress", (), KINDS, TASKS, 90, _progress, "reports each draw (progress bars, the app)")
+PROGRESS = HookSpec("progress", None, KINDS, TASKS, 90, _progress, "reports each draw (progress bars, the app)")

@@ -158,8 +158,8 @@ def copy_history(tok, song: SongBars, s: int, e: int, taken: set[int] | None, us
 
 
 def sample_middle(net, tok, prompt: np.ndarray, n_bars: int, programs: list[int], room: int,
-                  sampling: SamplingOptions, max_bar_repeats: int | None = 4,
-                  history: np.ndarray | None = None, samples: int = 1, on_step=None) -> list[np.ndarray]:
+                  sampling: SamplingOptions, history: np.ndarray | None = None, samples: int = 1, on_step=None
+                  ) -> list[np.ndarray]:
     """The ids of ``samples`` middles, drawn as one batch, each ``n_bars`` bars from its first Bar (cut
     before the Bar that would open one more). ``history`` (`copy_history`): the song's bars the copy cache
     may copy, with ``sampling.copy_cache``; ``on_step(next_ids, done)``: called after every draw."""
@@ -168,8 +168,8 @@ def sample_middle(net, tok, prompt: np.ndarray, n_bars: int, programs: list[int]
     device = next(net.parameters()).device
     ids = torch.as_tensor(np.concatenate([prompt, [tok.bar_id]]), dtype=torch.long, device=device)
     ids = ids[None].repeat(samples, 1)  # (B, T0)
-    hooks = build_hooks(HookInputs("infill", tok, sampling, programs=programs, max_bar_repeats=max_bar_repeats,
-                                   history=history, stop_after_bars=n_bars - 1, on_step=on_step))
+    hooks = build_hooks(HookInputs("infill", tok, sampling, programs=programs, history=history,
+                                   stop_after_bars=n_bars - 1, on_step=on_step))
     ends = SpecialIds(pad_id=tok.pad_id, eos_id=InfillIds.of(tok).end)  # the middle ends at Infill_End
     out = generate(net, ends, ids, sampling, hooks, max_new_tokens=room - 1)
     return [_middle_bars(tok, row, n_bars) for row in out[:, len(prompt):].cpu().numpy()]
@@ -235,19 +235,19 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
 
 
 def infill_song(net, tok, song: SongBars, s: int, e: int, taken: set[int] | None, sampling: SamplingOptions,
-                use_right: bool = True, max_bar_repeats: int | None = 4) -> tuple[Score, np.ndarray]:
+                use_right: bool = True) -> tuple[Score, np.ndarray]:
     """(the file with bars [s, e) (of the ``taken`` tracks, None: all) filled, the middle's ids)."""
-    return infill_songs(net, tok, song, s, e, taken, sampling, use_right, max_bar_repeats)[0]
+    return infill_songs(net, tok, song, s, e, taken, sampling, use_right)[0]
 
 
 def infill_songs(net, tok, song: SongBars, s: int, e: int, taken: set[int] | None, sampling: SamplingOptions,
-                 use_right: bool = True, max_bar_repeats: int | None = 4, samples: int = 1, on_step=None
+                 use_right: bool = True, samples: int = 1, on_step=None
                  ) -> list[tuple[Score, np.ndarray]]:
     """``samples`` fillings of bars [s, e) drawn as one batch: (the file with them filled, the middle's ids)
     each. The prompt and the copy cache's history are made once."""
     prompt, room = infill_prompt(tok, song, s, e, taken, context_length(net) or 1024, use_right)
     programs = sorted(taken) if taken is not None else sorted(t.program for t in song.read.tracks.tracks)
-    middles = sample_middle(net, tok, prompt, e - s, programs, room, sampling, max_bar_repeats,
+    middles = sample_middle(net, tok, prompt, e - s, programs, room, sampling,
                             copy_history(tok, song, s, e, taken, use_right), samples, on_step)
     per_beat = tok.miditok.config.max_num_pos_per_beat
     return [(replace_in_file(song, s, e, taken, middle_notes(tok, m, song, s, e), per_beat), m) for m in middles]

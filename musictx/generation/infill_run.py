@@ -77,8 +77,7 @@ def _task(opts, net, tok):
         what = f"bars {s + 1}-{e} of {opts.seed_midi} ({names}) filled" + meter_warning(song)
 
         def make(o, on_step):
-            made = infill_songs(net, tok, song, s, e, taken, o, max_bar_repeats=o.max_bar_repeats,
-                                samples=o.num_samples, on_step=on_step)
+            made = infill_songs(net, tok, song, s, e, taken, o, samples=o.num_samples, on_step=on_step)
             return [(score, len(middle)) for score, middle in made]
         return make, what, e - s
     song = melody_song(tok, opts.seed_midi)
@@ -88,8 +87,8 @@ def _task(opts, net, tok):
     chords = read_chords(opts.chords)
     what = f"{', '.join(roles)} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
         f", following the chords of {opts.chords}" if chords else "") + meter_warning(song)
-    return (lambda o, on_step: accompany_songs(net, tok, song, roles, s, e, o, max_bar_repeats=o.max_bar_repeats,
-                                               chords=chords, samples=o.num_samples, on_step=on_step)), what, e - s
+    return (lambda o, on_step: accompany_songs(net, tok, song, roles, s, e, o, chords=chords,
+                                               samples=o.num_samples, on_step=on_step)), what, e - s
 
 
 def _take(score, new_ids: int, what: str, wall: float) -> Take:

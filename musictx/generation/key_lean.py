@@ -19,12 +19,15 @@ bonus never revives a forbidden id.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.option_fields import option
 
 SCALE_SHARE = 1 / 12  # a pitch class sounding this share of the seed's time, as if all twelve were even, is in key
 
@@ -81,10 +84,17 @@ class KeyLean(PitchClassLean):
         return self.seed_weights[b]
 
 
-def _make(inputs: HookInputs) -> KeyLean | None:
-    strength = inputs.sampling.key_lean
+@dataclass
+class KeyLeanOptions:
+    strength: float = option(0.75, "the logit bonus of each new pitch, times its pitch class's weight in the seed "
+                             "(1 for the key's tones); 0: off",
+                             low=0, off="0")
+
+
+def _make(inputs: HookInputs, o: KeyLeanOptions) -> KeyLean | None:
+    strength = o.strength
     return KeyLean(inputs.tokenizer, strength, cursor=shared_cursor(inputs)) if strength else None
 
 
-SPEC = HookSpec("key_lean", ("key_lean",), ("remi",), ("continue",), 65, _make,
+SPEC = HookSpec("key_lean", KeyLeanOptions, ("remi",), ("continue",), 65, _make,
                 "each new note's pitch leans toward the seed's pitch classes (its key), never whether it plays")

@@ -57,7 +57,7 @@ class BarLimit(LogitsHook):
         return torch.from_numpy(self.count > self.bars).to(next_ids.device)
 
 
-def _make(inputs: HookInputs) -> LogitsHook | None:
+def _make(inputs: HookInputs, _options) -> LogitsHook | None:
     if inputs.stop_after_bars is not None:
         return BarLimit(inputs.tokenizer.bar_id, inputs.stop_after_bars)
     if inputs.length_seconds:
@@ -65,5 +65,5 @@ def _make(inputs: HookInputs) -> LogitsHook | None:
     return None
 
 
-SPEC = HookSpec("length", ("length_seconds", "length_bars"), KINDS, TASKS, 95, _make,
+SPEC = HookSpec("length", None, KINDS, TASKS, 95, _make,
                 "ends each sample at the length asked for (its seconds, or its bars)")

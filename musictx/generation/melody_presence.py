@@ -18,11 +18,14 @@ guard, so a bonus never revives a forbidden id.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.option_fields import option
 from musictx.io.score_prep import ROLE_PROGRAMS
 
 REST_BEATS = 2.0  # a rest this long (half a 4/4 bar) and the melody is asked back
@@ -82,12 +85,19 @@ class MelodyPresence(ReadsCursor):
         return out
 
 
-def _make(inputs: HookInputs) -> MelodyPresence | None:
-    strength = inputs.sampling.melody_presence
+@dataclass
+class MelodyPresenceOptions:
+    strength: float = option(3.0, "the logit bonus of the MELODY track where the melody has rested 2 beats; 0: "
+                             "off",
+                             low=0, off="0")
+
+
+def _make(inputs: HookInputs, o: MelodyPresenceOptions) -> MelodyPresence | None:
+    strength = o.strength
     if not strength or ROLE_PROGRAMS["MELODY"] not in inputs.programs or len(inputs.programs) < 2:
         return None
     return MelodyPresence(inputs.tokenizer, strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("melody_presence", ("melody_presence",), ("remi",), ("continue",), 82, _make,
+SPEC = HookSpec("melody_presence", MelodyPresenceOptions, ("remi",), ("continue",), 82, _make,
                 "the MELODY comes back after 2 beats of rest (a song's tracks, POP909's MELODY among them)")

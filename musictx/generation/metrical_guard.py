@@ -15,12 +15,15 @@ hook (`musictx.generation.hooks`) that reads the run's shared cursor (`musictx.g
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.option_fields import option
 
 
 class RemiGuard(ReadsCursor):
@@ -73,11 +76,16 @@ class RemiGuard(ReadsCursor):
         return logits.masked_fill(torch.from_numpy(bad).to(logits.device), float("-inf"))
 
 
-def _make(inputs: HookInputs) -> RemiGuard | None:
-    if not inputs.sampling.guard:
+@dataclass
+class MetricalGuardOptions:
+    enabled: bool = option(True, "keep the tokenizer's grammar (off only to study the raw network)")
+
+
+def _make(inputs: HookInputs, o: MetricalGuardOptions) -> RemiGuard | None:
+    if not o.enabled:
         return None
     return RemiGuard(inputs.tokenizer, programs=inputs.programs, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("metrical_guard", ("guard",), ("remi",), ("continue", "infill", "accompany"), 20, _make,
+SPEC = HookSpec("metrical_guard", MetricalGuardOptions, ("remi",), ("continue", "infill", "accompany"), 20, _make,
                 "the tokenizer's grammar: bars and positions in order, only the run's tracks")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -27,6 +28,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.option_fields import option
 
 MAX_ORDER = 3  # intervals matched at most: longer matches are rarer and add little over 3
 
@@ -99,12 +101,18 @@ class MotifEcho(ReadsCursor):
         return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
 
 
-def _make(inputs: HookInputs) -> MotifEcho | None:
-    s = inputs.sampling
-    if not s.motif_echo:
+@dataclass
+class MotifEchoOptions:
+    strength: float = option(1.0, "the logit bonus of a pitch that goes on as the seed went on from the same last "
+                             "intervals, track by track; 0: off",
+                             low=0, off="0")
+
+
+def _make(inputs: HookInputs, o: MotifEchoOptions) -> MotifEcho | None:
+    if not o.strength:
         return None
-    return MotifEcho(inputs.tokenizer, inputs.programs, s.motif_echo, cursor=shared_cursor(inputs))
+    return MotifEcho(inputs.tokenizer, inputs.programs, o.strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("motif_echo", ("motif_echo",), ("remi",), ("continue",), 60, _make,
+SPEC = HookSpec("motif_echo", MotifEchoOptions, ("remi",), ("continue",), 60, _make,
                 "each track leans toward its own seed intervals")

@@ -14,12 +14,14 @@ stay the model's; the grammar guard keeps the last word (its -inf stay -inf).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
+from musictx.generation.option_fields import option
 
 MAX_ORDER = 3  # intervals matched at most, as the metrical motif echo
 
@@ -94,10 +96,16 @@ class NoteEcho(LogitsHook):
         return out
 
 
-def _make(inputs: HookInputs) -> NoteEcho | None:
-    s = inputs.sampling
-    return NoteEcho(inputs.tokenizer, s.note_echo) if s.note_echo else None
+@dataclass
+class NoteEchoOptions:
+    strength: float = option(1.5, "the logit bonus of a next note that goes on as the seed went on from the same "
+                             "last intervals; 0: off",
+                             low=0, off="0")
 
 
-SPEC = HookSpec("note_echo", ("note_echo",), ("performance",), ("continue",), 60, _make,
+def _make(inputs: HookInputs, o: NoteEchoOptions) -> NoteEcho | None:
+    return NoteEcho(inputs.tokenizer, o.strength) if o.strength else None
+
+
+SPEC = HookSpec("note_echo", NoteEchoOptions, ("performance",), ("continue",), 60, _make,
                 "a piano continuation's next note leans toward the seed's continuations of its last intervals")

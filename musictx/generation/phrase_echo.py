@@ -23,6 +23,7 @@ A hook of `musictx.generation.sampling.generate`, for REMI ids (Bar, Position, P
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -30,6 +31,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
+from musictx.generation.option_fields import option
 
 PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not hold)
 
@@ -132,21 +134,33 @@ def repeat_plan(bar_keys: list) -> dict[int, int]:
     return plan
 
 
-def _phrase(inputs: HookInputs) -> PhraseEcho | None:
-    s = inputs.sampling
-    return PhraseEcho(inputs.tokenizer, s.phrase_echo, cursor=shared_cursor(inputs)) if s.phrase_echo else None
+@dataclass
+class PhraseEchoOptions:
+    # off by default: it restated the seed's figures by thinning the texture to the seed's bars and keeping an
+    # intro's silent melody silent (docs/two-sample-2026-11.md, "The hooks retuned"); 1.3 was the old default
+    strength: float = option(0.0, "the logit bonus of an id that plays the seed's bar at the same place in its last "
+                                  "4-bar phrase again (thins the texture); 0: off", low=0, off="0")
 
 
-def _repeat(inputs: HookInputs) -> PhraseEcho | None:
-    s = inputs.sampling
-    if not s.repeat_echo:
+@dataclass
+class RepeatEchoOptions:
+    strength: float = option(3.0, "the logit bonus of an id that plays the accompaniment written for a melody bar "
+                                  "heard before again; 0: off", low=0, off="0")
+
+
+def _phrase(inputs: HookInputs, o: PhraseEchoOptions) -> PhraseEcho | None:
+    return PhraseEcho(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs)) if o.strength else None
+
+
+def _repeat(inputs: HookInputs, o: RepeatEchoOptions) -> PhraseEcho | None:
+    if not o.strength:
         return None
     plan = inputs.accompaniment.repeat_plan
-    return PhraseEcho(inputs.tokenizer, s.repeat_echo, plan=plan, cursor=shared_cursor(inputs))
+    return PhraseEcho(inputs.tokenizer, o.strength, plan=plan, cursor=shared_cursor(inputs))
 
 
-PHRASE_ECHO = HookSpec("phrase_echo", ("phrase_echo",), ("remi",), ("continue",), 70, _phrase,
+PHRASE_ECHO = HookSpec("phrase_echo", PhraseEchoOptions, ("remi",), ("continue",), 70, _phrase,
                        "each new bar leans toward the seed's bar at its place in the last 4-bar phrase")
 # after the given notes' hook: the ids it forbids stay forbidden
-REPEAT_ECHO = HookSpec("repeat_echo", ("repeat_echo",), ("remi",), ("accompany",), 75, _repeat,
+REPEAT_ECHO = HookSpec("repeat_echo", RepeatEchoOptions, ("remi",), ("accompany",), 75, _repeat,
                        "a bar whose melody was heard before leans toward its accompaniment then")

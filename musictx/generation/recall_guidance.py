@@ -25,12 +25,28 @@ with the continuation and restarts only when the window slides.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import Tensor, nn
 
 from musictx.generation.filters import top_p_filter
 from musictx.generation.hooks import KINDS, HookInputs, HookSpec, LogitsHook
-from musictx.generation.sampling_options import RECALL_BRANCHES
+from musictx.generation.option_fields import option
 from musictx.generation.window import WindowDecoder
+
+# what the whole window is contrasted with (module docstring)
+RECALL_BRANCHES = ("recent", "continuation")
+
+
+@dataclass
+class RecallGuidanceOptions:
+    # 0 samples the model's own distribution, which is what musictx-evaluate measures unless asked
+    strength: float = option(1.0, "sample toward what the whole context (the seed) adds to the recent music: "
+                                  "continuations come back to the seed's figure, pulse and key; 0: off", low=0, off="0")
+    local: int = option(64, "the recent ids the contrast branch sees", low=1)
+    against: str = option("recent", "the contrast branch: recent (the last `local` ids) | continuation (all the "
+                                    "music after the seed: amplifies what the seed alone adds)",
+                          choices=RECALL_BRANCHES)
 
 
 class RecallGuidance(LogitsHook):
@@ -53,12 +69,12 @@ class RecallGuidance(LogitsHook):
         self.decoder: GuidedDecoder | None = None
 
     @classmethod
-    def of(cls, opts) -> RecallGuidance | None:
-        """The guidance a `SamplingOptions` asks for (its nucleus is the plausible set); None when
-        ``recall_guidance`` is 0."""
-        if not opts.recall_guidance:
+    def of(cls, options: RecallGuidanceOptions, top_p: float | None) -> RecallGuidance | None:
+        """The guidance ``options`` ask for, the sampler's nucleus ``top_p`` its plausible set; None when its
+        strength is 0."""
+        if not options.strength:
             return None
-        return cls(opts.recall_guidance, opts.recall_local, opts.top_p or 1.0, opts.recall_against)
+        return cls(options.strength, options.local, top_p or 1.0, options.against)
 
     def around(self, decoder, net: nn.Module, pinned: int = 0) -> GuidedDecoder:
         """``pinned``: seed ids the sampler keeps at the start of a slid window (never new music)."""
@@ -143,10 +159,10 @@ class GuidedDecoder:
         return guided.masked_fill(implausible, float("-inf"))
 
 
-def _make(inputs: HookInputs) -> RecallGuidance | None:
-    return RecallGuidance.of(inputs.sampling)
+def _make(inputs: HookInputs, o: RecallGuidanceOptions) -> RecallGuidance | None:
+    return RecallGuidance.of(o, inputs.sampling.top_p)
 
 
 # last: it re-ranks only what the other hooks allow
-SPEC = HookSpec("recall_guidance", ("recall_guidance", "recall_local", "recall_against"), KINDS, ("continue",), 100,
+SPEC = HookSpec("recall_guidance", RecallGuidanceOptions, KINDS, ("continue",), 100,
                 _make, "samples toward what the seed adds to the recent music (a second, short-context pass)")

@@ -29,9 +29,9 @@ import torch
 from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
+from musictx.generation.decoding_options import DecodingOptions
 from musictx.generation.filters import NoiseStream, sample_next
 from musictx.generation.hooks import LogitsHook, ends_samples
-from musictx.generation.sampling_options import DecodingOptions
 from musictx.generation.window import SlidingWindow
 
 DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
