@@ -135,6 +135,7 @@ def _console(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, env=env)
 
 
+@pytest.mark.slow  # 35-80 s of subprocesses on a Zen 3; make test-all runs it
 def test_console_script_on_a_model_folder(tmp_path):
     folder = save_model_folder(tiny_net("music_transformer", max_seq_len=256), EventTokenizer(), tmp_path / "m")
     out = tmp_path / "arcs.png"

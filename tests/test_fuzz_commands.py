@@ -142,6 +142,7 @@ def hostile_files(folder: Path) -> dict[str, Path]:
 
 
 # ----- musictx-generate -------------------------------------------------------------------------------
+@pytest.mark.slow  # 35-80 s of subprocesses on a Zen 3; make test-all runs it
 def test_generate_over_edge_and_hostile_files(tmp_path):
     files = hostile_files(tmp_path / "in")
     seeds = some_edge_files()
@@ -252,6 +253,7 @@ def test_evaluate_and_harmonizer_skip_each_bad_song_and_refuse_bad_options(tmp_p
 
 
 # ----- musictx-attention and musictx-export ---------------------------------------------------------------------
+@pytest.mark.slow  # 35-80 s of subprocesses on a Zen 3; make test-all runs it
 def test_attention_and_export_over_edge_files(tmp_path):
     bad = unreadable()
     seeds = [p for p in some_edge_files() if str(p.relative_to(EDGE_DIR)) in bad] + some_edge_files()[-2:]

@@ -170,6 +170,7 @@ def test_attention_does_not_replace_a_record_beside_its_picture(tmp_path):
 
 
 # ----- 3: a new training run does not replace the run in its folder -------------------------------------------
+@pytest.mark.slow  # 35-80 s of subprocesses on a Zen 3; make test-all runs it
 def test_a_new_run_in_a_run_folder_is_refused_and_resume_still_works(tmp_path, prepared_dir):
     run = tmp_path / "run"
     common = ["experiment=tiny", f"data.dir={prepared_dir}", "model=lstm", "data.seq_len=32",
@@ -198,6 +199,7 @@ def test_a_mistyped_key_gets_did_you_mean(name, typo, meant, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # 35-80 s of subprocesses on a Zen 3; make test-all runs it
 def test_failures_are_one_line_and_leave_no_run_folder(tmp_path, prepared_dir):
     cases = [("export", [str(tmp_path / "none.ckpt"), str(tmp_path / "model")], "none.ckpt"),
              ("evaluate", [f"checkpoint={tmp_path / 'none.ckpt'}", f"data.dir={prepared_dir}"], "none.ckpt"),

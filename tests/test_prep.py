@@ -161,6 +161,7 @@ def test_clear_errors_for_bad_options(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # 35-80 s of subprocesses on a Zen 3; make test-all runs it
 def test_interrupted_run_keeps_the_previous_dataset(tmp_path):
     src = tmp_path / "midi"
     for i in range(40):

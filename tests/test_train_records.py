@@ -145,6 +145,7 @@ def test_ckpt_path_last_resumes_the_run_of_its_folder(prepared_dir, tmp_path, ca
     assert logged_steps(rows, "lr-AdamW/decay") == list(range(12))
 
 
+@pytest.mark.slow  # 35-80 s of subprocesses on a Zen 3; make test-all runs it
 def test_ckpt_path_last_without_a_checkpoint_or_with_a_bad_one_is_one_line(prepared_dir, tmp_path):
     run = tmp_path / "run"
     args = ["experiment=tiny", f"data.dir={prepared_dir}", "model=lstm", "data.seq_len=32", "trainer.max_steps=2",
