@@ -187,6 +187,7 @@ def test_http_a_full_queue_says_busy(capped, tmp_path):
     assert "refused: Queue is full! Please try again." in outcomes
 
 
+@pytest.mark.slow  # 12-25 s of subprocesses on a Zen 3; make test-all runs it
 def test_sigterm_leaves_no_work_folder(tmp_path):
     pytest.importorskip("gradio", reason=NO_APP_EXTRA)
     with serving(tmp_path) as (url, proc):

@@ -210,6 +210,7 @@ def song_split(tmp_path: Path, extra: list[Path]) -> Path:
     return data
 
 
+@pytest.mark.slow  # 12-25 s of subprocesses on a Zen 3; make test-all runs it
 def test_evaluate_and_harmonizer_skip_each_bad_song_and_refuse_bad_options(tmp_path):
     data = song_split(tmp_path, edge_files())
     n_songs = len((data / "test.files.txt").read_text().splitlines())

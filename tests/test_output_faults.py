@@ -148,6 +148,7 @@ def _multipart(size: int) -> tuple[bytes, str]:
     return body, f"multipart/form-data; boundary={boundary}"
 
 
+@pytest.mark.slow  # 12-25 s of subprocesses on a Zen 3; make test-all runs it
 def test_http_an_upload_over_the_allowance_is_refused_before_it_is_written(tmp_path):
     pytest.importorskip("gradio", reason=NO_APP_EXTRA)
     with serving(tmp_path, "--max-disk-mb", "1", "--max-upload-mb", "5") as (url, _):

@@ -274,6 +274,7 @@ def test_last_checkpoint_follows_every_validation_not_the_best(prepared_dir, tmp
     assert sorted(p.name for p in ckpts.iterdir()) == sorted([best.name, "last.ckpt"])  # no temporary files left
 
 
+@pytest.mark.slow  # 12-25 s of subprocesses on a Zen 3; make test-all runs it
 def test_sigterm_saves_a_checkpoint_and_exits_non_zero(prepared_dir, tmp_path):
     import re
     import signal

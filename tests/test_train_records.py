@@ -77,6 +77,7 @@ def test_every_run_validates_its_last_step(overrides, validated_at, prepared_dir
     assert logged_steps(metric_rows(tmp_path), "val/loss")[-1] == last - 1  # Lightning logs the step index
 
 
+@pytest.mark.slow  # 12-25 s of subprocesses on a Zen 3; make test-all runs it
 def test_readme_fine_tune_command_validates_and_warns_of_its_warm_up(prepared_dir, tmp_path):
     # The documented fine-tune command with fewer steps than its 100 warm-up steps and the default interval of 1000.
     run = tmp_path / "run"
