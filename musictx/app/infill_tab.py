@@ -1,7 +1,7 @@
 """The app's infill and accompaniment requests (issue 40, item 4), without Gradio: a song and a bar range in,
-one take out (MIDI, a piano roll with the range shaded, WAV where the app renders audio). They call the same
-`musictx.generation.infill.infill_song` / `musictx.generation.accompany.accompany_song` as
-``musictx-generate task=infill|accompany`` and go through the `Continuer`'s upload, disk and pruning checks.
+one take out (MIDI, a piano roll with the range shaded, WAV where the app renders audio). They build the same
+`musictx.generation.song_task.SongTask` as ``musictx-generate task=infill|accompany`` and go through the
+`Continuer`'s upload, disk and pruning checks.
 The Gradio tabs that call them are `musictx.app.infill_page`."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
-from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
-from musictx.generation.infill import SongBars, infill_song, meter_warning, parse_bars, programs_of_names, read_song
+from musictx.generation.infill import SongBars, meter_warning, parse_bars
 from musictx.generation.seeds import GenerateError
+from musictx.generation.song_task import SongTask, read_task_song
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
 from musictx.io.infill_format import InfillIds
@@ -96,12 +96,12 @@ class Filler:
         self.problem = infill_problem(cont, "infill")
         self.accompany_problem = infill_problem(cont, "accompany")
 
-    def _song(self, path, reader) -> tuple[Path, SongBars]:
+    def _song(self, path, task: str) -> tuple[Path, SongBars]:
         midi = self.cont.check_upload(path)
-        problem = self.accompany_problem if reader is melody_song else self.problem
+        problem = self.accompany_problem if task == "accompany" else self.problem
         if problem:
             raise GenerateError(problem)
-        return midi, _for_file(midi, reader, self.cont.tokenizer, midi)
+        return midi, _for_file(midi, read_task_song, task, self.cont.tokenizer, midi)
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
         if first in (None, "") or last in (None, ""):
@@ -116,7 +116,7 @@ class Filler:
 
     def band(self, path, first, last) -> Path:
         """The song's piano roll with bars ``first``-``last`` (1-based, inclusive) shaded."""
-        midi, song = self._song(path, read_song)
+        midi, song = self._song(path, "infill")
         s, e = self._bars(midi, song, first, last, song.n_bars)
         folder = self.cont.workdir / "previews"
         folder.mkdir(exist_ok=True)
@@ -130,15 +130,14 @@ class Filler:
         """Bars ``first``-``last`` of the song ``path`` (of the tracks named, comma-separated; all when empty)
         sampled anew; everything else is the file's own. ``repeats``: the copy cache as the app's settings
         have it (the bars may play the song's own bars again), else off."""
-        midi, song = self._song(path, read_song)
+        midi, song = self._song(path, "infill")
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
-        taken = _for_file(midi, programs_of_names, song, tracks or None)
+        task = _for_file(midi, SongTask.of, "infill", song, s, e, tracks or None)
         opts = replace(self.cont.base, seed=int(seed or 0))
         opts = opts if repeats else opts.with_hook("copy_cache", strength=0.0)
 
         def make():
-            score, _ = infill_song(self.cont.net, self.cont.tokenizer, song, s, e, taken, opts)
-            return score
+            return task.sample(self.cont.net, self.cont.tokenizer, opts)[0][0]
         what = "every track" if not tracks else tracks
         copied = "" if opts.hooks.copy_cache.strength else ", no copy cache"
         return self._write(midi, song, s, e, make, "fill",
@@ -147,18 +146,17 @@ class Filler:
     def accompany(self, path, roles=None, first=None, last=None, chords=None, seed: int = 0) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
         the lead sheet's ``chords`` (a lab file) where one is given."""
-        midi, song = self._song(path, melody_song)
+        midi, song = self._song(path, "accompany")
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
-        roles = _for_file(midi, roles_to_write, song, list(roles or []) or None)
-        sheet = self._chords(chords)
+        task = _for_file(midi, SongTask.of, "accompany", song, s, e, list(roles or []) or None)
+        task.chords = self._chords(chords)
         opts = replace(self.cont.base, seed=int(seed or 0))
 
         def make():
-            score, _ = accompany_song(self.cont.net, self.cont.tokenizer, song, roles, s, e, opts, chords=sheet)
-            return score
-        led = f", following the chords of {Path(chords).name}" if sheet else ""
+            return task.sample(self.cont.net, self.cont.tokenizer, opts)[0][0]
+        led = f", following the chords of {Path(chords).name}" if task.chords else ""
         return self._write(midi, song, s, e, make, "acc",
-                           f"{', '.join(roles)} written for bars {s + 1}-{e}{led}, random seed {seed}")
+                           f"{task.track_names()} written for bars {s + 1}-{e}{led}, random seed {seed}")
 
     def _chords(self, path) -> Chords | None:
         """The uploaded chord file's chords (None for none); its problems told under its own name."""
@@ -189,7 +187,7 @@ class Filler:
                 name = f"{stem}_{kind}_{cont._take(stem + '_' + kind):02d}"
                 path = out / f"{name}.mid"
                 write_score(score, path)  # atomic, as every result the app writes
-                taken = read_song(cont.tokenizer, path)
+                taken = read_task_song("infill", cont.tokenizer, path)  # the take, read whole
                 png = draw_band(taken, s, e, out / f"{name}.png", f"{name}: {title}")
                 wav = wav_beside(path, cont.base.soundfont) if cont.audio_reason is None else None
             except BaseException:

@@ -15,10 +15,10 @@ import time
 
 from tqdm import tqdm
 
-from musictx.generation.accompany import accompany_songs, melody_song, roles_to_write
 from musictx.generation.generate_options import BOUNDS, read_chords
-from musictx.generation.infill import infill_songs, meter_warning, parse_bars, programs_of_names, read_song
+from musictx.generation.infill import meter_warning, parse_bars
 from musictx.generation.seeds import GenerateError
+from musictx.generation.song_task import SongTask, read_task_song
 from musictx.generation.take import Batch, Take, score_roll
 from musictx.io.infill_format import InfillIds
 from musictx.io.tokenizers import is_metrical
@@ -65,30 +65,19 @@ def check_range(opts, song, s: int, e: int) -> None:
 
 def _task(opts, net, tok):
     """(a function of the options and a progress hook making the run's samples, [(score, new ids)], a line
-    saying what it does, its bars);
-    a range past the bounds is refused (`check_range`) before any sampling."""
-    if opts.task == "infill":
-        song = read_song(tok, opts.seed_midi)
-        s, e = parse_bars(opts.bars, song)
-        check_range(opts, song, s, e)
-        taken = programs_of_names(song, opts.tracks)
-        names = "all tracks" if taken is None else ", ".join(
-            t.name for t in song.read.tracks.tracks if t.program in taken)
-        what = f"bars {s + 1}-{e} of {opts.seed_midi} ({names}) filled" + meter_warning(song)
-
-        def make(o, on_step):
-            made = infill_songs(net, tok, song, s, e, taken, o, samples=o.num_samples, on_step=on_step)
-            return [(score, len(middle)) for score, middle in made]
-        return make, what, e - s
-    song = melody_song(tok, opts.seed_midi)
-    s, e = parse_bars(opts.bars, song) if opts.bars is not None else (0, song.n_bars)
+    saying what it does, its bars); a range past the bounds is refused (`check_range`) before any sampling.
+    The task itself (`musictx.generation.song_task.SongTask`) is the app's too."""
+    song = read_task_song(opts.task, tok, opts.seed_midi)
+    s, e = parse_bars(opts.bars, song) if opts.task == "infill" or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)
-    roles = roles_to_write(song, opts.tracks)
-    chords = read_chords(opts.chords)
-    what = f"{', '.join(roles)} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
-        f", following the chords of {opts.chords}" if chords else "") + meter_warning(song)
-    return (lambda o, on_step: accompany_songs(net, tok, song, roles, s, e, o, chords=chords,
-                                               samples=o.num_samples, on_step=on_step)), what, e - s
+    task = SongTask.of(opts.task, song, s, e, opts.tracks)
+    if opts.task == "infill":
+        what = f"bars {s + 1}-{e} of {opts.seed_midi} ({task.track_names()}) filled"
+    else:
+        task.chords = read_chords(opts.chords)
+        what = f"{task.track_names()} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
+            f", following the chords of {opts.chords}" if task.chords else "")
+    return (lambda o, on_step: task.sample(net, tok, o, o.num_samples, on_step)), what + meter_warning(song), e - s
 
 
 def _take(score, new_ids: int, what: str, wall: float) -> Take:

@@ -1,0 +1,65 @@
+"""Infill and accompaniment as prompt formats around the one sampler: a `SongTask` is a song read the task's
+way, a bar range and the tracks to write, and it makes the task's samples as one batch.
+
+The command (`musictx.generation.infill_run`, ``musictx-generate task=infill|accompany``) and the web app's
+Infill and Accompany tabs (`musictx.app.infill_tab`) both build their task here, so that they read a song,
+resolve its tracks and sample alike; each keeps its own limits and its own words for the user.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from symusic import Score
+
+from musictx.generation.accompany import accompany_songs, melody_song, roles_to_write
+from musictx.generation.infill import SongBars, infill_songs, programs_of_names, read_song
+from musictx.io.chord_labels import Chords
+
+SONG_TASKS = ("infill", "accompany")
+
+
+def read_task_song(task: str, tok, path: str | os.PathLike) -> SongBars:
+    """The song a ``task`` works on: the whole file (infill), or its melody with the tracks it lacks
+    (accompany: a file that already has them is refused). MidiReadError names the file's problem."""
+    if task not in SONG_TASKS:
+        raise ValueError(f"task {task!r}: a song task is one of {', '.join(SONG_TASKS)}")
+    return read_song(tok, path) if task == "infill" else melody_song(tok, path)
+
+
+@dataclass
+class SongTask:
+    """One infill or accompaniment request on a read song: bars [s, e) (0-based) and the tracks to write."""
+
+    task: str  # one of SONG_TASKS
+    song: SongBars
+    s: int
+    e: int
+    tracks: set[int] | list[str] | None  # infill: the programs redone (None: all); accompany: the roles written
+    chords: Chords | None = None  # accompany: a lead sheet's chords, on the file's clock
+
+    @classmethod
+    def of(cls, task: str, song: SongBars, s: int, e: int, names=None) -> SongTask:
+        """The task with the tracks ``names`` asks for (track names; None: infill redoes every track,
+        accompany writes the roles the song lacks); MidiReadError for a name the song cannot take."""
+        tracks = programs_of_names(song, names) if task == "infill" else roles_to_write(song, names)
+        return cls(task, song, s, e, tracks)
+
+    def track_names(self) -> str:
+        """The tracks written, as the user reads them."""
+        if self.task == "accompany":
+            return ", ".join(self.tracks)
+        if self.tracks is None:
+            return "all tracks"
+        return ", ".join(t.name for t in self.song.read.tracks.tracks if t.program in self.tracks)
+
+    def sample(self, net, tok, sampling, samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
+        """``samples`` takes drawn as one batch with ``sampling`` (`SamplingOptions`): (the song's own score
+        with the bars written, new ids sampled) each; ``on_step(next_ids, done)`` after every draw."""
+        if self.task == "infill":
+            made = infill_songs(net, tok, self.song, self.s, self.e, self.tracks, sampling, samples=samples,
+                                on_step=on_step)
+            return [(score, len(middle)) for score, middle in made]
+        return accompany_songs(net, tok, self.song, self.tracks, self.s, self.e, sampling, chords=self.chords,
+                               samples=samples, on_step=on_step)
