@@ -193,3 +193,10 @@ def test_an_old_flat_hook_option_is_refused_with_its_new_name():
         check_option_names(["hooks.key_lan.strength"])
     with pytest.raises(GenerateError, match="option 'phrase_echo' is now hooks.phrase_echo.strength"):
         SamplingOptions.from_mapping({"phrase_echo": 1.3})  # a YAML block or a script's dict too
+
+
+def test_evaluate_help_names_each_blocks_hooks():
+    lines = key_help("evaluate", "musictx-evaluate").splitlines()
+    said = next(line for line in lines if line.startswith("logits hooks"))
+    assert "BLOCK.hooks.NAME.FIELD=DEFAULT, BLOCK one of scorecard, infill, two_sample, continuation, motif" in said
+    assert any(line.split()[0] == "hooks.key_lean.strength=0.75" for line in lines if line.startswith("  "))

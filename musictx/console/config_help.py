@@ -117,9 +117,10 @@ def key_help(config_name: str, prog: str) -> str:
     if any(g.split("@")[0] == "hooks" for g, _ in groups):
         from musictx.generation.hook_registry import options_help
 
-        where = next(g.split("@")[1] + "." for g, _ in groups if g.startswith("hooks@")) if any(
-            g.startswith("hooks@") for g, _ in groups) else ""
-        lines += ["", f"logits hooks, in the order they run, each with its options ({where}hooks.NAME.FIELD=DEFAULT; "
+        blocks = [g.split("@")[1].rsplit(".hooks", 1)[0] for g, _ in groups if g.startswith("hooks@")]
+        where = f"BLOCK.hooks.NAME.FIELD=DEFAULT, BLOCK one of {', '.join(blocks)}" if blocks else \
+            "hooks.NAME.FIELD=DEFAULT"
+        lines += ["", f"logits hooks, in the order they run, each with its options ({where}; "
                   "a strength of 0 turns a hook off; the old flat names, phrase_echo=..., are refused with their "
                   "new one):", *options_help()]
     nested = next((k.name for k in keys if "." in k.name), None)
