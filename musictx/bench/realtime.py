@@ -60,7 +60,7 @@ def sampling_of(settings: list[str], seed: int = 0):
     for item in settings:
         name, _, value = item.partition("=")
         *parents, last = name.split(".")
-        if (parents or [last])[0] not in known and (parents or [last])[0] not in RENAMED:
+        if name.split(".")[0] not in known | set(RENAMED):
             raise SystemExit(f"--set {item}: SamplingOptions has no option {name!r}; it has {sorted(known)}")
         place = given
         for part in parents:

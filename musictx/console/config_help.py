@@ -25,6 +25,7 @@ from pathlib import Path
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
+from musictx.generation.option_fields import yaml_text
 from musictx.generation.sampling_options import sampling_default, shipped_hooks
 from musictx.paths import CONF_DIR
 
@@ -91,8 +92,7 @@ def _shown(value: str) -> str:
     found = _SAMPLING_REFERENCE.match(value)
     if not found:
         return value
-    default = sampling_default(found[1])
-    return "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+    return yaml_text(sampling_default(found[1]))
 
 
 def _choices(group: str) -> str:
@@ -104,7 +104,8 @@ def key_help(config_name: str, prog: str) -> str:
     """The help text of the command whose config is ``conf/<config_name>.yaml``."""
     header, keys, groups = read_keys((Path(CONF_DIR) / f"{config_name}.yaml").read_text())
     lines = [*header, "", f"usage: {prog} [key=value ...]", "", "keys (key=default  what it does):"]
-    rows = [(f"{g}={c}", f"config group, one of: {_choices(g)}") for g, c in groups if g.split("@")[0] != "hooks"]
+    hooks_at = [g for g, _ in groups if g.split("@")[0] == "hooks"]  # the hooks' groups: listed below, by hook
+    rows = [(f"{g}={c}", f"config group, one of: {_choices(g)}") for g, c in groups if g not in hooks_at]
     for i, key in enumerate(keys):
         is_block = not key.value and i + 1 < len(keys) and keys[i + 1].indent > key.indent
         if is_block:
@@ -114,10 +115,10 @@ def key_help(config_name: str, prog: str) -> str:
             rows.append((f"{key.name}={_shown(key.value)}", key.note))
     width = min(max(len(k) for k, _ in rows) + 2, 34)
     lines += [f"  {k.ljust(width)}{note}".rstrip() if len(k) < width else f"  {k}  {note}".rstrip() for k, note in rows]
-    if any(g.split("@")[0] == "hooks" for g, _ in groups):
+    if hooks_at:
         from musictx.generation.hook_registry import options_help
 
-        blocks = [g.split("@")[1].rsplit(".hooks", 1)[0] for g, _ in groups if g.startswith("hooks@")]
+        blocks = [g.split("@")[1].rsplit(".hooks", 1)[0] for g in hooks_at if "@" in g]
         where = f"BLOCK.hooks.NAME.FIELD=DEFAULT, BLOCK one of {', '.join(blocks)}" if blocks else \
             "hooks.NAME.FIELD=DEFAULT"
         lines += ["", f"logits hooks, in the order they run, each with its options ({where}; "

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import strength_option
 from musictx.io.score_prep import BASS_CEILING
 
 MIN_BASS_BARS = 0.5  # share of the seed's bars with a low downbeat note that makes a bass line worth keeping
@@ -143,9 +143,8 @@ class BassLean(ReadsCursor):
 
 @dataclass
 class BassLeanOptions:
-    strength: float = option(2.0, "the logit bonus of the ids that strike the seed's bass note on a new bar's "
-                             "downbeat; 0: off",
-                             low=0, off="0")
+    strength: float = strength_option(2.0, (
+        "the logit bonus of the ids that strike the seed's bass note on a new bar's downbeat; 0: off"))
 
 
 def _make(inputs: HookInputs, o: BassLeanOptions) -> BassLean | None:

@@ -23,7 +23,7 @@ import numpy as np
 from musictx.generation.cursor import RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
 from musictx.generation.key_lean import PitchClassLean
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import strength_option
 
 LOOKUP_AFTER_S = 0.03  # a chord file's times and the bar lines differ by milliseconds: look just after the line
 
@@ -56,9 +56,8 @@ class ChordLean(PitchClassLean):
 
 @dataclass
 class ChordLeanOptions:
-    strength: float = option(3.0, "with chords=: the logit bonus of a new pitch the chord at that time holds; 0: "
-                             "off",
-                             low=0, off="0")
+    strength: float = strength_option(3.0, (
+        "with chords=: the logit bonus of a new pitch the chord at that time holds; 0: off"))
 
 
 def _make(inputs: HookInputs, o: ChordLeanOptions) -> ChordLean | None:

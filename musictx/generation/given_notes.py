@@ -30,7 +30,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import option, strength_option
 
 # (position in the bar, the ids of the notes struck there: Program Pitch Velocity Duration for each)
 Onset = tuple[int, list[int]]
@@ -217,12 +217,12 @@ class CounterRest(LogitsHook):
 
 @dataclass
 class HarmonyLeanOptions:
-    strength: float = option(3.0, "the logit bonus of a new track's pitch the chords= file's chord holds (without "
-                                  "chords= and with guess=0: one the melody sounds in the same half bar); 0: off",
-                             low=0, off="0")
-    guess: float = option(5.0, "without chords=: the bonus, times its probability, of a pitch class the harmonizer "
-                               "guesses the chord holds from the melody; 0: the melody's own pitch classes instead",
-                          low=0, off="0")
+    strength: float = strength_option(3.0, (
+        "the logit bonus of a new track's pitch the chords= file's chord holds (without chords= and with guess=0: one"
+        " the melody sounds in the same half bar); 0: off"))
+    guess: float = strength_option(5.0, (
+        "without chords=: the bonus, times its probability, of a pitch class the harmonizer guesses the chord holds "
+        "from the melody; 0: the melody's own pitch classes instead"))
     # a chord is heard most on a bar's first beat and its middle: the chord tones land there
     guess_strong: float = option(10.0, "the guess's bonus at the strong beats (a bar's first beat and its middle)",
                                  low=0)
@@ -230,8 +230,9 @@ class HarmonyLeanOptions:
 
 @dataclass
 class CounterRestOptions:
-    strength: float = option(4.0, "the logit penalty on the counter-melody's (BRIDGE's) track where a given note "
-                                  "sounds: it answers the melody in its rests; 0: off", low=0, off="0")
+    strength: float = strength_option(4.0, (
+        "the logit penalty on the counter-melody's (BRIDGE's) track where a given note sounds: it answers the melody "
+        "in its rests; 0: off"))
 
 
 def _given(inputs: HookInputs, _options) -> GivenNotes:

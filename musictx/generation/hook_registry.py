@@ -29,7 +29,7 @@ from musictx.generation import (
     recall_guidance,
 )
 from musictx.generation.hooks import PROGRESS, HookInputs, HookSpec, LogitsHook
-from musictx.generation.option_fields import check_fields, fields_from_mapping, help_of, unknown_name
+from musictx.generation.option_fields import check_fields, fields_from_mapping, help_of, unknown_name, yaml_text
 
 HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     copy_cache.SPEC,
@@ -114,13 +114,9 @@ def options_help() -> list[str]:
         lines.append(f"  {spec.name}: {spec.help} [tasks: {', '.join(spec.tasks)}; models: "
                      f"{', '.join(KIND_WORDS[k] for k in spec.kinds)}]")
         for name, default, text in help_of(spec.options):
-            setting = f"hooks.{spec.name}.{name}={_yaml(default)}"
+            setting = f"hooks.{spec.name}.{name}={yaml_text(default)}"
             lines.append(f"      {setting:<44} {text}")
     return lines
 
 
 KIND_WORDS = {"performance": "Performance (piano)", "remi": "metrical (pop)"}
-
-
-def _yaml(value) -> str:
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import strength_option
 
 SCALE_SHARE = 1 / 12  # a pitch class sounding this share of the seed's time, as if all twelve were even, is in key
 
@@ -86,9 +86,9 @@ class KeyLean(PitchClassLean):
 
 @dataclass
 class KeyLeanOptions:
-    strength: float = option(0.75, "the logit bonus of each new pitch, times its pitch class's weight in the seed "
-                             "(1 for the key's tones); 0: off",
-                             low=0, off="0")
+    strength: float = strength_option(0.75, (
+        "the logit bonus of each new pitch, times its pitch class's weight in the seed (1 for the key's tones); 0: "
+        "off"))
 
 
 def _make(inputs: HookInputs, o: KeyLeanOptions) -> KeyLean | None:

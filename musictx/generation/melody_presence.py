@@ -25,7 +25,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import strength_option
 from musictx.io.score_prep import ROLE_PROGRAMS
 
 REST_BEATS = 2.0  # a rest this long (half a 4/4 bar) and the melody is asked back
@@ -87,9 +87,8 @@ class MelodyPresence(ReadsCursor):
 
 @dataclass
 class MelodyPresenceOptions:
-    strength: float = option(3.0, "the logit bonus of the MELODY track where the melody has rested 2 beats; 0: "
-                             "off",
-                             low=0, off="0")
+    strength: float = strength_option(3.0, (
+        "the logit bonus of the MELODY track where the melody has rested 2 beats; 0: off"))
 
 
 def _make(inputs: HookInputs, o: MelodyPresenceOptions) -> MelodyPresence | None:

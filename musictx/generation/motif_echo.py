@@ -28,7 +28,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import strength_option
 
 MAX_ORDER = 3  # intervals matched at most: longer matches are rarer and add little over 3
 
@@ -103,9 +103,9 @@ class MotifEcho(ReadsCursor):
 
 @dataclass
 class MotifEchoOptions:
-    strength: float = option(1.0, "the logit bonus of a pitch that goes on as the seed went on from the same last "
-                             "intervals, track by track; 0: off",
-                             low=0, off="0")
+    strength: float = strength_option(1.0, (
+        "the logit bonus of a pitch that goes on as the seed went on from the same last intervals, track by track; 0:"
+        " off"))
 
 
 def _make(inputs: HookInputs, o: MotifEchoOptions) -> MotifEcho | None:

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from musictx.generation.hooks import HookInputs, HookSpec, LogitsHook
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import strength_option
 
 MAX_ORDER = 3  # intervals matched at most, as the metrical motif echo
 
@@ -98,9 +98,8 @@ class NoteEcho(LogitsHook):
 
 @dataclass
 class NoteEchoOptions:
-    strength: float = option(1.5, "the logit bonus of a next note that goes on as the seed went on from the same "
-                             "last intervals; 0: off",
-                             low=0, off="0")
+    strength: float = strength_option(1.5, (
+        "the logit bonus of a next note that goes on as the seed went on from the same last intervals; 0: off"))
 
 
 def _make(inputs: HookInputs, o: NoteEchoOptions) -> NoteEcho | None:

@@ -29,6 +29,16 @@ def option(default, help: str, *, low: float | None = None, high: float | None =
     return field(default=default, metadata=meta)
 
 
+def strength_option(default: float, help: str):
+    """A hook's strength: an `option` that is at least 0, where 0 turns the hook off."""
+    return option(default, help, low=0, off="0")
+
+
+def yaml_text(value) -> str:
+    """A default as a YAML file and ``--help`` write it: null, true / false, else the value itself."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def raise_first(bad: list[tuple[bool, str]]) -> None:
     """Raise GenerateError with the message of the first (condition, message) pair whose condition holds."""
     for is_bad, message in bad:
@@ -55,9 +65,8 @@ def finite_number(name: str, value, nullable: bool = True) -> None:
         raise GenerateError(f"{name} must be a finite number, got {value!r}")
 
 
-def field_type(cls, name: str) -> tuple[type, bool]:
-    """(the base type, whether None is allowed) of the field ``name`` of the dataclass ``cls``."""
-    hint = typing.get_type_hints(cls)[name]
+def field_type(hint) -> tuple[type, bool]:
+    """(the base type, whether None is allowed) of a field's type ``hint`` (``float | None`` -> float, True)."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         return args[0], len(args) < len(typing.get_args(hint))
@@ -67,9 +76,10 @@ def field_type(cls, name: str) -> tuple[type, bool]:
 def check_fields(opts, prefix: str) -> None:
     """Check each field of the options dataclass ``opts`` against its annotation and its `option` bounds;
     a whole-valued float where an int is meant becomes an int. GenerateError names ``prefix.field``."""
+    hints = typing.get_type_hints(type(opts))  # the annotations are strings (postponed evaluation)
     for f in fields(opts):
         name, value = f"{prefix}.{f.name}", getattr(opts, f.name)
-        kind, nullable = field_type(type(opts), f.name)
+        kind, nullable = field_type(hints[f.name])
         if value is None:
             if not nullable:
                 raise GenerateError(f"{name} must not be null")

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import strength_option
 
 PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not hold)
 
@@ -138,14 +138,15 @@ def repeat_plan(bar_keys: list) -> dict[int, int]:
 class PhraseEchoOptions:
     # off by default: it restated the seed's figures by thinning the texture to the seed's bars and keeping an
     # intro's silent melody silent (docs/two-sample-2026-11.md, "The hooks retuned"); 1.3 was the old default
-    strength: float = option(0.0, "the logit bonus of an id that plays the seed's bar at the same place in its last "
-                                  "4-bar phrase again (thins the texture); 0: off", low=0, off="0")
+    strength: float = strength_option(0.0, (
+        "the logit bonus of an id that plays the seed's bar at the same place in its last 4-bar phrase again (thins "
+        "the texture); 0: off"))
 
 
 @dataclass
 class RepeatEchoOptions:
-    strength: float = option(3.0, "the logit bonus of an id that plays the accompaniment written for a melody bar "
-                                  "heard before again; 0: off", low=0, off="0")
+    strength: float = strength_option(3.0, (
+        "the logit bonus of an id that plays the accompaniment written for a melody bar heard before again; 0: off"))
 
 
 def _phrase(inputs: HookInputs, o: PhraseEchoOptions) -> PhraseEcho | None:

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from musictx.generation.filters import top_p_filter
 from musictx.generation.hooks import KINDS, HookInputs, HookSpec, LogitsHook
-from musictx.generation.option_fields import option
+from musictx.generation.option_fields import option, strength_option
 from musictx.generation.window import WindowDecoder
 
 # what the whole window is contrasted with (module docstring)
@@ -41,8 +41,9 @@ RECALL_BRANCHES = ("recent", "continuation")
 @dataclass
 class RecallGuidanceOptions:
     # 0 samples the model's own distribution, which is what musictx-evaluate measures unless asked
-    strength: float = option(1.0, "sample toward what the whole context (the seed) adds to the recent music: "
-                                  "continuations come back to the seed's figure, pulse and key; 0: off", low=0, off="0")
+    strength: float = strength_option(1.0, (
+        "sample toward what the whole context (the seed) adds to the recent music: continuations come back to the "
+        "seed's figure, pulse and key; 0: off"))
     local: int = option(64, "the recent ids the contrast branch sees", low=1)
     against: str = option("recent", "the contrast branch: recent (the last `local` ids) | continuation (all the "
                                     "music after the seed: amplifies what the seed alone adds)",
