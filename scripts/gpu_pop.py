@@ -10,10 +10,13 @@ what it has into ``--out`` ($OUT) as soon as it has it.
    + backward, bf16, d 512, 8 heads, L = 1k..8k) -> kernels.json (the markdown table is in gpu.log too).
 3. ``train``: the larger pop model (`musictx.training.plain`: 8 x 512, L 2048, bf16, the triton kernel) on the
    carried arrays (carry/pop_large: the train split with POP909's extra arrangements) until the budget's
-   end, exporting fp16 safetensors shards (< 16 MiB each) and train.json every minute.
+   end, exporting fp16 safetensors shards (< 16 MiB each) and train.json every minute. With ``--runs
+   large,mid,small`` (RUNS below) the runs train side by side on the one GPU, each exporting its folder
+   as ``NAME.tar.K-of-N`` parts (`musictx.checkpoints.bundle`), so that three fit the 8 files.
 
 What comes back, at most 8 files: gpu.log (everything printed), report.json (each step's status and
-time), kernels.json, train.json, model/config.json and model/model-0000k-of-0000N.safetensors (N <= 3).
+time), kernels.json, train.json, model/config.json and model/model-0000k-of-0000N.safetensors (N <= 3);
+with ``--runs``, gpu.log, report.json, kernels.json and the runs' parts (large 3, mid and small 1 each).
 A step that fails or runs out of time is recorded and the next one runs.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,15 +44,33 @@ TINY_TRAIN = ["--accelerator", "cpu", "--precision", "32-true", "--n-layers", "1
               "--warmup-steps", "2", "--max-shard-mb", "0.03", "--threads", "1"]
 
 
+# The runs a GPU call can train side by side (--runs): the options each adds to musictx.training.plain's
+# defaults (8 x 512, L 2048, batch 16, the triton kernel, bf16). mid and small are sized for a CPU's decoding
+# (docs/gpu.md: a 4 x 256 step costs 1.7x pop's on one thread, 3 x 192 is pop's own shape).
+RUNS = {
+    "large": [],
+    "mid": ["--n-layers", "4", "--d-model", "256", "--n-heads", "4", "--d-ff", "1024", "--seq-len", "1024",
+            "--batch-size", "32", "--lr", "1e-3", "--num-workers", "3"],
+    "small": ["--n-layers", "3", "--d-model", "192", "--n-heads", "3", "--d-ff", "768", "--seq-len", "1024",
+              "--batch-size", "32", "--lr", "1e-3", "--num-workers", "3"],
+}
+
+
 class Log:
     """Everything printed goes to stdout and to gpu.log (line by line, so a cut call keeps it)."""
 
     def __init__(self, path: Path):
         self.file = path.open("a", buffering=1)
+        self.lock = threading.Lock()
 
     def __call__(self, line: str) -> None:
-        print(line, flush=True)
-        self.file.write(line + "\n")
+        with self.lock:
+            print(line, flush=True)
+            self.file.write(line + "\n")
+
+    @staticmethod
+    def prefixed(log: Log, name: str):
+        return lambda line: log(f"[{name}] {line}")
 
 
 def run_step(name: str, cmd: list[str], timeout_s: float, log: Log, env: dict | None = None) -> dict:
@@ -70,6 +92,19 @@ def run_step(name: str, cmd: list[str], timeout_s: float, log: Log, env: dict | 
     result = {"rc": proc.returncode, "seconds": round(time.monotonic() - t0, 1), "timed_out": timed_out}
     log(f"=== {name}: {'timed out' if timed_out else 'rc ' + str(proc.returncode)} after {result['seconds']} s")
     return result
+
+
+def run_together(cmds: dict[str, list[str]], timeout_s: float, log: Log) -> dict:
+    """Run every command at once, each one's lines prefixed with its name in the log; all are killed after
+    ``timeout_s``. Returns {name: {rc, seconds, timed_out}}."""
+    results: dict[str, dict] = {}
+    threads = [threading.Thread(target=lambda n=name, c=cmd: results.__setitem__(
+        n, run_step(n, c, timeout_s, Log.prefixed(log, n))), daemon=True) for name, cmd in cmds.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 def check_out(out: Path) -> list[str]:
@@ -102,10 +137,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="the tests' limit (killed after; they took 104 s on an H200)")
     p.add_argument("--kernels-s", type=float, default=125.0, help="the kernel table's limit")
     p.add_argument("--steps", default="tests,kernels,train")
+    p.add_argument("--runs", default="", help=f"train these side by side, each bundled (of {', '.join(RUNS)}); "
+                   "empty: one run with the options given")
+    p.add_argument("--stage", default="/tmp/gpu_pop_stage", help="where side-by-side runs write before bundling")
     p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain")
     args = p.parse_intermixed_args(argv)
     if args.out is None:
         p.error("--out (or $OUT) is required")
+    unknown = [r for r in args.runs.split(",") if r and r not in RUNS]
+    if unknown:
+        p.error(f"--runs: unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
     t_start = time.monotonic()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -139,9 +180,20 @@ def main(argv: list[str] | None = None) -> int:
         left = args.budget_s - (time.monotonic() - t_start)
         # start-up (data, model, first batches) and the final export come on top of the training budget
         margin = 30.0 if args.tiny else 35.0
-        cmd = [py, "-m", "musictx.training.plain", "--data", args.data, "--out", str(out),
-               "--budget-s", f"{max(left - margin, 5):.0f}", *(TINY_TRAIN if args.tiny else []), *args.train_args]
-        report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)
+        runs = args.runs.split(",") if args.runs else []
+        budget = f"{max(left - margin, 5):.0f}"
+        if not runs:  # one run, its files as they are: model/ and train.json (the H200's call)
+            cmd = [py, "-m", "musictx.training.plain", "--data", args.data, "--out", str(out), "--budget-s", budget,
+                   *(TINY_TRAIN if args.tiny else []), *args.train_args]
+            report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)
+        else:  # several side by side on the one GPU, each packed into NAME.tar.K-of-N parts
+            stage = Path(args.stage)
+            shutil.rmtree(stage, ignore_errors=True)  # nothing of an earlier call is bundled again
+            cmds = {name: [py, "-m", "musictx.training.plain", "--data", args.data, "--budget-s", budget,
+                           "--out", str(stage / name), "--run-dir", str(stage / f"{name}_run"),
+                           "--bundle", str(out / name), "--keep-best", "true", *RUNS[name],
+                           *(TINY_TRAIN if args.tiny else []), *args.train_args] for name in runs}
+            report["steps"].update(run_together(cmds, max(left - 5, 10), log))
         save_report()
     problems = check_out(out)
     report["out_files"] = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())

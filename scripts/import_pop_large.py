@@ -2,6 +2,9 @@
 
     python scripts/import_pop_large.py /work/.device/<...>/files   [--to outputs/pop_large/model]
         [--data data/pop_large --windows 16]
+    python scripts/import_pop_large.py <files> --run mid --to outputs/pop_mid/model   # a --runs call's bundle
+
+With ``--run NAME`` the run's ``NAME.tar.K-of-N`` parts are put together and unpacked first (beside ``--to``).
 
 1. reads the returned ``model/`` (config.json and the fp16 shards it lists: each one checked whole and finite)
    and rebuilds the net from them (`load_model_folder`);
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from musictx.checkpoints.bundle import bundle_names, read_bundle
 from musictx.checkpoints.model_store import load_model_folder, save_model_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +80,8 @@ def import_run(returned: Path, to: Path, data: Path | None = None, windows: int 
                 run[name] = where / name
                 break
     train = json.loads(run["train.json"].read_text()) if "train.json" in run else {}
-    last = (train.get("history") or [{}])[-1]
+    # the export whose weights these are: the last one saved (a keep_best run skips those that were worse)
+    last = next((r for r in reversed(train.get("history") or []) if r.get("saved", True)), {})
     info = {**meta["info"], "gpu": train.get("device"), "train_s": last.get("train_s"),
             "tokens_per_s": last.get("tokens_per_s"), "gpu_val_nll_windows": last.get("val_nll"),
             "shards_back": len(shards)}
@@ -109,8 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--to", type=Path, default=ROOT / "outputs" / "pop_large" / "model")
     p.add_argument("--data", type=Path, default=None, help="the prepared arrays (data/pop_large) to check NLL on")
     p.add_argument("--windows", type=int, default=16)
+    p.add_argument("--run", default=None, help="a side-by-side run's bundle (NAME.tar.K-of-N) to import")
     args = p.parse_args(argv)
-    summary = import_run(args.returned, args.to, args.data, args.windows)
+    returned = args.returned
+    if args.run:
+        found = bundle_names(returned)
+        if args.run not in found:
+            raise SystemExit(f"{returned}: no bundle {args.run!r}; found: {', '.join(found) or 'none'}")
+        returned = read_bundle(returned, args.run, args.to.parent / f"{args.run}_returned")
+        for name in RUN_FILES:  # the call's own files (gpu.log, report.json, kernels.json) go beside it too
+            if (args.returned / name).is_file() and not (returned / name).exists():
+                shutil.copyfile(args.returned / name, returned / name)
+    summary = import_run(returned, args.to, args.data, args.windows)
     print(json.dumps(summary, indent=1))
     return 0 if summary["reloads_equal"] else 1
 

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from musictx.checkpoints.export import export
-from musictx.checkpoints.model_store import load_model
+from musictx.checkpoints.model_store import load_model, load_model_folder, save_model_folder
 from musictx.evaluation.infill_scorecard import format_task_scorecard
 from musictx.evaluation.plots import read_metrics_csv
 from musictx.evaluation.run import evaluation_options, format_table, run_evaluation
@@ -52,7 +52,7 @@ def evaluate(checkpoint: str, split: str, mode: str, **scorecard) -> dict:
 def card(ship: dict) -> str:
     nll_v, nll_t = ship["validation"]["nll"], ship["test"]["nll"]
     pop, piano = ship["scorecard_pop"]["scorecard"]["means"], ship["scorecard_piano"]["scorecard"]["means"]
-    manifest = load_manifest(DATA)
+    manifest = load_manifest(ship.get("train_data", DATA))
     rows = []
     for key, label, _ in MEASURES:
         if key in pop["model"]:
@@ -64,8 +64,9 @@ def card(ship: dict) -> str:
         "# pop: a metrical, multi-track Music Transformer for pop songs",
         "",
         f"A Music Transformer (relative attention; {ship['params']:,} parameters, "
-        f"{ship['model']['config']['n_layers']} layers x {ship['model']['config']['d_model']}) trained on CPU on "
-        f"POP909 songs ({train['files']} training songs, {train['seconds'] / 3600:.1f} h, "
+        f"{ship['model']['config']['n_layers']} layers x {ship['model']['config']['d_model']}) trained on "
+        f"{ship.get('trained_on', 'CPU')} on POP909 songs ({train['files']} training files, "
+        f"{train['seconds'] / 3600:.1f} h, "
         f"{train['tokens']:,} tokens) in REMI tokens (MidiTok: bars, positions, explicit durations, one "
         f"Program per track: MELODY, BRIDGE and PIANO kept apart). Trained with {ship['recipe']}. "
         "The tokenizer is in config.json and, as MidiTok's own file, in tokenizer.json.",
@@ -79,10 +80,10 @@ def card(ship: dict) -> str:
         f"| test (held out) | {nll_t['nll']:.3f} | {nll_t['nll_per_note']:.3f} | {nll_t['tokens']:,} |",
         "",
         f"Continuation scorecard on the {len(ship['scorecard_pop']['scorecard']['songs'])} held-out test songs "
-        "(10 s seed from 25 s, cut at bar lines; 30 s new; 2 samples; shipped settings), beside the piano model "
-        "on the same seeds, the real continuation and chance:",
+        "(10 s seed from 25 s, cut at bar lines; 30 s new; 2 samples; shipped settings), beside "
+        f"{ship.get('baseline_desc', 'the piano model')} on the same seeds, the real continuation and chance:",
         "",
-        "| measure (mean) | pop | piano (before) | real continuation | chance |",
+        f"| measure (mean) | pop | {ship.get('baseline_name', 'piano (before)')} | real continuation | chance |",
         "|---|---|---|---|---|",
         *rows,
         "",
@@ -133,14 +134,25 @@ def main() -> None:
     parser.add_argument("--name", choices=("pop", "pop_infill"), default="pop", help="the model to ship")
     parser.add_argument("--max-songs", type=int, default=None, help="a quick look; the card is made on all")
     parser.add_argument("--recipe", default="experiment=pop", help="how the checkpoint was trained, for the card")
+    parser.add_argument("--trained-on", default="CPU", help="the machine, for the card (e.g. 'an NVIDIA H100')")
+    parser.add_argument("--train-data", default=None, help="the arrays it was trained on, for the card's figures "
+                        "(default data/NAME; e.g. data/pop_large: the train split with POP909's other arrangements)")
+    parser.add_argument("--baseline-name", default="piano (before)", help="the comparison's column in the card")
+    parser.add_argument("--baseline-desc", default="the piano model", help="the comparison, in the card's words")
     parser.add_argument("--baseline", default=None, help="metrics.json of the comparison model's test scorecard "
                         "(musictx-evaluate mode=continuation, the same settings), instead of running it again")
     args = parser.parse_args()
     NAME, DATA, OUT, FOLDER = (args.name, ROOT / "data" / args.name, ROOT / "outputs" / args.name,
                                PRETRAINED_DIR / args.name)
     max_songs = args.max_songs
-    export(args.checkpoint, str(FOLDER), dtype="float16",
-           info={"data": f"POP909 001-800, data/{NAME} train split", "recipe": args.recipe})
+    train_data = Path(args.train_data) if args.train_data else DATA
+    info = {"data": f"POP909 001-800, {train_data.name} train split", "recipe": args.recipe}
+    if Path(args.checkpoint).is_dir():  # a model folder (a GPU run's, imported by scripts/import_pop_large.py)
+        net, tok, meta = load_model_folder(args.checkpoint)
+        save_model_folder(net, tok, FOLDER, "float16", info={**meta.get("info", {}), **info,
+                                                               "source_checkpoint": args.checkpoint})
+    else:
+        export(args.checkpoint, str(FOLDER), dtype="float16", info=info)
     ship = {"validation": evaluate(NAME, "validation", "nll"), "test": evaluate(NAME, "test", "nll")}
     ship["scorecard_pop"] = evaluate(NAME, "test", "continuation", max_songs=max_songs)
     ship["scorecard_piano"] = (json.loads(Path(args.baseline).read_text()) if args.baseline else
@@ -148,7 +160,8 @@ def main() -> None:
                                         max_songs=max_songs))
     if NAME == "pop_infill":
         ship["scorecard_infill"] = evaluate(NAME, "test", "infill", max_songs=max_songs)
-    ship.update(recipe=args.recipe, checkpoint=args.checkpoint)
+    ship.update(recipe=args.recipe, checkpoint=args.checkpoint, trained_on=args.trained_on, train_data=str(train_data),
+                baseline_name=args.baseline_name, baseline_desc=args.baseline_desc)
     ship.update(params=ship["test"]["params"], global_step=ship["test"]["global_step"],
                 model=json.loads((FOLDER / "config.json").read_text())["model"])
     ship["spot_check"] = spot_check()

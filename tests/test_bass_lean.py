@@ -154,5 +154,6 @@ def test_the_bass_comes_back_on_held_out_songs(pop):
         found = [sm.downbeat_bass(new, bars, new.start.min(), new.start.max())
                  for (_, new), bars in zip(pairs, downbeats, strict=True)]
         share[strength] = float(np.nanmean(found))
-    # with the key lean and melody presence on (their defaults) the network alone strikes 0.92 of them here
-    assert share[2.0] >= 0.95 and share[2.0] > share[0.0], share
+    # the CPU-trained pop alone struck 0.92 of them here; the H100's pop strikes them all by itself (1.0 with
+    # the lean off and on): the lean must keep them, and its effect shows on the motif (the test above)
+    assert share[2.0] >= 0.95 and share[2.0] >= share[0.0], share

@@ -185,3 +185,73 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def test_a_bundle_comes_back_whole_or_says_what_is_wrong(tmp_path):
+    from musictx.checkpoints.bundle import bundle_names, read_bundle, write_bundle
+
+    src = tmp_path / "run"
+    (src / "model").mkdir(parents=True)
+    payload = bytes(range(256)) * 600  # 150 KiB: three parts of 64 KiB
+    (src / "model" / "weights.bin").write_bytes(payload)
+    (src / "train.json").write_text('{"final": true}')
+    out = tmp_path / "OUT"
+    parts = write_bundle(src, out / "mid", 64 / 1024)
+    assert [p.name for p in parts] == ["mid.tar.1-of-3", "mid.tar.2-of-3", "mid.tar.3-of-3"]
+    assert all(p.stat().st_size <= 64 * 1024 for p in parts) and bundle_names(out) == ["mid"]
+    back = read_bundle(out, "mid", tmp_path / "back")
+    assert (back / "model" / "weights.bin").read_bytes() == payload and (back / "train.json").exists()
+    # a later export with fewer parts leaves no part of the earlier one behind
+    (src / "model" / "weights.bin").write_bytes(payload[:1000])
+    assert [p.name for p in write_bundle(src, out / "mid", 64 / 1024)] == ["mid.tar.1-of-1"]
+    assert sorted(p.name for p in out.iterdir()) == ["mid.tar.1-of-1"]
+    (out / "mid.tar.1-of-1").rename(out / "mid.tar.1-of-2")
+    with pytest.raises(ValueError, match=r"misses part\(s\) \[2\] of 2"):
+        read_bundle(out, "mid", tmp_path / "again")
+    (out / "mid.tar.1-of-2").write_bytes(b"not a tar" * 100)
+    (out / "mid.tar.2-of-2").write_bytes(b"x")
+    with pytest.raises(ValueError, match="not a whole tar"):
+        read_bundle(out, "mid", tmp_path / "again")
+    with pytest.raises(FileNotFoundError, match="no parts of bundle 'large'"):
+        read_bundle(out, "large", tmp_path / "again")
+
+
+def test_keep_best_exports_only_an_improvement(pop_arrays, tmp_path):
+    out = tmp_path / "out"
+    opts = plain.parse(["--data", str(pop_arrays), "--out", str(out), *gpu_pop.TINY_TRAIN, "--budget-s", "4",
+                        "--every-s", "0.5", "--run-dir", str(tmp_path / "run"), "--keep-best", "true",
+                        "--bundle", str(tmp_path / "OUT" / "tiny"), "--lr", "0.05"])
+    history = plain.train(opts)
+    saved = [r for r in history if r["saved"]]
+    assert saved[0] is history[0] and len(history) >= 3
+    best_so_far = [min(r["val_nll"] for r in history[:i + 1]) for i in range(len(history))]
+    assert [r["saved"] for r in history] == [i == 0 or r["val_nll"] < best_so_far[i - 1]
+                                             for i, r in enumerate(history)]
+    back = import_pop_large.read_bundle(tmp_path / "OUT", "tiny", tmp_path / "back")
+    config = json.loads((back / "model" / "config.json").read_text())
+    assert config["info"]["global_step"] == saved[-1]["step"]
+    assert config["info"]["val_nll"] == min(r["val_nll"] for r in history)
+
+
+@pytest.mark.slow
+def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arrays, tmp_path):
+    out = tmp_path / "OUT"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", str(pop_arrays), "--budget-s", "45",
+                          "--steps", "train", "--runs", "mid,small", "--stage", str(tmp_path / "stage")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["steps"]) == {"mid", "small"} and report["out_problems"] == []
+    assert sorted(report["out_files"]) == ["gpu.log", "mid.tar.1-of-1", "report.json", "small.tar.1-of-1"]
+    log = (out / "gpu.log").read_text()
+    assert "[mid] [plain] step" in log and "[small] [plain] step" in log
+    for name in ("mid", "small"):
+        assert import_pop_large.main([str(out), "--run", name, "--to", str(tmp_path / name / "model"),
+                                      "--data", str(pop_arrays)]) == 0
+        assert (tmp_path / name / "report.json").exists()
+    with pytest.raises(SystemExit, match="no bundle 'large'; found: mid, small"):
+        import_pop_large.main([str(out), "--run", "large", "--to", str(tmp_path / "large" / "model")])
+    bad = subprocess.run([sys.executable, "scripts/gpu_pop.py", "--out", str(tmp_path / "x"), "--runs", "huge"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown run(s) huge; known: large, mid, small" in bad.stderr

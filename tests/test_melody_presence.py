@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from musictx.checkpoints.model_store import load_model
+from musictx.generation.bridge_presence import BridgePresence
 from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
 from musictx.generation.melody_presence import REST_BEATS, MelodyPresence
@@ -65,3 +66,28 @@ def test_the_hook_is_made_only_for_a_song_with_a_melody_and_another_track():
                                  programs=[PIANO, MELODY]))
     assert not any(isinstance(h, MelodyPresence) for h in off)
 
+
+
+BRIDGE = 81
+
+
+def test_the_bridge_is_asked_back_after_its_longer_rest_and_only_the_bridge():
+    tok = _tok()
+    sung = _bar((0, [(PIANO, 48, WHOLE), (MELODY, 72, WHOLE), (BRIDGE, 67, QUARTER)]))
+    hook = started_on_bars(BridgePresence(tok, 2.0, rest_beats=8.0), tok, [sung])
+    step(hook, tok, "TimeSig_4/4", "Position_0", "Program_0", "Pitch_48", "Velocity_95", f"Duration_{WHOLE}")
+    assert bonused(hook, tok) == set()  # 3 beats of BRIDGE rest (its quarter ended on beat 1)
+    step(hook, tok, "Bar_None", "TimeSig_4/4", "Position_0")
+    assert bonused(hook, tok) == set()  # 7 beats
+    step(hook, tok, "Position_4")
+    assert bonused(hook, tok) == {"Program_81"}  # 8 beats: the BRIDGE, never the MELODY that rested too
+
+
+def test_the_bridge_hook_is_made_only_where_the_seed_has_a_bridge_beside_another_track():
+    tok = _tok()
+    opts = SamplingOptions(hooks={"bridge_presence": {"strength": 2.0}, "melody_presence": {"strength": 0.0}})
+    made = {name: [h for h in build_hooks(HookInputs("continue", tok, opts, programs=programs))
+                   if isinstance(h, MelodyPresence)] for name, programs in
+            (("song", [PIANO, MELODY, BRIDGE]), ("no bridge", [PIANO, MELODY]), ("bridge alone", [BRIDGE]))}
+    assert [(h.program, h.rest_beats, h.strength) for h in made["song"]] == [(BRIDGE, 16.0, 2.0)]
+    assert made["no bridge"] == [] and made["bridge alone"] == []

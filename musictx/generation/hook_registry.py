@@ -15,6 +15,7 @@ from dataclasses import field, fields, make_dataclass
 from musictx.generation import (
     bar_repeats,
     bass_lean,
+    bridge_presence,
     chord_lean,
     copy_cache,
     given_notes,
@@ -46,6 +47,7 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     phrase_echo.REPEAT_ECHO,
     bass_lean.SPEC,
     melody_presence.SPEC,
+    bridge_presence.SPEC,
     given_notes.COUNTER_REST,
     PROGRESS,
     length.SPEC,

@@ -33,14 +33,16 @@ NEVER = -1e9  # the end of the last melody note of a row whose melody has not so
 
 
 class MelodyPresence(ReadsCursor):
-    """The lean toward the MELODY track's Program once the melody has rested `REST_BEATS` beats."""
+    """The lean toward one track's Program (the MELODY's unless ``program`` says otherwise) once that track
+    has rested ``rest_beats`` beats."""
 
-    def __init__(self, tokenizer, strength: float, cursor: RemiCursor | None = None):
+    def __init__(self, tokenizer, strength: float, cursor: RemiCursor | None = None,
+                 program: int = ROLE_PROGRAMS["MELODY"], rest_beats: float = REST_BEATS):
         tok = tokenizer
-        self.strength = float(strength)
+        self.strength, self.program, self.rest_beats = float(strength), program, float(rest_beats)
         self._read(tok, cursor)
         self.per_beat = tok.miditok.config.max_num_pos_per_beat  # positions per beat
-        self.melody_id = tok.miditok.vocab[f"Program_{ROLE_PROGRAMS['MELODY']}"]
+        self.melody_id = tok.miditok.vocab[f"Program_{program}"]
         self.note_may_start = (tok.numbers_of("Position") >= 0) | np.isfinite(tok.duration_beats())  # (V,)
 
     def start(self, prompt: Tensor) -> None:
@@ -54,7 +56,7 @@ class MelodyPresence(ReadsCursor):
         for b in range(B):
             for k, bar in enumerate(c.bars[b]):
                 for pos, program, _, beats in bar.ended_notes():
-                    if program == ROLE_PROGRAMS["MELODY"]:
+                    if program == self.program:
                         end = k * c.bar_len[b] + pos + beats * self.per_beat
                         self.melody_end[b] = max(self.melody_end[b], end)
 
@@ -65,16 +67,16 @@ class MelodyPresence(ReadsCursor):
         for b, i in enumerate(next_ids.tolist()):
             if i == c.bar_id:
                 self.bar_start[b] += bar_len[b]
-            elif c.ended[b] >= 0 and c.program[b] == ROLE_PROGRAMS["MELODY"]:
+            elif c.ended[b] >= 0 and c.program[b] == self.program:
                 end = self.bar_start[b] + max(int(c.pos[b]), 0) + c.beats_of[i] * self.per_beat
                 self.melody_end[b] = max(self.melody_end[b], end)
 
     def resting(self) -> np.ndarray:
-        """(B,) bool: rows at a place a note may start whose melody has rested `REST_BEATS` beats or more."""
+        """(B,) bool: rows at a place a note may start whose track has rested ``rest_beats`` beats or more."""
         c = self.cursor
         now = self.bar_start + np.maximum(c.pos, 0)
         can_start = (c.pos >= 0) & self.note_may_start[np.maximum(c.last, 0)]
-        return can_start & (now - self.melody_end >= REST_BEATS * self.per_beat)
+        return can_start & (now - self.melody_end >= self.rest_beats * self.per_beat)
 
     def __call__(self, logits: Tensor) -> Tensor:
         rows = np.flatnonzero(self.resting())

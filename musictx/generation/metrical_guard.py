@@ -7,7 +7,10 @@ a Position, Program or Bar ...). On top of it, three rules no token type can say
 - a continuation plays the seed's tracks: Program ids outside the seed's programs are never drawn, so no
   instrument appears that the user did not give (an unconditional sample may use any);
 - the seed's meter and tempo go on: after a Bar only the seed's last TimeSig id may come, and no Tempo id
-  (the output is written on the seed's own tempo map).
+  (the output is written on the seed's own tempo map);
+- one onset of one track holds each pitch once and at most `MAX_NOTES_AT_ONSET` notes: a model can otherwise
+  stack the same few pitches at one position until the token cap ends the sample (the H100's `pop` did, in
+  an accompaniment: 139 notes at 5 positions of one bar), and a MIDI file keeps only one of each.
 
 Repetition control, the other rule on bars, is its own hook (`musictx.generation.bar_repeats`). A sampling
 hook (`musictx.generation.hooks`) that reads the run's shared cursor (`musictx.generation.cursor`).
@@ -24,6 +27,9 @@ from torch import Tensor
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
 from musictx.generation.option_fields import option
+
+
+MAX_NOTES_AT_ONSET = 10  # one track's notes at one position: 23 of POP909's 682,571 train onsets have more
 
 
 class RemiGuard(ReadsCursor):
@@ -55,6 +61,22 @@ class RemiGuard(ReadsCursor):
         self.position_ids = tok.ids_of_type("Position")
         self.timesig_ids = tok.ids_of_type("TimeSig")
         self.allowed[:, tok.ids_of_type("Tempo")] = programs is None  # a continuation keeps the seed's tempo
+        self.pitch_ids = np.flatnonzero(self.cursor.pitch_of >= 0)
+        self.program_ids = np.flatnonzero(self.cursor.program_of >= 0)
+
+    def start(self, prompt: Tensor) -> None:
+        super().start(prompt)
+        # per row: {track: pitches} struck at the current position (from the first new id on)
+        self.struck: list[dict[int, set[int]]] = [{} for _ in range(prompt.shape[0])]
+
+    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
+        super().update(next_ids, done)
+        c = self.cursor
+        for b, i in enumerate(next_ids.tolist()):
+            if i == c.bar_id or self.position_of[i] >= 0:
+                self.struck[b] = {}
+            elif c.pitch_of[i] >= 0:
+                self.struck[b].setdefault(int(c.program[b]), set()).add(int(c.pitch_of[i]))
 
     # ----- masks ------------------------------------------------------------------------------
     def _forbidden(self, b: int) -> np.ndarray:
@@ -65,6 +87,13 @@ class RemiGuard(ReadsCursor):
         bad[self.position_ids] |= (pos <= c.pos[b]) | (pos >= c.bar_len[b])
         if c.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
             bad[self.timesig_ids] |= self.timesig_ids != c.meter[b]
+        struck = self.struck[b]
+        if struck:  # this onset's notes so far: no pitch twice in a track, no track past the cap
+            full = [p for p, pitches in struck.items() if len(pitches) >= MAX_NOTES_AT_ONSET]
+            bad[self.program_ids] |= np.isin(c.program_of[self.program_ids], full)
+            if c.last[b] >= 0 and c.program_of[c.last[b]] >= 0:
+                played = struck.get(int(c.program_of[c.last[b]]), ())
+                bad[self.pitch_ids] |= np.isin(c.pitch_of[self.pitch_ids], list(played))
         if bad.all():  # never leave nothing to draw: a new bar is always valid
             bad[:] = True
             bad[self.tok.bar_id] = False

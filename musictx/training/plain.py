@@ -30,6 +30,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from musictx.checkpoints.bundle import write_bundle
 from musictx.checkpoints.model_store import save_model_folder
 from musictx.io.jsonio import write_json
 from musictx.training.callbacks import LastCheckpoint
@@ -75,6 +76,9 @@ class PlainTrainOptions:
     max_steps: int = -1                # also stop here (-1: the budget alone)
     every_s: float = 60.0              # export (and validate) this often
     max_shard_mb: float = 15.0
+    bundle: str = ""                   # after each export, out_dir packed as BUNDLE.tar.K-of-N parts
+    bundle_mb: float = 15.0            # ... of at most this size (the device tool brings back 16 MiB a file)
+    keep_best: bool = False            # export the weights only when the validation NLL is the lowest so far
     threads: int | None = None
 
     def net_config(self, vocab_size: int) -> dict:
@@ -194,9 +198,12 @@ class MinuteExport(L.Callback):
             row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
         info = {"global_step": trainer.global_step, "val_nll": row["val_nll"], "data": self.opts.data_dir,
                 "recipe": f"musictx.training.plain {json.dumps(dataclasses.asdict(self.opts))}"}
-        folder = save_model_folder(pl_module.net, self.tokenizer, self.out / "model", "float16", info=info,
-                                   max_shard_mb=self.opts.max_shard_mb)
-        (folder / "tokenizer.json").unlink(missing_ok=True)  # config.json holds it; the files back are few
+        best = min((r["val_nll"] for r in self.history), default=math.inf)
+        row["saved"] = not self.opts.keep_best or row["val_nll"] < best
+        if row["saved"]:  # with keep_best, the folder keeps the export with the lowest validation NLL so far
+            folder = save_model_folder(pl_module.net, self.tokenizer, self.out / "model", "float16", info=info,
+                                       max_shard_mb=self.opts.max_shard_mb)
+            (folder / "tokenizer.json").unlink(missing_ok=True)  # config.json holds it; the files back are few
         row["export_s"] = round(time.monotonic() - t0, 2)
         self.history.append(row)
         self.loss_sum, self.loss_n = None, 0
@@ -211,6 +218,8 @@ class MinuteExport(L.Callback):
                   "params": sum(p.numel() for p in pl_module.net.parameters()),
                   "device": device_name(pl_module.device), "history": self.history}
         write_json(self.out / "train.json", record, what="training")
+        if self.opts.bundle:  # the few files a GPU call brings back (several runs side by side)
+            write_bundle(self.out, Path(self.opts.bundle), self.opts.bundle_mb)
 
 
 def device_name(device: torch.device) -> str:
