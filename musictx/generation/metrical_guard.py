@@ -28,7 +28,6 @@ from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
 from musictx.generation.option_fields import option
 
-
 MAX_NOTES_AT_ONSET = 10  # one track's notes at one position: 23 of POP909's 682,571 train onsets have more
 
 
