@@ -68,9 +68,9 @@ class Log:
             print(line, flush=True)
             self.file.write(line + "\n")
 
-    @staticmethod
-    def prefixed(log: Log, name: str):
-        return lambda line: log(f"[{name}] {line}")
+    def prefixed(self, name: str):
+        """This log with ``[name]`` before each line (a run among several)."""
+        return lambda line: self(f"[{name}] {line}")
 
 
 def run_step(name: str, cmd: list[str], timeout_s: float, log: Log, env: dict | None = None) -> dict:
@@ -98,8 +98,11 @@ def run_together(cmds: dict[str, list[str]], timeout_s: float, log: Log) -> dict
     """Run every command at once, each one's lines prefixed with its name in the log; all are killed after
     ``timeout_s``. Returns {name: {rc, seconds, timed_out}}."""
     results: dict[str, dict] = {}
-    threads = [threading.Thread(target=lambda n=name, c=cmd: results.__setitem__(
-        n, run_step(n, c, timeout_s, Log.prefixed(log, n))), daemon=True) for name, cmd in cmds.items()]
+
+    def run(name: str, cmd: list[str]) -> None:
+        results[name] = run_step(name, cmd, timeout_s, log.prefixed(name))
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in cmds.items()]
     for t in threads:
         t.start()
     for t in threads:

@@ -34,20 +34,20 @@ def write_bundle(folder: Path, target: Path, max_part_mb: float) -> list[Path]:
         tmp.write_bytes(data[k * size:(k + 1) * size])
         tmp.replace(part)
         parts.append(part)
-    for old in bundle_parts(target.parent, target.name, any_count=True):
+    for *_, old in bundle_parts(target.parent, target.name):
         if old not in parts:
             old.unlink(missing_ok=True)
     return parts
 
 
-def bundle_parts(where: Path, name: str, any_count: bool = False) -> list[Path]:
-    """The parts of bundle ``name`` in ``where``, in order (with ``any_count``, of every N found)."""
+def bundle_parts(where: Path, name: str) -> list[tuple[int, int, Path]]:
+    """(N, K, path) of every part of bundle ``name`` in ``where``, whatever its N, in order."""
     found = []
     for path in Path(where).glob(f"{name}.tar.*-of-*"):
         m = PART.match(path.name)
         if m and m["name"] == name:
             found.append((int(m["n"]), int(m["k"]), path))
-    return [p for _, _, p in sorted(found)]
+    return sorted(found)
 
 
 def bundle_names(where: Path) -> list[str]:
@@ -58,18 +58,18 @@ def bundle_names(where: Path) -> list[str]:
 def read_bundle(where: Path, name: str, dest: Path) -> Path:
     """Unpack bundle ``name`` found in ``where`` into ``dest``; a clear error when a part is missing, two
     exports' parts are mixed, or the tar is cut short."""
-    parts = bundle_parts(where, name, any_count=True)
-    counts = {int(PART.match(p.name)["n"]) for p in parts}
+    parts = bundle_parts(where, name)
     if not parts:
         raise FileNotFoundError(f"{where}: no parts of bundle {name!r} ({name}.tar.K-of-N)")
+    counts = sorted({n for n, _, _ in parts})
     if len(counts) != 1:
-        raise ValueError(f"{where}: bundle {name!r} has parts of two exports (of-{sorted(counts)})")
-    n = counts.pop()
-    have = sorted(int(PART.match(p.name)["k"]) for p in parts)
+        raise ValueError(f"{where}: bundle {name!r} has parts of two exports (of-{counts})")
+    n = counts[0]
+    have = [k for _, k, _ in parts]
     if have != list(range(1, n + 1)):
         missing = sorted(set(range(1, n + 1)) - set(have))
         raise ValueError(f"{where}: bundle {name!r} misses part(s) {missing} of {n} (the call was cut?)")
-    data = b"".join(p.read_bytes() for p in parts)
+    data = b"".join(path.read_bytes() for *_, path in parts)
     dest.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:

@@ -29,7 +29,7 @@ from musictx.generation.option_fields import strength_option
 from musictx.io.score_prep import ROLE_PROGRAMS
 
 REST_BEATS = 2.0  # a rest this long (half a 4/4 bar) and the melody is asked back
-NEVER = -1e9  # the end of the last melody note of a row whose melody has not sounded
+NEVER = -1e9  # the end of the last note of a row whose track has not sounded
 
 
 class MelodyPresence(ReadsCursor):
@@ -42,7 +42,7 @@ class MelodyPresence(ReadsCursor):
         self.strength, self.program, self.rest_beats = float(strength), program, float(rest_beats)
         self._read(tok, cursor)
         self.per_beat = tok.miditok.config.max_num_pos_per_beat  # positions per beat
-        self.melody_id = tok.miditok.vocab[f"Program_{program}"]
+        self.program_id = tok.miditok.vocab[f"Program_{program}"]
         self.note_may_start = (tok.numbers_of("Position") >= 0) | np.isfinite(tok.duration_beats())  # (V,)
 
     def start(self, prompt: Tensor) -> None:
@@ -52,13 +52,13 @@ class MelodyPresence(ReadsCursor):
         # positions counted from the first bar: where the current bar starts, and where the melody last ended
         # (the prompt's bars taken at the current bar length; its last Bar opened the bar now written)
         self.bar_start = np.array([(len(c.bars[b]) - 1) * c.bar_len[b] for b in range(B)], dtype=float)
-        self.melody_end = np.full(B, NEVER)
+        self.track_end = np.full(B, NEVER)
         for b in range(B):
             for k, bar in enumerate(c.bars[b]):
                 for pos, program, _, beats in bar.ended_notes():
                     if program == self.program:
                         end = k * c.bar_len[b] + pos + beats * self.per_beat
-                        self.melody_end[b] = max(self.melody_end[b], end)
+                        self.track_end[b] = max(self.track_end[b], end)
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         c = self.cursor
@@ -69,21 +69,21 @@ class MelodyPresence(ReadsCursor):
                 self.bar_start[b] += bar_len[b]
             elif c.ended[b] >= 0 and c.program[b] == self.program:
                 end = self.bar_start[b] + max(int(c.pos[b]), 0) + c.beats_of[i] * self.per_beat
-                self.melody_end[b] = max(self.melody_end[b], end)
+                self.track_end[b] = max(self.track_end[b], end)
 
     def resting(self) -> np.ndarray:
         """(B,) bool: rows at a place a note may start whose track has rested ``rest_beats`` beats or more."""
         c = self.cursor
         now = self.bar_start + np.maximum(c.pos, 0)
         can_start = (c.pos >= 0) & self.note_may_start[np.maximum(c.last, 0)]
-        return can_start & (now - self.melody_end >= self.rest_beats * self.per_beat)
+        return can_start & (now - self.track_end >= self.rest_beats * self.per_beat)
 
     def __call__(self, logits: Tensor) -> Tensor:
         rows = np.flatnonzero(self.resting())
         if not len(rows):
             return logits
         out = logits.clone()
-        out[rows.tolist(), self.melody_id] += self.strength
+        out[rows.tolist(), self.program_id] += self.strength
         return out
 
 

@@ -60,13 +60,13 @@ class RemiGuard(ReadsCursor):
         self.position_ids = tok.ids_of_type("Position")
         self.timesig_ids = tok.ids_of_type("TimeSig")
         self.allowed[:, tok.ids_of_type("Tempo")] = programs is None  # a continuation keeps the seed's tempo
-        self.pitch_ids = np.flatnonzero(self.cursor.pitch_of >= 0)
-        self.program_ids = np.flatnonzero(self.cursor.program_of >= 0)
+        program_of = self.cursor.program_of
+        self.program_id = {int(program_of[i]): int(i) for i in np.flatnonzero(program_of >= 0)}  # track -> its id
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
-        # per row: {track: pitches} struck at the current position (from the first new id on)
-        self.struck: list[dict[int, set[int]]] = [{} for _ in range(prompt.shape[0])]
+        # per row: {track: Pitch ids} struck at the current position (from the first new id on)
+        self.struck: list[dict[int, list[int]]] = [{} for _ in range(prompt.shape[0])]
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
@@ -75,7 +75,7 @@ class RemiGuard(ReadsCursor):
             if i == c.bar_id or self.position_of[i] >= 0:
                 self.struck[b] = {}
             elif c.pitch_of[i] >= 0:
-                self.struck[b].setdefault(int(c.program[b]), set()).add(int(c.pitch_of[i]))
+                self.struck[b].setdefault(int(c.program[b]), []).append(i)
 
     # ----- masks ------------------------------------------------------------------------------
     def _forbidden(self, b: int) -> np.ndarray:
@@ -86,13 +86,14 @@ class RemiGuard(ReadsCursor):
         bad[self.position_ids] |= (pos <= c.pos[b]) | (pos >= c.bar_len[b])
         if c.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
             bad[self.timesig_ids] |= self.timesig_ids != c.meter[b]
-        struck = self.struck[b]
-        if struck:  # this onset's notes so far: no pitch twice in a track, no track past the cap
-            full = [p for p, pitches in struck.items() if len(pitches) >= MAX_NOTES_AT_ONSET]
-            bad[self.program_ids] |= np.isin(c.program_of[self.program_ids], full)
-            if c.last[b] >= 0 and c.program_of[c.last[b]] >= 0:
-                played = struck.get(int(c.program_of[c.last[b]]), ())
-                bad[self.pitch_ids] |= np.isin(c.pitch_of[self.pitch_ids], list(played))
+        for track, pitch_ids in self.struck[b].items():  # this onset's notes so far, track by track
+            program_id = self.program_id.get(track)  # None: a track without a Program id of its own
+            if program_id is None:
+                continue
+            if len(pitch_ids) >= MAX_NOTES_AT_ONSET:  # the track is full here
+                bad[program_id] = True
+            if c.last[b] == program_id:  # its next note: no pitch it already struck here
+                bad[pitch_ids] = True
         if bad.all():  # never leave nothing to draw: a new bar is always valid
             bad[:] = True
             bad[self.tok.bar_id] = False
