@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from musictx.bench.realtime import measure
+from musictx.bench.realtime import measure, sampling_of
 from musictx.checkpoints.export import export
 from musictx.checkpoints.model_store import load_model, read_checkpoint
 from musictx.evaluation.plots import plot_loss_curves
@@ -77,7 +77,8 @@ def main(checkpoint: str) -> None:
     spot = test_files[:SPOT_FILES]
     figures["spot_check"] = {"files": spot, "tokens_per_file": 1024,
                              **sample_nll(net, tok, [SHARED / f for f in spot], 1024)}
-    figures["realtime"] = [measure(net, tok, batch, 30.0, repeats=3) for batch in (1, 4)]
+    # shipped settings; one arm, so each batch's row is the first (it had lost its settings argument)
+    figures["realtime"] = [measure([(net, tok, sampling_of([]))], batch, 30.0, repeats=3)[0] for batch in (1, 4)]
     figures["rolls"] = test_seed_rolls(test_files)
     plot_loss_curves(Path(checkpoint).parents[1] / "csv" / "metrics.csv", ROOT / "docs" / "piano_loss.png")
     config = json.loads((folder / "config.json").read_text())

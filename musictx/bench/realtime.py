@@ -80,12 +80,13 @@ def _row(batch: int, runs: list[tuple[float, float, int]]) -> dict:
             "tokens_per_s": tokens / wall, "spread": (min(r[0] for r in runs), max(r[0] for r in runs))}
 
 
-def measure(net, tokenizer, batch: int, seconds: float, repeats: int, samplings: list) -> list[dict]:
-    """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once, under each
-    of ``samplings``; their runs interleaved (A B A B ...) so that a noisy machine slows each alike."""
-    runs: list[list] = [[] for _ in samplings]
+def measure(arms: list[tuple], batch: int, seconds: float, repeats: int) -> list[dict]:
+    """Median wall time of generating ``seconds`` of music per sample, ``batch`` samples at once, for each
+    arm (net, tokenizer, sampling); their runs interleaved (A B A B ...) so that a noisy machine slows each
+    alike."""
+    runs: list[list] = [[] for _ in arms]
     for _ in range(repeats):
-        for k, sampling in enumerate(samplings):
+        for k, (net, tokenizer, sampling) in enumerate(arms):
             runs[k].append(one_run(net, tokenizer, batch, seconds, sampling))
     return [_row(batch, r) for r in runs]
 
@@ -103,7 +104,11 @@ def main(argv=None) -> None:
                         "e.g. --set hooks.phrase_echo.strength=0")
     p.add_argument("--against", action="append", default=[], metavar="NAME=VALUE",
                    help="also time these settings, interleaved with the first, and print the speed ratio")
+    p.add_argument("--against-model", default=None, metavar="MODEL",
+                   help="also time this model with the same settings, interleaved, and print the speed ratio")
     args = p.parse_args(argv)
+    if args.against and args.against_model:
+        p.error("--against and --against-model: one comparison at a time")
 
     import torch
 
@@ -116,19 +121,25 @@ def main(argv=None) -> None:
           f"{args.seconds:g} s new music per sample, threads={args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, median of {args.repeats}; "
           f"load average before: {os.getloadavg()[0]:.2f}")
-    samplings = [sampling_of(args.set)] + ([sampling_of(args.set + args.against)] if args.against else [])
-    rows = [measure(net, tokenizer, int(b), args.seconds, args.repeats, samplings)
-            for b in args.batch_sizes.split(",") if b]
+    arms = [(net, tokenizer, sampling_of(args.set))]
+    names = [f"{args.model}: {' '.join(args.set) or 'defaults'}"]
+    if args.against:
+        arms.append((net, tokenizer, sampling_of(args.set + args.against)))
+        names.append(f"{args.model}: {' '.join(args.set + args.against)}")
+    if args.against_model:
+        other, other_tok, _ = load_model(args.against_model)
+        arms.append((other, other_tok, arms[0][2]))
+        names.append(f"{args.against_model}: {' '.join(args.set) or 'defaults'}")
+    rows = [measure(arms, int(b), args.seconds, args.repeats) for b in args.batch_sizes.split(",") if b]
     print("\n| batch | settings | new tokens | music s | wall s (min-max) | tokens/s | x real time |")
     print("|---:|---|---:|---:|---|---:|---:|")
-    names = [" ".join(args.set) or "defaults", " ".join(args.set + args.against)]
     for pair in rows:
         for name, r in zip(names, pair, strict=False):
             print(f"| {r['batch']} | {name} | {r['tokens']} | {r['music_s']:.1f} | {r['wall_s']:.2f} "
                   f"({r['spread'][0]:.2f}-{r['spread'][1]:.2f}) | {r['tokens_per_s']:.0f} | {r['x_real_time']:.1f}x |")
         if len(pair) == 2:
             print(f"| {pair[0]['batch']} | ratio | | | | {pair[1]['tokens_per_s'] / pair[0]['tokens_per_s']:.2f}x "
-                  "the first's tokens/s | |")
+                  f"the first's tokens/s | {pair[1]['x_real_time'] / pair[0]['x_real_time']:.2f}x the first's |")
     one = next((pair[0] for pair in rows if pair[0]["batch"] == 1), None)
     if one:
         print(f"\nGoal: >= 20x real time at batch 1 -> {one['x_real_time']:.1f}x "
