@@ -25,10 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", default="tests,kernels,train")
     p.add_argument("--runs", default="", help=f"train these side by side, each bundled (of {', '.join(RUNS)}); "
                    "empty: one run with the options given")
-    p.add_argument("--stage", default="/tmp/gpu_pop_stage", help="where side-by-side runs write before bundling")
+    p.add_argument("--stage", default=None, help="where side-by-side runs write before bundling: a new or empty "
+                   "folder (default: a new temporary one)")
     p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain")
     args = p.parse_intermixed_args(argv)
     if args.out is None:
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [r for r in args.runs.split(",") if r and r not in RUNS]
     if unknown:
         p.error(f"--runs: unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
+    if args.stage and Path(args.stage).exists() and any(Path(args.stage).iterdir()):
+        p.error(f"--stage {args.stage}: not empty (its runs would be bundled with this call's)")
     t_start = time.monotonic()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -190,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                    *(TINY_TRAIN if args.tiny else []), *args.train_args]
             report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)
         else:  # several side by side on the one GPU, each packed into NAME.tar.K-of-N parts
-            stage = Path(args.stage)
-            shutil.rmtree(stage, ignore_errors=True)  # nothing of an earlier call is bundled again
+            stage = Path(args.stage or tempfile.mkdtemp(prefix="gpu_pop_stage_"))
             cmds = {name: [py, "-m", "musictx.training.plain", "--data", args.data, "--budget-s", budget,
                            "--out", str(stage / name), "--run-dir", str(stage / f"{name}_run"),
                            "--bundle", str(out / name), "--keep-best", "true", *RUNS[name],

@@ -255,3 +255,7 @@ def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arra
     bad = subprocess.run([sys.executable, "scripts/gpu_pop.py", "--out", str(tmp_path / "x"), "--runs", "huge"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown run(s) huge; known: large, mid, small" in bad.stderr
+    again = subprocess.run([sys.executable, "scripts/gpu_pop.py", "--out", str(tmp_path / "x"), "--runs", "mid",
+                            "--stage", str(tmp_path / "stage")], cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 2 and "not empty (its runs would be bundled with this call's)" in again.stderr
+    assert (tmp_path / "stage" / "mid" / "train.json").exists()  # the earlier call's runs are left as they were
