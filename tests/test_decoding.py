@@ -218,6 +218,45 @@ def test_several_caches_decoded_together_equal_each_stepped_alone(name, batch):
             decoder.step_together(new[:, 0], [together[0], full])
 
 
+@pytest.mark.parametrize(("batch", "cached", "skipped"), [(1, 30, 1), (1, 30, 5), (2, 9, 4), (1, 50, 3)])
+def test_a_branch_catching_up_in_the_same_pass_equals_the_general_forward(batch, cached, skipped):
+    """Pitch-only recall guidance: one cache steps one id while another takes the ``skipped`` ids it fell
+    behind by, all in one pass; each cache's logits and keys are the general forward's, within the relative
+    table's distances and past them (30 or 50 keys > max_rel_dist 12: the far ones clip)."""
+    net = _net("music_transformer")
+    gen = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, VOCAB, (batch, cached + skipped + 1), generator=gen)
+    with torch.inference_mode():
+        decoder = FastDecoder(net)
+        assert decoder.catches_up and not FastDecoder(_net("transformer")).catches_up
+        ahead = net(ids[:, :cached], cache=decoder.init_cache())[1]  # steps one id
+        behind = net(ids[:, : cached - skipped + 1], cache=decoder.init_cache())[1]  # catches up on the rest
+        skipped_ids = ids[:, cached - skipped + 1 : cached + 1]  # (B, skipped): the last is the new id
+        mine, theirs = decoder.step_catching_up(ids[:, cached], ahead, skipped_ids, behind)
+        full = net(ids[:, : cached + 1])  # (B, T, V)
+        torch.testing.assert_close(mine, full[:, -1], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(theirs, full[:, -1], rtol=1e-5, atol=1e-5)
+        assert ahead.length == behind.length == cached + 1
+        reference = net(ids[:, : cached + 1], cache=decoder.init_cache())[1]
+        for layer in (0, -1):
+            torch.testing.assert_close(behind.layers[layer].k, reference.layers[layer].k, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(behind.layers[layer].v, reference.layers[layer].v, rtol=1e-5, atol=1e-5)
+
+
+def test_a_branch_restarting_in_the_same_pass_equals_the_general_forward():
+    """A fresh cache takes a whole window of ids in the pass of another cache's step (recall guidance's
+    branch starting again): its logits are those of the net run on the window alone."""
+    net = _net("music_transformer")
+    ids = torch.randint(0, VOCAB, (2, 40), generator=torch.Generator().manual_seed(6))
+    with torch.inference_mode():
+        decoder = FastDecoder(net)
+        ahead, fresh = net(ids[:, :-1], cache=decoder.init_cache())[1], decoder.init_cache()
+        mine, theirs = decoder.step_catching_up(ids[:, -1], ahead, ids[:, -20:], fresh)
+        torch.testing.assert_close(mine, net(ids)[:, -1], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(theirs, net(ids[:, -20:])[:, -1], rtol=1e-5, atol=1e-5)
+        assert fresh.length == 20
+
+
 def test_the_engine_serves_the_transformers_outside_reference_steps():
     """The LSTM has no engine (its forward is its step); `reference_steps` sends samplers to the general
     forward, for the bench's A/B, and the engine is back after the block."""

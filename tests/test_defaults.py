@@ -53,7 +53,7 @@ def test_default_options_sample_what_the_defaults_written_out_sample():
     prompt = torch.randint(0, TOK.pad_id, (2, 100), generator=torch.Generator().manual_seed(0))  # it slides
     written_out = SamplingOptions(temperature=1.0, top_k=None, top_p=0.95, seed=0, use_cache=True, slide=None,
                                   keep_seed=512, hooks={"recall_guidance": {"strength": 1.0, "local": 64,
-                                                                            "against": "recent"}})
+                                                                            "against": "recent", "draws": "pitch"}})
     runs = [generate(net, SpecialIds(pad_id=TOK.pad_id), prompt, opts, guided(opts), max_new_tokens=40)
             for opts in (SamplingOptions(), written_out)]
     assert torch.equal(runs[0], runs[1])

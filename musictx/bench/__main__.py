@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-BENCHES = ("attention", "attention_gpu", "train", "generate", "realtime", "app",
+BENCHES = ("attention", "attention_gpu", "train", "generate", "realtime", "hooks", "app",
            "tokenizers", "infill")  # data prep: python -m data_prep.bench
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from musictx.decoding.ops import StepKVCache, decode_attention, without_onednn
+from musictx.decoding.ops import StepKVCache, catch_up_attention, decode_attention, without_onednn
 from musictx.decoding.weights import AttentionWeights, BlockWeights, NetWeights, net_weights
 from musictx.models.transformer import DecoderCache, MusicTransformer, VanillaTransformer
 
@@ -68,9 +69,32 @@ class FastDecoder:
         logits = self._rows(ids.repeat(len(caches)), [c.length for c in caches], [c.layers for c in caches])
         return list(logits.view(len(caches), len(ids), -1).unbind(0))  # (B, V) each
 
-    def _check_room(self, cache: DecoderCache) -> None:
-        if cache.length + 1 > self.net.max_seq_len:
-            raise ValueError(f"{cache.length} cached + 1 new tokens exceed max_seq_len={self.net.max_seq_len}")
+    @property
+    def catches_up(self) -> bool:
+        """Whether `step_catching_up` runs in one pass (relative attention; absolute positions step alone)."""
+        return self.weights.positions is None and self.weights.blocks[0].attn.table is not None
+
+    def step_catching_up(self, ids: Tensor, cache: DecoderCache, other_ids: Tensor, other: DecoderCache
+                         ) -> tuple[Tensor, Tensor]:
+        """`step` of ``cache`` with the new ids (B,), and ``other`` fed several ids at once, other_ids (B, t)
+        (a branch catching up on the ids it skipped), in one pass: the logits (B, V) after each. Needs
+        `catches_up`."""
+        B, t = other_ids.shape
+        self._check_room(cache)
+        self._check_room(other, t)
+        w = self.weights
+        with without_onednn(w.emb.dtype == torch.float32):
+            x = w.emb.index_select(0, torch.cat([ids, other_ids.reshape(-1)]))  # (B + B * t, d_model)
+            attention = partial(_attention_catching_up, B=B)
+            for block, layers, other_layers in zip(w.blocks, cache.layers, other.layers, strict=True):
+                x = block_step(x, [layers, other_layers], block, attention)
+            last = torch.cat([x[:B], x[B + t - 1 :: t]])  # (2B, d_model): each cache's last row per sample
+            logits = torch.mm(torch.layer_norm(last, w.ln_shape, w.ln_w, w.ln_b, w.ln_eps), w.head_t)
+        return logits[:B], logits[B:]
+
+    def _check_room(self, cache: DecoderCache, new: int = 1) -> None:
+        if cache.length + new > self.net.max_seq_len:
+            raise ValueError(f"{cache.length} cached + {new} new tokens exceed max_seq_len={self.net.max_seq_len}")
 
     def _rows(self, ids: Tensor, starts: list[int], layer_caches: list[list[StepKVCache]]) -> Tensor:
         """Logits (n * B, V) of ids (n * B,): the B rows of cache i in turn, at its position ``starts[i]``,
@@ -95,12 +119,12 @@ def _positions_at(table: Tensor, starts: list[int], rows: int) -> Tensor:
     return table[at]
 
 
-def block_step(x: Tensor, caches: list[StepKVCache], w: BlockWeights) -> Tensor:
+def block_step(x: Tensor, caches: list[StepKVCache], w: BlockWeights, attention=None) -> Tensor:
     """`Block.forward` of one token per sample and cache in eval mode (no dropout), x (n * B, d_model) the
-    rows of the n ``caches`` in turn."""
+    rows of the n ``caches`` in turn (``attention``: `attention_step` unless the rows are laid out otherwise)."""
     shape = x.shape[-1:]
     # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
-    x = attention_step(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn).add_(x)
+    x = (attention or attention_step)(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn).add_(x)
     h = F.gelu(torch.addmm(w.fc1_b, torch.layer_norm(x, shape, w.ln2_w, w.ln2_b, w.ln2_eps), w.fc1_wt))  # (., d_ff)
     return torch.addmm(w.fc2_b, h, w.fc2_wt).add_(x)
 
@@ -114,6 +138,18 @@ def attention_step(x: Tensor, caches: list[StepKVCache], w: AttentionWeights) ->
     else:
         b = len(x) // len(caches)  # rows per cache
         out = torch.cat([_attend_step(rows, cache, w) for rows, cache in zip(qkv.split(b), caches, strict=True)])
+    return torch.addmm(w.proj_b, out, w.proj_wt)
+
+
+def _attention_catching_up(x: Tensor, caches: list[StepKVCache], w: AttentionWeights, B: int) -> Tensor:
+    """`attention_step` of `FastDecoder.step_catching_up`'s rows: B rows of one new id for ``caches[0]``,
+    then B * t rows, t new ids per sample, for ``caches[1]``."""
+    qkv = torch.addmm(w.qkv_b, x, w.qkv_wt)  # (B + B * t, 3 * H * D)
+    mine, theirs = qkv[:B], qkv[B:]
+    t, H, D = len(theirs) // B, w.n_heads, w.d_head
+    q, k_new, v_new = theirs.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
+    caches[1].push_many(k_new, v_new)
+    out = torch.cat([_attend_step(mine, caches[0], w), catch_up_attention(q, caches[1], w.table).view(B * t, H * D)])
     return torch.addmm(w.proj_b, out, w.proj_wt)
 
 

@@ -50,10 +50,18 @@ class StepKVCache(KVCache):
         self._pairs.narrow(2, self.n, 1).copy_(pair)
         self.n += 1
 
-    def _make_room_for_one(self, like: Tensor) -> None:
-        """Grow the buffers when they are full; ``like`` (B, H, 1, D) gives the shape of a new entry."""
-        if self._k is None or self.n == self._k.shape[2]:
-            self._grow(like, self.n + 1)
+    def push_many(self, k: Tensor, v: Tensor) -> None:
+        """Add ``t`` keys and values per sample and head, (B, H, t, D) each, in place (a catch-up step)."""
+        t = k.shape[2]
+        self._make_room_for_one(k, t)
+        self._k[:, :, self.n : self.n + t] = k
+        self._v[:, :, self.n : self.n + t] = v
+        self.n += t
+
+    def _make_room_for_one(self, like: Tensor, count: int = 1) -> None:
+        """Grow the buffers when ``count`` more entries do not fit; ``like`` (B, H, ., D) gives their shape."""
+        if self._k is None or self.n + count > self._k.shape[2]:
+            self._grow(like, self.n + count)
 
 
 class _OneDNNOff:
@@ -129,3 +137,36 @@ def decode_attention(q_heads: Tensor, cache: StepKVCache, table: Tensor) -> Tens
     scale = 1.0 / math.sqrt(D)
     logits = torch.baddbmm(rel, q_heads, cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)  # (B*H, 1, Tk)
     return torch.bmm(logits.softmax(dim=-1), cache.values.narrow(1, 0, t_k)).view(B, H * D)
+
+
+def relative_table_for(table: Tensor, t_k: int) -> Tensor:
+    """The (H, D, Tk) columns of `decode_table` for keys at distances Tk - 1 .. 0; past the table's M
+    distances, its farthest column repeated (distances clip to M - 1)."""
+    n_dist = table.shape[2]
+    if t_k <= n_dist:
+        return table.narrow(2, n_dist - t_k, t_k)
+    return torch.cat([table[:, :, :1].expand(-1, -1, t_k - n_dist), table], dim=2)
+
+
+def catch_up_attention(q: Tensor, cache: StepKVCache, table: Tensor) -> Tensor:
+    """The last ``t`` cached tokens' queries q (B, H, t, D) against every cached key (theirs already pushed),
+    each seeing only the keys up to its own -> (B, t, H * D): `decode_attention` for several new tokens of
+    one cache at once (a branch catching up on the ids it skipped).
+
+    Query i sits ``t - 1 - i`` tokens before the last, so its relative term is the last query's columns
+    shifted left by that much: one product against the table, then a strided view does the shift (the
+    columns that fall off the end are the keys after the query, masked)."""
+    B, H, t, D = q.shape
+    t_k = cache.n
+    q_heads = q.transpose(0, 1).reshape(H, B * t, D)
+    rel = torch.bmm(q_heads, relative_table_for(table, t_k))  # (H, B * t, Tk): distance Tk - 1 - column
+    # -inf past the end: after the shift, exactly the keys that come after each query
+    rel = torch.constant_pad_nd(rel.view(H * B, t, t_k), (0, t), float("-inf"))  # (H * B, t, Tk + t)
+    width = t_k + t
+    # row i starts t - 1 - i columns in: element (i, j) is column j + t - 1 - i of the padded row i
+    rel = rel.as_strided((H * B, t, t_k), (t * width, width - 1, 1), t - 1)
+    rel = rel.reshape(H, B, t, t_k).transpose(0, 1).reshape(B * H, t, t_k)
+    scale = 1.0 / math.sqrt(D)
+    logits = torch.baddbmm(rel, q.reshape(B * H, t, D), cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)
+    out = torch.bmm(logits.softmax(dim=-1), cache.values.narrow(1, 0, t_k))  # (B*H, t, D)
+    return out.view(B, H, t, D).transpose(1, 2).reshape(B, t, H * D)

@@ -12,10 +12,14 @@ already finds plausible: tokens outside its top-``plausible`` nucleus stay impos
 is merely unlikely after the recent ids cannot be pulled in from nowhere.
 
 The recent branch has its own KV cache and sees the last ``local`` to ``2 * local - 1`` ids (it restarts
-from the last ``local`` every ``local`` steps). Where both branches take the same new id, the net decodes
-their two caches in one pass (`WindowDecoder.step_with`, `FastDecoder.step_together`), reading its
-weights once for both; the branch then costs a fraction of a second step. Windows no longer than
-``local`` are left as they are (both branches would agree).
+from the last ``local`` every ``local`` steps). The net decodes both caches in one pass
+(`WindowDecoder.step_with`: `FastDecoder.step_together`, or `step_catching_up`), reading its weights once
+for both. Windows no longer than ``local`` are left as they are (both branches would agree).
+
+Which draws are guided (``draws``): on a REMI model only the Pitch draws, the one after each Program id, so
+known before the net runs. In between the branch is left behind; at the next Pitch draw it takes the ids it
+skipped (about 5) in the window's pass, which costs about one step more where guiding every draw costs 0.6
+of a step at every draw (docs/generation.md, "What the hooks cost"). A Performance model guides every draw.
 
 ``against="continuation"`` contrasts with everything generated after the seed instead (once there are
 ``local`` new ids; the last ``local`` to ``2 * local - 1`` before that): what is amplified is then what the
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import torch
 from torch import Tensor, nn
 
 from musictx.generation.filters import top_p_filter
@@ -36,6 +42,8 @@ from musictx.generation.window import WindowDecoder
 
 # what the whole window is contrasted with (module docstring)
 RECALL_BRANCHES = ("recent", "continuation")
+# which draws are guided: every one, or only a metrical model's Pitch draws (module docstring)
+GUIDED_DRAWS = ("pitch", "every")
 
 
 @dataclass
@@ -48,6 +56,9 @@ class RecallGuidanceOptions:
     against: str = option("recent", "the contrast branch: recent (the last `local` ids) | continuation (all the "
                                     "music after the seed: amplifies what the seed alone adds)",
                           choices=RECALL_BRANCHES)
+    draws: str = option("pitch", "the draws guided: pitch (a REMI model's Pitch draws, the one after each Program "
+                                 "id: the branch catches up on the ids between in one pass) | every (a Performance "
+                                 "model always guides every draw)", choices=GUIDED_DRAWS)
 
 
 class RecallGuidance(LogitsHook):
@@ -57,7 +68,8 @@ class RecallGuidance(LogitsHook):
 
     BRANCHES = RECALL_BRANCHES  # what the whole window is contrasted with (module docstring)
 
-    def __init__(self, weight: float, local: int, plausible: float, against: str):
+    def __init__(self, weight: float, local: int, plausible: float, against: str, leads: np.ndarray | None = None):
+        """``leads``: (V,) bool, the ids after which the next draw is guided; None: every draw is."""
         if against not in self.BRANCHES:
             raise ValueError(f"recall guidance against must be one of {', '.join(self.BRANCHES)}, got {against!r}")
         if not weight >= 0:
@@ -67,15 +79,19 @@ class RecallGuidance(LogitsHook):
         if not 0 < plausible <= 1:
             raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
         self.weight, self.local, self.plausible, self.against = weight, local, plausible, against
+        self.leads = None if leads is None else np.asarray(leads, dtype=bool)
         self.decoder: GuidedDecoder | None = None
 
     @classmethod
-    def of(cls, options: RecallGuidanceOptions, top_p: float | None) -> RecallGuidance | None:
+    def of(cls, options: RecallGuidanceOptions, top_p: float | None, tokenizer=None) -> RecallGuidance | None:
         """The guidance ``options`` ask for, the sampler's nucleus ``top_p`` its plausible set; None when its
-        strength is 0."""
+        strength is 0. ``draws="pitch"`` needs a metrical ``tokenizer`` (Program ids lead to a Pitch draw)."""
         if not options.strength:
             return None
-        return cls(options.strength, options.local, top_p or 1.0, options.against)
+        leads = None
+        if options.draws == "pitch" and getattr(tokenizer, "kind", None) == "remi":
+            leads = tokenizer.type_of == "Program"  # (V,): in REMI a Program id is always followed by a Pitch
+        return cls(options.strength, options.local, top_p or 1.0, options.against, leads)
 
     def around(self, decoder, net: nn.Module, pinned: int = 0) -> GuidedDecoder:
         """``pinned``: seed ids the sampler keeps at the start of a slid window (never new music)."""
@@ -88,15 +104,22 @@ class RecallGuidance(LogitsHook):
 
 class GuidedDecoder:
     """A decoder that also asks the net about the window's recent ids: a second, cached `WindowDecoder`
-    that restarts from the last ``local`` ids and grows one id a step until it would hold ``2 * local``.
+    that restarts from the last ``local`` ids and grows with the window until it would hold ``2 * local``.
     `restart` and `step` return the whole window's logits as the plain decoder does; `guide` then turns
-    them, once the sampler has masked what it forbids, into the guided logits."""
+    them, once the sampler has masked what it forbids, into the guided logits.
+
+    With the guidance's ``leads`` only the draws after a lead id are guided: between them the branch is
+    left behind, and at the next guided draw it catches up on the ids it skipped in the same pass as the
+    whole window's step (`WindowDecoder.step_with`)."""
 
     def __init__(self, decoder, net: nn.Module, guidance: RecallGuidance, pinned: int = 0):
         self.decoder, self.guidance, self.pinned = decoder, guidance, pinned
         self.recent = WindowDecoder(net, use_cache=True, fast=decoder.fast)  # the same engine: one pass for both
-        self.recent_len = 0  # ids the recent branch holds; 0: not started
+        self.recent_len = 0  # ids the recent branch should hold now; 0: not started
+        self.fed = 0  # ids its cache holds: behind ``recent_len`` by the ids it skipped
+        self.stale = True  # the branch restarted (or never started) since it last ran: it runs from scratch
         self.recent_logits: Tensor | None = None  # (B, V) after the recent ids; None: no guidance this step
+        self.rows: Tensor | None = None  # (B,) bool: the rows this step guides; None: all
         self.guided_steps = 0  # steps that were guided (tests check guidance ran)
         self.new_ids = -1  # ids generated so far: each call after the first follows one new id
         self.whole_continuation = False  # whether the branch holds all new ids in the window (against=continuation)
@@ -105,23 +128,38 @@ class GuidedDecoder:
         self.new_ids += 1
         self.recent_len = 0
         logits = self.decoder.restart(window)
-        self.recent_logits = self._restart_recent(self._plan(window)[1])  # a fresh branch never steps
+        recent_window = self._plan(window)[1]  # a fresh branch never steps
+        self.stale, self.recent_logits = True, None
+        if recent_window is not None and self._guided_rows(window):
+            self.recent_logits = self._run_recent(recent_window)
         return logits
 
     def step(self, window: Tensor) -> Tensor:
         self.new_ids += 1
         action, recent_window = self._plan(window)
-        if action == "step":  # both branches take the same new id: one pass of the net where it can
-            logits, self.recent_logits = self.decoder.step_with(self.recent, window, recent_window)
-            return logits
-        logits = self.decoder.step(window)
-        self.recent_logits = self._restart_recent(recent_window)
+        self.stale |= action != "step"
+        self.recent_logits = None
+        if recent_window is None or not self._guided_rows(window):
+            return self.decoder.step(window)
+        # a stale branch starts again on its whole window, else it takes the new id and those it skipped
+        new = recent_window if self.stale else recent_window[:, self.fed - recent_window.shape[1]:]  # (B, >= 1)
+        logits, self.recent_logits = self.decoder.step_with(self.recent, window, new, fresh=self.stale)
+        self.stale, self.fed = False, recent_window.shape[1]
         return logits
 
-    def _restart_recent(self, recent_window: Tensor | None) -> Tensor | None:
-        """The recent branch's logits (B, V) after restarting it on ``recent_window``; None (no guidance
-        this step) when there is none."""
-        return None if recent_window is None else self.recent.restart(recent_window)
+    def _guided_rows(self, window: Tensor) -> bool:
+        """Whether any row's next draw is guided (its last id is a lead); keeps which in ``rows`` (None: all)."""
+        leads = self.guidance.leads
+        if leads is None:
+            return True
+        guided = leads[window[:, -1].tolist()]  # (B,) numpy: a host lookup, cheaper than a tensor index at batch 1
+        self.rows = None if guided.all() else torch.from_numpy(guided).to(window.device)
+        return bool(guided.any())
+
+    def _run_recent(self, recent_window: Tensor) -> Tensor:
+        """The recent branch from scratch over ``recent_window`` (B, T): its logits (B, V) after it."""
+        self.stale, self.fed = False, recent_window.shape[1]
+        return self.recent.restart(recent_window)
 
     def _plan(self, window: Tensor) -> tuple[str | None, Tensor | None]:
         """What the recent branch does for ``window`` (B, T): ("restart" or "step", the ids it then holds),
@@ -157,11 +195,12 @@ class GuidedDecoder:
         log_recent = self.recent_logits.float().masked_fill(forbidden, float("-inf")).log_softmax(dim=-1)
         guided = log_all + self.guidance.weight * (log_all - log_recent)  # NaN where both are -inf: masked
         implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()
-        return guided.masked_fill(implausible, float("-inf"))
+        guided = guided.masked_fill(implausible, float("-inf"))
+        return guided if self.rows is None else torch.where(self.rows[:, None], guided, logits)
 
 
 def _make(inputs: HookInputs, o: RecallGuidanceOptions) -> RecallGuidance | None:
-    return RecallGuidance.of(o, inputs.sampling.top_p)
+    return RecallGuidance.of(o, inputs.sampling.top_p, inputs.tokenizer)
 
 
 # last: it re-ranks only what the other hooks allow

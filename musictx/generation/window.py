@@ -72,14 +72,26 @@ class WindowDecoder:
         logits, self.state = self.net(window[:, -1:], cache=self.state)
         return logits[:, -1]
 
-    def step_with(self, other: WindowDecoder, window: Tensor, other_window: Tensor) -> tuple[Tensor, Tensor]:
-        """`step` of this decoder over ``window`` and of ``other`` (of the same net and engine) over
-        ``other_window``, two windows that end in the same new id: one pass on the fast path
-        (`FastDecoder.step_together`: the weights are read once for both), else one step after the other."""
-        if self.fast is None or other.fast is not self.fast:
-            return self.step(window), other.step(other_window)
-        mine, theirs = self.fast.step_together(window[:, -1], [self.state, other.state])  # (B, V) each
-        return mine, theirs
+    def step_with(self, other: WindowDecoder, window: Tensor, other_new: Tensor, fresh: bool = False
+                  ) -> tuple[Tensor, Tensor]:
+        """`step` of this decoder over ``window``, and ``other`` (of the same net and engine, cached) fed
+        ``other_new`` (B, k), ids that end in the same new id, after its cache (``fresh``: restarted, an empty
+        one): one pass on the fast path (the weights are read once for both: `FastDecoder.step_together`, or
+        `step_catching_up` for k > 1 or a fresh cache), else one after the other."""
+        fast = self.fast if self.fast is not None and other.fast is self.fast else None
+        if fast is not None and other_new.shape[1] == 1 and not fresh:
+            mine, theirs = fast.step_together(window[:, -1], [self.state, other.state])  # (B, V) each
+            return mine, theirs
+        if fast is not None and fast.catches_up:
+            if fresh:
+                other.state = fast.init_cache()
+            return fast.step_catching_up(window[:, -1], self.state, other_new, other.state)
+        return self.step(window), (other.restart(other_new) if fresh else other.extend(other_new))
+
+    def extend(self, new: Tensor) -> Tensor:
+        """A cached decoder fed ``new`` (B, k) ids at once through the net's forward: the logits (B, V) after them."""
+        logits, self.state = self.net(new, cache=self.state)
+        return logits[:, -1]
 
 
 class SlidingWindow:

@@ -1,0 +1,91 @@
+"""What the sampler's hooks cost: ``python -m musictx.bench hooks [--model pop]``.
+
+Continues the bundled motif (`musictx/assets/motif.mid`) as `musictx.bench.realtime` does, with four
+settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine slows each alike:
+
+- ``shipped``: the defaults;
+- ``guidance on every draw``: recall guidance asks the net about the recent ids before every draw, not only
+  a REMI model's Pitch draws (``hooks.recall_guidance.draws=every``);
+- ``leans, no guidance``: recall guidance off, the other hooks as shipped;
+- ``off``: every hook with a strength at 0, recall guidance included; the grammar guards, the bar-repeat
+  limit and the length rule stay (without them there is no piece to time).
+
+Each arm continues ``--seeds`` seeds per round; a row gives new tokens per second of its runs' median and of
+its fastest (the least disturbed) over ``--repeats`` rounds, and each as a share of ``off``'s. Threads
+explicit (default 1), OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+
+from musictx.paths import BUNDLED_MOTIF  # no torch
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads (see musictx.bench.realtime)
+
+OFF_ARM = "off"
+
+
+def arms() -> dict[str, list[str]]:
+    """Each arm's settings, as ``NAME=VALUE`` overrides of the shipped sampling options."""
+    from dataclasses import fields
+
+    from musictx.generation.hook_registry import HOOKS
+
+    strengths = [f"hooks.{spec.name}.strength=0" for spec in HOOKS
+                 if spec.options is not None and "strength" in {f.name for f in fields(spec.options)}]
+    guidance_off = ["hooks.recall_guidance.strength=0"]
+    return {"shipped": [], "guidance on every draw": ["hooks.recall_guidance.draws=every"],
+            "leans, no guidance": guidance_off, OFF_ARM: sorted(set(strengths + guidance_off))}
+
+
+def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, seconds: float, seeds: int,
+              repeats: int) -> dict[str, dict]:
+    """Per arm: new tokens of each seed's run and the wall times of each round (the seeds' runs summed)."""
+    from musictx.bench.realtime import one_run, sampling_of
+
+    names = list(settings)
+    out = {name: {"tokens": 0, "walls": []} for name in names}
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            runs = [one_run(net, tokenizer, batch, seconds, sampling_of(settings[name], seed)) for seed in range(seeds)]
+            out[name]["walls"].append(sum(wall for wall, _, _ in runs))
+            out[name]["tokens"] = sum(tokens for _, _, tokens in runs)
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m musictx.bench hooks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="pop", help="shipped name, model folder or .ckpt (default pop)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=20.0, help="seconds of new music per sample")
+    p.add_argument("--seeds", type=int, default=3, help="sampling seeds per arm and round")
+    p.add_argument("--repeats", type=int, default=9, help="rounds")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from musictx.checkpoints.model_store import load_model
+
+    torch.set_num_threads(args.threads)
+    net, tokenizer, _ = load_model(args.model)
+    print(f"model {args.model}, seed {BUNDLED_MOTIF.name}, {args.seconds:g} s new per sample, batch "
+          f"{args.batch}, {args.seeds} seeds x {args.repeats} rounds, threads={args.threads}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; load average before: {os.getloadavg()[0]:.2f}")
+    timed = time_arms(net, tokenizer, arms(), args.batch, args.seconds, args.seeds, args.repeats)
+    rate = {name: {"median": t["tokens"] / statistics.median(t["walls"]), "fastest": t["tokens"] / min(t["walls"])}
+            for name, t in timed.items()}
+    print("\n| hooks | new tokens | tokens/s (median) | x off | tokens/s (fastest) | x off |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in rate.items():
+        print(f"| {name} | {timed[name]['tokens']} | {r['median']:.0f} | {r['median'] / rate[OFF_ARM]['median']:.2f} "
+              f"| {r['fastest']:.0f} | {r['fastest'] / rate[OFF_ARM]['fastest']:.2f} |")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""`python -m musictx.bench hooks`: the shipped hooks timed against recall guidance on every draw, the leans
+alone and no hooks, interleaved; the ``off`` arm really makes no hook but the grammar's."""
+
+from __future__ import annotations
+
+from musictx.bench import hooks as bench_hooks
+from musictx.bench.realtime import sampling_of
+from musictx.generation.hook_registry import build_hooks
+from musictx.generation.hooks import HookInputs
+from musictx.io.metrical_tokenizer import MetricalTokenizer
+
+
+def test_the_off_arm_leaves_only_the_grammar_and_the_shipped_arm_every_lean():
+    tok = MetricalTokenizer()
+
+    def made(settings: list[str]) -> set[str]:
+        inputs = HookInputs("continue", tok, sampling_of(settings), programs=[0], stop_after_bars=4)
+        build_hooks(inputs)
+        return set(inputs.made)
+
+    arms = bench_hooks.arms()
+    shipped, off, leans = made(arms["shipped"]), made(arms["off"]), made(arms["leans, no guidance"])
+    assert {"recall_guidance", "motif_echo", "key_lean", "bass_lean"} <= shipped
+    assert off == {"metrical_guard", "bar_repeats", "length"}  # the grammar, the repeat limit, the bars asked for
+    assert shipped - leans == {"recall_guidance"}
+
+
+def test_the_four_arms_are_timed_and_compared_with_off(capsys):
+    bench_hooks.main(["--seconds", "2", "--seeds", "1", "--repeats", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split(" | ") for line in lines if line.startswith("| ") and "---" not in line]
+    assert [r[0].lstrip("| ") for r in rows[1:]] == ["shipped", "guidance on every draw", "leans, no guidance", "off"]
+    assert rows[-1][3] == "1.00" and all(int(r[1]) > 0 for r in rows[1:])
