@@ -13,24 +13,30 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+_SEEN: list[int] = []  # the Ctrl-Cs noted since the outermost active block began
+
+
+def _note_and_raise(signum, frame):
+    _SEEN.append(signum)
+    raise KeyboardInterrupt
+
 
 @contextmanager
 def remembered_ctrl_c() -> Iterator[Callable[[], bool]]:
     """Yield ``pressed()``: whether Ctrl-C came since the block began. Ctrl-C still raises KeyboardInterrupt
-    at once. Outside the main thread, or when someone else handles SIGINT, nothing changes and ``pressed()``
-    is always False."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    at once. A block inside another shares the outer one's note, so a loop over songs asks between songs and
+    the sampling loop inside it between steps, and a Ctrl-C lost in either is seen by both. Outside the main
+    thread, or when someone else handles SIGINT, nothing changes and ``pressed()`` is always False."""
+    handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if handler is _note_and_raise:  # nested: the outer block notes, and puts the handler back
+        yield lambda: bool(_SEEN)
+        return
+    if handler is not signal.default_int_handler:
         yield lambda: False
         return
-    seen: list[int] = []
-
-    def note_and_raise(signum, frame):
-        seen.append(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, note_and_raise)
+    _SEEN.clear()
+    signal.signal(signal.SIGINT, _note_and_raise)
     try:
-        yield lambda: bool(seen)
+        yield lambda: bool(_SEEN)
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)

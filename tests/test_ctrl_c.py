@@ -65,3 +65,24 @@ def test_sampling_stops_at_a_swallowed_ctrl_c_with_the_ids_so_far(python_sigint)
     assert len(steps) == 5 and stop.value.ids.shape == (2, 3 + 5)
     assert torch.equal(stop.value.ids[:, :3], prompt)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_swallowed_between_songs_stops_the_evaluation_before_the_next(python_sigint):
+    """The evaluations' song loop (`each_song`): a Ctrl-C lost in a finalizer while one song's card was made
+    stops the run before the next song, and a sampling loop inside shares the note (nested blocks)."""
+    from musictx.evaluation.checks import each_song
+
+    done, lines = [], []
+
+    def work(k, path):
+        done.append(k)
+        with remembered_ctrl_c() as inner:  # as generate() does inside a song
+            if k == 1:
+                _CtrlCInFinalizer()
+            assert inner() == (k == 1)
+        return {"k": k}
+
+    with pytest.raises(KeyboardInterrupt):
+        list(each_song([__file__] * 4, work, [], lines.append, "test"))
+    assert done == [0, 1] and lines == ["test: 1/4 test_ctrl_c.py", "test: 2/4 test_ctrl_c.py"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

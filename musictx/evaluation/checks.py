@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from musictx.ctrl_c import remembered_ctrl_c
 from musictx.generation.generate_options import BOUNDS, device_problem
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
@@ -148,19 +149,23 @@ def check_task_model(mode: str, infill: dict, tok, checkpoint) -> None:
 def each_song(songs: list, work: Callable[[int, Path], dict], skipped: list[tuple[str, str]],
               progress: Callable[[str], None], what: str) -> Iterator[dict]:
     """``work(k, song)`` for each song, yielded; a song it fails on is added to ``skipped`` as (song, reason)
-    and said in one line, and the next one goes on. Ctrl-C is not caught."""
-    for k, path in enumerate(songs):
-        try:
-            if not Path(path).is_file():
-                raise EvaluateError("no such file (the split lists it; the prep's input folder has no file there)")
-            card = work(k, Path(path))
-        except Exception as err:  # noqa: BLE001 - one bad song never ends a run over many
-            reason = " ".join(str(err).split()) or type(err).__name__
-            skipped.append((str(path), reason))
-            progress(f"{what}: {k + 1}/{len(songs)} skipped {path}: {reason}")
-            continue
-        progress(f"{what}: {k + 1}/{len(songs)} {Path(path).name}")
-        yield card
+    and said in one line, and the next one goes on. Ctrl-C is not caught, and one that Python swallowed (in a
+    finalizer, between two songs) still stops the run before the next song."""
+    with remembered_ctrl_c() as pressed:
+        for k, path in enumerate(songs):
+            if pressed():
+                raise KeyboardInterrupt
+            try:
+                if not Path(path).is_file():
+                    raise EvaluateError("no such file (the split lists it; the prep's input folder has no file there)")
+                card = work(k, Path(path))
+            except Exception as err:  # noqa: BLE001 - one bad song never ends a run over many
+                reason = " ".join(str(err).split()) or type(err).__name__
+                skipped.append((str(path), reason))
+                progress(f"{what}: {k + 1}/{len(songs)} skipped {path}: {reason}")
+                continue
+            progress(f"{what}: {k + 1}/{len(songs)} {Path(path).name}")
+            yield card
 
 
 def no_songs_left(skipped: list[tuple[str, str]], what: str) -> EvaluateError:
