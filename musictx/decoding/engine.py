@@ -148,7 +148,7 @@ def _attention_catching_up(x: Tensor, caches: list[StepKVCache], w: AttentionWei
     mine, theirs = qkv[:B], qkv[B:]
     t, H, D = len(theirs) // B, w.n_heads, w.d_head
     q, k_new, v_new = theirs.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
-    caches[1].push_many(k_new, v_new)
+    caches[1].append(k_new, v_new)  # KVCache's own append: several entries at once
     out = torch.cat([_attend_step(mine, caches[0], w), catch_up_attention(q, caches[1], w.table).view(B * t, H * D)])
     return torch.addmm(w.proj_b, out, w.proj_wt)
 

@@ -50,18 +50,10 @@ class StepKVCache(KVCache):
         self._pairs.narrow(2, self.n, 1).copy_(pair)
         self.n += 1
 
-    def push_many(self, k: Tensor, v: Tensor) -> None:
-        """Add ``t`` keys and values per sample and head, (B, H, t, D) each, in place (a catch-up step)."""
-        t = k.shape[2]
-        self._make_room_for_one(k, t)
-        self._k[:, :, self.n : self.n + t] = k
-        self._v[:, :, self.n : self.n + t] = v
-        self.n += t
-
-    def _make_room_for_one(self, like: Tensor, count: int = 1) -> None:
-        """Grow the buffers when ``count`` more entries do not fit; ``like`` (B, H, ., D) gives their shape."""
-        if self._k is None or self.n + count > self._k.shape[2]:
-            self._grow(like, self.n + count)
+    def _make_room_for_one(self, like: Tensor) -> None:
+        """Grow the buffers when they are full; ``like`` (B, H, 1, D) gives the shape of a new entry."""
+        if self._k is None or self.n == self._k.shape[2]:
+            self._grow(like, self.n + 1)
 
 
 class _OneDNNOff:
