@@ -23,8 +23,8 @@ import os
 import re
 import shutil
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from musictx.paths import PACKAGE_DIR
@@ -209,6 +209,27 @@ def claim_name(path: str | os.PathLike) -> bool:
     return True
 
 
+NameFamily = tuple[Callable[[int], str], Callable[[list[str]], int], int]  # name_of(n), start(names), count
+
+
+def claim_numbered(folder: str | os.PathLike, *families: NameFamily) -> list[list[int]]:
+    """For each family (``name_of``, ``start``, ``count``) of numbered names in ``folder``, the first ``count``
+    numbers from ``start(the folder's names)`` whose name ``name_of(n)`` is free, each reserved
+    (`claim_name`). What a killed run left in ``folder`` (`sweep_leftovers`) goes first."""
+    folder = Path(folder)
+    _run.swept.add(folder)
+    sweep_leftovers(folder)
+    names, claimed = os.listdir(folder), []
+    for name_of, start, count in families:
+        number, mine = start(names), []
+        while len(mine) < count:
+            if claim_name(folder / name_of(number)):
+                mine.append(number)
+            number += 1
+        claimed.append(mine)
+    return claimed
+
+
 def release_name(path: str | os.PathLike) -> None:
     claim_path(Path(path)).unlink(missing_ok=True)
 
@@ -269,9 +290,7 @@ def atomic_path(path: str | os.PathLike, key: str = "output", replace: bool = Fa
     rename), else it is removed and ``path`` is left as it was. A full disk raises `full_disk_error`. An
     existing ``path`` must be this run's (`claim`) unless ``replace`` (the caller settled it before)."""
     path = Path(path) if replace else claim(path, key)
-    if path.parent not in _run.swept:  # a killed run's temporaries go before this run writes beside them
-        _run.swept.add(path.parent)
-        sweep_leftovers(path.parent)
+    _sweep_once(path.parent)  # a killed run's temporaries go before this run writes beside them
     tmp = temp_path(path)
     try:
         yield tmp
@@ -287,6 +306,21 @@ def atomic_path(path: str | os.PathLike, key: str = "output", replace: bool = Fa
         tmp.unlink(missing_ok=True)
         raise
     mark_created(path)
+
+
+@contextmanager
+def atomic_paths(paths, key: str = "output") -> Iterator[list[Path]]:
+    """`atomic_path` for several files written together: a temporary name for each; when the block ends well
+    each replaces its path, else none is made (the files of one result appear together or not at all)."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(atomic_path(path, key)) for path in paths]
+
+
+def _sweep_once(folder: Path) -> None:
+    """`sweep_leftovers` of ``folder``, the first time this run writes there."""
+    if folder not in _run.swept:
+        _run.swept.add(folder)
+        sweep_leftovers(folder)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes, key: str = "output") -> Path:

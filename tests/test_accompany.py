@@ -22,12 +22,11 @@ from musictx.generation.accompany import (
     given_sounding,
     lead_ids,
     melody_keys,
-    melody_song,
 )
 from musictx.generation.given_notes import given_onsets
-from musictx.generation.infill import parse_bars
 from musictx.generation.phrase_echo import repeat_plan
 from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.song_bars import melody_song, parse_bars
 from musictx.io.score_prep import ROLE_PROGRAMS
 
 from .metrical_fixtures import band_song
@@ -225,8 +224,9 @@ def test_given_chords_lead_the_accompaniment(pop, tmp_path):
 
 
 def test_chords_with_another_task_or_a_bad_file_are_refused_in_one_line(tmp_path):
-    from musictx.generation.generate_options import GenerateOptions, check_task, read_chords
+    from musictx.generation.generate_options import GenerateOptions, check_task
     from musictx.generation.seeds import GenerateError
+    from musictx.io.chord_labels import ChordFileError, Chords
 
     with pytest.raises(GenerateError, match="chords= is for task=accompany and task=continue"):
         check_task(GenerateOptions(seed_midi="x.mid", task="infill", bars="1-2", chords="a.lab"))
@@ -234,8 +234,8 @@ def test_chords_with_another_task_or_a_bad_file_are_refused_in_one_line(tmp_path
         check_task(GenerateOptions(seed_midi="x.mid", task="accompany", chords=str(tmp_path / "nope.lab")))
     bad = tmp_path / "bad.lab"
     bad.write_text("0 2 C:maj\n2 4 Cmaj7\n")
-    with pytest.raises(GenerateError, match=r"bad.lab, line 2: unknown chord 'Cmaj7'"):
-        read_chords(str(bad))
+    with pytest.raises(ChordFileError, match=r"chords=.*bad.lab, line 2: unknown chord 'Cmaj7'"):
+        Chords.read_option(str(bad))
 
 
 def test_repeat_plan_points_each_repeat_at_its_latest_earlier_bar():

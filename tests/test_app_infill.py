@@ -18,7 +18,7 @@ from musictx.app.core import Continuer
 from musictx.app.infill_tab import BAND_SHADE, Filler
 from musictx.app.messages import task_request
 from musictx.checkpoints.model_store import save_model_folder
-from musictx.generation.infill import read_song
+from musictx.generation.song_bars import read_song
 from musictx.io.audio import RELEASE_TAIL_SECONDS, read_wav
 
 from .metrical_fixtures import band_song

@@ -12,9 +12,10 @@ import torch
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.evaluation.infill_scorecard import middle_nll
 from musictx.generation.copy_cache import CopyCache, longest_match, mix_log_probs, mixture_nll, weight_of
-from musictx.generation.infill import copy_history, infill_song, parse_bars, read_song
+from musictx.generation.infill import copy_history, infill_song
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
+from musictx.generation.song_bars import parse_bars, read_song
 from musictx.io.infill_format import BarSplitter
 
 from .test_metrical import POP, needs_pop

@@ -19,7 +19,7 @@ import pytest
 from musictx.checkpoints.model_store import save_model_folder
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.output_folder import claim_record_path, claim_sample_numbers
+from musictx.generation.output_folder import Claims
 from musictx.generation.seeds import GenerateError, seed_from_midi
 from musictx.io.tokenizer import EventTokenizer
 
@@ -108,8 +108,9 @@ def test_names_taken_by_links_or_folders_are_skipped_not_followed(tmp_path):
     (out / "generation.json").symlink_to(target)
     (out / "sample_00.mid").symlink_to(tmp_path / "missing.mid")  # a dangling link still holds its name
     (out / "sample_01").mkdir()
-    assert claim_sample_numbers(out, 2) == [2, 3]
-    assert claim_record_path(out).name == "generation_2.json"
+    claims = Claims(out, 2)
+    assert claims.numbers == [2, 3]
+    assert claims.record.name == "generation_2.json"
     assert target.read_text() == "keep" and not (tmp_path / "missing.mid").exists()
 
 

@@ -32,6 +32,7 @@ def carried(prepared_dir, tmp_path) -> Path:
     return root
 
 
+@pytest.mark.slow  # three fresh processes that import Lightning (~45 s); make test-all runs it
 def test_train_calls_resume_and_export_writes_loadable_shards(carried, tmp_path):
     run, steps = tmp_path / "run", []
     for call in range(2):

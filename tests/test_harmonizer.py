@@ -11,10 +11,11 @@ from symusic import Score
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.evaluation.chords import Harmony
-from musictx.generation.accompany import accompany_song, guessed_harmony, melody_song, roles_to_write
+from musictx.generation.accompany import accompany_song, guessed_harmony
 from musictx.generation.harmonizer import N_FEATURES, WEIGHTS, Harmonizer, half_bar_features
 from musictx.generation.metrical_seed import ticks_to_seconds
 from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.song_bars import melody_song, roles_to_write
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.safe_output import OutputError

@@ -13,16 +13,18 @@ import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import build_net, load_pretrained, net_spec, save_model_folder
-from musictx.generation.accompany import accompany_song, melody_song, roles_to_write
-from musictx.generation.infill import (
-    in_bars,
-    infill_song,
+from musictx.generation.accompany import accompany_song
+from musictx.generation.infill import infill_song
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.song_bars import (
+    melody_song,
     meter_warning,
     parse_bars,
     programs_of_names,
     read_song,
+    roles_to_write,
 )
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.write_back import in_bars
 from musictx.io.infill_format import BarSplitter, InfillIds, bar_starts
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.midi_io import MidiReadError

@@ -105,7 +105,7 @@ def test_every_command_refuses_the_package(name, stand_in, tmp_path):
     assert list((tmp_path / "work").iterdir()) == []  # no run folder (outputs/...) either
 
 
-@pytest.mark.parametrize("name", _others_slow(["generate", "evaluate", "export", "train", "prep"], "train"))
+@pytest.mark.parametrize("name", _others_slow(["generate", "evaluate", "export", "train", "prep"], "generate"))
 def test_root_and_home_are_refused(name, tmp_path):
     home = tmp_path / "home"
     home.mkdir()

@@ -183,7 +183,8 @@ def test_a_continuation_file_ends_with_its_music():
 def test_infill_picks_the_shipped_infill_model_and_fills_a_held_out_song(tmp_path, name):
     """``task=infill`` with no checkpoint: the shipped infill model, said in one line; the bars asked for are
     new and everything else is the song's own."""
-    from musictx.generation.infill import in_bars, read_song
+    from musictx.generation.song_bars import read_song
+    from musictx.generation.write_back import in_bars
 
     info = json.loads((PRETRAINED_DIR / name / "config.json").read_text())["info"]
     song_path = POP909 / info["spot_check"]["files"][0]

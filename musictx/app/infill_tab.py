@@ -15,8 +15,8 @@ import numpy as np
 
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
-from musictx.generation.infill import SongBars, meter_warning, parse_bars
 from musictx.generation.seeds import GenerateError
+from musictx.generation.song_bars import SongBars, meter_warning, parse_bars
 from musictx.generation.song_task import SongTask, read_task_song
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
@@ -35,7 +35,7 @@ MAX_CHORD_FILE_BYTES = 2**20  # a lab file of a long song is a few kB
 
 def infill_problem(cont: Continuer, task: str = "infill") -> str | None:
     """Why the loaded model cannot do ``task`` (infill or accompany; one line), or None. The rule is the
-    command's (`musictx.generation.infill_run.sample_task`): a metrical model, with the infill tokens to
+    command's (`musictx.generation.infill_run.song_job`): a metrical model, with the infill tokens to
     infill."""
     if not is_metrical(cont.tokenizer):
         return (f"The model `{cont.meta['ref']}` reads performance events, not bars: start the app with "

@@ -32,6 +32,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from musictx.checkpoints.model_store import ModelLoadError
 from musictx.evaluation.run import EvaluateError
 from musictx.generation.seeds import GenerateError
+from musictx.io.chord_labels import ChordFileError
 from musictx.io.midi_io import MidiReadError
 from musictx.io.token_store import DatasetFormatError
 from musictx.io.tokenizer import TokenizerMismatchError
@@ -43,7 +44,7 @@ from musictx.training.finetune import InitFromError
 # What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
 USER_ERRORS: tuple[type[BaseException], ...] = (
     OutputError, GenerateError, MidiReadError, TokenizerMismatchError, ModelLoadError, EvaluateError,
-    DatasetFormatError, InitFromError, AudioRenderError)
+    DatasetFormatError, InitFromError, AudioRenderError, ChordFileError)
 DEBUG_ENV = "MUSICTX_DEBUG"  # set to 1: an unexpected error shows its traceback instead of one line
 HYDRA_FILES = {".hydra"}  # what Hydra writes into a run folder before the command runs (and its *.log)
 # set by before_hydra: whether the run folder existed, and the outermost of its folders that did not (Hydra

@@ -21,7 +21,8 @@ from musictx.checkpoints.model_store import load_model
 from musictx.evaluation.infill_scorecard import middle_log_probs
 from musictx.evaluation.run import split_songs
 from musictx.generation.copy_cache import COPY_WEIGHTS, cache_lookups, loose_ids, weight_of
-from musictx.generation.infill import copy_history, read_song
+from musictx.generation.infill import copy_history
+from musictx.generation.song_bars import read_song
 
 GRID = np.linspace(0.0, 0.99, 100)
 

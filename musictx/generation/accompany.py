@@ -6,98 +6,45 @@
 - "infill": the infill format with the new tracks taken out of every bar, filled a few bars at a time
   (needs a model fine-tuned with ``experiment=pop_infill``). Measured against "lead" in docs/infill.md.
 
-The given tracks are never rewritten: the output is the input file's own score with the new tracks added
-as separate named tracks (its tempo map and meter untouched), their notes on the song's bar lines.
+Scheme "lead" is a prompt format (`led_prompt`) around the one sampler (`musictx.generation.prompt`). The
+given tracks are never rewritten: the output is the input file's own score with the new tracks added as
+separate named tracks (its tempo map and meter untouched), their notes on the song's bar lines
+(`musictx.generation.write_back`).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import replace
 
 import numpy as np
 import torch
-from symusic import Note, Score, Track
+from symusic import Score
 
 from musictx.generation.continue_metrical import TOKENS_PER_BAR, strip_after_bars
 from musictx.generation.given_notes import given_onsets, half_bar_pitch_classes, sounding_positions
 from musictx.generation.harmonizer import Harmonizer, half_bar_features
-from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
-from musictx.generation.infill import SongBars, infill_prompt, middle_notes, read_song, sample_middle
+from musictx.generation.infill import infill_prompt, middle_bars, middle_prompt
 from musictx.generation.phrase_echo import repeat_plan
-from musictx.generation.sampling import generate
+from musictx.generation.prompt import Prompt, sample
 from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.song_bars import SongBars, read_song
 from musictx.generation.window import context_length
+from musictx.generation.write_back import (
+    add_notes,
+    file_with_tracks,
+    middle_notes,
+    with_new_tracks,
+    with_written_tracks,
+)
 from musictx.io.chord_labels import Chords
-from musictx.io.metrical_tokenizer import ReadScore
-from musictx.io.midi_io import MidiReadError
-from musictx.io.score_io import read_score
-from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
-from musictx.io.score_prep import Track as TrackInfo
+from musictx.io.score_prep import ROLE_PROGRAMS
 
-MELODY = "MELODY"
-ACCOMPANIMENT = ("BRIDGE", "PIANO")  # the tracks the pop model can write, as POP909 names them
 CHUNK_BARS = 4  # scheme "infill": bars written per pass; the melody of each is at most a few hundred ids back
 REPEAT_MIN_ONSETS = 2  # a bar's melody must strike at least this often to count as a repeat of another bar
 PREVIEW_BARS = 16  # scheme "lead": the given tracks' bars heard once before they are accompanied
 SCHEMES = ("lead", "infill")
-
-
-def melody_song(tok, path: str | os.PathLike) -> SongBars:
-    """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
-    a file of one unnamed track is taken as the melody; otherwise it is an error naming the file."""
-    read = tok.read(path)
-    infos = list(read.tracks.tracks)
-    if not any(t.program == ROLE_PROGRAMS[MELODY] for t in infos):
-        pitched = [k for k, t in enumerate(infos) if not t.is_drum]
-        if len(pitched) != 1:
-            raise MidiReadError(str(path), f"no melody track among {read.tracks.describe()}: name the melody "
-                                           "track 'melody' (or give a file of the melody alone)")
-        k = pitched[0]
-        read.score.tracks[k].program = ROLE_PROGRAMS[MELODY]
-        infos[k] = TrackInfo(ROLE_PROGRAMS[MELODY], infos[k].name, infos[k].real_program)
-        read = ReadScore(read.score, TrackMap(tuple(infos)), read.shift_ticks)
-    return read_song(tok, path, read)
-
-
-def roles_to_write(song: SongBars, names) -> list[str]:
-    """The accompaniment tracks to write: ``names`` (e.g. "bridge,piano"), default those the file lacks."""
-    present = {t.program for t in song.read.tracks.tracks}
-    missing = [r for r in ACCOMPANIMENT if ROLE_PROGRAMS[r] not in present]
-    if not names:
-        if not missing:
-            raise MidiReadError(song.path, "already has BRIDGE and PIANO tracks: nothing to accompany "
-                                           "(task=infill tracks=... redoes a track)")
-        return missing
-    wanted = [n.strip().upper() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
-    unknown = [n for n in wanted if n not in ACCOMPANIMENT]
-    if unknown:
-        raise MidiReadError(song.path, f"tracks={','.join(unknown).lower()}: the model writes "
-                                       f"{' and '.join(r.lower() for r in ACCOMPANIMENT)}")
-    there = [n for n in wanted if n not in missing]
-    if there:
-        raise MidiReadError(song.path, f"already has a {there[0]} track (program {ROLE_PROGRAMS[there[0]]} inside "
-                                       "musictx); task=infill tracks=... redoes it")
-    return list(dict.fromkeys(wanted))
-
-
-def with_new_tracks(song: SongBars, roles: list[str]) -> ReadScore:
-    """The read score with an empty track for each role, and its track map, to fill bar range by range."""
-    score = song.read.score.copy()
-    infos = list(song.read.tracks.tracks)
-    for role in roles:
-        score.tracks.append(Track(role, ROLE_PROGRAMS[role], False))
-        infos.append(TrackInfo(ROLE_PROGRAMS[role], role, 0))
-    return ReadScore(score, TrackMap(tuple(infos)), song.read.shift_ticks)
-
-
-def add_notes(score: Score, new: dict[int, list[Note]]) -> None:
-    for track in score.tracks:
-        for note in new.get(int(track.program), []):
-            track.notes.append(note)
-        track.notes.sort()
 
 
 def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
@@ -134,62 +81,51 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
     for first in range(s, e, chunk_bars):
         last = min(first + chunk_bars, e)
         now = read_song(tok, song.path, work)  # the melody and what is written so far, as tokens
-        prompt, room = infill_prompt(tok, now, first, last, programs, max_len, use_right=False)
-        middle = sample_middle(net, tok, prompt, last - first, sorted(programs), room, sampling)[0]
+        context, room = infill_prompt(tok, now, first, last, programs, max_len, use_right=False)
+        prompt = middle_prompt(net, tok, context, last - first, sorted(programs), room, sampling)
+        middle = middle_bars(tok, sample(net, prompt)[:, prompt.ids.shape[1] - 1:].cpu().numpy(), last - first)[0]
         new_ids += len(middle)
         add_notes(work.score, middle_notes(tok, middle, now, first, last))
     return file_with_tracks(song, work, roles), new_ids
-
-
-def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score:
-    """The input file's own score, untouched, with the written tracks appended in its ticks."""
-    out = read_score(song.path)
-    shift = song.read.shift_ticks
-    for track in work.score.tracks[len(song.read.score.tracks):]:
-        new = Track(track.name, 0, False)  # POP909 plays every track on the piano
-        for n in track.notes:  # a note in a pickup's bar before the file's start is left out
-            if n.time >= shift:
-                new.notes.append(Note(n.time - shift, n.duration, n.pitch, n.velocity))
-        out.tracks.append(new)
-    return out
 
 
 def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
                   chords: Chords | None = None, samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
     """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled) for
     each of ``samples`` drawn as one batch."""
-    new_programs = {ROLE_PROGRAMS[r] for r in roles}
-    out = []
-    for new in lead_ids(net, tok, song, roles, s, e, sampling, chords, samples, on_step):
-        notes = middle_notes(tok, np.concatenate([[tok.bar_id], new]), song, s, e)
-        work = with_new_tracks(song, roles)
-        add_notes(work.score, {p: n for p, n in notes.items() if p in new_programs})
-        out.append((file_with_tracks(song, work, roles), len(new)))
-    return out
+    return [(with_written_tracks(tok, song, roles, s, e, np.concatenate([[tok.bar_id], new])), len(new))
+            for new in lead_ids(net, tok, song, roles, s, e, sampling, chords, samples, on_step)]
 
 
 def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
              chords: Chords | None = None, samples: int = 1, on_step=None) -> list[np.ndarray]:
-    """The ids of bars s..e-1 (the first Bar left out) of ``samples`` accompaniments drawn as one batch, each
-    written as a plain continuation of the song's bars before s, the given tracks played into them at their
-    onsets (`musictx.generation.given_notes`), after the first `PREVIEW_BARS` of them heard once, given
-    tracks alone, so that the model knows the tune and its key before it plays a note. The hooks: the
-    task's (`Accompaniment`); ``on_step(next_ids, done)``: called after every draw."""
+    """The ids of bars s..e-1 (the first Bar left out) of ``samples`` accompaniments drawn as one batch
+    (`led_prompt`); ``on_step(next_ids, done)``: called after every draw."""
+    prompt = led_prompt(net, tok, song, roles, s, e, sampling, chords, samples)
+    prompt.hooks.on_step = on_step
+    out = sample(net, prompt)
+    # new bars 2..e-s open with a Bar
+    return [strip_after_bars(tok, row, e - s - 1) for row in out[:, prompt.ids.shape[1]:].cpu().numpy()]
+
+
+def led_prompt(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
+               chords: Chords | None = None, samples: int = 1) -> Prompt:
+    """The prompt of ``samples`` accompaniments of bars s..e-1, each written as a plain continuation of the
+    song's bars before s, the given tracks played into them at their onsets (`musictx.generation.given_notes`),
+    after the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune
+    and its key before it plays a note. The hooks: the task's (`Accompaniment`). It ends with the first Bar."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     acc = Accompaniment(tok, song, {t.program for t in song.read.tracks.tracks} - new_programs, new_programs,
                         s, e, chords)
     max_len = context_length(net) or 1024
     first = song.end_of(min(int(np.searchsorted(song.starts, song.end_of(s) - max_len // 2)), s))
     preview = song.ids[song.end_of(s):song.end_of(min(e, s + PREVIEW_BARS))]
-    prompt = np.concatenate([song.ids[first:song.end_of(s)], preview, [tok.bar_id]])
+    ids = np.concatenate([song.ids[first:song.end_of(s)], preview, [tok.bar_id]])
     device = next(net.parameters()).device
-    prompt = torch.as_tensor(prompt, dtype=torch.long, device=device)[None].repeat(samples, 1)  # (B, T0)
-    hooks = build_hooks(HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs),
-                                   accompaniment=acc,
-                                   stop_after_bars=e - s - 1, on_step=on_step))
-    out = generate(net, tok, prompt, sampling, hooks, max_new_tokens=TOKENS_PER_BAR * (e - s))
-    # new bars 2..e-s open with a Bar
-    return [strip_after_bars(tok, row, e - s - 1) for row in out[:, prompt.shape[1]:].cpu().numpy()]
+    ids = torch.as_tensor(ids, dtype=torch.long, device=device)[None].repeat(samples, 1)  # (B, T0)
+    hooks = HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs), accompaniment=acc,
+                       stop_after_bars=e - s - 1)
+    return Prompt(ids, hooks, TOKENS_PER_BAR * (e - s))
 
 
 class Accompaniment:

@@ -4,24 +4,21 @@ that keeps the seed's named tracks, tempo map and meter.
 The length asked for in seconds becomes whole bars at the seed's own tempo and meter (a sample stops at the
 bar line, never in the middle of a bar), or is given in bars directly. The sampler follows the tokenizer's
 own grammar (`musictx.generation.metrical_guard`): bars and positions in order, only the seed's tracks.
-`sample_metrical` is ``musictx-generate``'s step, which hands its samples on decoded (`metrical_take`).
+`metrical_job` is ``musictx-generate``'s run, which hands its samples on decoded (`metrical_take`).
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import torch
 from symusic import Score, Tempo, TimeSignature
 
-from musictx.generation.generate_options import read_chords
-from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
-from musictx.generation.metrical_seed import MetricalSeed
-from musictx.generation.sampling import GenerationInterrupted, generate
+from musictx.generation.metrical_seed import MetricalSeed, bars_for, seed_of, ticks_to_seconds
+from musictx.generation.prompt import Job, Prompt, sample
 from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.take import Batch, Take, score_roll
+from musictx.generation.take import Take, score_roll
+from musictx.io.chord_labels import Chords
 
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
 
@@ -30,40 +27,53 @@ def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
 
 
+def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
+                max_tokens: int | None = None, chords=None) -> Prompt:
+    """The prompt of ``num_samples`` continuations of ``seed``, ``bars`` bars each, under the hooks
+    ``sampling.hooks`` sets (the grammar, the bar-repeat limit, the leans). ``chords`` (a lead sheet's
+    `Chords`, on the seed file's clock): the new bars lean toward them."""
+    device = next(net.parameters()).device
+    ids = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
+    # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
+    ids = torch.cat([ids, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
+    lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
+    hooks = HookInputs("continue", tok, sampling, programs=seed_programs(seed), stop_after_bars=bars - 1,
+                       chords=chords, new_bar_lines_s=lines)
+    return Prompt(ids, hooks, max_tokens or TOKENS_PER_BAR * bars)
+
+
 def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
                 max_tokens: int | None = None, on_step=None, chords=None) -> list[np.ndarray]:
-    """New ids of ``num_samples`` continuations of ``seed``, ``bars`` bars each (the Bar id that would open
-    one more is cut), sampled as one batch under the hooks ``sampling.hooks`` sets (the grammar, the bar-repeat
-    limit, the leans). ``on_step(next_ids, done)``: called after every draw.
-    ``chords`` (a lead sheet's `Chords`, on the seed file's clock): the new bars lean toward them."""
-    device = next(net.parameters()).device
-    prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
-    # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
-    prompt = torch.cat([prompt, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
-    lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
-    hooks = build_hooks(HookInputs("continue", tok, sampling, programs=seed_programs(seed), on_step=on_step,
-                                   stop_after_bars=bars - 1, chords=chords, new_bar_lines_s=lines))
-    ids = generate(net, tok, prompt, sampling, hooks, max_new_tokens=max_tokens or TOKENS_PER_BAR * bars)
+    """New ids of ``num_samples`` continuations of ``seed`` (`bars_prompt`), ``bars`` bars each (the Bar id
+    that would open one more is cut), sampled as one batch. ``on_step(next_ids, done)``: called after every
+    draw."""
+    prompt = bars_prompt(net, tok, seed, sampling, num_samples=num_samples, bars=bars, max_tokens=max_tokens,
+                         chords=chords)
+    prompt.hooks.on_step = on_step
+    ids = sample(net, prompt)
     return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
 
 
-def sample_metrical(net, tok, seed: MetricalSeed, bars: int, opts) -> Batch:
-    """``musictx-generate``'s samples of ``seed``, ``bars`` bars each, as its options (`GenerateOptions`)
-    ask; a Ctrl-C keeps the partial samples (``cut_short``)."""
-    t0 = time.perf_counter()
-    chords = read_chords(opts.chords)  # a file changed since the options were checked: one line naming it
-    try:
-        pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
-                             max_tokens=opts.max_tokens, chords=chords)
-        cut_short = False
-    except GenerationInterrupted as stop:
-        pieces, cut_short = [r[len(seed.ids):] for r in stop.ids.cpu().numpy()], True
-    wall = time.perf_counter() - t0
+def metrical_job(opts, net, tok) -> Job:
+    """``musictx-generate``'s run on a metrical model, as its options (`GenerateOptions`) ask: the seed read
+    (`musictx.generation.metrical_seed.seed_of`), its continuations' prompt, whole bars each; a Ctrl-C keeps
+    the partial samples."""
+    seed = seed_of(tok, opts)
+    bars = bars_for(seed, opts.length_seconds, opts.length_bars)
+    chords = Chords.read_option(opts.chords)  # a file changed since the options were checked: one line naming it
+    prompt = bars_prompt(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars, max_tokens=opts.max_tokens,
+                         chords=chords)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "bars": seed.bars, "first_bar": seed.first_bar + 1,
                       "starts_at_seconds": seed.origin_seconds, "tokens": len(seed.ids),
                       "tracks": seed.tracks.to_list()},
              "bars": bars}
-    return Batch([metrical_take(tok, seed, ids, opts.include_seed) for ids in pieces], about, wall, cut_short)
+
+    def takes(ids, cut_short: bool, _wall) -> list[Take]:
+        rows = ids[:, len(seed.ids):].cpu().numpy()
+        pieces = list(rows) if cut_short else [strip_after_bars(tok, row, bars) for row in rows]
+        return [metrical_take(tok, seed, piece, opts.include_seed) for piece in pieces]
+
+    return Job(prompt, takes, about)
 
 
 def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Take:
@@ -124,8 +134,6 @@ def _timing_from(seed: MetricalSeed, bar: int):
 
 def new_bars_seconds(seed: MetricalSeed, score: Score, include_seed: bool = True) -> float:
     """Seconds of new music in ``score``: from the seed's last bar line to the end of the last note."""
-    from musictx.generation.metrical_seed import ticks_to_seconds
-
     factor = score.ticks_per_quarter / seed.score.ticks_per_quarter
     seed_ticks = int(seed.lines[seed.first_bar + seed.bars] - seed.lines[seed.first_bar])
     start = round(seed_ticks * factor) if include_seed else 0

@@ -29,9 +29,9 @@ of the samples already written (the unfinished ones' files are removed). `run` t
 (`musictx.generation.generate_options`, where the options are checked); no Hydra here.
 
 A run reads as a straight line, each step in its own module and none returned to: the options checked, the
-model opened, the seed read (`musictx.generation.seeds`, `musictx.generation.metrical_seed`), the samples
-drawn and decoded by the sampler of the run's kind (`musictx.generation.continue_seed`,
-`musictx.generation.continue_metrical`, `musictx.generation.infill_run`), and what they hand back, plain
+model opened, the run's job built by its kind (`musictx.generation.continue_seed`,
+`musictx.generation.continue_metrical`, `musictx.generation.infill_run`: the seed or song read, the prompt
+made), drawn by the one sampler and decoded (`musictx.generation.prompt.draw`), and what comes back, plain
 data (`musictx.generation.take`), written by `musictx.generation.output_folder.write_run`.
 """
 
@@ -43,15 +43,14 @@ from pathlib import Path
 import torch
 
 from musictx.checkpoints.model_store import ModelLoadError, load_model, shipped_models
-from musictx.generation.continue_metrical import sample_metrical
-from musictx.generation.continue_seed import sample_performance
+from musictx.generation.continue_metrical import metrical_job
+from musictx.generation.continue_seed import performance_job
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.infill_run import sample_task
-from musictx.generation.metrical_seed import bars_for, seed_of
+from musictx.generation.infill_run import song_job
 from musictx.generation.model_choice import choose_model
 from musictx.generation.output_folder import write_run
-from musictx.generation.progress import progress_bar
-from musictx.generation.seeds import GenerateError, seed_for
+from musictx.generation.prompt import Job, draw
+from musictx.generation.seeds import GenerateError
 from musictx.io.audio import audio_unavailable
 from musictx.io.tokenizers import is_metrical
 
@@ -72,6 +71,16 @@ def open_model(opts: GenerateOptions):
     return net, tokenizer, meta
 
 
+def job_for(opts: GenerateOptions, net, tokenizer) -> Job:
+    """The run's task as a prompt for the one sampler: bars filled or accompanied (`song_job`), a metrical seed
+    continued by bars (`metrical_job`) or a performance continued (`performance_job`)."""
+    if opts.task != "continue":
+        return song_job(opts, net, tokenizer)
+    if is_metrical(tokenizer):
+        return metrical_job(opts, net, tokenizer)
+    return performance_job(opts, net, tokenizer)
+
+
 def run(opts: GenerateOptions) -> dict:
     """Check, load, seed, sample, write; return the record written to ``generation.json`` (or the free name
     after it). A Ctrl-C while sampling writes the samples so far (MIDI and piano roll), one while writing
@@ -81,16 +90,7 @@ def run(opts: GenerateOptions) -> dict:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = open_model(opts)
     no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"  # said once the folder is made
-    if opts.task != "continue":
-        batch = sample_task(opts, net, tokenizer)
-    elif is_metrical(tokenizer):
-        seed = seed_of(tokenizer, opts)
-        bars = bars_for(seed, opts.length_seconds, opts.length_bars)
-        batch = sample_metrical(net, tokenizer, seed, bars, opts)
-    else:
-        seed, tracks = seed_for(tokenizer, opts)
-        with progress_bar(tokenizer, opts.length_seconds, opts.progress_every_s) as progress:
-            batch = sample_performance(net, tokenizer, seed, tracks, opts, on_step=progress and progress.update)
+    batch = draw(net, job_for(opts, net, tokenizer))
     # Nothing was written before this point: every check above raises first.
     head = {"settings": asdict(opts), "checkpoint": meta["ref"], "model_source": meta["source"],
             "model_path": str(Path(meta["path"]).resolve()), "model": meta["model"],

@@ -1,24 +1,24 @@
 """Continuing a `Seed` with a net: the sampled ids of a batch of continuations, their notes, and why each
 stopped. ``musictx-generate`` (`musictx.generation.continue_midi`), the web app, the continuation and motif
-measures of ``musictx-evaluate`` and the benches all sample through `sample_continuations`;
-`sample_performance` is ``musictx-generate``'s step, which hands its samples on decoded (`take_of`).
+measures of ``musictx-evaluate`` and the benches all sample through `continuation_prompt`;
+`performance_job` is ``musictx-generate``'s run, which hands its samples on decoded (`take_of`).
 """
 
 from __future__ import annotations
 
 import math
-import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from musictx.generation.hook_registry import build_hooks
 from musictx.generation.hooks import HookInputs
-from musictx.generation.sampling import GenerationInterrupted, generate
+from musictx.generation.progress import progress_bar
+from musictx.generation.prompt import Job, Prompt, sample
 from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import Seed
-from musictx.generation.take import Batch, Take
+from musictx.generation.seeds import Seed, seed_for
+from musictx.generation.take import Take
 from musictx.io.midi_io import Notes
 from musictx.io.midi_timing import MidiTiming
 from musictx.io.tokenizer import EventTokenizer
@@ -38,19 +38,26 @@ def token_cap(max_tokens: int | None, length_seconds: float | None) -> int:
     return max(DEFAULT_MAX_TOKENS, math.ceil(TOKENS_PER_SECOND * (length_seconds or 0)))
 
 
+def continuation_prompt(net, tokenizer: EventTokenizer, seed: Seed, sampling: SamplingOptions, *,
+                        num_samples: int, length_seconds: float | None, max_tokens: int | None) -> Prompt:
+    """The prompt of ``num_samples`` continuations of ``seed``: each stops after ``length_seconds`` of new
+    music (None: no limit) or `token_cap` ids."""
+    device = next(net.parameters()).device
+    ids = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
+    hooks = HookInputs("continue", tokenizer, sampling, seed=seed, length_seconds=length_seconds)
+    return Prompt(ids, hooks, token_cap(max_tokens, length_seconds))
+
+
 def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: SamplingOptions, *,
                          num_samples: int, length_seconds: float | None, max_tokens: int | None,
                          on_step=None) -> list[np.ndarray]:
-    """New ids of ``num_samples`` continuations of ``seed``, sampled as one batch (EOS kept, PAD dropped).
-    Each stops after ``length_seconds`` of new music (None: no limit) or `token_cap` ids. ``on_step(next_ids,
-    done)`` is called after every draw (progress); a Ctrl-C raises `GenerationInterrupted`."""
-    cap = token_cap(max_tokens, length_seconds)
-    device = next(net.parameters()).device
-    prompt = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
-    hooks = build_hooks(HookInputs("continue", tokenizer, sampling, seed=seed, on_step=on_step,
-                                   length_seconds=length_seconds))
-    ids = generate(net, tokenizer, prompt, sampling, hooks, max_new_tokens=cap)
-    return new_ids(tokenizer, seed, ids)
+    """New ids of ``num_samples`` continuations of ``seed`` (`continuation_prompt`), sampled as one batch (EOS
+    kept, PAD dropped). ``on_step(next_ids, done)`` is called after every draw (progress); a Ctrl-C raises
+    `GenerationInterrupted`."""
+    prompt = continuation_prompt(net, tokenizer, seed, sampling, num_samples=num_samples,
+                                 length_seconds=length_seconds, max_tokens=max_tokens)
+    prompt.hooks.on_step = on_step
+    return new_ids(tokenizer, seed, sample(net, prompt))
 
 
 def new_ids(tokenizer: EventTokenizer, seed: Seed, ids: torch.Tensor) -> list[np.ndarray]:
@@ -86,23 +93,27 @@ def stop_reason(tokenizer: EventTokenizer, new_ids: np.ndarray, length_seconds: 
     return "max_tokens" if len(new_ids) >= cap else "interrupted"
 
 
-def sample_performance(net, tokenizer: EventTokenizer, seed: Seed, tracks: str | None, opts, on_step=None) -> Batch:
-    """``musictx-generate``'s samples of ``seed`` as its options (`GenerateOptions`) ask; a Ctrl-C keeps the
-    partial samples (``cut_short``). ``tracks``: how the seed file's tracks were read, for the record;
-    ``on_step``: see `sample_continuations`."""
-    t0 = time.perf_counter()
-    try:
-        pieces = sample_continuations(net, tokenizer, seed, opts, num_samples=opts.num_samples,
-                                      length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
-                                      on_step=on_step)
-        cut_short = False
-    except GenerationInterrupted as stop:
-        pieces, cut_short = new_ids(tokenizer, seed, stop.ids), True
-    wall = time.perf_counter() - t0
+def performance_job(opts, net, tokenizer: EventTokenizer) -> Job:
+    """``musictx-generate``'s run on a Performance model, as its options (`GenerateOptions`) ask: the seed
+    read (`musictx.generation.seeds.seed_for`), its continuations' prompt, a progress bar in seconds of
+    music; a Ctrl-C keeps the partial samples."""
+    seed, tracks = seed_for(tokenizer, opts)
+    prompt = continuation_prompt(net, tokenizer, seed, opts, num_samples=opts.num_samples,
+                                 length_seconds=opts.length_seconds, max_tokens=opts.max_tokens)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
                       "unconditional": seed.path is None, "silence_dropped_seconds": seed.silence_dropped,
                       "starts_at_seconds": seed.silence_dropped, "tracks": tracks}}
-    return Batch([take_of(tokenizer, seed, ids, opts) for ids in pieces], about, wall, cut_short)
+
+    def takes(ids, _cut_short, _wall) -> list[Take]:
+        return [take_of(tokenizer, seed, row, opts) for row in new_ids(tokenizer, seed, ids)]
+
+    return Job(prompt, takes, about, lambda: _progress(tokenizer, opts))
+
+
+@contextmanager
+def _progress(tokenizer: EventTokenizer, opts):
+    with progress_bar(tokenizer, opts.length_seconds, opts.progress_every_s) as progress:
+        yield progress and progress.update
 
 
 def take_of(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, opts,

@@ -17,7 +17,7 @@ from musictx.generation.option_fields import finite_number, raise_first, whole_n
 from musictx.generation.sampling_options import SamplingOptions, renamed
 from musictx.generation.seeds import GenerateError
 from musictx.generation.window import context_length
-from musictx.io.chord_labels import ChordFileError, Chords
+from musictx.io.chord_labels import Chords
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
@@ -194,17 +194,15 @@ def check_task(opts: GenerateOptions) -> None:
         raise GenerateError("chords= is for task=accompany and task=continue (the chords the new music follows)")
     if opts.chords is not None and not os.path.lexists(opts.chords):
         raise GenerateError(f"chords={opts.chords}: no such file (a lab file of 'START END LABEL' lines)")
-    read_chords(opts.chords)  # before the model loads: a folder, a FIFO, a bad line, named by Chords.read
-    if opts.task == "continue":
-        if opts.bars is not None or opts.tracks:
-            raise GenerateError("bars= and tracks= are for task=infill and task=accompany")
-        return
-    if not opts.seed_midi:
+    if opts.task == "continue" and (opts.bars is not None or opts.tracks):
+        raise GenerateError("bars= and tracks= are for task=infill and task=accompany")
+    if opts.task != "continue" and not opts.seed_midi:
         raise GenerateError(f"task={opts.task} needs seed_midi=<file> (the song to work in)")
     if opts.task == "infill" and opts.bars is None:
         raise GenerateError("task=infill needs bars=FIRST-LAST (1-based, inclusive), e.g. bars=9-12")
     if opts.bars is not None:
         check_bars_form(opts.bars)
+    Chords.read_option(opts.chords)  # before the model loads: a folder, a FIFO, a bad line, named by Chords.read
 
 
 def check_bars_form(spec) -> None:
@@ -220,16 +218,6 @@ def check_bars_form(spec) -> None:
     if b - a + 1 > BOUNDS.length_bars:
         raise GenerateError(f"bars={spec}: {b - a + 1} bars are more than one run takes (at most "
                             f"{BOUNDS.length_bars}); give a shorter range")
-
-
-def read_chords(path: str | None) -> Chords | None:
-    """The lead sheet's chords, or None; a bad file is a GenerateError naming the file, the line and the problem."""
-    if path is None:
-        return None
-    try:
-        return Chords.read(path)
-    except ChordFileError as err:
-        raise GenerateError(f"chords={err}") from None
 
 
 def _expected_tokenizer(path: str):

@@ -11,22 +11,25 @@ Called by `musictx.generation.continue_midi.run` once the model is loaded; the o
 from __future__ import annotations
 
 import sys
-import time
+from contextlib import contextmanager
 
 from tqdm import tqdm
 
-from musictx.generation.generate_options import BOUNDS, read_chords
-from musictx.generation.infill import meter_warning, parse_bars
+from musictx.generation.generate_options import BOUNDS
+from musictx.generation.prompt import Job
 from musictx.generation.seeds import GenerateError
-from musictx.generation.song_task import SongTask, read_task_song
-from musictx.generation.take import Batch, Take, score_roll
+from musictx.generation.song_bars import meter_warning, parse_bars
+from musictx.generation.song_task import SongTask, new_rows, read_task_song
+from musictx.generation.take import Take, score_roll
+from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import InfillIds
 from musictx.io.tokenizers import is_metrical
 
 
-def sample_task(opts, net, tok) -> Batch:
-    """The ``opts.num_samples`` samples of ``opts.task``, drawn as one batch with seed ``opts.seed`` (one
-    sample: the same as ever; accompany's scheme "infill" draws sample k alone with seed ``opts.seed + k``)."""
+def song_job(opts, net, tok) -> Job:
+    """``musictx-generate task=infill|accompany``: the song read, the bars and tracks resolved (a range past
+    the bounds is refused, `check_range`, before any sampling), the ``opts.num_samples`` takes' prompt drawn
+    as one batch with seed ``opts.seed``, a progress bar in bars. A Ctrl-C ends the run with nothing written."""
     if not is_metrical(tok):
         raise GenerateError(f"checkpoint={opts.checkpoint}: task={opts.task} needs a metrical (REMI) model")
     if opts.task == "infill":
@@ -34,22 +37,26 @@ def sample_task(opts, net, tok) -> Batch:
             InfillIds.of(tok)
         except ValueError as err:
             raise GenerateError(f"checkpoint={opts.checkpoint}: {err}") from None
-    make, what, bars = _task(opts, net, tok)
-    t0 = time.perf_counter()
-    bar = tqdm(total=opts.num_samples * bars, desc="filling" if opts.task == "infill" else "accompanying",
-               unit=" bars", file=sys.stdout, disable=not opts.progress_every_s,
-               mininterval=opts.progress_every_s or 10.0)
+    task, what = _task(opts, tok)
+    prompt = task.prompt(net, tok, opts, opts.num_samples)
 
-    def on_step(next_ids, done) -> None:  # each Bar drawn opens one more bar of a sample
-        bar.update(int(((next_ids == tok.bar_id) & ~done).sum()))
+    def takes(ids, _cut_short, wall) -> list[Take]:
+        made = task.written(tok, new_rows(ids, prompt))
+        # the samples share one batch: each take's wall time is the batch's share
+        return [_take(score, n_new, what, wall / len(made)) for score, n_new in made]
 
-    with bar:
-        made = make(opts, on_step)
+    bars = opts.num_samples * (task.e - task.s)
+    return Job(prompt, takes, {"task": opts.task, "what": what}, lambda: _progress(opts, tok, bars),
+               keeps_partial=False)
+
+
+@contextmanager
+def _progress(opts, tok, total: int):
+    """The bars drawn so far, all samples together: each Bar drawn opens one more bar of a sample."""
+    with tqdm(total=total, desc="filling" if opts.task == "infill" else "accompanying", unit=" bars",
+              file=sys.stdout, disable=not opts.progress_every_s, mininterval=opts.progress_every_s or 10.0) as bar:
+        yield lambda next_ids, done: bar.update(int(((next_ids == tok.bar_id) & ~done).sum()))
         bar.update(bar.total - bar.n)
-    wall = time.perf_counter() - t0
-    # the samples share one batch: each take's wall time is the batch's share
-    takes = [_take(score, new_ids, what, wall / len(made)) for score, new_ids in made]
-    return Batch(takes, {"task": opts.task, "what": what}, wall)
 
 
 def check_range(opts, song, s: int, e: int) -> None:
@@ -63,10 +70,9 @@ def check_range(opts, song, s: int, e: int) -> None:
                             "bars=FIRST-LAST for a part of it")
 
 
-def _task(opts, net, tok):
-    """(a function of the options and a progress hook making the run's samples, [(score, new ids)], a line
-    saying what it does, its bars); a range past the bounds is refused (`check_range`) before any sampling.
-    The task itself (`musictx.generation.song_task.SongTask`) is the app's too."""
+def _task(opts, tok) -> tuple[SongTask, str]:
+    """(the run's task, a line saying what it does). The task itself (`musictx.generation.song_task.SongTask`)
+    is the app's too."""
     song = read_task_song(opts.task, tok, opts.seed_midi)
     s, e = parse_bars(opts.bars, song) if opts.task == "infill" or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)
@@ -74,10 +80,10 @@ def _task(opts, net, tok):
     if opts.task == "infill":
         what = f"bars {s + 1}-{e} of {opts.seed_midi} ({task.track_names()}) filled"
     else:
-        task.chords = read_chords(opts.chords)
+        task.chords = Chords.read_option(opts.chords)
         what = f"{task.track_names()} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
             f", following the chords of {opts.chords}" if task.chords else "")
-    return (lambda o, on_step: task.sample(net, tok, o, o.num_samples, on_step)), what + meter_warning(song), e - s
+    return task, what + meter_warning(song)
 
 
 def _take(score, new_ids: int, what: str, wall: float) -> Take:

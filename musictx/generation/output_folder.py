@@ -14,7 +14,6 @@ one either, and a run killed while it writes leaves no empty or partial file und
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from pathlib import Path
 
@@ -23,9 +22,9 @@ from musictx.generation.take import Batch, Take
 from musictx.io.audio import wav_beside
 from musictx.io.jsonio import write_json
 from musictx.io.midi_io import Notes
-from musictx.io.midi_write import write_midi, write_score
-from musictx.io.piano_roll import plot_piano_roll
-from musictx.safe_output import claim_name, release_name, sweep_leftovers
+from musictx.io.midi_write import notes_score
+from musictx.io.piano_roll import draw_figure, piano_roll_figure
+from musictx.safe_output import atomic_paths, claim_numbered, release_name
 
 # Any name that starts like a sample's (sample_07.mid, sample_07.png, sample_07_arcs_mean-mean_12.png, ...)
 # holds its number: new samples are numbered after the highest of them.
@@ -38,40 +37,29 @@ def sample_name(number: int) -> str:
     return f"sample_{number:02d}"
 
 
-def claim_sample_numbers(out_dir: Path, count: int) -> list[int]:
-    """``count`` sample numbers, each after the highest already used in ``out_dir`` (a file's name or another
-    run's claim), each reserved by a hidden claim (`musictx.safe_output.claim_name`) until its files are
-    written: nothing there is replaced, and nothing empty is left if the run is killed."""
-    used = [int(m.group(1)) for name in os.listdir(out_dir) if (m := SAMPLE_NAME.match(name.lstrip(".")))]
-    number, claimed = max(used, default=-1) + 1, []
-    while len(claimed) < count:
-        if claim_name(out_dir / f"{sample_name(number)}.mid"):
-            claimed.append(number)
-        number += 1
-    return claimed
+def first_free_number(names: list[str]) -> int:
+    """The number after the highest that a name in ``names`` holds (hidden claims included)."""
+    used = [int(m.group(1)) for name in names if (m := SAMPLE_NAME.match(name.lstrip(".")))]
+    return max(used, default=-1) + 1
 
 
-def claim_record_path(out_dir: Path) -> Path:
-    """``generation.json``, or the first free ``generation_N.json`` (N = 2, 3, ...), reserved by a hidden claim."""
-    path, n = out_dir / RECORD, 1
-    while not claim_name(path):
-        n += 1
-        path = out_dir / f"generation_{n}.json"
-    return path
+def record_name(number: int) -> str:
+    """``generation.json``, then ``generation_2.json``, ``generation_3.json`` ... (N = 2, 3, ...)."""
+    return RECORD if number == 1 else f"generation_{number}.json"
 
 
 class Claims:
-    """The names a run reserves in its folder before it writes: its sample numbers (`claim_sample_numbers`) and
-    its record's path (`claim_record_path`), each by a hidden claim, so a ``kill -9`` at any moment leaves no
-    empty or partial file under a visible name (each file is written atomically, `musictx.safe_output`).
-    Around the writing (a context manager) it lets go of the sample claims; after a Ctrl-C it removes every
-    file of the samples left unfinished (the interrupt ends there: ``stopped``); an OSError (a full disk)
-    goes on. The record's claim goes with `release_record`, once the record is written."""
+    """The names a run reserves in its folder before it writes: its sample numbers and its record's path
+    (`record_name`), each by a hidden claim (`musictx.safe_output.claim_numbered`), so a ``kill -9`` at any
+    moment leaves no empty or partial file under a visible name (each file is written atomically,
+    `musictx.safe_output`). Around the writing (a context manager) it lets go of the sample claims; after a
+    Ctrl-C it removes every file of the samples left unfinished (the interrupt ends there: ``stopped``); an
+    OSError (a full disk) goes on. The record's claim goes with `release_record`, once the record is written."""
 
     def __init__(self, out_dir: Path, count: int):
-        sweep_leftovers(out_dir)  # what a killed run left here: its claims and temporaries
-        self.out_dir, self.numbers = out_dir, claim_sample_numbers(out_dir, count)
-        self.record = claim_record_path(out_dir)
+        samples = (lambda n: f"{sample_name(n)}.mid", first_free_number, count)
+        self.numbers, (record,) = claim_numbered(out_dir, samples, (record_name, lambda _names: 1, 1))
+        self.out_dir, self.record = out_dir, out_dir / record_name(record)
         self.written, self.stopped = 0, False
 
     def reuse_line(self) -> str | None:
@@ -104,16 +92,18 @@ class Claims:
 
 
 def write_take(out_dir: Path, name: str, take: Take, soundfont: str | None, audio: bool) -> dict:
-    """Write ``name``.mid / .png (/ .wav) of one sample; return its record for generation.json."""
-    midi = out_dir / f"{name}.mid"
-    if isinstance(take.music, Notes):
-        write_midi(take.music, midi, timing=take.timing, name=take.track)
-    else:
-        write_score(take.music, midi)
-    plot_piano_roll(take.roll, out_dir / f"{name}.png", takeover=take.takeover,
-                    title=f"{name}: {len(take.roll)} notes", earlier_from=take.earlier_from if take.takeover else None)
+    """Write ``name``.mid and .png of one sample, together (both or neither), then its .wav; return its
+    record for generation.json."""
+    midi, png = out_dir / f"{name}.mid", out_dir / f"{name}.png"
+    score = notes_score(take.music, timing=take.timing, name=take.track) if isinstance(take.music, Notes) \
+        else take.music
+    roll = piano_roll_figure(take.roll, takeover=take.takeover, title=f"{name}: {len(take.roll)} notes",
+                             earlier_from=take.earlier_from if take.takeover else None)
+    with atomic_paths([midi, png]) as (midi_tmp, png_tmp):
+        score.dump_midi(str(midi_tmp))
+        draw_figure(roll, png_tmp)
     wav = wav_beside(midi, soundfont) if audio else None
-    return {"midi": midi.name, "png": f"{name}.png", "wav": wav, **take.record}
+    return {"midi": midi.name, "png": png.name, "wav": wav, **take.record}
 
 
 def write_run(out_dir: Path, batch: Batch, head: dict, no_audio: str | None, soundfont: str | None) -> dict:

@@ -1,5 +1,6 @@
 """Infill and accompaniment as prompt formats around the one sampler: a `SongTask` is a song read the task's
-way, a bar range and the tracks to write, and it makes the task's samples as one batch.
+way (`musictx.generation.song_bars`), a bar range and the tracks to write; it builds the task's prompt
+(`SongTask.prompt`) and puts what the sampler wrote back into the song's file (`SongTask.written`).
 
 The command (`musictx.generation.infill_run`, ``musictx-generate task=infill|accompany``) and the web app's
 Infill and Accompany tabs (`musictx.app.infill_tab`) both build their task here, so that they read a song,
@@ -11,10 +12,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
 from symusic import Score
 
-from musictx.generation.accompany import accompany_songs, melody_song, roles_to_write
-from musictx.generation.infill import SongBars, infill_songs, programs_of_names, read_song
+from musictx.generation.accompany import led_prompt
+from musictx.generation.continue_metrical import strip_after_bars
+from musictx.generation.infill import middle_bars, song_middle_prompt
+from musictx.generation.prompt import Prompt, sample
+from musictx.generation.song_bars import SongBars, melody_song, programs_of_names, read_song, roles_to_write
+from musictx.generation.write_back import filled_file, with_written_tracks
 from musictx.io.chord_labels import Chords
 
 SONG_TASKS = ("infill", "accompany")
@@ -54,12 +60,32 @@ class SongTask:
             return "all tracks"
         return ", ".join(t.name for t in self.song.read.tracks.tracks if t.program in self.tracks)
 
-    def sample(self, net, tok, sampling, samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
-        """``samples`` takes drawn as one batch with ``sampling`` (`SamplingOptions`): (the song's own score
-        with the bars written, new ids sampled) each; ``on_step(next_ids, done)`` after every draw."""
+    def prompt(self, net, tok, sampling, samples: int = 1) -> Prompt:
+        """The prompt of ``samples`` takes drawn as one batch with ``sampling`` (`SamplingOptions`): the
+        middle of the bars (infill) or the song led by its given tracks (accompany); it ends with the first
+        new Bar."""
         if self.task == "infill":
-            made = infill_songs(net, tok, self.song, self.s, self.e, self.tracks, sampling, samples=samples,
-                                on_step=on_step)
-            return [(score, len(middle)) for score, middle in made]
-        return accompany_songs(net, tok, self.song, self.tracks, self.s, self.e, sampling, chords=self.chords,
-                               samples=samples, on_step=on_step)
+            return song_middle_prompt(net, tok, self.song, self.s, self.e, self.tracks, sampling, samples=samples)
+        return led_prompt(net, tok, self.song, self.tracks, self.s, self.e, sampling, self.chords, samples)
+
+    def written(self, tok, rows: np.ndarray) -> list[tuple[Score, int]]:
+        """(the song's own score with the bars written, new ids sampled) of each sampled row (B, T) of ids
+        from the first new Bar on."""
+        n = self.e - self.s
+        if self.task == "infill":
+            return [(filled_file(tok, self.song, self.s, self.e, self.tracks, m), len(m))
+                    for m in middle_bars(tok, rows, n)]
+        return [(with_written_tracks(tok, self.song, self.tracks, self.s, self.e, new), len(new) - 1)
+                for new in (strip_after_bars(tok, row, n) for row in rows)]
+
+    def sample(self, net, tok, sampling, samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
+        """``samples`` takes drawn as one batch (`prompt`, `written`); ``on_step(next_ids, done)`` after
+        every draw."""
+        prompt = self.prompt(net, tok, sampling, samples)
+        prompt.hooks.on_step = on_step
+        return self.written(tok, new_rows(sample(net, prompt), prompt))
+
+
+def new_rows(ids, prompt: Prompt) -> np.ndarray:
+    """(B, T) the sampled ``ids`` from the first new Bar on (the prompt's last id)."""
+    return ids[:, prompt.ids.shape[1] - 1:].cpu().numpy()

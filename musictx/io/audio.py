@@ -138,11 +138,11 @@ def render_wav(midi_path: str | os.PathLike, wav_path: str | os.PathLike, soundf
     """
     name, font = choose_renderer(soundfont, engine)
     midi = _load_midi(midi_path)
-    seconds = _tail_end(midi, tail)[1]
+    end, seconds = _tail_end(midi, tail)
     if seconds > MAX_AUDIO_SECONDS:
         raise AudioRenderError(f"{Path(midi_path).name} lasts {seconds:.0f} s, longer than the "
                                f"{MAX_AUDIO_SECONDS:g} s of audio rendered at most")
-    data = with_release_tail(midi_path, tail)
+    data = _released_at(midi, end)
     with atomic_path(wav_path) as tmp:  # a failure or a full disk leaves no truncated WAV
         if name == "fluidsynth":
             _render_fluidsynth(midi_path, data, tmp, font, sample_rate, gain, timeout)
@@ -190,10 +190,15 @@ def rendered_seconds(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SE
 def with_release_tail(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SECONDS) -> bytes:
     """The bytes of ``midi_path`` with a track added that holds one sustain-pedal release (a no-op once
     every note has ended) at the end of the tail: the event that keeps a synthesiser playing until then."""
+    midi = _load_midi(midi_path)
+    return _released_at(midi, _tail_end(midi, tail)[0])
+
+
+def _released_at(midi, end: int) -> bytes:
+    """The bytes of ``midi`` (a mido.MidiFile, changed here) with a track whose sustain-pedal release at tick
+    ``end`` keeps a synthesiser playing until then."""
     import mido
 
-    midi = _load_midi(midi_path)
-    end, _ = _tail_end(midi, tail)
     midi.tracks.append(mido.MidiTrack([mido.Message("control_change", control=64, value=0, time=end),
                                        mido.MetaMessage("end_of_track", time=0)]))
     midi.type = max(midi.type, 1)  # a type-0 file holds one track

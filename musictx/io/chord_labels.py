@@ -75,6 +75,17 @@ class Chords:
         return self.tones[k] if 0 <= k < len(self.tones) and t < self.ends[k] else frozenset()
 
     @classmethod
+    def read_option(cls, path: str | os.PathLike | None, option: str = "chords") -> Chords | None:
+        """A user's lead sheet given as ``option=path`` (None: no lead sheet): a bad file is a `ChordFileError`
+        saying the option, the file, the line and the problem."""
+        if path is None:
+            return None
+        try:
+            return cls.read(path)
+        except ChordFileError as err:
+            raise ChordFileError(f"{option}={err}") from None
+
+    @classmethod
     def read(cls, path: str | os.PathLike, strict: bool = True) -> Chords:
         """The chords of a lab file. ``strict``: a line that is not ``START END LABEL`` with START <= END, or a
         label this does not know, is a `ChordFileError` naming the file and line (a user's lead sheet);

@@ -32,10 +32,15 @@ def notes_to_midi(notes: Notes, program: int = 0, name: str = "musictx"):
 
 def write_midi(notes: Notes, path: str | os.PathLike, program: int = 0, timing: MidiTiming | None = None,
                name: str = "musictx piano") -> Path:
-    """Write ``notes`` as a one-track MIDI file named ``name``, with the tempo map and time signatures of
+    """Write ``notes`` as a one-track MIDI file (`notes_score`), atomically (`write_score`)."""
+    return write_score(notes_score(notes, program, timing, name), path)
+
+
+def notes_score(notes: Notes, program: int = 0, timing: MidiTiming | None = None, name: str = "musictx piano"):
+    """``notes`` as a one-track symusic Score named ``name``, with the tempo map and time signatures of
     ``timing`` (None: 120 bpm, 4/4, where the tokenizer's 10 ms grid is exact); note seconds become ticks
-    through that map. Written by symusic from arrays: a million notes take seconds, where `notes_to_midi`
-    (pretty_midi, one Python object per note) takes minutes."""
+    through that map. Built from arrays: a million notes take seconds, where `notes_to_midi` (pretty_midi, one
+    Python object per note) takes minutes."""
     import symusic
 
     timing = (timing or MidiTiming()).fine()
@@ -50,7 +55,7 @@ def write_midi(notes: Notes, path: str | os.PathLike, program: int = 0, timing: 
     track.notes = symusic.Note.from_numpy(on, off - on, notes.pitch.astype(np.int8),
                                           np.clip(notes.velocity, 1, 127).astype(np.int8))
     score.tracks.append(track)
-    return write_score(score, path)
+    return score
 
 
 def write_score(score, path: str | os.PathLike) -> Path:

@@ -29,10 +29,15 @@ EARLIER_MODEL_SHADE = "#fbe3c0"  # light orange: seed notes that a model made in
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     """Write ``fig`` to ``path`` (format by its suffix) through the Agg canvas, atomically
     (`musictx.safe_output.atomic_path`)."""
-    FigureCanvasAgg(fig)  # attaches the Agg canvas to the figure
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
+        draw_figure(fig, tmp)
     return Path(path)
+
+
+def draw_figure(fig: Figure, path: str | os.PathLike) -> None:
+    """Write ``fig`` to ``path`` as it is (not atomically: `save_figure` is)."""
+    FigureCanvasAgg(fig)  # attaches the Agg canvas to the figure
+    fig.savefig(path, dpi=110)
 
 
 def new_figure(end_seconds: float):
@@ -47,7 +52,13 @@ def new_figure(end_seconds: float):
 
 def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | None = None,
                     title: str | None = None, earlier_from: float | None = None) -> Path:
-    """Write a piano roll of ``notes`` to ``path`` (PNG by its suffix).
+    """Write a piano roll of ``notes`` to ``path`` (PNG by its suffix): `piano_roll_figure`."""
+    return save_figure(piano_roll_figure(notes, takeover, title, earlier_from), path)
+
+
+def piano_roll_figure(notes: Notes, takeover: float | None = None, title: str | None = None,
+                      earlier_from: float | None = None) -> Figure:
+    """A piano roll of ``notes``.
 
     ``takeover``: seconds where the seed ends and the model's notes begin; the span before it is shaded
     and a vertical line marks it. None (or 0) draws neither. ``earlier_from``: where, inside the seed, an
@@ -69,7 +80,7 @@ def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | Non
         ax.axvline(takeover, color="tab:red", linewidth=1.5, label=f"model from {takeover:.2f} s")
         ax.legend(loc="upper right", fontsize="small")
     ax.set_title(title or f"{len(notes)} notes, {notes.duration():.1f} s")
-    return save_figure(fig, path)
+    return fig
 
 
 def plot_roll_panels(panels: list[tuple[str, Notes]], path: str | os.PathLike, takeover: float | None = None,

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from musictx.generation.accompany import CHORD_PROBE_S, harmony_features
 from musictx.generation.harmonizer import half_bar_lines
-from musictx.generation.infill import read_song
+from musictx.generation.song_bars import read_song
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.io.token_store import DatasetFormatError, TokenArrays, load_manifest, load_tokenizer
