@@ -30,4 +30,5 @@ def test_the_four_arms_are_timed_and_compared_with_off(capsys):
     lines = capsys.readouterr().out.splitlines()
     rows = [line.split(" | ") for line in lines if line.startswith("| ") and "---" not in line]
     assert [r[0].lstrip("| ") for r in rows[1:]] == ["shipped", "guidance on every draw", "leans, no guidance", "off"]
-    assert rows[-1][3] == "1.00" and all(int(r[1]) > 0 for r in rows[1:])
+    assert rows[-1][3] == rows[-1][5] == rows[-1][7].rstrip(" |") == "1.00" and all(int(r[1]) > 0 for r in rows[1:])
+    assert all(float(r[6]) > 0 for r in rows[1:])  # tokens per CPU second

@@ -11,8 +11,10 @@ settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine 
   limit and the length rule stay (without them there is no piece to time).
 
 Each arm continues ``--seeds`` seeds per round; a row gives new tokens per second of its runs' median and of
-its fastest (the least disturbed) over ``--repeats`` rounds, and each as a share of ``off``'s. Threads
-explicit (default 1), OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
+its fastest (the least disturbed) over ``--repeats`` rounds, and each as a share of ``off``'s; then the same
+per second of the process's CPU time (median), which other processes on a shared host disturb far less than
+the wall clock (with one thread the process's CPU time is the decoding's). Threads explicit (default 1),
+OMP_WAIT_POLICY=PASSIVE unless the environment sets it.
 """
 
 from __future__ import annotations
@@ -43,14 +45,19 @@ def arms() -> dict[str, list[str]]:
 
 def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, seconds: float, seeds: int,
               repeats: int) -> dict[str, dict]:
-    """Per arm: new tokens of each seed's run and the wall times of each round (the seeds' runs summed)."""
+    """Per arm: new tokens of each seed's run, and the wall and CPU times of each round (the seeds' runs
+    summed)."""
+    import time
+
     from musictx.bench.realtime import one_run, sampling_of
 
     names = list(settings)
-    out = {name: {"tokens": 0, "walls": []} for name in names}
+    out = {name: {"tokens": 0, "walls": [], "cpus": []} for name in names}
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
+            cpu = time.process_time()
             runs = [one_run(net, tokenizer, batch, seconds, sampling_of(settings[name], seed)) for seed in range(seeds)]
+            out[name]["cpus"].append(time.process_time() - cpu)
             out[name]["walls"].append(sum(wall for wall, _, _ in runs))
             out[name]["tokens"] = sum(tokens for _, _, tokens in runs)
     return out
@@ -77,13 +84,16 @@ def main(argv=None) -> None:
           f"{args.batch}, {args.seeds} seeds x {args.repeats} rounds, threads={args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; load average before: {os.getloadavg()[0]:.2f}")
     timed = time_arms(net, tokenizer, arms(), args.batch, args.seconds, args.seeds, args.repeats)
-    rate = {name: {"median": t["tokens"] / statistics.median(t["walls"]), "fastest": t["tokens"] / min(t["walls"])}
-            for name, t in timed.items()}
-    print("\n| hooks | new tokens | tokens/s (median) | x off | tokens/s (fastest) | x off |")
-    print("|---|---:|---:|---:|---:|---:|")
+    rate = {name: {"median": t["tokens"] / statistics.median(t["walls"]), "fastest": t["tokens"] / min(t["walls"]),
+                   "cpu": t["tokens"] / statistics.median(t["cpus"])} for name, t in timed.items()}
+    print("\n| hooks | new tokens | tokens/s (median) | x off | tokens/s (fastest) | x off | tokens/CPU s (median) "
+          "| x off |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rate.items():
-        print(f"| {name} | {timed[name]['tokens']} | {r['median']:.0f} | {r['median'] / rate[OFF_ARM]['median']:.2f} "
-              f"| {r['fastest']:.0f} | {r['fastest'] / rate[OFF_ARM]['fastest']:.2f} |")
+        off = rate[OFF_ARM]
+        print(f"| {name} | {timed[name]['tokens']} | {r['median']:.0f} | {r['median'] / off['median']:.2f} "
+              f"| {r['fastest']:.0f} | {r['fastest'] / off['fastest']:.2f} | {r['cpu']:.0f} "
+              f"| {r['cpu'] / off['cpu']:.2f} |")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
