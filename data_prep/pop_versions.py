@@ -27,7 +27,9 @@ import numpy as np
 from symusic import Score, Track
 
 from data_prep.sources import main_of
-from musictx.io.score_prep import Meter, apply_meter, beats_file_of, read_meter
+from musictx.io.chord_labels import Chords
+from musictx.io.midi_timing import read_timing
+from musictx.io.score_prep import Meter, apply_meter, beats_file_of, chord_file_of, read_meter
 
 ROLES = ("MELODY", "BRIDGE", "PIANO")
 MIN_MELODY_SHARE = 0.5  # of the main file's melody notes found in the version's melody
@@ -108,10 +110,10 @@ def version_meter(main: Score, beats: Path, version: Score) -> Meter:
                  int(round(meter.beat_ticks * scale)))
 
 
-def read_version(path: str | Path) -> Score:
+def read_version(path: str | Path) -> tuple[Score, int]:
     """The version's score with its tracks named by role and its song's bars (the main file's
-    ``beat_midi.txt``, when there is one). Raises VersionSkipped with the reason when it has no melody track,
-    or its melody is not the main file's."""
+    ``beat_midi.txt``, when there is one), and how far that moved it (ticks). Raises VersionSkipped with the
+    reason when it has no melody track, or its melody is not the main file's."""
     main = main_path(path)
     if main is None:
         raise VersionSkipped(f"version without its main file ({main_of(Path(path).as_posix())})")
@@ -126,6 +128,19 @@ def read_version(path: str | Path) -> Score:
         raise VersionSkipped(f"version: melody differs from {main.name}'s ({share:.0%} of its melody notes "
                              f"shared, needs > {MIN_MELODY_SHARE:.0%}; tracks {names})")
     beats = beats_file_of(main)
-    if beats is not None:
-        apply_meter(score, version_meter(main_score, beats, score))
-    return score
+    shift = apply_meter(score, version_meter(main_score, beats, score)) if beats is not None else 0
+    return score, shift
+
+
+def version_chords(path: str | Path, version_tpq: int, shift: int) -> tuple[np.ndarray, list[str]] | None:
+    """(each chord's start in the version's read ticks, its label) from its main file's chord file (POP909's
+    ``chord_midi.txt``), or None without one: the version keeps its song's quarter notes (the melody check),
+    so the main file's chords, in its quarter notes, are the version's."""
+    main = main_path(path)
+    found = chord_file_of(main) if main is not None else None
+    if found is None:
+        return None
+    chords = Chords.read(found, strict=False)
+    timing = read_timing(main)
+    starts = np.rint(timing.ticks(chords.starts) * (version_tpq / timing.tpq)).astype(np.int64) + shift
+    return starts, list(chords.labels)

@@ -88,17 +88,23 @@ def _tokenize_metrical(tok, path: str, max_seconds: float) -> dict | TaskError:
     ``pop_versions=train``) gets its tracks' roles and its song's beat file (`data_prep.pop_versions`)."""
     try:
         if sources.main_of(Path(path).as_posix()) is not None and pop_versions.main_path(path) is not None:
-            score = tok.read(pop_versions.read_version(path), beats=None).score
+            version, shift = pop_versions.read_version(path)
+            read = tok.read(version, beats=None)
+            chords = pop_versions.version_chords(path, version.ticks_per_quarter, shift) if tok.chords else None
         else:
-            score = tok.read(path).score
+            read = tok.read(path)
+            chords = tok.file_chords(path, read) if tok.chords else None
     except (MidiReadError, ValueError) as err:  # VersionSkipped too
         return TaskError(getattr(err, "reason", str(err)))
     except RuntimeError as err:  # symusic on a version it cannot parse
         return TaskError(f"unreadable MIDI ({str(err).strip() or type(err).__name__})")
+    score = read.score
     seconds = float(score.to("second").end())
     if max_seconds and seconds > max_seconds:
         return TaskError(f"too long ({seconds:.0f} s > max_seconds={max_seconds:g})")
     ids = tok.encode_score(score)
+    if chords is not None:  # the song's chord file (a version: its main file's)
+        ids = tok.add_chords(ids, score.ticks_per_quarter, *chords)
     if len(ids) == 0:
         return TaskError("no notes inside the tokenizer's pitch range")
     ids = np.append(ids, tok.eos_id).astype(np.uint16)

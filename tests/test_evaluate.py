@@ -124,9 +124,9 @@ def _damaged(kind: str, tiny_checkpoint, tmp_path) -> str:
 
 
 @pytest.mark.parametrize(("case", "message"), [
-    ("typo", r"unknown option\(s\) \['stirde'\]"),
+    pytest.param("typo", r"unknown option\(s\) \['stirde'\]", marks=pytest.mark.slow),
     ("truncated", r"truncated\.ckpt: not a usable musictx checkpoint"),
-    ("nan", r"nan\.ckpt: parameter net\.\S+ holds \d+ non-finite value"),
+    pytest.param("nan", r"nan\.ckpt: parameter net\.\S+ holds \d+ non-finite value", marks=pytest.mark.slow),
 ])
 def test_console_script_refuses_with_one_line(case, message, tiny_checkpoint, prepared_dir, tmp_path):
     extra = ["+stirde=4"] if case == "typo" else []

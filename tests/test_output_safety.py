@@ -189,8 +189,11 @@ def test_a_new_run_in_a_run_folder_is_refused_and_resume_still_works(tmp_path, p
 
 # ----- 9: one line for every command; "did you mean"; no folder left by a refused run ---------------------------
 @pytest.mark.parametrize(("name", "typo", "meant"), [
-    ("train", "trainer.max_stps=3", "trainer.max_steps"), ("evaluate", "batch_sise=2", "batch_size"),
-    ("prep", "num_workrs=1", "num_workers"), ("attention", "last_note=3", "last_notes"),
+    # the same check for every command (one default case a kind: a key, a config group); `make test-all` runs all
+    pytest.param("train", "trainer.max_stps=3", "trainer.max_steps", marks=pytest.mark.slow),
+    pytest.param("evaluate", "batch_sise=2", "batch_size", marks=pytest.mark.slow),
+    pytest.param("prep", "num_workrs=1", "num_workers", marks=pytest.mark.slow),
+    pytest.param("attention", "last_note=3", "last_notes", marks=pytest.mark.slow),
     ("generate", "lenght_seconds=3", "length_seconds"), ("train", "model=musc_transformer", "music_transformer"),
 ])
 def test_a_mistyped_key_gets_did_you_mean(name, typo, meant, tmp_path):
@@ -215,10 +218,10 @@ def test_failures_are_one_line_and_leave_no_run_folder(tmp_path, prepared_dir):
 # ----- 10: bounds -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("option", "said"), [
     ("length_seconds=1e9", "length_seconds must be at most 1200"),
-    ("num_samples=65", "num_samples must be in 1..64"),
-    ("max_tokens=300000", "max_tokens must be in 1..200000"),
-    ("seed_from=4000", "seed_from must be at most 3600"),
-    ("seed_seconds=5000", "seed_seconds must be at most 3600"),
+    pytest.param("num_samples=65", "num_samples must be in 1..64", marks=pytest.mark.slow),
+    pytest.param("max_tokens=300000", "max_tokens must be in 1..200000", marks=pytest.mark.slow),
+    pytest.param("seed_from=4000", "seed_from must be at most 3600", marks=pytest.mark.slow),
+    pytest.param("seed_seconds=5000", "seed_seconds must be at most 3600", marks=pytest.mark.slow),
 ])
 def test_generation_bounds(option, said, tmp_path):
     line = refused(run_cmd("generate", f"seed_midi={MOTIF}", option, f"output_dir={tmp_path / 'out'}",

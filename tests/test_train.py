@@ -331,9 +331,9 @@ def test_resume_in_the_same_folder_keeps_metrics_and_removes_dead_temporaries(pr
 
 @pytest.mark.parametrize(("override", "message"), [
     ("ckpt_path={bad}", r"ckpt_path=.*bad\.ckpt: not a usable musictx checkpoint"),
-    ("ckpt_path={missing}", r"ckpt_path=.*missing\.ckpt: no such file"),
-    ("data.seq_len=0", r"data\.seq_len must be a whole number >= 1, got 0"),
-    ("data.batch_size=0", r"data\.batch_size must be a whole number >= 1, got 0"),
+    pytest.param("ckpt_path={missing}", r"ckpt_path=.*missing\.ckpt: no such file", marks=pytest.mark.slow),
+    pytest.param("data.seq_len=0", r"data\.seq_len must be a whole number >= 1, got 0", marks=pytest.mark.slow),
+    pytest.param("data.batch_size=0", r"data\.batch_size must be a whole number >= 1, got 0", marks=pytest.mark.slow),
 ])
 def test_console_script_refuses_bad_resume_files_and_sizes(override, message, prepared_dir, tmp_path):
     (tmp_path / "bad.ckpt").write_bytes(b"PK\x03\x04 not really a checkpoint")

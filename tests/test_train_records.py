@@ -111,8 +111,11 @@ def broken_copy(prepared_dir: Path, tmp_path: Path, how: str) -> Path:
 
 
 @pytest.mark.parametrize(("how", "message"), [
-    ("missing dir", r"data\.dir=.*data: no such folder; prepare one with musictx-prep"),
-    ("missing split", r"validation\.bin: missing; is .*data a directory written by musictx-prep"),
+    # each case a fresh train process (~13 s on a Zen 3): one in the default suite, `make test-all` runs all
+    pytest.param("missing dir", r"data\.dir=.*data: no such folder; prepare one with musictx-prep",
+                 marks=pytest.mark.slow),
+    pytest.param("missing split", r"validation\.bin: missing; is .*data a directory written by musictx-prep",
+                 marks=pytest.mark.slow),
     ("other vocabulary", r"train\.bin holds id \d+ but tokenizer\.json has vocab_size \d+"),
 ])
 def test_dataset_errors_are_one_line(how, message, prepared_dir, tmp_path):

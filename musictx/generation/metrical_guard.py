@@ -48,6 +48,9 @@ class RemiGuard(ReadsCursor):
         for t, i in self._type_index.items():
             nxt = {n.split("_")[0] for n in graph.get(t, types)}
             self.allowed[i] = np.isin(tok.type_of, list(nxt))
+        if "Chord" in self._type_index:  # chord events (musictx.io.chord_tokens): right after a Position
+            self.allowed[self._type_index["Position"]] |= tok.type_of == "Chord"
+            self.allowed[self._type_index["Chord"]] = np.isin(tok.type_of, ["Program", "Tempo", "Position", "Bar"])
         self.allowed[:, tok.pad_id] = False
         self.allowed[:, tok.eos_id] = False  # a continuation runs the length asked for; the bars stop it
         self.position_of = tok.numbers_of("Position")  # (V,) position of a Position id, else -1

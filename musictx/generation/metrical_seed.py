@@ -113,8 +113,9 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
                   seed_from: float = 0.0) -> MetricalSeed:
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
     to the nearest bar line (all to the end when None)."""
-    score, tracks, shift_ticks = tok.read(path)
-    ids = tok.encode_score(score)
+    read = tok.read(path)
+    score, tracks, shift_ticks = read
+    ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     bar_at = np.flatnonzero(ids == tok.bar_id)  # (n_bars,) index of each Bar id
     lines = bar_lines(score)
     shift = float(ticks_to_seconds(score, np.array([shift_ticks]))[0])  # tempo map at the start: the pickup

@@ -57,7 +57,7 @@ class SongBars:
 def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None) -> SongBars:
     """``path`` read as the tokenizer reads it (POP909's beat file applied); ``read`` to use a score made here."""
     read = read or tok.read(path)
-    ids = tok.encode_score(read.score)
+    ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     ids = ids[ids != tok.eos_id]
     return SongBars(str(path), read, ids, bar_starts(ids, tok.bar_id), bar_lines(read.score))
 

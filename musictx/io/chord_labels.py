@@ -53,6 +53,13 @@ def chord_pitch_classes(label: str) -> frozenset[int]:
     return frozenset((root + i) % 12 for i in QUALITIES[quality])
 
 
+def chord_quality(label: str) -> str | None:
+    """The quality of a chord label (``Eb:sus2`` -> ``sus2``, a bare root ``C`` -> ``maj``); None for ``N`` or
+    a label this does not know."""
+    parsed = _root_and_quality(label)
+    return None if parsed is None else parsed[1]
+
+
 def chord_root(label: str) -> int:
     """The root pitch class of a chord label (``Eb:sus2`` -> 3); -1 for ``N`` or a label this does not know."""
     parsed = _root_and_quality(label)
@@ -61,13 +68,14 @@ def chord_root(label: str) -> int:
 
 @dataclass(frozen=True)
 class Chords:
-    """A song's chords in time order: (C,) starts and ends in seconds, each one's pitch classes and root
-    pitch class (-1: no chord)."""
+    """A song's chords in time order: (C,) starts and ends in seconds, each one's pitch classes, root
+    pitch class (-1: no chord) and label as the file writes it."""
 
     starts: np.ndarray
     ends: np.ndarray
     tones: list[frozenset[int]]
     roots: np.ndarray  # (C,)
+    labels: tuple[str, ...] = ()
 
     def at(self, t: float) -> frozenset[int]:
         """The pitch classes of the chord sounding at ``t`` seconds (empty where none is)."""
@@ -90,7 +98,7 @@ class Chords:
         """The chords of a lab file. ``strict``: a line that is not ``START END LABEL`` with START <= END, or a
         label this does not know, is a `ChordFileError` naming the file and line (a user's lead sheet);
         otherwise such lines are skipped (POP909's own files, read for scoring)."""
-        starts, ends, tones, roots, numbers = [], [], [], [], []
+        starts, ends, tones, roots, numbers, labels = [], [], [], [], [], []
         lines = _lines(path)
         for n, line in enumerate(lines, 1):
             parts = line.split()
@@ -107,13 +115,14 @@ class Chords:
             tones.append(chord_pitch_classes(parts[2]))
             roots.append(chord_root(parts[2]))
             numbers.append(n)
+            labels.append(parts[2])
         if strict and not any(tones):
             raise ChordFileError(f"{path}: no chords in the file (want lines 'START END LABEL', e.g. '0.0 2.4 C:maj')")
         order = np.argsort(starts, kind="stable")
         if strict:
             _check_overlaps(path, np.asarray(starts)[order], np.asarray(ends)[order], [numbers[k] for k in order])
         return cls(np.asarray(starts)[order], np.asarray(ends)[order], [tones[k] for k in order],
-                   np.asarray(roots, dtype=np.int64)[order])
+                   np.asarray(roots, dtype=np.int64)[order], tuple(labels[k] for k in order))
 
 
 def _lines(path: str | os.PathLike) -> list[str]:

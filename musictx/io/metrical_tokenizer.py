@@ -22,9 +22,12 @@ import miditok
 import numpy as np
 from symusic import Score
 
+from musictx.io.chord_labels import Chords
+from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, insert_chords
 from musictx.io.midi_io import MidiReadError, Notes
+from musictx.io.midi_timing import read_timing
 from musictx.io.score_io import read_score
-from musictx.io.score_prep import TrackMap, apply_meter, assign_programs, beats_file_of, read_meter
+from musictx.io.score_prep import TrackMap, apply_meter, assign_programs, beats_file_of, chord_file_of, read_meter
 from musictx.io.tokenizer import TokenizerMismatchError
 
 FORMAT_VERSION = 1
@@ -88,9 +91,10 @@ class MetricalTokenizer:
 
     kind = KIND
 
-    def __init__(self, params: dict | None = None, infill: bool = False, **settings):
+    def __init__(self, params: dict | None = None, infill: bool = False, chords: bool = False, **settings):
         """``params``: MidiTok's parameter file contents (a saved tokenizer); else ``settings`` for `miditok_config`.
-        ``infill``: add the infill sentinels (`INFILL_TOKENS`) after MidiTok's ids."""
+        ``infill``: add the infill sentinels (`INFILL_TOKENS`) after MidiTok's ids; ``chords``: add the chord
+        events (`musictx.io.chord_tokens.CHORD_TOKENS`) after those, and write a song's chords into its ids."""
         if params is None:
             params = _miditok_params(miditok.REMI(miditok_config(**settings)))
         # Always built from the parameter file's contents, as a saved tokenizer is: MidiTok orders some ids
@@ -98,7 +102,8 @@ class MetricalTokenizer:
         # tokenizer built from settings and the same tokenizer read back could number them differently.
         self.miditok = _miditok_from_params(json.loads(json.dumps(params, sort_keys=True)))
         self.params = _miditok_params(self.miditok)
-        self.extra_tokens = INFILL_TOKENS if infill else ()
+        self.chords = chords
+        self.extra_tokens = (INFILL_TOKENS if infill else ()) + (CHORD_TOKENS if chords else ())
         for token in self.extra_tokens:  # not MidiTok "special" tokens: those would be numbered first
             self.miditok.add_to_vocab(token)
         self.vocab = self.miditok.vocab  # token string -> id
@@ -242,13 +247,36 @@ class MetricalTokenizer:
         return np.asarray(seq.ids, dtype=np.int64)
 
     def encode(self, midi, beats: str | os.PathLike | None = "auto") -> np.ndarray:
-        return self.encode_score(self.read(midi, beats).score)
+        read = self.read(midi, beats)
+        return self.encode_read(read, None if isinstance(midi, Score) else midi)
+
+    def encode_read(self, read: ReadScore, path: str | os.PathLike | None = None) -> np.ndarray:
+        """The ids of a read score (`read`); with ``chords``, the chords of the chord file beside ``path``
+        (`file_chords`) written in, where there is one."""
+        ids = self.encode_score(read.score)
+        chords = self.file_chords(path, read) if self.chords and path is not None else None
+        return ids if chords is None else self.add_chords(ids, read.score.ticks_per_quarter, *chords)
+
+    @staticmethod
+    def file_chords(path: str | os.PathLike, read: ReadScore) -> tuple[np.ndarray, list[str]] | None:
+        """(each chord's start in ``read``'s ticks, its label) of the chord file beside the MIDI file ``path``
+        (POP909's ``chord_midi.txt``, on that file's clock), or None without one."""
+        found = chord_file_of(path)
+        if found is None:
+            return None
+        chords = Chords.read(found, strict=False)  # POP909's own files: a line it cannot read is left out
+        return read_timing(path).ticks(chords.starts) + read.shift_ticks, list(chords.labels)
+
+    def add_chords(self, ids: np.ndarray, tpq: int, starts: np.ndarray, labels: list[str]) -> np.ndarray:
+        """``ids`` (a score of ``tpq`` ticks a quarter) with the chord events of the chords starting at ticks
+        ``starts`` (`musictx.io.chord_tokens`)."""
+        return insert_chords(self, ids, chord_events(self, ids, tpq, starts, labels))
 
     # ----- decoding ---------------------------------------------------------------------------
     def decode_score(self, ids, tracks: TrackMap | None = None) -> Score:
         """A ``symusic.Score`` (ticks) of ``ids``; with ``tracks``, each track gets its name and real program
         back, in the map's order, and a track the map does not know is named by its internal program."""
-        top = self.vocab_size - len(self.extra_tokens)  # the infill sentinels are no music
+        top = self.vocab_size - len(self.extra_tokens)  # the infill sentinels and the chord events are no music
         ids = [int(i) for i in np.asarray(ids).ravel() if int(i) not in (self.pad_id, self.eos_id) and int(i) < top]
         score = self.miditok.decode(ids) if ids else Score(self.miditok.time_division)
         known = tracks.by_program() if tracks else {}
@@ -302,9 +330,13 @@ class MetricalTokenizer:
         if d.get("kind") != KIND:
             raise TokenizerMismatchError(f"not a {KIND} tokenizer: kind={d.get('kind')!r}")
         extra = tuple(d.get("extra_tokens", ()))
-        if extra not in ((), INFILL_TOKENS):
-            raise TokenizerMismatchError(f"unknown extra tokens {list(extra)} (known: {list(INFILL_TOKENS)})")
-        tok = cls(params=d["miditok"], infill=bool(extra))
+        known = {(infill, chords): (INFILL_TOKENS if infill else ()) + (CHORD_TOKENS if chords else ())
+                 for infill in (False, True) for chords in (False, True)}
+        flags = next((k for k, v in known.items() if v == extra), None)
+        if flags is None:
+            raise TokenizerMismatchError(f"unknown extra tokens {list(extra)[:5]} ... (known: the infill sentinels "
+                                         f"{list(INFILL_TOKENS)}, the chord events {CHORD_TOKENS[0]} ...)")
+        tok = cls(params=d["miditok"], infill=flags[0], chords=flags[1])
         if d.get("vocab_size", tok.vocab_size) != tok.vocab_size:
             raise TokenizerMismatchError(f"stored vocab_size {d['vocab_size']} != {tok.vocab_size} rebuilt by MidiTok")
         return tok

@@ -115,6 +115,12 @@ def beats_file_of(path: str | os.PathLike) -> Path | None:
     return p if p.exists() else None
 
 
+def chord_file_of(path: str | os.PathLike) -> Path | None:
+    """POP909's ``chord_midi.txt`` beside ``path``, if there is one."""
+    p = Path(path).with_name("chord_midi.txt")
+    return p if p.exists() else None
+
+
 def read_meter(beats_path: str | os.PathLike, score_in_ticks: Score) -> Meter:
     """Beats per bar and the first downbeat's tick from a beat file: rows of time (s), half-bar flag,
     downbeat flag. (POP909's notes already sit on its MIDI ticks' grid; re-timing them by the annotated

@@ -1,0 +1,146 @@
+"""Harmony in the tokens (musictx/io/chord_tokens.py): a Chord event at each bar line and chord change, read
+from the chord file beside a song, invisible to decoding, kept by the prep and allowed by the grammar."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from symusic import Note, Score, Tempo, TimeSignature, Track
+
+from data_prep.options import prep_options
+from data_prep.prepare import write_dataset
+from musictx.generation.metrical_guard import RemiGuard
+from musictx.generation.metrical_seed import bar_lines, ticks_to_seconds
+from musictx.io.chord_labels import Chords
+from musictx.io.chord_tokens import CHORD_TOKENS, chord_token
+from musictx.io.metrical_tokenizer import MetricalTokenizer
+from musictx.io.token_store import TokenArrays
+from tests.helpers import SHARED_DATA, needs_shared, started_on_bars, step
+
+TOK = MetricalTokenizer(chords=True)
+
+
+def test_labels_fall_into_eight_families_a_root():
+    assert chord_token("C:maj6") == chord_token("C") == "Chord_C:maj"
+    assert chord_token("Eb:sus2") == chord_token("D#:sus4(b7)") == "Chord_D#:sus"
+    assert chord_token("B:hdim7") == chord_token("B:dim7") == "Chord_B:dim"
+    assert chord_token("A:minmaj7") == "Chord_A:min" and chord_token("G:7") == "Chord_G:7"
+    assert chord_token("N") == chord_token("Cmaj7") == "Chord_N"  # no chord, and a label it does not know
+    assert len(CHORD_TOKENS) == 1 + 12 * 8 and TOK.vocab_size == MetricalTokenizer().vocab_size + len(CHORD_TOKENS)
+
+
+def _song(folder, chords: str):
+    """Two bars of 4/4 at 120 bpm (a beat is 0.5 s): bar 1 strikes beats 1, 2 and 4, bar 2 beat 1; the chord
+    file ``chords`` beside it."""
+    score = Score(480)
+    score.tempos.append(Tempo(0, 120.0))
+    score.time_signatures.append(TimeSignature(0, 4, 4))
+    track = Track("piano", 0, False)
+    for beat, pitch in ((0, 60), (1, 64), (3, 67), (4, 57)):
+        track.notes.append(Note(beat * 480, 400, pitch, 80))
+    score.tracks.append(track)
+    folder.mkdir(parents=True, exist_ok=True)
+    score.dump_midi(str(folder / "song.mid"))
+    (folder / "chord_midi.txt").write_text(chords)
+    return folder / "song.mid"
+
+
+def test_each_bar_line_and_chord_change_gets_its_event_after_its_position(tmp_path):
+    # C for beats 1-2, C6 (the same family: no new event) to beat 3, G7 from beat 3, where nothing is struck
+    path = _song(tmp_path / "a", "0.0 0.5 C:maj\n0.5 1.0 C:maj6\n1.0 2.0 G:7\n2.0 4.0 A:min7\n")
+    tokens = [TOK.id_to_token(int(i)) for i in TOK.encode(path)]
+    chords = [(k, t) for k, t in enumerate(tokens) if t.startswith("Chord_")]
+    assert [t for _, t in chords] == ["Chord_C:maj", "Chord_G:7", "Chord_A:min7"]
+    assert [tokens[k - 1] for k, _ in chords] == ["Position_0", "Position_8", "Position_0"]
+    # G7 at beat 3 of bar 1 got a Position of its own, between beat 2's notes and beat 4's
+    at = tokens.index("Chord_G:7")
+    assert tokens[at - 2].startswith("Duration_") and tokens[at + 1] == "Position_12"
+    assert tokens.count("Position_8") == 1
+    # the events carry no notes: decoded, the song is the one without them
+    plain = MetricalTokenizer()
+    notes = [sorted((n.time, n.pitch) for t in s.tracks for n in t.notes)
+             for s in (TOK.decode_score(TOK.encode(path)), plain.decode_score(plain.encode(path)))]
+    assert notes[0] == notes[1] and len(notes[0]) == 4
+    assert MetricalTokenizer.from_dict(TOK.to_dict()) == TOK
+
+
+def test_without_a_chord_file_or_with_chords_off_the_ids_are_the_plain_ones(tmp_path):
+    path = _song(tmp_path / "b", "0.0 4.0 D:min\n")
+    plain = MetricalTokenizer().encode(path)
+    assert (MetricalTokenizer(chords=False).encode(path) == plain).all()
+    (tmp_path / "b" / "chord_midi.txt").unlink()
+    assert (TOK.encode(path) == plain).all()
+
+
+def test_the_grammar_lets_a_chord_follow_a_position_and_the_notes_follow_it():
+    guard = RemiGuard(TOK, programs=[0])
+    allowed = guard.allowed[guard._type_index["Position"]]
+    assert allowed[TOK.vocab["Chord_A:min"]] and allowed[TOK.vocab["Program_0"]]
+    after = guard.allowed[guard._type_index["Chord"]]
+    assert after[TOK.vocab["Program_0"]] and after[TOK.vocab["Position_4"]] and after[TOK.bar_id]
+    assert not after[TOK.vocab["Pitch_60"]] and not after[TOK.vocab["Chord_C:maj"]]
+    assert not guard.allowed[guard._type_index["Bar"]][TOK.vocab["Chord_C:maj"]]  # after Bar comes the meter
+    # in a run: a bar of the seed, then the sampler at a Position of the new bar
+    started_on_bars(guard, TOK, [["Bar_None", "TimeSig_4/4", "Position_0", "Chord_C:maj", "Program_0", "Pitch_60",
+                                  "Velocity_63", "Duration_1.0.4"]])
+    step(guard, TOK, "TimeSig_4/4", "Position_4")
+    logits = guard(torch.zeros(1, TOK.vocab_size))[0]
+    assert logits[TOK.vocab["Chord_G:7"]] == 0 and logits[TOK.vocab["Pitch_60"]] == float("-inf")
+    step(guard, TOK, "Chord_G:7")
+    logits = guard(torch.zeros(1, TOK.vocab_size))[0]
+    assert logits[TOK.vocab["Program_0"]] == 0 and logits[TOK.vocab["Position_8"]] == 0
+    assert logits[TOK.vocab["Position_4"]] == float("-inf")  # positions still only move on
+
+
+def test_the_prep_writes_the_chord_file_of_each_song_and_of_its_versions(tmp_path):
+    from tests.test_pop_versions import _song_folder
+
+    for n in range(1, 7):
+        _song_folder(tmp_path / "pop", n)
+        (tmp_path / "pop" / f"{n:03d}" / "chord_midi.txt").write_text("0.0 8.0 C:maj\n8.0 40.0 F:maj7\n")
+    opts = prep_options(output_dir=str(tmp_path / "data"), source="folder", input_dir=str(tmp_path / "pop"),
+                        tokenizer="remi", num_workers=0, pop_versions="train", allow_empty=True,
+                        split={"validation": 0.0, "test": 0.0, "group_by": "file"})
+    opts.tokenizer["chords"] = True  # musictx-prep tokenizer=remi tokenizer.chords=true
+    done = write_dataset(opts, progress=False)
+    train = TokenArrays(done.out_dir, "train")
+    chords = {name: [TOK.id_to_token(int(i)) for i in train.piece(k) if TOK.type_of[i] == "Chord"]
+              for k, name in enumerate(train.files)}
+    versions = [name for name in chords if "versions" in name]
+    assert versions and len(chords) > len(versions)
+    for name, seen in chords.items():
+        # bars of 2 s from the first downbeat at 0.5 s: the pickup bar (-1.5 s) opens with no chord and C comes
+        # in at 0 s inside it, then the bar lines at 0.5, 2.5, 4.5 and 6.5 s are C's, F comes in at 8 s inside
+        # the fifth bar and holds every bar line after it
+        assert seen[:7] == ["Chord_N"] + ["Chord_C:maj"] * 5 + ["Chord_F:maj7"], name
+        assert set(seen[7:]) == {"Chord_F:maj7"}, name
+    for name in versions:  # a version keeps its song's quarter notes: the main file's chords on its bars
+        assert chords[name] == chords[f"{name[:3]}/{name[:3]}.mid"], name
+
+
+@needs_shared
+def test_a_pop909_song_has_its_annotated_chord_at_every_bar_line():
+    path = SHARED_DATA / "pop" / "POP909" / "003" / "003.mid"
+    read = TOK.read(path)
+    ids = TOK.encode_read(read, path)
+    tokens = [TOK.id_to_token(int(i)) for i in ids]
+    bars = [k for k, t in enumerate(tokens) if t == "Bar_None"]
+    firsts = [next(t for t in tokens[k:] if t.startswith("Chord_")) for k in bars]
+    assert all(tokens[k + 2:k + 4][1].startswith("Chord_") for k in bars)  # Bar TimeSig Position_0 Chord
+    # each bar's chord is the file's at that bar line, read on the file's own clock
+    chords = Chords.read(path.with_name("chord_midi.txt"), strict=False)
+    lines = ticks_to_seconds(read.score, bar_lines(read.score)) - ticks_to_seconds(
+        read.score, np.array([read.shift_ticks]))[0]
+    expected = []
+    for t in lines[:len(bars)]:
+        k = int(np.searchsorted(chords.starts, t + 0.01, side="right")) - 1
+        expected.append(chord_token(chords.labels[k]) if k >= 0 and t < chords.ends[k] else "Chord_N")
+    agree = np.mean([a == b for a, b in zip(firsts, expected, strict=True)])
+    assert agree > 0.95, agree
+    # without the events, and the Positions put in for them (a Position before another, or a Bar), the ids
+    # are the plain tokenizer's
+    rest = [t for t in tokens if not t.startswith("Chord_")]
+    rest = [t for k, t in enumerate(rest) if not (t.startswith("Position_") and (
+        k + 1 == len(rest) or rest[k + 1].startswith(("Position_", "Bar_"))))]
+    plain = MetricalTokenizer()
+    assert rest == [plain.id_to_token(int(i)) for i in plain.encode(path)]
