@@ -64,6 +64,14 @@ def test_each_bar_line_and_chord_change_gets_its_event_after_its_position(tmp_pa
     assert MetricalTokenizer.from_dict(TOK.to_dict()) == TOK
 
 
+def test_a_transposed_song_has_its_chords_transposed(tmp_path):
+    ids = TOK.encode(_song(tmp_path / "t", "0.0 1.0 C:maj\n1.0 4.0 B:min7\n"))
+    up = [TOK.id_to_token(int(i)) for i in TOK.transpose_ids(ids, 2) if TOK.type_of[i] == "Chord"]
+    assert up == ["Chord_D:maj", "Chord_C#:min7", "Chord_C#:min7"]
+    down = TOK.transpose_ids(TOK.transpose_ids(ids, 5), -5)
+    assert (down == ids).all()
+
+
 def test_without_a_chord_file_or_with_chords_off_the_ids_are_the_plain_ones(tmp_path):
     path = _song(tmp_path / "b", "0.0 4.0 D:min\n")
     plain = MetricalTokenizer().encode(path)
@@ -144,3 +152,62 @@ def test_a_pop909_song_has_its_annotated_chord_at_every_bar_line():
         k + 1 == len(rest) or rest[k + 1].startswith(("Position_", "Bar_"))))]
     plain = MetricalTokenizer()
     assert rest == [plain.id_to_token(int(i)) for i in plain.encode(path)]
+
+
+def _forced(hook) -> set[str]:
+    """The ids ``hook`` leaves drawable from flat logits."""
+    out = hook(torch.zeros(1, TOK.vocab_size))[0]
+    return {TOK.id_to_token(int(i)) for i in torch.nonzero(out == 0).flatten()}
+
+
+def test_a_lead_sheet_is_written_as_the_new_bars_chord_events(tmp_path):
+    from musictx.generation.chord_events import LeadSheetChords
+
+    lab = tmp_path / "sheet.lab"
+    lab.write_text("0 1 C:maj\n1 2 A:min\n2 3 A:min\n3 4 F:maj7\n")  # bars of 2 s: C then Am, Am then F
+    hook = started_on_bars(LeadSheetChords(TOK, Chords.read(lab), np.array([0.0, 2.0, 4.0])), TOK,
+                           [["Bar_None", "TimeSig_4/4", "Position_0", "Chord_G:7", "Program_0", "Pitch_55",
+                             "Velocity_63", "Duration_4.0.2"]])
+    step(hook, TOK, "TimeSig_4/4")
+    assert _forced(hook) == {"Position_0"}  # every bar opens Position_0 and its chord, an empty one too
+    step(hook, TOK, "Position_0")
+    assert _forced(hook) == {"Chord_C:maj"}  # a bar opens with the sheet's chord
+    step(hook, TOK, "Chord_C:maj", "Program_0", "Pitch_60", "Velocity_63", "Duration_1.0.4", "Position_4")
+    assert not any(t.startswith("Chord_") for t in _forced(hook)) and "Program_0" in _forced(hook)  # still C
+    step(hook, TOK, "Program_0", "Pitch_64", "Velocity_63", "Duration_1.0.4", "Position_8")
+    assert _forced(hook) == {"Chord_A:min"}  # the sheet changes chord at the half bar
+    step(hook, TOK, "Chord_A:min", "Program_0", "Pitch_69", "Velocity_63", "Duration_2.0.4", "Bar_None",
+         "TimeSig_4/4", "Position_0")
+    assert _forced(hook) == {"Chord_A:min"}  # the next bar opens with its chord again, the same one
+    step(hook, TOK, "Chord_A:min", "Program_0", "Pitch_57", "Velocity_63", "Duration_4.0.2", "Bar_None",
+         "TimeSig_4/4")
+    assert len(_forced(hook)) > 1  # past the bars the lines cover: the model's own
+
+
+def test_a_chord_model_continues_under_a_lead_sheet_end_to_end(tmp_path):
+    """A tiny model with chord events, trained for a few steps, continues a song under a lead sheet through
+    ``musictx-generate``'s own run: the new bars' chord events are the sheet's."""
+    from musictx.generation.continue_metrical import bars_prompt
+    from musictx.generation.metrical_seed import metrical_seed
+    from musictx.generation.prompt import sample
+    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.models.transformer import MusicTransformer
+
+    path = _song(tmp_path / "s", "0.0 2.0 C:maj\n2.0 4.0 A:min\n")
+    sheet = tmp_path / "sheet.lab"
+    sheet.write_text("0 5 D:min\n5 6 G:7\n6 30 C:maj\n")  # the seed's bars are 0-4 s; new bars 4-6, 6-8 ...
+    torch.manual_seed(0)
+    net = MusicTransformer(vocab_size=TOK.vocab_size, d_model=32, n_layers=1, n_heads=2, d_ff=64,
+                           max_seq_len=256).eval()
+    seed = metrical_seed(TOK, path)
+    prompt = bars_prompt(net, TOK, seed, SamplingOptions(seed=3), num_samples=2, bars=3,
+                         chords=Chords.read(sheet))
+    prompt.hooks.new_bar_lines_s = np.array([4.0, 6.0, 8.0, 10.0])
+    ids = sample(net, prompt)[:, prompt.ids.shape[1] - 1:].numpy()
+    for row in ids:
+        tokens = [TOK.id_to_token(int(i)) for i in row]
+        bars = [k for k, t in enumerate(tokens) if t == "Bar_None"]
+        firsts = [next((t for t in tokens[k:] if t.startswith("Chord_")), None) for k in bars[:3]]
+        assert firsts == ["Chord_D:min", "Chord_C:maj", "Chord_C:maj"], tokens
+        assert "Chord_G:7" in tokens[bars[0]:bars[1]] or not any(
+            t.startswith("Position_") and int(t.split("_")[1]) >= 8 for t in tokens[bars[0]:bars[1]])

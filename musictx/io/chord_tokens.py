@@ -41,6 +41,14 @@ def chord_token(label: str) -> str:
     return f"Chord_{ROOT_NAMES[root]}:{QUALITY_FAMILY[quality]}"
 
 
+def moved_chord(token: str, semitones: int) -> str:
+    """A chord event's token with its root ``semitones`` up (``Chord_N`` stays)."""
+    if token == NO_CHORD_TOKEN:
+        return token
+    root, quality = token[len("Chord_"):].split(":")
+    return f"Chord_{ROOT_NAMES[(ROOT_NAMES.index(root) + semitones) % 12]}:{quality}"
+
+
 def bar_grid(tok, ids: np.ndarray, tpq: int) -> list[tuple[int, int, float, int]]:
     """(index of the Bar id, its start tick, ticks per position, positions in it) of each bar of ``ids``, in a
     score of ``tpq``

@@ -12,6 +12,7 @@ The settings were chosen by measurement (``musictx.bench.tokenizers`` compares t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -23,7 +24,7 @@ import numpy as np
 from symusic import Score
 
 from musictx.io.chord_labels import Chords
-from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, insert_chords
+from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, insert_chords, moved_chord
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
 from musictx.io.score_io import read_score
@@ -207,8 +208,9 @@ class MetricalTokenizer:
         return notes, np.asarray(at, dtype=np.int64), clock
 
     def transpose_ids(self, ids: np.ndarray, semitones: int) -> np.ndarray:
-        """``ids`` with every pitched note moved by ``semitones``; unchanged if a note would leave the range
-        (Pitch ids are consecutive, one a semitone; drums have their own PitchDrum ids and stay)."""
+        """``ids`` with every pitched note moved by ``semitones``, and every chord event's root; unchanged if a
+        note would leave the range (Pitch ids are consecutive, one a semitone; drums have their own PitchDrum
+        ids and stay)."""
         if semitones == 0:
             return ids
         pitch_ids = self.ids_of_type("Pitch")
@@ -219,7 +221,18 @@ class MetricalTokenizer:
             return ids
         out = ids.copy()
         out[is_pitch] = moved
+        if self.chords:  # the chords move with the notes: their roots turn round the circle of twelve
+            out = self._chord_moved[semitones % 12][out].astype(ids.dtype, copy=False)
         return out
+
+    @functools.cached_property
+    def _chord_moved(self) -> np.ndarray:
+        """(12, V): row s maps each id to itself, but a chord event's to the same chord s semitones up."""
+        table = np.tile(np.arange(self.vocab_size, dtype=np.int64), (12, 1))
+        for token in CHORD_TOKENS[1:]:  # Chord_N stays
+            for s in range(12):
+                table[s, self.vocab[token]] = self.vocab[moved_chord(token, s)]
+        return table
 
     # ----- reading and encoding ---------------------------------------------------------------
     def read(self, midi, beats: str | os.PathLike | None = "auto") -> ReadScore:
