@@ -211,3 +211,24 @@ def test_a_chord_model_continues_under_a_lead_sheet_end_to_end(tmp_path):
         assert firsts == ["Chord_D:min", "Chord_C:maj", "Chord_C:maj"], tokens
         assert "Chord_G:7" in tokens[bars[0]:bars[1]] or not any(
             t.startswith("Position_") and int(t.split("_")[1]) >= 8 for t in tokens[bars[0]:bars[1]])
+
+
+@needs_shared
+def test_the_scorecard_gives_each_song_its_own_chords_as_a_lead_sheet(tmp_path):
+    """``scorecard.lead_sheet=true``: a POP909 song is continued under its chord_midi.txt; a song without a chord
+    file beside it is skipped, saying why."""
+    import shutil
+
+    from musictx.checkpoints.model_store import load_model
+    from musictx.evaluation.scorecard import run_scorecard
+
+    net, tok, _ = load_model("pop")
+    song = SHARED_DATA / "pop" / "POP909" / "003" / "003.mid"
+    bare = tmp_path / "003" / "003.mid"
+    bare.parent.mkdir()
+    shutil.copy(song, bare)
+    shutil.copy(song.with_name("beat_midi.txt"), bare.with_name("beat_midi.txt"))
+    opts = {"seed_seconds": 8.0, "seed_from": 20.0, "length_seconds": 8.0, "num_samples": 1, "lead_sheet": True}
+    result = run_scorecard(net, tok, [song, bare], opts, progress=lambda _: None)
+    assert [s["song"] for s in result["songs"]] == [str(song)]
+    assert result["skipped"][0][0].endswith("003.mid") and "no chord_midi.txt" in result["skipped"][0][1]

@@ -20,9 +20,10 @@ from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.checks import each_song
 from musictx.evaluation.note_span import Span
 from musictx.generation.sampling_options import SamplingOptions
+from musictx.io.chord_labels import Chords
 from musictx.io.ngram_index import load_index, position_ngrams, share_in_index
 from musictx.io.score_io import score_to_pretty_midi
-from musictx.io.score_prep import beats_file_of
+from musictx.io.score_prep import beats_file_of, chord_file_of
 
 MEASURES = (  # (key, label, has a chance figure)
     ("grid_share", "onsets on the song's eighth grid (+-30 ms)", True),
@@ -61,13 +62,22 @@ def span_of_score(score, offset: float) -> Span:
     return span.shifted(offset)
 
 
+def lead_sheet_of(path: Path) -> Chords:
+    """The song's annotated chords (POP909's ``chord_midi.txt`` beside it) as a lead sheet (``chords=``)."""
+    found = chord_file_of(path)
+    if found is None:
+        raise ValueError(f"{path}: no chord_midi.txt beside it, which scorecard.lead_sheet=true gives as chords=")
+    return Chords.read(found, strict=False)
+
+
 def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
     from musictx.generation.continue_metrical import continuation_score, sample_bars
     from musictx.generation.metrical_seed import bars_for, metrical_seed
 
     seed = metrical_seed(tok, path, opts["seed_seconds"], opts["seed_from"])
     bars = bars_for(seed, opts["length_seconds"], None)
-    pieces = sample_bars(net, tok, seed, sampling, num_samples=opts["num_samples"], bars=bars)
+    chords = lead_sheet_of(path) if opts.get("lead_sheet") else None
+    pieces = sample_bars(net, tok, seed, sampling, num_samples=opts["num_samples"], bars=bars, chords=chords)
     spans = [span_of_score(continuation_score(tok, seed, ids), seed.origin_seconds) for ids in pieces]
     whole = tok.encode_read(tok.read(path), path)  # as the seed was read: with a chord model, the song's chords
     bar_at = np.flatnonzero(whole == tok.bar_id)
