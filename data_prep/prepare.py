@@ -89,11 +89,10 @@ def _tokenize_metrical(tok, path: str, max_seconds: float) -> dict | TaskError:
     try:
         if sources.main_of(Path(path).as_posix()) is not None and pop_versions.main_path(path) is not None:
             version, shift = pop_versions.read_version(path)
-            read = tok.read(version, beats=None)
+            read, source = tok.read(version, beats=None), None
             chords = pop_versions.version_chords(path, version.ticks_per_quarter, shift) if tok.chords else None
         else:
-            read = tok.read(path)
-            chords = tok.file_chords(path, read) if tok.chords else None
+            read, source, chords = tok.read(path), path, None
     except (MidiReadError, ValueError) as err:  # VersionSkipped too
         return TaskError(getattr(err, "reason", str(err)))
     except RuntimeError as err:  # symusic on a version it cannot parse
@@ -102,9 +101,10 @@ def _tokenize_metrical(tok, path: str, max_seconds: float) -> dict | TaskError:
     seconds = float(score.to("second").end())
     if max_seconds and seconds > max_seconds:
         return TaskError(f"too long ({seconds:.0f} s > max_seconds={max_seconds:g})")
-    ids = tok.encode_score(score)
-    if chords is not None:  # the song's chord file (a version: its main file's)
-        ids = tok.add_chords(ids, score.ticks_per_quarter, *chords)
+    if chords is None:  # with chord events: the chord file beside the song, else chords guessed from its notes
+        ids = tok.encode_read(read, source)
+    else:  # a version: its main file's chords
+        ids = tok.add_chords(tok.encode_score(score), score.ticks_per_quarter, *chords)
     if len(ids) == 0:
         return TaskError("no notes inside the tokenizer's pitch range")
     ids = np.append(ids, tok.eos_id).astype(np.uint16)

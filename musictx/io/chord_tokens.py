@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from musictx.io.chord_labels import Chords, chord_quality, chord_root
+from musictx.io.chord_labels import chord_quality, chord_root
 
 ROOT_NAMES = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
 # a label's quality -> its family in the tokens (module docstring)
@@ -128,8 +128,46 @@ def insert_chords(tok, ids: np.ndarray, events: dict[int, list[tuple[int, int]]]
     return np.asarray(out, dtype=np.int64)
 
 
-def song_chords_in_ticks(chords: Chords, timing, shift_ticks: int) -> tuple[np.ndarray, list[str]]:
-    """(each chord's start in the read score's ticks, its label) of a chord file on a MIDI file's clock:
-    ``timing`` (`musictx.io.midi_timing.MidiTiming`) the file's tempo map, ``shift_ticks`` how far reading
-    it moved its events (`musictx.io.metrical_tokenizer.ReadScore`)."""
-    return timing.ticks(chords.starts) + shift_ticks, list(chords.labels)
+# chord tones above the root of each family's template, for guessing a chord from the notes (`guess_chords`)
+TEMPLATES = {"maj": (0, 4, 7), "min": (0, 3, 7), "7": (0, 4, 7, 10), "maj7": (0, 4, 7, 11), "min7": (0, 3, 7, 10),
+             "dim": (0, 3, 6), "aug": (0, 4, 8), "sus": (0, 5, 7)}
+MIN_SOUNDING_BEATS = 0.5  # a half bar with less sounding time than this (all notes together) gets no chord
+ROOT_WEIGHT = 1.15  # a template's root counts this much more than its other tones: of equal fits, root position wins
+
+
+def _template_matrix() -> tuple[np.ndarray, list[str]]:
+    """(12 * 8, 12) unit vectors of each root's chord of each family (its root weighing `ROOT_WEIGHT`), and
+    their labels (``C:maj`` ...)."""
+    rows, labels = [], []
+    for root in range(12):
+        for quality, tones in TEMPLATES.items():
+            v = np.zeros(12)
+            v[[(root + t) % 12 for t in tones]] = 1.0
+            v[root] = ROOT_WEIGHT
+            rows.append(v / np.linalg.norm(v))
+            labels.append(f"{ROOT_NAMES[root]}:{quality}")
+    return np.asarray(rows), labels
+
+
+def guess_chords(tok, ids: np.ndarray, score) -> tuple[np.ndarray, list[str]]:
+    """(start ticks, labels) of a chord guessed for each half bar of ``ids`` from ``score``'s pitched notes (the
+    read score ``ids`` encode): the template (`TEMPLATES`, 12 roots) closest to the half bar's pitch classes
+    weighted by sounding time, ``N`` where little sounds. For a song without a chord file (a user's seed)."""
+    tpq = score.ticks_per_quarter
+    notes = [t.notes.numpy() for t in score.tracks if not t.is_drum]
+    on = np.concatenate([n["time"] for n in notes]) if notes else np.zeros(0, np.int64)
+    off = on + (np.concatenate([n["duration"] for n in notes]) if notes else 0)
+    pc = np.concatenate([n["pitch"] for n in notes]) % 12 if notes else np.zeros(0, np.int64)
+    templates, labels = _template_matrix()
+    starts, out = [], []
+    for _, line, position_ticks, positions in bar_grid(tok, ids, tpq):
+        half = positions // 2 * position_ticks
+        for a, z in ((line, line + half), (line + half, line + positions * position_ticks)):
+            weight = np.clip(np.minimum(off, z) - np.maximum(on, a), 0, None)  # (N,) ticks sounding in [a, z)
+            profile = np.bincount(pc, weights=weight, minlength=12)[:12] / tpq  # (12,) beats
+            starts.append(int(round(a)))
+            if profile.sum() < MIN_SOUNDING_BEATS:
+                out.append("N")
+                continue
+            out.append(labels[int(np.argmax(templates @ (profile / np.linalg.norm(profile))))])
+    return np.asarray(starts, dtype=np.int64), out
