@@ -60,7 +60,7 @@ def metrical_job(opts, net, tok) -> Job:
     the partial samples."""
     seed = seed_of(tok, opts)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
-    chords = Chords.read_option(opts.chords)  # a file changed since the options were checked: one line naming it
+    chords = Chords.read_option(opts.chords)  # a folder, a FIFO, a bad line: one line naming it, before any sampling
     prompt = bars_prompt(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars, max_tokens=opts.max_tokens,
                          chords=chords)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "bars": seed.bars, "first_bar": seed.first_bar + 1,

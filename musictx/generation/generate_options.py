@@ -17,7 +17,6 @@ from musictx.generation.option_fields import finite_number, raise_first, whole_n
 from musictx.generation.sampling_options import SamplingOptions, renamed
 from musictx.generation.seeds import GenerateError
 from musictx.generation.window import context_length
-from musictx.io.chord_labels import Chords
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
@@ -202,7 +201,6 @@ def check_task(opts: GenerateOptions) -> None:
         raise GenerateError("task=infill needs bars=FIRST-LAST (1-based, inclusive), e.g. bars=9-12")
     if opts.bars is not None:
         check_bars_form(opts.bars)
-    Chords.read_option(opts.chords)  # before the model loads: a folder, a FIFO, a bad line, named by Chords.read
 
 
 def check_bars_form(spec) -> None:
