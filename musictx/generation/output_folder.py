@@ -37,6 +37,16 @@ def sample_name(number: int) -> str:
     return f"sample_{number:02d}"
 
 
+def sample_midi_name(number: int) -> str:
+    """The MIDI file of sample ``number``: the name its claim reserves."""
+    return f"{sample_name(number)}.mid"
+
+
+def first_record_number(_names: list[str]) -> int:
+    """The record's numbers start at 1 (``generation.json``) whatever the folder holds."""
+    return 1
+
+
 def first_free_number(names: list[str]) -> int:
     """The number after the highest that a name in ``names`` holds (hidden claims included)."""
     used = [int(m.group(1)) for name in names if (m := SAMPLE_NAME.match(name.lstrip(".")))]
@@ -57,8 +67,8 @@ class Claims:
     OSError (a full disk) goes on. The record's claim goes with `release_record`, once the record is written."""
 
     def __init__(self, out_dir: Path, count: int):
-        samples = (lambda n: f"{sample_name(n)}.mid", first_free_number, count)
-        self.numbers, (record,) = claim_numbered(out_dir, samples, (record_name, lambda _names: 1, 1))
+        samples = (sample_midi_name, first_free_number, count)
+        self.numbers, (record,) = claim_numbered(out_dir, samples, (record_name, first_record_number, 1))
         self.out_dir, self.record = out_dir, out_dir / record_name(record)
         self.written, self.stopped = 0, False
 
@@ -95,8 +105,9 @@ def write_take(out_dir: Path, name: str, take: Take, soundfont: str | None, audi
     """Write ``name``.mid and .png of one sample, together (both or neither), then its .wav; return its
     record for generation.json."""
     midi, png = out_dir / f"{name}.mid", out_dir / f"{name}.png"
-    score = notes_score(take.music, timing=take.timing, name=take.track) if isinstance(take.music, Notes) \
-        else take.music
+    score = take.music
+    if isinstance(score, Notes):  # piano notes: one named track on the seed's tempo map
+        score = notes_score(score, timing=take.timing, name=take.track)
     roll = piano_roll_figure(take.roll, takeover=take.takeover, title=f"{name}: {len(take.roll)} notes",
                              earlier_from=take.earlier_from if take.takeover else None)
     with atomic_paths([midi, png]) as (midi_tmp, png_tmp):
