@@ -21,20 +21,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from musictx.generation.chord_lean import LOOKUP_AFTER_S
 from musictx.generation.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.generation.hooks import HookInputs, HookSpec
 from musictx.generation.option_fields import option
-from musictx.io.chord_tokens import NO_CHORD_TOKEN, chord_token
-
-LOOKUP_AFTER_S = 0.03  # a chord file's times and the bar lines differ by milliseconds: look just after the line
-
-
-def sheet_token_at(chords, t: float) -> str:
-    """The chord event of the lead sheet's chord sounding at ``t`` seconds (`NO_CHORD_TOKEN` where none)."""
-    k = int(np.searchsorted(chords.starts, t + LOOKUP_AFTER_S, side="right")) - 1
-    if k < 0 or t + LOOKUP_AFTER_S >= chords.ends[k]:
-        return NO_CHORD_TOKEN
-    return chord_token(chords.labels[k])
+from musictx.io.chord_tokens import chord_token
 
 
 class LeadSheetChords(ReadsCursor):
@@ -76,7 +67,7 @@ class LeadSheetChords(ReadsCursor):
         t = a + (z - a) * pos / max(int(c.bar_len[b]), 1)
         if t + LOOKUP_AFTER_S >= self.chords.ends[-1]:
             return None  # past the sheet's last chord: the model's own
-        token = self.tok.vocab[sheet_token_at(self.chords, t)]
+        token = self.tok.vocab[chord_token(self.chords.label_at(t + LOOKUP_AFTER_S))]
         first = self.written[b] < 0
         return token if first or token != self.written[b] else -1
 

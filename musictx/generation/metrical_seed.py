@@ -63,6 +63,7 @@ class MetricalSeed:
     origin_seconds: float = 0.0  # time of the seed's first bar line in the file as read
     shift_seconds: float = 0.0  # how much later the reading put the music (POP909 pickups; 0 otherwise)
     path: str | None = None
+    song_ids: np.ndarray | None = field(default=None, repr=False)  # the whole file's ids, as the seed's were made
 
     @property
     def silence_dropped(self) -> float:
@@ -132,7 +133,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     count = min(count, n_bars - first)
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
-                        origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path))
+                        origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids)
 
 
 def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int | None) -> int:

@@ -82,6 +82,11 @@ class Chords:
         k = int(np.searchsorted(self.starts, t, side="right")) - 1
         return self.tones[k] if 0 <= k < len(self.tones) and t < self.ends[k] else frozenset()
 
+    def label_at(self, t: float) -> str:
+        """The label of the chord sounding at ``t`` seconds as the file writes it (``N`` where none is)."""
+        k = int(np.searchsorted(self.starts, t, side="right")) - 1
+        return self.labels[k] if 0 <= k < len(self.labels) and t < self.ends[k] else "N"
+
     @classmethod
     def read_option(cls, path: str | os.PathLike | None, option: str = "chords") -> Chords | None:
         """A user's lead sheet given as ``option=path`` (None: no lead sheet): a bad file is a `ChordFileError`

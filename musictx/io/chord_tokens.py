@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from musictx.io.chord_labels import chord_quality, chord_root
+from musictx.io.chord_labels import QUALITIES, chord_quality, chord_root
 
 ROOT_NAMES = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
 # a label's quality -> its family in the tokens (module docstring)
 QUALITY_FAMILY = {"maj": "maj", "maj6": "maj", "min": "min", "min6": "min", "minmaj7": "min", "7": "7",
                   "maj7": "maj7", "min7": "min7", "dim": "dim", "hdim7": "dim", "dim7": "dim", "aug": "aug",
                   "sus2": "sus", "sus4": "sus", "sus4(b7)": "sus"}
-CHORD_QUALITIES = ("maj", "min", "7", "maj7", "min7", "dim", "aug", "sus")
+# each family's chord tones above its root (a sus family is sus4's), for guessing a chord from the notes
+TEMPLATES = {family: QUALITIES[quality] for family, quality in (
+    ("maj", "maj"), ("min", "min"), ("7", "7"), ("maj7", "maj7"), ("min7", "min7"), ("dim", "dim"), ("aug", "aug"),
+    ("sus", "sus4"))}
+CHORD_QUALITIES = tuple(TEMPLATES)  # the families, in the order of their ids
 NO_CHORD_TOKEN = "Chord_N"
 CHORD_TOKENS = (NO_CHORD_TOKEN, *(f"Chord_{r}:{q}" for r in ROOT_NAMES for q in CHORD_QUALITIES))
 CHORD_PROBE_TICKS_SHARE = 0.25  # a chord that starts within this share of a position after a bar line is that bar's
@@ -128,9 +132,6 @@ def insert_chords(tok, ids: np.ndarray, events: dict[int, list[tuple[int, int]]]
     return np.asarray(out, dtype=np.int64)
 
 
-# chord tones above the root of each family's template, for guessing a chord from the notes (`guess_chords`)
-TEMPLATES = {"maj": (0, 4, 7), "min": (0, 3, 7), "7": (0, 4, 7, 10), "maj7": (0, 4, 7, 11), "min7": (0, 3, 7, 10),
-             "dim": (0, 3, 6), "aug": (0, 4, 8), "sus": (0, 5, 7)}
 MIN_SOUNDING_BEATS = 0.5  # a half bar with less sounding time than this (all notes together) gets no chord
 ROOT_WEIGHT = 1.15  # a template's root counts this much more than its other tones: of equal fits, root position wins
 
