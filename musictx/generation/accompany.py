@@ -27,7 +27,7 @@ from musictx.generation.harmonizer import Harmonizer, half_bar_features
 from musictx.generation.hooks import HookInputs
 from musictx.generation.infill import infill_prompt, middle_bars, middle_prompt
 from musictx.generation.phrase_echo import repeat_plan
-from musictx.generation.prompt import Prompt, sample
+from musictx.generation.prompt import Prompt, new_rows, sample
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.song_bars import SongBars, read_song
 from musictx.generation.window import context_length
@@ -83,7 +83,7 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
         now = read_song(tok, song.path, work)  # the melody and what is written so far, as tokens
         context, room = infill_prompt(tok, now, first, last, programs, max_len, use_right=False)
         prompt = middle_prompt(net, tok, context, last - first, sorted(programs), room, sampling)
-        middle = middle_bars(tok, sample(net, prompt)[:, prompt.ids.shape[1] - 1:].cpu().numpy(), last - first)[0]
+        middle = middle_bars(tok, new_rows(sample(net, prompt), prompt), last - first)[0]
         new_ids += len(middle)
         add_notes(work.score, middle_notes(tok, middle, now, first, last))
     return file_with_tracks(song, work, roles), new_ids

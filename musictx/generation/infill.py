@@ -12,7 +12,7 @@ import torch
 from symusic import Score
 
 from musictx.generation.hooks import HookInputs
-from musictx.generation.prompt import Prompt, sample
+from musictx.generation.prompt import Prompt, new_rows, sample
 from musictx.generation.sampling import SpecialIds
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
@@ -124,5 +124,5 @@ def infill_songs(net, tok, song: SongBars, s: int, e: int, taken: set[int] | Non
     filled, the middle's ids) each. ``on_step(next_ids, done)``: called after every draw."""
     prompt = song_middle_prompt(net, tok, song, s, e, taken, sampling, use_right, samples)
     prompt.hooks.on_step = on_step
-    out = sample(net, prompt)[:, prompt.ids.shape[1] - 1:].cpu().numpy()  # (B, T) from the first new Bar
+    out = new_rows(sample(net, prompt), prompt)  # (B, T) from the first new Bar
     return [(filled_file(tok, song, s, e, taken, m), m) for m in middle_bars(tok, out, e - s)]

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from tqdm import tqdm
 
 from musictx.generation.generate_options import BOUNDS
-from musictx.generation.prompt import Job
+from musictx.generation.prompt import Job, new_rows
 from musictx.generation.seeds import GenerateError
 from musictx.generation.song_bars import meter_warning, parse_bars
-from musictx.generation.song_task import SongTask, new_rows, read_task_song
+from musictx.generation.song_task import SongTask, read_task_song
 from musictx.generation.take import Take, score_roll
 from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import InfillIds

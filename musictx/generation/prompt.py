@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from torch import Tensor, nn
 
 from musictx.generation.hook_registry import build_hooks
@@ -42,6 +43,12 @@ def sample(net: nn.Module, prompt: Prompt) -> Tensor:
     ends = inputs.tokenizer if prompt.ends is None else prompt.ends
     return generate(net, ends, prompt.ids, inputs.sampling, build_hooks(inputs),
                     max_new_tokens=prompt.max_new_tokens)
+
+
+def new_rows(ids: Tensor, prompt: Prompt) -> np.ndarray:
+    """(B, T) the sampled ``ids`` from the prompt's last id on: the first new Bar, where a prompt of bars ends
+    on the Bar that opens the first new one."""
+    return ids[:, prompt.ids.shape[1] - 1:].cpu().numpy()
 
 
 @dataclass

@@ -18,7 +18,7 @@ from symusic import Score
 from musictx.generation.accompany import led_prompt
 from musictx.generation.continue_metrical import strip_after_bars
 from musictx.generation.infill import middle_bars, song_middle_prompt
-from musictx.generation.prompt import Prompt, sample
+from musictx.generation.prompt import Prompt, new_rows, sample
 from musictx.generation.song_bars import SongBars, melody_song, programs_of_names, read_song, roles_to_write
 from musictx.generation.write_back import filled_file, with_written_tracks
 from musictx.io.chord_labels import Chords
@@ -84,8 +84,3 @@ class SongTask:
         prompt = self.prompt(net, tok, sampling, samples)
         prompt.hooks.on_step = on_step
         return self.written(tok, new_rows(sample(net, prompt), prompt))
-
-
-def new_rows(ids, prompt: Prompt) -> np.ndarray:
-    """(B, T) the sampled ``ids`` from the first new Bar on (the prompt's last id)."""
-    return ids[:, prompt.ids.shape[1] - 1:].cpu().numpy()
