@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 
 from musictx.io.audio_chunks import render_chunked
-from musictx.io.midi_timing import MAX_TPQ, MidiTiming
+from musictx.io.midi_timing import MAX_TPQ
 from musictx.io.wav_io import (  # noqa: F401  (read_wav, resample, write_wav: used through this module)
     FADE_SECONDS,
     MAX_AUDIO_SECONDS,
@@ -137,12 +137,10 @@ def render_wav(midi_path: str | os.PathLike, wav_path: str | os.PathLike, soundf
     FluidSynth's synth gain; for midirenderer the peak level as a fraction of full scale.
     """
     name, font = choose_renderer(soundfont, engine)
-    midi = _load_midi(midi_path)
-    end, seconds = _tail_end(midi, tail)
+    data, seconds = _played_bytes(_load_midi(midi_path), tail)
     if seconds > MAX_AUDIO_SECONDS:
         raise AudioRenderError(f"{Path(midi_path).name} lasts {seconds:.0f} s, longer than the "
                                f"{MAX_AUDIO_SECONDS:g} s of audio rendered at most")
-    data = _released_at(midi, end)
     with atomic_path(wav_path) as tmp:  # a failure or a full disk leaves no truncated WAV
         if name == "fluidsynth":
             _render_fluidsynth(midi_path, data, tmp, font, sample_rate, gain, timeout)
@@ -160,12 +158,16 @@ def _load_midi(midi_path):
         raise AudioRenderError(f"cannot render {midi_path}: unreadable MIDI ({type(err).__name__}: {err})") from None
     if not 0 < midi.ticks_per_beat <= MAX_TPQ:  # SMPTE-timed files read as a huge count
         raise AudioRenderError(f"cannot render {midi_path}: not timed in ticks per quarter note")
+    if midi.type == 2:  # independent sequences: no one clock to play them on
+        raise AudioRenderError(f"cannot render {midi_path}: a type 2 MIDI file (independent sequences)")
     return midi
 
 
-def _tail_end(midi, tail: float) -> tuple[int, float]:
-    """(tick, seconds) where the render of ``midi`` (a mido.MidiFile) ends: ``tail`` seconds after its last
-    note event, or at its last event if that comes later (a synthesiser plays up to its last event)."""
+def _tail_end(midi, tail: float) -> int:
+    """The tick where the render of ``midi`` (a mido.MidiFile) ends: ``tail`` seconds after its last note event
+    (at the tempo in force there), or its last event if that comes later (a synthesiser plays up to it)."""
+    from mido import second2tick
+
     tempos, note_tick, last_tick = [], 0, 0
     for track in midi.tracks:
         tick = 0
@@ -176,35 +178,35 @@ def _tail_end(midi, tail: float) -> tuple[int, float]:
             elif msg.type in ("note_on", "note_off"):
                 note_tick = max(note_tick, tick)
         last_tick = max(last_tick, tick)
-    timing = MidiTiming.from_events(midi.ticks_per_beat, tempos)
-    end = max(int(timing.ticks(timing.seconds(note_tick) + tail)), last_tick)
-    return end, float(timing.seconds(end))
+    tempo = max(((t, order, v) for order, (t, v) in enumerate(tempos) if t <= note_tick),
+                default=(0, 0, 500_000))[2]  # the last tempo set at or before the last note; MIDI starts at 120 bpm
+    return max(note_tick + round(second2tick(tail, midi.ticks_per_beat, tempo)), last_tick)
 
 
-def rendered_seconds(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SECONDS) -> float:
-    """How long `render_wav`'s WAV of ``midi_path`` lasts: until ``tail`` seconds after the last note ends
-    (or until the file's last event, if later)."""
-    return _tail_end(_load_midi(midi_path), tail)[1]
-
-
-def with_release_tail(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SECONDS) -> bytes:
-    """The bytes of ``midi_path`` with a track added that holds one sustain-pedal release (a no-op once
-    every note has ended) at the end of the tail: the event that keeps a synthesiser playing until then."""
-    midi = _load_midi(midi_path)
-    return _released_at(midi, _tail_end(midi, tail)[0])
-
-
-def _released_at(midi, end: int) -> bytes:
-    """The bytes of ``midi`` (a mido.MidiFile, changed here) with a track whose sustain-pedal release at tick
-    ``end`` keeps a synthesiser playing until then."""
+def _played_bytes(midi, tail: float) -> tuple[bytes, float]:
+    """(the bytes a synthesiser plays, how many seconds it plays them): ``midi`` (a mido.MidiFile, changed
+    here) with a track whose sustain-pedal release, a no-op once every note has ended, comes at `_tail_end`."""
     import mido
 
+    end = _tail_end(midi, tail)
     midi.tracks.append(mido.MidiTrack([mido.Message("control_change", control=64, value=0, time=end),
                                        mido.MetaMessage("end_of_track", time=0)]))
     midi.type = max(midi.type, 1)  # a type-0 file holds one track
     out = io.BytesIO()
     midi.save(file=out)
-    return out.getvalue()
+    return out.getvalue(), float(midi.length)  # mido's own clock: the played length, tempo changes included
+
+
+def rendered_seconds(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SECONDS) -> float:
+    """How long `render_wav`'s WAV of ``midi_path`` lasts: until ``tail`` seconds after the last note ends
+    (or until the file's last event, if later)."""
+    return _played_bytes(_load_midi(midi_path), tail)[1]
+
+
+def with_release_tail(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_SECONDS) -> bytes:
+    """The bytes of ``midi_path`` with a track added that holds one sustain-pedal release (a no-op once
+    every note has ended) at the end of the tail: the event that keeps a synthesiser playing until then."""
+    return _played_bytes(_load_midi(midi_path), tail)[0]
 
 
 def _render_fluidsynth(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float,
