@@ -229,7 +229,10 @@ def _make(inputs: HookInputs, o: GuardOptions) -> NoteGrammarGuard | None:
     if not o.enabled:
         return None
     longest = note_cap(inputs.tokenizer, inputs.seed, o.max_note_seconds, o.note_cap_from_seed)
-    return NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, o.pedal_release)
+    # with the pedal as ids, notes keep their key lengths: a chord's keys let go together and the bass held on
+    # is no forgotten note, and a lift is one id that ends what the pedal held
+    pedal_ids = getattr(inputs.tokenizer.config, "pedal_events", False)
+    return NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, None if pedal_ids else o.pedal_release)
 
 
 SPEC = HookSpec("guard", GuardOptions,

@@ -14,6 +14,7 @@ import numpy as np
 
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import MidiTiming, read_timing
+from musictx.io.pedal_ids import pedal_after
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizer import EventTokenizer
 
@@ -109,7 +110,7 @@ def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: 
         if not later.any():
             raise GenerateError(f"seed_midi={path}: no note starts at or after seed_from={seed_from:g} s (its "
                                 f"last note starts at {notes.start.max():.2f} s); lower seed_from.")
-        notes = Notes(*(getattr(notes, f)[later] for f in Notes.FIELDS))
+        notes = Notes(*(getattr(notes, f)[later] for f in Notes.FIELDS), pedal=pedal_after(notes.pedal, seed_from))
     ids = tokenizer.encode_notes(notes)
     if len(ids) == 0:
         where = f" at or after seed_from={seed_from:g} s" if seed_from else ""

@@ -42,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 SUSTAIN_CC = 64
+PEDAL_EVENTS = "events"  # a reader's ``sustain`` mode: notes keep their key lengths, the pedal comes beside them
 DRUM_CHANNEL = 9  # channel 10 in MIDI's 1-based numbering
 
 
@@ -63,6 +64,9 @@ class Notes:
     end: np.ndarray  # (N,) float64
     pitch: np.ndarray  # (N,) int64
     velocity: np.ndarray  # (N,) int64
+    # (K, 2) float64 rows (seconds, 1 down / 0 up): the sustain pedal's changes, first a press, where it was
+    # read as events (``sustain="events"``) rather than folded into the note ends; None otherwise
+    pedal: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.pitch)
@@ -94,11 +98,7 @@ def apply_sustain(notes: Notes, cc_times: np.ndarray, cc_values: np.ndarray) -> 
     """
     if len(notes) == 0 or len(cc_times) == 0:
         return notes
-    order = np.argsort(cc_times, kind="stable")
-    times, down = cc_times[order], cc_values[order] >= 64
-    # Keep only state changes: the first event of each run of equal pedal states.
-    change = np.concatenate([[True], down[1:] != down[:-1]])
-    times, down = times[change], down[change]
+    times, down = pedal_changes(cc_times, cc_values >= 64)
     downs = times[down]
     if len(downs) == 0:
         return notes
@@ -118,6 +118,26 @@ def apply_sustain(notes: Notes, cc_times: np.ndarray, cc_values: np.ndarray) -> 
     held = valid & (notes.end < release)
     end = np.where(held, np.maximum(notes.end, release), notes.end)
     return Notes(notes.start, end, notes.pitch, notes.velocity)
+
+
+def pedal_changes(times: np.ndarray, down: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, down) of the pedal's changes of state, in time order, from a press on: the first event of each
+    run of equal states is kept, and releases before the first press (the pedal starts up) are dropped."""
+    order = np.argsort(times, kind="stable")
+    times, down = np.asarray(times, np.float64)[order], np.asarray(down, bool)[order]
+    change = np.concatenate([[True], down[1:] != down[:-1]]) if len(down) else np.zeros(0, bool)
+    times, down = times[change], down[change]
+    first = int(np.argmax(down)) if down.any() else len(down)
+    return times[first:], down[first:]
+
+
+def _pedal_rows(times: list[np.ndarray], values: list[np.ndarray]) -> np.ndarray:
+    """(K, 2) rows of `Notes.pedal` from the CC64 events of the groups kept (of several pedalled groups, one
+    pedal: the changes of all, merged in time)."""
+    if not times:
+        return np.zeros((0, 2))
+    at, down = pedal_changes(np.concatenate(times), np.concatenate(values) >= 64)
+    return np.stack([at, down.astype(np.float64)], axis=1)
 
 
 def _ticks_to_seconds(ticks: np.ndarray, tempo_ticks: np.ndarray, tempo_mspq: np.ndarray, tpq: int) -> np.ndarray:
@@ -182,9 +202,10 @@ class _Part(NamedTuple):
 
 
 def _notes_from_parts(path, parts: list[_Part], to_sec: Callable[[np.ndarray], np.ndarray],
-                      drop_drums: bool, sustain: bool) -> Notes:
-    """Seconds, sustain per group, drums dropped, groups merged in a reader-independent order."""
-    out, keys, n_drum_notes = [], [], 0
+                      drop_drums: bool, sustain: bool | str) -> Notes:
+    """Seconds, sustain per group (or the pedal kept as events: ``sustain="events"``), drums dropped, groups
+    merged in a reader-independent order."""
+    out, keys, n_drum_notes, pedal_times, pedal_values = [], [], 0, [], []
     for part in parts:
         sounding = part.end > part.start  # a note-off on its note-on's own tick sounds nothing
         if not sounding.any():
@@ -194,7 +215,10 @@ def _notes_from_parts(path, parts: list[_Part], to_sec: Callable[[np.ndarray], n
             continue
         start, pitch, velocity = part.start[sounding], part.pitch[sounding], part.velocity[sounding]
         notes = Notes(to_sec(start), to_sec(part.end[sounding]), pitch.astype(np.int64), velocity.astype(np.int64))
-        if sustain:
+        if sustain == PEDAL_EVENTS:
+            pedal_times.append(to_sec(part.pedal_tick))
+            pedal_values.append(part.pedal_value.astype(np.int64))
+        elif sustain:
             notes = apply_sustain(notes, to_sec(part.pedal_tick), part.pedal_value.astype(np.int64))
         out.append(notes)
         keys.append((start << 14) | (notes.pitch << 7) | notes.velocity)
@@ -202,7 +226,8 @@ def _notes_from_parts(path, parts: list[_Part], to_sec: Callable[[np.ndarray], n
     # Sorted by (start, pitch, velocity, end): two stable argsorts cost far less than np.lexsort here.
     order = np.argsort(notes.end, kind="stable")
     order = order[np.argsort(np.concatenate(keys)[order], kind="stable")]
-    return Notes(*(getattr(notes, f)[order] for f in Notes.FIELDS))
+    pedal = _pedal_rows(pedal_times, pedal_values) if sustain == PEDAL_EVENTS else None
+    return Notes(*(getattr(notes, f)[order] for f in Notes.FIELDS), pedal=pedal)
 
 
 def _tempo_map(tempo_ticks, tempo_mspq, tpq: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -214,7 +239,7 @@ def _unreadable(path, err: Exception) -> MidiReadError:
     return MidiReadError(path, f"unreadable MIDI ({type(err).__name__}: {err})")
 
 
-def read_notes_symusic(path: str | os.PathLike, drop_drums: bool = True, sustain: bool = True) -> Notes:
+def read_notes_symusic(path: str | os.PathLike, drop_drums: bool = True, sustain: bool | str = True) -> Notes:
     """Read a MIDI file with symusic, which pairs notes first in, first out itself.
     Raises MidiReadError naming the file on any failure."""
     import symusic
@@ -267,7 +292,7 @@ def _mido_events(path) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     return midi.ticks_per_beat, as_array(notes, 6), as_array(pedals, 3), as_array(tempos, 2)
 
 
-def read_notes_mido(path: str | os.PathLike, drop_drums: bool = True, sustain: bool = True) -> Notes:
+def read_notes_mido(path: str | os.PathLike, drop_drums: bool = True, sustain: bool | str = True) -> Notes:
     """Read a MIDI file with mido and pair its raw note events with `pair_note_events` (the reference)."""
     tpq, events, pedals, tempos = _mido_events(path)
     if tpq <= 0:
@@ -283,10 +308,10 @@ def read_notes_mido(path: str | os.PathLike, drop_drums: bool = True, sustain: b
     return _notes_from_parts(path, parts, _tempo_map(tempos[:, 0], tempos[:, 1], tpq), drop_drums, sustain)
 
 
-def notes_from_pretty_midi(pm, drop_drums: bool = True, sustain: bool = True, path=None) -> Notes:
+def notes_from_pretty_midi(pm, drop_drums: bool = True, sustain: bool | str = True, path=None) -> Notes:
     """Extract the notes of a ``pretty_midi.PrettyMIDI`` object (already paired, in seconds), with the
     file readers' sustain and drum rules."""
-    parts, n_drum_notes = [], 0
+    parts, n_drum_notes, pedal_times, pedal_values = [], 0, [], []
     for inst in pm.instruments:
         if not inst.notes:
             continue
@@ -295,13 +320,18 @@ def notes_from_pretty_midi(pm, drop_drums: bool = True, sustain: bool = True, pa
             continue
         raw = np.array([(n.start, n.end, n.pitch, n.velocity) for n in inst.notes], dtype=np.float64)
         notes = Notes(raw[:, 0], raw[:, 1], raw[:, 2].astype(np.int64), raw[:, 3].astype(np.int64))
-        if sustain:
-            cc = [(c.time, c.value) for c in inst.control_changes if c.number == SUSTAIN_CC]
-            if cc:
-                cc_arr = np.array(cc, dtype=np.float64)
-                notes = apply_sustain(notes, cc_arr[:, 0], cc_arr[:, 1].astype(np.int64))
+        cc = np.array([(c.time, c.value) for c in inst.control_changes if c.number == SUSTAIN_CC],
+                      dtype=np.float64).reshape(-1, 2)
+        if sustain == PEDAL_EVENTS:
+            pedal_times.append(cc[:, 0])
+            pedal_values.append(cc[:, 1].astype(np.int64))
+        elif sustain and len(cc):
+            notes = apply_sustain(notes, cc[:, 0], cc[:, 1].astype(np.int64))
         parts.append(notes)
-    return _check_notes(path, Notes.concat(parts), n_drum_notes)
+    notes = _check_notes(path, Notes.concat(parts), n_drum_notes)
+    if sustain == PEDAL_EVENTS:
+        notes.pedal = _pedal_rows(pedal_times, pedal_values)
+    return notes
 
 
 def _check_notes(path, notes: Notes, n_drum_notes: int) -> Notes:
@@ -316,7 +346,7 @@ def _check_notes(path, notes: Notes, n_drum_notes: int) -> Notes:
 READERS = {"symusic": read_notes_symusic, "mido": read_notes_mido, "pretty_midi": read_notes_mido}
 
 
-def read_notes(path, reader: str = "symusic", drop_drums: bool = True, sustain: bool = True) -> Notes:
+def read_notes(path, reader: str = "symusic", drop_drums: bool = True, sustain: bool | str = True) -> Notes:
     """Read ``path`` with the named reader (a key of `READERS`)."""
     if reader not in READERS:
         raise ValueError(f"unknown MIDI reader {reader!r}; choose one of {sorted(READERS)}")

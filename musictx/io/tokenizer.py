@@ -14,6 +14,11 @@ Id layout with the default config (388 events + 2 specials = 390 ids)::
 A VELOCITY event precedes a NOTE_ON only when the bin changes. Silences longer than the largest shift
 are written as several TIME_SHIFT events. Encoding normalises notes first (see `quantize_notes`), so
 ``decode(encode(m))`` equals ``quantize_notes(m)`` exactly and ``encode(decode(ids)) == ids``.
+
+With ``pedal_events`` (and ``sustain: false``) the notes keep their key lengths and the sustain pedal's
+changes are two more ids after EOS, PEDAL_DOWN and PEDAL_UP (`musictx.io.pedal_ids`); at one instant a
+NOTE_OFF comes first, then the pedal, then a NOTE_ON. `decode_notes` (and `decode`) give the notes as they
+sound, the pedal applied, so there ``encode(decode(ids))`` folds the pedal into the note lengths.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from musictx.io.midi_io import MidiReadError, Notes, notes_from_pretty_midi, read_notes
+from musictx.io.midi_io import PEDAL_EVENTS, MidiReadError, Notes, notes_from_pretty_midi, read_notes
 from musictx.io.midi_write import notes_to_midi
+from musictx.io.pedal_ids import pedal_steps, sounding
 
 FORMAT_VERSION = 1
 
@@ -46,6 +52,7 @@ class TokenizerConfig:
     pitch_max: int = 127
     sustain: bool = True  # apply CC64 to note ends before encoding
     drop_drums: bool = True
+    pedal_events: bool = False  # CC64 as PEDAL_DOWN / PEDAL_UP ids over key lengths (with sustain: false)
 
     def __post_init__(self):
         if not (0 <= self.pitch_min <= self.pitch_max <= 127):
@@ -55,6 +62,9 @@ class TokenizerConfig:
             raise ValueError(f"velocity_bins must be in 1..127, got {self.velocity_bins}")
         if self.max_shift_steps < 1 or self.time_step <= 0:
             raise ValueError("max_shift_steps must be >= 1 and time_step > 0")
+        if self.pedal_events and self.sustain:
+            raise ValueError("pedal_events writes the pedal as ids over the notes' key lengths: set sustain: false "
+                             "too (sustain: true folds it into the note lengths)")
 
     @property
     def velocity_bin_size(self) -> int:
@@ -83,6 +93,7 @@ class Layout:
     pad: int
     eos: int
     vocab_size: int
+    pedal: int | None = None  # PEDAL_DOWN's id (PEDAL_UP's is the next), after EOS; None without pedal_events
 
     @staticmethod
     def of(cfg: TokenizerConfig) -> Layout:
@@ -90,6 +101,8 @@ class Layout:
         shift = 2 * n_pitch
         vel = shift + cfg.max_shift_steps
         pad = vel + cfg.velocity_bins
+        if cfg.pedal_events:  # after the specials, so that a model without them grows by two rows
+            return Layout(0, n_pitch, shift, vel, pad, pad + 1, pad + 4, pad + 2)
         return Layout(0, n_pitch, shift, vel, pad, pad + 1, pad + 2)
 
 
@@ -129,16 +142,20 @@ class EventTokenizer:
             return f"TIME_SHIFT_{i - lay.time_shift + 1}"
         if i < lay.pad:
             return f"VELOCITY_{i - lay.velocity + 1}"
+        if lay.pedal is not None and i >= lay.pedal:
+            return "PEDAL_DOWN" if i == lay.pedal else "PEDAL_UP"
         return "PAD" if i == lay.pad else "EOS"
 
     # ----- encoding ---------------------------------------------------------------------------
     def read(self, midi, reader: str = "symusic") -> Notes:
-        """Notes of a path (read with ``reader``) or of a PrettyMIDI, sustain and drums handled."""
+        """Notes of a path (read with ``reader``) or of a PrettyMIDI, sustain (or the pedal's events) and drums
+        handled."""
         c = self.config
+        sustain = PEDAL_EVENTS if c.pedal_events else c.sustain
         if isinstance(midi, (str, os.PathLike)):
-            return read_notes(midi, reader=reader, drop_drums=c.drop_drums, sustain=c.sustain)
+            return read_notes(midi, reader=reader, drop_drums=c.drop_drums, sustain=sustain)
         if hasattr(midi, "instruments"):
-            return notes_from_pretty_midi(midi, drop_drums=c.drop_drums, sustain=c.sustain)
+            return notes_from_pretty_midi(midi, drop_drums=c.drop_drums, sustain=sustain)
         raise TypeError(f"encode() takes a path or a pretty_midi.PrettyMIDI, not {type(midi).__name__}")
 
     def encode(self, midi, reader: str = "symusic") -> np.ndarray:
@@ -151,9 +168,19 @@ class EventTokenizer:
         return ids
 
     def quantize_notes(self, notes: Notes) -> Notes:
-        """The exact notes that ``decode(encode(.))`` gives back (times on the grid, velocity binned)."""
+        """The exact notes that ``decode(encode(.))`` gives back (times on the grid, velocity binned; with
+        ``pedal_events``, the pedal on its grid applied)."""
         on, off, pitch, vbin = self._canonical(notes)
-        return self._notes_from_steps(on, off, pitch, vbin)
+        keys = self._notes_from_steps(on, off, pitch, vbin)
+        if not self.config.pedal_events:
+            return keys
+        return self._sounding(keys, *pedal_steps(notes.pedal, self.config.time_step))
+
+    def _sounding(self, keys: Notes, steps: np.ndarray, down: np.ndarray) -> Notes:
+        """Notes on the grid as they sound with the pedal changes (steps, down): held on, then re-struck
+        pitches cut as encoding does."""
+        held = sounding(keys, steps, down, self.config.time_step)
+        return self._notes_from_steps(*self._canonical(held)) if len(steps) else keys
 
     def _canonical(self, notes: Notes):
         """Quantise and normalise: one note per (pitch, onset), same-pitch notes never overlap."""
@@ -186,13 +213,17 @@ class EventTokenizer:
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         times = np.concatenate([off, on])
-        is_on = np.concatenate([np.zeros(n, bool), np.ones(n, bool)])
-        pitches = np.concatenate([pitch, pitch])
+        rank = np.concatenate([np.zeros(n, np.int64), np.full(n, 2)])  # NOTE_OFF 0, the pedal 1, NOTE_ON 2
+        event_ids = np.concatenate([lay.note_off + pitch, lay.note_on + pitch]) - c.pitch_min
         bins = np.concatenate([np.zeros(n, np.int64), vbin])
-        # At one instant: offs before ons (so a re-strike reads off-then-on), then by pitch.
-        order = np.lexsort((pitches, is_on, times))
-        times, is_on, pitches, bins = times[order], is_on[order], pitches[order], bins[order]
-        event_ids = np.where(is_on, lay.note_on, lay.note_off) + pitches - c.pitch_min
+        if c.pedal_events:
+            steps, down = pedal_steps(notes.pedal, c.time_step)
+            times, event_ids = np.concatenate([times, steps]), np.concatenate([event_ids, lay.pedal + ~down])
+            rank, bins = np.concatenate([rank, np.ones(len(steps), np.int64)]), np.concatenate([bins, 0 * steps])
+        # At one instant: offs before ons (so a re-strike reads off-then-on), the pedal between, then by pitch.
+        order = np.lexsort((event_ids, rank, times))
+        times, event_ids, bins = times[order], event_ids[order], bins[order]
+        is_on = rank[order] == 2
         # A VELOCITY event only where the bin differs from the previous NOTE_ON's.
         on_bins = bins[is_on]
         change = np.concatenate([[True], on_bins[1:] != on_bins[:-1]])
@@ -242,7 +273,7 @@ class EventTokenizer:
         """Notes of any id sequence: stray NOTE_OFFs ignored, re-strikes end the open note, notes
         still open at the end closed there, PAD skipped, EOS ends the sequence."""
         lay, c = self.layout, self.config
-        step, vbin, open_notes = 0, None, {}
+        step, vbin, open_notes, pedal = 0, None, {}, []
         rows = []  # (on_step, off_step, pitch, bin)
         default_bin = (64 - 1) // c.velocity_bin_size + 1  # mezzo-forte until a VELOCITY event arrives
         for i in self._checked_ids(ids).tolist():
@@ -258,13 +289,20 @@ class EventTokenizer:
                 step += i - lay.time_shift + 1
             elif i < lay.pad:
                 vbin = i - lay.velocity + 1
+            elif lay.pedal is not None and i >= lay.pedal:
+                pedal.append((step, i == lay.pedal))
         for pitch in list(open_notes):
             start, _ = open_notes[pitch]
             self._close(open_notes, pitch, max(step, start + 1), rows)
         if not rows:
             return Notes.empty()
         arr = np.array(sorted(rows), dtype=np.int64)
-        return self._notes_from_steps(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+        keys = self._notes_from_steps(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+        if not pedal:
+            return keys
+        changes = np.array(pedal, dtype=np.int64).reshape(-1, 2)
+        return self._sounding(keys, *pedal_steps(np.stack([changes[:, 0] * c.time_step, changes[:, 1]], 1),
+                                                 c.time_step))
 
     def _checked_ids(self, ids) -> np.ndarray:
         """The ids up to the first EOS (included), after checking each is in the vocabulary: a negative

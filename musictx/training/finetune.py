@@ -39,7 +39,7 @@ def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer,
     model_name = net_config.pop("name", None)
     saved_net, saved_tok, meta = load_model(ref)
     saved_state = saved_net.state_dict()
-    grown = is_grown(saved_tok, data_tokenizer)  # the infill sentinels added: the embedding grows for them
+    grown = is_grown(saved_tok, data_tokenizer)  # infill sentinels or pedal ids added: the embedding grows
     try:
         if not grown:
             saved_tok.check_compatible(data_tokenizer, what="the training data")
