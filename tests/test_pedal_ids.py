@@ -81,3 +81,32 @@ def test_real_performances_sound_the_same_with_the_pedal_as_ids():
         assert len(a) == len(b) and np.array_equal(a.start, b.start), f.name
         assert np.mean(a.end == b.end) > 0.98, f.name
     assert pedalled >= 3  # most real performances are pedalled (539 of the 594)
+
+
+def test_the_sampler_continues_a_pedalled_seed_with_the_grown_piano(tmp_path):
+    """The run's hooks on pedal ids: the guard without its pedal-release rule (a chord's keys let go together
+    there), and a real continuation of the grown shipped net that decodes to sounding notes."""
+    from musictx.generation.guard import NoteGrammarGuard
+    from musictx.generation.hook_registry import build_hooks
+    from musictx.generation.hooks import HookInputs
+    from musictx.generation.sampling import generate
+    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.generation.seeds import seed_from_midi
+    from musictx.training.finetune import init_net_from
+
+    def guard_of(tok, seed):
+        hooks = build_hooks(HookInputs("continue", tok, SamplingOptions(), seed=seed, length_seconds=2.0))
+        return next(h for h in hooks if isinstance(h, NoteGrammarGuard))
+
+    piece = pedalled_piece(tmp_path / "p.mid")
+    tok, folded = EventTokenizer(PEDAL), EventTokenizer()
+    seed = seed_from_midi(tok, piece)
+    assert guard_of(tok, seed).pedal_release is None
+    assert guard_of(folded, seed_from_midi(folded, piece)).pedal_release == SamplingOptions().hooks.guard.pedal_release
+    net, _ = init_net_from("piano", {"name": "music_transformer"}, tok, {})
+    prompt = torch.as_tensor(seed.ids)[None]
+    hooks = build_hooks(HookInputs("continue", tok, SamplingOptions(), seed=seed, length_seconds=2.0))
+    out = generate(net.eval(), tok, prompt, SamplingOptions(seed=3), hooks, max_new_tokens=200)
+    new = out[0, prompt.shape[1]:].numpy()
+    assert len(new) > 20 and (new < tok.vocab_size).all()
+    assert len(tok.decode_notes(out[0].numpy())) > len(tok.decode_notes(seed.ids))  # it played on
