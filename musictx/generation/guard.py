@@ -231,8 +231,8 @@ def _make(inputs: HookInputs, o: GuardOptions) -> NoteGrammarGuard | None:
     longest = note_cap(inputs.tokenizer, inputs.seed, o.max_note_seconds, o.note_cap_from_seed)
     # with the pedal as ids, notes keep their key lengths: a chord's keys let go together and the bass held on
     # is no forgotten note, and a lift is one id that ends what the pedal held
-    pedal_ids = getattr(inputs.tokenizer.config, "pedal_events", False)
-    return NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, None if pedal_ids else o.pedal_release)
+    pedal_release = None if inputs.tokenizer.config.pedal_events else o.pedal_release
+    return NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, pedal_release)
 
 
 SPEC = HookSpec("guard", GuardOptions,

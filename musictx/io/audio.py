@@ -178,8 +178,10 @@ def _tail_end(midi, tail: float) -> int:
             elif msg.type in ("note_on", "note_off"):
                 note_tick = max(note_tick, tick)
         last_tick = max(last_tick, tick)
-    tempo = max(((t, order, v) for order, (t, v) in enumerate(tempos) if t <= note_tick),
-                default=(0, 0, 500_000))[2]  # the last tempo set at or before the last note; MIDI starts at 120 bpm
+    set_at, tempo = -1, 500_000  # MIDI starts at 120 bpm
+    for at, value in tempos:  # the last set at or before the last note (of two on one tick, the later track's)
+        if set_at <= at <= note_tick:
+            set_at, tempo = at, value
     return max(note_tick + round(second2tick(tail, midi.ticks_per_beat, tempo)), last_tick)
 
 

@@ -18,10 +18,15 @@ from musictx.io.midi_io import Notes, apply_sustain, pedal_changes
 def pedal_steps(pedal: np.ndarray | None, time_step: float) -> tuple[np.ndarray, np.ndarray]:
     """(steps, down) of `Notes.pedal` rows on the grid: of several changes on one step the last holds, and
     only changes of state are kept, from the first press on."""
-    if pedal is None or len(pedal) == 0:
+    pedal = np.zeros((0, 2)) if pedal is None else pedal
+    return grid_changes(np.maximum(np.floor(pedal[:, 0] / time_step + 0.5), 0).astype(np.int64), pedal[:, 1] > 0)
+
+
+def grid_changes(steps: np.ndarray, down: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, down) of pedal events already on the grid (int steps, in the order they came), reduced to
+    `pedal_steps`'s changes of state."""
+    if len(steps) == 0:
         return np.zeros(0, np.int64), np.zeros(0, bool)
-    steps = np.maximum(np.floor(pedal[:, 0] / time_step + 0.5), 0).astype(np.int64)
-    down = pedal[:, 1] > 0
     order = np.argsort(steps, kind="stable")
     steps, down = steps[order], down[order]
     last = np.concatenate([steps[1:] != steps[:-1], [True]])
@@ -32,8 +37,6 @@ def pedal_steps(pedal: np.ndarray | None, time_step: float) -> tuple[np.ndarray,
 def sounding(notes: Notes, steps: np.ndarray, down: np.ndarray, time_step: float) -> Notes:
     """``notes`` (key lengths, seconds) as they sound with the pedal changes ``steps``/``down``: a key released
     while the pedal is down sounds until it comes up (or, never lifted, to the last event)."""
-    if not len(steps):
-        return notes
     return apply_sustain(notes, steps * time_step, np.where(down, 127, 0))
 
 

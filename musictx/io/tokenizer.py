@@ -32,7 +32,7 @@ import numpy as np
 
 from musictx.io.midi_io import PEDAL_EVENTS, MidiReadError, Notes, notes_from_pretty_midi, read_notes
 from musictx.io.midi_write import notes_to_midi
-from musictx.io.pedal_ids import pedal_steps, sounding
+from musictx.io.pedal_ids import grid_changes, pedal_steps, sounding
 
 FORMAT_VERSION = 1
 
@@ -179,8 +179,9 @@ class EventTokenizer:
     def _sounding(self, keys: Notes, steps: np.ndarray, down: np.ndarray) -> Notes:
         """Notes on the grid as they sound with the pedal changes (steps, down): held on, then re-struck
         pitches cut as encoding does."""
-        held = sounding(keys, steps, down, self.config.time_step)
-        return self._notes_from_steps(*self._canonical(held)) if len(steps) else keys
+        if not len(steps):
+            return keys
+        return self._notes_from_steps(*self._canonical(sounding(keys, steps, down, self.config.time_step)))
 
     def _canonical(self, notes: Notes):
         """Quantise and normalise: one note per (pitch, onset), same-pitch notes never overlap."""
@@ -219,7 +220,8 @@ class EventTokenizer:
         if c.pedal_events:
             steps, down = pedal_steps(notes.pedal, c.time_step)
             times, event_ids = np.concatenate([times, steps]), np.concatenate([event_ids, lay.pedal + ~down])
-            rank, bins = np.concatenate([rank, np.ones(len(steps), np.int64)]), np.concatenate([bins, 0 * steps])
+            rank = np.concatenate([rank, np.ones(len(steps), np.int64)])
+            bins = np.concatenate([bins, np.zeros(len(steps), np.int64)])  # the pedal carries no velocity
         # At one instant: offs before ons (so a re-strike reads off-then-on), the pedal between, then by pitch.
         order = np.lexsort((event_ids, rank, times))
         times, event_ids, bins = times[order], event_ids[order], bins[order]
@@ -300,9 +302,8 @@ class EventTokenizer:
         keys = self._notes_from_steps(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
         if not pedal:
             return keys
-        changes = np.array(pedal, dtype=np.int64).reshape(-1, 2)
-        return self._sounding(keys, *pedal_steps(np.stack([changes[:, 0] * c.time_step, changes[:, 1]], 1),
-                                                 c.time_step))
+        changes = np.array(pedal, dtype=np.int64).reshape(-1, 2)  # (step, down) as the ids came
+        return self._sounding(keys, *grid_changes(changes[:, 0], changes[:, 1] > 0))
 
     def _checked_ids(self, ids) -> np.ndarray:
         """The ids up to the first EOS (included), after checking each is in the vocabulary: a negative
