@@ -124,6 +124,10 @@ def test_release_tail_follows_the_last_note(tmp_path):
     bad.write_bytes(b"MThd")
     with pytest.raises(AudioRenderError, match="bad.mid"):
         rendered_seconds(bad)
+    # a type 2 file's tracks are independent sequences, with no one clock to render them on
+    type2 = mf.write_midi(tmp_path / "type2.mid", [[mf.on(0, 60), mf.off(480, 60)]] * 2, midi_type=2)
+    with pytest.raises(AudioRenderError, match=r"type2\.mid: a type 2 MIDI file"):
+        rendered_seconds(type2)
 
 
 @needs_midirenderer
