@@ -88,12 +88,13 @@ def test_start_follows_the_prompt_as_update_does_id_by_id():
         crowded = torch.from_numpy(rng.random((3, T)) < 0.6)  # many ons and offs of a few pitches
         few = torch.from_numpy(rng.integers(60, 64, (3, T)) + LAY.note_off * rng.integers(0, 2, (3, T)))
         prompt = torch.where(crowded, few, prompt)
-        fast, slow = NoteGrammarGuard.of(TOK, 2.0), NoteGrammarGuard.of(TOK, 2.0)
+        fast, slow = NoteGrammarGuard.of(TOK, 2.0, overtaken=3), NoteGrammarGuard.of(TOK, 2.0, overtaken=3)
         fast.start(prompt)
         slow.start(prompt[:, :0])
         for t in range(T):
             slow.update(prompt[:, t])
         assert np.array_equal(fast.onset, slow.onset) and np.array_equal(fast.now, slow.now), f"trial {trial}"
+        assert np.array_equal(fast.overtaken * (fast.onset >= 0), slow.overtaken * (slow.onset >= 0)), f"trial {trial}"
         logits = torch.zeros(3, TOK.vocab_size)
         assert torch.equal(fast(logits), slow(logits))
 
@@ -212,3 +213,42 @@ def test_pedalled_generation_leaves_no_older_note_behind_and_both_paths_agree():
                 releases += 1
             check.update(torch.tensor([i]))
     assert releases >= 3  # the rule was reached, not vacuous
+
+
+def test_a_note_outlasted_by_many_later_notes_must_end():
+    """A note that ``overtaken`` notes struck after it have outlasted (the model forgot it in a run) may only
+    end, before anything else; notes struck at its step or later are not held to it, and a re-strike starts
+    its count again."""
+    guard = NoteGrammarGuard.of(TOK, None, overtaken=3)
+    guard.start(torch.tensor([[on(40), on(52), shift(10), on(60), shift(5), off(60)]]))  # 60 outlasted by 40, 52
+    assert guard.overtaken[0, 40] == 1 and guard.overtaken[0, 52] == 1 and guard.overtaken[0, 60] == 0
+    for pitch in (62, 64):
+        guard.update(torch.tensor([on(pitch)]))
+        guard.update(torch.tensor([shift(5)]))
+        guard.update(torch.tensor([off(pitch)]))
+    assert sorted(allowed(guard)) == [off(40), off(52)]  # both struck before 60, 62 and 64, all ended
+    guard.update(torch.tensor([off(52)]))
+    assert allowed(guard) == [off(40)]
+    guard.update(torch.tensor([on(40)]))  # a re-strike is a new note (the guard allows only its end; a test)
+    assert shift(1) in allowed(guard) and guard.overtaken[0, 40] == 0
+    never = NoteGrammarGuard.of(TOK, None, overtaken=None)
+    never.start(torch.tensor([[on(40), shift(10)] + [on(60), shift(5), off(60)] * 5]))
+    assert shift(1) in allowed(never)  # off: the old note may hang on
+
+
+def test_generation_under_the_overtaken_rule_leaves_no_forgotten_note_and_both_paths_agree():
+    net = tiny_net("music_transformer")
+    prompt = torch.tensor([[on(48), shift(20), on(60), shift(5), off(60), on(64), shift(5), off(64)]] * 2)
+    runs = [guarded(net, prompt, 400, NoteGrammarGuard.of(TOK, None, overtaken=4), use_cache=c) for c in (True, False)]
+    assert torch.equal(runs[0], runs[1])
+    forced = 0
+    for row in runs[0][:, prompt.shape[1]:].tolist():  # replay: a note outlasted by 4 ends next, nothing between
+        check = NoteGrammarGuard.of(TOK, None, overtaken=4)
+        check.start(prompt[:1])
+        for i in row:
+            forgotten = np.flatnonzero((check.onset[0] >= 0) & (check.overtaken[0] >= 4))
+            if len(forgotten):
+                assert i - LAY.note_off in forgotten
+                forced += 1
+            check.update(torch.tensor([i]))
+    assert forced >= 2  # the rule was reached, not vacuous

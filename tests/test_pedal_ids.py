@@ -84,8 +84,9 @@ def test_real_performances_sound_the_same_with_the_pedal_as_ids():
 
 
 def test_the_sampler_continues_a_pedalled_seed_with_the_grown_piano(tmp_path):
-    """The run's hooks on pedal ids: the guard without its pedal-release rule (a chord's keys let go together
-    there), and a real continuation of the grown shipped net that decodes to sounding notes."""
+    """The run's hooks on pedal ids: the guard without its pedal-release and overtaken rules (a chord's keys
+    let go together there, and the overtaken limit was measured with the pedal folded in), and a real
+    continuation of the grown shipped net that decodes to sounding notes."""
     from musictx.generation.guard import NoteGrammarGuard
     from musictx.generation.hook_registry import build_hooks
     from musictx.generation.hooks import HookInputs
@@ -101,8 +102,10 @@ def test_the_sampler_continues_a_pedalled_seed_with_the_grown_piano(tmp_path):
     piece = pedalled_piece(tmp_path / "p.mid")
     tok, folded = EventTokenizer(PEDAL), EventTokenizer()
     seed = seed_from_midi(tok, piece)
-    assert guard_of(tok, seed).pedal_release is None
-    assert guard_of(folded, seed_from_midi(folded, piece)).pedal_release == SamplingOptions().hooks.guard.pedal_release
+    shipped = SamplingOptions().hooks.guard
+    assert guard_of(tok, seed).pedal_release is None and guard_of(tok, seed).overtaken_limit is None
+    on_folded = guard_of(folded, seed_from_midi(folded, piece))
+    assert on_folded.pedal_release == shipped.pedal_release and on_folded.overtaken_limit == shipped.overtaken
     net, _ = init_net_from("piano", {"name": "music_transformer"}, tok, {})
     prompt = torch.as_tensor(seed.ids)[None]
     hooks = build_hooks(HookInputs("continue", tok, SamplingOptions(), seed=seed, length_seconds=2.0))

@@ -167,10 +167,19 @@ def _ratio(a: float, b: float) -> float:
     return float(a / b) if b and np.isfinite(a) and np.isfinite(b) else float("nan")
 
 
+def sounds_with_pedal(tok) -> bool:
+    """Whether the notes a model of ``tok`` writes sound with the pedal: a Performance tokenizer folds it into
+    the notes' lengths (``sustain``) or plays it from its own ids (``pedal_events``), so the real music is
+    measured as it sounds too, not by its keys' lengths (those made the piano's notes look 2.6x too long)."""
+    config = tok.config
+    folds = getattr(config, "sustain", False) or getattr(config, "pedal_events", False)
+    return tok.kind == "performance" and bool(folds)
+
+
 def score_song(path: Path, cont: Continued, seconds: float, index: np.ndarray | None, tok) -> dict:
     """{"model": mean figures over the samples, "real": the real continuation's, "chance": the grid's}."""
     pm = pretty_midi.PrettyMIDI(str(path))
-    real_all = Span.from_pretty_midi(pm)
+    real_all = Span.from_pretty_midi(pm, sustain=sounds_with_pedal(tok))
     grid, downbeats = song_grid(path, pm), song_downbeats(path, pm)
     t0, t1 = cont.seed_end, cont.seed_end + seconds
     seed, real = real_all.window(cont.seed_start, t0), real_all.window(t0, t1)

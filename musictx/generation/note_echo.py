@@ -98,7 +98,7 @@ class NoteEcho(LogitsHook):
 
 @dataclass
 class NoteEchoOptions:
-    strength: float = strength_option(1.5, (
+    strength: float = strength_option(2.5, (
         "the logit bonus of a next note that goes on as the seed went on from the same last intervals; 0: off"))
 
 
