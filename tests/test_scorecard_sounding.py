@@ -9,6 +9,7 @@ import pytest
 
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import sounds_with_pedal
+from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.tokenizer import EventTokenizer, TokenizerConfig
 
 from .helpers import needs_shared, piano_files
@@ -36,6 +37,7 @@ def test_the_pedal_is_folded_for_performance_tokenizers_only():
     assert sounds_with_pedal(EventTokenizer())
     assert sounds_with_pedal(EventTokenizer(TokenizerConfig(sustain=False, pedal_events=True)))
     assert not sounds_with_pedal(EventTokenizer(TokenizerConfig(sustain=False)))
+    assert not sounds_with_pedal(MetricalTokenizer())  # a metrical tokenizer has no pedal rule
 
 
 def pedal_presses(pm: pretty_midi.PrettyMIDI) -> int:

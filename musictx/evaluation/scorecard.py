@@ -171,9 +171,7 @@ def sounds_with_pedal(tok) -> bool:
     """Whether the notes a model of ``tok`` writes sound with the pedal: a Performance tokenizer folds it into
     the notes' lengths (``sustain``) or plays it from its own ids (``pedal_events``), so the real music is
     measured as it sounds too, not by its keys' lengths (those made the piano's notes look 2.6x too long)."""
-    config = tok.config
-    folds = getattr(config, "sustain", False) or getattr(config, "pedal_events", False)
-    return tok.kind == "performance" and bool(folds)
+    return tok.kind == "performance" and bool(tok.config.sustain or tok.config.pedal_events)
 
 
 def score_song(path: Path, cont: Continued, seconds: float, index: np.ndarray | None, tok) -> dict:
