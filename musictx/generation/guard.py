@@ -121,11 +121,8 @@ class NoteGrammarGuard(LogitsHook):
         """`overtaken` at the prompt's end: per sounding note, the prompt's notes struck at a later step that
         have ended. Notes are paired per voice as in `_most_at_once` (a NOTE_OFF whose voice's previous event
         is a NOTE_ON ends the note struck there)."""
-        B, T = on.shape
-        row, t = (on | off).nonzero(as_tuple=True)  # (E,)
-        voice = row * self.n_pitches + pitch[row, t]
-        order = torch.argsort(voice * T + t)
-        row, t, voice, is_on = row[order], t[order], voice[order], on[row, t][order]
+        B = on.shape[0]
+        row, t, voice, is_on = self._voice_events(on, off, pitch)
         closes = torch.zeros_like(is_on)
         closes[1:] = ~is_on[1:] & is_on[:-1] & (voice[1:] == voice[:-1])  # (E,) an OFF ending a note
         at_close = closes.nonzero(as_tuple=True)[0]
@@ -149,6 +146,15 @@ class NoteGrammarGuard(LogitsHook):
         on, off, shift, pitch = self._classify(ids[None])
         return int(self._most_at_once(on, off, pitch, shift)[0])
 
+    def _voice_events(self, on: Tensor, off: Tensor, pitch: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The note events of ids (B, T) given by their masks and pitches, grouped by voice (one (sample,
+        pitch)) and in time order within a voice: each event's row, position, voice and whether it is a
+        NOTE_ON, (E,) each."""
+        row, t = (on | off).nonzero(as_tuple=True)  # (E,)
+        voice = row * self.n_pitches + pitch[row, t]
+        order = torch.argsort(voice * on.shape[1] + t)
+        return row[order], t[order], voice[order], on[row, t][order]
+
     def _most_at_once(self, on: Tensor, off: Tensor, pitch: Tensor, shift: Tensor) -> Tensor:
         """(B,) the most notes sounding together in each row of ids (B, T) given by their masks and pitches,
         counted during each TIME_SHIFT and at the end. A NOTE_ON of a sounding pitch or a NOTE_OFF of a
@@ -156,14 +162,11 @@ class NoteGrammarGuard(LogitsHook):
         B, T = on.shape
         if T == 0:
             return torch.zeros(B, dtype=torch.long, device=on.device)
-        row, t = (on | off).nonzero(as_tuple=True)  # (E,) the note events
-        voice = row * self.n_pitches + pitch[row, t]  # one (sample, pitch) per voice
-        order = torch.argsort(voice * T + t)  # grouped by voice, in time order within a voice
-        is_on, voice = on[row, t][order], voice[order]
+        row, t, voice, is_on = self._voice_events(on, off, pitch)
         was_on = torch.zeros_like(is_on)  # the voice's previous event, if any, was a NOTE_ON
         was_on[1:] = is_on[:-1] & (voice[1:] == voice[:-1])
         delta = torch.zeros(B, T, dtype=torch.long, device=on.device)
-        delta[row[order], t[order]] = (is_on & ~was_on).long() - (~is_on & was_on).long()
+        delta[row, t] = (is_on & ~was_on).long() - (~is_on & was_on).long()
         count = delta.cumsum(dim=1)  # (B, T) notes sounding after each id; never negative
         return torch.maximum(torch.where(shift, count, 0).amax(dim=1), count[:, -1])
 
