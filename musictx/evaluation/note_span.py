@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pretty_midi
 
-from musictx.io.midi_io import SUSTAIN_CC, Notes, apply_sustain
+from musictx.io.midi_io import Notes, apply_sustain, sustain_events
 
 
 @dataclass
@@ -58,10 +58,8 @@ class Span:
 def sounding_ends(inst: pretty_midi.Instrument, start: np.ndarray, end: np.ndarray, pitch: np.ndarray) -> np.ndarray:
     """(N,) the ends of one instrument's notes as they sound: the tokenizer's sustain rule
     (`musictx.io.midi_io.apply_sustain`), then a pitch struck again ends the note still sounding on it."""
-    cc = np.array([(c.time, c.value) for c in inst.control_changes if c.number == SUSTAIN_CC],
-                  dtype=np.float64).reshape(-1, 2)
     held = apply_sustain(Notes(start, end, pitch.astype(np.int64), np.ones(len(start), dtype=np.int64)),
-                         cc[:, 0], cc[:, 1].astype(np.int64)).end
+                         *sustain_events(inst)).end
     order = np.lexsort((start, pitch))  # by pitch, then onset
     p, s, e = pitch[order], start[order], held[order]
     restruck = np.zeros(len(p), dtype=bool)

@@ -308,6 +308,13 @@ def read_notes_mido(path: str | os.PathLike, drop_drums: bool = True, sustain: b
     return _notes_from_parts(path, parts, _tempo_map(tempos[:, 0], tempos[:, 1], tpq), drop_drums, sustain)
 
 
+def sustain_events(inst) -> tuple[np.ndarray, np.ndarray]:
+    """((K,) times in seconds, (K,) values) of one ``pretty_midi.Instrument``'s sustain pedal (CC64) events."""
+    cc = np.array([(c.time, c.value) for c in inst.control_changes if c.number == SUSTAIN_CC],
+                  dtype=np.float64).reshape(-1, 2)
+    return cc[:, 0], cc[:, 1].astype(np.int64)
+
+
 def notes_from_pretty_midi(pm, drop_drums: bool = True, sustain: bool | str = True, path=None) -> Notes:
     """Extract the notes of a ``pretty_midi.PrettyMIDI`` object (already paired, in seconds), with the
     file readers' sustain and drum rules."""
@@ -320,13 +327,12 @@ def notes_from_pretty_midi(pm, drop_drums: bool = True, sustain: bool | str = Tr
             continue
         raw = np.array([(n.start, n.end, n.pitch, n.velocity) for n in inst.notes], dtype=np.float64)
         notes = Notes(raw[:, 0], raw[:, 1], raw[:, 2].astype(np.int64), raw[:, 3].astype(np.int64))
-        cc = np.array([(c.time, c.value) for c in inst.control_changes if c.number == SUSTAIN_CC],
-                      dtype=np.float64).reshape(-1, 2)
+        times, values = sustain_events(inst)
         if sustain == PEDAL_EVENTS:
-            pedal_times.append(cc[:, 0])
-            pedal_values.append(cc[:, 1].astype(np.int64))
-        elif sustain and len(cc):
-            notes = apply_sustain(notes, cc[:, 0], cc[:, 1].astype(np.int64))
+            pedal_times.append(times)
+            pedal_values.append(values)
+        elif sustain and len(times):
+            notes = apply_sustain(notes, times, values)
         parts.append(notes)
     notes = _check_notes(path, Notes.concat(parts), n_drum_notes)
     if sustain == PEDAL_EVENTS:
