@@ -8,6 +8,11 @@ makes the pooled ids most likely; the NLLs with the fitted weights are printed b
     python -m musictx.commands.copy_fit --checkpoint pop_infill --data data/pop --split validation --songs 30
 
 Fit on validation songs only: the test split is for the scorecard.
+
+``--task continue`` fits the continuation's weights (`musictx.generation.copy_cache.CONTINUE_WEIGHTS`) the same
+way: each song's real next ``length_seconds`` after a ``seed_seconds`` seed from ``seed_from`` (the scorecard's
+seed), every id scored by the net after the seed and the real ids before it, and looked up in the cache over
+the seed (the prompt, ending with the first new Bar id) and the real ids before it.
 """
 
 from __future__ import annotations
@@ -15,14 +20,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from musictx.checkpoints.model_store import load_model
 from musictx.evaluation.infill_scorecard import middle_log_probs
 from musictx.evaluation.run import split_songs
-from musictx.generation.copy_cache import COPY_WEIGHTS, cache_lookups, loose_ids, weight_of
+from musictx.generation.copy_cache import (
+    CONTINUE_FITTED,
+    CONTINUE_WEIGHTS,
+    COPY_WEIGHTS,
+    cache_lookups,
+    loose_ids,
+    weight_of,
+)
 from musictx.generation.infill import copy_history
+from musictx.generation.metrical_seed import bars_for, metrical_seed
 from musictx.generation.song_bars import read_song
+from musictx.generation.window import context_length
 
 GRID = np.linspace(0.0, 0.99, 100)
 
@@ -41,6 +56,40 @@ def song_rows(net, tok, path: Path, first_bar: int, bars: int) -> list[tuple[boo
     return rows
 
 
+def log_probs_of(net, ids: np.ndarray) -> np.ndarray:
+    """(T - 1, V) the net's log-probabilities of ids[1:], each after the ids before it; past the net's context
+    in windows that overlap by half (every id keeps at least half a window before it)."""
+    size = context_length(net) or len(ids)
+    out, done = [], 1  # ids[:done] are scored (the first has nothing before it)
+    start = 0
+    with torch.no_grad():
+        while done < len(ids):
+            x = torch.as_tensor(ids[start:start + size], dtype=torch.long)[None]  # (1, W)
+            logp = torch.log_softmax(net.eval()(x)[0].float(), dim=-1)  # (W, V): row i predicts ids[start + i + 1]
+            out.append(logp[done - start - 1: len(x[0]) - 1].numpy())
+            done, start = start + len(x[0]), start + size // 2
+    return np.concatenate(out)
+
+
+def continuation_rows(net, tok, path: Path, seed_seconds: float, seed_from: float, length_seconds: float
+                      ) -> list[tuple[bool, float, int, float]]:
+    """(True, the net's probability of the real id, longest match, the cache's probability) for every id of
+    the song's real continuation after the scorecard's seed."""
+    seed = metrical_seed(tok, path, seed_seconds, seed_from)
+    bars = bars_for(seed, length_seconds, None)
+    bar_at = np.flatnonzero(seed.song_ids == tok.bar_id)
+    k0 = seed.first_bar + seed.bars
+    if k0 + bars >= len(bar_at):
+        return []
+    real = seed.song_ids[bar_at[k0] + 1: bar_at[k0 + bars]].astype(np.int64)  # after the first new Bar id
+    prompt = np.concatenate([seed.ids, [tok.bar_id]]).astype(np.int64)
+    ids = np.concatenate([prompt, real])
+    logp = log_probs_of(net, ids)[len(prompt) - 1:]  # (M, V)
+    lengths, shares = cache_lookups(prompt, real, loose_ids(tok))
+    p = np.exp(logp[np.arange(len(real)), real])
+    return [(True, float(p[t]), int(lengths[t]), float(shares[t])) for t in range(len(real))]
+
+
 def fit(rows: np.ndarray, shortest: list[int]) -> list[tuple[int, float]]:
     """The likeliest weight for each bucket [shortest[i], shortest[i + 1]) of match lengths."""
     p, k, q = rows[:, 1], rows[:, 2], rows[:, 3]
@@ -55,6 +104,23 @@ def fit(rows: np.ndarray, shortest: list[int]) -> list[tuple[int, float]]:
 def nll(rows: np.ndarray, weights: list[tuple[int, float]]) -> float:
     w = np.array([weight_of(int(k), weights) for k in rows[:, 2]])
     return float(-np.log((1 - w) * rows[:, 1] + w * rows[:, 3] + 1e-30).mean())
+
+
+def run_continue(checkpoint: str, data: Path, split: str, songs: slice) -> list[tuple[int, float]]:
+    """The continuation's weights on the songs ``songs`` of the split (the scorecard's seed: 10 s from 25 s,
+    30 s after it)."""
+    net, tok, _ = load_model(checkpoint)
+    paths = split_songs(data, split)[songs]
+    rows = np.array([r for path in tqdm(paths, desc="songs") for r in continuation_rows(net, tok, path, 10, 25, 30)])
+    weights = fit(rows, [lo for lo, _ in CONTINUE_FITTED])
+    print(f"{len(paths)} songs, {len(rows)} ids; fitted (shortest match, weight):",
+          ", ".join(f"({lo}, {w:.2f})" for lo, w in weights))
+    counts = np.bincount(np.searchsorted([lo for lo, _ in weights], rows[:, 2], side="right") - 1)
+    print("ids per bucket:", dict(zip([lo for lo, _ in weights], counts.tolist(), strict=False)))
+    for name, table in (("the net alone", [(0, 0.0)]), ("the shipped fit", CONTINUE_FITTED),
+                        ("the sampler's (matches >= 8 ids)", CONTINUE_WEIGHTS), ("fitted now", weights)):
+        print(f"{name}: NLL {nll(rows, table):.4f} nats/token")
+    return weights
 
 
 def run(checkpoint: str, data: Path, split: str, songs: int, first_bar: int, bars: int) -> list[tuple[int, float]]:
