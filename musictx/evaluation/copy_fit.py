@@ -26,6 +26,7 @@ from tqdm import tqdm
 from musictx.checkpoints.model_store import load_model
 from musictx.evaluation.infill_scorecard import middle_log_probs
 from musictx.evaluation.run import split_songs
+from musictx.evaluation.scoring import plan_windows
 from musictx.generation.copy_cache import (
     CONTINUE_FITTED,
     CONTINUE_WEIGHTS,
@@ -56,37 +57,33 @@ def song_rows(net, tok, path: Path, first_bar: int, bars: int) -> list[tuple[boo
     return rows
 
 
-def log_probs_of(net, ids: np.ndarray) -> np.ndarray:
-    """(T - 1, V) the net's log-probabilities of ids[1:], each after the ids before it; past the net's context
-    in windows that overlap by half (every id keeps at least half a window before it)."""
+def target_log_probs(net, ids: np.ndarray) -> np.ndarray:
+    """(T - 1,) the net's log-probability of each of ids[1:] after the ids before it; past the net's context in
+    the windows the split's NLL uses (`musictx.evaluation.scoring.plan_windows`, stride half the context)."""
     size = context_length(net) or len(ids)
-    out, done = [], 1  # ids[:done] are scored (the first has nothing before it)
-    start = 0
+    out = []
     with torch.no_grad():
-        while done < len(ids):
-            x = torch.as_tensor(ids[start:start + size], dtype=torch.long)[None]  # (1, W)
-            logp = torch.log_softmax(net.eval()(x)[0].float(), dim=-1)  # (W, V): row i predicts ids[start + i + 1]
-            out.append(logp[done - start - 1: len(x[0]) - 1].numpy())
-            done, start = start + len(x[0]), start + size // 2
+        for w in plan_windows(len(ids), size, max(size // 2, 1)):
+            x = torch.as_tensor(ids[w.start:w.start + w.length], dtype=torch.long)[None]  # (1, W)
+            y = torch.as_tensor(ids[w.start + 1 + w.score_from:w.start + w.length + 1], dtype=torch.long)  # (S,)
+            logp = torch.log_softmax(net.eval()(x)[0, w.score_from:].float(), dim=-1)  # (S, V)
+            out.append(logp.gather(1, y[:, None])[:, 0].numpy())
     return np.concatenate(out)
 
 
 def continuation_rows(net, tok, path: Path, seed_seconds: float, seed_from: float, length_seconds: float
                       ) -> list[tuple[bool, float, int, float]]:
     """(True, the net's probability of the real id, longest match, the cache's probability) for every id of
-    the song's real continuation after the scorecard's seed."""
+    the song's real continuation after the scorecard's seed (none where the song ends within it)."""
     seed = metrical_seed(tok, path, seed_seconds, seed_from)
     bars = bars_for(seed, length_seconds, None)
-    bar_at = np.flatnonzero(seed.song_ids == tok.bar_id)
-    k0 = seed.first_bar + seed.bars
-    if k0 + bars >= len(bar_at):
+    real = seed.bars_after(tok.bar_id, bars + 1)  # one bar more: the song goes on past the continuation
+    if np.count_nonzero(real == tok.bar_id) <= bars:
         return []
-    real = seed.song_ids[bar_at[k0] + 1: bar_at[k0 + bars]].astype(np.int64)  # after the first new Bar id
+    real = real[1:np.flatnonzero(real == tok.bar_id)[bars]].astype(np.int64)  # after the first new Bar id
     prompt = np.concatenate([seed.ids, [tok.bar_id]]).astype(np.int64)
-    ids = np.concatenate([prompt, real])
-    logp = log_probs_of(net, ids)[len(prompt) - 1:]  # (M, V)
+    p = np.exp(target_log_probs(net, np.concatenate([prompt, real]))[len(prompt) - 1:])  # (M,)
     lengths, shares = cache_lookups(prompt, real, loose_ids(tok))
-    p = np.exp(logp[np.arange(len(real)), real])
     return [(True, float(p[t]), int(lengths[t]), float(shares[t])) for t in range(len(real))]
 
 

@@ -79,11 +79,7 @@ def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOption
     chords = lead_sheet_of(path) if opts.get("lead_sheet") else None
     pieces = sample_bars(net, tok, seed, sampling, num_samples=opts["num_samples"], bars=bars, chords=chords)
     spans = [span_of_score(continuation_score(tok, seed, ids), seed.origin_seconds) for ids in pieces]
-    whole = seed.song_ids  # the song's ids as the seed's were made (with a chord model, its chords)
-    bar_at = np.flatnonzero(whole == tok.bar_id)
-    k0 = seed.first_bar + seed.bars
-    real = whole[bar_at[k0]: bar_at[k0 + bars] if k0 + bars < len(bar_at) else len(whole)] if k0 < len(bar_at) \
-        else whole[:0]
+    real = seed.bars_after(tok.bar_id, bars)  # the song's ids as the seed's were made (a chord model: its chords)
     return Continued(seed.origin_seconds, seed.origin_seconds + seed.seconds, spans, pieces, real)
 
 

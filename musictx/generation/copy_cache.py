@@ -20,7 +20,7 @@ A continuation (task=continue, ``hooks.copy_cache.continuation``, off by default
 (`CONTINUE_WEIGHTS`): its cache is the seed and what it has written since. A pop song's next 30 s play much of
 its last 10 s again (the real continuation's top line restates the seed's 4-grams five times as often as the
 shipped sampler does); with the continuation's weights the real next 30 s of 30 validation songs the fit never
-saw are likelier, 1.018 -> 0.969 nats a token. Sampled, it restates the seed at about the song's rate, but it
+saw are likelier, 1.017 -> 0.969 nats a token. Sampled, it restates the seed at about the song's rate, but it
 also restates the seed's melody rests, where a song's melody comes in after the seed: docs/two-sample-2026-11.md,
 "A copy cache for the continuation", says why it is not on by default.
 """

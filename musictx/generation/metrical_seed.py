@@ -79,6 +79,15 @@ class MetricalSeed:
         t = ticks_to_seconds(self.score, self.lines[[self.first_bar, self.first_bar + self.bars]])
         return float(t[1] - t[0])
 
+    def bars_after(self, bar_id: int, bars: int) -> np.ndarray:
+        """The song's own ids of the ``bars`` bars after the seed, from the Bar id that opens the first (fewer
+        where the song ends sooner; none past its end): the real continuation, made as the seed's ids were."""
+        bar_at = np.flatnonzero(self.song_ids == bar_id)  # (n_bars,) index of each Bar id
+        k0 = self.first_bar + self.bars
+        if k0 >= len(bar_at):
+            return self.song_ids[:0]
+        return self.song_ids[bar_at[k0]: bar_at[k0 + bars] if k0 + bars < len(bar_at) else len(self.song_ids)]
+
     def bar_seconds(self) -> float:
         """Seconds of the seed's last bar: how long one more bar of the continuation lasts."""
         k = self.first_bar + self.bars
