@@ -1,7 +1,7 @@
 """Fit the copy cache's mixture weights on validation songs (`musictx.evaluation.copy_fit`):
 
     python -m musictx.commands.copy_fit --checkpoint pop_infill --data data/pop --split validation --songs 30
-    python -m musictx.commands.copy_fit --task continue --checkpoint pop --skip 30   # the continuation's weights
+    python -m musictx.commands.copy_fit --task continue --checkpoint pop --skip 30 --songs 0   # continuation weights
 
 Every error, and Ctrl-C, ends in one line (`musictx.console.guard`).
 """

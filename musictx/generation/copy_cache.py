@@ -43,7 +43,8 @@ MAX_MATCH = 24  # ids; longer matches say nothing more (their weight is already 
 COPY_WEIGHTS = ((0, 0.0), (2, 0.04), (3, 0.03), (4, 0.06), (6, 0.21), (8, 0.31), (12, 0.41), (16, 0.59),
                 (24, 0.95))
 # the same for a continuation copying its seed (and itself), fitted on validation songs 31-94 (the scorecard's
-# seed, 10 s from 25 s, and the real next 30 s): `python -m musictx.commands.copy_fit --task continue`
+# seed, 10 s from 25 s, and the real next 30 s):
+# `python -m musictx.commands.copy_fit --task continue --checkpoint pop --skip 30 --songs 0`
 CONTINUE_FITTED = ((0, 0.01), (2, 0.02), (3, 0.01), (4, 0.02), (6, 0.11), (8, 0.22), (12, 0.42), (16, 0.62),
                    (24, 0.86))
 # what the sampler mixes: only passages, matches of 8 ids and more; a shorter match carries the seed's habits
