@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from data_prep.options import prep_options
 from data_prep.prepare import write_dataset
@@ -188,7 +189,7 @@ print("ok")
 
 
 def test_a_bundle_comes_back_whole_or_says_what_is_wrong(tmp_path):
-    from musictx.checkpoints.bundle import bundle_names, read_bundle, write_bundle
+    from musictx.checkpoints.bundle import BundleError, bundle_names, read_bundle, write_bundle
 
     src = tmp_path / "run"
     (src / "model").mkdir(parents=True)
@@ -206,17 +207,18 @@ def test_a_bundle_comes_back_whole_or_says_what_is_wrong(tmp_path):
     assert [p.name for p in write_bundle(src, out / "mid", 64 / 1024)] == ["mid.tar.1-of-1"]
     assert sorted(p.name for p in out.iterdir()) == ["mid.tar.1-of-1"]
     (out / "mid.tar.1-of-1").rename(out / "mid.tar.1-of-2")
-    with pytest.raises(ValueError, match=r"misses part\(s\) \[2\] of 2"):
+    with pytest.raises(BundleError, match="its header says part 1 of 1"):
         read_bundle(out, "mid", tmp_path / "again")
     (out / "mid.tar.1-of-2").write_bytes(b"not a tar" * 100)
     (out / "mid.tar.2-of-2").write_bytes(b"x")
-    with pytest.raises(ValueError, match="not a whole tar"):
+    with pytest.raises(BundleError, match="not a part of a musictx bundle"):
         read_bundle(out, "mid", tmp_path / "again")
-    with pytest.raises(FileNotFoundError, match="no parts of bundle 'large'"):
+    with pytest.raises(BundleError, match="no parts of bundle 'large'"):
         read_bundle(out, "large", tmp_path / "again")
+    # more: tests/test_bundle_safety.py (hostile members, mixed and cut sets, the import's output policy)
 
 
-def test_keep_best_exports_only_an_improvement(pop_arrays, tmp_path):
+def test_keep_best_exports_only_an_improvement(pop_arrays, tmp_path, capsys):
     out = tmp_path / "out"
     opts = plain.parse(["--data", str(pop_arrays), "--out", str(out), *gpu_pop.TINY_TRAIN, "--budget-s", "4",
                         "--every-s", "0.5", "--run-dir", str(tmp_path / "run"), "--keep-best", "true",
@@ -231,10 +233,21 @@ def test_keep_best_exports_only_an_improvement(pop_arrays, tmp_path):
     config = json.loads((back / "model" / "config.json").read_text())
     assert config["info"]["global_step"] == saved[-1]["step"]
     assert config["info"]["val_nll"] == min(r["val_nll"] for r in history)
+    # the import script reads the trainer's bundle; a second import into the same place replaces nothing
+    # without --overwrite, and with it writes the same weights again
+    args = [str(tmp_path / "OUT"), "--run", "tiny", "--to", str(tmp_path / "imp" / "model")]
+    assert import_pop_large.main(args) == 0
+    weights = load_file(tmp_path / "imp" / "model" / "model.safetensors")
+    with pytest.raises(SystemExit):
+        import_pop_large.main(args)
+    assert "pass --overwrite to replace it" in capsys.readouterr().err
+    assert import_pop_large.main([*args, "--overwrite"]) == 0
+    again = load_file(tmp_path / "imp" / "model" / "model.safetensors")  # (its header's key order may differ)
+    assert again.keys() == weights.keys() and all(torch.equal(again[k], weights[k]) for k in weights)
 
 
 @pytest.mark.slow
-def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arrays, tmp_path):
+def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arrays, tmp_path, capsys):
     out = tmp_path / "OUT"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", str(pop_arrays), "--budget-s", "45",
@@ -250,8 +263,10 @@ def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arra
         assert import_pop_large.main([str(out), "--run", name, "--to", str(tmp_path / name / "model"),
                                       "--data", str(pop_arrays)]) == 0
         assert (tmp_path / name / "report.json").exists()
-    with pytest.raises(SystemExit, match="no bundle 'large'; found: mid, small"):
+    with pytest.raises(SystemExit):
         import_pop_large.main([str(out), "--run", "large", "--to", str(tmp_path / "large" / "model")])
+    assert "import_pop_large.py: error: " in (err := capsys.readouterr().err)
+    assert "no bundle 'large'; found: mid, small" in err
     bad = subprocess.run([sys.executable, "scripts/gpu_pop.py", "--out", str(tmp_path / "x"), "--runs", "huge"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown run(s) huge; known: large, mid, small" in bad.stderr
