@@ -3,8 +3,9 @@
 Hydra composes the config; `musictx.commands.train_objects` builds the DataModule, the LightningModule and
 the Trainer it names, and `musictx.training.run.train` runs them. Errors a user can fix are one line
 (`musictx.console.guard`). Before Hydra makes or writes into the run folder, `check_run_folder` refuses one
-inside the package, ``/`` or the home folder, and a new run in a folder that already holds a run: it would
-replace that run's checkpoints and metrics. ``ckpt_path`` resumes it; ``overwrite=true`` replaces it.
+inside the package, ``/`` or the home folder, one that cannot be written, and a new run in a folder that already
+holds a run (a checkpoint): it would replace that run's checkpoints and metrics. ``ckpt_path`` resumes it;
+``overwrite=true`` replaces it. A run stopped before its first checkpoint starts again (`check_run_folder`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from omegaconf import DictConfig
 from musictx.commands.train_objects import train_config
 from musictx.console.config_help import with_key_help
 from musictx.console.guard import before_hydra, command_guard, fail, one_line
+from musictx.generation.option_fields import check_seed
 from musictx.io.token_store import DatasetFormatError
 from musictx.paths import CONF_DIR
-from musictx.training.run import RUN_LOG, log_to_run_file
+from musictx.training.run import RUN_LOG, log_to_run_file, report
 from musictx.training.run_folder import check_run_folder
 
 PROG = "musictx-train"
@@ -28,8 +30,14 @@ PROG = "musictx-train"
 @with_key_help("train", PROG)
 def main() -> None:
     """Console script: the config and the run folder are checked before Hydra starts, then Hydra runs."""
-    before_hydra("train", PROG, check_run_folder)
+    before_hydra("train", PROG, check_before_run)
     train_main()
+
+
+def check_before_run(cfg: DictConfig) -> None:
+    """The seed's range (Lightning refused a seed past 32 bits only after the data loaded), then the run folder."""
+    check_seed("seed", cfg.get("seed"))
+    check_run_folder(cfg)
 
 
 # An absolute config path: a relative one is read as a module path when run as a console script.
@@ -41,7 +49,7 @@ def train_main(cfg: DictConfig) -> float | None:
     resumes = bool(cfg.get("overwrite") or cfg.get("ckpt_path"))
     with command_guard(PROG, overwrite=resumes, config_name="train"):
         try:
-            check_run_folder(cfg)  # again: a sweep (-m) is not checked before Hydra
+            check_run_folder(cfg, say=report)  # again: a sweep (-m) is not checked before Hydra
             return train_config(cfg, list(HydraConfig.get().overrides.task)).get("val/loss")
         except InstantiationException as err:  # a config value refused by the class it builds (data.seq_len=0)
             if not isinstance(err.__cause__, (ValueError, DatasetFormatError)):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import socket
 from pathlib import Path
 
@@ -12,16 +11,19 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from musictx.evaluation.recall import context_ceiling, copy_gain, draw_probes
 from musictx.io.token_store import TokenArrays
+from musictx.training.checkpoint_io import AtomicCheckpointIO
+from musictx.training.orphans import sweep_orphans
 
 
 class LastCheckpoint(L.Callback):
     """Keep ``<dirpath>/last.ckpt`` current: written after every validation and when training ends.
 
     Lightning's ``save_last`` follows the top-k save (``last.ckpt`` is refreshed only when val/loss
-    improves), so a resume could silently rewind. The file is written beside the target under a
-    temporary name and then renamed over it, so a run killed mid-save keeps the previous good file; the
-    temporary files such kills leave are removed when a run starts in the folder (`remove_dead_temporaries`).
-    On SIGTERM the current step is saved too.
+    improves), so a resume could silently rewind. The file is written whole or not at all: by
+    `musictx.training.checkpoint_io.AtomicCheckpointIO` (a temporary beside it, renamed over it) when the trainer
+    saves through it, else under a temporary name of its own renamed here. A run killed mid-save keeps the
+    previous good file; the temporaries such kills leave are removed when a run starts in the folder
+    (`musictx.training.orphans.sweep_orphans`, one line). On SIGTERM the current step is saved too.
     """
 
     def __init__(self, dirpath: str | os.PathLike, filename: str = "last.ckpt"):
@@ -29,9 +31,8 @@ class LastCheckpoint(L.Callback):
         self.saved_step: int | None = None
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.is_global_zero:
-            for path in remove_dead_temporaries(self.path):
-                print(f"removed {path}: left by a run killed while saving")
+        if trainer.is_global_zero:  # musictx-train swept already (`musictx.training.run.train`): then none is left
+            sweep_orphans([self.path.parent])
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:
@@ -51,10 +52,13 @@ class LastCheckpoint(L.Callback):
 
     def save(self, trainer: L.Trainer) -> None:
         """Every rank calls this (the strategy gathers state); rank zero writes and renames."""
-        tmp = self.path.with_name(f".{self.path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
-        trainer.save_checkpoint(tmp)
-        if trainer.is_global_zero:
-            os.replace(tmp, self.path)
+        if isinstance(getattr(trainer.strategy, "checkpoint_io", None), AtomicCheckpointIO):
+            trainer.save_checkpoint(self.path)  # staged beside it and renamed: a second temporary would only cost
+        else:
+            tmp = self.path.with_name(f".{self.path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
+            trainer.save_checkpoint(tmp)
+            if trainer.is_global_zero:
+                os.replace(tmp, self.path)
         self.saved_step = trainer.global_step
 
 
@@ -134,36 +138,3 @@ class RecallProbe(L.Callback):
         for gap in self.gaps:
             gain = copy_gain(pl_module.net, tok, self._probes, gap, self.skip, device=pl_module.device)["gain"]
             pl_module.log(f"recall/gain_{gap}", gain, rank_zero_only=True, batch_size=1)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, ValueError):  # not a possible pid
-        return False
-    return True
-
-
-def remove_dead_temporaries(path: Path) -> list[Path]:
-    """Remove the ``.<name>.tmp-<host>-<pid>`` files beside ``path`` (older runs wrote ``.tmp-<pid>``) that
-    a process of this host wrote and that is gone: a run killed during a save leaves one, as large as a
-    checkpoint. Files of live processes, of other hosts and of other names are kept."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.tmp-(?:(?P<host>.+)-)?(?P<pid>\d+)")
-    removed = []
-    if not path.parent.is_dir():
-        return removed
-    host = socket.gethostname()
-    for candidate in sorted(path.parent.iterdir()):
-        match = pattern.fullmatch(candidate.name)
-        if not match or match["host"] not in (None, host) or not candidate.is_file():
-            continue
-        pid = int(match["pid"])
-        if pid != os.getpid() and not pid_alive(pid):
-            candidate.unlink()
-            removed.append(candidate)
-    return removed

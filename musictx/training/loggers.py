@@ -2,7 +2,9 @@
 
 `CSVLogger` is Lightning's, except that a run into a folder that already holds ``metrics.csv`` keeps the
 rows that came before it. Lightning deletes that file when the logger starts, so resuming a run in its
-own folder (``ckpt_path=<run>/checkpoints/last.ckpt``) lost every step before the resume.
+own folder (``ckpt_path=<run>/checkpoints/last.ckpt``) lost every step before the resume. Both of its files,
+``metrics.csv`` and ``hparams.yaml``, are written whole or not at all (a temporary beside each, renamed over
+it): Lightning wrote them in place, and a run killed during a write left ``hparams.yaml`` empty.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import csv
 import os
 
+from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
@@ -40,6 +43,13 @@ class KeepingExperimentWriter(ExperimentWriter):
                 reader = csv.DictReader(f)
                 rows = list(reader)
                 self._earlier = (list(reader.fieldnames or []), rows)
+
+    def log_hparams(self, params: dict) -> None:
+        """Lightning's, with the file written under a temporary name and renamed."""
+        self.hparams.update(params)
+        path = os.path.join(self.log_dir, self.NAME_HPARAMS_FILE)
+        with atomic_path(path, "hparams", replace=True) as tmp:
+            save_hparams_to_yaml(tmp, self.hparams)
 
     def save(self) -> None:
         """Lightning's save appends to the file in place; here the whole file is written under a temporary

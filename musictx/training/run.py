@@ -12,13 +12,16 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from musictx.evaluation.run import evaluate, evaluation_options
 from musictx.training.finetune import InitFromError
+from musictx.training.orphans import sweep_orphans
 from musictx.training.resume import check_resume_fits, resolve_resume_path
 
 # The run's own lines (model, resume, warnings, checkpoints) for <run>/train.log; the command gives it Hydra's
@@ -36,7 +39,9 @@ def report(line: str, stream=None) -> None:
 def log_to_run_file() -> None:
     """Hydra writes the root logger's records to <run>/train.log, but Lightning's loggers stop at their own
     console handler and the run's lines are plain prints, so the file stayed empty. Give both this run's
-    file (a multirun's earlier job keeps its own)."""
+    file (a multirun's earlier job keeps its own). A log line the full disk refuses is dropped: logging's own
+    report is a traceback per line, and the run's next write ends it with one line naming the file and disk."""
+    logging.raiseExceptions = False
     files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
     RUN_LOG.setLevel(logging.INFO)
     for logger in (RUN_LOG, logging.getLogger("lightning.pytorch"), logging.getLogger("lightning.fabric")):
@@ -89,6 +94,8 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     if set; return the final logged metrics."""
     if plan.ckpt_path and plan.init_from:
         raise InitFromError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
+    if rank_zero_only.rank == 0:  # before anything writes there: what killed runs left, said in one line
+        sweep_orphans(run_folders(plan), say=report)
     ckpt_path, resumed = resolve_resume_path(plan.ckpt_path, plan.resume_dir)
     if resumed is not None and ckpt_path != str(plan.ckpt_path):
         report(f"ckpt_path={plan.ckpt_path}: resuming from {ckpt_path} at step {resumed.get('global_step')}")
@@ -116,6 +123,13 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     if plan.evaluate and trainer.is_global_zero:
         evaluate_after_training(plan, ckpt.best_model_path or f"{ckpt.dirpath}/last.ckpt")
     return metrics
+
+
+def run_folders(plan: TrainPlan) -> list[Path]:
+    """The folders a run writes into: its checkpoints', its run folder and the run folder's own folders (csv/)."""
+    out = Path(plan.output_dir)
+    inner = sorted(p for p in out.iterdir() if p.is_dir() and not p.is_symlink()) if out.is_dir() else []
+    return [Path(plan.ckpt_dir), Path(plan.resume_dir), out, *inner]
 
 
 def evaluate_after_training(plan: TrainPlan, checkpoint: str) -> None:
