@@ -57,12 +57,15 @@ UPLOAD_MESSAGES = {"not_midi": "not_midi.mid: not a MIDI file (it does not start
                    "empty": "empty.mid: no notes", "cut": "cut.mid: a damaged MIDI file: it starts like one",
                    "wav": "song.mid: an audio file, not a MIDI file"}
 LIBRARY_WORDS = ("Invaild", "MiniMidi", "RuntimeError", "iostream", "unreadable MIDI (")
+PINNED = "Model `piano`: chosen with --model."  # what each result's status says of the pinned model
 
 
 # ----- the request logic, without a server ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def continuer(tmp_path_factory) -> Continuer:
-    return Continuer(workdir=tmp_path_factory.mktemp("app"), max_upload_mb=0.5)
+    """The piano model pinned, as --model piano does: these tests read results as a performance model does
+    (the bundled motif, on a beat grid, would get pop otherwise; tests/test_app_tabs.py tests the choice)."""
+    return Continuer("piano", workdir=tmp_path_factory.mktemp("app"), max_upload_mb=0.5)
 
 
 def test_continuer_writes_results_and_reports_progress(continuer):
@@ -112,15 +115,15 @@ def test_seed_from_and_the_merged_tracks_line(continuer, tmp_path):
     band.write(str(tmp_path / "band.mid"))
     settings = Settings(seed_seconds=1.0, length_seconds=1, num_samples=1, seed=4, seed_from=2.2)
     results, message = run_request(lambda: continuer.continue_file(tmp_path / "band.mid", settings))
-    assert message == ("1 continuation(s) ready.\n\nband.mid: merged 2 tracks (melody [Flute], piano; 16 notes) "
-                       "into one piano stream; dropped 1 drum track (drums, 16 notes).")
-    notes = continuer.tokenizer.read(results[0].midi)
+    assert message == (f"1 continuation(s) ready. {PINNED}\n\nband.mid: merged 2 tracks (melody [Flute], piano; "
+                       "16 notes) into one piano stream; dropped 1 drum track (drums, 16 notes).")
+    notes = continuer.first_model().tokenizer.read(results[0].midi)
     seed_part = sorted(zip(notes.start[notes.start < 0.99].round(2).tolist(), notes.pitch[notes.start < 0.99].tolist(),
                            strict=True))
     assert seed_part == [(0.0, 53), (0.0, 77), (0.5, 54), (0.5, 78)]  # the notes from 2.5 s of the file on
     _, plain = run_request(lambda: continuer.continue_file(MOTIF, Settings(seed_seconds=2, length_seconds=1,
                                                                             num_samples=1)))
-    assert plain == "1 continuation(s) ready."  # one piano track: nothing worth saying on the page
+    assert plain == f"1 continuation(s) ready. {PINNED}"  # one piano track: nothing worth saying on the page
 
 
 def test_the_guidance_setting_reaches_the_sampler(continuer):
@@ -129,7 +132,7 @@ def test_the_guidance_setting_reaches_the_sampler(continuer):
     def notes(guidance: float):
         settings = Settings(seed_seconds=8, length_seconds=4, num_samples=1, seed=3, recall_guidance=guidance)
         [result] = continuer.continue_file(MOTIF, settings)
-        return continuer.tokenizer.read(result.midi).pitch.tolist()
+        return continuer.first_model().tokenizer.read(result.midi).pitch.tolist()
 
     assert notes(0.0) != notes(Settings.recall_guidance) and Settings.recall_guidance > 0
     _, message = run_request(lambda: continuer.continue_file(MOTIF, Settings(recall_guidance=-1)))
@@ -143,8 +146,8 @@ def test_arcs_of_a_result_and_bad_views_as_messages(continuer):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.parent == result.midi.parent
     assert message.startswith("Each orange note")
     # drawn over the ids the result was made of (no second reading of its file): they are its notes
-    made = continuer.tokenizer.decode_notes(continuer.ids[str(result.midi)])
-    back = continuer.tokenizer.read(result.midi)
+    made = continuer.first_model().tokenizer.decode_notes(continuer.ids[str(result.midi)])
+    back = continuer.first_model().tokenizer.read(result.midi)
     assert len(made) == len(back) > 0 and (made.pitch == back.pitch).all()
     assert abs(made.start - back.start).max() < 0.011
     png, message = draw_request(lambda: continuer.draw_arcs(result.midi, ArcChoice(head=99)))
@@ -186,7 +189,8 @@ def test_continue_further_keeps_the_last_seed_seconds_and_says_so(continuer, tmp
     [again] = results
     assert again.midi.name == "take_cont_01.mid"  # named after the upload, not after take_cont_00
     ready, said = message.split("\n\n")
-    assert ready == "1 continuation(s) ready." and said.startswith("Seed: the last ") and "of take_cont_00.mid" in said
+    assert ready == f"1 continuation(s) ready. {PINNED}"
+    assert said.startswith("Seed: the last ") and "of take_cont_00.mid" in said
     assert 0 < continuer.takeovers[str(again.midi)] <= 2.01  # the seed: at most the last 2 s of the result
     assert end_time(again.midi) < end - 1.5  # not the whole result again
     _, message = run_request(lambda: continuer.continue_further(first.midi, replace(settings, seed_seconds=None)))
@@ -266,9 +270,9 @@ def serving(tmp: Path, *args: str, env: dict | None = None) -> Iterator[tuple[st
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``python -m musictx.app`` on a free port; its URL while it answers."""
+    """``python -m musictx.app --model piano`` on a free port; its URL while it answers."""
     pytest.importorskip("gradio", reason=NO_APP_EXTRA)
-    with serving(tmp_path_factory.mktemp("server"), "--max-upload-mb", "1") as (url, _):
+    with serving(tmp_path_factory.mktemp("server"), "--max-upload-mb", "1", "--model", "piano") as (url, _):
         yield url
 
 
@@ -293,7 +297,7 @@ def take_names(out) -> list[str]:
 def test_http_continue_then_continue_further(client):
     out = client.predict(upload(MOTIF), 3, 2, 1.0, 0.95, 2, 7, api_name="/continue_seed")
     status, first = out[0], out[2:6]  # out: status, seed file, then (title, png, wav, midi) per slot
-    assert status == "2 continuation(s) ready." and first[0].startswith("**Sample 1:")
+    assert status == f"2 continuation(s) ready. {PINNED}" and first[0].startswith("**Sample 1:")
     assert Path(first[1]).read_bytes()[:4] == b"\x89PNG"
     midi = Path(first[3]["value"])
     assert abs(end_time(midi) - 5.0) < 1.5
@@ -302,14 +306,15 @@ def test_http_continue_then_continue_further(client):
     assert out[10] == "" and out[11] is None  # the third slot stays empty
     assert midi.name.startswith("motif_cont_") and take_names(out) == [Path(out[9]["value"]).name, midi.name]
     again = client.predict(2, 1.0, 0.95, 1, 3, api_name="/continue_further_0")  # seed seconds: 8 (all of it)
-    assert again[0] == f"1 continuation(s) ready.\n\nSeed: all {end_time(midi):.1f} s of {midi.name}."
+    assert again[0] == f"1 continuation(s) ready. {PINNED}\n\nSeed: all {end_time(midi):.1f} s of {midi.name}."
     assert Path(again[1]).name == midi.name  # the seed box
     assert end_time(again[5]["value"]) > end_time(midi) + 1.0
     tail = client.predict(2, 1.0, 0.95, 1, 3, 1.5, api_name="/continue_further_0")  # its last 1.5 s
     assert tail[0].split("\n\n")[1].startswith("Seed: the last ") and end_time(tail[5]["value"]) < 4.5
     assert len(take_names(tail)) == 4 and take_names(tail)[0] == Path(tail[5]["value"]).name
     png, line = client.predict(upload(MOTIF), api_name="/preview_seed")
-    assert Path(png).read_bytes()[:4] == b"\x89PNG" and line == f"{MOTIF.name}, as the model reads it."
+    assert Path(png).read_bytes()[:4] == b"\x89PNG"
+    assert line == f"{MOTIF.name}, as the model `piano` reads it (chosen with --model)."
     png, message = client.predict("1", "mean", "0", 6, api_name="/draw_arcs")  # of the last take on the page
     assert Path(png).read_bytes()[:4] == b"\x89PNG" and message.startswith("Each orange note")
     png, message = client.predict("4", "mean", "mean", 6, api_name="/draw_arcs")  # only one result now
@@ -331,11 +336,11 @@ def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client
     out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, 3000, api_name="/continue_seed")  # seed start
     assert out[0].startswith(f"**Cannot continue:** {MOTIF.name}: no note starts at or after seed_from=3000 s")
     out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, api_name="/continue_seed")
-    assert out[0] == "1 continuation(s) ready."
+    assert out[0] == f"1 continuation(s) ready. {PINNED}"
     # the guidance, passed last; it needs a seed longer than its 64 recent tokens (8 s of the motif)
     guided, alone = (client.predict(upload(MOTIF), 8, 2, 1.0, 0.95, 1, 0, 0, *w, api_name="/continue_seed")
                      for w in ((), (0.0,)))
-    assert guided[0] == alone[0] == "1 continuation(s) ready."
+    assert guided[0] == alone[0] == f"1 continuation(s) ready. {PINNED}"
     assert Path(alone[5]["value"]).read_bytes() != Path(guided[5]["value"]).read_bytes()  # same seed, other music
 
 
@@ -424,7 +429,7 @@ def test_browser_upload_continue_listen_download(server, tmp_path):
             # the browser fetched and decoded the WAV: its player shows the length (6 s seed + 4 s new + the tail)
             page.wait_for_function("() => /^0:1[012]$/.test("
                                    "document.querySelector('#audio-0 #duration')?.textContent.trim() ?? '')")
-            assert page.locator("#status").inner_text().strip() == "2 continuation(s) ready."
+            assert page.locator("#status").inner_text().strip() == f"2 continuation(s) ready. {PINNED.replace('`', '')}"
             with page.expect_download() as download:
                 page.locator("#midi-0").click()
             saved = tmp_path / download.value.suggested_filename

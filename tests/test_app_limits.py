@@ -87,8 +87,12 @@ def test_settings_over_the_apps_bounds_are_refused(continuer, tmp_path):
     long.instruments[0].notes += [pretty_midi.Note(80, 60 + k % 12, k, k + 0.5) for k in range(131)]
     long.write(str(tmp_path / "long.mid"))
     results, message = run_request(lambda: continuer.continue_file(tmp_path / "long.mid", Settings(seed_seconds=None)))
-    assert results is None and message == ("**Cannot continue:** long.mid: a seed of 130 s is longer than the 120 s "
+    # on a beat grid, it goes to pop, whose seed is whole bars (132 s); a performance model's would be 130 s
+    assert results is None and message == ("**Cannot continue:** long.mid: a seed of 132 s is longer than the 120 s "
                                            "allowed; give seed seconds (at most 30)")
+    piano = Continuer("piano", workdir=tmp_path / "piano")
+    results, message = run_request(lambda: piano.continue_file(tmp_path / "long.mid", Settings(seed_seconds=None)))
+    assert results is None and "long.mid: a seed of 130 s is longer than the 120 s allowed" in message
 
 
 def test_the_built_page_bounds_its_queue_and_says_so(continuer):
@@ -124,7 +128,7 @@ def test_a_public_host_prints_one_warning_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert lines[0] == ("musictx-app: warning: --host 0.0.0.0 lets other machines reach the app, and it has no login: "
                         f"anyone who can reach it can use it (add one with --auth USER:PASSWORD or ${AUTH_ENV})")
-    assert done.returncode == 1 and lines[-1].startswith("musictx-app: error: checkpoint=")
+    assert done.returncode == 1 and lines[-1].startswith("musictx-app: error: --model ")
     assert list(tmp_path.glob("musictx-app-*")) == []
 
 
@@ -151,7 +155,7 @@ def test_http_requests_keep_one_bounded_folder(capped, tmp_path):
     client = capped_client(url, tmp_path)
     for k in range(5):
         out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 2, k, api_name="/continue_seed")
-        assert out[0] == "2 continuation(s) ready."
+        assert out[0].startswith("2 continuation(s) ready. Model `pop`:")  # the motif is on a beat grid
         assert Path(out[5]["value"]).is_file()  # downloaded: the server still had what it just made
     [workdir] = list(gradio_dir.iterdir())  # Gradio's files and the app's are one folder
     assert workdir.name.startswith("musictx-app-")

@@ -1,4 +1,4 @@
-"""``musictx-app``: parse the options, load the model, serve the page (see `musictx.app`).
+"""``musictx-app``: parse the options, load the pinned model (if any), serve the page (see `musictx.app`).
 
 Everything the app writes, Gradio's cache and uploads included, goes into one work folder kept under
 `musictx.app.disk.Limits`; the folder is removed at exit, after Ctrl-C and after SIGTERM or SIGHUP alike
@@ -27,7 +27,8 @@ AUTH_ENV = "MUSICTX_APP_AUTH"  # USER:PASSWORD; unlike --auth, not shown to othe
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="musictx-app", description="A local web page that continues MIDI files.")
     parser.add_argument("--model", default=None,
-                        help="a shipped model name, a model folder or a .ckpt (default: the shipped 'piano')")
+                        help="a shipped model name, a model folder or a .ckpt for every request (default: each upload "
+                             "and tab gets the shipped model that fits it, as musictx-generate chooses)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
     parser.add_argument("--soundfont", default=None, help="a .sf2 for the audio (default: see musictx.io.audio)")
@@ -145,7 +146,7 @@ def _serve(args: argparse.Namespace, workdir, limits: Limits, auth: tuple[str, s
                          device=args.device, limits=limits)
     except USER_ERRORS as err:
         sys.exit(f"musictx-app: error: {err}")
-    log.info("model %s (%s); audio: %s; %s", cont.meta["ref"], cont.meta["source"], cont.audio_reason or "on",
+    log.info("%s; audio: %s; %s", cont.models.startup_line().replace("`", ""), cont.audio_reason or "on",
              limits.line())
     page = build_page(cont, args.max_queue)
     from starlette.middleware import Middleware

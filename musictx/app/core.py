@@ -1,8 +1,8 @@
-"""What one request of the web app does, without Gradio: `Continuer` holds the loaded model and turns a seed
-file and `Settings` into `Result` files through the generation library (seed cutting `musictx.generation.seeds`,
-sampling `musictx.generation.continue_seed`, writing MIDI / piano roll / WAV `musictx.generation.continue_midi`),
-keeping its work folder under `musictx.app.disk.Limits`; `run_request` turns any failure into a one-line
-message."""
+"""What one request of the web app does, without Gradio: `Continuer` holds the app's models (each request's
+choice, `musictx.app.models`) and turns a seed file and `Settings` into `Result` files through the generation
+library (seed cutting `musictx.generation.seeds`, sampling `musictx.generation.continue_seed`, writing MIDI /
+piano roll / WAV `musictx.generation.continue_midi`), keeping its work folder under `musictx.app.disk.Limits`;
+`run_request` turns any failure into a one-line message."""
 
 from __future__ import annotations
 
@@ -12,30 +12,30 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from torch import Tensor
 
 from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune, room_problem
 from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request wrappers: imported from here)
     USER_ERRORS,
     draw_request,
+    for_the_page,
     header_problem,
     preview_request,
     reason_for_page,
     run_request,
 )
+from musictx.app.models import Choice, Loaded, Models
+from musictx.app.progress import GenerationProgress, Report
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
-from musictx.generation.continue_midi import open_model
 from musictx.generation.continue_seed import sample_continuations, take_of
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import write_take
 from musictx.generation.recall_guidance import RecallGuidanceOptions
-from musictx.generation.sampling import ShiftClock, steps_in
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
 from musictx.io.audio import audio_unavailable
@@ -57,7 +57,6 @@ MAX_LENGTH_SECONDS = 60.0
 DEFAULT_MAX_QUEUE = 8  # requests that may wait, each bounded as above
 MAX_UPLOAD_MB = 5.0
 UPLOAD_FORM_BYTES = 64 * 2**10  # an upload request's multipart headers around the file
-Report = Callable[[float, str], None]  # (fraction done, what is happening)
 
 
 @dataclass
@@ -97,6 +96,7 @@ class Result:
     title: str
     seed_note: str = ""
     seed_line: str = ""  # which part of an earlier result was the seed (results continued further)
+    model_line: str = ""  # which model made it, and why that one (`musictx.app.models.Choice.line`)
 
 
 @dataclass(frozen=True)
@@ -115,28 +115,15 @@ class Lineage:
         return max(0.0, min(self.user_until - seed.silence_dropped, seed.seconds))
 
 
-class GenerationProgress:
-    """An ``on_step`` for `musictx.generation.sampling.generate` that reports ``(fraction, text)``: the mean
-    share of ``seconds`` the samples have made so far, counted from the TIME_SHIFT ids they draw."""
-
-    def __init__(self, tokenizer, seconds: float, report: Report):
-        self.clock, self.seconds, self.report = ShiftClock.of(tokenizer), seconds, report
-        self.steps = steps_in(seconds, tokenizer.config.time_step)
-
-    def __call__(self, next_ids: Tensor, done: Tensor) -> None:
-        steps = self.clock.add(next_ids)  # (B,) each sample's steps so far
-        fraction = float(np.minimum(steps / self.steps, 1.0).mean())
-        self.report(fraction, f"generating: {fraction * self.seconds:.1f} of {self.seconds:g} s")
-
-
 class Continuer:
-    """A loaded model and what one request does with it; no Gradio here (usable and tested without it)."""
+    """The app's models (``model`` pins one; None: each request's own choice, `musictx.app.models`) and what one
+    request does with them; no Gradio here (usable and tested without it)."""
 
     def __init__(self, model: str | None = None, workdir: str | os.PathLike | None = None,
                  soundfont: str | None = None, max_upload_mb: float = MAX_UPLOAD_MB, device: str = "cpu",
                  limits: Limits | None = None):
-        self.base = GenerateOptions(checkpoint=model, soundfont=soundfont, device=device)
-        self.net, self.tokenizer, self.meta = open_model(self.base)
+        self.base = GenerateOptions(soundfont=soundfont, device=device)
+        self.models = Models(model, self.base)
         self.workdir = Path(workdir) if workdir else make_workdir()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.motif = self.workdir / MOTIF.name  # a copy the page may serve
@@ -152,6 +139,7 @@ class Continuer:
         self.takeovers: dict[str, float] = {}  # result MIDI path -> seconds where the model took over
         self.lineage: dict[str, Lineage] = {}  # result MIDI path -> its upload's name, where the user's notes end
         self.ids: dict[str, np.ndarray] = {}  # result MIDI path -> the ids of its seed and continuation (arcs)
+        self.made_by: dict[str, Choice] = {}  # result MIDI path -> the model that made it
         self._takes: dict[str, int] = {}
         self._previews = itertools.count(1)
 
@@ -180,8 +168,13 @@ class Continuer:
                       report: Report | None = None) -> list[Result]:
         """Continue the seed file ``path``; write and return ``settings.num_samples`` results, named after it."""
         seed_path = self.check_upload(path)
-        _, results = self._continue(seed_path, settings, report, Lineage(_safe_stem(seed_path)))
+        choice = self.models.choose(seed_path)
+        _, results = self._continue(seed_path, settings, report, Lineage(_safe_stem(seed_path)), choice)
         return results
+
+    def choice_for(self, midi: Path) -> Choice:
+        """The model of a result this server made (a result continued or drawn again), else the file's choice."""
+        return self.made_by.get(str(midi)) or self.models.choose(midi)
 
     def continue_further(self, path: str | os.PathLike | None, settings: Settings,
                          report: Report | None = None) -> list[Result]:
@@ -190,17 +183,18 @@ class Continuer:
         earlier model output."""
         midi = self.check_upload(path)
         before = self.lineage.get(str(midi), Lineage(_safe_stem(midi)))
-        end = self._read(midi).duration()
+        choice = self.choice_for(midi)
+        end = self._read(midi, choice.model).duration()
         keep = settings.seed_seconds
         start = 0.0 if keep is None or keep >= end else end - keep
-        seed, results = self._continue(midi, replace(settings, seed_from=start), report, before)
+        seed, results = self._continue(midi, replace(settings, seed_from=start), report, before, choice)
         first = seed.silence_dropped  # where the seed's first note is in the result
         line = (f"Seed: all {end:.1f} s of {midi.name}." if first == 0 else
                 f"Seed: the last {end - first:.1f} s of {midi.name} (from {first:.1f} s to its end at {end:.1f} s).")
         return [replace(r, seed_line=line) for r in results]
 
     def _continue(self, seed_path: Path, settings: Settings, report: Report | None,
-                  lineage: Lineage) -> tuple[Seed, list[Result]]:
+                  lineage: Lineage, choice: Choice) -> tuple[Seed, list[Result]]:
         """(seed, results): sample from ``seed_path`` cut as ``settings`` say, write the results."""
         report = report or (lambda fraction, text: None)
         settings.check()
@@ -208,31 +202,34 @@ class Continuer:
         out = self.workdir / f"{RUN_PREFIX}{next(self._runs):04d}"
         with self._in_use(seed_path, out):
             try:
-                seed, results = self._sample_and_write(seed_path, out, settings, report, lineage)
+                seed, results = self._sample_and_write(seed_path, out, settings, report, lineage, choice)
             except BaseException:
                 shutil.rmtree(out, ignore_errors=True)  # a refused or failed request leaves nothing
                 raise
             self._newest = out
+        for r in results:
+            self.made_by[str(r.midi)] = choice
         self.prune()
-        return seed, results
+        return seed, [replace(r, model_line=choice.line()) for r in results]
 
     def _sample_and_write(self, seed_path: Path, out: Path, settings: Settings, report: Report,
-                          lineage: Lineage) -> tuple[Seed, list[Result]]:
+                          lineage: Lineage, choice: Choice) -> tuple[Seed, list[Result]]:
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
                        seed_from=float(settings.seed_from or 0)
                        ).with_hook("recall_guidance", strength=float(settings.recall_guidance))
         opts.check()
-        report(0.0, "reading the seed")
-        if is_metrical(self.tokenizer):
-            return self._metrical(seed_path, out, opts, report, lineage)
-        seed = self._seed(seed_path, opts)
-        tracks = track_merge(self.tokenizer, seed_path)
+        report(0.0, f"reading the seed ({choice.model.ref} model)")
+        net, tok = choice.model.net, choice.model.tokenizer
+        if is_metrical(tok):
+            return self._metrical(seed_path, out, opts, report, lineage, choice.model)
+        seed = self._seed(seed_path, opts, tok)
+        tracks = track_merge(tok, seed_path)
         note = tracks.line() + "." if tracks.changed_anything else ""
-        pieces = sample_continuations(self.net, self.tokenizer, seed, opts, num_samples=opts.num_samples,
+        pieces = sample_continuations(net, tok, seed, opts, num_samples=opts.num_samples,
                                       length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
-                                      on_step=GenerationProgress(self.tokenizer, opts.length_seconds, report))
+                                      on_step=GenerationProgress(tok, opts.length_seconds, report))
         out.mkdir(parents=True)
         mine = lineage.user_until_after(seed)  # where the user's own notes end in the new results
         results: list[Result] = []
@@ -240,7 +237,7 @@ class Continuer:
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
             self.check_room()
             name = f"{lineage.stem}_cont_{self._take(lineage.stem):02d}"
-            rec = write_take(out, name, take_of(self.tokenizer, seed, ids, opts, earlier_from=mine), opts.soundfont,
+            rec = write_take(out, name, take_of(tok, seed, ids, opts, earlier_from=mine), opts.soundfont,
                              audio=self.audio_reason is None)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
@@ -248,15 +245,21 @@ class Continuer:
             key = str(results[-1].midi)
             self.takeovers[key] = seed.seconds
             self.lineage[key] = Lineage(lineage.stem, seed.seconds if mine is None else mine)
-            self.ids[key] = np.concatenate([seed.ids, ids[ids != self.tokenizer.eos_id]])  # as the model read it
+            self.ids[key] = np.concatenate([seed.ids, ids[ids != tok.eos_id]])  # as the model read it
         return seed, results
 
     def _metrical(self, seed_path: Path, out: Path, opts: GenerateOptions, report: Report,
-                  lineage: Lineage) -> tuple:
+                  lineage: Lineage, model: Loaded) -> tuple:
         """A metrical model's request (`musictx.app.metrical`): tracks, bars, tempo and meter kept."""
         from musictx.app.metrical import sample_and_write
 
-        seed, written = sample_and_write(self, seed_path, out, opts, report, lineage, self._take)
+        try:
+            seed, written = sample_and_write(model, self.audio_reason is None, out, opts, report, lineage, self._take,
+                                             lambda seconds: _check_length(seed_path, seconds))
+        except GenerateError as err:  # the seed's refusals, said with the file's name and not its server path
+            raise GenerateError(for_the_page(err, seed_path)) from None
+        except MidiReadError as err:
+            raise GenerateError(f"{seed_path.name}: {reason_for_page(err.reason)}") from None
         results = []
         for rec, ids in written:
             title = f"Sample {len(results) + 1}: {rec['notes']} notes in {len(rec['tracks'])} track(s), " \
@@ -269,16 +272,13 @@ class Continuer:
             self.ids[key] = ids
         return seed, results
 
-    def _seed(self, seed_path: Path, opts: GenerateOptions) -> Seed:
+    def _seed(self, seed_path: Path, opts: GenerateOptions, tokenizer) -> Seed:
         """The seed cut from ``seed_path`` as ``opts`` say, or GenerateError in the page's words."""
         try:
-            seed = seed_from_midi(self.tokenizer, seed_path, opts.seed_seconds, opts.seed_from)
+            seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from)
         except GenerateError as err:  # name the file, not the server's temporary path
-            raise GenerateError(_for_the_page(err, seed_path)) from None
-        if seed.seconds > MAX_WHOLE_SEED_SECONDS:  # each result repeats its seed: its length bounds the files
-            raise GenerateError(f"{seed_path.name}: a seed of {seed.seconds:.0f} s is longer than the "
-                                f"{MAX_WHOLE_SEED_SECONDS:g} s allowed; give seed seconds "
-                                f"(at most {MAX_SEED_SECONDS:g})")
+            raise GenerateError(for_the_page(err, seed_path)) from None
+        _check_length(seed_path, seed.seconds)
         return seed
 
     def _take(self, stem: str) -> int:
@@ -288,9 +288,15 @@ class Continuer:
         return self._takes[stem]
 
     def preview(self, path: str | os.PathLike | None) -> Path:
-        """PNG piano roll of a seed file as the model reads it (tracks merged, sustain applied)."""
+        """PNG piano roll of a seed file as its model reads it (`preview_with_model`)."""
+        return self.preview_with_model(path)[0]
+
+    def preview_with_model(self, path: str | os.PathLike | None) -> tuple[Path, Choice]:
+        """(PNG piano roll of a seed file as the model chosen for it reads it: tracks merged and sustain applied
+        for piano, every track for pop; that choice)."""
         midi = self.check_upload(path)
-        notes = self._read(midi)
+        choice = self.models.choose(midi)
+        notes = self._read(midi, choice.model)
         folder = self.workdir / "previews"
         folder.mkdir(exist_ok=True)
         png = folder / f"{next(self._previews):04d}_{_safe_stem(midi)}.png"
@@ -298,7 +304,7 @@ class Continuer:
         with self._in_use(png):
             plot_piano_roll(notes, png, title=title)
         self.prune(keep={png})
-        return png
+        return png, choice
 
     def motif_preview(self) -> Path:
         """The bundled motif's piano roll, shown when the page opens: kept for the life of the server."""
@@ -333,8 +339,8 @@ class Continuer:
             spared = self._pinned | set(self._busy) | set(keep) | ({self._newest} if self._newest else set())
             removed = prune(self.workdir, self.limits, spared)
             for gone in removed:  # what the server remembers of removed results goes with them
-                for table in (self.takeovers, self.lineage, self.ids):  # list(): a request may add keys meanwhile
-                    for key in [k for k in list(table) if is_in(Path(k), gone)]:
+                for table in (self.takeovers, self.lineage, self.ids, self.made_by):
+                    for key in [k for k in list(table) if is_in(Path(k), gone)]:  # list(): a request may add keys
                         table.pop(key, None)
         if removed:
             log.info("removed %d old item(s) to keep the work folder under its limits", len(removed))
@@ -352,26 +358,29 @@ class Continuer:
                 for path in paths:
                     self._busy.remove(path)
 
-    def _read(self, midi: Path):
-        """The notes of ``midi``, or GenerateError naming it (its name, not its server path) in the app's words."""
+    def _read(self, midi: Path, model: Loaded):
+        """The notes of ``midi`` as ``model`` reads them, or GenerateError naming it (its name, not its server
+        path) in the app's words."""
         try:  # a metrical tokenizer reads a score (bars, tracks); the rolls and lengths here want notes
-            return read_notes(midi) if is_metrical(self.tokenizer) else self.tokenizer.read(midi)
+            return read_notes(midi) if is_metrical(model.tokenizer) else model.tokenizer.read(midi)
         except MidiReadError as err:
             raise GenerateError(f"{midi.name}: {reason_for_page(err.reason)}") from None
 
-    @property
-    def has_attention(self) -> bool:
-        return hasattr(self.net, "attention_probs")
+    def first_model(self) -> Loaded:
+        """The model the page opens with: the pinned one, else the bundled motif's choice."""
+        return self.models.choose(self.motif).model
 
     def draw_arcs(self, midi: str | os.PathLike, choice: ArcChoice, takeover: float | None = None) -> Path:
         """PNG of the attention arcs over a result (`musictx.evaluation.arcs`), written beside its MIDI file:
         over the ids it was made of, or for a file this server did not make, over the file read again."""
         midi = self.check_upload(midi)
-        ids = self.ids.get(str(midi))
+        ids, model = self.ids.get(str(midi)), self.choice_for(midi).model
+        if not model.has_attention:
+            raise GenerateError(f"the model `{model.ref}` of {midi.name} has no attention to draw")
         with self._in_use(midi.parent):
             try:
-                arc_map = (attention_arcs(self.net, self.tokenizer, ids, choice) if ids is not None else
-                           arcs_of_midi(self.net, self.tokenizer, midi, choice))
+                arc_map = (attention_arcs(model.net, model.tokenizer, ids, choice) if ids is not None else
+                           arcs_of_midi(model.net, model.tokenizer, midi, choice))
             except MidiReadError as err:
                 raise GenerateError(f"{midi.name}: {reason_for_page(err.reason)}") from None
             view = "-".join(str("mean" if v is None else v) for v in (choice.layer, choice.head))
@@ -386,8 +395,9 @@ def _safe_stem(path: Path) -> str:
     return re.sub(r"[^\w-]+", "_", path.stem).strip("_") or "seed"
 
 
-def _for_the_page(err: Exception, path: Path) -> str:
-    """The command-line message of ``err`` said for the page: the file's name, not its server path, and no
-    advice about command-line options that the page does not have."""
-    text = reason_for_page(str(err).replace(f"seed_midi={path}", path.name))
-    return text.replace(" Leave seed_midi unset for unconditional generation.", "").strip()
+def _check_length(seed_path: Path, seconds: float) -> None:
+    """GenerateError for a seed longer than `MAX_WHOLE_SEED_SECONDS`: each result repeats its seed, so its
+    length bounds the files (a performance's seed and a metrical one's alike)."""
+    if seconds > MAX_WHOLE_SEED_SECONDS:
+        raise GenerateError(f"{seed_path.name}: a seed of {seconds:.0f} s is longer than the "
+                            f"{MAX_WHOLE_SEED_SECONDS:g} s allowed; give seed seconds (at most {MAX_SEED_SECONDS:g})")

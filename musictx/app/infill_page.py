@@ -1,7 +1,7 @@
 """The page's "Infill" and "Accompany" tabs (`musictx.app.infill_tab` does the work): a song, a bar range shown
 shaded on its piano roll, then Fill (or Write), Retry (the next random seed) and Keep (the take joins the
-session's Takes list). API names: ``/infill_bars`` (song, first bar, last bar, tracks, may repeat the song's
-bars (bool), random seed),
+session's Takes list). The bar boxes take a number or its text; empty (or None) reaches the piece's edge.
+API names: ``/infill_bars`` (song, first bar, last bar, tracks, may repeat the song's bars (bool), random seed),
 ``/accompany_melody`` (melody, tracks to write, first bar, last bar, chord file or None, random seed),
 ``/retry_infill``, ``/retry_accompany`` (the same inputs; the seed is one more), ``/keep_infill``,
 ``/keep_accompany`` and ``/infill_band`` (song, first, last: the shaded roll)."""
@@ -58,10 +58,16 @@ def _keep(current, takes) -> tuple:
         gr.update(value=takes, visible=True)
 
 
-def _bar_boxes(first: int | None, last: int | None):
+def _bar_boxes(prefix: str, first: int | None, last: int | None):
+    """From and To, as text boxes: None starts one empty, showing its placeholder, and an empty box is the
+    piece's edge (`musictx.app.infill_tab.bar_number`). Gradio's number box shows an empty value as 0 and its
+    minimum of 1 then refuses the request before it runs: a user met "Value 0 is less than minimum value 1"."""
+    def box(value, label, placeholder, end):
+        return gr.Textbox(value="" if value is None else str(value), label=label, placeholder=placeholder,
+                          max_lines=1, elem_id=f"{prefix}-{end}")
     with gr.Row():
-        return (gr.Number(value=first, precision=0, minimum=1, label="From bar"),
-                gr.Number(value=last, precision=0, minimum=1, label="To bar (inclusive)"))
+        return (box(first, "From bar", "empty: the first bar", "from"),
+                box(last, "To bar (inclusive)", "empty: the last bar", "to"))
 
 
 def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed, takes, history, buttons):
@@ -79,7 +85,7 @@ def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed,
         *args, number = values
         return run(*args, int(number or 0) + 1)
 
-    outputs = [status, seed, *view.outputs]
+    outputs = [status, seed, *view.outputs]  # the status sits under the buttons: the progress shows there
     common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
     go.click(run, inputs=inputs, api_name=f"{kind}_{'bars' if kind == 'infill' else 'melody'}", **common)
     retry.click(again, inputs=inputs, api_name=f"retry_{kind}", **common)
@@ -103,7 +109,7 @@ def _band(filler: Filler, path, first, last):
 
 
 def infill_tabs(cont: Continuer, seed_file, takes: gr.State, history: gr.File) -> None:
-    """The two tabs; each says in one line when the loaded model cannot infill."""
+    """The two tabs; each says in one line when a model pinned with --model cannot do its task."""
     filler = Filler(cont)
     with gr.Tab("Infill", elem_id="tab-infill"):
         song, first, last, tracks, repeats, seed, roll, note, status, view, buttons = _infill_column(filler, seed_file)
@@ -123,15 +129,15 @@ def _infill_column(filler: Filler, seed_file):
         with gr.Column(scale=1, min_width=320):
             song = gr.File(label="Song MIDI", file_types=[".mid", ".midi"], elem_id="infill-song")
             use_seed = gr.Button("Use the Continue tab's seed", size="sm")
-            first, last = _bar_boxes(5, 8)
+            first, last = _bar_boxes("infill", 5, 8)
             tracks = gr.Textbox(label="Tracks to rewrite (names, comma-separated; empty: every track)")
             repeats = gr.Checkbox(value=True, label="Let the bars repeat the song's own bars (the copy cache; "
                                                     "off: new material on every retry)", elem_id="infill-repeats")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("infill", "Fill")
+            status = gr.Markdown(filler.problem or "Pick a song and a bar range, then press **Fill** (empty bar "
+                                 "boxes: from the first bar, or to the last).", elem_id="infill-status", min_height=60)
         with gr.Column(scale=2):
-            status = gr.Markdown(filler.problem or "Pick a song and a bar range, then press **Fill**.",
-                                 elem_id="infill-status", min_height=60)
             roll = gr.Image(type="filepath", interactive=False, label="The song", elem_id="infill-band")
             note = gr.Markdown()
             view = _take_view("infill")
@@ -146,13 +152,13 @@ def _accompany_column(filler: Filler):
                              elem_id="accompany-melody")
             roles = gr.CheckboxGroup(["BRIDGE", "PIANO"], value=[], label="Tracks to write (none ticked: those "
                                      "the file lacks)")
-            first, last = _bar_boxes(None, None)
+            first, last = _bar_boxes("accompany", None, None)
             chords = gr.File(label="Chords (optional): a lab file of 'START END LABEL' lines, e.g. 0.0 2.4 G:min7",
                              file_types=[".lab", ".txt"], elem_id="accompany-chords")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("accompany", "Write")
-        with gr.Column(scale=2):
             status = gr.Markdown(filler.accompany_problem or "Upload a melody and press **Write** (empty bar boxes: "
-                                 "from the start).", elem_id="accompany-status", min_height=60)
+                                 "the whole piece).", elem_id="accompany-status", min_height=60)
+        with gr.Column(scale=2):
             view = _take_view("accompany")
     return melody, roles, first, last, chords, seed, status, view, buttons

@@ -15,6 +15,7 @@ import numpy as np
 
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
+from musictx.app.models import Choice, Loaded
 from musictx.generation.seeds import GenerateError
 from musictx.generation.song_bars import SongBars, meter_warning, parse_bars
 from musictx.generation.song_task import SongTask, read_task_song
@@ -28,24 +29,27 @@ from musictx.io.tokenizers import is_metrical
 
 BAND_SHADE = "#cfe3f7"  # light blue: the bars asked for, on the song's piano roll and the take's
 # One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.
+# Accompaniment: empty bar boxes ask for the whole piece, so the bound holds whole songs: POP909's songs read
+# without their beat files have 60-160 bars; 171 bars of a piano performance took 27 s on one busy CPU thread.
 MAX_FILL_BARS = 16
-MAX_ACCOMPANY_BARS = 64
+MAX_ACCOMPANY_BARS = 256
 MAX_CHORD_FILE_BYTES = 2**20  # a lab file of a long song is a few kB
 
 
-def infill_problem(cont: Continuer, task: str = "infill") -> str | None:
-    """Why the loaded model cannot do ``task`` (infill or accompany; one line), or None. The rule is the
-    command's (`musictx.generation.infill_run.song_job`): a metrical model, with the infill tokens to
-    infill."""
-    if not is_metrical(cont.tokenizer):
-        return (f"The model `{cont.meta['ref']}` reads performance events, not bars: start the app with "
-                "--model pop to write accompaniment (and with --model pop_infill to fill bars).")
+def infill_problem(model: Loaded, task: str = "infill", pinned: bool = True) -> str | None:
+    """Why ``model`` cannot do ``task`` (infill or accompany; one line), or None. The rule is the command's
+    (`musictx.generation.infill_run.song_job`): a metrical model, with the infill tokens to infill. Without
+    ``--model`` (``pinned`` False) the app chooses a model that can, so this is said only of a pinned one."""
+    instead = "pop_infill" if task == "infill" else "pop"
+    how = f"start the app without --model (it then uses {instead} for this tab)"
+    if not is_metrical(model.tokenizer):
+        return f"The model `{model.ref}` reads performance events, not bars: {how}."
     if task == "infill":
         try:
-            InfillIds.of(cont.tokenizer)
+            InfillIds.of(model.tokenizer)
         except ValueError:
-            return (f"The model `{cont.meta['ref']}` has no infill tokens: start the app with --model pop_infill "
-                    "(docs/infill.md) to fill bars.")
+            return (f"The model `{model.ref}` has no infill tokens, so it cannot fill bars: {how}, or with "
+                    "--model pop_infill (docs/infill.md).")
     return None
 
 
@@ -93,21 +97,27 @@ class Filler:
 
     def __init__(self, cont: Continuer):
         self.cont = cont
-        self.problem = infill_problem(cont, "infill")
-        self.accompany_problem = infill_problem(cont, "accompany")
+        pinned = cont.models.pinned  # what the tabs say when the page opens: only a pinned model can fall short
+        self.problem = infill_problem(cont.models.get(pinned), "infill") if pinned else None
+        self.accompany_problem = infill_problem(cont.models.get(pinned), "accompany") if pinned else None
 
-    def _song(self, path, task: str) -> tuple[Path, SongBars]:
+    def _song(self, path, task: str) -> tuple[Path, SongBars, Choice]:
+        """(the upload, the song read for ``task`` by its model, that model's choice)."""
         midi = self.cont.check_upload(path)
-        problem = self.accompany_problem if task == "accompany" else self.problem
+        choice = self.cont.models.choose(midi, task)
+        problem = infill_problem(choice.model, task, pinned=bool(self.cont.models.pinned))
         if problem:
             raise GenerateError(problem)
-        return midi, _for_file(midi, read_task_song, task, self.cont.tokenizer, midi)
+        return midi, _for_file(midi, read_task_song, task, choice.model.tokenizer, midi), choice
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
-        if first in (None, "") or last in (None, ""):
-            return 0, min(song.n_bars, most)
+        """The 0-based range [s, e) of the boxes ``first``-``last`` (1-based, inclusive). An empty box reaches
+        the piece's edge: From the first bar, To the last, as far as ``most`` bars from From."""
+        first, last = bar_number(first, "From"), bar_number(last, "To")
+        first = 1 if first is None else first
+        last = min(song.n_bars, first + most - 1) if last is None else last
         try:
-            s, e = parse_bars(f"{int(first)}-{int(last)}", song)
+            s, e = parse_bars(f"{first}-{last}", song)
         except MidiReadError as err:
             raise GenerateError(f"{midi.name}: {err.reason.replace('bars=', 'bars ')}") from None
         if e - s > most:
@@ -116,7 +126,7 @@ class Filler:
 
     def band(self, path, first, last) -> Path:
         """The song's piano roll with bars ``first``-``last`` (1-based, inclusive) shaded."""
-        midi, song = self._song(path, "infill")
+        midi, song, _ = self._song(path, "infill")
         s, e = self._bars(midi, song, first, last, song.n_bars)
         folder = self.cont.workdir / "previews"
         folder.mkdir(exist_ok=True)
@@ -130,33 +140,33 @@ class Filler:
         """Bars ``first``-``last`` of the song ``path`` (of the tracks named, comma-separated; all when empty)
         sampled anew; everything else is the file's own. ``repeats``: the copy cache as the app's settings
         have it (the bars may play the song's own bars again), else off."""
-        midi, song = self._song(path, "infill")
+        midi, song, choice = self._song(path, "infill")
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
         task = _for_file(midi, SongTask.of, "infill", song, s, e, tracks or None)
         opts = replace(self.cont.base, seed=int(seed or 0))
         opts = opts if repeats else opts.with_hook("copy_cache", strength=0.0)
 
         def make():
-            return task.sample(self.cont.net, self.cont.tokenizer, opts)[0][0]
+            return task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
         what = "every track" if not tracks else tracks
         copied = "" if opts.hooks.copy_cache.strength else ", no copy cache"
-        return self._write(midi, song, s, e, make, "fill",
-                           f"bars {s + 1}-{e} ({what}) filled{copied}, random seed {seed}")
+        return self._write(midi, song, (s, e), make, "fill", f"bars {s + 1}-{e}{_cut(song, s, e, last)} ({what}) "
+                           f"filled{copied}, random seed {seed}", choice)
 
     def accompany(self, path, roles=None, first=None, last=None, chords=None, seed: int = 0) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
         the lead sheet's ``chords`` (a lab file) where one is given."""
-        midi, song = self._song(path, "accompany")
+        midi, song, choice = self._song(path, "accompany")
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
         task = _for_file(midi, SongTask.of, "accompany", song, s, e, list(roles or []) or None)
         task.chords = self._chords(chords)
         opts = replace(self.cont.base, seed=int(seed or 0))
 
         def make():
-            return task.sample(self.cont.net, self.cont.tokenizer, opts)[0][0]
+            return task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
-        return self._write(midi, song, s, e, make, "acc",
-                           f"{task.track_names()} written for bars {s + 1}-{e}{led}, random seed {seed}")
+        return self._write(midi, song, (s, e), make, "acc", f"{task.track_names()} written for bars {s + 1}-{e}"
+                           f"{_cut(song, s, e, last)}{led}, random seed {seed}", choice)
 
     def _chords(self, path) -> Chords | None:
         """The uploaded chord file's chords (None for none); its problems told under its own name."""
@@ -172,10 +182,11 @@ class Filler:
         except ChordFileError as err:
             raise GenerateError(str(err).replace(str(p), p.name)) from None
 
-    def _write(self, midi: Path, song: SongBars, s: int, e: int, make, kind: str, title: str) -> Result:
+    def _write(self, midi: Path, song: SongBars, bars: tuple[int, int], make, kind: str, title: str,
+               choice: Choice) -> Result:
         """Sample and write one take into a new run folder, under the same disk checks as a continuation; a
         song whose bars are one beat long (a POP909 file without its beat file) is said in the title."""
-        cont = self.cont
+        cont, (s, e) = self.cont, bars
         cont.check_room()  # before the work: a request that cannot be kept is refused at once
         out = cont.workdir / f"{RUN_PREFIX}{next(cont._runs):04d}"
         stem = _safe_stem(midi)
@@ -187,7 +198,7 @@ class Filler:
                 name = f"{stem}_{kind}_{cont._take(stem + '_' + kind):02d}"
                 path = out / f"{name}.mid"
                 write_score(score, path)  # atomic, as every result the app writes
-                taken = read_task_song("infill", cont.tokenizer, path)  # the take, read whole
+                taken = read_task_song("infill", choice.model.tokenizer, path)  # the take, read whole
                 png = draw_band(taken, s, e, out / f"{name}.png", f"{name}: {title}")
                 wav = wav_beside(path, cont.base.soundfont) if cont.audio_reason is None else None
             except BaseException:
@@ -195,16 +206,43 @@ class Filler:
                 raise
             cont._newest = out
         cont.prune()
-        return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}")
+        return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}",
+                      model_line=choice.line())
+
+
+def bar_number(value, box: str) -> int | None:
+    """A bar box's value (the page's text, an API caller's number) as a bar number; None for an empty box;
+    GenerateError naming the box for anything else."""
+    text = "" if value is None else str(value).strip()
+    if not text:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not (number.is_integer() and number >= 1):
+        raise GenerateError(f"{box} bar: {text!r} is not a bar number (a whole number from 1; empty: the "
+                            f"{'first' if box == 'From' else 'last'} bar)")
+    return int(number)
+
+
+def _cut(song: SongBars, s: int, e: int, last) -> str:
+    """What an empty To box did not reach: the song's last bars, past the most one request may write."""
+    if bar_number(last, "To") is not None or e >= song.n_bars:
+        return ""
+    return f" of {song.n_bars} (at most {e - s} bars at a time)"
 
 
 def _for_file(midi: Path, work, *args):
     """``work(*args)``, its MidiReadError told as one line under the file's name (not the server's temporary
-    path), as the page shows every refusal."""
+    path), as the page shows every refusal, and in the page's words: its Tracks box, not the command's option."""
     try:
         return work(*args)
     except MidiReadError as err:
-        raise GenerateError(f"{midi.name}: {err.reason}") from None
+        reason = err.reason.replace("(task=infill tracks=... redoes a track)", "(upload the melody alone, or "
+                                    "redo a track with the Infill tab's Tracks box)")
+        reason = reason.replace("task=infill tracks=... redoes it", "the Infill tab's Tracks box redoes it")
+        raise GenerateError(f"{midi.name}: {reason}") from None
 
 
 def as_paths(values) -> list[str]:

@@ -40,6 +40,13 @@ def reason_for_page(reason: str) -> str:
     return re.sub(r"unreadable MIDI \(.*\)$", DAMAGED, reason)
 
 
+def for_the_page(err: Exception, path: Path) -> str:
+    """The command-line message of ``err`` said for the page: the file's name, not its server path, and no
+    advice about command-line options that the page does not have."""
+    text = reason_for_page(str(err).replace(f"seed_midi={path}", path.name))
+    return text.replace(" Leave seed_midi unset for unconditional generation.", "").strip()
+
+
 def _guarded(work: Callable, verb: str, expected: tuple) -> tuple[object, str | None]:
     """(work(), None), or (None, a one-line message): the page must keep serving whatever fails."""
     try:
@@ -56,7 +63,8 @@ def run_request(work: Callable[[], list]) -> tuple[list | None, str]:
     results, error = _guarded(work, "continue", USER_ERRORS)
     if error:
         return results, error
-    lines = [f"{len(results)} continuation(s) ready."]
+    ready = f"{len(results)} continuation(s) ready."
+    lines = [f"{ready} {results[0].model_line}".strip() if results else ready]
     lines += [text for text in (results[0].seed_line, results[0].seed_note) if text] if results else []
     return results, "\n\n".join(lines)
 
@@ -76,4 +84,4 @@ def preview_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
 def task_request(work: Callable[[], object], verb: str) -> tuple[object | None, str]:
     """(result, message) of an infill or accompaniment request (`musictx.app.infill_tab`), as `run_request`."""
     result, error = _guarded(work, verb, USER_ERRORS)
-    return result, error or "Done: listen, then Keep it or Retry."
+    return result, error or f"Done: listen, then Keep it or Retry. {getattr(result, 'model_line', '')}".strip()

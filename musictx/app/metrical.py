@@ -1,4 +1,4 @@
-"""The app's request for a metrical model (`musictx.app.core.Continuer` with ``--model pop``): the seed cut at
+"""The app's request for a metrical model (`musictx.app.core.Continuer` on the pop model): the seed cut at
 bar lines, whole bars sampled, results written with the seed's named tracks, tempo map and meter."""
 
 from __future__ import annotations
@@ -26,18 +26,20 @@ class BarProgress:
         self.report(fraction, f"generating: bar {int(self.count.mean())} of {self.bars}")
 
 
-def sample_and_write(continuer, seed_path: Path, out: Path, opts, report, lineage, take_name) -> tuple:
-    """(seed, [(record, name)]) of one request; the caller makes the page's results."""
-    seed = seed_of(continuer.tokenizer, opts)
+def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_name, check_seconds) -> tuple:
+    """(seed, [(record, ids)]) of one request on the metrical ``model`` (`musictx.app.models.Loaded`); WAVs when
+    ``audio``; ``check_seconds(seed seconds)`` refuses a seed too long; the caller makes the page's results."""
+    tok = model.tokenizer
+    seed = seed_of(tok, opts)
+    check_seconds(seed.seconds)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
-    pieces = sample_bars(continuer.net, continuer.tokenizer, seed, opts, num_samples=opts.num_samples, bars=bars,
-                         on_step=BarProgress(continuer.tokenizer.bar_id, bars, report))
+    pieces = sample_bars(model.net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
+                         on_step=BarProgress(tok.bar_id, bars, report))
     out.mkdir(parents=True)
     written = []
     for i, ids in enumerate(pieces):
         report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
-        rec = write_take(out, sample_name(i), metrical_take(continuer.tokenizer, seed, ids, opts.include_seed),
-                         opts.soundfont, continuer.audio_reason is None)
+        rec = write_take(out, sample_name(i), metrical_take(tok, seed, ids, opts.include_seed), opts.soundfont, audio)
         name = f"{lineage.stem}_cont_{take_name(lineage.stem):02d}"
         for suffix in (".mid", ".png", ".wav"):  # the page names results after the upload
             src = out / f"{Path(rec['midi']).stem}{suffix}"

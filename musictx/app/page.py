@@ -75,9 +75,9 @@ def _slot(index: int) -> Slot:
 
 def _header(cont: Continuer, max_queue: int) -> str:
     audio = "on" if cont.audio_reason is None else f"off ({cont.audio_reason})"
+    models = cont.models.startup_line()
     return (f"# musictx: continue, fill in or accompany a MIDI file\n"
-            f"Model `{cont.meta['ref']}` ({cont.meta['source']}, "
-            f"{type(cont.net).__name__}). Audio: {audio}. Upload a `.mid` file of at most "
+            f"{models[0].upper()}{models[1:]}; each result says which. Audio: {audio}. Upload a `.mid` file of at most "
             f"{cont.max_upload_mb:g} MB or keep the bundled motif; the shaded part of each piano roll is the seed.\n\n"
             f"{cont.limits.line()} {_queue_line(max_queue)}")
 
@@ -123,17 +123,17 @@ def _respond(results: list[Result] | None, message: str, n_outputs: int, takes: 
 
 
 def _results_column():
-    """The right column: the status line, the result slots and the session's takes."""
+    """The right column: the result slots and the session's takes."""
     with gr.Column(scale=2):
-        status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=90)
         slots = [_slot(i) for i in range(MAX_SAMPLES)]
         history = gr.File(label="Takes this session (newest first, while the server keeps them)",
                           file_count="multiple", interactive=False, visible=False, elem_id="takes")
-    return status, slots, history
+    return slots, history
 
 
 def _seed_column(cont: Continuer):
-    """The left column: the seed file, its piano roll, the settings and the Continue button."""
+    """The left column: the seed file, its piano roll, the settings, the Continue button and under it the status
+    line (its progress and messages show where the button was pressed, not a screen away)."""
     with gr.Column(scale=1, min_width=320):
         seed_file = gr.File(value=str(cont.motif), label="Seed MIDI", file_types=[".mid", ".midi"],
                             elem_id="seed-file")
@@ -143,7 +143,8 @@ def _seed_column(cont: Continuer):
         preview_note = gr.Markdown(elem_id="seed-roll-note")
         controls = _controls()
         go = gr.Button("Continue", variant="primary", elem_id="continue")
-    return seed_file, use_motif, preview, preview_note, controls, go
+        status = gr.Markdown("Pick a seed and press **Continue**.", elem_id="status", min_height=60)
+    return seed_file, use_motif, preview, preview_note, controls, go, status
 
 
 def quiet_bounds() -> None:
@@ -176,8 +177,8 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         takes = gr.State([])  # MIDI paths of every result of this session, newest first
         with gr.Tab("Continue", elem_id="tab-continue"):
             with gr.Row():
-                seed_file, use_motif, preview, preview_note, controls, go = _seed_column(cont)
-                status, slots, history = _results_column()
+                seed_file, use_motif, preview, preview_note, controls, go, status = _seed_column(cont)
+                slots, history = _results_column()
             arcs = _arcs_panel(cont, shown)
         infill_tabs(cont, seed_file, takes, history)
         outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs] + [takes, history]
@@ -203,11 +204,12 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
                 return _respond(results, message, len(outputs), done, seed_file=paths[index])
             return on_further
 
-        common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
-        go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed", **common)
-        for i, slot in enumerate(slots):
+        common = dict(outputs=outputs, concurrency_id="generate", concurrency_limit=1)
+        go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed",
+                 show_progress_on=[status], **common)
+        for i, slot in enumerate(slots):  # the progress shows in the result whose button was pressed
             slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0], controls[7]],
-                               api_name=f"continue_further_{i}", **common)
+                               api_name=f"continue_further_{i}", show_progress_on=[slot.title], **common)
         seed_file.change(lambda path: _preview(cont, path), inputs=seed_file, outputs=[preview, preview_note],
                          api_name="preview_seed", concurrency_id="preview")
         # instant, so it need not wait in (or take a place in) the bounded queue
@@ -233,9 +235,10 @@ def _view(value: str) -> int | None:
 
 def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
     """Attention arcs of a result (Transformers only): which earlier notes each of its last notes attends to."""
-    if not cont.has_attention:
+    model = cont.first_model()  # the shipped models share their shape; another result's refusal is one line
+    if not model.has_attention:
         return None
-    n_layers, n_heads = len(cont.net.blocks), cont.net.blocks[0].attn.n_heads
+    n_layers, n_heads = len(model.net.blocks), model.net.blocks[0].attn.n_heads
     with gr.Accordion("Where the model looks: attention arcs", open=False, elem_id="arcs"):
         with gr.Row():
             which = gr.Dropdown([str(i + 1) for i in range(MAX_SAMPLES)], value="1", label="Result")
@@ -273,8 +276,11 @@ def _preview(cont: Continuer, path) -> tuple[str | None, str]:
     """(piano roll of the seed file, a line under it); a cleared box clears both, a bad file says why."""
     if not path:
         return None, ""
-    png, message = preview_request(lambda: cont.preview(path))
-    return (None, message) if png is None else (str(png), f"{Path(path).name}, as the model reads it.")
+    made, message = preview_request(lambda: cont.preview_with_model(path))
+    if made is None:
+        return None, message
+    png, choice = made
+    return str(png), f"{Path(path).name}, as the model `{choice.model.ref}` reads it ({choice.why})."
 
 
 def _reporter(progress: gr.Progress):

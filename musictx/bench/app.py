@@ -13,17 +13,20 @@ import os
 import tempfile
 import time
 
+from musictx.console.args import COUNT, SECONDS, OneLineParser, number_list
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m musictx.bench app", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, help="shipped name, model folder or .ckpt (default: the shipped piano)")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seconds", type=float, default=30.0, help="seconds of new music per sample")
-    p.add_argument("--samples", default="1,2", help="numbers of samples per request")
-    p.add_argument("--repeats", type=int, default=3)
+    p = OneLineParser(prog="python -m musictx.bench app", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=None, help="shipped name, model folder or .ckpt "
+                                                    "(default: the one the app chooses for the motif)")
+    p.add_argument("--threads", type=COUNT, default=2)
+    p.add_argument("--seconds", type=SECONDS, default=30.0, help="seconds of new music per sample")
+    p.add_argument("--samples", type=number_list(), default="1,2", help="numbers of samples per request")
+    p.add_argument("--repeats", type=COUNT, default=3)
     args = p.parse_args(argv)
 
     import torch
@@ -32,7 +35,8 @@ def main(argv=None) -> None:
 
     torch.set_num_threads(args.threads)
     cont = Continuer(args.model, workdir=tempfile.mkdtemp(prefix="musictx-bench-app-"))
-    print(f"model {cont.meta['ref']} ({cont.meta['source']}), audio: {cont.audio_reason or 'on'}, "
+    model = cont.models.choose(MOTIF).model
+    print(f"model {model.ref} ({model.meta['source']}), audio: {cont.audio_reason or 'on'}, "
           f"{args.seconds:g} s new per sample, threads={args.threads}, median of {args.repeats}")
     print("\n| samples | Continue -> audio, s (min-max) | new music, s | x real time |\n|---:|---|---:|---:|")
     for n in (int(x) for x in args.samples.split(",") if x):

@@ -145,7 +145,7 @@ def render_wav(midi_path: str | os.PathLike, wav_path: str | os.PathLike, soundf
         if name == "fluidsynth":
             _render_fluidsynth(midi_path, data, tmp, font, sample_rate, gain, timeout)
         else:
-            _render_midirenderer(midi_path, data, tmp, font, sample_rate, gain)
+            _render_midirenderer(midi_path, data, tmp, font, sample_rate, gain, Path(wav_path).name)
     return Path(wav_path)
 
 
@@ -226,7 +226,8 @@ def _render_fluidsynth(midi_path, data: bytes, wav_path, soundfont: Path, sample
     return wav
 
 
-def _render_midirenderer(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float) -> Path:
+def _render_midirenderer(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float,
+                         name: str | None = None) -> Path:
     import midirenderer
 
     font = soundfont.read_bytes()
@@ -241,7 +242,8 @@ def _render_midirenderer(midi_path, data: bytes, wav_path, soundfont: Path, samp
                 raise
             raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
 
-    return render_chunked(render, data, wav_path, sample_rate, gain)  # a minute at a time: bounded memory
+    # a minute at a time: bounded memory; the progress bar names the WAV being made, not its temporary file
+    return render_chunked(render, data, wav_path, sample_rate, gain, name=name)
 
 
 def wav_beside(midi: Path, soundfont: str | None) -> str | None:

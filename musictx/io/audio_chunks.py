@@ -36,15 +36,16 @@ BLOCK_SECONDS = 10.0  # frames per read of the second pass
 
 
 def render_chunked(render, data: bytes, wav_path: str | os.PathLike, sample_rate: int, peak: float,
-                   chunk_seconds: float = CHUNK_SECONDS) -> Path:
+                   chunk_seconds: float = CHUNK_SECONDS, name: str | None = None) -> Path:
     """Write the WAV of the MIDI ``data`` at ``wav_path``, ``chunk_seconds`` of it per render.
-    ``render(midi_bytes) -> wav_bytes`` is the synthesiser (midirenderer with its soundfont)."""
+    ``render(midi_bytes) -> wav_bytes`` is the synthesiser (midirenderer with its soundfont); ``name``: what
+    the progress bar calls the WAV (default: ``wav_path``'s name)."""
     events, end = _timed_events(data)
     spans = [(t, min(t + chunk_seconds, end)) for t in np.arange(0.0, end, chunk_seconds)] or [(0.0, end)]
     with tempfile.TemporaryFile(dir=Path(wav_path).parent) as raw:
         rate, channels, top = 0, 2, 0
         # a long piece takes minutes: a bar per piece (none for one chunk)
-        for t0, t1 in tqdm(spans, desc=f"audio {Path(wav_path).name}", unit=" chunk", disable=len(spans) < 2,
+        for t0, t1 in tqdm(spans, desc=f"audio {name or Path(wav_path).name}", unit=" chunk", disable=len(spans) < 2,
                            leave=False, file=sys.stdout):
             if len(spans) == 1:
                 frames, rate = _wav_frames(render(data))
