@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import socket
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -201,8 +202,12 @@ def claim_name(path: str | os.PathLike) -> bool:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    except OSError as err:  # a full disk takes the (empty) name but not its text: an empty claim nobody sweeps
+        marker.unlink(missing_ok=True)
+        raise full_disk_error(path, err) if err.errno in FULL_DISK else err from None
     if os.path.lexists(path):  # written whole by another run between the check and the claim
         marker.unlink(missing_ok=True)
         return False
@@ -220,13 +225,19 @@ def claim_numbered(folder: str | os.PathLike, *families: NameFamily) -> list[lis
     _run.swept.add(folder)
     sweep_leftovers(folder)
     names, claimed = os.listdir(folder), []
-    for name_of, start, count in families:
-        number, mine = start(names), []
-        while len(mine) < count:
-            if claim_name(folder / name_of(number)):
-                mine.append(number)
-            number += 1
-        claimed.append(mine)
+    try:
+        for name_of, start, count in families:
+            number, mine = start(names), []
+            claimed.append(mine)
+            while len(mine) < count:
+                if claim_name(folder / name_of(number)):
+                    mine.append(number)
+                number += 1
+    except BaseException:  # a full disk at the k-th claim: the earlier ones go too, not at this process's end
+        for (name_of, _, _), mine in zip(families, claimed, strict=False):
+            for number in mine:
+                release_name(folder / name_of(number))
+        raise
     return claimed
 
 
@@ -240,6 +251,8 @@ _TEMP = re.compile(r"^\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)(\.[^.]*)?$")
 
 def _dead(host: str, pid: int) -> bool:
     """Whether process ``pid`` of ``host`` is gone (only this host's can be told; another's is kept)."""
+    if (host, pid) == ("", -1):  # an abandoned empty claim (`_empty_claim_owner`)
+        return True
     if host != socket.gethostname() or pid == os.getpid():
         return False
     try:
@@ -260,7 +273,23 @@ def _owner(folder: Path, name: str) -> tuple[str, int] | None:
             host, pid = (folder / name).read_text().split()[:2]
             return host, int(pid)
         except (OSError, ValueError):
-            return None
+            return _empty_claim_owner(folder / name)
+    return None
+
+
+EMPTY_CLAIM_S = 60.0  # a claim's text follows its creation at once: one still empty after this was abandoned
+
+
+def _empty_claim_owner(path: Path) -> tuple[str, int] | None:
+    """A stand-in owner, gone, for an empty claim left long enough ago (`EMPTY_CLAIM_S`): a run killed between
+    creating the claim and writing its text, or an older musictx whose write met a full disk. It held the
+    number from the next run, which numbered its samples after it in a folder that looked empty."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if info.st_size == 0 and time.time() - info.st_mtime > EMPTY_CLAIM_S:
+        return "", -1  # `_dead` reads this as a process that is gone
     return None
 
 
@@ -333,3 +362,33 @@ def write_bytes(path: str | os.PathLike, data: bytes, key: str = "output") -> Pa
 
 def write_text(path: str | os.PathLike, text: str, key: str = "output") -> Path:
     return write_bytes(path, text.encode("utf-8"), key)
+
+
+def writable_problem(path: str | os.PathLike) -> str | None:
+    """Why the folder ``path`` cannot be made or written into, or None: the nearest of it and its parents that
+    exists is a file, or is read-only. Checked before Hydra makes a run folder: its own error was a traceback."""
+    path = Path(os.path.abspath(path))
+    for place in (path, *path.parents):
+        if not os.path.lexists(place):
+            continue
+        if not place.is_dir():
+            if place != path:
+                return f"{place} is {'a file' if place.is_file() else 'not a folder'}, so no folder can be made in it"
+            return f"{place} is {'a file, not a folder' if place.is_file() else 'not a folder'}"
+        if os.access(place, os.W_OK | os.X_OK):
+            return None
+        try:
+            read_only = bool(os.statvfs(place).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        why = "is on a read-only file system" if read_only else "is not writable by you"
+        return f"{place} {why}" + ("" if place == path else ", so no folder can be made in it")
+    return None
+
+
+def check_writable(path: str | os.PathLike, key: str) -> Path:
+    """``path`` as a Path, or OutputError ``<key>=<path>: <why>`` (see `writable_problem`)."""
+    problem = writable_problem(path)
+    if problem:
+        raise OutputError(f"{key}={path}: {problem}; choose another folder")
+    return Path(path)

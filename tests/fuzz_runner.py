@@ -5,6 +5,8 @@ loads are paid once, not once per hostile file.
 
     python tests/fuzz_runner.py cases.json     # [{"module": "musictx.commands.generate", "prog": ..., "argv": [...]}]
 
+A case with ``"as_main": true`` runs the module as ``python -m`` does, its ``if __name__ == "__main__"`` block.
+
 An exception that escapes ``main()`` is reported as status "uncaught" with its traceback: a traceback the user
 would have seen.
 """
@@ -15,17 +17,23 @@ import contextlib
 import importlib
 import io
 import json
+import runpy
 import sys
 import traceback
 
 
-def run_one(module: str, prog: str, argv: list[str]) -> dict:
+def run_one(module: str, prog: str, argv: list[str], as_main: bool = False) -> dict:
+    """``as_main``: run the module as ``python -m`` does (its ``__main__`` block; an old entry point has no main)."""
     out, err = io.StringIO(), io.StringIO()
     sys.argv = [prog, *argv]
     status: int | str = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            importlib.import_module(module).main()
+            if as_main:  # imported by an earlier case: runpy would warn of it, as a fresh `python -m` does not
+                sys.modules.pop(module, None)
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            else:
+                importlib.import_module(module).main()
         except SystemExit as stop:
             code = stop.code
             status = code if isinstance(code, int) else (0 if code is None else 1)
@@ -41,7 +49,7 @@ def main() -> None:
     cases = json.loads(open(sys.argv[1]).read())
     real_stdout = sys.stdout
     for case in cases:
-        result = run_one(case["module"], case["prog"], case["argv"])
+        result = run_one(case["module"], case["prog"], case["argv"], case.get("as_main", False))
         real_stdout.write(json.dumps(result) + "\n")
         real_stdout.flush()
 

@@ -22,7 +22,7 @@ from musictx.generation.model_choice import choose_model
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.ngram_index import INDEX_FILE, load_index
 from musictx.io.token_store import TokenArrays, load_tokenizer
-from musictx.io.tokenizer import TokenizerMismatchError
+from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
 
 from .helpers import SHARED_DATA
@@ -35,7 +35,7 @@ needs_pop = pytest.mark.skipif(not POP.is_dir(), reason=f"POP909 not found at {P
 def test_round_trip_keeps_named_tracks_meter_and_notes(tmp_path):
     path = band_song(tmp_path / "s.mid", bars=6, bpm=100, beats_per_bar=3)
     tok = MetricalTokenizer()
-    score, tracks, shift = tok.read(path)
+    score, tracks, shift, _ = tok.read(path)
     assert shift == 0 and [t.name for t in tracks.tracks] == ["Melody", "Piano"]
     assert len({t.program for t in tracks.tracks}) == 2  # one program each in the tokens, though both are 0
     back = tok.decode_score(tok.encode_score(score), tracks).resample(score.ticks_per_quarter, min_dur=1)
@@ -56,8 +56,10 @@ def test_saved_tokenizer_rebuilds_itself_and_refuses_other_settings():
     finer = MetricalTokenizer(positions_per_beat=8)
     with pytest.raises(TokenizerMismatchError, match="beat_res"):
         tok.check_compatible(finer, what="the checkpoint")
-    with pytest.raises(TokenizerMismatchError, match="remi here vs 'performance'"):
+    with pytest.raises(TokenizerMismatchError, match="reads REMI tokens, data holds Performance events"):
         tok.check_compatible({"kind": "performance"})
+    with pytest.raises(TokenizerMismatchError, match="reads Performance events, data holds REMI tokens"):
+        EventTokenizer().check_compatible(tok)  # was an AttributeError on the REMI tokenizer
 
 
 def test_transpose_moves_pitches_only_and_refuses_to_leave_the_range(tmp_path):
@@ -75,7 +77,7 @@ def test_pop909_bars_come_from_the_beat_file():
     tok = MetricalTokenizer()
     for song, per_bar in (("001", 4), ("034", 6)):
         path = POP / song / f"{song}.mid"
-        score, tracks, shift = tok.read(path)
+        score, tracks, shift, _ = tok.read(path)
         assert [t.name for t in tracks.tracks] == ["MELODY", "BRIDGE", "PIANO"]
         assert score.time_signatures[0].numerator == per_bar and len(score.time_signatures) == 1
         beats = np.loadtxt(path.with_name("beat_midi.txt"))

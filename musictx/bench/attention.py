@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 
+from musictx.console.args import COUNT, OneLineParser, number, number_list
+
 IMPLS = ("naive", "skew", "efficient", "sdpa", "flex")
 GIB = 2**30
 
@@ -141,19 +143,20 @@ def cpu_name() -> str:
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m musictx.bench attention", description=__doc__.split("\n")[0])
-    p.add_argument("--lengths", default="1024,2048,4096,8192", help="comma-separated sequence lengths")
+    p = OneLineParser(prog="python -m musictx.bench attention", description=__doc__.split("\n")[0])
+    p.add_argument("--lengths", type=number_list(), default="1024,2048,4096,8192",
+                   help="comma-separated sequence lengths")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {IMPLS}")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the table shows medians")
-    p.add_argument("--repeats", type=int, default=3, help="warm steps timed per cell and round")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads in each cell")
-    p.add_argument("--d-model", type=int, default=512)
-    p.add_argument("--n-heads", type=int, default=8)
-    p.add_argument("--max-rel-dist", type=int, default=0, help="0 means L // 2, the model's default")
-    p.add_argument("--block-size", type=int, default=64, help="query block of the efficient kernel")
-    p.add_argument("--memory-fraction", type=float, default=0.6,
+    p.add_argument("--rounds", type=COUNT, default=3, help="interleaved rounds; the table shows medians")
+    p.add_argument("--repeats", type=COUNT, default=3, help="warm steps timed per cell and round")
+    p.add_argument("--threads", type=COUNT, default=1, help="torch intra-op threads in each cell")
+    p.add_argument("--d-model", type=COUNT, default=512)
+    p.add_argument("--n-heads", type=COUNT, default=8)
+    p.add_argument("--max-rel-dist", type=number(int, low=0), default=0, help="0 means L // 2, the model's default")
+    p.add_argument("--block-size", type=COUNT, default=64, help="query block of the efficient kernel")
+    p.add_argument("--memory-fraction", type=number(float, above=0), default=0.6,
                    help="skip naive/skew cells whose estimated peak exceeds this share of MemAvailable")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    p.add_argument("--timeout", type=COUNT, default=900, help="seconds per cell")
     p.add_argument("--worker", nargs=2, metavar=("IMPL", "L"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 

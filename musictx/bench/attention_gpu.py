@@ -19,11 +19,12 @@ events. The efficient kernel is the one `RelativeSelfAttention(impl="efficient")
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
+
+from musictx.console.args import COUNT, OneLineParser, number, number_list
 
 IMPLS = ("triton", "efficient", "skew", "flex", "sdpa")
 MIB = 2**20
@@ -135,18 +136,18 @@ def device_name(device: str) -> str:
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m musictx.bench attention_gpu", description=__doc__.split("\n")[0])
-    p.add_argument("--lengths", default="1024,2048,4096,8192")
+    p = OneLineParser(prog="python -m musictx.bench attention_gpu", description=__doc__.split("\n")[0])
+    p.add_argument("--lengths", type=number_list(), default="1024,2048,4096,8192")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {IMPLS}")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"], help="autocast dtype")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--d-model", type=int, default=512)
-    p.add_argument("--n-heads", type=int, default=8)
+    p.add_argument("--rounds", type=COUNT, default=3)
+    p.add_argument("--warmup", type=number(int, low=0), default=2)
+    p.add_argument("--repeats", type=COUNT, default=5)
+    p.add_argument("--d-model", type=COUNT, default=512)
+    p.add_argument("--n-heads", type=COUNT, default=8)
     p.add_argument("--json", help="also write the rows here (after every round)")
-    p.add_argument("--max-seconds", type=float, default=0.0,
+    p.add_argument("--max-seconds", type=number(float, low=0), default=0.0,
                    help="start no cell after this many seconds (its row says so); 0: no limit")
     return p.parse_args(argv)
 

@@ -40,6 +40,8 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from musictx.console.args import COUNT, OneLineParser, number_list
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 PATHS = {"cache, reference path": False, "cache, fast path": True}  # name -> fast decoding steps
 
@@ -323,21 +325,21 @@ def _verdict(ok: bool) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m musictx.bench generate", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="python -m musictx.bench generate", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="piano", help="shipped name, model folder or .ckpt (default piano)")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    p.add_argument("--new-tokens", type=int, default=512)
-    p.add_argument("--seed-tokens", type=int, default=256, help="prompt: at most this many ids of the motif")
-    p.add_argument("--batch-sizes", default="1,4", help="comma-separated, e.g. 1,4")
-    p.add_argument("--repeats", type=int, default=5, help="runs of each cached path, alternating (default 5)")
-    p.add_argument("--uncached-tokens", type=int, default=16, help="steps timed per length without the cache")
-    p.add_argument("--uncached-points", type=int, default=3, help="window lengths timed without the cache")
+    p.add_argument("--threads", type=COUNT, default=1, help="torch intra-op threads (default 1)")
+    p.add_argument("--new-tokens", type=COUNT, default=512)
+    p.add_argument("--seed-tokens", type=COUNT, default=256, help="prompt: at most this many ids of the motif")
+    p.add_argument("--batch-sizes", type=number_list(), default="1,4", help="comma-separated, e.g. 1,4")
+    p.add_argument("--repeats", type=COUNT, default=5, help="runs of each cached path, alternating (default 5)")
+    p.add_argument("--uncached-tokens", type=COUNT, default=16, help="steps timed per length without the cache")
+    p.add_argument("--uncached-points", type=COUNT, default=3, help="window lengths timed without the cache")
     p.add_argument("--no-uncached", action="store_true", help="skip the (slow) recomputation path")
     p.add_argument("--floor", action="store_true", help="also time a step against a quarter-width twin")
     p.add_argument("--baseline", type=Path, help="a checkout (its root) whose generation code to time against")
-    p.add_argument("--baseline-pairs", type=int, default=10, help="pairs of processes with --baseline")
-    p.add_argument("--baseline-runs", type=int, default=5, help="generations per process with --baseline")
+    p.add_argument("--baseline-pairs", type=COUNT, default=10, help="pairs of processes with --baseline")
+    p.add_argument("--baseline-runs", type=COUNT, default=5, help="generations per process with --baseline")
     return p.parse_args(argv)
 
 

@@ -23,6 +23,7 @@ import argparse
 import os
 import statistics
 
+from musictx.console.args import COUNT, SECONDS, OneLineParser
 from musictx.paths import BUNDLED_MOTIF  # no torch
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads (see musictx.bench.realtime)
@@ -64,14 +65,14 @@ def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, second
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m musictx.bench hooks", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="python -m musictx.bench hooks", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="pop", help="shipped name, model folder or .ckpt (default pop)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seconds", type=float, default=20.0, help="seconds of new music per sample")
-    p.add_argument("--seeds", type=int, default=3, help="sampling seeds per arm and round")
-    p.add_argument("--repeats", type=int, default=9, help="rounds")
+    p.add_argument("--threads", type=COUNT, default=1)
+    p.add_argument("--batch", type=COUNT, default=1)
+    p.add_argument("--seconds", type=SECONDS, default=20.0, help="seconds of new music per sample")
+    p.add_argument("--seeds", type=COUNT, default=3, help="sampling seeds per arm and round")
+    p.add_argument("--repeats", type=COUNT, default=9, help="rounds")
     args = p.parse_args(argv)
 
     import torch

@@ -13,11 +13,12 @@ music made per second per sample. OMP_WAIT_POLICY=PASSIVE unless the environment
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
 from pathlib import Path
+
+from musictx.console.args import COUNT, OneLineParser
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is loaded (imports below are inside)
 
@@ -103,14 +104,14 @@ def format_distances(tok, songs: list[Path]) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m musictx.bench infill", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m musictx.bench infill", description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", help="a model fine-tuned with experiment=pop_infill")
     parser.add_argument("--distances", action="store_true", help="measure the format, not a model")
     parser.add_argument("--data", default="data/pop_infill", help="prepared POP909 folder (its validation split)")
     parser.add_argument("--song", action="append", default=[], help="a POP909 song file (repeatable)")
-    parser.add_argument("--songs", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--samples", type=int, default=1, help="> 1: accompaniment, N samples batched vs one by one")
+    parser.add_argument("--songs", type=COUNT, default=5)
+    parser.add_argument("--threads", type=COUNT, default=2)
+    parser.add_argument("--samples", type=COUNT, default=1, help="> 1: accompaniment, N samples batched vs one by one")
     args = parser.parse_args(argv)
     import numpy as np
     import torch

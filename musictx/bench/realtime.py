@@ -14,6 +14,7 @@ import argparse
 import os
 import time
 
+from musictx.console.args import COUNT, SECONDS, OneLineParser, number_list
 from musictx.paths import BUNDLED_MOTIF  # no torch
 
 # OpenMP reads this once, when torch loads it: so before anything imports torch (the other musictx imports
@@ -92,13 +93,13 @@ def measure(arms: list[tuple], batch: int, seconds: float, repeats: int) -> list
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m musictx.bench realtime", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="python -m musictx.bench realtime", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="piano", help="shipped name, model folder or .ckpt (default piano)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: see above)")
-    p.add_argument("--batch-sizes", default="1,4")
-    p.add_argument("--seconds", type=float, default=30.0, help="seconds of new music per sample")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=COUNT, default=1, help="torch threads (default 1: see above)")
+    p.add_argument("--batch-sizes", type=number_list(), default="1,4")
+    p.add_argument("--seconds", type=SECONDS, default=30.0, help="seconds of new music per sample")
+    p.add_argument("--repeats", type=COUNT, default=3)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a sampling option other than its default (repeatable), "
                         "e.g. --set hooks.phrase_echo.strength=0")

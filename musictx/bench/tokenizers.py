@@ -9,7 +9,6 @@ Needs ../shared/data/pop (POP909).
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import miditok
 import numpy as np
 from symusic import Score
 
+from musictx.console.args import COUNT, OneLineParser
 from musictx.io.metrical_tokenizer import MetricalTokenizer, miditok_config
 from musictx.io.tokenizer import EventTokenizer
 
@@ -79,8 +79,8 @@ def measure_performance(songs: list[Path]) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m musictx.bench tokenizers", description=__doc__)
-    parser.add_argument("--songs", type=int, default=100, help="POP909 songs, the first N (default 100)")
+    parser = OneLineParser(prog="python -m musictx.bench tokenizers", description=__doc__)
+    parser.add_argument("--songs", type=COUNT, default=100, help="POP909 songs, the first N (default 100)")
     args = parser.parse_args(argv)
     if not POP.is_dir():
         raise SystemExit(f"needs POP909 at {POP}")

@@ -22,10 +22,11 @@ logits in backward and skew computes the full L x L square: extra work is not co
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
+
+from musictx.console.args import COUNT, OneLineParser, number
 
 CASES = {  # name: (model class name in musictx.models, extra constructor kwargs)
     "mt-efficient": ("MusicTransformer", {"attn_impl": "efficient"}),
@@ -150,12 +151,12 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--batch-size", type=int, default=2)
-    p.add_argument("--steps", type=int, default=3, help="timed steps (rounds) per model; the median is reported")
-    p.add_argument("--warmup", type=int, default=1)
+    p = OneLineParser(prog="python -m musictx.bench train", description=__doc__.split("\n")[0])
+    p.add_argument("--threads", type=COUNT, default=1)
+    p.add_argument("--seq-len", type=COUNT, default=1024)
+    p.add_argument("--batch-size", type=COUNT, default=2)
+    p.add_argument("--steps", type=COUNT, default=3, help="timed steps (rounds) per model; the median is reported")
+    p.add_argument("--warmup", type=number(int, low=0), default=1)
     p.add_argument("--models", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
     args = p.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]

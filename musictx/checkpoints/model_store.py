@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import pickle
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
@@ -153,6 +154,8 @@ def check_finite(state: dict, path) -> None:
 
 
 def _first_line(err: BaseException) -> str:
+    if isinstance(err, pickle.UnpicklingError):  # torch's text: how to load it anyway, in terminal colours
+        return "it holds pickled Python objects besides weights, which musictx does not load"
     text = str(err).strip()
     return text.splitlines()[0] if text else "no detail"
 

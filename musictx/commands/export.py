@@ -10,12 +10,12 @@ whole or not at all.
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 from musictx.checkpoints.export import export
 from musictx.checkpoints.model_store import CONFIG_FILE, NATIVE_TOKENIZER_FILE, WEIGHT_DTYPES, WEIGHTS_FILE
+from musictx.console.args import OneLineParser
 from musictx.console.guard import command_guard
 from musictx.safe_output import check_new, check_target
 
@@ -32,7 +32,7 @@ def check_output(checkpoint: str, output_dir: str, overwrite: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="a .ckpt written by musictx-train")
     parser.add_argument("output_dir", help="the model folder to write")
     parser.add_argument("--dtype", default="float16", choices=sorted(WEIGHT_DTYPES))

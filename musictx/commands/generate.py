@@ -22,7 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from musictx.console.config_help import with_key_help
 from musictx.console.guard import before_hydra, command_guard, plain, remove_new_parents
 from musictx.generation.continue_midi import run
-from musictx.generation.generate_options import GenerateOptions, check_option_names, override_names
+from musictx.generation.generate_options import (
+    GenerateOptions,
+    check_option_names,
+    not_on_command_line,
+    override_names,
+)
 from musictx.generation.seeds import GenerateError
 from musictx.paths import CONF_DIR
 
@@ -43,6 +48,7 @@ def main() -> None:
     sys.argv = [f"tracks=[{a[7:]}]" if a.startswith("tracks=") and "," in a and "[" not in a else a
                 for a in sys.argv]
     try:
+        not_on_command_line(sys.argv[1:])
         check_option_names(override_names(sys.argv[1:]))
     except GenerateError as err:
         sys.exit(f"{PROG}: error: {err}")

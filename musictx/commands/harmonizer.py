@@ -7,16 +7,16 @@ Every error, and Ctrl-C, ends in one line (`musictx.console.guard`).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from musictx.console.args import OneLineParser
 from musictx.console.guard import command_guard
 from musictx.generation.harmonizer import WEIGHTS
 from musictx.training.harmonizer import PROG, run
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("data/pop"), help="a prepared POP909 folder")
     ap.add_argument("--out", type=Path, default=Path("outputs/harmonizer/weights.npz"),
                     help=f"where the weights go (the shipped ones, {WEIGHTS.relative_to(WEIGHTS.parents[3])}, are "

@@ -6,10 +6,10 @@ mode=motif`` runs (`musictx.evaluation.motif_plots`):
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
+from musictx.console.args import OneLineParser
 from musictx.evaluation.checks import EvaluateError
 from musictx.evaluation.motif_plots import plot_forgetting_curves, result_label
 
@@ -17,7 +17,7 @@ from musictx.evaluation.motif_plots import plot_forgetting_curves, result_label
 def main(argv: list[str] | None = None) -> None:
     """``python -m musictx.commands.motif_curves curves.png runA/metrics.json runB/metrics.json``: several
     models' curves in one figure (each metrics.json from ``musictx-evaluate mode=motif``)."""
-    parser = argparse.ArgumentParser(prog="python -m musictx.commands.motif_curves", description=main.__doc__)
+    parser = OneLineParser(prog="python -m musictx.commands.motif_curves", description=main.__doc__)
     parser.add_argument("out", help="PNG to write")
     parser.add_argument("metrics", nargs="+", help="metrics.json files of mode=motif runs")
     parser.add_argument("--labels", nargs="+", help="one name per metrics.json (default: model class and step)")

@@ -38,7 +38,14 @@ from musictx.io.token_store import DatasetFormatError
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.io.wav_io import AudioRenderError
 from musictx.paths import CONF_DIR
-from musictx.safe_output import FULL_DISK, OutputError, check_target, command_run, full_disk_error
+from musictx.safe_output import (
+    FULL_DISK,
+    OutputError,
+    check_target,
+    check_writable,
+    command_run,
+    full_disk_error,
+)
 from musictx.training.finetune import InitFromError
 
 # What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
@@ -74,7 +81,7 @@ def _defaults(config_name: str) -> dict:
 def key_message(err: BaseException, config_name: str) -> str:
     """A mistyped key or group choice, said in one line with the nearest name there is."""
     text = str(err)
-    group = re.search(r"Could not find '([^']+)/([^']+)'", text)
+    group = re.search(r"Could not find '([^'/]+)/([^']+)'", text)  # the group: up to the first /
     if group:
         names = sorted(p.stem for p in (Path(CONF_DIR) / group[1]).glob("*.yaml"))
         close = difflib.get_close_matches(group[2], names, n=1)
@@ -129,6 +136,16 @@ def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], N
         if precheck is not None:
             precheck(cfg)  # first: its refusals name the options the user gave (output_dir=)
         check_target(run_dir, "hydra.run.dir")  # Hydra's own folder follows the output policy too
+        check_writable(run_dir, _run_dir_key(cfg, run_dir))  # Hydra's own error there is a traceback
+
+
+def _run_dir_key(cfg: DictConfig, run_dir: Path) -> str:
+    """The option that named the run folder: ``output_dir`` where the command writes its outputs there."""
+    try:
+        same = "output_dir" in cfg and os.path.abspath(str(cfg.output_dir)) == str(run_dir)
+    except OmegaConfBaseException:
+        same = False
+    return "output_dir" if same else "hydra.run.dir"
 
 
 def plain(cfg: DictConfig) -> dict:
@@ -195,8 +212,11 @@ def command_guard(prog: str, overwrite: bool = False, config_name: str | None = 
     except KeyboardInterrupt as err:
         interrupted(prog, err)
     except OSError as err:  # a write the system refused (a full disk, permissions): name the file
-        if err.errno in FULL_DISK:  # a write() call's error carries no file name: the working folder's disk
-            fail(prog, one_line(full_disk_error(err.filename or os.path.join(os.getcwd(), "an output file"), err)))
+        if err.errno in FULL_DISK and err.filename:
+            fail(prog, one_line(full_disk_error(err.filename, err)))
+        if err.errno in FULL_DISK:  # a write() call's error names no file: guessing one named the wrong disk
+            fail(prog, "a write failed: the disk is full; the files finished before it are kept; free some space "
+                       "or choose another output folder")
         if err.filename is None:
             unexpected(prog, err)
         fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")

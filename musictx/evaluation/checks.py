@@ -5,7 +5,8 @@ song is skipped there instead of ending the run.
   block that could only be a typo (``infill.bars=0``, ``infill.max_songs=0``, ``infill.seconds=-5``,
   ``infill.first_bar=100000``, ``infill.accompany_scheme=foo``), naming the option and its range;
 - `check_task_model` refuses a model that cannot do ``mode=infill`` / ``accompany`` (the piano model, a
-  metrical model never fine-tuned on the infill format), naming the checkpoint, before any song is read;
+  metrical model never fine-tuned on the infill format) or a mode of `PERFORMANCE_MODES` (a metrical model),
+  naming the checkpoint, before any song is read;
 - `each_song` runs one song at a time: a song that cannot be used (a truncated file, a missing chord or beat
   file, no melody) is one line ``skipped <song>: <reason>`` and a row of ``skipped.tsv``; the run goes on.
 """
@@ -22,6 +23,8 @@ from musictx.generation.seeds import GenerateError
 from musictx.io.token_store import SPLITS
 
 ACCOMPANY_FROM = ("melody", "song")
+# the modes that read a split's ids as Performance events (notes, velocities, time shifts) and sample them so
+PERFORMANCE_MODES = ("token_continuation", "all", "motif")
 ACCOMPANY_SCHEMES = ("lead", "infill")
 
 
@@ -127,13 +130,19 @@ def check_common(values: dict) -> None:
 
 
 def check_task_model(mode: str, infill: dict, tok, checkpoint) -> None:
-    """EvaluateError when the loaded model cannot do ``mode`` (infill / accompany), naming the checkpoint."""
+    """EvaluateError when the loaded model cannot do ``mode`` (infill / accompany need a metrical model, the
+    `PERFORMANCE_MODES` a Performance-event one), naming the checkpoint."""
     from musictx.io.infill_format import InfillIds
     from musictx.io.tokenizers import is_metrical
 
+    name = f"checkpoint={checkpoint or 'piano'}"
+    if mode in PERFORMANCE_MODES and is_metrical(tok):
+        also = " and mode=nll for its likelihood" if mode == "all" else ""
+        raise EvaluateError(f"{name}: mode={mode} measures Performance-event models (checkpoint=piano, or one "
+                            "trained on data prepared with tokenizer=performance) and this is a metrical (REMI) "
+                            f"model; use mode=continuation for its continuations{also}")
     if mode not in ("infill", "accompany"):
         return
-    name = f"checkpoint={checkpoint or 'piano'}"
     if not is_metrical(tok):
         raise EvaluateError(f"{name}: mode={mode} needs a metrical (REMI) model that knows the infill format "
                               "(checkpoint=pop_infill)")

@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from musictx.checkpoints.model_store import load_model
+from musictx.evaluation.checks import EvaluateError
 from musictx.evaluation.infill_scorecard import middle_log_probs
 from musictx.evaluation.run import split_songs
 from musictx.evaluation.scoring import plan_windows
@@ -39,6 +40,8 @@ from musictx.generation.infill import copy_history
 from musictx.generation.metrical_seed import bars_for, metrical_seed
 from musictx.generation.song_bars import read_song
 from musictx.generation.window import context_length
+from musictx.io.infill_format import InfillIds
+from musictx.io.tokenizers import is_metrical
 
 GRID = np.linspace(0.0, 0.99, 100)
 
@@ -103,12 +106,47 @@ def nll(rows: np.ndarray, weights: list[tuple[int, float]]) -> float:
     return float(-np.log((1 - w) * rows[:, 1] + w * rows[:, 3] + 1e-30).mean())
 
 
+def copy_model(checkpoint: str, task: str):
+    """(net, tokenizer) of ``checkpoint``, or EvaluateError when it cannot be fitted for ``task``: the copy cache
+    works on a metrical model's bars, and the infill weights on the infill format's prompt."""
+    net, tok, _ = load_model(checkpoint)
+    if not is_metrical(tok):
+        wanted = "pop_infill" if task == "infill" else "pop"
+        raise EvaluateError(f"--checkpoint {checkpoint}: a Performance-event model; the copy cache copies a metrical "
+                            f"(REMI) model's bars (--checkpoint {wanted})")
+    if task == "infill":
+        try:
+            InfillIds.of(tok)
+        except ValueError as err:
+            raise EvaluateError(f"--checkpoint {checkpoint}: --task infill needs a model fine-tuned on the infill "
+                                f"format (--checkpoint pop_infill; --task continue fits a plain one): {err}") from None
+    return net, tok
+
+
+def chosen_songs(data: Path, split: str, songs: slice) -> list[Path]:
+    """The split's songs ``songs`` picks, or EvaluateError when it picks none (``--skip`` past the split's end)."""
+    paths = split_songs(data, split)
+    if not paths[songs]:
+        raise EvaluateError(f"--data {data} --split {split}: --skip {songs.start} leaves none of its {len(paths)} "
+                            "song(s); lower --skip")
+    return paths[songs]
+
+
+def fit_rows(rows: list, paths: list[Path]) -> np.ndarray:
+    """``rows`` as an (N, 4) array, or EvaluateError when the songs gave no id to fit on."""
+    if not rows:
+        raise EvaluateError(f"the {len(paths)} song(s) chosen, from {paths[0]}, gave no id to fit the weights on "
+                            "(each ends before its bars or its continuation); choose more songs (--songs, --skip)")
+    return np.array(rows)
+
+
 def run_continue(checkpoint: str, data: Path, split: str, songs: slice) -> list[tuple[int, float]]:
     """The continuation's weights on the songs ``songs`` of the split (the scorecard's seed: 10 s from 25 s,
     30 s after it)."""
-    net, tok, _ = load_model(checkpoint)
-    paths = split_songs(data, split)[songs]
-    rows = np.array([r for path in tqdm(paths, desc="songs") for r in continuation_rows(net, tok, path, 10, 25, 30)])
+    paths = chosen_songs(data, split, songs)  # before the model loads
+    net, tok = copy_model(checkpoint, "continue")
+    rows = fit_rows([r for path in tqdm(paths, desc="songs") for r in continuation_rows(net, tok, path, 10, 25, 30)],
+                    paths)
     weights = fit(rows, [lo for lo, _ in CONTINUE_FITTED])
     print(f"{len(paths)} songs, {len(rows)} ids; fitted (shortest match, weight):",
           ", ".join(f"({lo}, {w:.2f})" for lo, w in weights))
@@ -120,10 +158,12 @@ def run_continue(checkpoint: str, data: Path, split: str, songs: slice) -> list[
     return weights
 
 
-def run(checkpoint: str, data: Path, split: str, songs: int, first_bar: int, bars: int) -> list[tuple[int, float]]:
-    net, tok, _ = load_model(checkpoint)
-    paths = split_songs(data, split)[:songs]
-    rows = np.array([r for path in tqdm(paths, desc="songs") for r in song_rows(net, tok, path, first_bar, bars)])
+def run(checkpoint: str, data: Path, split: str, songs: slice, first_bar: int, bars: int) -> list[tuple[int, float]]:
+    """The infill copy cache's weights on the songs ``songs`` of the split (bars ``first_bar``.. filled)."""
+    paths = chosen_songs(data, split, songs)  # before the model loads
+    net, tok = copy_model(checkpoint, "infill")
+    rows = fit_rows([r for path in tqdm(paths, desc="songs") for r in song_rows(net, tok, path, first_bar, bars)],
+                    paths)
     weights = fit(rows, [lo for lo, _ in COPY_WEIGHTS])
     both, left = rows[rows[:, 0] == 1], rows[rows[:, 0] == 0]
     print("fitted (shortest match, weight):", ", ".join(f"({lo}, {w:.2f})" for lo, w in weights))
@@ -131,3 +171,9 @@ def run(checkpoint: str, data: Path, split: str, songs: int, first_bar: int, bar
         print(f"{name}: NLL both edges {nll(both, table):.4f}, left only {nll(left, table):.4f}, "
               f"gain {nll(left, table) - nll(both, table):.4f} nats/token")
     return weights
+
+
+if __name__ == "__main__":  # the command moved: its old line must not end quietly with status 0
+    from musictx.console.moved import moved
+
+    moved("musictx.evaluation.copy_fit")

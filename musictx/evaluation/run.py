@@ -28,7 +28,7 @@ from musictx.evaluation.checks import (
     skipped_tsv,
 )
 from musictx.evaluation.continuation import continuation_options, evaluate_continuations, format_continuation_table
-from musictx.evaluation.motif import evaluate_motif, format_motif_table
+from musictx.evaluation.motif import evaluate_motif, format_motif_table, motif_sampling
 from musictx.evaluation.motif_plots import plot_forgetting_curves, result_label
 from musictx.evaluation.recall import evaluate_recall, format_recall_table, plot_recall
 from musictx.evaluation.scorecard import format_scorecard, run_scorecard
@@ -99,6 +99,8 @@ def check_options(opts: EvaluateOptions) -> None:
     try:
         if opts.mode in ("token_continuation", "all"):
             continuation_options(opts.continuation)
+        if opts.mode == "motif":  # its seed and sampling, before the model loads (a huge seed failed after)
+            motif_sampling(opts.motif)
         if opts.mode == "two_sample":
             from musictx.evaluation.two_sample_run import check_two_sample
 

@@ -21,7 +21,9 @@ from musictx.evaluation.checks import EvaluateError, each_song
 from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
+from musictx.generation.option_fields import check_seed
 from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import GenerateError
 
 
 def check_two_sample(opts: dict) -> CVSettings:
@@ -37,7 +39,11 @@ def check_two_sample(opts: dict) -> CVSettings:
     exclude = opts.get("exclude") or []
     if not isinstance(exclude, (list, tuple)) or not all(isinstance(e, str) for e in exclude):
         raise ValueError(f"two_sample.exclude must be a list of feature name prefixes, got {exclude!r}")
-    SamplingOptions.from_mapping(opts).check_sampling()
+    check_seed("two_sample.cv_seed", opts["cv_seed"])  # scikit-learn takes 32 bits, after the model ran
+    try:
+        SamplingOptions.from_mapping(opts).check_sampling()
+    except GenerateError as err:
+        raise ValueError(f"two_sample.{err}") from None
     return CVSettings(opts["folds"], opts["repeats"], opts["permutations"], opts["top"], opts["cv_seed"])
 
 

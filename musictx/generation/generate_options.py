@@ -258,3 +258,14 @@ def check_option_names(names) -> None:
         if name == "hooks" and rest:
             group, _, field_name = rest.partition(".")
             HookOptions.from_mapping({group: {field_name: None} if field_name else {}})
+
+
+def not_on_command_line(args: list[str]) -> None:
+    """GenerateError for ``tokenizer=``: a field of `GenerateOptions` for scripts (a check of the model against a
+    tokenizer file), but not a command-line option: Hydra reads ``tokenizer`` as the config group of conf/ that
+    musictx-prep uses, and a model always samples with its own tokenizer, so the command has nothing to set."""
+    given = [a for a in args if a.split("=", 1)[0].lstrip("+~") == "tokenizer"]
+    if given:
+        raise GenerateError(f"{given[0]}: musictx-generate has no tokenizer option; a model samples with its own "
+                            "tokenizer (checkpoint= picks the model). To check a checkpoint against prepared data, "
+                            "run musictx-evaluate checkpoint=... data.dir=<that data>: it refuses a mismatch")

@@ -19,6 +19,11 @@ import numpy as np
 
 from musictx.generation.seeds import GenerateError
 
+# The largest random seed: what numpy's and Lightning's seeding take (an unsigned 32-bit number). torch takes
+# 64 bits, but a seed past them failed deep in the sampler, after the model loaded; the songs of an evaluation
+# and the parts of an accompaniment use seed + i, which stays far inside torch's range from here.
+MAX_SEED = 2**32 - 1
+
 
 def option(default, help: str, *, low: float | None = None, high: float | None = None, above: float | None = None,
            choices: tuple[str, ...] | None = None, off: str | None = None):
@@ -44,6 +49,14 @@ def raise_first(bad: list[tuple[bool, str]]) -> None:
     for is_bad, message in bad:
         if is_bad:
             raise GenerateError(message)
+
+
+def check_seed(name: str, value) -> int:
+    """``value`` as a random seed (a whole number in [0, `MAX_SEED`]); GenerateError naming ``name`` else."""
+    value = whole_number(name, value, nullable=False)
+    if not 0 <= value <= MAX_SEED:
+        raise GenerateError(f"{name} must be a whole number in [0, {MAX_SEED}], got {value}")
+    return value
 
 
 def whole_number(name: str, value, nullable: bool = True):

@@ -23,6 +23,9 @@ on one tick the last wins (the later track). Players and symusic honour tempo ev
 pretty_midi reads only the first track's. Seconds come from integer ticks through the map in float64
 (symusic's own second-based times are float32).
 
+A set_tempo of 0 microseconds a beat (no clock can play it; it put every later note at one instant) is
+left out, the tempo before it holding on, and said once per file on stderr (`musictx.io.zero_tempos`).
+
 **Groups.** Notes and controls are grouped as symusic splits tracks: by track, channel and the program in
 force (a note belongs to the program of its note-on). The sustain pedal (CC64 >= 64) lengthens each
 group's notes before the groups are merged, then control changes are dropped; channel 10 (drums) is
@@ -40,6 +43,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+
+from musictx.io.zero_tempos import playable_tempos
 
 SUSTAIN_CC = 64
 PEDAL_EVENTS = "events"  # a reader's ``sustain`` mode: notes keep their key lengths, the pedal comes beside them
@@ -258,7 +263,7 @@ def read_notes_symusic(path: str | os.PathLike, drop_drums: bool = True, sustain
         parts.append(_Part(track.is_drum, start, start + arr["duration"].astype(np.int64), arr["pitch"],
                            arr["velocity"], cc["time"][pedal].astype(np.int64), cc["value"][pedal]))
     tempos = score.tempos.numpy()
-    to_sec = _tempo_map(tempos["time"], tempos["mspq"], score.ticks_per_quarter)
+    to_sec = _tempo_map(*playable_tempos(path, tempos["time"], tempos["mspq"]), score.ticks_per_quarter)
     return _notes_from_parts(path, parts, to_sec, drop_drums, sustain)
 
 
@@ -305,7 +310,8 @@ def read_notes_mido(path: str | os.PathLike, drop_drums: bool = True, sustain: b
         ons, offs, pedal = on_i[group == g], off_i[group == g], pedals[:, 1] == g
         parts.append(_Part((g // 128) % 16 == DRUM_CHANNEL, tick[ons], tick[offs], pitch[ons], velocity[ons],
                            pedals[pedal, 0], pedals[pedal, 2]))
-    return _notes_from_parts(path, parts, _tempo_map(tempos[:, 0], tempos[:, 1], tpq), drop_drums, sustain)
+    to_sec = _tempo_map(*playable_tempos(path, tempos[:, 0], tempos[:, 1]), tpq)
+    return _notes_from_parts(path, parts, to_sec, drop_drums, sustain)
 
 
 def sustain_events(inst) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from musictx.io.zero_tempos import tell_zero_tempos
+
 DEFAULT_MSPQ = 500_000  # microseconds per quarter note: MIDI's default 120 bpm
 MIN_TPQ = 960  # written files get at least this many ticks per quarter note
 MAX_TPQ = 32767  # a MIDI header holds ticks per quarter in 15 bits
@@ -140,6 +142,7 @@ def read_timing(path: str | os.PathLike) -> MidiTiming:
     if not 0 < score.ticks_per_quarter <= MAX_TPQ:
         return MidiTiming()
     tempos, meters = score.tempos.numpy(), score.time_signatures.numpy()
+    tell_zero_tempos(path, int((tempos["mspq"] <= 0).sum()))  # from_events leaves them out
     return MidiTiming.from_events(
         score.ticks_per_quarter, zip(tempos["time"].tolist(), tempos["mspq"].tolist(), strict=True),
         zip(meters["time"].tolist(), meters["numerator"].tolist(), meters["denominator"].tolist(), strict=True))

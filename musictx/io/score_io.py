@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from symusic import Score
 
+from musictx.io.zero_tempos import tell_zero_tempos
+
 if TYPE_CHECKING:
     import pretty_midi
 
@@ -22,9 +24,11 @@ def without_zero_tempos(score: Score) -> Score:
 
 
 def read_score(path: str | os.PathLike) -> Score:
-    """The symusic score of a MIDI file, its unplayable tempos left out (`without_zero_tempos`); symusic's
-    own errors pass on to the caller."""
-    return without_zero_tempos(Score(str(path)))
+    """The symusic score of a MIDI file, its unplayable tempos left out (`without_zero_tempos`) and said on
+    stderr (`musictx.io.zero_tempos.tell_zero_tempos`); symusic's own errors pass on to the caller."""
+    score = Score(str(path))
+    tell_zero_tempos(path, sum(t.mspq <= 0 for t in score.tempos))
+    return without_zero_tempos(score)
 
 
 def score_to_pretty_midi(score: Score) -> pretty_midi.PrettyMIDI:

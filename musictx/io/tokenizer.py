@@ -364,7 +364,12 @@ class EventTokenizer:
             return cls.from_dict(json.load(f))
 
     def check_compatible(self, other: EventTokenizer | dict, what: str = "data") -> None:
-        """Raise TokenizerMismatchError naming the differing fields."""
+        """Raise TokenizerMismatchError naming the differing fields, or the other's kind when it is not one of
+        Performance events (a REMI tokenizer, or its dict)."""
+        other_d = other.to_dict() if hasattr(other, "to_dict") else dict(other)
+        if other_d.get("kind", "performance") != "performance":
+            raise TokenizerMismatchError(f"tokenizer mismatch with {what}: this model reads Performance events, "
+                                         f"{what} holds {str(other_d.get('kind')).upper()} tokens")
         other_cfg = other.config if isinstance(other, EventTokenizer) else EventTokenizer.from_dict(other).config
         a, b = self.config.to_dict(), other_cfg.to_dict()
         diff = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
