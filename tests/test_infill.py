@@ -304,13 +304,16 @@ def test_generate_command_line_reads_a_bare_track_list(tmp_path):
 
 
 @needs_pop
-def test_a_pop909_file_without_its_beat_file_is_said_to_have_one_beat_bars(tmp_path):
+def test_a_pop909_file_without_its_beat_file_gets_bars_found_from_its_music_and_says_so(tmp_path):
     tok = MetricalTokenizer(infill=True)
     song = POP / "030" / "030.mid"  # its MIDI says 1/4 (a beat a bar); its bars are in beat_midi.txt
     alone = tmp_path / "030.mid"
     alone.write_bytes(song.read_bytes())
-    warning = meter_warning(read_song(tok, alone))
-    assert "030.mid says 1/4 throughout" in warning and "beat_midi.txt" in warning
+    found = read_song(tok, alone)
+    warning = meter_warning(found)
+    assert "030.mid: its meter says one beat a bar" in warning and "found from the music" in warning
+    annotated = read_song(tok, song)
+    assert found.n_bars == pytest.approx(annotated.n_bars, abs=1)  # bars as long as the annotated ones
     assert meter_warning(read_song(tok, song)) == ""  # its beat file beside it: real bars
     assert meter_warning(read_song(tok, band_song(tmp_path / "mine.mid", bars=4, beats_per_bar=3))) == ""
 

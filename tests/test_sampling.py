@@ -402,3 +402,18 @@ def test_generation_benchmark_times_a_step_against_its_quarter_width_twin():
     big, small = (float(x.split(" ms")[0].split()[-1]) for x in line.split(":")[1:3])
     assert 0 < small < big  # 1/16 of the weights: the step must be cheaper
     assert "64 cached ids" in line and "1 interleaved rounds of 3 steps" in line
+
+
+def test_spared_rows_are_drawn_past_the_nucleus_with_the_same_noise():
+    # the tail id (p = 0.04) is outside the 0.9 nucleus: never drawn in row 0, drawn in the spared row 1
+    row = torch.log(torch.tensor([0.6, 0.36, 0.04]))
+    logits = row.expand(2, 3).clone()
+    generator = torch.Generator().manual_seed(0)
+    spared = torch.tensor([False, True])
+    picks = torch.stack([sample_next(logits, 1.0, None, 0.9, generator, spared=spared) for _ in range(2000)])
+    assert (picks[:, 0] == 2).sum() == 0 and 40 < (picks[:, 1] == 2).sum() < 120
+    all_spared = torch.stack([sample_next(logits, 1.0, None, 0.9, torch.Generator().manual_seed(k),
+                                          spared=torch.tensor([True, True])) for k in range(200)])
+    unfiltered = torch.stack([sample_next(logits, 1.0, None, None, torch.Generator().manual_seed(k))
+                              for k in range(200)])
+    assert torch.equal(all_spared, unfiltered)  # the same noise: spared rows draw as with no nucleus at all

@@ -79,12 +79,12 @@ def metrical_job(opts, net, tok) -> Job:
 def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Take:
     """One continuation decoded for writing: its score (`continuation_score`), its record and summary line."""
     score = continuation_score(tok, seed, new_ids, include_seed)
-    notes, tracks, end = score_roll(score)
+    notes, tracks, end, parts = score_roll(score)
     record = {"new_tokens": len(new_ids), "new_bars": int((new_ids == tok.bar_id).sum()),
               "new_seconds": new_bars_seconds(seed, score, include_seed), "total_seconds": end,
               "notes": len(notes), "tracks": tracks}
     line = f"{len(notes)} notes in {tracks}, {record['new_bars']} bars ({record['new_seconds']:.1f} s) new"
-    return Take(score, notes, record, line, takeover=seed.seconds if include_seed else None)
+    return Take(score, notes, record, line, takeover=seed.seconds if include_seed else None, parts=parts)
 
 
 def strip_after_bars(tok, ids: np.ndarray, bars: int) -> np.ndarray:

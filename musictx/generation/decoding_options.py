@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from musictx.generation.option_fields import finite_number, raise_first, whole_number
+from musictx.generation.option_fields import check_seed, finite_number, raise_first, whole_number
 
 
 @dataclass
@@ -17,6 +17,9 @@ class DecodingOptions:
     temperature: float = 1.0  # 0: greedy (argmax)
     top_k: int | None = None  # keep the k most likely ids; None: off
     top_p: float | None = 0.95  # nucleus sampling; None or 1: off
+    # where the grammar allows only a velocity (a metrical model's note), draw it from the whole distribution:
+    # the nucleus cut the soft notes (docs/generation.md, "Dynamics"); False: the nucleus applies there too
+    full_velocity: bool = True
     seed: int = 0  # of the random generator: same seed and settings, same samples
     use_cache: bool = True  # False: recompute the whole window every step (the reference path, slow)
     slide: int | None = None  # ids dropped when the context is full; None: max_seq_len // 4
@@ -25,11 +28,14 @@ class DecodingOptions:
     def check_decoding(self) -> None:
         """Raise GenerateError naming the first bad setting: whole numbers where counts are meant (a float with
         a whole value, as Hydra reads ``1e9``, becomes an int), finite numbers in range."""
-        for name in ("top_k", "seed", "slide", "keep_seed"):
-            setattr(self, name, whole_number(name, getattr(self, name), nullable=name != "seed"))
+        self.seed = check_seed("seed", self.seed)  # before the model loads: torch's overflow came after
+        for name in ("top_k", "slide", "keep_seed"):
+            setattr(self, name, whole_number(name, getattr(self, name)))
         for name in ("temperature", "top_p"):
             finite_number(name, getattr(self, name), nullable=name == "top_p")
         raise_first([
+            (not isinstance(self.full_velocity, bool),
+             f"full_velocity must be true or false, got {self.full_velocity!r}"),
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
             (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
             (self.top_p is not None and not 0 < self.top_p <= 1, f"top_p must be in (0, 1] or null, got {self.top_p}"),

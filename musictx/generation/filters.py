@@ -73,7 +73,8 @@ def surely_in_nucleus(probs: Tensor, picks: Tensor, p: float) -> bool:
 
 
 def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                generator: torch.Generator | None = None, noise: Tensor | None = None) -> Tensor:
+                generator: torch.Generator | None = None, noise: Tensor | None = None,
+                spared: Tensor | None = None) -> Tensor:
     """One id per row of ``logits`` (B, V). ``temperature=0`` is greedy (argmax, no random draw).
 
     Sampling is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1): every call draws
@@ -86,6 +87,7 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     to float rounding), without the filter's sort on most steps.
 
     ``noise``: the (B, V) exponential draws to use, drawn ahead from ``generator`` (`NoiseStream`).
+    ``spared``: (B,) bool, rows drawn past the nucleus, from their whole distribution (with the same noise).
     """
     if top_p is not None:
         _check_top_p(top_p)
@@ -101,9 +103,12 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
         noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator)
     noise = noise.to(probs.device)
     picks = (probs / noise).argmax(dim=-1)  # (B,)
-    if top_p is None or top_p == 1 or (probs.device.type == "cpu" and surely_in_nucleus(probs, picks, top_p)):
+    if top_p is None or top_p == 1 or (spared is not None and bool(spared.all())):
         return picks
-    return (top_p_filter(logits, top_p).softmax(dim=-1) / noise).argmax(dim=-1)
+    if probs.device.type == "cpu" and surely_in_nucleus(probs, picks, top_p):
+        return picks
+    nucleus = (top_p_filter(logits, top_p).softmax(dim=-1) / noise).argmax(dim=-1)
+    return nucleus if spared is None else torch.where(spared, picks, nucleus)
 
 
 class NoiseStream:

@@ -43,7 +43,8 @@ def song_job(opts, net, tok) -> Job:
     def takes(ids, _cut_short, wall) -> list[Take]:
         made = task.written(tok, new_rows(ids, prompt))
         # the samples share one batch: each take's wall time is the batch's share
-        return [_take(score, n_new, what, wall / len(made)) for score, n_new in made]
+        marked = tuple(float(t) for t in task.song.line_seconds([task.s, task.e]))  # the bars written, shaded
+        return [_take(score, n_new, what, wall / len(made), marked) for score, n_new in made]
 
     bars = opts.num_samples * (task.e - task.s)
     return Job(prompt, takes, {"task": opts.task, "what": what}, lambda: _progress(opts, tok, bars),
@@ -86,10 +87,10 @@ def _task(opts, tok) -> tuple[SongTask, str]:
     return task, what + meter_warning(song)
 
 
-def _take(score, new_ids: int, what: str, wall: float) -> Take:
-    notes, tracks, end = score_roll(score)
+def _take(score, new_ids: int, what: str, wall: float, marked: tuple[float, float]) -> Take:
+    notes, tracks, end, parts = score_roll(score)
     record = {"new_tokens": int(new_ids), "wall_s": wall, "seconds": end, "notes": len(notes), "tracks": tracks}
     silent = [t.name for t in score.tracks if len(t.notes) == 0]  # a MIDI file keeps no empty track
     record["silent_tracks"] = silent
     said = f"; {', '.join(silent)}: no notes written, so no such track in the file" if silent else ""
-    return Take(score, notes, record, f"{what}; {len(notes)} notes in {tracks}{said}")
+    return Take(score, notes, record, f"{what}; {len(notes)} notes in {tracks}{said}", parts=parts, marked=marked)

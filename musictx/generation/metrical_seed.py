@@ -61,6 +61,7 @@ class MetricalSeed:
     bars: int  # bars in the seed
     lines: np.ndarray = field(repr=False)  # bar-line ticks of the file
     origin_seconds: float = 0.0  # time of the seed's first bar line in the file as read
+    meter_found: str | None = None  # how the bars were found from the music, when the file's meter said nothing
     shift_seconds: float = 0.0  # how much later the reading put the music (POP909 pickups; 0 otherwise)
     path: str | None = None
     song_ids: np.ndarray | None = field(default=None, repr=False)  # the whole file's ids, as the seed's were made
@@ -124,7 +125,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
     to the nearest bar line (all to the end when None)."""
     read = tok.read(path)
-    score, tracks, shift_ticks = read
+    score, tracks, shift_ticks = read.score, read.tracks, read.shift_ticks
     ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     bar_at = np.flatnonzero(ids == tok.bar_id)  # (n_bars,) index of each Bar id
     lines = bar_lines(score)
@@ -133,7 +134,10 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     n_bars = min(len(bar_at), len(lines) - 1)
     if n_bars == 0:
         raise GenerateError(f"seed_midi={path}: no bar to take a seed from")
-    first = int(np.argmin(np.abs(secs[:n_bars] - seed_from))) if seed_from else 0
+    if seed_from:
+        first = _nearest_bar(path, secs, n_bars, seed_from)
+    else:
+        first = _first_sounding_bar(score, lines, n_bars)
     if seed_seconds:
         end = int(np.argmin(np.abs(secs[: n_bars + 1] - (secs[first] + seed_seconds))))
         count = max(end - first, 1)
@@ -142,7 +146,36 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     count = min(count, n_bars - first)
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
-                        origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids)
+                        origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids,
+                        meter_found=read.meter_found)
+
+
+def _nearest_bar(path, secs: np.ndarray, n_bars: int, seed_from: float) -> int:
+    """The bar whose line is nearest ``seed_from`` (s); GenerateError when ``seed_from`` is past the file's last
+    bar: the nearest bar was then the last one, a seed from somewhere else than asked (the Performance-event
+    seed and the app refuse it too)."""
+    end = float(secs[n_bars])
+    if seed_from > end:
+        raise GenerateError(f"seed_from={seed_from:g}: seed_midi={path} is only {end:.1f} s long (its {n_bars} "
+                            f"bars end there); lower seed_from")
+    return int(np.argmin(np.abs(secs[:n_bars] - seed_from)))
+
+
+def _first_sounding_bar(score: Score, lines: np.ndarray, n_bars: int) -> int:
+    """The first bar with a note in its first half: a seed from the start skips the empty bars and the pickup
+    bar before the music (a POP909 file read on its beat grid opens with an empty bar, then a bar that is
+    silent until its last beat), so the output opens with music on a downbeat, not with seconds of silence."""
+    onsets = np.sort(np.concatenate([[n.time for n in t.notes] for t in score.tracks] or [[]])).astype(np.int64)
+    for bar in range(n_bars):
+        half = lines[bar] + (lines[bar + 1] - lines[bar]) // 2
+        if np.any((onsets >= lines[bar]) & (onsets < half)):
+            return bar
+    return 0
+
+
+def pickup_notes(seed: MetricalSeed) -> int:
+    """Notes of the file that start before the seed's first bar line (what a seed from the start leaves out)."""
+    return sum(int(np.sum(np.array([n.time for n in t.notes]) < seed.start_tick)) for t in seed.score.tracks)
 
 
 def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int | None) -> int:
@@ -159,9 +192,22 @@ def seed_of(tok, opts) -> MetricalSeed:
         raise GenerateError("a metrical model continues a seed: give seed_midi=<file>")
     try:
         seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from)
+    except GenerateError:
+        raise  # the seed's own refusals (seed_from past the end) name the file and the option already
     except ValueError as err:  # a broken beat file beside the seed
         raise MidiReadError(opts.seed_midi, str(err)) from None
+    if seed.meter_found:
+        print(f"meter: {seed.meter_found}")
     print(f"seed: bars {seed.first_bar + 1}-{seed.first_bar + seed.bars} of {opts.seed_midi} "
-          f"({seed.seconds:.2f} s from {seed.origin_seconds:.2f} s, cut at bar lines); tracks kept apart: "
-          f"{seed.tracks.describe()}")
+          f"({seed.seconds:.2f} s {_from_where(seed.origin_seconds)}, cut at bar lines); tracks kept apart: "
+          f"{seed.tracks.describe()}" + (f"; the {left} note(s) of the pickup before bar {seed.first_bar + 1} "
+                                         f"left out" if not opts.seed_from and (left := pickup_notes(seed)) else ""))
     return seed
+
+
+def _from_where(origin: float) -> str:
+    """Where the seed's first bar line is, as a listener reads it: a bar line before the file's time 0 (the
+    bar of a pickup) is said so, not as a negative time."""
+    if origin < -0.005:
+        return f"from the pickup's bar line, {-origin:.2f} s before the file's start"
+    return f"from {max(origin, 0.0):.2f} s"

@@ -1,4 +1,4 @@
-"""Which shipped model fits a seed, said in one line: a metrical seed (notes on a beat grid, or several
+"""Which shipped model fits a seed, said in one line: a metrical seed (notes on a beat grid, or a band's
 tracks, or POP909 beats beside it) goes to ``pop``, a performance (rubato, one piano) to ``piano``.
 ``checkpoint=`` always wins. No torch.
 """
@@ -10,10 +10,11 @@ import os
 import numpy as np
 from symusic import Score
 
-from musictx.io.score_prep import beats_file_of
+from musictx.io.score_prep import beats_file_of, role_of
 
 GRID_SHARE = 0.8  # share of onsets within 1/32 beat of the 16th grid above which a file is metrical
 INFILL_MODEL = "pop_infill"
+BAND_TRACKS = 3  # pitched tracks from which a file is a band's song, whatever its timing (two: a piano's hands)
 
 
 def grid_share(score: Score) -> float:
@@ -49,6 +50,10 @@ def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str], task: 
     except Exception:  # unreadable: the seed's own reader says why, later, in one line
         return "piano", "the seed could not be read to judge it"
     pitched = [t for t in score.tracks if len(t.notes) and not t.is_drum]
+    roles = sorted({r for t in pitched if (r := role_of(t.name))})
+    if len(roles) >= 2 or len(pitched) >= BAND_TRACKS:  # a band's tracks: the piano model would merge them
+        named = f"tracks named {', '.join(roles)}" if len(roles) >= 2 else f"{len(pitched)} pitched tracks"
+        return "pop", f"a multi-track song ({named}), kept apart by the pop model"
     share = grid_share(score)
     if share >= GRID_SHARE:
         return "pop", f"metrical seed: {share:.0%} of its onsets on its 16th-note grid, {len(pitched)} track(s)"

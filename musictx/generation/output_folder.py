@@ -109,7 +109,8 @@ def write_take(out_dir: Path, name: str, take: Take, soundfont: str | None, audi
     if isinstance(score, Notes):  # piano notes: one named track on the seed's tempo map
         score = notes_score(score, timing=take.timing, name=take.track)
     roll = piano_roll_figure(take.roll, takeover=take.takeover, title=f"{name}: {len(take.roll)} notes",
-                             earlier_from=take.earlier_from if take.takeover else None)
+                             earlier_from=take.earlier_from if take.takeover else None, parts=take.parts,
+                             marked=take.marked)
     with atomic_paths([midi, png]) as (midi_tmp, png_tmp):
         score.dump_midi(str(midi_tmp))
         draw_figure(roll, png_tmp)

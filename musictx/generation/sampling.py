@@ -146,23 +146,39 @@ def _noise_stream(generator: torch.Generator | None, device: torch.device, tempe
 
 
 def _drawer(opts: DecodingOptions, device: torch.device, draws: int, hooks: Sequence[LogitsHook],
-            pad_id: int | None) -> tuple[DrawFn, NoiseStream | None]:
+            pad_id: int | None, tokenizer=None) -> tuple[DrawFn, NoiseStream | None]:
     """``draw(logits (B, V), done) -> ids (B,)`` as ``opts`` says, from a generator seeded with ``opts.seed``,
     and the noise it takes ahead (to close after the loop; None where none is taken ahead). A draw masks PAD,
     runs each hook in turn, then draws; complete samples (``done``; None: none can be) get ``pad_id``."""
     generator = torch.Generator(device=device).manual_seed(opts.seed)
     noise = _noise_stream(generator, device, opts.temperature, draws)
+    velocities = _velocity_mask(tokenizer, device) if getattr(opts, "full_velocity", False) and opts.top_p else None
 
     def draw(logits: Tensor, done: Tensor | None) -> Tensor:
         if pad_id is not None:
             logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
         for hook in hooks:
             logits = hook(logits)
+        spared = None
+        if velocities is not None:  # rows where the grammar left only velocities: drawn past the nucleus
+            allowed = torch.isfinite(logits)  # (B, V)
+            spared = ~(allowed & ~velocities).any(-1) & (allowed & velocities).any(-1)  # (B,)
         nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
-                          noise and noise.next(logits.shape))
+                          noise and noise.next(logits.shape), spared)
         return nxt if pad_id is None or done is None else nxt.masked_fill(done, pad_id)
 
     return draw, noise
+
+
+def _velocity_mask(tokenizer, device: torch.device) -> Tensor | None:
+    """(V,) bool: the velocity ids of a metrical tokenizer (its ``Velocity`` family); None for any other (a
+    Performance model's VELOCITY events are never the only ids allowed)."""
+    ids_of_type = getattr(tokenizer, "ids_of_type", None)
+    if ids_of_type is None:
+        return None
+    mask = torch.zeros(tokenizer.vocab_size, dtype=torch.bool, device=device)
+    mask[torch.as_tensor(ids_of_type("Velocity"), dtype=torch.long, device=device)] = True
+    return mask
 
 
 def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:
@@ -196,7 +212,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
     can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
-    draw, noise = _drawer(opts, device, max_new_tokens, hooks, pad_id)
+    draw, noise = _drawer(opts, device, max_new_tokens, hooks, pad_id, tokenizer)
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])

@@ -66,6 +66,8 @@ def meter_warning(song: SongBars) -> str:
     """"" for a song whose bars look like bars; else one clause saying that its meter makes every bar one
     beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not
     found beside it), so the model writes a bar's music into each beat."""
+    if song.read.meter_found:  # the file said one beat a bar; its bars were found from the music
+        return f"; {song.read.meter_found}"
     signatures = song.read.score.time_signatures
     if not signatures or any(t.numerator > 1 for t in signatures):
         return ""

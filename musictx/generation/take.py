@@ -30,6 +30,8 @@ class Take:
     track: str = "musictx piano"  # piano notes: the track's name
     takeover: float | None = None  # the piano roll marks where the seed ends (None: no seed drawn)
     earlier_from: float | None = None  # see `musictx.io.piano_roll.plot_piano_roll`
+    parts: list[tuple[str, Notes]] | None = None  # the roll's notes by track, drawn each in its colour
+    marked: tuple[float, float] | None = None  # seconds of the bars a model wrote inside a song, shaded
 
 
 @dataclass
@@ -42,10 +44,13 @@ class Batch:
     cut_short: bool = False  # a Ctrl-C stopped the sampling: the takes are the partial samples
 
 
-def score_roll(score: Score) -> tuple[Notes, dict, float]:
-    """(all notes of ``score`` in seconds, notes per track name, its end in seconds), as its MIDI file plays."""
+def score_roll(score: Score) -> tuple[Notes, dict, float, list[tuple[str, Notes]]]:
+    """(all notes of ``score`` in seconds, notes per track name, its end in seconds, the notes by track), as
+    its MIDI file plays."""
     pm = score_to_pretty_midi(score)
-    notes = Notes.concat([Notes(np.array([n.start for n in i.notes]), np.array([n.end for n in i.notes]),
-                                np.array([n.pitch for n in i.notes], dtype=np.int64),
-                                np.array([n.velocity for n in i.notes], dtype=np.int64)) for i in pm.instruments])
-    return notes, {i.name: len(i.notes) for i in pm.instruments}, pm.get_end_time()
+    parts = [(i.name or f"program {i.program}",
+              Notes(np.array([n.start for n in i.notes]), np.array([n.end for n in i.notes]),
+                    np.array([n.pitch for n in i.notes], dtype=np.int64),
+                    np.array([n.velocity for n in i.notes], dtype=np.int64))) for i in pm.instruments]
+    notes = Notes.concat([p for _, p in parts])
+    return notes, {i.name: len(i.notes) for i in pm.instruments}, pm.get_end_time(), parts

@@ -25,6 +25,7 @@ from symusic import Score
 
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, insert_chords, moved_chord
+from musictx.io.meter_guess import guess_meter, untrusted_meter
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
 from musictx.io.score_io import read_score
@@ -85,6 +86,7 @@ class ReadScore(NamedTuple):
     score: Score  # in the file's ticks, the meter applied
     tracks: TrackMap
     shift_ticks: int  # how much later the music was moved to put its first downbeat on a bar line
+    meter_found: str | None = None  # the line telling the user the bars were found from the music (else None)
 
 
 class MetricalTokenizer:
@@ -250,10 +252,13 @@ class MetricalTokenizer:
         if score.note_num() == 0:
             raise MidiReadError(str(path), "no notes")
         beats_path = beats_file_of(path) if (beats == "auto" and path is not None) else beats
-        shift = 0
+        shift, found = 0, None
         if beats_path not in (None, "auto"):
             shift = apply_meter(score, read_meter(beats_path, score))
-        return ReadScore(score, assign_programs(score), shift)
+        elif beats == "auto" and untrusted_meter(score) and (guess := guess_meter(score)):
+            shift = apply_meter(score, guess.meter)  # a POP909 file without its beat file: bars from the music
+            found = guess.describe(Path(path).name if path is not None else "the score")
+        return ReadScore(score, assign_programs(score), shift, found)
 
     def encode_score(self, score: Score) -> np.ndarray:
         seq = self.miditok.encode(score)
@@ -367,7 +372,8 @@ class MetricalTokenizer:
         """Raise TokenizerMismatchError naming the settings that differ."""
         other_d = other.to_dict() if hasattr(other, "to_dict") else other
         if other_d.get("kind") != KIND:
-            raise TokenizerMismatchError(f"tokenizer mismatch with {what}: {KIND} here vs {other_d.get('kind')!r}")
+            raise TokenizerMismatchError(f"tokenizer mismatch with {what}: this model reads {KIND.upper()} tokens, "
+                                         f"{what} holds {str(other_d.get('kind', 'performance')).capitalize()} events")
         a, b = self.params.get("config", {}), other_d["miditok"].get("config", {})
         diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         if diff or self.vocab_size != other_d.get("vocab_size", self.vocab_size):

@@ -2,8 +2,10 @@
 picture of a piece, as `musictx.io.audio` is its sound.
 
 - `plot_piano_roll`: notes as bars, pitch against seconds, shade = velocity; the seed part shaded and a
-  vertical line where the model takes over. Drawn as one path per velocity, so a million notes take
-  seconds, not the quarter of an hour of a patch per note.
+  vertical line where the model takes over. A piece of several tracks draws each in its own colour with a
+  legend (`parts`), and the bars a model wrote inside a song (infill, accompaniment) are shaded (`marked`).
+  Drawn as one path per velocity, so a million notes take seconds, not the quarter of an hour of a patch per
+  note.
 - `plot_roll_panels`: several piano rolls stacked on one time axis (e.g. one seed continued by three
   models), each with the seed shaded.
 - `note_bars`, `new_figure`, `save_figure`: the pieces, for other figures of notes (attention arcs).
@@ -24,6 +26,11 @@ from musictx.io.midi_io import Notes
 from musictx.safe_output import atomic_path
 
 EARLIER_MODEL_SHADE = "#fbe3c0"  # light orange: seed notes that a model made in an earlier take
+MARKED_SHADE = "#fff2b3"  # light yellow (no track is yellow): the bars a model wrote inside a song
+# one hue per track, in the order the tracks come (tab10 without its grey and the blue-like cyan, which read
+# as "the seed" and "another blue" beside the shaded spans)
+TRACK_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#bcbd22")
+Part = tuple[str, Notes]  # (track name, its notes)
 
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
@@ -51,26 +58,34 @@ def new_figure(end_seconds: float):
 
 
 def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | None = None,
-                    title: str | None = None, earlier_from: float | None = None) -> Path:
+                    title: str | None = None, earlier_from: float | None = None,
+                    parts: list[Part] | None = None) -> Path:
     """Write a piano roll of ``notes`` to ``path`` (PNG by its suffix): `piano_roll_figure`."""
-    return save_figure(piano_roll_figure(notes, takeover, title, earlier_from), path)
+    return save_figure(piano_roll_figure(notes, takeover, title, earlier_from, parts), path)
 
 
 def piano_roll_figure(notes: Notes, takeover: float | None = None, title: str | None = None,
-                      earlier_from: float | None = None) -> Figure:
+                      earlier_from: float | None = None, parts: list[Part] | None = None,
+                      marked: tuple[float, float] | None = None) -> Figure:
     """A piano roll of ``notes``.
 
     ``takeover``: seconds where the seed ends and the model's notes begin; the span before it is shaded
     and a vertical line marks it. None (or 0) draws neither. ``earlier_from``: where, inside the seed, an
     earlier model's output begins (a result continued further): from there to ``takeover`` it is shaded in
     another colour, so that the user's own notes before it stay apart from what a model made.
+    ``parts``: the same notes by track; two or more draw each track in its own colour, named in the legend.
+    ``marked``: (start, end) seconds of the bars a model wrote, shaded and named in the legend; the roll then
+    shows them with their context (`_view`), not the whole song.
     """
-    end = max(notes.duration(), takeover or 0.0, 1.0)
-    fig, ax = new_figure(end)
+    end = max(notes.duration(), takeover or 0.0, marked[1] if marked else 0.0, 1.0)
+    t0, t1 = _view(marked, end)
+    fig, ax = new_figure(t1 - t0)
+    ax.set_xlim(t0, t1)
     if len(notes):
-        ax.add_collection(note_bars(notes), autolim=False)  # the limits are set below
-        lo, hi = int(notes.pitch.min()), int(notes.pitch.max())
-        ax.set_ylim(lo - 2, hi + 2)
+        _draw_notes(ax, notes, parts)
+        seen = (notes.end > t0) & (notes.start < t1)
+        pitch = notes.pitch[seen] if seen.any() else notes.pitch
+        ax.set_ylim(int(pitch.min()) - 2, int(pitch.max()) + 2)
     if takeover:
         mine = takeover if earlier_from is None else min(max(earlier_from, 0.0), takeover)
         if mine > 0:
@@ -78,9 +93,39 @@ def piano_roll_figure(notes: Notes, takeover: float | None = None, title: str | 
         if mine < takeover:
             ax.axvspan(mine, takeover, color=EARLIER_MODEL_SHADE, zorder=0, label="earlier model output")
         ax.axvline(takeover, color="tab:red", linewidth=1.5, label=f"model from {takeover:.2f} s")
+    if marked:
+        ax.axvspan(*marked, color=MARKED_SHADE, zorder=0,
+                   label=f"written by the model, {marked[0]:.1f}-{marked[1]:.1f} s")
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize="small")
     ax.set_title(title or f"{len(notes)} notes, {notes.duration():.1f} s")
     return fig
+
+
+def _view(marked: tuple[float, float] | None, end: float) -> tuple[float, float]:
+    """The seconds drawn: the whole piece, or around the bars a model wrote inside a song, with as much context
+    on each side as they last (at least 8 s), so a 3-minute song's infill is not squashed into a sliver."""
+    if not marked:
+        return 0.0, end
+    pad = max(8.0, marked[1] - marked[0])
+    return max(0.0, marked[0] - pad), min(end, marked[1] + pad)
+
+
+def _draw_notes(ax, notes: Notes, parts: list[Part] | None) -> None:
+    """The notes in blue shades, or each part (track) in its own hue with a legend entry when there are two
+    or more (an empty track gets no entry: a MIDI file keeps no empty track)."""
+    parts = [(name, p) for name, p in parts or [] if len(p)]
+    if len(parts) < 2:
+        ax.add_collection(note_bars(notes), autolim=False)  # the limits are set by the caller
+        return
+    from matplotlib.patches import Patch
+
+    handles = []
+    for k, (name, part) in enumerate(parts):
+        colour = TRACK_COLOURS[k % len(TRACK_COLOURS)]
+        ax.add_collection(note_bars(part, colour=colour), autolim=False)
+        handles.append(Patch(color=colour, label=f"{name} ({len(part)})"))
+    ax.add_artist(ax.legend(handles=handles, loc="upper left", fontsize="small", title="tracks (notes)"))
 
 
 def plot_roll_panels(panels: list[tuple[str, Notes]], path: str | os.PathLike, takeover: float | None = None,
@@ -111,8 +156,9 @@ def plot_roll_panels(panels: list[tuple[str, Notes]], path: str | os.PathLike, t
     return save_figure(fig, path)
 
 
-def note_bars(notes: Notes, height: float = 0.8) -> PathCollection:
-    """The notes as rectangles (pitch +- height / 2, start..end), one compound path per velocity: a few
+def note_bars(notes: Notes, height: float = 0.8, colour: str | None = None) -> PathCollection:
+    """The notes as rectangles (pitch +- height / 2, start..end), shaded by velocity in blues or in ``colour``
+    (softer: paler), one compound path per velocity: a few
     dozen paths built with numpy and drawn in C++, where a patch per note (``barh``) costs a Python object
     per note and takes minutes for a long piece."""
     unit = np.array([MPath.MOVETO, MPath.LINETO, MPath.LINETO, MPath.LINETO, MPath.CLOSEPOLY], dtype=MPath.code_type)
@@ -124,11 +170,17 @@ def note_bars(notes: Notes, height: float = 0.8) -> PathCollection:
         corners = [(s, y0), (s, y1), (e, y1), (e, y0), (s, y0)]  # the last closes the rectangle
         verts = np.stack([np.stack(c, axis=-1) for c in corners], axis=1).reshape(-1, 2)  # (5 n, 2)
         paths.append(MPath(verts, np.tile(unit, int(k.sum()))))
-    return PathCollection(paths, facecolors=_velocity_colours(velocities), edgecolors="none", linewidths=0)
+    return PathCollection(paths, facecolors=_velocity_colours(velocities, colour), edgecolors="none", linewidths=0)
 
 
-def _velocity_colours(velocity: np.ndarray) -> np.ndarray:
-    """RGBA per note: darker blue for louder."""
+def _velocity_colours(velocity: np.ndarray, colour: str | None = None) -> np.ndarray:
+    """RGBA per velocity: darker blue for louder, or ``colour`` mixed with white, the louder the less."""
     from matplotlib import colormaps
+    from matplotlib.colors import to_rgba
 
-    return colormaps["Blues"](0.35 + 0.65 * np.clip(velocity, 1, 127) / 127)
+    loud = 0.35 + 0.65 * np.clip(velocity, 1, 127) / 127  # (V,) in [0.35, 1]
+    if colour is None:
+        return colormaps["Blues"](loud)
+    rgba = np.tile(np.array(to_rgba(colour)), (len(velocity), 1))  # (V, 4)
+    rgba[:, :3] = 1 - loud[:, None] * (1 - rgba[:, :3])  # towards white for soft notes
+    return rgba

@@ -1,0 +1,90 @@
+"""The meter of a file whose own meter cannot be trusted, found from its music. No torch.
+
+POP909's MIDI files say 1/4 throughout and keep their real bars in ``beat_midi.txt`` beside them; copied
+without that file (as users do), every "bar" is one beat long and a metrical model packs a bar's music into
+each beat. `guess_meter` finds beats per bar and the first downbeat from where the music leans: long notes
+and low notes start on downbeats more often than elsewhere. `untrusted_meter` says when to ask it: a file
+whose every time signature has a numerator of 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from symusic import Score
+
+from musictx.io.score_prep import Meter
+
+METERS = (4, 3)  # beats per bar tried, in order of preference (2/4 reads as 4/4: its bars pair up)
+THREE_MARGIN = 1.15  # 3/4 is taken only when its downbeats lean this much more than 4/4's
+ON_BEAT = 1 / 8  # an onset within this share of a beat of a beat counts for that beat
+BASS_BELOW = 55  # MIDI pitch: notes under G3 count twice (the bass moves on downbeats)
+
+
+@dataclass(frozen=True)
+class MeterGuess:
+    meter: Meter
+    lean: float  # how much more the chosen downbeats weigh than the average beat (1: not at all)
+
+    def describe(self, name: str) -> str:
+        m = self.meter
+        return (f"{name}: its meter says one beat a bar and no beat file lies beside it, so its bars were found "
+                f"from the music: {m.beats_per_bar}/4, the first downbeat {m.first_downbeat_tick / m.beat_ticks:.2f} "
+                f"beats in (its notes there weigh {self.lean:.2f}x an average beat's); put POP909's beat_midi.txt "
+                "beside it to use the annotated bars")
+
+
+def untrusted_meter(score: Score) -> bool:
+    """True when the file's time signatures all say one beat a bar (1/4, 1/8): a meter that no song has."""
+    sigs = score.time_signatures
+    return len(sigs) > 0 and all(s.numerator == 1 for s in sigs)
+
+
+def _onsets(score: Score) -> tuple[np.ndarray, np.ndarray]:
+    """(onset in beats, weight) of every pitched note: its length in beats (at most 4), twice for a bass note."""
+    tpq = score.ticks_per_quarter
+    notes = [t.notes.numpy() for t in score.tracks if len(t.notes) and not t.is_drum]
+    if not notes:
+        return np.zeros(0), np.zeros(0)
+    time = np.concatenate([n["time"] for n in notes]).astype(np.float64) / tpq  # (N,) in beats
+    dur = np.concatenate([n["duration"] for n in notes]).astype(np.float64) / tpq
+    pitch = np.concatenate([n["pitch"] for n in notes])
+    return time, np.minimum(dur, 4.0) * np.where(pitch < BASS_BELOW, 2.0, 1.0)
+
+
+def beat_offset(time: np.ndarray, weight: np.ndarray, bins: int = 32) -> float:
+    """Where the beats fall inside a quarter of the file's ticks (0 <= offset < 1): POP909's ticks follow its
+    tempo but its first beat is not at tick 0. The phase at which the most weight starts (+- one bin)."""
+    phase = np.floor((time % 1.0) * bins).astype(np.int64) % bins
+    counts = np.bincount(phase, weights=weight, minlength=bins)
+    near = counts + np.roll(counts, 1) + np.roll(counts, -1)
+    return float(np.argmax(near) / bins)
+
+
+def beat_weights(time: np.ndarray, weight: np.ndarray, offset: float) -> np.ndarray:
+    """(n_beats,) the weight of the notes starting on each beat (beats at ``offset`` + k quarters)."""
+    rel = time - offset
+    beat = np.rint(rel).astype(np.int64)
+    near = (np.abs(rel - beat) <= ON_BEAT) & (beat >= 0)
+    return np.bincount(beat[near], weights=weight[near], minlength=int(beat.max(initial=0)) + 1)
+
+
+def guess_meter(score: Score) -> MeterGuess | None:
+    """Beats per bar (of `METERS`) and the first downbeat, from `beat_weights`; None for music too short
+    or too even to tell (fewer than 8 beats, or no phase leaning at all)."""
+    time, weight = _onsets(score)
+    offset = beat_offset(time, weight) if len(time) else 0.0
+    weights = beat_weights(time, weight, offset)
+    if len(weights) < 8 or weights.mean() <= 0:
+        return None
+    best: dict[int, tuple[float, int]] = {}
+    for per_bar in METERS:
+        leans = [weights[phase::per_bar].mean() / weights.mean() for phase in range(per_bar)]
+        best[per_bar] = (max(leans), int(np.argmax(leans)))
+    per_bar = 3 if best[3][0] > THREE_MARGIN * best[4][0] else 4
+    lean, phase = best[per_bar]
+    if lean <= 1.0:
+        return None
+    tpq = score.ticks_per_quarter
+    return MeterGuess(Meter(per_bar, int(round((phase + offset) * tpq)), tpq), float(lean))
