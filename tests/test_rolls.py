@@ -87,3 +87,19 @@ def test_a_pop909_file_without_its_beat_file_gets_its_bars_from_the_music(tmp_pa
     out = capsys.readouterr().out
     assert "model: pop (a multi-track song" in out and "meter: 014.mid: its meter says one beat a bar" in out
     assert abs(counts[0] - counts[1]) <= 0.2 * counts[1]  # as dense as with the annotated bars, not 3x
+
+
+@needs_pop
+def test_seed_from_end_continues_a_file_from_where_it_stops(tmp_path, capsys):
+    from musictx.generation.continue_midi import run
+    from musictx.generation.generate_options import GenerateOptions
+    from musictx.generation.seeds import GenerateError
+
+    song = POP / "014" / "014.mid"
+    record = run(GenerateOptions(seed_midi=str(song), seed_from="end", length_bars=2, num_samples=1, audio=False,
+                                 output_dir=str(tmp_path / "out")))
+    out = capsys.readouterr().out
+    assert "seed_from=end: the last 10.0 s of" in out and "seed: bars 96-99" in out  # the song's last bars
+    assert record["settings"]["seed_from"] == pytest.approx(178.9, abs=0.1)
+    with pytest.raises(GenerateError, match="seed_from must be seconds into the seed file or end, got 'start'"):
+        GenerateOptions(seed_midi=str(song), seed_from="start", output_dir=str(tmp_path / "o")).check()

@@ -133,6 +133,7 @@ def _serve(args: argparse.Namespace, workdir, limits: Limits, auth: tuple[str, s
     # serves results written there as they are instead of keeping a second copy
     os.environ["GRADIO_TEMP_DIR"] = str(workdir)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # a local app sends nothing out
+    from musictx.app.api import api_routes
     from musictx.app.page import build_page
 
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
@@ -153,6 +154,9 @@ def _serve(args: argparse.Namespace, workdir, limits: Limits, auth: tuple[str, s
 
     # every upload is weighed against the disk allowance before Gradio reads its bytes (musictx.app.disk)
     guard = Middleware(UploadGuard, check=cont.upload_problem)
+    routes = [] if auth else api_routes(cont, args.max_queue)  # a login guards the page; the API has none
+    log.info("HTTP API: %s", f"http://{args.host}:{args.port}/api/continue|infill|accompany (docs/app-api.md)"
+             if routes else "off (--auth is set, and the API has no login)")
     page.launch(server_name=args.host, server_port=args.port, max_file_size=int(args.max_upload_mb * 2**20),
                 allowed_paths=[str(cont.workdir)], show_error=False, ssr_mode=False, footer_links=[], auth=auth,
-                app_kwargs={"middleware": [guard]})
+                app_kwargs={"middleware": [guard], "routes": routes})

@@ -49,6 +49,7 @@ from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.infill_run import song_job
 from musictx.generation.model_choice import choose_model
 from musictx.generation.output_folder import write_run
+from musictx.generation.programs import apply_programs, parse_programs
 from musictx.generation.prompt import Job, draw
 from musictx.generation.seeds import GenerateError
 from musictx.io.audio import audio_unavailable
@@ -86,11 +87,19 @@ def run(opts: GenerateOptions) -> dict:
     after it). A Ctrl-C while sampling writes the samples so far (MIDI and piano roll), one while writing
     keeps the samples already written; either records them, then raises KeyboardInterrupt saying so."""
     opts.check()
+    if opts.seed_midi and Path(opts.seed_midi).is_dir():  # a folder of seeds: each continued as if alone
+        from musictx.generation.seed_folder import run_seed_folder
+
+        return run_seed_folder(opts, run)
+    if getattr(opts, "seed_note", None):  # seed_from=end, resolved by the check
+        print(opts.seed_note)
     if opts.threads:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = open_model(opts)
     no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"  # said once the folder is made
     batch = draw(net, job_for(opts, net, tokenizer))
+    if unmatched := apply_programs(batch.takes, parse_programs(opts.programs)):
+        print(unmatched)
     # Nothing was written before this point: every check above raises first.
     head = {"settings": asdict(opts), "checkpoint": meta["ref"], "model_source": meta["source"],
             "model_path": str(Path(meta["path"]).resolve()), "model": meta["model"],

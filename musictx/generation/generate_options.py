@@ -14,6 +14,7 @@ from pathlib import Path
 
 from musictx.generation.hook_registry import HookOptions
 from musictx.generation.option_fields import finite_number, raise_first, whole_number
+from musictx.generation.programs import parse_programs
 from musictx.generation.sampling_options import SamplingOptions, renamed
 from musictx.generation.seeds import GenerateError
 from musictx.generation.window import context_length
@@ -39,6 +40,7 @@ class Bounds:
 
 
 BOUNDS = Bounds()
+END_SEED_SECONDS = 10.0  # seed_from=end with seed_seconds=null: the last this many seconds of the file
 MAX_NUM_SAMPLES = BOUNDS.num_samples
 MAX_BARS = BOUNDS.length_bars
 TASKS = ("continue", "infill", "accompany")
@@ -52,8 +54,10 @@ class GenerateOptions(SamplingOptions):
     checkpoint: str | None = None
     seed_midi: str | None = None  # None: unconditional
     seed_seconds: float | None = None  # keep this much of the seed, from its first note; None: all of it
-    seed_from: float = 0.0  # seconds into the seed file: the seed starts at the first note struck from there
+    seed_from: float | str = 0.0  # seconds into the seed file: the seed starts at the first note struck from there;
+    # "end": its last seed_seconds (END_SEED_SECONDS when null), so a file is continued from where it stops
     tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
+    programs: dict | str | None = None  # {track name: GM program or instrument name} of the written tracks
     length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
     length_bars: int | None = None  # metrical models: bars of new music (overrides length_seconds); None: from it
     max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (continue_seed.token_cap)
@@ -90,10 +94,14 @@ class GenerateOptions(SamplingOptions):
             raise GenerateError(f"device={self.device}: {problem}")
         check_output_dir(self.output_dir)
         if self.seed_from and not self.seed_midi:
-            raise GenerateError(f"seed_from={self.seed_from:g} needs a seed_midi to start in")
-        problem = file_problem(self.seed_midi) if self.seed_midi else None
+            raise GenerateError(f"seed_from={self.seed_from} needs a seed_midi to start in")
+        folder = bool(self.seed_midi) and Path(self.seed_midi).is_dir()  # a folder of seeds (`seed_folder`)
+        problem = file_problem(self.seed_midi) if self.seed_midi and not folder else None
         if problem:
             raise GenerateError(f"seed_midi={self.seed_midi}: {problem}")
+        parse_programs(self.programs)  # the names and programs, before the model loads
+        if self.seed_from == "end" and not folder:  # resolved here, said by the run (`seed_note`), not by a check
+            self.seed_from, self.seed_seconds, self.seed_note = seed_at_end(self.seed_midi, self.seed_seconds)
         if self.tokenizer:
             _expected_tokenizer(self.tokenizer)  # a missing or broken file is said before the model loads
         check_task(self)
@@ -110,8 +118,14 @@ class GenerateOptions(SamplingOptions):
             (self.length_bars is not None and not 1 <= self.length_bars <= MAX_BARS,
              f"length_bars must be in 1..{MAX_BARS} or null, got {self.length_bars}"),
         ])
+        if isinstance(self.seed_from, str):
+            if self.seed_from.strip().lower() != "end":
+                raise GenerateError(f"seed_from must be seconds into the seed file or end, got {self.seed_from!r}")
+            self.seed_from = "end"
         for name in ("seed_seconds", "seed_from", "length_seconds", "progress_every_s"):
-            finite_number(name, getattr(self, name), nullable=name != "seed_from")
+            if getattr(self, name) != "end":
+                finite_number(name, getattr(self, name), nullable=name != "seed_from")
+        seed_from = 0.0 if self.seed_from == "end" else self.seed_from
         raise_first([
             (not 1 <= self.num_samples <= MAX_NUM_SAMPLES,
              f"num_samples must be in 1..{MAX_NUM_SAMPLES} (they are generated as one batch), got {self.num_samples}"),
@@ -126,8 +140,8 @@ class GenerateOptions(SamplingOptions):
              f"seed_seconds must be > 0 or null (all of the seed), got {self.seed_seconds}"),
             (self.seed_seconds is not None and self.seed_seconds > BOUNDS.seed_seconds,
              f"seed_seconds must be at most {BOUNDS.seed_seconds:g}, got {self.seed_seconds}"),
-            (self.seed_from < 0, f"seed_from must be >= 0 (seconds into the seed file), got {self.seed_from}"),
-            (self.seed_from > BOUNDS.seed_seconds,
+            (seed_from < 0, f"seed_from must be >= 0 (seconds into the seed file), got {self.seed_from}"),
+            (seed_from > BOUNDS.seed_seconds,
              f"seed_from must be at most {BOUNDS.seed_seconds:g} (seconds into the seed file), got {self.seed_from}"),
             (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
             (self.threads is not None and self.threads < 1, f"threads must be >= 1 or null, got {self.threads}"),
@@ -269,3 +283,21 @@ def not_on_command_line(args: list[str]) -> None:
         raise GenerateError(f"{given[0]}: musictx-generate has no tokenizer option; a model samples with its own "
                             "tokenizer (checkpoint= picks the model). To check a checkpoint against prepared data, "
                             "run musictx-evaluate checkpoint=... data.dir=<that data>: it refuses a mismatch")
+
+
+def seed_at_end(path, seed_seconds: float | None) -> tuple[float, float, str]:
+    """(seed_from, seed_seconds, the line saying so) of ``seed_from=end``: the last ``seed_seconds`` (or
+    `END_SEED_SECONDS`) of ``path``, its end being where its last note stops sounding."""
+    from symusic import Score
+
+    from musictx.generation.metrical_seed import ticks_to_seconds  # no torch: symusic and numpy
+
+    try:
+        score = Score(str(path))
+    except Exception as err:  # the seed's own reader says it best, later; here only its length is wanted
+        raise GenerateError(f"seed_midi={path}: unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
+    end = float(ticks_to_seconds(score, [max(score.end(), 0)])[0])
+    take = min(seed_seconds or END_SEED_SECONDS, end)
+    start = max(end - take, 0.0)
+    return start, take, (f"seed_from=end: the last {take:.1f} s of {path} ({start:.1f}-{end:.1f} s) are the seed; "
+                         "the new music follows its end")

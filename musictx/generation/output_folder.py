@@ -107,7 +107,7 @@ def write_take(out_dir: Path, name: str, take: Take, soundfont: str | None, audi
     midi, png = out_dir / f"{name}.mid", out_dir / f"{name}.png"
     score = take.music
     if isinstance(score, Notes):  # piano notes: one named track on the seed's tempo map
-        score = notes_score(score, timing=take.timing, name=take.track)
+        score = notes_score(score, program=take.program, timing=take.timing, name=take.track)
     roll = piano_roll_figure(take.roll, takeover=take.takeover, title=f"{name}: {len(take.roll)} notes",
                              earlier_from=take.earlier_from if take.takeover else None, parts=take.parts,
                              marked=take.marked)

@@ -119,6 +119,9 @@ def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: 
     return ids
 
 
+LONG_SEED_SECONDS = 60.0  # a whole-file seed longer than this is said to be one (a user may have meant a part)
+
+
 def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
     """A one-id prompt: the VELOCITY event of ``velocity`` (as a piece's first note would carry)."""
     vbin = min((velocity - 1) // tokenizer.config.velocity_bin_size + 1, tokenizer.config.velocity_bins)
@@ -139,4 +142,7 @@ def seed_for(tokenizer: EventTokenizer, opts) -> tuple[Seed, str | None]:
               f"seed_from={opts.seed_from:g} s; {seed.seconds:.2f} s of it kept")
     elif seed.silence_dropped:
         print(f"seed: {seed.silence_dropped:.2f} s of silence before its first note left out")
+    if opts.seed_seconds is None and seed.seconds > LONG_SEED_SECONDS:
+        print(f"seed: all {seed.seconds:.0f} s of {opts.seed_midi} (seed_seconds=null); the new music follows its "
+              "end. seed_seconds=N keeps its first N s; seed_from=end its last 10 s")
     return seed, tracks

@@ -28,6 +28,7 @@ class Take:
     line: str  # the summary printed after its path once the run's record is written
     timing: MidiTiming | None = None  # piano notes: the seed's tempo map and meter (None: 120 bpm, 4/4)
     track: str = "musictx piano"  # piano notes: the track's name
+    program: int = 0  # piano notes: the track's General MIDI program (`musictx.generation.programs`)
     takeover: float | None = None  # the piano roll marks where the seed ends (None: no seed drawn)
     earlier_from: float | None = None  # see `musictx.io.piano_roll.plot_piano_roll`
     parts: list[tuple[str, Notes]] | None = None  # the roll's notes by track, drawn each in its colour

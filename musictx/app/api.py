@@ -1,0 +1,147 @@
+"""A local HTTP API beside the page, for scripts and DAWs: post a MIDI file and settings, get a MIDI file back.
+
+    curl -sf -F file=@song.mid -F seconds=20 http://127.0.0.1:7860/api/continue -o continued.mid
+    curl -sf -F file=@song.mid -F first=9 -F last=12 http://127.0.0.1:7860/api/infill -o filled.mid
+    curl -sf -F file=@melody.mid http://127.0.0.1:7860/api/accompany -o accompanied.mid
+    curl -s http://127.0.0.1:7860/api/health
+
+Each call does what the page's tab does, through the same `Continuer` and `Filler`: the model is chosen per
+upload and task (``--model`` pins one), the same size limit, the same disk allowance (the app's upload guard
+weighs every request first), and the same queue: one request works at a time, ``--max-queue`` may wait, one
+more is answered 503 at once. A refusal is status 400 (413 for a file too large, 503 when busy) with one line
+of text, ``error: <what>``; the response's ``X-Musictx-Model`` header names the model that wrote it.
+It binds where the page binds: loopback unless ``--host`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from pathlib import Path
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from musictx.app.core import USER_ERRORS, Continuer, Settings
+from musictx.app.infill_tab import Filler
+from musictx.generation.seeds import GenerateError
+
+log = logging.getLogger("musictx.app")
+FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read
+    "continue": {"seconds": float, "seed_seconds": float, "seed_from": float, "seed": int, "temperature": float,
+                 "top_p": float},
+    "infill": {"first": str, "last": str, "tracks": str, "seed": int},
+    "accompany": {"first": str, "last": str, "tracks": str, "seed": int},
+}
+
+
+class Queue:
+    """One request at a time, at most ``waiting`` more waiting; past that, `Busy` at once."""
+
+    def __init__(self, waiting: int):
+        self.waiting, self._in, self._count = waiting, threading.Lock(), 0
+        self._work = threading.Lock()
+
+    def __enter__(self):
+        with self._in:
+            if self._count > self.waiting:
+                raise Busy(f"error: the server is busy ({self._count} requests in hand); try again shortly")
+            self._count += 1
+        self._work.acquire()
+
+    def __exit__(self, *exc):
+        self._work.release()
+        with self._in:
+            self._count -= 1
+
+
+class Busy(Exception):
+    pass
+
+
+def _fields(form, task: str) -> dict:
+    """The endpoint's settings read from the form (unknown fields refused, each named), GenerateError."""
+    known = FIELDS[task]
+    unknown = sorted(set(form) - set(known) - {"file"})
+    if unknown:
+        raise GenerateError(f"{task}: unknown field(s) {', '.join(unknown)}; it takes file, {', '.join(known)}")
+    values = {}
+    for name, kind in known.items():
+        text = str(form.get(name, "")).strip()
+        if text == "":
+            continue
+        try:
+            values[name] = kind(text)
+        except ValueError:
+            raise GenerateError(f"{name}={text}: not a {kind.__name__}") from None
+    return values
+
+
+def _work(cont: Continuer, filler: Filler, task: str, upload: Path, values: dict):
+    """The tab's own work on the saved upload; its first result."""
+    if task == "continue":
+        settings = Settings(num_samples=1, **{k: v for k, v in values.items() if k in
+                                              ("seed_seconds", "seed_from", "seed", "temperature", "top_p")})
+        if "seconds" in values:
+            settings.length_seconds = values["seconds"]
+        return cont.continue_file(upload, settings)[0]
+    if task == "infill":
+        return filler.fill(upload, values.get("first"), values.get("last"), values.get("tracks"),
+                           seed=values.get("seed", 0))
+    roles = [r.strip() for r in values.get("tracks", "").split(",") if r.strip()]
+    return filler.accompany(upload, roles or None, values.get("first"), values.get("last"), seed=values.get("seed", 0))
+
+
+def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
+    """The API's routes, to serve beside the page (`musictx.app.cli`)."""
+    filler, queue = Filler(cont), Queue(max_queue)
+    folder = cont.workdir / "api_uploads"
+
+    async def endpoint(request: Request) -> Response:
+        task = request.path_params["task"]
+        if task not in FIELDS:
+            return PlainTextResponse(f"error: no endpoint /api/{task}; there are {', '.join(FIELDS)}\n", 404)
+        try:
+            form = await request.form(max_files=1, max_fields=len(FIELDS[task]) + 1)
+            upload = form.get("file")
+            if upload is None or not hasattr(upload, "read"):
+                raise GenerateError(f"{task}: no MIDI file: send it as the form field 'file' (curl -F file=@song.mid)")
+            data = await upload.read()
+            if len(data) > cont.max_upload_mb * 2**20:
+                return PlainTextResponse(f"error: {upload.filename}: {len(data) / 2**20:.1f} MB is larger than the "
+                                         f"{cont.max_upload_mb:g} MB allowed\n", 413)
+            values = _fields(form, task)
+            own = folder / uuid.uuid4().hex  # the upload keeps its name: the results are named after it
+            own.mkdir(parents=True)
+            saved = own / (Path(upload.filename or "").name or "upload.mid")
+            saved.write_bytes(data)
+            try:
+                result = await run_in_threadpool(_run, queue, cont, filler, task, saved, values)
+            finally:
+                shutil.rmtree(own, ignore_errors=True)  # the results are files of their own
+        except Busy as err:
+            return PlainTextResponse(f"{err}\n", 503)
+        except USER_ERRORS as err:
+            return PlainTextResponse("error: " + " ".join(str(err).split()) + "\n", 400)
+        except Exception as err:  # noqa: BLE001 - a bug: one line to the caller, the traceback in the server log
+            log.exception("api %s failed", task)
+            return PlainTextResponse(f"error: something went wrong ({type(err).__name__}); the server log has more\n",
+                                     500)
+        return Response(result.midi.read_bytes(), media_type="audio/midi", headers={
+            "Content-Disposition": f'attachment; filename="{result.midi.name}"',
+            "X-Musictx-Model": " ".join((result.model_line or "").replace("`", "").split())[:300]})
+
+    async def health(_request: Request) -> Response:
+        return JSONResponse({"ok": True, "endpoints": [f"/api/{t}" for t in FIELDS],
+                             "model": cont.models.pinned or "chosen per upload and task"})
+
+    return [Route("/api/health", health, methods=["GET"]), Route("/api/{task}", endpoint, methods=["POST"])]
+
+
+def _run(queue: Queue, cont: Continuer, filler: Filler, task: str, upload: Path, values: dict):
+    with queue:
+        return _work(cont, filler, task, upload, values)

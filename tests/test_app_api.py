@@ -1,0 +1,126 @@
+"""The HTTP API beside the page (docs/app-api.md), against a running ``musictx-app``: the documented curl
+commands and the documented Python example, each run as written (the address swapped for the test server's),
+give a continuation, an infill and an accompaniment of a real POP909 song; bad requests get one line."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from symusic import Score
+
+from musictx.app.api import Busy, Queue
+
+from .helpers import SHARED_DATA
+from .test_app import NO_APP_EXTRA, serving
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "app-api.md"
+API_SONG = SHARED_DATA / "pop" / "POP909" / "098" / "098.mid"  # 45 s, 3 tracks: the shortest main file
+needs_song = pytest.mark.skipif(not API_SONG.is_file(), reason=f"POP909 not found at {API_SONG} (CI and dev machines)")
+DOC_URL = "http://127.0.0.1:7860"
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    """(the server's address, a folder holding song.mid and melody.mid as the docs name them)."""
+    pytest.importorskip("gradio", reason=NO_APP_EXTRA)
+    if not API_SONG.is_file():
+        pytest.skip(f"POP909 not found at {API_SONG}")
+    tmp = tmp_path_factory.mktemp("api")
+    shutil.copyfile(API_SONG, tmp / "song.mid")
+    melody = Score(str(API_SONG))
+    melody.tracks = [t for t in melody.tracks if t.name.upper() == "MELODY"]
+    melody.dump_midi(str(tmp / "melody.mid"))
+    with serving(tmp) as (url, _):
+        yield url.rstrip("/"), tmp
+
+
+def _seconds(path: Path) -> float:
+    import pretty_midi
+
+    return pretty_midi.PrettyMIDI(str(path)).get_end_time()
+
+
+def _notes(path: Path) -> dict[str, int]:
+    return {t.name: len(t.notes) for t in Score(str(path)).tracks}
+
+
+@needs_song
+def test_the_documented_curl_commands_continue_fill_and_accompany_a_song(api):
+    url, folder = api
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on PATH")
+    lines = [line for line in _blocks("bash")[0].splitlines() if line.startswith("curl")]
+    assert len(lines) == 4
+    for line in lines:
+        done = subprocess.run(line.split("#")[0].replace(DOC_URL, url), shell=True, cwd=folder, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+    assert _seconds(folder / "continued.mid") > 8 + 20 - 3  # the 8 s seed and 20 s new, in whole bars
+    filled, accompanied = _notes(folder / "filled.mid"), _notes(folder / "accompanied.mid")
+    assert set(filled) == {"MELODY", "BRIDGE", "PIANO"} and set(accompanied) >= {"MELODY", "PIANO"}
+    assert '"ok":true' in done.stdout.replace(" ", "")  # the health line, last
+
+
+@needs_song
+def test_the_documented_python_example_runs_as_written(api):
+    url, folder = api
+    code = _blocks("python")[0].replace(DOC_URL, url)
+    done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _seconds(folder / "continued.mid") > 8 + 20 - 3
+
+
+@needs_song
+@pytest.mark.parametrize("path, fields, status, said", [
+    ("/api/continue", {}, 400, "error: continue: no MIDI file: send it as the form field 'file'"),
+    ("/api/continue", {"seconds": "lots", "file": "song.mid"}, 400, "error: seconds=lots: not a float"),
+    ("/api/continue", {"bpm": "120", "file": "song.mid"}, 400, "error: continue: unknown field(s) bpm"),
+    ("/api/continue", {"seconds": "600", "file": "song.mid"}, 400, "error: seconds to add must be at most 60"),
+    ("/api/infill", {"first": "900", "file": "song.mid"}, 400, "outside the song's bars"),
+    ("/api/infill", {"file": "notes.txt"}, 400, "error: "),
+    ("/api/remix", {"file": "song.mid"}, 404, "error: no endpoint /api/remix; there are continue, infill, accompany"),
+])
+def test_a_bad_request_gets_one_line(api, path, fields, status, said):
+    url, folder = api
+    (folder / "notes.txt").write_text("not a MIDI file\n")
+    files = {k: v for k, v in fields.items() if k == "file"}
+    form = [f"-F{k}={v}" for k, v in fields.items() if k != "file"] + [f"-Ffile=@{v}" for v in files.values()]
+    cmd = ["curl", "-s", "-X", "POST", "-o", "-", "-w", "\n%{http_code}", *form, url + path]
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on PATH")
+    body, code = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=120).stdout.rsplit("\n", 1)
+    assert int(code) == status and said in body and len(body.strip().splitlines()) == 1, (code, body)
+
+
+def test_the_queue_answers_busy_past_its_room():
+    queue, started, release = Queue(waiting=1), threading.Event(), threading.Event()
+
+    def hold():
+        with queue:
+            started.set()
+            release.wait(10)
+
+    workers = [threading.Thread(target=hold) for _ in range(2)]  # one works, one waits
+    for w in workers:
+        w.start()
+    started.wait(10)
+    while queue._count < 2:
+        pass
+    with pytest.raises(Busy, match="the server is busy"):
+        with queue:
+            pass
+    release.set()
+    for w in workers:
+        w.join(10)
+    with queue:  # room again
+        pass

@@ -1,0 +1,65 @@
+"""The controls a musician expects from the command line: an instrument per written track (``programs=``),
+a folder of seeds in one run."""
+
+from __future__ import annotations
+
+import pretty_midi
+import pytest
+
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.seeds import GenerateError
+from musictx.paths import BUNDLED_MOTIF
+
+from .helpers import SHARED_DATA
+
+SONG = SHARED_DATA / "pop" / "POP909" / "014" / "014.mid"
+needs_pop = pytest.mark.skipif(not SONG.is_file(), reason=f"POP909 not found at {SONG} (CI and dev machines only)")
+
+
+@needs_pop
+def test_written_tracks_carry_the_asked_programs_and_their_names(tmp_path, capsys):
+    record = run(GenerateOptions(seed_midi=str(SONG), seed_seconds=8, length_bars=2, num_samples=1, audio=False,
+                                 programs={"MELODY": "Flute", "bridge": 40, "drums": 1}, output_dir=str(tmp_path)))
+    pm = pretty_midi.PrettyMIDI(str(tmp_path / record["samples"][0]["midi"]))
+    assert {i.name: i.program for i in pm.instruments} == {"MELODY": 73, "BRIDGE": 40, "PIANO": 0}
+    assert record["samples"][0]["programs"] == {"melody": 73, "bridge": 40}
+    assert "programs: no written track is named drums; left as they were" in capsys.readouterr().out
+
+
+def test_a_piano_continuation_takes_its_program_and_bad_programs_are_refused_before_the_model(tmp_path):
+    record = run(GenerateOptions(checkpoint="piano", seed_midi=str(BUNDLED_MOTIF), seed_seconds=2, length_seconds=1,
+                                 num_samples=1, audio=False, programs="piano=Harpsichord",
+                                 output_dir=str(tmp_path / "p")))
+    pm = pretty_midi.PrettyMIDI(str(tmp_path / "p" / record["samples"][0]["midi"]))
+    assert [i.program for i in pm.instruments] == [6]
+    for bad, said in (({"MELODY": "Flooot"}, "programs.MELODY=Flooot: a General MIDI program is 0-127"),
+                      ({"MELODY": 128}, "programs.MELODY=128"), ("MELODY", "give TRACK=PROGRAM pairs")):
+        with pytest.raises(GenerateError, match=said):
+            GenerateOptions(checkpoint="no such model", programs=bad, output_dir=str(tmp_path / "q")).check()
+
+
+@needs_pop
+def test_a_folder_of_seeds_is_continued_file_by_file_with_one_summary(tmp_path, capsys):
+    import json
+
+    seeds = tmp_path / "seeds"
+    (seeds / "sub").mkdir(parents=True)
+    (seeds / "a.mid").write_bytes(BUNDLED_MOTIF.read_bytes())
+    (seeds / "sub" / "b.MID").write_bytes(SONG.read_bytes())
+    (seeds / "broken.mid").write_bytes(b"MThd not really")
+    (seeds / "notes.txt").write_text("not a seed")
+    out = tmp_path / "out"
+    summary = run(GenerateOptions(seed_midi=str(seeds), seed_seconds=5, length_seconds=4, num_samples=1,
+                                  audio=False, output_dir=str(out)))
+    assert [(d["seed"], d["checkpoint"]) for d in summary["continued"]] == [
+        (str(seeds / "a.mid"), "pop"), (str(seeds / "sub" / "b.MID"), "pop")]  # each chose its model
+    assert (out / "a" / "sample_00.mid").is_file() and (out / "sub" / "b" / "sample_00.mid").is_file()
+    assert [s["seed"] for s in summary["skipped"]] == [str(seeds / "broken.mid")]
+    assert json.loads((out / "seeds.json").read_text()) == summary
+    said = capsys.readouterr().out
+    assert f"seeds: 2 of 3 files of {seeds} continued into {out}; 1 skipped" in said
+    assert f"skipped: seed_midi={seeds / 'broken.mid'}: unreadable MIDI" in said
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GenerateError, match="a folder without .mid or .midi files in it"):
+        run(GenerateOptions(seed_midi=str(tmp_path / "empty"), output_dir=str(tmp_path / "o2")))
