@@ -124,3 +124,26 @@ def test_the_queue_answers_busy_past_its_room():
         w.join(10)
     with queue:  # room again
         pass
+
+
+@needs_song
+def test_density_and_instruments_by_track_reach_the_written_file(api):
+    url, folder = api
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on PATH")
+    done = subprocess.run(["curl", "-sf", "-F", "file=@song.mid", "-F", "seconds=20", "-F", "seed_from=20",
+                           "-F", "density=PIANO=4", "-F", "instruments=MELODY=Flute, BRIDGE=40",
+                           f"{url}/api/continue", "-o", "shaped.mid"], cwd=folder, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    import pretty_midi
+
+    pm = pretty_midi.PrettyMIDI(str(folder / "shaped.mid"))
+    assert {i.name: i.program for i in pm.instruments} == {"MELODY": 73, "BRIDGE": 40, "PIANO": 0}
+    piano = next(i for i in pm.instruments if i.name == "PIANO")
+    seed_end = 8 + 1  # the result opens with its seed (8 s, cut at bar lines), then 20 s new
+    new = [n for n in piano.notes if n.start >= seed_end + 2]
+    bars = (pm.get_end_time() - seed_end - 2) / (4 * 60 / pm.get_tempo_changes()[1][-1])
+    assert 0 < len(new) / bars < 8  # asked 4 a bar; the song's own piano plays ~14
+    bad = subprocess.run(["curl", "-s", "-F", "file=@song.mid", "-F", "density=DRUMS=4", f"{url}/api/continue"],
+                         cwd=folder, capture_output=True, text=True, timeout=60)
+    assert bad.stdout.startswith("error: density 'DRUMS=4': give TRACK=NOTES per bar for MELODY, BRIDGE or PIANO")

@@ -33,7 +33,7 @@ from musictx.generation.seeds import GenerateError
 log = logging.getLogger("musictx.app")
 FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read
     "continue": {"seconds": float, "seed_seconds": float, "seed_from": float, "seed": int, "temperature": float,
-                 "top_p": float},
+                 "top_p": float, "density": str, "instruments": str},
     "infill": {"first": str, "last": str, "tracks": str, "seed": int},
     "accompany": {"first": str, "last": str, "tracks": str, "seed": int},
 }
@@ -85,7 +85,8 @@ def _work(cont: Continuer, filler: Filler, task: str, upload: Path, values: dict
     """The tab's own work on the saved upload; its first result."""
     if task == "continue":
         settings = Settings(num_samples=1, **{k: v for k, v in values.items() if k in
-                                              ("seed_seconds", "seed_from", "seed", "temperature", "top_p")})
+                                              ("seed_seconds", "seed_from", "seed", "temperature", "top_p",
+                                               "density", "instruments")})
         if "seconds" in values:
             settings.length_seconds = values["seconds"]
         return cont.continue_file(upload, settings)[0]

@@ -31,12 +31,13 @@ from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request w
 )
 from musictx.app.models import Choice, Loaded, Models
 from musictx.app.progress import GenerationProgress, Report
+from musictx.app.settings import MAX_LENGTH_SECONDS, MAX_SAMPLES, MAX_SEED_SECONDS, Settings  # noqa: F401
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
 from musictx.generation.continue_seed import sample_continuations, take_of
+from musictx.generation.density import parse_density
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import write_take
-from musictx.generation.recall_guidance import RecallGuidanceOptions
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.programs import apply_programs, parse_programs
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
 from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import MidiReadError, file_problem, read_notes
@@ -47,42 +48,10 @@ from musictx.paths import BUNDLED_MOTIF
 
 log = logging.getLogger("musictx.app")
 MOTIF = BUNDLED_MOTIF
-MAX_SAMPLES = 4
-# The most one request may ask for (the page's sliders stop there too; checked here for API callers). With a
-# 5 MB seed file they bound a request's work: 4 pieces of at most 120 + 60 s, each ~32 MB of WAV; 30 s seeds
-# and 60 s new took 124 s on one busy CPU thread. The sampler sees at most its window of any seed.
-MAX_SEED_SECONDS = 30.0
 MAX_WHOLE_SEED_SECONDS = 120.0  # "all of it" (API only): a seed longer than this is refused
-MAX_LENGTH_SECONDS = 60.0
 DEFAULT_MAX_QUEUE = 8  # requests that may wait, each bounded as above
 MAX_UPLOAD_MB = 5.0
 UPLOAD_FORM_BYTES = 64 * 2**10  # an upload request's multipart headers around the file
-
-
-@dataclass
-class Settings:
-    """What the page asks for (its controls start at these defaults); ``seed_seconds`` None keeps all of the
-    seed file, ``seed_from`` (seconds into it) starts the seed at the first note struck from there. The
-    sampler's own settings start at the `SamplingOptions` defaults, the others are the app's."""
-
-    seed_seconds: float | None = 8.0
-    length_seconds: float = 15.0
-    temperature: float = SamplingOptions.temperature
-    top_p: float = SamplingOptions.top_p
-    num_samples: int = 2
-    seed: int = SamplingOptions.seed
-    seed_from: float = 0.0
-    recall_guidance: float = RecallGuidanceOptions.strength  # how hard the sampler leans on the seed
-
-    def check(self) -> None:
-        """GenerateError naming the first setting over what the app allows (`GenerateOptions.check` does
-        the rest: signs, finiteness, whole numbers)."""
-        if not 1 <= self.num_samples <= MAX_SAMPLES:
-            raise GenerateError(f"samples must be 1 to {MAX_SAMPLES}, got {self.num_samples}")
-        if self.length_seconds > MAX_LENGTH_SECONDS:
-            raise GenerateError(f"seconds to add must be at most {MAX_LENGTH_SECONDS:g}, got {self.length_seconds:g}")
-        if self.seed_seconds is not None and self.seed_seconds > MAX_SEED_SECONDS:
-            raise GenerateError(f"seed seconds must be at most {MAX_SEED_SECONDS:g}, got {self.seed_seconds:g}")
 
 
 @dataclass
@@ -217,8 +186,9 @@ class Continuer:
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
-                       seed_from=float(settings.seed_from or 0)
+                       seed_from=float(settings.seed_from or 0), programs=settings.instruments or None
                        ).with_hook("recall_guidance", strength=float(settings.recall_guidance))
+        opts = opts.with_hook("density", **parse_density(settings.density))
         opts.check()
         report(0.0, f"reading the seed ({choice.model.ref} model)")
         net, tok = choice.model.net, choice.model.tokenizer
@@ -237,8 +207,9 @@ class Continuer:
             report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
             self.check_room()
             name = f"{lineage.stem}_cont_{self._take(lineage.stem):02d}"
-            rec = write_take(out, name, take_of(tok, seed, ids, opts, earlier_from=mine), opts.soundfont,
-                             audio=self.audio_reason is None)
+            take = take_of(tok, seed, ids, opts, earlier_from=mine)
+            apply_programs([take], parse_programs(opts.programs))
+            rec = write_take(out, name, take, opts.soundfont, audio=self.audio_reason is None)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title, note))

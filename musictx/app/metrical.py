@@ -11,6 +11,7 @@ from torch import Tensor
 from musictx.generation.continue_metrical import metrical_take, sample_bars
 from musictx.generation.metrical_seed import bars_for, seed_of
 from musictx.generation.output_folder import sample_name, write_take
+from musictx.generation.programs import apply_programs, parse_programs
 
 
 class BarProgress:
@@ -39,7 +40,9 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     written = []
     for i, ids in enumerate(pieces):
         report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
-        rec = write_take(out, sample_name(i), metrical_take(tok, seed, ids, opts.include_seed), opts.soundfont, audio)
+        take = metrical_take(tok, seed, ids, opts.include_seed)
+        apply_programs([take], parse_programs(opts.programs))
+        rec = write_take(out, sample_name(i), take, opts.soundfont, audio)
         name = f"{lineage.stem}_cont_{take_name(lineage.stem):02d}"
         for suffix in (".mid", ".png", ".wav"):  # the page names results after the upload
             src = out / f"{Path(rec['midi']).stem}{suffix}"

@@ -106,6 +106,10 @@ def _controls() -> list:
         seed_from,
         gr.Slider(0, 2, value=start.recall_guidance, step=0.1,
                   label="Come back to the seed (recall guidance; 0 = the model alone)"),
+        gr.Textbox(value=start.density, label="Notes per bar, by track (pop; empty: the model's own)",
+                   placeholder="PIANO=8, MELODY=4"),
+        gr.Textbox(value=start.instruments, label="Instruments, by track (General MIDI; empty: as the file has them)",
+                   placeholder="MELODY=Flute, BRIDGE=40, PIANO=0"),
     ]
 
 
@@ -185,20 +189,22 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
 
         def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
-                        random_seed, seed_from=0, recall=None, progress=gr.Progress()):  # noqa: B008
+                        random_seed, seed_from=0, recall=None, density="", instruments="",
+                        progress=gr.Progress()):  # noqa: B008
             settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                                 seed_from, recall)
+                                 seed_from, recall, density, instruments)
             results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
             return _respond(results, message, len(outputs), done)
 
         def further(index: int):
             def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
-                           seed_seconds=None, recall=None, progress=gr.Progress()):  # noqa: B008
+                           seed_seconds=None, recall=None, density="", instruments="",
+                           progress=gr.Progress()):  # noqa: B008
                 if index >= len(paths):
                     return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
                                     done)
                 settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                                     recall=recall)
+                                     recall=recall, density=density, instruments=instruments)
                 results, message = run_request(lambda: cont.continue_further(paths[index], settings,
                                                                              _reporter(progress)))
                 return _respond(results, message, len(outputs), done, seed_file=paths[index])
@@ -208,7 +214,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed",
                  show_progress_on=[status], **common)
         for i, slot in enumerate(slots):  # the progress shows in the result whose button was pressed
-            slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0], controls[7]],
+            slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0], *controls[7:]],
                                api_name=f"continue_further_{i}", show_progress_on=[slot.title], **common)
         seed_file.change(lambda path: _preview(cont, path), inputs=seed_file, outputs=[preview, preview_note],
                          api_name="preview_seed", concurrency_id="preview")
@@ -264,12 +270,12 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
 
 
 def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0,
-              recall=None) -> Settings:
+              recall=None, density="", instruments="") -> Settings:
     """The page's values as `Settings` (sliders send floats; a cleared number box sends None; an API call
     that leaves the guidance out gets `Settings`' default)."""
     recall = Settings.recall_guidance if recall is None else float(recall)
     return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
-                    int(random_seed or 0), float(seed_from or 0), recall)
+                    int(random_seed or 0), float(seed_from or 0), recall, density or "", instruments or "")
 
 
 def _preview(cont: Continuer, path) -> tuple[str | None, str]:

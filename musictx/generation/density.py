@@ -172,3 +172,24 @@ def _make(inputs: HookInputs, o: DensityOptions) -> Density | None:
 
 SPEC = HookSpec("density", DensityOptions, ("remi",), ("continue",), 84, _make,
                 "notes per bar asked per track (MELODY, BRIDGE, PIANO) of a pop continuation; off unless asked")
+
+
+def parse_density(text: str | None) -> dict[str, float]:
+    """``hooks.density``'s fields from a line a musician types (``"PIANO=8, MELODY=4"``: notes per bar by track);
+    GenerateError naming what is wrong."""
+    from musictx.generation.seeds import GenerateError
+
+    asked: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, sep, value = part.partition("=")
+        track = name.strip().lower()
+        if not sep or track not in ("melody", "bridge", "piano"):
+            raise GenerateError(f"density {part!r}: give TRACK=NOTES per bar for MELODY, BRIDGE or PIANO, "
+                                "e.g. PIANO=8, MELODY=4")
+        try:
+            asked[track] = float(value)
+        except ValueError:
+            raise GenerateError(f"density {part!r}: {value.strip()!r} is not a number of notes per bar") from None
+        if not 0 < asked[track] <= 128:
+            raise GenerateError(f"density {part!r}: notes per bar must be above 0 and at most 128")
+    return asked

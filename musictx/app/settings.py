@@ -1,0 +1,49 @@
+"""What one Continue request asks for (`Settings`: the page's controls start at its defaults) and the most a
+request may ask for. No Gradio."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from musictx.generation.density import parse_density
+from musictx.generation.programs import parse_programs
+from musictx.generation.recall_guidance import RecallGuidanceOptions
+from musictx.generation.sampling_options import SamplingOptions
+from musictx.generation.seeds import GenerateError
+
+MAX_SAMPLES = 4
+# The most one request may ask for (the page's sliders stop there too; checked here for API callers). With a
+# 5 MB seed file they bound a request's work: 4 pieces of at most 120 + 60 s, each ~32 MB of WAV; 30 s seeds
+# and 60 s new took 124 s on one busy CPU thread. The sampler sees at most its window of any seed.
+MAX_SEED_SECONDS = 30.0
+MAX_LENGTH_SECONDS = 60.0
+
+
+@dataclass
+class Settings:
+    """What the page asks for (its controls start at these defaults); ``seed_seconds`` None keeps all of the
+    seed file, ``seed_from`` (seconds into it) starts the seed at the first note struck from there. The
+    sampler's own settings start at the `SamplingOptions` defaults, the others are the app's."""
+
+    seed_seconds: float | None = 8.0
+    length_seconds: float = 15.0
+    temperature: float = SamplingOptions.temperature
+    top_p: float = SamplingOptions.top_p
+    num_samples: int = 2
+    seed: int = SamplingOptions.seed
+    seed_from: float = 0.0
+    recall_guidance: float = RecallGuidanceOptions.strength  # how hard the sampler leans on the seed
+    density: str = ""  # notes per bar asked by track, "PIANO=8, MELODY=4" (pop); empty: the model's own
+    instruments: str = ""  # General MIDI program by track, "MELODY=Flute, BRIDGE=40"; empty: as read
+
+    def check(self) -> None:
+        """GenerateError naming the first setting over what the app allows (`GenerateOptions.check` does
+        the rest: signs, finiteness, whole numbers)."""
+        if not 1 <= self.num_samples <= MAX_SAMPLES:
+            raise GenerateError(f"samples must be 1 to {MAX_SAMPLES}, got {self.num_samples}")
+        if self.length_seconds > MAX_LENGTH_SECONDS:
+            raise GenerateError(f"seconds to add must be at most {MAX_LENGTH_SECONDS:g}, got {self.length_seconds:g}")
+        if self.seed_seconds is not None and self.seed_seconds > MAX_SEED_SECONDS:
+            raise GenerateError(f"seed seconds must be at most {MAX_SEED_SECONDS:g}, got {self.seed_seconds:g}")
+        parse_density(self.density)
+        parse_programs(self.instruments)
