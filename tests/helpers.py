@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +105,18 @@ def remi_bar(*onsets: tuple[int, list[tuple[int, int, str]]]) -> list[str]:
         for program, pitch, duration in notes:
             out += [f"Program_{program}", f"Pitch_{pitch}", "Velocity_95", f"Duration_{duration}"]
     return out
+
+
+@contextmanager
+def small_tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A real file system of ``size`` (a tmpfs, e.g. "64k") mounted at ``folder`` (made here) while the block
+    runs, for tests of a full disk; the test skips where mounting is not allowed (it needs root; CI has it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a {size} tmpfs here (needs root): {done.stderr.strip() or done.returncode}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)

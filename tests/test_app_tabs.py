@@ -8,6 +8,7 @@ piano for a performance), and the progress text sits under the pressed button.""
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,18 @@ def browser_uploads(tmp_path_factory) -> dict[str, Path]:
     melody.tracks = [t for t in melody.tracks if t.name.upper() == "MELODY"]
     melody.dump_midi(str(folder / "pop_melody.mid"))
     return {"song": song, "performance": performance, "melody": folder / "pop_melody.mid"}
+
+
+@contextmanager
+def browser_page(url: str):
+    """A fresh page of ``url`` in a headless Chromium, closed after the block."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield fresh_page(browser, url)
+        finally:
+            browser.close()
 
 
 def fresh_page(browser, url):
@@ -121,21 +134,15 @@ def pitched(score: Score) -> dict[str, int]:
 def test_browser_every_tab_from_a_fresh_page(app, browser_uploads, tmp_path):
     """The default suite's run: a performance continued (piano), a song filled (pop_infill), a melody
     accompanied over the whole piece (pop: the bar boxes start empty), in one page of one app."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = fresh_page(browser, app[0])
-            made = continue_tab(page, browser_uploads["performance"], "piano", tmp_path)
-            assert made.name == "bach_prelude_cont_00.mid" and end_time(made) > 8.5  # the 8 s seed, then new notes
-            filled, title = song_tab(page, "Infill", "infill", browser_uploads["song"], "pop_infill", tmp_path)
-            assert "bars 5-8" in title and len(filled.tracks) == 3
-            written, title = song_tab(page, "Accompany", "accompany", browser_uploads["melody"], "pop", tmp_path)
-            assert "BRIDGE, PIANO written for bars 1-" in title
-            counts = pitched(written)
-            assert set(counts) == {"MELODY", "BRIDGE", "PIANO"} and counts["PIANO"] > 0, counts
-        finally:
-            browser.close()
+    with browser_page(app[0]) as page:
+        made = continue_tab(page, browser_uploads["performance"], "piano", tmp_path)
+        assert made.name == "bach_prelude_cont_00.mid" and end_time(made) > 8.5  # the 8 s seed, then new notes
+        filled, title = song_tab(page, "Infill", "infill", browser_uploads["song"], "pop_infill", tmp_path)
+        assert "bars 5-8" in title and len(filled.tracks) == 3
+        written, title = song_tab(page, "Accompany", "accompany", browser_uploads["melody"], "pop", tmp_path)
+        assert "BRIDGE, PIANO written for bars 1-" in title
+        counts = pitched(written)
+        assert set(counts) == {"MELODY", "BRIDGE", "PIANO"} and counts["PIANO"] > 0, counts
     started = app[1].read_text()  # the start-up line names the app's option, not the command's checkpoint=
     assert "musictx.app: model chosen for each upload and tab" in started and "checkpoint=" not in started
 
@@ -146,16 +153,10 @@ def test_browser_every_tab_from_a_fresh_page(app, browser_uploads, tmp_path):
 def test_browser_every_tab_with_the_other_files(app, browser_uploads, tmp_path):
     """The other file in each tab: the song continued (pop, its three tracks kept apart), the performance filled
     and accompanied (its one track taken as the melody)."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (dev extra)")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = fresh_page(browser, app[0])
-            made = continue_tab(page, browser_uploads["song"], "pop", tmp_path)
-            assert [t.name for t in Score(str(made)).tracks] == ["MELODY", "BRIDGE", "PIANO"]
-            filled, title = song_tab(page, "Infill", "infill", browser_uploads["performance"], "pop_infill", tmp_path)
-            assert "bars 5-8" in title and sum(pitched(filled).values()) > 0
-            written, title = song_tab(page, "Accompany", "accompany", browser_uploads["performance"], "pop", tmp_path)
-            assert "BRIDGE, PIANO written for bars 1-" in title and len(written.tracks) == 3
-        finally:
-            browser.close()
+    with browser_page(app[0]) as page:
+        made = continue_tab(page, browser_uploads["song"], "pop", tmp_path)
+        assert [t.name for t in Score(str(made)).tracks] == ["MELODY", "BRIDGE", "PIANO"]
+        filled, title = song_tab(page, "Infill", "infill", browser_uploads["performance"], "pop_infill", tmp_path)
+        assert "bars 5-8" in title and sum(pitched(filled).values()) > 0
+        written, title = song_tab(page, "Accompany", "accompany", browser_uploads["performance"], "pop", tmp_path)
+        assert "BRIDGE, PIANO written for bars 1-" in title and len(written.tracks) == 3

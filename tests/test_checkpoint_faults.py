@@ -25,6 +25,7 @@ from musictx.safe_output import OutputError, check_writable, temp_path
 from musictx.training.checkpoint_io import AtomicCheckpointIO
 from musictx.training.orphans import STALE_S, sweep_orphans
 
+from .helpers import small_tmpfs
 from .test_output_safety import refused, run_cmd
 from .test_train import SHRINK, compose_train, fit
 
@@ -119,13 +120,7 @@ def test_no_byte_of_a_checkpoint_goes_through_tmpdir(prepared_dir, tmp_path, mon
 
 
 def test_a_full_checkpoint_disk_names_the_checkpoint_and_its_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or done.returncode})")
-    try:
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
         last = disk / "last.ckpt"
         AtomicCheckpointIO().save_checkpoint({"step": 1}, last)
         before = last.read_bytes()
@@ -134,8 +129,6 @@ def test_a_full_checkpoint_disk_names_the_checkpoint_and_its_disk(tmp_path):
         # the free space is this small disk's (kB), not the working folder's (GB)
         assert str(err.value).startswith(f"cannot write {last}: the disk is full (") and " kB free)" in str(err.value)
         assert last.read_bytes() == before and [p.name for p in disk.iterdir()] == ["last.ckpt"]
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def dead_pid() -> int:

@@ -27,7 +27,7 @@ from musictx.io.midi_io import read_notes
 from musictx.io.token_store import write_split
 from musictx.safe_output import claim_numbered, claim_path, sweep_leftovers
 
-from .helpers import needs_shared
+from .helpers import needs_shared, small_tmpfs
 from .test_fuzz_commands import POP, REPO, RUNNER, assert_one_line, tempo_zero
 
 pytestmark = needs_shared
@@ -157,13 +157,7 @@ def test_the_app_refuses_a_seed_past_32_bits_before_sampling(tmp_path):
 @pytest.fixture
 def small_disk(tmp_path):
     """A real 64 kB file system (tmpfs), filled to its last byte; skipped where mounting is not allowed."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
         (disk / "out").mkdir()
         with open(disk / "filler", "wb") as f:
             try:
@@ -171,8 +165,6 @@ def small_disk(tmp_path):
             except OSError:
                 pass  # full: what it wanted
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def test_a_full_output_disk_names_the_file_and_its_disk_and_leaves_no_claim(small_disk, tmp_path):

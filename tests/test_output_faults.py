@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import json
-import subprocess
 import urllib.error
 import urllib.request
 import uuid
@@ -29,6 +28,7 @@ from musictx.paths import BUNDLED_MOTIF
 from musictx.safe_output import OutputError, atomic_path, command_run, write_bytes
 from musictx.training.checkpoint_io import AtomicCheckpointIO
 
+from .helpers import small_tmpfs
 from .test_app import NO_APP_EXTRA, serving
 from .test_output_safety import refused, run_cmd, tree_hashes
 
@@ -37,16 +37,10 @@ needs_audio = pytest.mark.skipif(audio_unavailable() is not None, reason=f"no au
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 160 kB tmpfs at tmp_path/disk: room for a sample's MIDI and piano roll, not for its WAV."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(disk)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or done.returncode}); "
-                    "test_full_disk_injected_at_the_wav_writer covers the same case")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    """A 160 kB tmpfs at tmp_path/disk: room for a sample's MIDI and piano roll, not for its WAV (skipped where
+    mounting is not allowed; test_full_disk_injected_at_the_wav_writer covers the same case)."""
+    with small_tmpfs(tmp_path / "disk", "160k") as disk:
+        yield disk
 
 
 def earlier_files(out: Path) -> None:

@@ -89,8 +89,14 @@ def test_mode_runs_end_to_end_with_the_shipped_pop_model(remi_dir, tmp_path):
     res = result["two_sample"]
     main, control = res["generated_vs_real"], res["real_vs_real"]
     assert main["groups"] == len(res["songs"]) >= 3
-    assert len(res["features"]) == len(res["songs"][0]["real"]) - 3  # the three chord-tone shares left out
-    assert not any(n.startswith("har_chord") for n in main["feature_auc"]) and "har_triad_fit" in main["feature_auc"]
+    # the headline leaves out every feature read against the annotated chords (3 chord-tone shares, 2 of the
+    # bass); beside it, all but what exclude= left out (the chord-tone shares)
+    assert len(res["features"]) == len(res["songs"][0]["real"]) - 5
+    assert not any(n.startswith(("har_chord", "har_bass")) for n in main["feature_auc"])
+    assert "har_triad_fit" in main["feature_auc"]
+    full = res["with_annotated_chords"]
+    assert len(full["features"]) == len(res["songs"][0]["real"]) - 3 and "har_bass_is_root" in full["features"]
+    assert 0 <= full["generated_vs_real"]["classifiers"]["logistic"]["auc"] <= 1
     for name in ("logistic", "boosting"):
         assert 0 <= main["classifiers"][name]["auc"] <= 1 and "null_p95" in main["classifiers"][name]
         assert 0 <= control["classifiers"][name]["auc"] <= 1 and "null_p95" not in control["classifiers"][name]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from symusic import Score
 
 from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune, room_problem
 from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request wrappers: imported from here)
@@ -39,6 +40,7 @@ from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import write_take
 from musictx.generation.programs import apply_programs, parse_programs
 from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
+from musictx.generation.take import score_roll
 from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import MidiReadError, file_problem, read_notes
 from musictx.io.piano_roll import plot_piano_roll
@@ -267,13 +269,15 @@ class Continuer:
         for piano, every track for pop; that choice)."""
         midi = self.check_upload(path)
         choice = self.models.choose(midi)
-        notes = self._read(midi, choice.model)
+        notes, parts = self._read(midi, choice.model), None
+        if is_metrical(choice.model.tokenizer):  # a song's tracks, each drawn in its colour
+            parts = _for_page(midi, lambda: score_roll(Score(str(midi)))[3])
         folder = self.workdir / "previews"
         folder.mkdir(exist_ok=True)
         png = folder / f"{next(self._previews):04d}_{_safe_stem(midi)}.png"
         title = f"{midi.name}: {len(notes)} notes, {notes.duration():.1f} s"
         with self._in_use(png):
-            plot_piano_roll(notes, png, title=title)
+            plot_piano_roll(notes, png, title=title, parts=parts)
         self.prune(keep={png})
         return png, choice
 
@@ -359,6 +363,14 @@ class Continuer:
                             takeover)
         self.prune(keep={png})
         return png
+
+
+def _for_page(midi: Path, read):
+    """``read()``, a file the tokenizer read already: any error of symusic's is the page's one line."""
+    try:
+        return read()
+    except Exception as err:  # noqa: BLE001 - symusic's own errors are terse RuntimeErrors
+        raise GenerateError(f"{midi.name}: unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
 
 
 def _safe_stem(path: Path) -> str:

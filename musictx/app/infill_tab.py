@@ -24,10 +24,10 @@ from musictx.io.chord_labels import ChordFileError, Chords
 from musictx.io.infill_format import InfillIds
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
-from musictx.io.piano_roll import new_figure, note_bars, save_figure
+from musictx.io.piano_roll import MARKED_SHADE, piano_roll_figure, save_figure
 from musictx.io.tokenizers import is_metrical
 
-BAND_SHADE = "#cfe3f7"  # light blue: the bars asked for, on the song's piano roll and the take's
+BAND_SHADE = MARKED_SHADE  # the bars asked for, on the song's piano roll and the take's
 # One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.
 # Accompaniment: empty bar boxes ask for the whole piece, so the bound holds whole songs: POP909's songs read
 # without their beat files have 60-160 bars; 171 bars of a piano performance took 27 s on one busy CPU thread.
@@ -66,30 +66,30 @@ def bar_seconds(score, ticks: np.ndarray) -> np.ndarray:
     return np.array(at)[k] + (np.asarray(ticks) - np.array(starts)[k]) * np.array(per_tick)[k]
 
 
+def song_parts(song: SongBars) -> list[tuple[str, Notes]]:
+    """Each track of ``song`` as the tokenizer read it, in seconds: (its name, its notes)."""
+    score = song.read.score.to("second")
+    parts = []
+    for track in score.tracks:
+        a = track.notes.numpy()
+        if len(a["time"]):
+            parts.append((track.name or f"program {track.program}",
+                          Notes(a["time"], a["time"] + a["duration"], a["pitch"].astype(np.int64),
+                                a["velocity"].astype(np.int64))))
+    return parts
+
+
 def song_notes(song: SongBars) -> Notes:
     """Every note of ``song`` as the tokenizer read it, in seconds (all tracks together)."""
-    score = song.read.score.to("second")
-    parts = [t.notes.numpy() for t in score.tracks]
-    parts = [p for p in parts if len(p["time"])]
-    if not parts:
-        return Notes(np.zeros(0), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    cat = {k: np.concatenate([p[k] for p in parts]) for k in ("time", "duration", "pitch", "velocity")}
-    return Notes(cat["time"], cat["time"] + cat["duration"], cat["pitch"].astype(np.int64),
-                 cat["velocity"].astype(np.int64))
+    return Notes.concat([n for _, n in song_parts(song)])
 
 
 def draw_band(song: SongBars, s: int, e: int, png: Path, title: str) -> Path:
-    """The piano roll of ``song`` with bars [s, e) shaded and their bar lines drawn."""
-    notes = song_notes(song)
+    """The piano roll of ``song``, each track in its colour, bars [s, e) shaded and shown with their context."""
+    parts = song_parts(song)
     lo, hi = bar_seconds(song.read.score, np.array([song.lines[s], song.lines[e]]))
-    fig, ax = new_figure(max(notes.duration(), hi, 1.0))
-    if len(notes):
-        ax.add_collection(note_bars(notes), autolim=False)
-        ax.set_ylim(int(notes.pitch.min()) - 2, int(notes.pitch.max()) + 2)
-    ax.axvspan(lo, hi, color=BAND_SHADE, zorder=0, label=f"bars {s + 1}-{e}")
-    ax.legend(loc="upper right", fontsize="small")
-    ax.set_title(title)
-    return save_figure(fig, png)
+    return save_figure(piano_roll_figure(Notes.concat([n for _, n in parts]), title=title, parts=parts,
+                                         marked=(float(lo), float(hi))), png)
 
 
 class Filler:

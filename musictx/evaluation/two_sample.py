@@ -123,19 +123,24 @@ def two_sample_test(a: np.ndarray, b: np.ndarray, groups: np.ndarray, names: lis
 
 
 def format_two_sample(result: dict) -> str:
-    """The AUC table (model vs real, null, real vs real) and the top tells with both samples' means."""
+    """The AUC table (model vs real, null, real vs real; the headline without the annotated-chord features,
+    then with them where they were measured) and the top tells with both samples' means."""
     main, control = result["generated_vs_real"], result.get("real_vs_real")
     lines = [f"two-sample test: {main['groups']} songs, {result['settings']['seed_seconds']:g} s seed from "
              f"{result['settings']['seed_from']:g} s, {result['settings']['length_seconds']:g} s new, one sample "
              f"per song; {len(result['features'])} features; {result['settings']['folds']}-fold CV grouped by "
              f"song x {result['settings']['repeats']} repeats",
-             "| classifier | AUC generated vs real | null mean (labels shuffled within song) | null 95th pct | "
-             "AUC real vs real (next 30 s vs the 30 s after) |", "|---|---|---|---|---|"]
-    for name in CLASSIFIERS:
-        m = main["classifiers"][name]
-        c = control["classifiers"][name]["auc"] if control else float("nan")
-        lines.append(f"| {name} | {m['auc']:.3f} | {m.get('null_mean', float('nan')):.3f} | "
-                     f"{m.get('null_p95', float('nan')):.3f} | {c:.3f} |")
+             "| features | classifier | AUC generated vs real | null mean (labels shuffled within song) | "
+             "null 95th pct | AUC real vs real (next 30 s vs the 30 s after) |", "|---|---|---|---|---|---|"]
+    blocks = [("without the annotated chords (headline)", result)]
+    if "with_annotated_chords" in result:
+        blocks.append(("all, the annotated chords too", result["with_annotated_chords"]))
+    for label, block in blocks:
+        for name in CLASSIFIERS:
+            m = block["generated_vs_real"]["classifiers"][name]
+            c = block["real_vs_real"]["classifiers"][name]["auc"] if block.get("real_vs_real") else float("nan")
+            lines.append(f"| {label} | {name} | {m['auc']:.3f} | {m.get('null_mean', float('nan')):.3f} | "
+                         f"{m.get('null_p95', float('nan')):.3f} | {c:.3f} |")
     control_auc = (control or {}).get("feature_auc", {})
     lines += ["", "| feature (top tells) | AUC alone | generated mean | real mean | real-vs-real AUC alone |",
               "|---|---|---|---|---|"]

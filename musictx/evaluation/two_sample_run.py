@@ -25,6 +25,10 @@ from musictx.generation.option_fields import check_seed
 from musictx.generation.sampling_options import SamplingOptions
 from musictx.generation.seeds import GenerateError
 
+# the features read against POP909's annotated chords (chord_midi.txt): a continuation cannot know the song's
+# next chords (docs/two-sample-2026-11.md), so the headline AUC leaves them out; they are reported beside it
+ANNOTATED = ("har_chord", "har_bass")
+
 
 def check_two_sample(opts: dict) -> CVSettings:
     """The test's settings of evaluate.yaml's ``two_sample`` block; ValueError naming a bad one."""
@@ -119,12 +123,19 @@ def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> d
                             f"2 x length_seconds; got {len(rows)}{first}")
     generated_s = time.perf_counter() - t_start
     names = kept_features(list(rows[0]["generated"]), opts.get("exclude") or [])
+    headline = [n for n in names if not n.startswith(ANNOTATED)]  # what a listener hears, the song's chords unknown
+    result = {**_tests(rows, headline, settings), "features": headline}
+    if len(headline) < len(names):  # the annotated-chord features too: reported, no longer the headline
+        result["with_annotated_chords"] = {**_tests(rows, names, settings), "features": names}
+    return {**result, "settings": dict(opts), "songs": rows, "skipped": skipped, "skipped_reasons": bad,
+            "seconds": {"generate_and_describe": generated_s, "test": time.perf_counter() - t_start - generated_s}}
+
+
+def _tests(rows: list[dict], names: list[str], settings) -> dict:
+    """The model against the real next seconds (with its null), and the real against the seconds after them."""
     matrix = {side: np.array([[r[side][n] for n in names] for r in rows], dtype=float)
               for side in ("generated", "real", "real_after")}
     groups = np.arange(len(rows))
-    main = two_sample_test(matrix["generated"], matrix["real"], groups, names, settings)
-    control = two_sample_test(matrix["real_after"], matrix["real"], groups, names, settings, with_null=False)
-    return {"generated_vs_real": main, "real_vs_real": control, "features": names,
-            "settings": dict(opts), "songs": rows, "skipped": skipped, "skipped_reasons": bad,
-            "seconds": {"generate_and_describe": generated_s,
-                        "test": time.perf_counter() - t_start - generated_s}}
+    return {"generated_vs_real": two_sample_test(matrix["generated"], matrix["real"], groups, names, settings),
+            "real_vs_real": two_sample_test(matrix["real_after"], matrix["real"], groups, names, settings,
+                                            with_null=False)}

@@ -128,20 +128,23 @@ def _draw_notes(ax, notes: Notes, parts: list[Part] | None) -> None:
     ax.add_artist(ax.legend(handles=handles, loc="upper left", fontsize="small", title="tracks (notes)"))
 
 
-def plot_roll_panels(panels: list[tuple[str, Notes]], path: str | os.PathLike, takeover: float | None = None,
-                     title: str | None = None) -> Path:
-    """Write ``panels`` ((label, notes) pairs) as piano rolls stacked on one time axis and one pitch range,
-    so that the same seed continued by several models (or played on) compares at a glance."""
+def plot_roll_panels(panels: list[tuple[str, Notes | list[Part]]], path: str | os.PathLike,
+                     takeover: float | None = None, title: str | None = None) -> Path:
+    """Write ``panels`` ((label, notes) pairs; notes by track, as (name, notes) parts, draw each track in its
+    own colour) as piano rolls stacked on one time axis and one pitch range, so that the same seed continued
+    by several models (or played on) compares at a glance."""
     if not panels:
         raise ValueError("plot_roll_panels needs at least one panel")
-    end = max(max(notes.duration() for _, notes in panels), takeover or 0.0, 1.0)
-    pitches = np.concatenate([notes.pitch for _, notes in panels])
+    panels = [(label, (Notes.concat([n for _, n in notes]), notes) if isinstance(notes, list) else (notes, None))
+              for label, notes in panels]
+    end = max(max(notes.duration() for _, (notes, _) in panels), takeover or 0.0, 1.0)
+    pitches = np.concatenate([notes.pitch for _, (notes, _) in panels])
     lo, hi = (int(pitches.min()), int(pitches.max())) if len(pitches) else (48, 84)
     fig = Figure(figsize=(min(4 + end / 3, 24), 1.2 + 2.2 * len(panels)), layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (label, notes) in zip(axes, panels, strict=True):
+    for ax, (label, (notes, parts)) in zip(axes, panels, strict=True):
         if len(notes):
-            ax.add_collection(note_bars(notes), autolim=False)
+            _draw_notes(ax, notes, parts)
         if takeover:
             ax.axvspan(0, takeover, color="0.85", zorder=0)
             ax.axvline(takeover, color="tab:red", linewidth=1.2)
