@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-MAX_LINES = 300
+MAX_LINES = 250
 LAYOUT_BEFORE = 120
 
 # [text](target) and ![alt](target); the target up to the first space or closing parenthesis.
