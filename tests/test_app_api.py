@@ -21,7 +21,7 @@ from .test_app import NO_APP_EXTRA, serving
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "app-api.md"
 API_SONG = SHARED_DATA / "pop" / "POP909" / "098" / "098.mid"  # 45 s, 3 tracks: the shortest main file
-needs_song = pytest.mark.skipif(not API_SONG.is_file(), reason=f"POP909 not found at {API_SONG} (CI and dev machines)")
+needs_pop = pytest.mark.skipif(not API_SONG.is_file(), reason=f"POP909 not found at {API_SONG} (CI and dev machines)")
 DOC_URL = "http://127.0.0.1:7860"
 
 
@@ -54,7 +54,7 @@ def _notes(path: Path) -> dict[str, int]:
     return {t.name: len(t.notes) for t in Score(str(path)).tracks}
 
 
-@needs_song
+@needs_pop
 def test_the_documented_curl_commands_continue_fill_and_accompany_a_song(api):
     url, folder = api
     if shutil.which("curl") is None:
@@ -71,7 +71,7 @@ def test_the_documented_curl_commands_continue_fill_and_accompany_a_song(api):
     assert '"ok":true' in done.stdout.replace(" ", "")  # the health line, last
 
 
-@needs_song
+@needs_pop
 def test_the_documented_python_example_runs_as_written(api):
     url, folder = api
     code = _blocks("python")[0].replace(DOC_URL, url)
@@ -80,7 +80,7 @@ def test_the_documented_python_example_runs_as_written(api):
     assert _seconds(folder / "continued.mid") > 8 + 20 - 3
 
 
-@needs_song
+@needs_pop
 @pytest.mark.parametrize("path, fields, status, said", [
     ("/api/continue", {}, 400, "error: continue: no MIDI file: send it as the form field 'file'"),
     ("/api/continue", {"seconds": "lots", "file": "song.mid"}, 400, "error: seconds=lots: not a float"),
@@ -126,7 +126,7 @@ def test_the_queue_answers_busy_past_its_room():
         pass
 
 
-@needs_song
+@needs_pop
 def test_density_and_instruments_by_track_reach_the_written_file(api):
     url, folder = api
     if shutil.which("curl") is None:

@@ -112,7 +112,8 @@ def test_the_app_and_its_page_start_at_the_defaults():
     with gr.Blocks():
         controls = _controls()
     assert [c.value for c in controls] == [start.seed_seconds, start.length_seconds, start.temperature, start.top_p,
-                                          start.num_samples, start.seed, start.seed_from, start.recall_guidance]
+                                          start.num_samples, start.seed, start.seed_from, start.recall_guidance,
+                                          start.density, start.instruments]
     assert start.recall_guidance == sampling.hooks.recall_guidance.strength
 
 

@@ -45,7 +45,7 @@ import torch
 from musictx.checkpoints.model_store import ModelLoadError, load_model, shipped_models
 from musictx.generation.continue_metrical import metrical_job
 from musictx.generation.continue_seed import performance_job
-from musictx.generation.generate_options import GenerateOptions
+from musictx.generation.generate_options import GenerateOptions, is_midi_name
 from musictx.generation.infill_run import song_job
 from musictx.generation.model_choice import choose_model
 from musictx.generation.output_folder import write_run
@@ -87,7 +87,7 @@ def run(opts: GenerateOptions) -> dict:
     after it). A Ctrl-C while sampling writes the samples so far (MIDI and piano roll), one while writing
     keeps the samples already written; either records them, then raises KeyboardInterrupt saying so."""
     opts.check()
-    if opts.seed_midi and Path(opts.seed_midi).is_dir():  # a folder of seeds: each continued as if alone
+    if opts.seed_midi and Path(opts.seed_midi).is_dir() and not is_midi_name(opts.seed_midi):  # a folder of seeds
         from musictx.generation.seed_folder import run_seed_folder
 
         return run_seed_folder(opts, run)

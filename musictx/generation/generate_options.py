@@ -94,8 +94,10 @@ class GenerateOptions(SamplingOptions):
             raise GenerateError(f"device={self.device}: {problem}")
         check_output_dir(self.output_dir)
         if self.seed_from and not self.seed_midi:
-            raise GenerateError(f"seed_from={self.seed_from} needs a seed_midi to start in")
-        folder = bool(self.seed_midi) and Path(self.seed_midi).is_dir()  # a folder of seeds (`seed_folder`)
+            shown = self.seed_from if isinstance(self.seed_from, str) else f"{self.seed_from:g}"
+            raise GenerateError(f"seed_from={shown} needs a seed_midi to start in")
+        # a folder of seeds (`seed_folder`); one named like a MIDI file is a mistake, said as such below
+        folder = bool(self.seed_midi) and Path(self.seed_midi).is_dir() and not is_midi_name(self.seed_midi)
         problem = file_problem(self.seed_midi) if self.seed_midi and not folder else None
         if problem:
             raise GenerateError(f"seed_midi={self.seed_midi}: {problem}")
@@ -301,3 +303,8 @@ def seed_at_end(path, seed_seconds: float | None) -> tuple[float, float, str]:
     start = max(end - take, 0.0)
     return start, take, (f"seed_from=end: the last {take:.1f} s of {path} ({start:.1f}-{end:.1f} s) are the seed; "
                          "the new music follows its end")
+
+
+def is_midi_name(path) -> bool:
+    """Whether ``path`` is named as a MIDI file is (.mid, .midi, any case)."""
+    return Path(path).suffix.lower() in (".mid", ".midi")
