@@ -107,3 +107,15 @@ def test_audio_progress_names_the_wav_not_its_temporary_file(tmp_path, capsys):
     audio.render_wav(tmp_path / "long.mid", tmp_path / "long.wav", engine="midirenderer")
     shown = capsys.readouterr().out
     assert "audio long.wav" in shown and ".tmp" not in shown
+
+
+def test_the_beats_per_bar_box_reads_the_bars_as_the_user_says(uploads, tmp_path):
+    """The band song is 8 bars of 4/4; read as 2 beats a bar it has 16 (the take is written into the user's own
+    file, its meter as it was)."""
+    filler = Filler(Continuer(workdir=tmp_path / "work"))
+    take, message = task_request(lambda: filler.accompany(uploads["melody"], ["PIANO"], None, None, beats="2"),
+                                 "accompany")
+    assert message.startswith("Done") and "PIANO written for bars 1-16" in take.title, message
+    assert "2 beats a bar, as asked" in take.title
+    _, message = task_request(lambda: filler.fill(uploads["song"], 1, 2, beats="many"), "fill")
+    assert message == "**Cannot fill:** Beats per bar: give a whole number from 1 to 16, or leave it empty, got 'many'"

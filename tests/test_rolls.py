@@ -103,3 +103,17 @@ def test_seed_from_end_continues_a_file_from_where_it_stops(tmp_path, capsys):
     assert record["settings"]["seed_from"] == pytest.approx(178.9, abs=0.1)
     with pytest.raises(GenerateError, match="seed_from must be seconds into the seed file or end, got 'start'"):
         GenerateOptions(seed_midi=str(song), seed_from="start", output_dir=str(tmp_path / "o")).check()
+
+
+@needs_pop
+def test_beats_per_bar_reads_a_files_bars_as_asked_with_the_downbeat_from_the_music(tmp_path, capsys):
+    from musictx.generation.continue_midi import run
+    from musictx.generation.generate_options import GenerateOptions
+
+    alone = tmp_path / "014.mid"  # says 1/4: without beats_per_bar its bars are found as 4/4 (above)
+    alone.write_bytes((POP / "014" / "014.mid").read_bytes())
+    record = run(GenerateOptions(seed_midi=str(alone), seed_seconds=8, length_bars=2, num_samples=1, audio=False,
+                                 beats_per_bar=3, output_dir=str(tmp_path / "out")))
+    assert "meter: 014.mid: 3 beats a bar, as asked; the first downbeat" in capsys.readouterr().out
+    made = Score(str(tmp_path / "out" / record["samples"][0]["midi"]))
+    assert [(t.numerator, t.denominator) for t in made.time_signatures] == [(3, 4)]

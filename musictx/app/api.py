@@ -34,8 +34,8 @@ log = logging.getLogger("musictx.app")
 FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read
     "continue": {"seconds": float, "seed_seconds": float, "seed_from": float, "seed": int, "temperature": float,
                  "top_p": float, "density": str, "instruments": str},
-    "infill": {"first": str, "last": str, "tracks": str, "seed": int},
-    "accompany": {"first": str, "last": str, "tracks": str, "seed": int},
+    "infill": {"first": str, "last": str, "tracks": str, "beats": str, "seed": int},
+    "accompany": {"first": str, "last": str, "tracks": str, "beats": str, "seed": int},
 }
 
 
@@ -92,9 +92,10 @@ def _work(cont: Continuer, filler: Filler, task: str, upload: Path, values: dict
         return cont.continue_file(upload, settings)[0]
     if task == "infill":
         return filler.fill(upload, values.get("first"), values.get("last"), values.get("tracks"),
-                           seed=values.get("seed", 0))
+                           beats=values.get("beats"), seed=values.get("seed", 0))
     roles = [r.strip() for r in values.get("tracks", "").split(",") if r.strip()]
-    return filler.accompany(upload, roles or None, values.get("first"), values.get("last"), seed=values.get("seed", 0))
+    return filler.accompany(upload, roles or None, values.get("first"), values.get("last"), beats=values.get("beats"),
+                            seed=values.get("seed", 0))
 
 
 def api_routes(cont: Continuer, max_queue: int) -> list[Route]:

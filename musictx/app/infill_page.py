@@ -1,8 +1,9 @@
 """The page's "Infill" and "Accompany" tabs (`musictx.app.infill_tab` does the work): a song, a bar range shown
 shaded on its piano roll, then Fill (or Write), Retry (the next random seed) and Keep (the take joins the
 session's Takes list). The bar boxes take a number or its text; empty (or None) reaches the piece's edge.
-API names: ``/infill_bars`` (song, first bar, last bar, tracks, may repeat the song's bars (bool), random seed),
-``/accompany_melody`` (melody, tracks to write, first bar, last bar, chord file or None, random seed),
+API names: ``/infill_bars`` (song, first bar, last bar, tracks, may repeat the song's bars (bool), random seed,
+beats per bar), ``/accompany_melody`` (melody, tracks to write, first bar, last bar, chord file or None, random
+seed, beats per bar),
 ``/retry_infill``, ``/retry_accompany`` (the same inputs; the seed is one more), ``/keep_infill``,
 ``/keep_accompany`` and ``/infill_band`` (song, first, last: the shaded roll)."""
 
@@ -71,19 +72,20 @@ def _bar_boxes(prefix: str, first: int | None, last: int | None):
 
 
 def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed, takes, history, buttons):
-    """Fill / Retry / Keep of one tab; ``inputs`` end with the random seed box."""
+    """Fill / Retry / Keep of one tab; ``inputs`` end with the random seed box, then the beats per bar box (last,
+    so that an API call made before it was added still works)."""
     go, retry, keep = buttons
     work = filler.fill if kind == "infill" else filler.accompany
     verb = "fill" if kind == "infill" else "accompany"
 
     def run(*values):
-        *args, number = values
-        result, message = task_request(lambda: work(*args, seed=int(number or 0)), verb)
+        *args, number, beats = values if len(values) == len(inputs) else (*values, None)
+        result, message = task_request(lambda: work(*args, beats=beats, seed=int(number or 0)), verb)
         return _shown(result, message, int(number or 0))
 
     def again(*values):
-        *args, number = values
-        return run(*args, int(number or 0) + 1)
+        *args, number, beats = values if len(values) == len(inputs) else (*values, None)
+        return run(*args, int(number or 0) + 1, beats)
 
     outputs = [status, seed, *view.outputs]  # the status sits under the buttons: the progress shows there
     common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
@@ -100,11 +102,11 @@ def _buttons(prefix: str, label: str):
                 gr.Button("Keep", elem_id=f"{prefix}-keep"))
 
 
-def _band(filler: Filler, path, first, last):
-    """(the song's roll with the range shaded, a line): shown as the song or the range changes."""
+def _band(filler: Filler, path, first, last, beats=None):
+    """(the song's roll with the range shaded, a line): shown as the song, the range or the meter changes."""
     if not path:
         return None, ""
-    png, message = task_request(lambda: filler.band(path, first, last), "show the bars")
+    png, message = task_request(lambda: filler.band(path, first, last, beats), "show the bars")
     return (None, message) if png is None else (str(png), "The shaded bars are the ones to write.")
 
 
@@ -112,16 +114,19 @@ def infill_tabs(cont: Continuer, seed_file, takes: gr.State, history: gr.File) -
     """The two tabs; each says in one line when a model pinned with --model cannot do its task."""
     filler = Filler(cont)
     with gr.Tab("Infill", elem_id="tab-infill"):
-        song, first, last, tracks, repeats, seed, roll, note, status, view, buttons = _infill_column(filler, seed_file)
-        _wire("infill", filler, [song, first, last, tracks, repeats, seed], view, status, seed, takes, history,
-              buttons)
-        for box in (song, first, last):
-            box.change(lambda p, a, b: _band(filler, p, a, b), inputs=[song, first, last], outputs=[roll, note],
-                       api_name="infill_band" if box is song else False, concurrency_id="preview")
+        song, first, last, tracks, repeats, beats, seed, roll, note, status, view, buttons = _infill_column(
+            filler, seed_file)
+        _wire("infill", filler, [song, first, last, tracks, repeats, seed, beats], view, status, seed, takes,
+              history, buttons)
+        for box in (song, first, last, beats):
+            box.change(lambda p, a, b, m: _band(filler, p, a, b, m), inputs=[song, first, last, beats],
+                       outputs=[roll, note], api_name="infill_band" if box is song else False,
+                       concurrency_id="preview")
     with gr.Tab("Accompany", elem_id="tab-accompany"):
-        melody, roles, a_first, a_last, chords, a_seed, a_status, a_view, a_buttons = _accompany_column(filler)
-        _wire("accompany", filler, [melody, roles, a_first, a_last, chords, a_seed], a_view, a_status, a_seed,
-              takes, history, a_buttons)
+        melody, roles, a_first, a_last, chords, a_beats, a_seed, a_status, a_view, a_buttons = _accompany_column(
+            filler)
+        _wire("accompany", filler, [melody, roles, a_first, a_last, chords, a_seed, a_beats], a_view, a_status,
+              a_seed, takes, history, a_buttons)
 
 
 def _infill_column(filler: Filler, seed_file):
@@ -133,6 +138,7 @@ def _infill_column(filler: Filler, seed_file):
             tracks = gr.Textbox(label="Tracks to rewrite (names, comma-separated; empty: every track)")
             repeats = gr.Checkbox(value=True, label="Let the bars repeat the song's own bars (the copy cache; "
                                                     "off: new material on every retry)", elem_id="infill-repeats")
+            beats = _beats_box("infill")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("infill", "Fill")
             status = gr.Markdown(filler.problem or "Pick a song and a bar range, then press **Fill** (empty bar "
@@ -142,7 +148,7 @@ def _infill_column(filler: Filler, seed_file):
             note = gr.Markdown()
             view = _take_view("infill")
     use_seed.click(lambda path: path, inputs=seed_file, outputs=song, queue=False)
-    return song, first, last, tracks, repeats, seed, roll, note, status, view, buttons
+    return song, first, last, tracks, repeats, beats, seed, roll, note, status, view, buttons
 
 
 def _accompany_column(filler: Filler):
@@ -155,10 +161,18 @@ def _accompany_column(filler: Filler):
             first, last = _bar_boxes("accompany", None, None)
             chords = gr.File(label="Chords (optional): a lab file of 'START END LABEL' lines, e.g. 0.0 2.4 G:min7",
                              file_types=[".lab", ".txt"], elem_id="accompany-chords")
+            beats = _beats_box("accompany")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("accompany", "Write")
             status = gr.Markdown(filler.accompany_problem or "Upload a melody and press **Write** (empty bar boxes: "
                                  "the whole piece).", elem_id="accompany-status", min_height=60)
         with gr.Column(scale=2):
             view = _take_view("accompany")
-    return melody, roles, first, last, chords, seed, status, view, buttons
+    return melody, roles, first, last, chords, beats, seed, status, view, buttons
+
+
+def _beats_box(prefix: str):
+    """Beats per bar, for a file whose meter is wrong (POP909's say one beat a bar): empty takes the file's beat
+    file or meter, or finds the bars from the music when the meter says one beat a bar."""
+    return gr.Textbox(value="", label="Beats per bar (empty: the file's meter, found from its music when it "
+                      "says one beat a bar)", placeholder="e.g. 4", max_lines=1, elem_id=f"{prefix}-beats")

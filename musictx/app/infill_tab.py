@@ -101,14 +101,16 @@ class Filler:
         self.problem = infill_problem(cont.models.get(pinned), "infill") if pinned else None
         self.accompany_problem = infill_problem(cont.models.get(pinned), "accompany") if pinned else None
 
-    def _song(self, path, task: str) -> tuple[Path, SongBars, Choice]:
-        """(the upload, the song read for ``task`` by its model, that model's choice)."""
+    def _song(self, path, task: str, beats=None) -> tuple[Path, SongBars, Choice]:
+        """(the upload, the song read for ``task`` by its model, that model's choice); ``beats``: the Beats per
+        bar box (empty: the file's meter, or found from its music)."""
         midi = self.cont.check_upload(path)
         choice = self.cont.models.choose(midi, task)
         problem = infill_problem(choice.model, task, pinned=bool(self.cont.models.pinned))
         if problem:
             raise GenerateError(problem)
-        return midi, _for_file(midi, read_task_song, task, choice.model.tokenizer, midi), choice
+        per_bar = beats_number(beats)
+        return midi, _for_file(midi, read_task_song, task, choice.model.tokenizer, midi, per_bar or "auto"), choice
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
         """The 0-based range [s, e) of the boxes ``first``-``last`` (1-based, inclusive). An empty box reaches
@@ -124,9 +126,9 @@ class Filler:
             raise GenerateError(f"bars {s + 1}-{e}: at most {most} bars at a time")
         return s, e
 
-    def band(self, path, first, last) -> Path:
+    def band(self, path, first, last, beats=None) -> Path:
         """The song's piano roll with bars ``first``-``last`` (1-based, inclusive) shaded."""
-        midi, song, _ = self._song(path, "infill")
+        midi, song, _ = self._song(path, "infill", beats)
         s, e = self._bars(midi, song, first, last, song.n_bars)
         folder = self.cont.workdir / "previews"
         folder.mkdir(exist_ok=True)
@@ -136,11 +138,12 @@ class Filler:
         self.cont.prune(keep={png})
         return png
 
-    def fill(self, path, first, last, tracks: str | None = None, repeats: bool = True, seed: int = 0) -> Result:
+    def fill(self, path, first, last, tracks: str | None = None, repeats: bool = True, beats=None,
+             seed: int = 0) -> Result:
         """Bars ``first``-``last`` of the song ``path`` (of the tracks named, comma-separated; all when empty)
         sampled anew; everything else is the file's own. ``repeats``: the copy cache as the app's settings
         have it (the bars may play the song's own bars again), else off."""
-        midi, song, choice = self._song(path, "infill")
+        midi, song, choice = self._song(path, "infill", beats)
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
         task = _for_file(midi, SongTask.of, "infill", song, s, e, tracks or None)
         opts = replace(self.cont.base, seed=int(seed or 0))
@@ -151,12 +154,12 @@ class Filler:
         what = "every track" if not tracks else tracks
         copied = "" if opts.hooks.copy_cache.strength else ", no copy cache"
         return self._write(midi, song, (s, e), make, "fill", f"bars {s + 1}-{e}{_cut(song, s, e, last)} ({what}) "
-                           f"filled{copied}, random seed {seed}", choice)
+                           f"filled{copied}, random seed {seed}", choice, beats)
 
-    def accompany(self, path, roles=None, first=None, last=None, chords=None, seed: int = 0) -> Result:
+    def accompany(self, path, roles=None, first=None, last=None, chords=None, beats=None, seed: int = 0) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
         the lead sheet's ``chords`` (a lab file) where one is given."""
-        midi, song, choice = self._song(path, "accompany")
+        midi, song, choice = self._song(path, "accompany", beats)
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
         task = _for_file(midi, SongTask.of, "accompany", song, s, e, list(roles or []) or None)
         task.chords = self._chords(chords)
@@ -166,7 +169,7 @@ class Filler:
             return task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
         return self._write(midi, song, (s, e), make, "acc", f"{task.track_names()} written for bars {s + 1}-{e}"
-                           f"{_cut(song, s, e, last)}{led}, random seed {seed}", choice)
+                           f"{_cut(song, s, e, last)}{led}, random seed {seed}", choice, beats)
 
     def _chords(self, path) -> Chords | None:
         """The uploaded chord file's chords (None for none); its problems told under its own name."""
@@ -183,7 +186,7 @@ class Filler:
             raise GenerateError(str(err).replace(str(p), p.name)) from None
 
     def _write(self, midi: Path, song: SongBars, bars: tuple[int, int], make, kind: str, title: str,
-               choice: Choice) -> Result:
+               choice: Choice, beats=None) -> Result:
         """Sample and write one take into a new run folder, under the same disk checks as a continuation; a
         song whose bars are one beat long (a POP909 file without its beat file) is said in the title."""
         cont, (s, e) = self.cont, bars
@@ -198,7 +201,8 @@ class Filler:
                 name = f"{stem}_{kind}_{cont._take(stem + '_' + kind):02d}"
                 path = out / f"{name}.mid"
                 write_score(score, path)  # atomic, as every result the app writes
-                taken = read_task_song("infill", choice.model.tokenizer, path)  # the take, read whole
+                # the take, read whole, on the bars the song was read with
+                taken = read_task_song("infill", choice.model.tokenizer, path, beats_number(beats) or "auto")
                 png = draw_band(taken, s, e, out / f"{name}.png", f"{name}: {title}")
                 wav = wav_beside(path, cont.base.soundfont) if cont.audio_reason is None else None
             except BaseException:
@@ -208,6 +212,16 @@ class Filler:
         cont.prune()
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}",
                       model_line=choice.line())
+
+
+def beats_number(value) -> int | None:
+    """The Beats per bar box: None when empty, else a whole number 1-16 (GenerateError naming the box)."""
+    text = "" if value is None else str(value).strip()
+    if not text:
+        return None
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise GenerateError(f"Beats per bar: give a whole number from 1 to 16, or leave it empty, got {text!r}")
+    return int(text)
 
 
 def bar_number(value, box: str) -> int | None:

@@ -58,6 +58,8 @@ class GenerateOptions(SamplingOptions):
     # "end": its last seed_seconds (END_SEED_SECONDS when null), so a file is continued from where it stops
     tokenizer: str | None = None  # tokenizer.json or a prepared data dir the checkpoint must match
     programs: dict | str | None = None  # {track name: GM program or instrument name} of the written tracks
+    beats_per_bar: int | None = None  # metrical models: the seed's bars as this many beats, the downbeat found from
+    # the music (a file whose meter is wrong); None: its beat file, its own meter, or found when it says 1/4
     length_seconds: float | None = 30.0  # of new material per sample; None: only max_tokens bounds it
     length_bars: int | None = None  # metrical models: bars of new music (overrides length_seconds); None: from it
     max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (continue_seed.token_cap)
@@ -113,12 +115,14 @@ class GenerateOptions(SamplingOptions):
         counts are meant (``max_tokens=1e9`` becomes an int), finite numbers (no NaN or inf) in range. Raise
         GenerateError naming the first bad one."""
         super().check_sampling()
-        for name in ("max_tokens", "num_samples", "start_velocity", "threads", "length_bars"):
+        for name in ("max_tokens", "num_samples", "start_velocity", "threads", "length_bars", "beats_per_bar"):
             setattr(self, name, whole_number(name, getattr(self, name),
                                              nullable=name not in ("num_samples", "start_velocity")))
         raise_first([
             (self.length_bars is not None and not 1 <= self.length_bars <= MAX_BARS,
              f"length_bars must be in 1..{MAX_BARS} or null, got {self.length_bars}"),
+            (self.beats_per_bar is not None and not 1 <= self.beats_per_bar <= 16,
+             f"beats_per_bar must be in 1..16 or null, got {self.beats_per_bar}"),
         ])
         if isinstance(self.seed_from, str):
             if self.seed_from.strip().lower() != "end":

@@ -74,7 +74,7 @@ def check_range(opts, song, s: int, e: int) -> None:
 def _task(opts, tok) -> tuple[SongTask, str]:
     """(the run's task, a line saying what it does). The task itself (`musictx.generation.song_task.SongTask`)
     is the app's too."""
-    song = read_task_song(opts.task, tok, opts.seed_midi)
+    song = read_task_song(opts.task, tok, opts.seed_midi, opts.beats_per_bar or "auto")
     s, e = parse_bars(opts.bars, song) if opts.task == "infill" or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)
     task = SongTask.of(opts.task, song, s, e, opts.tracks)

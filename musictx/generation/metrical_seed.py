@@ -121,10 +121,10 @@ def _from_tick(events, start: int) -> list:
 
 
 def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = None,
-                  seed_from: float = 0.0) -> MetricalSeed:
+                  seed_from: float = 0.0, beats="auto") -> MetricalSeed:
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
     to the nearest bar line (all to the end when None)."""
-    read = tok.read(path)
+    read = tok.read(path, beats)
     score, tracks, shift_ticks = read.score, read.tracks, read.shift_ticks
     ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     bar_at = np.flatnonzero(ids == tok.bar_id)  # (n_bars,) index of each Bar id
@@ -191,7 +191,7 @@ def seed_of(tok, opts) -> MetricalSeed:
     if not opts.seed_midi:
         raise GenerateError("a metrical model continues a seed: give seed_midi=<file>")
     try:
-        seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from)
+        seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from, opts.beats_per_bar or "auto")
     except GenerateError:
         raise  # the seed's own refusals (seed_from past the end) name the file and the option already
     except ValueError as err:  # a broken beat file beside the seed

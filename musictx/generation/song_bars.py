@@ -54,9 +54,10 @@ class SongBars:
         return int(self.starts[b]) if b < self.n_bars else len(self.ids)
 
 
-def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None) -> SongBars:
-    """``path`` read as the tokenizer reads it (POP909's beat file applied); ``read`` to use a score made here."""
-    read = read or tok.read(path)
+def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats="auto") -> SongBars:
+    """``path`` read as the tokenizer reads it (POP909's beat file applied; ``beats``: see
+    `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here."""
+    read = read or tok.read(path, beats)
     ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     ids = ids[ids != tok.eos_id]
     return SongBars(str(path), read, ids, bar_starts(ids, tok.bar_id), bar_lines(read.score))
@@ -102,10 +103,10 @@ def programs_of_names(song: SongBars, names) -> set[int] | None:
     return {by_name[n.lower()] for n in wanted}
 
 
-def melody_song(tok, path: str | os.PathLike) -> SongBars:
+def melody_song(tok, path: str | os.PathLike, beats="auto") -> SongBars:
     """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
     a file of one unnamed track is taken as the melody; otherwise it is an error naming the file."""
-    read = tok.read(path)
+    read = tok.read(path, beats)
     infos = list(read.tracks.tracks)
     if not any(t.program == ROLE_PROGRAMS[MELODY] for t in infos):
         pitched = [k for k, t in enumerate(infos) if not t.is_drum]

@@ -26,13 +26,17 @@ BASS_BELOW = 55  # MIDI pitch: notes under G3 count twice (the bass moves on dow
 class MeterGuess:
     meter: Meter
     lean: float  # how much more the chosen downbeats weigh than the average beat (1: not at all)
+    asked: bool = False  # the beats per bar were the user's (beats_per_bar=); only the downbeat was found
 
     def describe(self, name: str) -> str:
         m = self.meter
+        where = (f"the first downbeat {m.first_downbeat_tick / m.beat_ticks:.2f} beats in (its notes there weigh "
+                 f"{self.lean:.2f}x an average beat's)")
+        if self.asked:
+            return f"{name}: {m.beats_per_bar} beats a bar, as asked; {where}, found from the music"
         return (f"{name}: its meter says one beat a bar and no beat file lies beside it, so its bars were found "
-                f"from the music: {m.beats_per_bar}/4, the first downbeat {m.first_downbeat_tick / m.beat_ticks:.2f} "
-                f"beats in (its notes there weigh {self.lean:.2f}x an average beat's); put POP909's beat_midi.txt "
-                "beside it to use the annotated bars")
+                f"from the music: {m.beats_per_bar}/4, {where}; put POP909's beat_midi.txt beside it to use the "
+                "annotated bars, or give the beats per bar")
 
 
 def untrusted_meter(score: Score) -> bool:
@@ -70,21 +74,21 @@ def beat_weights(time: np.ndarray, weight: np.ndarray, offset: float) -> np.ndar
     return np.bincount(beat[near], weights=weight[near], minlength=int(beat.max(initial=0)) + 1)
 
 
-def guess_meter(score: Score) -> MeterGuess | None:
-    """Beats per bar (of `METERS`) and the first downbeat, from `beat_weights`; None for music too short
-    or too even to tell (fewer than 8 beats, or no phase leaning at all)."""
+def guess_meter(score: Score, beats_per_bar: int | None = None) -> MeterGuess | None:
+    """Beats per bar (of `METERS`, or ``beats_per_bar`` as the user gives it) and the first downbeat, from
+    `beat_weights`; None for music too short or too even to tell (fewer than 8 beats, or no phase leaning)."""
     time, weight = _onsets(score)
     offset = beat_offset(time, weight) if len(time) else 0.0
     weights = beat_weights(time, weight, offset)
     if len(weights) < 8 or weights.mean() <= 0:
         return None
     best: dict[int, tuple[float, int]] = {}
-    for per_bar in METERS:
+    for per_bar in (beats_per_bar,) if beats_per_bar else METERS:
         leans = [weights[phase::per_bar].mean() / weights.mean() for phase in range(per_bar)]
         best[per_bar] = (max(leans), int(np.argmax(leans)))
-    per_bar = 3 if best[3][0] > THREE_MARGIN * best[4][0] else 4
+    per_bar = beats_per_bar or (3 if best[3][0] > THREE_MARGIN * best[4][0] else 4)
     lean, phase = best[per_bar]
-    if lean <= 1.0:
+    if lean <= 1.0 and not beats_per_bar:
         return None
     tpq = score.ticks_per_quarter
-    return MeterGuess(Meter(per_bar, int(round((phase + offset) * tpq)), tpq), float(lean))
+    return MeterGuess(Meter(per_bar, int(round((phase + offset) * tpq)), tpq), float(lean), bool(beats_per_bar))

@@ -29,7 +29,15 @@ from musictx.io.meter_guess import guess_meter, untrusted_meter
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
 from musictx.io.score_io import read_score
-from musictx.io.score_prep import TrackMap, apply_meter, assign_programs, beats_file_of, chord_file_of, read_meter
+from musictx.io.score_prep import (
+    Meter,
+    TrackMap,
+    apply_meter,
+    assign_programs,
+    beats_file_of,
+    chord_file_of,
+    read_meter,
+)
 from musictx.io.tokenizer import TokenizerMismatchError
 
 FORMAT_VERSION = 1
@@ -237,10 +245,11 @@ class MetricalTokenizer:
         return table
 
     # ----- reading and encoding ---------------------------------------------------------------
-    def read(self, midi, beats: str | os.PathLike | None = "auto") -> ReadScore:
+    def read(self, midi, beats: str | os.PathLike | int | None = "auto") -> ReadScore:
         """The score ready to encode, its track map and how far the bars moved it (`ReadScore`). ``beats``:
         a POP909-style beat file to take the bars from; ``"auto"`` uses ``beat_midi.txt`` beside the file when
-        there is one; None: the file's own meter."""
+        there is one (and a file whose meter says one beat a bar gets its bars from its music); None: the
+        file's own meter; a number: that many beats a bar, the downbeat found from the music."""
         if isinstance(midi, Score):
             score, path = midi.copy(), None
         else:
@@ -251,13 +260,19 @@ class MetricalTokenizer:
                 raise MidiReadError(str(path), f"unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
         if score.note_num() == 0:
             raise MidiReadError(str(path), "no notes")
+        name = Path(path).name if path is not None else "the score"
+        if isinstance(beats, int) and not isinstance(beats, bool):  # the user's beats per bar, over any meter
+            guess = guess_meter(score, beats_per_bar=beats)
+            meter = guess.meter if guess else Meter(beats, 0, score.ticks_per_quarter)
+            found = guess.describe(name) if guess else f"{name}: {beats} beats a bar, as asked, from its start"
+            return ReadScore(score, assign_programs(score), apply_meter(score, meter), found)
         beats_path = beats_file_of(path) if (beats == "auto" and path is not None) else beats
         shift, found = 0, None
         if beats_path not in (None, "auto"):
             shift = apply_meter(score, read_meter(beats_path, score))
         elif beats == "auto" and untrusted_meter(score) and (guess := guess_meter(score)):
             shift = apply_meter(score, guess.meter)  # a POP909 file without its beat file: bars from the music
-            found = guess.describe(Path(path).name if path is not None else "the score")
+            found = guess.describe(name)
         return ReadScore(score, assign_programs(score), shift, found)
 
     def encode_score(self, score: Score) -> np.ndarray:
