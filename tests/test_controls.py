@@ -11,7 +11,7 @@ from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.seeds import GenerateError
 from musictx.paths import BUNDLED_MOTIF
 
-from .helpers import SHARED_DATA
+from .helpers import SHARED_DATA, needs_shared
 
 SONG = SHARED_DATA / "pop" / "POP909" / "014" / "014.mid"
 needs_pop = pytest.mark.skipif(not SONG.is_file(), reason=f"POP909 not found at {SONG} (CI and dev machines only)")
@@ -63,3 +63,19 @@ def test_a_folder_of_seeds_is_continued_file_by_file_with_one_summary(tmp_path, 
     (tmp_path / "empty").mkdir()
     with pytest.raises(GenerateError, match="a folder without .mid or .midi files in it"):
         run(GenerateOptions(seed_midi=str(tmp_path / "empty"), output_dir=str(tmp_path / "o2")))
+
+
+@needs_shared
+def test_a_whole_long_seed_is_said_to_be_one(tmp_path, capsys):
+    performance = SHARED_DATA / "piano" / "asap" / "Bach" / "Prelude" / "bwv_860" / "ZhangH04M.mid"  # about 50 s
+    long_seed = tmp_path / "twice.mid"
+    twice = pretty_midi.PrettyMIDI(str(performance))
+    end = twice.get_end_time()
+    for inst in twice.instruments:  # the performance played twice: over a minute
+        inst.notes += [pretty_midi.Note(n.velocity, n.pitch, n.start + end, n.end + end) for n in inst.notes]
+    twice.write(str(long_seed))
+    run(GenerateOptions(checkpoint="piano", seed_midi=str(long_seed), length_seconds=1, num_samples=1, audio=False,
+                        output_dir=str(tmp_path / "out")))
+    said = capsys.readouterr().out
+    assert f"of {long_seed} (seed_seconds=null); the new music follows its end" in said
+    assert "seed_seconds=N keeps its first N s; seed_from=end its last 10 s" in said
