@@ -10,11 +10,12 @@ whose every time signature has a numerator of 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from symusic import Score
 
-from musictx.io.score_prep import Meter
+from musictx.io.score_prep import Meter, apply_meter, beats_file_of, read_meter
 
 METERS = (4, 3)  # beats per bar tried, in order of preference (2/4 reads as 4/4: its bars pair up)
 THREE_MARGIN = 1.15  # 3/4 is taken only when its downbeats lean this much more than 4/4's
@@ -92,3 +93,22 @@ def guess_meter(score: Score, beats_per_bar: int | None = None) -> MeterGuess | 
         return None
     tpq = score.ticks_per_quarter
     return MeterGuess(Meter(per_bar, int(round((phase + offset) * tpq)), tpq), float(lean), bool(beats_per_bar))
+
+
+def apply_bars(score: Score, path, beats="auto") -> tuple[int, str | None]:
+    """Put ``score``'s bars where they belong, in place (`MetricalTokenizer.read`'s ``beats``): a number is the
+    user's beats per bar, the downbeat found from the music; ``"auto"`` takes POP909's beat file beside ``path``,
+    else finds the bars from the music when the file's meter says one beat a bar; a path is a beat file; None
+    keeps the file's own meter. (the shift in ticks, the line telling the user how the bars were found or None)."""
+    name = Path(path).name if path is not None else "the score"
+    if isinstance(beats, int) and not isinstance(beats, bool):  # the user's beats per bar, over any meter
+        guess = guess_meter(score, beats_per_bar=beats)
+        meter = guess.meter if guess else Meter(beats, 0, score.ticks_per_quarter)
+        found = guess.describe(name) if guess else f"{name}: {beats} beats a bar, as asked, from its start"
+        return apply_meter(score, meter), found
+    beats_path = beats_file_of(path) if (beats == "auto" and path is not None) else beats
+    if beats_path not in (None, "auto"):
+        return apply_meter(score, read_meter(beats_path, score)), None
+    if beats == "auto" and untrusted_meter(score) and (guess := guess_meter(score)):
+        return apply_meter(score, guess.meter), guess.describe(name)  # POP909 without its beat file
+    return 0, None

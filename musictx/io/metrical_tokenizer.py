@@ -25,18 +25,14 @@ from symusic import Score
 
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, insert_chords, moved_chord
-from musictx.io.meter_guess import guess_meter, untrusted_meter
+from musictx.io.meter_guess import apply_bars
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
 from musictx.io.score_io import read_score
 from musictx.io.score_prep import (
-    Meter,
     TrackMap,
-    apply_meter,
     assign_programs,
-    beats_file_of,
     chord_file_of,
-    read_meter,
 )
 from musictx.io.tokenizer import TokenizerMismatchError
 
@@ -260,19 +256,7 @@ class MetricalTokenizer:
                 raise MidiReadError(str(path), f"unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
         if score.note_num() == 0:
             raise MidiReadError(str(path), "no notes")
-        name = Path(path).name if path is not None else "the score"
-        if isinstance(beats, int) and not isinstance(beats, bool):  # the user's beats per bar, over any meter
-            guess = guess_meter(score, beats_per_bar=beats)
-            meter = guess.meter if guess else Meter(beats, 0, score.ticks_per_quarter)
-            found = guess.describe(name) if guess else f"{name}: {beats} beats a bar, as asked, from its start"
-            return ReadScore(score, assign_programs(score), apply_meter(score, meter), found)
-        beats_path = beats_file_of(path) if (beats == "auto" and path is not None) else beats
-        shift, found = 0, None
-        if beats_path not in (None, "auto"):
-            shift = apply_meter(score, read_meter(beats_path, score))
-        elif beats == "auto" and untrusted_meter(score) and (guess := guess_meter(score)):
-            shift = apply_meter(score, guess.meter)  # a POP909 file without its beat file: bars from the music
-            found = guess.describe(name)
+        shift, found = apply_bars(score, path, beats)
         return ReadScore(score, assign_programs(score), shift, found)
 
     def encode_score(self, score: Score) -> np.ndarray:
