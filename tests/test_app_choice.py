@@ -16,7 +16,7 @@ from musictx.app.messages import task_request
 from musictx.generation.model_choice import choose_model
 from musictx.generation.seeds import GenerateError
 
-from .helpers import random_pretty_midi
+from .helpers import SHARED_DATA, random_pretty_midi
 from .metrical_fixtures import band_song
 
 TINY = Settings(seed_seconds=2, length_seconds=1, num_samples=1, seed=1)
@@ -119,3 +119,23 @@ def test_the_beats_per_bar_box_reads_the_bars_as_the_user_says(uploads, tmp_path
     assert "2 beats a bar, as asked" in take.title
     _, message = task_request(lambda: filler.fill(uploads["song"], 1, 2, beats="many"), "fill")
     assert message == "**Cannot fill:** Beats per bar: give a whole number from 1 to 16, or leave it empty, got 'many'"
+
+
+FULL_SONG = SHARED_DATA / "pop" / "POP909" / "098" / "098.mid"  # MELODY, BRIDGE and PIANO, 45 s
+needs_pop = pytest.mark.skipif(not FULL_SONG.is_file(), reason=f"POP909 not found at {FULL_SONG} (CI and dev machines)")
+
+
+@needs_pop
+def test_accompany_on_a_whole_song_writes_a_new_accompaniment_for_its_melody(tmp_path):
+    upload = tmp_path / "song.mid"  # as a user uploads it: no beat file beside it
+    upload.write_bytes(FULL_SONG.read_bytes())
+    filler = Filler(Continuer(workdir=tmp_path / "work"))
+    take, message = task_request(lambda: filler.accompany(upload, [], "1", "4"), "accompany")
+    assert message.startswith("Done"), message
+    assert "BRIDGE, PIANO written for bars 1-4" in take.title and "own BRIDGE and PIANO left out" in take.title
+    made, given = Score(str(take.midi)), Score(str(FULL_SONG))
+    assert [t.name for t in made.tracks] == ["MELODY", "BRIDGE", "PIANO"]
+    melody = [t for t in given.tracks if t.name == "MELODY"][0]
+    assert len(made.tracks[0].notes) == len(melody.notes)  # the melody kept note for note
+    _, message = task_request(lambda: filler.accompany(upload, ["PIANO"]), "accompany")  # a track ticked: as before
+    assert message.startswith("**Cannot accompany:** song.mid: already has a PIANO track")

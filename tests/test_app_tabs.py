@@ -35,18 +35,14 @@ def app(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser_uploads(tmp_path_factory) -> dict[str, Path]:
-    """Uploads as a user has them, away from POP909's beat files: the song, the performance, and the song's
-    melody alone (what the Accompany tab is for: a song that has its accompaniment is refused there)."""
+    """Uploads as a user has them, away from POP909's beat files: the song and the performance."""
     if not POP_SONG.is_file() or not BACH_PRELUDE.is_file():
         pytest.skip(f"real MIDI data not found at {SHARED_DATA}")
     folder = tmp_path_factory.mktemp("uploads")
     song, performance = folder / "pop_song.mid", folder / "bach_prelude.mid"
     shutil.copyfile(POP_SONG, song)
     shutil.copyfile(BACH_PRELUDE, performance)
-    melody = Score(str(song))
-    melody.tracks = [t for t in melody.tracks if t.name.upper() == "MELODY"]
-    melody.dump_midi(str(folder / "pop_melody.mid"))
-    return {"song": song, "performance": performance, "melody": folder / "pop_melody.mid"}
+    return {"song": song, "performance": performance}
 
 
 @contextmanager
@@ -132,15 +128,16 @@ def pitched(score: Score) -> dict[str, int]:
 @needs_shared
 @needs_chromium
 def test_browser_every_tab_from_a_fresh_page(app, browser_uploads, tmp_path):
-    """The default suite's run: a performance continued (piano), a song filled (pop_infill), a melody
-    accompanied over the whole piece (pop: the bar boxes start empty), in one page of one app."""
+    """The default suite's run: a performance continued (piano), a song filled (pop_infill), the song accompanied
+    anew over the whole piece (pop: the bar boxes start empty), in one page of one app."""
     with browser_page(app[0]) as page:
         made = continue_tab(page, browser_uploads["performance"], "piano", tmp_path)
         assert made.name == "bach_prelude_cont_00.mid" and end_time(made) > 8.5  # the 8 s seed, then new notes
         filled, title = song_tab(page, "Infill", "infill", browser_uploads["song"], "pop_infill", tmp_path)
         assert "bars 5-8" in title and len(filled.tracks) == 3
-        written, title = song_tab(page, "Accompany", "accompany", browser_uploads["melody"], "pop", tmp_path)
-        assert "BRIDGE, PIANO written for bars 1-" in title
+        # the whole song: its own accompaniment left out, a new one written for its melody
+        written, title = song_tab(page, "Accompany", "accompany", browser_uploads["song"], "pop", tmp_path)
+        assert "BRIDGE, PIANO written for bars 1-" in title and "own BRIDGE and PIANO left out" in title
         counts = pitched(written)
         assert set(counts) == {"MELODY", "BRIDGE", "PIANO"} and counts["PIANO"] > 0, counts
     started = app[1].read_text()  # the start-up line names the app's option, not the command's checkpoint=
