@@ -2,14 +2,20 @@
 tracks, as MIDI-GPT's density control and a musician's "busier" / "sparser" ask.
 
 The sampler keeps, per sample and per asked track, the notes written since the new music began and the bars
-it has covered (the bar being written counts by the share of its positions passed). Where a note may start,
-the track's Program gets ``strength`` times the notes it is behind (or ahead, a penalty) in units of the asked
-notes per bar: a track behind by one bar's worth gets +``strength``. The control is integral, so what a piece
-holds over its bars comes out near what was asked whatever the model's own habit, while which notes, and where
-in the bar, stay the model's choice. Only the asked tracks are touched; null leaves a track to the model.
+it has covered (the bar being written counts by the share of its positions passed); a track's lean is
+``strength`` logits per asked bar's worth of notes it is behind (negative when ahead). The control is
+integral, so what a piece holds over its bars comes out near what was asked whatever the model's own habit:
 
-A hook of `musictx.generation.sampling.generate` for REMI ids with programs (the pop models), for a
-continuation, after the grammar guard, so a bonus never revives a forbidden id.
+- after a note's Duration (another note at this onset, or move on), the asked tracks' chances scale by e^lean,
+  the other tracks keep theirs, and moving on takes up the difference, tilted toward later onsets (or the next
+  bar) while a track is ahead and toward sooner ones while it is behind;
+- after a Position (a note must come), the asked tracks share their own chance of playing it as they lean;
+- before a Duration of an asked track, a track ahead holds its note longer, so a sparse part still sounds.
+
+Which notes, and where in the bar, stay the model's choice; null leaves a track to the model. Measured asked
+against got: docs/generation.md ("Controls a musician expects"). A hook of `musictx.generation.sampling.generate`
+for REMI ids with programs (the pop models), for a continuation, after the grammar guard: an id it forbade
+stays forbidden (its chance is 0, whatever it is scaled by).
 """
 
 from __future__ import annotations
