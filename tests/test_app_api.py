@@ -147,3 +147,10 @@ def test_density_and_instruments_by_track_reach_the_written_file(api):
     bad = subprocess.run(["curl", "-s", "-F", "file=@song.mid", "-F", "density=DRUMS=4", f"{url}/api/continue"],
                          cwd=folder, capture_output=True, text=True, timeout=60)
     assert bad.stdout.startswith("error: density 'DRUMS=4': give TRACK=NOTES per bar for MELODY, BRIDGE or PIANO")
+
+
+def test_an_uploads_name_cannot_climb_out_of_its_folder():
+    from musictx.app.api import upload_name
+
+    assert [upload_name(n) for n in ("song.mid", "../../etc/x.mid", "..", "", None, ".hidden.mid", "a b;c.mid")] == [
+        "song.mid", "x.mid", "upload.mid", "upload.mid", "upload.mid", "upload.mid", "a_b_c.mid"]

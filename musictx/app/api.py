@@ -16,6 +16,7 @@ It binds where the page binds: loopback unless ``--host`` says otherwise.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import threading
 import uuid
@@ -61,6 +62,13 @@ class Queue:
 
 class Busy(Exception):
     pass
+
+
+def upload_name(filename: str | None) -> str:
+    """The name an upload is saved under, in its own folder: the client's name without folders, letters,
+    digits, ``-``, ``_`` and ``.`` only (``..``, an empty or a hidden name: ``upload.mid``)."""
+    name = re.sub(r"[^\w.-]+", "_", Path(filename or "").name)
+    return "upload.mid" if name.strip(".") == "" or name.startswith(".") else name
 
 
 def _fields(form, task: str) -> dict:
@@ -119,7 +127,7 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
             values = _fields(form, task)
             own = folder / uuid.uuid4().hex  # the upload keeps its name: the results are named after it
             own.mkdir(parents=True)
-            saved = own / (Path(upload.filename or "").name or "upload.mid")
+            saved = own / upload_name(upload.filename)
             saved.write_bytes(data)
             try:
                 result = await run_in_threadpool(_run, queue, cont, filler, task, saved, values)
