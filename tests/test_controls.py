@@ -9,6 +9,7 @@ import pytest
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.seeds import GenerateError
+from musictx.io.midi_io import MidiReadError
 from musictx.paths import BUNDLED_MOTIF
 
 from .helpers import SHARED_DATA, needs_shared
@@ -79,3 +80,19 @@ def test_a_whole_long_seed_is_said_to_be_one(tmp_path, capsys):
     said = capsys.readouterr().out
     assert f"of {long_seed} (seed_seconds=null); the new music follows its end" in said
     assert "seed_seconds=N keeps its first N s; seed_from=end its last 10 s" in said
+
+
+@needs_pop
+def test_accompany_a_whole_song_writes_a_new_accompaniment_for_its_melody(tmp_path):
+    record = run(GenerateOptions(task="accompany", seed_midi=str(SONG), bars="2-4", num_samples=1, audio=False,
+                                 output_dir=str(tmp_path / "out")))
+    assert "BRIDGE, PIANO written for bars 2-4" in record["what"]
+    assert "(its own BRIDGE and PIANO left out: written anew for its melody)" in record["what"]
+    made = pretty_midi.PrettyMIDI(str(tmp_path / "out" / record["samples"][0]["midi"]))
+    given = pretty_midi.PrettyMIDI(str(SONG))
+    assert [i.name for i in made.instruments] == ["MELODY", "BRIDGE", "PIANO"]
+    assert len(made.instruments[0].notes) == len(given.instruments[0].notes)  # the melody, note for note
+    assert len(made.instruments[2].notes) < len(given.instruments[2].notes) / 4  # the piano only in bars 2-4
+    with pytest.raises(MidiReadError, match="already has a PIANO track"):  # a track named: as before
+        run(GenerateOptions(task="accompany", seed_midi=str(SONG), tracks=["piano"], bars="2-4", num_samples=1,
+                            audio=False, output_dir=str(tmp_path / "out2")))

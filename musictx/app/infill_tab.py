@@ -12,13 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from symusic import Score
 
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
 from musictx.app.models import Choice, Loaded
 from musictx.generation.seeds import GenerateError
-from musictx.generation.song_bars import ACCOMPANIMENT, SongBars, meter_warning, parse_bars
+from musictx.generation.song_bars import SongBars, left_out_clause, meter_warning, parse_bars
 from musictx.generation.song_task import SongTask, read_task_song
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
@@ -26,7 +25,6 @@ from musictx.io.infill_format import InfillIds
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
 from musictx.io.piano_roll import MARKED_SHADE, piano_roll_figure, save_figure
-from musictx.io.score_prep import ROLE_PROGRAMS, beats_file_of, role_of  # noqa: F401
 from musictx.io.tokenizers import is_metrical
 
 BAND_SHADE = MARKED_SHADE  # the bars asked for, on the song's piano roll and the take's
@@ -103,7 +101,7 @@ class Filler:
         self.problem = infill_problem(cont.models.get(pinned), "infill") if pinned else None
         self.accompany_problem = infill_problem(cont.models.get(pinned), "accompany") if pinned else None
 
-    def _song(self, path, task: str, beats=None) -> tuple[Path, SongBars, Choice]:
+    def _song(self, path, task: str, beats=None, anew: bool = False) -> tuple[Path, SongBars, Choice]:
         """(the upload, the song read for ``task`` by its model, that model's choice); ``beats``: the Beats per
         bar box (empty: the file's meter, or found from its music)."""
         midi = self.cont.check_upload(path)
@@ -112,7 +110,8 @@ class Filler:
         if problem:
             raise GenerateError(problem)
         per_bar = beats_number(beats)
-        return midi, _for_file(midi, read_task_song, task, choice.model.tokenizer, midi, per_bar or "auto"), choice
+        song = _for_file(midi, read_task_song, task, choice.model.tokenizer, midi, per_bar or "auto", anew)
+        return midi, song, choice
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
         """The 0-based range [s, e) of the boxes ``first``-``last`` (1-based, inclusive). An empty box reaches
@@ -162,8 +161,7 @@ class Filler:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
         the lead sheet's ``chords`` (a lab file) where one is given. A whole song (its melody, BRIDGE and PIANO)
         with no track ticked gets a new accompaniment for its melody; its own is left out and the title says so."""
-        path, anew = self.melody_of_song(path) if not roles else (path, "")
-        midi, song, choice = self._song(path, "accompany", beats)
+        midi, song, choice = self._song(path, "accompany", beats, anew=not roles)
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
         task = _for_file(midi, SongTask.of, "accompany", song, s, e, list(roles or []) or None)
         task.chords = self._chords(chords)
@@ -173,25 +171,8 @@ class Filler:
             return task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
         return self._write(midi, song, (s, e), make, "acc", f"{task.track_names()} written for bars {s + 1}-{e}"
-                           f"{_cut(song, s, e, last)}{led}{anew}, random seed {seed}", choice, beats)
-
-    def melody_of_song(self, path) -> tuple[Path, str]:
-        """(``path``, "") for a melody; for a song that has a melody, a BRIDGE and a PIANO by name, (its melody
-        alone, written beside the app's results with POP909's beat file when one lies beside the song, the
-        clause saying its own accompaniment was left out)."""
-        midi = self.cont.check_upload(path)
-        score = _for_file(midi, Score, str(midi))
-        roles = {role_of(t.name) or t.name.strip().upper() for t in score.tracks if len(t.notes)}
-        if not {"MELODY", *ACCOMPANIMENT} <= roles:
-            return midi, ""
-        folder = self.cont.workdir / "melodies" / f"{next(self.cont._previews):04d}"
-        folder.mkdir(parents=True)
-        score.tracks = [t for t in score.tracks if role_of(t.name) == "MELODY"]
-        alone = folder / midi.name
-        write_score(score, alone)
-        if beats_file_of(midi):
-            shutil.copyfile(beats_file_of(midi), folder / beats_file_of(midi).name)
-        return alone, f" (its own {' and '.join(ACCOMPANIMENT)} left out: written anew for its melody)"
+                           f"{_cut(song, s, e, last)}{led}{left_out_clause(song)}, random seed {seed}", choice,
+                           beats)
 
     def _chords(self, path) -> Chords | None:
         """The uploaded chord file's chords (None for none); its problems told under its own name."""

@@ -18,7 +18,7 @@ from tqdm import tqdm
 from musictx.generation.generate_options import BOUNDS
 from musictx.generation.prompt import Job, new_rows
 from musictx.generation.seeds import GenerateError
-from musictx.generation.song_bars import meter_warning, parse_bars
+from musictx.generation.song_bars import left_out_clause, meter_warning, parse_bars
 from musictx.generation.song_task import SongTask, read_task_song
 from musictx.generation.take import Take, score_roll
 from musictx.io.chord_labels import Chords
@@ -74,7 +74,9 @@ def check_range(opts, song, s: int, e: int) -> None:
 def _task(opts, tok) -> tuple[SongTask, str]:
     """(the run's task, a line saying what it does). The task itself (`musictx.generation.song_task.SongTask`)
     is the app's too."""
-    song = read_task_song(opts.task, tok, opts.seed_midi, opts.beats_per_bar or "auto")
+    # accompany with no tracks named: a whole song gets a new accompaniment for its melody
+    song = read_task_song(opts.task, tok, opts.seed_midi, opts.beats_per_bar or "auto",
+                          anew=opts.task == "accompany" and not opts.tracks)
     s, e = parse_bars(opts.bars, song) if opts.task == "infill" or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)
     task = SongTask.of(opts.task, song, s, e, opts.tracks)
@@ -83,7 +85,7 @@ def _task(opts, tok) -> tuple[SongTask, str]:
     else:
         task.chords = Chords.read_option(opts.chords)
         what = f"{task.track_names()} written for bars {s + 1}-{e} of {opts.seed_midi}" + (
-            f", following the chords of {opts.chords}" if task.chords else "")
+            f", following the chords of {opts.chords}" if task.chords else "") + left_out_clause(song)
     return task, what + meter_warning(song)
 
 

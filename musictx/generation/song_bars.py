@@ -8,7 +8,7 @@ This is the first stage of a song task: read the song -> build the prompt (`musi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ class SongBars:
     ids: np.ndarray  # (T,) the whole song, EOS dropped
     starts: np.ndarray  # (n_bars,) index of each Bar id
     lines: np.ndarray  # (>= n_bars + 1,) bar-line ticks of the read score
+    left_out: tuple[str, ...] = ()  # accompanied anew: the file's own tracks left out (names), written again
 
     @property
     def n_bars(self) -> int:
@@ -103,10 +104,17 @@ def programs_of_names(song: SongBars, names) -> set[int] | None:
     return {by_name[n.lower()] for n in wanted}
 
 
-def melody_song(tok, path: str | os.PathLike, beats="auto") -> SongBars:
+def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False) -> SongBars:
     """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
-    a file of one unnamed track is taken as the melody; otherwise it is an error naming the file."""
+    a file of one unnamed track is taken as the melody; otherwise it is an error naming the file. ``anew``: a
+    whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again."""
     read = tok.read(path, beats)
+    left_out: tuple[str, ...] = ()
+    if anew and is_whole_song(read):
+        keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]
+        left_out = tuple(t.name for k, t in enumerate(read.tracks.tracks) if k not in keep)
+        read.score.tracks = [read.score.tracks[k] for k in keep]
+        read = read._replace(tracks=TrackMap(tuple(read.tracks.tracks[k] for k in keep)))
     infos = list(read.tracks.tracks)
     if not any(t.program == ROLE_PROGRAMS[MELODY] for t in infos):
         pitched = [k for k, t in enumerate(infos) if not t.is_drum]
@@ -116,8 +124,14 @@ def melody_song(tok, path: str | os.PathLike, beats="auto") -> SongBars:
         k = pitched[0]
         read.score.tracks[k].program = ROLE_PROGRAMS[MELODY]
         infos[k] = TrackInfo(ROLE_PROGRAMS[MELODY], infos[k].name, infos[k].real_program)
-        read = ReadScore(read.score, TrackMap(tuple(infos)), read.shift_ticks)
-    return read_song(tok, path, read)
+        read = read._replace(tracks=TrackMap(tuple(infos)))  # its meter line kept
+    return replace(read_song(tok, path, read), left_out=left_out)
+
+
+def is_whole_song(read: ReadScore) -> bool:
+    """Whether a read file has a melody and every accompaniment track the model writes (BRIDGE, PIANO)."""
+    present = {t.program for t in read.tracks.tracks}
+    return {ROLE_PROGRAMS[r] for r in (MELODY, *ACCOMPANIMENT)} <= present
 
 
 def roles_to_write(song: SongBars, names) -> list[str]:
@@ -139,3 +153,8 @@ def roles_to_write(song: SongBars, names) -> list[str]:
         raise MidiReadError(song.path, f"already has a {there[0]} track (program {ROLE_PROGRAMS[there[0]]} inside "
                                        "musictx); task=infill tracks=... redoes it")
     return list(dict.fromkeys(wanted))
+
+
+def left_out_clause(song: SongBars) -> str:
+    """The clause saying a whole song's own accompaniment was left out and written anew ("" when not)."""
+    return f" (its own {' and '.join(song.left_out)} left out: written anew for its melody)" if song.left_out else ""

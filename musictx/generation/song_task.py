@@ -26,12 +26,12 @@ from musictx.io.chord_labels import Chords
 SONG_TASKS = ("infill", "accompany")
 
 
-def read_task_song(task: str, tok, path: str | os.PathLike, beats="auto") -> SongBars:
+def read_task_song(task: str, tok, path: str | os.PathLike, beats="auto", anew: bool = False) -> SongBars:
     """The song a ``task`` works on: the whole file (infill), or its melody with the tracks it lacks
     (accompany: a file that already has them is refused). MidiReadError names the file's problem."""
     if task not in SONG_TASKS:
         raise ValueError(f"task {task!r}: a song task is one of {', '.join(SONG_TASKS)}")
-    return read_song(tok, path, beats=beats) if task == "infill" else melody_song(tok, path, beats)
+    return read_song(tok, path, beats=beats) if task == "infill" else melody_song(tok, path, beats, anew)
 
 
 @dataclass

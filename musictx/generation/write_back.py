@@ -84,8 +84,11 @@ def add_notes(score: Score, new: dict[int, list[Note]]) -> None:
 
 
 def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score:
-    """The input file's own score, untouched, with the written tracks appended in its ticks."""
+    """The input file's own score with the written tracks appended in its ticks; the tracks a whole song read
+    anew left out (`melody_song`'s ``anew``) are left out here too, every other one untouched."""
     out = read_score(song.path)
+    if song.left_out:
+        out.tracks = [t for t in out.tracks if t.name not in song.left_out]
     shift = song.read.shift_ticks
     for track in work.score.tracks[len(song.read.score.tracks):]:
         new = Track(track.name, 0, False)  # POP909 plays every track on the piano
