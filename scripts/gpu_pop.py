@@ -53,6 +53,14 @@ RUNS = {
             "--batch-size", "32", "--lr", "1e-3", "--num-workers", "3"],
     "small": ["--n-layers", "3", "--d-model", "192", "--n-heads", "3", "--d-ff", "768", "--seq-len", "1024",
               "--batch-size", "32", "--lr", "1e-3", "--num-workers", "3"],
+    # the paper's comparison at its base size (issue 64), on the piano arrays (--data carry/piano): the same
+    # windows, batch and tokens for each; --init carries each one's best weights so far into the next window
+    "paper_mt": ["--net", "music_transformer", "--n-layers", "6", "--d-model", "512", "--n-heads", "8", "--d-ff",
+                 "1024", "--seq-len", "2048", "--batch-size", "8", "--num-workers", "3"],
+    "paper_vanilla": ["--net", "transformer", "--n-layers", "6", "--d-model", "512", "--n-heads", "8", "--d-ff",
+                      "1024", "--seq-len", "2048", "--batch-size", "8", "--num-workers", "3"],
+    "paper_lstm": ["--net", "lstm", "--n-layers", "3", "--d-model", "512", "--seq-len", "2048", "--batch-size", "8",
+                   "--num-workers", "3"],
 }
 
 
@@ -144,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                    "empty: one run with the options given")
     p.add_argument("--stage", default=None, help="where side-by-side runs write before bundling: a new or empty "
                    "folder (default: a new temporary one)")
+    p.add_argument("--init", default="", help="a folder of the runs' best weights so far, one model folder NAME/ "
+                   "each (an earlier window's, imported): a run with one starts from it, so windows add up")
     p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain")
     args = p.parse_intermixed_args(argv)
     if args.out is None:
@@ -197,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             cmds = {name: [py, "-m", "musictx.training.plain", "--data", args.data, "--budget-s", budget,
                            "--out", str(stage / name), "--run-dir", str(stage / f"{name}_run"),
                            "--bundle", str(out / name), "--keep-best", "true", *RUNS[name],
-                           *(TINY_TRAIN if args.tiny else []), *args.train_args] for name in runs}
+                           *(TINY_TRAIN if args.tiny else []), *init_args(args.init, name), *args.train_args]
+                    for name in runs}
             report["steps"].update(run_together(cmds, max(left - 5, 10), log))
         save_report()
     problems = check_out(out)
@@ -209,6 +220,14 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; WILL NOT ALL COME BACK: {'; '.join(problems)}" if problems else ""))
     failed = [k for k, v in report["steps"].items() if v["rc"] != 0]
     return 1 if failed or problems else 0
+
+
+def init_args(init: str, name: str) -> list[str]:
+    """``--init-dir`` for run ``name`` where the carried folder holds its best weights so far, else nothing."""
+    for folder in ([Path(init) / name / "model", Path(init) / name] if init else []):  # as imported, or bare
+        if (folder / "config.json").is_file():
+            return ["--init-dir", str(folder)]
+    return []
 
 
 if __name__ == "__main__":

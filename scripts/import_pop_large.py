@@ -92,7 +92,8 @@ def import_run(returned: Path, to: Path, data: Path | None = None, windows: int 
     net, tokenizer, meta = load_model_folder(folder)  # every shard read whole and checked finite
     # trained with the fused kernel, which runs on CUDA only: "auto" keeps it there and takes the efficient
     # kernel (the same function) on a CPU, so every command loads the folder anywhere
-    net.set_attn_impl("auto")
+    if hasattr(net, "set_attn_impl"):  # the Music Transformer; the baselines have no relative attention
+        net.set_attn_impl("auto")
     run = {}
     for name in RUN_FILES:
         for where in (returned, folder.parent):

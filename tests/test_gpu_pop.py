@@ -274,3 +274,47 @@ def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arra
                             "--stage", str(tmp_path / "stage")], cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 2 and "not empty (its runs would be bundled with this call's)" in again.stderr
     assert (tmp_path / "stage" / "mid" / "train.json").exists()  # the earlier call's runs are left as they were
+
+
+def test_a_window_starts_from_the_last_ones_best_weights_and_adds_up(pop_arrays, tmp_path):
+    """Lent GPU windows add up (issue 64): a second run started from the first's export (--init-dir) begins with
+    its weights (at lr 0 its validation NLL is the first's best), counts its tokens on from the first's, and keeps
+    the earlier weights where it does not improve on them; another shape is refused in one line."""
+    first, second = tmp_path / "w1", tmp_path / "w2"
+    common = [*gpu_pop.TINY_TRAIN, "--budget-s", "2", "--every-s", "1", "--keep-best", "true"]
+    one = plain.train(plain.parse(["--data", str(pop_arrays), "--out", str(first), *common,
+                                   "--run-dir", str(tmp_path / "r1")]))
+    best = min(r["val_nll"] for r in one)
+    two = plain.train(plain.parse(["--data", str(pop_arrays), "--out", str(second), *common, "--lr", "0",
+                                   "--init-dir", str(first / "model"), "--run-dir", str(tmp_path / "r2")]))
+    assert two[0]["val_nll"] == pytest.approx(best, rel=2e-3)  # the first's best weights (fp16 on the way)
+    assert two[0]["tokens_seen"] > one[-1]["tokens_seen"] > 0
+    before = json.loads((second / "train.json").read_text())["before"]
+    info = json.loads((first / "model" / "config.json").read_text())["info"]
+    assert before == {"tokens_seen": info["tokens_seen"], "val_nll": info["val_nll"], "windows": 1}
+    assert info["val_nll"] == pytest.approx(best) and info["windows"] == 1
+    with pytest.raises(ValueError, match="is not this run's shape"):
+        plain.train(plain.parse(["--data", str(pop_arrays), "--out", str(tmp_path / "w3"), *common, "--d-model", "16",
+                                 "--init-dir", str(first / "model"), "--run-dir", str(tmp_path / "r3")]))
+
+
+@pytest.mark.parametrize("net", ["transformer", "lstm"])
+def test_the_papers_baselines_train_the_same_way(pop_arrays, tmp_path, net):
+    """The comparison's other two networks (issue 64) through the same trainer, export and record."""
+    history = plain.train(plain.parse(["--data", str(pop_arrays), "--out", str(tmp_path / "out"), *gpu_pop.TINY_TRAIN,
+                                       "--net", net, "--max-steps", "3", "--run-dir", str(tmp_path / "run")]))
+    assert history and history[-1]["step"] == 3 and history[-1]["val_nll"] > 0
+    net_back, _, meta = load_model_folder(tmp_path / "out" / "model")
+    assert meta["model"]["name"] == net and type(net_back).name == net  # the model store's one identity
+    summary = import_pop_large.import_run(tmp_path / "out", tmp_path / "back" / "model", pop_arrays)  # back home
+    assert summary["reloads_equal"] and summary["cpu_val_nll_windows"] > 0
+
+
+def test_a_run_starts_from_its_carried_best_weights_only_where_there_are_some(tmp_path):
+    (tmp_path / "paper_mt").mkdir()
+    (tmp_path / "paper_mt" / "config.json").write_text("{}")
+    assert gpu_pop.init_args(str(tmp_path), "paper_mt") == ["--init-dir", str(tmp_path / "paper_mt")]
+    assert gpu_pop.init_args(str(tmp_path), "paper_lstm") == [] and gpu_pop.init_args("", "paper_mt") == []
+    assert {"paper_mt", "paper_vanilla", "paper_lstm"} <= set(gpu_pop.RUNS)
+    shapes = [plain.parse(["--data", "d", "--out", "o", *gpu_pop.RUNS[n]]) for n in ("paper_mt", "paper_vanilla")]
+    assert all((o.n_layers, o.d_model, o.n_heads, o.d_ff, o.seq_len) == (6, 512, 8, 1024, 2048) for o in shapes)

@@ -31,7 +31,7 @@ import lightning as L
 import torch
 
 from musictx.checkpoints.bundle import write_bundle
-from musictx.checkpoints.model_store import save_model_folder
+from musictx.checkpoints.model_store import load_model_folder, save_model_folder
 from musictx.io.jsonio import write_json
 from musictx.training.callbacks import LastCheckpoint
 from musictx.training.checkpoint_io import AtomicCheckpointIO
@@ -47,7 +47,8 @@ class PlainTrainOptions:
     data_dir: str                      # a musictx-prep folder (tokenizer.json, <split>.bin, <split>.idx.npy)
     out_dir: str                       # minute exports: model/ (config.json + shards) and train.json
     run_dir: str = "/tmp/musictx_plain_run"  # Lightning's last.ckpt (optimizer too; stays on the machine)
-    # model (conf/model/music_transformer.yaml's net)
+    # model (conf/model/*.yaml's net): the paper's comparison, the same sizes and tokens for each
+    net: str = "music_transformer"     # music_transformer | transformer (absolute positions) | lstm
     n_layers: int = 8
     d_model: int = 512
     n_heads: int = 8
@@ -79,13 +80,25 @@ class PlainTrainOptions:
     bundle: str = ""                   # after each export, out_dir packed as BUNDLE.tar.K-of-N parts
     bundle_mb: float = 15.0            # ... of at most this size (the device tool brings back 16 MiB a file)
     keep_best: bool = False            # export the weights only when the validation NLL is the lowest so far
+    # a model folder an earlier window exported (same shape and data): its weights are the start, its tokens
+    # seen and validation NLL carry on, so lent GPU windows add up (the optimizer starts afresh, warmed up again)
+    init_dir: str = ""
     threads: int | None = None
 
     def net_config(self, vocab_size: int) -> dict:
-        return {"name": "music_transformer", "vocab_size": vocab_size, "n_layers": self.n_layers,
-                "d_model": self.d_model, "n_heads": self.n_heads, "d_ff": self.d_ff, "dropout": self.dropout,
-                "max_seq_len": self.seq_len, "max_rel_dist": self.max_rel_dist, "attn_impl": self.attn_impl,
-                "attn_block_size": self.attn_block_size, "gradient_checkpointing": False}
+        """The net's config as the model store builds it (conf/model/<net>.yaml's keys)."""
+        common = {"name": self.net, "vocab_size": vocab_size, "n_layers": self.n_layers, "d_model": self.d_model,
+                  "dropout": self.dropout}
+        if self.net == "lstm":  # Performance RNN's shape: the embedding and the hidden state of one size
+            return {**common, "hidden_size": self.d_model}
+        attention = {"n_heads": self.n_heads, "d_ff": self.d_ff, "max_seq_len": self.seq_len,
+                     "gradient_checkpointing": False}
+        if self.net == "transformer":
+            return {**common, **attention, "positions": "sinusoidal"}
+        if self.net != "music_transformer":
+            raise ValueError(f"--net {self.net}: one of music_transformer, transformer, lstm")
+        return {**common, **attention, "max_rel_dist": self.max_rel_dist, "attn_impl": self.attn_impl,
+                "attn_block_size": self.attn_block_size}
 
 
 WARMUP_MAX_FRACTION = 0.1  # a slow card must not spend its whole budget warming up
@@ -147,6 +160,7 @@ class MinuteExport(L.Callback):
         self.last_export = 0.0
         self.loss_sum, self.loss_n, self.tokens = None, 0, 0
         self.val = None  # (x, y) of the fixed validation windows, made at the first export
+        self.before = {"tokens_seen": 0, "val_nll": math.inf, "windows": 0}  # what earlier windows did (init_dir)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
@@ -193,12 +207,14 @@ class MinuteExport(L.Callback):
         row = {"step": trainer.global_step, "train_s": round(elapsed, 1),
                "train_loss": float(self.loss_sum) / self.loss_n if self.loss_n else None,
                "lr": self.schedule.lr, "tokens_per_s": round(self.tokens / elapsed) if elapsed else None,
-               "val_nll": self.validate(pl_module)}
+               "tokens_seen": self.before["tokens_seen"] + self.tokens, "val_nll": self.validate(pl_module)}
         if torch.cuda.is_available() and pl_module.device.type == "cuda":
             row["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
         info = {"global_step": trainer.global_step, "val_nll": row["val_nll"], "data": self.opts.data_dir,
+                "tokens_seen": row["tokens_seen"], "windows": self.before["windows"] + 1,
                 "recipe": f"musictx.training.plain {json.dumps(dataclasses.asdict(self.opts))}"}
-        best = min((r["val_nll"] for r in self.history), default=math.inf)
+        # the best so far counts the earlier windows' too: a window that does not improve keeps their weights
+        best = min([r["val_nll"] for r in self.history] + [self.before["val_nll"]])
         row["saved"] = not self.opts.keep_best or row["val_nll"] < best
         if row["saved"]:  # with keep_best, the folder keeps the export with the lowest validation NLL so far
             folder = save_model_folder(pl_module.net, self.tokenizer, self.out / "model", "float16", info=info,
@@ -214,7 +230,7 @@ class MinuteExport(L.Callback):
 
 
     def write(self, pl_module, final: bool) -> None:
-        record = {"options": dataclasses.asdict(self.opts), "final": final,
+        record = {"options": dataclasses.asdict(self.opts), "final": final, "before": self.before,
                   "params": sum(p.numel() for p in pl_module.net.parameters()),
                   "device": device_name(pl_module.device), "history": self.history}
         write_json(self.out / "train.json", record, what="training")
@@ -239,6 +255,8 @@ def build(opts: PlainTrainOptions) -> tuple[MusicDataModule, MusicLitModule, L.T
     clock = TrainClock(opts.budget_s)
     schedule = WallClockCosine(clock, opts.warmup_steps, opts.min_ratio)
     export = MinuteExport(opts, clock, schedule, dm.tokenizer)
+    if opts.init_dir:
+        export.before = start_from(module.net, opts.init_dir)
     Path(opts.run_dir).mkdir(parents=True, exist_ok=True)
     trainer = L.Trainer(accelerator=opts.accelerator, devices=1, precision=opts.precision, max_steps=opts.max_steps,
                         max_epochs=None if opts.max_steps > 0 else 10_000, limit_val_batches=0,
@@ -248,6 +266,19 @@ def build(opts: PlainTrainOptions) -> tuple[MusicDataModule, MusicLitModule, L.T
                         callbacks=[clock, schedule, export, LastCheckpoint(Path(opts.run_dir) / "checkpoints")],
                         plugins=[AtomicCheckpointIO()])
     return dm, module, trainer, export
+
+
+def start_from(net: torch.nn.Module, folder: str) -> dict:
+    """Load an earlier window's exported weights (``folder``: config.json and its shards) into ``net``, whose
+    shape must be theirs; what that window's record says it had done (tokens seen, validation NLL, windows)."""
+    earlier, _, meta = load_model_folder(folder)
+    mine, theirs = net.state_dict(), earlier.state_dict()
+    if mine.keys() != theirs.keys() or any(mine[k].shape != theirs[k].shape for k in mine):
+        raise ValueError(f"--init-dir {folder}: its model ({meta['model']['config']}) is not this run's shape")
+    net.load_state_dict(theirs)
+    info = meta["info"]
+    return {"tokens_seen": int(info.get("tokens_seen", 0)), "val_nll": float(info.get("val_nll", math.inf)),
+            "windows": int(info.get("windows", 1))}
 
 
 def train(opts: PlainTrainOptions) -> list[dict]:
