@@ -162,14 +162,18 @@ def free_space(folder: str | os.PathLike) -> str:
     """The free space of the disk holding ``folder``, as people read it (``3.2 MB``)."""
     for place in (Path(folder), *Path(os.path.abspath(folder)).parents):
         try:
-            free = shutil.disk_usage(place).free
+            return size_text(shutil.disk_usage(place).free)
         except OSError:
             continue
-        for unit, size in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
-            if free >= size:
-                return f"{free / size:.1f} {unit}"
-        return f"{free} bytes"
     return "unknown space"
+
+
+def size_text(size: int) -> str:
+    """A number of bytes as people read it (``3.2 MB``)."""
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
 
 
 def full_disk_error(path: str | os.PathLike, err: OSError) -> OutputError:
@@ -253,13 +257,18 @@ def _dead(host: str, pid: int) -> bool:
     """Whether process ``pid`` of ``host`` is gone (only this host's can be told; another's is kept)."""
     if (host, pid) == ("", -1):  # an abandoned empty claim (`_empty_claim_owner`)
         return True
-    if host != socket.gethostname() or pid == os.getpid():
+    return host == socket.gethostname() and process_gone(pid)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` of this host is gone (not this one; another user's is alive)."""
+    if pid == os.getpid():
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError, ValueError):  # gone, or no possible pid
         return True
-    except OSError:
+    except OSError:  # another user's process: alive
         return False
     return False
 

@@ -22,25 +22,13 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from musictx.safe_output import sweep_leftovers
+from musictx.safe_output import process_gone, size_text, sweep_leftovers
 
 OLD_LAST = re.compile(r"\..+\.ckpt\.tmp-(?P<pid>\d+)")  # the last.ckpt writer's names before they held the host
 MKSTEMP = re.compile(r"tmp[a-z0-9_]{8}")  # tempfile.mkstemp()'s names
 STALE_S = 600
 # torch.save's zip archive starts with its pickle, stored uncompressed: a Lightning checkpoint's keys are in it
 ZIP_MAGIC, MARKS, HEAD_BYTES = b"PK\x03\x04", (b"pytorch-lightning_version", b"musictx"), 1 << 20
-
-
-def _pid_gone(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError, ValueError):  # gone, or no possible pid
-        return True
-    except OSError:  # another user's process: alive
-        return False
-    return False
 
 
 def old_leftovers(folder: str | os.PathLike) -> list[Path]:
@@ -50,7 +38,7 @@ def old_leftovers(folder: str | os.PathLike) -> list[Path]:
     except OSError:
         return []
     found = [(Path(folder) / n, OLD_LAST.fullmatch(n)) for n in names]
-    return [path for path, old in found if old and _pid_gone(int(old["pid"])) and path.is_file()]
+    return [path for path, old in found if old and process_gone(int(old["pid"])) and path.is_file()]
 
 
 def _sizes(folder: str | os.PathLike) -> dict[str, int]:
@@ -98,13 +86,6 @@ def tmpdir_leftovers(tmpdir: str | os.PathLike | None = None) -> list[Path]:
         return []
     now = time.time()
     return [folder / n for n in names if is_staged_checkpoint(folder / n, now)]
-
-
-def size_text(size: int) -> str:
-    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size} bytes"
 
 
 def sweep_orphans(folders: Iterable[str | os.PathLike], tmpdir: bool = True, say=print) -> list[Path]:
