@@ -16,6 +16,7 @@ import numpy as np
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
 from musictx.app.models import Choice, Loaded
+from musictx.generation.metrical_seed import ticks_to_seconds
 from musictx.generation.seeds import GenerateError
 from musictx.generation.song_bars import SongBars, left_out_clause, meter_warning, parse_bars
 from musictx.generation.song_task import SongTask, read_task_song
@@ -53,19 +54,6 @@ def infill_problem(model: Loaded, task: str = "infill", pinned: bool = True) -> 
     return None
 
 
-def bar_seconds(score, ticks: np.ndarray) -> np.ndarray:
-    """Seconds of tick positions ``ticks`` under ``score``'s tempo map (symusic scores are in ticks)."""
-    tempos = sorted((int(t.time), float(t.mspq)) for t in score.tempos) or [(0, 500_000.0)]
-    if tempos[0][0] > 0:
-        tempos.insert(0, (0, 500_000.0))
-    per_tick = [m / 1e6 / score.ticks_per_quarter for _, m in tempos]
-    starts, at = [t for t, _ in tempos], [0.0]
-    for i in range(1, len(tempos)):
-        at.append(at[-1] + (starts[i] - starts[i - 1]) * per_tick[i - 1])
-    k = np.searchsorted(starts, ticks, side="right") - 1
-    return np.array(at)[k] + (np.asarray(ticks) - np.array(starts)[k]) * np.array(per_tick)[k]
-
-
 def song_parts(song: SongBars) -> list[tuple[str, Notes]]:
     """Each track of ``song`` as the tokenizer read it, in seconds: (its name, its notes)."""
     score = song.read.score.to("second")
@@ -87,7 +75,7 @@ def song_notes(song: SongBars) -> Notes:
 def draw_band(song: SongBars, s: int, e: int, png: Path, title: str) -> Path:
     """The piano roll of ``song``, each track in its colour, bars [s, e) shaded and shown with their context."""
     parts = song_parts(song)
-    lo, hi = bar_seconds(song.read.score, np.array([song.lines[s], song.lines[e]]))
+    lo, hi = ticks_to_seconds(song.read.score, np.array([song.lines[s], song.lines[e]]))
     return save_figure(piano_roll_figure(Notes.concat([n for _, n in parts]), title=title, parts=parts,
                                          marked=(float(lo), float(hi))), png)
 

@@ -90,18 +90,18 @@ class Density(ReadsCursor):
         sub = logits[rows.tolist()].float()  # (R, V)
         after_note = torch.as_tensor(np.isfinite(self.beats_of[c.last[rows]]), device=logits.device)  # (R,)
         ahead = (c.bar_len[rows] - c.pos[rows]) / np.maximum(c.bar_len[rows], 1)  # (R,) share of the bar left
-        made = torch.where(after_note.unsqueeze(-1), self._after_note(sub, lean, rows, ahead),
-                           self._after_position(sub, lean))
+        probs = torch.softmax(sub, dim=-1)  # (R, V) once, for both kinds of place
+        made = torch.where(after_note.unsqueeze(-1), self._after_note(sub, probs, lean, rows, ahead),
+                           self._after_position(sub, probs, lean))
         out = logits.clone()
         out[rows.tolist()] = made.to(logits.dtype)
         return out
 
-    def _after_note(self, sub: Tensor, lean: Tensor, rows: np.ndarray, left: np.ndarray) -> Tensor:
+    def _after_note(self, sub: Tensor, probs: Tensor, lean: Tensor, rows: np.ndarray, left: np.ndarray) -> Tensor:
         """After a note's Duration: another note at this onset, or move on. The asked tracks' chances scale by
         e^lean and the other tracks keep theirs, so a sparser PIANO is not a busier BRIDGE; moving on takes up
         the difference, and leans toward later onsets (or the next bar) where the asked tracks are ahead, toward
         sooner ones where they are behind: fewer or more onsets, not only thinner or fuller chords."""
-        probs = torch.softmax(sub, dim=-1)  # (R, V)
         asked = probs[:, self.program_ids]  # (R, K)
         others = probs[:, self.other_programs].sum(-1)  # (R,)
         room = (1 - others - 1e-4).clamp_min(1e-6)  # (R,) what the asked tracks and moving on may share
@@ -139,10 +139,9 @@ class Density(ReadsCursor):
         out[np.ix_(rows, self.duration_ids)] += torch.as_tensor(change, dtype=logits.dtype, device=logits.device)
         return out
 
-    def _after_position(self, sub: Tensor, lean: Tensor) -> Tensor:
+    def _after_position(self, sub: Tensor, probs: Tensor, lean: Tensor) -> Tensor:
         """After a Position a note must come: the asked tracks share their own chance of playing it as asked,
         and the other tracks keep theirs."""
-        probs = torch.softmax(sub, dim=-1)
         asked = probs[:, self.program_ids]  # (R, K)
         shared = asked * lean.exp()
         shared = shared * (asked.sum(-1, keepdim=True) / shared.sum(-1, keepdim=True).clamp_min(1e-12))
