@@ -59,8 +59,8 @@ def held_out_pop_continuations(net, tok, sampling_options: dict, songs=(6, 18)):
     """(seed, new music) of each sample when the shipped pop model continues POP909 songs of the prep split's
     validation files (10 s seed from 25 s, 12 s new, 2 samples, the i-th song with seed i) under
     `SamplingOptions(**sampling_options)`: what the echo tests compare with the echo on and off."""
+    from musictx.decoding.sampling_options import SamplingOptions
     from musictx.evaluation import scorecard as sc
-    from musictx.generation.sampling_options import SamplingOptions
 
     opts = {"seed_seconds": 10, "seed_from": 25, "length_seconds": 12, "num_samples": 2}
     out = []

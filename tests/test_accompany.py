@@ -1,5 +1,5 @@
 """Accompaniment by playing the given tracks into a plain continuation (scheme "lead",
-musictx.generation.given_notes), with the shipped pop model: the melody goes into the stream note for note at
+musictx.decoding.hooks.given_notes), with the shipped pop model: the melody goes into the stream note for note at
 its own positions, the model never writes melody notes of its own, the harmony lean moves the new tracks
 toward the melody's pitch classes, and ``musictx-generate task=accompany`` works with ``pop`` itself."""
 
@@ -15,7 +15,11 @@ import torch
 from symusic import Note, Score
 
 from musictx.checkpoints.model_store import load_pretrained
-from musictx.generation.accompany import (
+from musictx.decoding.hooks.given_notes import given_onsets
+from musictx.decoding.hooks.phrase_echo import repeat_plan
+from musictx.decoding.sampling_options import SamplingOptions
+from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.tasks.accompany import (
     accompany_song,
     bar_positions,
     given_harmony,
@@ -23,11 +27,7 @@ from musictx.generation.accompany import (
     lead_ids,
     melody_keys,
 )
-from musictx.generation.given_notes import given_onsets
-from musictx.generation.phrase_echo import repeat_plan
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.song_bars import melody_song, parse_bars
-from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.tasks.song_bars import melody_song, parse_bars
 
 from .metrical_fixtures import band_song
 from .test_metrical import POP, needs_pop
@@ -130,7 +130,7 @@ def test_an_unknown_scheme_is_refused(pop, tmp_path):
 
 
 def test_counter_rest_takes_points_off_the_bridge_only_where_the_melody_sounds(pop):
-    from musictx.generation.given_notes import CounterRest, GivenNotes, sounding_positions
+    from musictx.decoding.hooks.given_notes import CounterRest, GivenNotes, sounding_positions
 
     _, tok = pop
     bridge = ROLE_PROGRAMS["BRIDGE"]
@@ -155,7 +155,7 @@ def test_the_harmony_lean_is_stronger_on_the_strong_beats(pop):
     """A 16-position bar guessed to hold C (weight 1) and G (weight 0.5): after the piano's Program, a C gets
     ``strong`` at positions 0 and 8 (the bar's first beat and its middle) and ``strength`` elsewhere; a G
     half of each; a D nothing."""
-    from musictx.generation.given_notes import GivenNotes, HarmonyLean
+    from musictx.decoding.hooks.given_notes import GivenNotes, HarmonyLean
 
     _, tok = pop
     weights = np.zeros(12)
@@ -224,8 +224,8 @@ def test_given_chords_lead_the_accompaniment(pop, tmp_path):
 
 
 def test_chords_with_another_task_or_a_bad_file_are_refused_in_one_line(tmp_path):
+    from musictx.decoding.errors import GenerateError
     from musictx.generation.generate_options import GenerateOptions, check_task
-    from musictx.generation.seeds import GenerateError
     from musictx.io.chord_labels import ChordFileError, Chords
 
     with pytest.raises(GenerateError, match="chords= is for task=accompany and task=continue"):

@@ -13,8 +13,8 @@ from symusic import Score
 from musictx.app.core import Continuer, Settings, run_request
 from musictx.app.infill_tab import Filler, bar_number
 from musictx.app.messages import task_request
+from musictx.decoding.errors import GenerateError
 from musictx.generation.model_choice import choose_model
-from musictx.generation.seeds import GenerateError
 
 from .helpers import SHARED_DATA, random_pretty_midi
 from .metrical_fixtures import band_song

@@ -18,8 +18,8 @@ from musictx.app.core import Continuer
 from musictx.app.infill_tab import BAND_SHADE, Filler
 from musictx.app.messages import task_request
 from musictx.checkpoints.model_store import save_model_folder
-from musictx.generation.song_bars import read_song
 from musictx.io.audio import RELEASE_TAIL_SECONDS, read_wav
+from musictx.tasks.song_bars import read_song
 
 from .metrical_fixtures import band_song
 from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, end_time, serving, upload

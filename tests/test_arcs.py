@@ -76,7 +76,7 @@ def test_arcs_of_a_piece_and_the_picture(tmp_path):
 
 def _long_piece(tmp_path, context: int) -> tuple[Path, np.ndarray, EventTokenizer]:
     """A random piece of at least three times `context` tokens, read as a seed is (from its first note)."""
-    from musictx.generation.seeds import seed_from_midi
+    from musictx.tasks.seeds import seed_from_midi
 
     tok = EventTokenizer()
     midi = write_random_midi(tmp_path / "long.mid", seed=2, n_notes=90, seconds=12.0)

@@ -1,4 +1,4 @@
-"""Bass lean (musictx.generation.bass_lean): a continuation keeps the seed's bass line.
+"""Bass lean (musictx.decoding.hooks.bass_lean): a continuation keeps the seed's bass line.
 
 The hook reads the seed's bass (which track strikes a low note on the downbeat, in what range, for how long)
 and, in each new bar that has not struck its bass yet, leans the downbeat, that track, a pitch in that range
@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from musictx.checkpoints.model_store import load_model
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.bass_lean import BassLean, BassLine
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation import scorecard_metrics as sm
-from musictx.generation.bass_lean import BassLean, BassLine
-from musictx.generation.continue_metrical import continuation_score, sample_bars
-from musictx.generation.metrical_seed import metrical_seed
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
 from musictx.io.score_io import score_to_pretty_midi
+from musictx.tasks.continue_metrical import continuation_score, sample_bars
+from musictx.tasks.metrical_seed import metrical_seed
 
 from .helpers import SHARED_DATA, bonused, needs_shared, started_on_bars, step
 from .helpers import remi_bar as _bar

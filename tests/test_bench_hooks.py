@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from musictx.bench import hooks as bench_hooks
 from musictx.bench.realtime import sampling_of
-from musictx.generation.hook_registry import build_hooks
-from musictx.generation.hooks import HookInputs
+from musictx.decoding.hook import HookInputs
+from musictx.decoding.hooks.registry import build_hooks
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 
 

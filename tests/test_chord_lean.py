@@ -1,4 +1,4 @@
-"""Chord lean (musictx.generation.chord_lean): a lead sheet (``chords=``) leads a metrical continuation. Only a
+"""Chord lean (musictx.decoding.hooks.chord_lean): a lead sheet (``chords=``) leads a metrical continuation. Only a
 Pitch after a Program moves, toward the chord of the new bar's half; the command takes ``chords=`` for a
 continuation of a metrical seed and refuses it for a Performance model in one line."""
 
@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from musictx.checkpoints.model_store import load_model
-from musictx.generation.chord_lean import ChordLean, half_bar_chords
-from musictx.generation.continue_metrical import sample_bars
-from musictx.generation.metrical_seed import metrical_seed
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.chord_lean import ChordLean, half_bar_chords
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
+from musictx.tasks.continue_metrical import sample_bars
+from musictx.tasks.metrical_seed import metrical_seed
 
 from .helpers import bonused, started_on_bars, step
 from .helpers import remi_bar as _bar

@@ -9,12 +9,12 @@ from symusic import Note, Score, Tempo, TimeSignature, Track
 
 from data_prep.options import prep_options
 from data_prep.prepare import write_dataset
-from musictx.generation.metrical_guard import RemiGuard
-from musictx.generation.metrical_seed import bar_lines, ticks_to_seconds
+from musictx.decoding.hooks.metrical_guard import RemiGuard
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_token
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.token_store import TokenArrays
+from musictx.tasks.metrical_seed import bar_lines, ticks_to_seconds
 from tests.helpers import SHARED_DATA, needs_shared, started_on_bars, step
 
 TOK = MetricalTokenizer(chords=True)
@@ -164,7 +164,7 @@ def _forced(hook) -> set[str]:
 
 
 def test_a_lead_sheet_is_written_as_the_new_bars_chord_events(tmp_path):
-    from musictx.generation.chord_events import LeadSheetChords
+    from musictx.decoding.hooks.chord_events import LeadSheetChords
 
     lab = tmp_path / "sheet.lab"
     lab.write_text("0 1 C:maj\n1 2 A:min\n2 3 A:min\n3 4 F:maj7\n")  # bars of 2 s: C then Am, Am then F
@@ -190,11 +190,11 @@ def test_a_lead_sheet_is_written_as_the_new_bars_chord_events(tmp_path):
 def test_a_chord_model_continues_under_a_lead_sheet_end_to_end(tmp_path):
     """A tiny model with chord events, trained for a few steps, continues a song under a lead sheet through
     ``musictx-generate``'s own run: the new bars' chord events are the sheet's."""
-    from musictx.generation.continue_metrical import bars_prompt
-    from musictx.generation.metrical_seed import metrical_seed
-    from musictx.generation.prompt import sample
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.decoding.sampling_options import SamplingOptions
     from musictx.models.transformer import MusicTransformer
+    from musictx.tasks.continue_metrical import bars_prompt
+    from musictx.tasks.metrical_seed import metrical_seed
+    from musictx.tasks.prompt import sample
 
     path = _song(tmp_path / "s", "0.0 2.0 C:maj\n2.0 4.0 A:min\n")
     sheet = tmp_path / "sheet.lab"

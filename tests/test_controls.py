@@ -6,9 +6,9 @@ from __future__ import annotations
 import pretty_midi
 import pytest
 
+from musictx.decoding.errors import GenerateError
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.seeds import GenerateError
 from musictx.io.midi_io import MidiReadError
 from musictx.paths import BUNDLED_MOTIF
 

@@ -1,4 +1,4 @@
-"""The infill copy cache (musictx.generation.copy_cache): the longest earlier match, the mixture it makes
+"""The infill copy cache (musictx.decoding.hooks.copy_cache): the longest earlier match, the mixture it makes
 with the net's distribution, and, with the shipped pop_infill model on a POP909 song whose bars 9-12 come
 back later in the song, that the right side of the song then makes the real middle far more likely and
 the sampled bars play the song's own music again."""
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from musictx.checkpoints.model_store import load_pretrained
-from musictx.evaluation.infill_scorecard import middle_nll
-from musictx.generation.copy_cache import (
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.copy_cache import (
     CONTINUE_WEIGHTS,
     CopyCache,
     longest_match,
@@ -19,11 +19,11 @@ from musictx.generation.copy_cache import (
     mixture_nll,
     weight_of,
 )
-from musictx.generation.infill import copy_history, infill_song
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
-from musictx.generation.song_bars import parse_bars, read_song
+from musictx.decoding.sampling_options import SamplingOptions
+from musictx.evaluation.infill_scorecard import middle_nll
 from musictx.io.infill_format import BarSplitter
+from musictx.tasks.infill import copy_history, infill_song
+from musictx.tasks.song_bars import parse_bars, read_song
 
 from .test_metrical import POP, needs_pop
 
@@ -86,8 +86,8 @@ def test_a_continuation_copies_each_rows_own_prompt():
 
 
 def test_the_continuation_gets_the_cache_only_with_its_own_option(pop_model):
-    from musictx.generation.hook_registry import build_hooks
-    from musictx.generation.hooks import HookInputs
+    from musictx.decoding.hook import HookInputs
+    from musictx.decoding.hooks.registry import build_hooks
 
     _, tok = pop_model
     def made(options):
@@ -171,9 +171,9 @@ def test_the_seed_makes_a_songs_real_continuation_likelier(pop_model):
 def test_a_pop_continuation_copies_its_seed(pop_model):
     """The shipped pop model continuing a validation song (006, whose next bars play its seed again) with
     the cache on: it is made and mixes the seed's passages in at most draws."""
-    from musictx.generation.continue_metrical import bars_prompt
-    from musictx.generation.metrical_seed import metrical_seed
-    from musictx.generation.prompt import sample
+    from musictx.tasks.continue_metrical import bars_prompt
+    from musictx.tasks.metrical_seed import metrical_seed
+    from musictx.tasks.prompt import sample
 
     net, tok = pop_model
     seed = metrical_seed(tok, POP / "006" / "006.mid", 10, 25)

@@ -46,9 +46,9 @@ def test_the_guard_remembers_it_and_puts_the_handler_back(python_sigint):
 def test_sampling_stops_at_a_swallowed_ctrl_c_with_the_ids_so_far(python_sigint):
     import torch
 
-    from musictx.generation.hooks import OnStep
-    from musictx.generation.sampling import GenerationInterrupted, generate
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.decoding.hook import OnStep
+    from musictx.decoding.sampling import GenerationInterrupted, generate
+    from musictx.decoding.sampling_options import SamplingOptions
     from musictx.models.transformer import MusicTransformer
 
     net = MusicTransformer(vocab_size=20, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_seq_len=64)

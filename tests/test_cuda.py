@@ -91,8 +91,8 @@ def test_a_bf16_mixed_training_step_runs_the_custom_op_on_cuda():
 
 
 def test_cached_greedy_decoding_on_cuda_gives_the_cpu_ids():
-    from musictx.generation.sampling import generate
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.decoding.sampling import generate
+    from musictx.decoding.sampling_options import SamplingOptions
 
     torch.manual_seed(0)
     net = MusicTransformer(390, n_layers=2, d_model=64, n_heads=4, d_ff=128, max_seq_len=256).eval()

@@ -11,19 +11,19 @@ from pathlib import Path
 import torch
 import yaml
 
-from musictx.generation.bar_repeats import MAX_REPEATS
-from musictx.generation.continue_metrical import sample_bars
-from musictx.generation.continue_seed import sample_continuations
-from musictx.generation.decoding_options import DecodingOptions
+from musictx.decoding.decoding_options import DecodingOptions
+from musictx.decoding.hooks.bar_repeats import MAX_REPEATS
+from musictx.decoding.hooks.recall_guidance import RecallGuidance
+from musictx.decoding.sampling import SpecialIds, generate
+from musictx.decoding.sampling_options import RENAMED, SamplingOptions
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.recall_guidance import RecallGuidance
-from musictx.generation.sampling import SpecialIds, generate
-from musictx.generation.sampling_options import RENAMED, SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models import MusicTransformer, VanillaTransformer
 from musictx.models.attention import BLOCK_SIZE, RelativeSelfAttention
 from musictx.models.transformer import CONTEXT
 from musictx.paths import CONF_DIR
+from musictx.tasks.continue_metrical import sample_bars
+from musictx.tasks.continue_seed import sample_continuations
 from musictx.training.data import MusicDataModule
 
 from .gen_fixtures import tiny_net

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.registry import build_hooks
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.hook_registry import build_hooks
-from musictx.generation.seeds import GenerateError
 
 from .helpers import SHARED_DATA
 
@@ -36,8 +36,8 @@ def test_asked_notes_per_bar_come_out_within_a_fifth_both_ways(tmp_path):
 
 
 def test_the_hook_is_made_only_when_asked_and_a_bad_ask_names_its_option():
-    from musictx.generation.hooks import HookInputs
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.decoding.hook import HookInputs
+    from musictx.decoding.sampling_options import SamplingOptions
     from musictx.io.metrical_tokenizer import MetricalTokenizer
 
     tok = MetricalTokenizer()

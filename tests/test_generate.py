@@ -16,15 +16,16 @@ import pretty_midi
 import pytest
 
 from musictx.checkpoints.model_store import shipped_models
+from musictx.decoding.errors import GenerateError
 from musictx.evaluation.plots import plot_loss_curves
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.seeds import GenerateError, cut_at_seconds, seed_from_midi, unconditional_seed
 from musictx.io.audio import audio_unavailable, render_wav
 from musictx.io.midi_io import Notes
 from musictx.io.midi_write import notes_to_midi
 from musictx.io.piano_roll import plot_piano_roll, plot_roll_panels
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
+from musictx.tasks.seeds import cut_at_seconds, seed_from_midi, unconditional_seed
 
 from .gen_fixtures import (  # noqa: F401  (fixtures)
     CKPT_CONTEXT,

@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from musictx.checkpoints.model_store import read_checkpoint
+from musictx.decoding.hook import OnStep
+from musictx.decoding.sampling import generate
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.hooks import OnStep
-from musictx.generation.sampling import generate
-from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import fixture_tiny_checkpoint, tiny_net  # noqa: F401  (fixture)

@@ -17,11 +17,12 @@ import pretty_midi
 import pytest
 
 from musictx.checkpoints.model_store import save_model_folder
+from musictx.decoding.errors import GenerateError
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import Claims
-from musictx.generation.seeds import GenerateError, seed_from_midi
 from musictx.io.tokenizer import EventTokenizer
+from musictx.tasks.seeds import seed_from_midi
 
 from .gen_fixtures import tiny_net
 

@@ -177,8 +177,8 @@ sys.meta_path.insert(0, Hide())
 import musictx.training.plain, musictx.bench.attention_gpu, musictx.bench.attention_cases
 import musictx.models.efficient_attention, musictx.kernels.triton_attention
 import musictx.models.attention, musictx.io.tokenizers
-from musictx.generation.sampling import generate
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.decoding.sampling import generate
+from musictx.decoding.sampling_options import SamplingOptions
 sys.path.insert(0, "tests")
 import test_cuda
 print("ok")

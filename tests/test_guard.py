@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from musictx.decoding.hooks.guard import MIN_POLYPHONY, NoteGrammarGuard
+from musictx.decoding.sampling import generate
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation.continuation import grammar_breaks
-from musictx.generation.guard import MIN_POLYPHONY, NoteGrammarGuard
-from musictx.generation.sampling import generate
-from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 
 from .gen_fixtures import tiny_net

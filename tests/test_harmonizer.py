@@ -1,4 +1,4 @@
-"""The melody harmonizer (musictx.generation.harmonizer): its features are transposition-equivariant, the
+"""The melody harmonizer (musictx.models.harmonizer): its features are transposition-equivariant, the
 shipped weights guess POP909 chord tones far above chance on held-out songs, and the accompaniment's lean
 follows its guesses (measured on a real song with the shipped pop model)."""
 
@@ -10,15 +10,15 @@ import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import load_pretrained
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation.chords import Harmony
-from musictx.generation.accompany import accompany_song, guessed_harmony
-from musictx.generation.harmonizer import N_FEATURES, WEIGHTS, Harmonizer, half_bar_features
-from musictx.generation.metrical_seed import ticks_to_seconds
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.song_bars import melody_song, roles_to_write
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.models.harmonizer import N_FEATURES, WEIGHTS, Harmonizer, half_bar_features
 from musictx.safe_output import OutputError
+from musictx.tasks.accompany import accompany_song, guessed_harmony
+from musictx.tasks.metrical_seed import ticks_to_seconds
+from musictx.tasks.song_bars import melody_song, roles_to_write
 from musictx.training.harmonizer import precision_at, run, song_examples
 
 from .test_metrical import POP, needs_pop

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import musictx
+from musictx.decoding.hook import KINDS, TASKS, HookInputs, LogitsHook, ends_samples
+from musictx.decoding.hooks.registry import HOOKS, HookOptions, build_hooks, hooks_for
+from musictx.decoding.sampling_options import RENAMED, SamplingOptions
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.hook_registry import HOOKS, HookOptions, build_hooks, hooks_for
-from musictx.generation.hooks import KINDS, TASKS, HookInputs, LogitsHook, ends_samples
-from musictx.generation.sampling_options import RENAMED, SamplingOptions
-from musictx.generation.seeds import Seed
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.midi_io import Notes
 from musictx.io.tokenizer import EventTokenizer
+from musictx.tasks.seeds import Seed
 
 PACKAGE = Path(musictx.__file__).resolve().parent
 PERFORMANCE, METRICAL = EventTokenizer(), MetricalTokenizer()

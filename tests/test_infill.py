@@ -13,10 +13,14 @@ import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import build_net, load_pretrained, net_spec, save_model_folder
-from musictx.generation.accompany import accompany_song
-from musictx.generation.infill import infill_song
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.song_bars import (
+from musictx.decoding.sampling_options import SamplingOptions
+from musictx.io.infill_format import BarSplitter, InfillIds, bar_starts
+from musictx.io.metrical_tokenizer import MetricalTokenizer
+from musictx.io.midi_io import MidiReadError
+from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.tasks.accompany import accompany_song
+from musictx.tasks.infill import infill_song
+from musictx.tasks.song_bars import (
     melody_song,
     meter_warning,
     parse_bars,
@@ -24,11 +28,7 @@ from musictx.generation.song_bars import (
     read_song,
     roles_to_write,
 )
-from musictx.generation.write_back import in_bars
-from musictx.io.infill_format import BarSplitter, InfillIds, bar_starts
-from musictx.io.metrical_tokenizer import MetricalTokenizer
-from musictx.io.midi_io import MidiReadError
-from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.tasks.write_back import in_bars
 from musictx.training.infill_windows import InfillCurriculum
 from musictx.training.vocab_growth import grow_rows
 
@@ -246,9 +246,9 @@ def test_bad_requests_name_the_file_and_the_problem(grown, tmp_path):
 
 @needs_pop
 def test_generate_command_path_writes_the_filled_song_and_refuses_bad_options(grown, tmp_path):
+    from musictx.decoding.errors import GenerateError
     from musictx.generation.continue_midi import run
     from musictx.generation.generate_options import GenerateOptions
-    from musictx.generation.seeds import GenerateError
 
     net, tok = grown
     save_model_folder(net, tok, tmp_path / "model", dtype="float32")
@@ -321,8 +321,8 @@ def test_a_pop909_file_without_its_beat_file_gets_bars_found_from_its_music_and_
 def test_a_runs_samples_are_drawn_as_one_batch(grown, tmp_path):
     """infill and accompany draw all their samples at once (issue 49): each draw is a (3,) row of ids, and
     each sample is its own filling of the same bars, the rest of the file untouched."""
-    from musictx.generation.accompany import accompany_songs
-    from musictx.generation.infill import infill_songs
+    from musictx.tasks.accompany import accompany_songs
+    from musictx.tasks.infill import infill_songs
 
     net, tok = grown
     path = band_song(tmp_path / "mine.mid", bars=8, bpm=100, beats_per_bar=4, seed=6)

@@ -1,4 +1,4 @@
-"""Key lean (musictx.generation.key_lean): a continuation's pitches lean toward the seed's pitch classes, and
+"""Key lean (musictx.decoding.hooks.key_lean): a continuation's pitches lean toward the seed's pitch classes, and
 nothing else moves: only the Pitch ids after a Program get a bonus."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from musictx.checkpoints.model_store import load_model
-from musictx.generation.key_lean import KeyLean
+from musictx.decoding.hooks.key_lean import KeyLean
 
 from .helpers import bonused, started_on_bars, step
 from .helpers import remi_bar as _bar

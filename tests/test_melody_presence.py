@@ -1,4 +1,4 @@
-"""Melody presence (musictx.generation.melody_presence): in a song's continuation the melody comes back after a
+"""Melody presence (musictx.decoding.hooks.melody_presence): in a song's continuation the melody comes back after a
 rest of a bar, where the model lets a note start; it never touches a forbidden id, and a seed of one track, or
 without POP909's MELODY, makes no hook."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import torch
 
 from musictx.checkpoints.model_store import load_model
-from musictx.generation.bridge_presence import BridgePresence
-from musictx.generation.hook_registry import build_hooks
-from musictx.generation.hooks import HookInputs
-from musictx.generation.melody_presence import REST_BEATS, MelodyPresence
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.decoding.hook import HookInputs
+from musictx.decoding.hooks.bridge_presence import BridgePresence
+from musictx.decoding.hooks.melody_presence import REST_BEATS, MelodyPresence
+from musictx.decoding.hooks.registry import build_hooks
+from musictx.decoding.sampling_options import SamplingOptions
 
 from .helpers import bonused, started_on_bars, step
 from .helpers import remi_bar as _bar

@@ -12,18 +12,18 @@ import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import load_model
+from musictx.decoding.hooks.bar_repeats import BarRepeatLimit
+from musictx.decoding.hooks.metrical_guard import RemiGuard
 from musictx.evaluation.scorecard import run_scorecard
-from musictx.generation.bar_repeats import BarRepeatLimit
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.metrical_guard import RemiGuard
-from musictx.generation.metrical_seed import metrical_seed
 from musictx.generation.model_choice import choose_model
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.ngram_index import INDEX_FILE, load_index
 from musictx.io.token_store import TokenArrays, load_tokenizer
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
+from musictx.tasks.metrical_seed import metrical_seed
 
 from .helpers import SHARED_DATA
 from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_checkpoint, fixture_remi_dir  # noqa: F401
@@ -128,8 +128,8 @@ def test_generate_keeps_tracks_tempo_meter_and_grid(remi_checkpoint, tmp_path):
 
 
 def test_guard_keeps_the_grammar_and_the_seed_tracks(remi_checkpoint, tmp_path):
-    from musictx.generation.continue_metrical import sample_bars
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.decoding.sampling_options import SamplingOptions
+    from musictx.tasks.continue_metrical import sample_bars
 
     net, tok, _ = load_model(remi_checkpoint)
     seed = metrical_seed(tok, band_song(tmp_path / "seed.mid", bars=4, seed=5))

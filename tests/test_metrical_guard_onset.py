@@ -1,4 +1,4 @@
-"""The metrical guard's onset rule (musictx.generation.metrical_guard): within one onset of one track each pitch
+"""The metrical guard's onset rule (musictx.decoding.hooks.metrical_guard): within one onset of one track each pitch
 once, and at most MAX_NOTES_AT_ONSET notes; a new position or bar starts afresh. The H100's pop stacked 139
 notes on 5 positions of one accompaniment bar without it, until the token cap cut the sample short."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from musictx.checkpoints.model_store import load_model
-from musictx.generation.metrical_guard import MAX_NOTES_AT_ONSET, RemiGuard
+from musictx.decoding.hooks.metrical_guard import MAX_NOTES_AT_ONSET, RemiGuard
 
 from .helpers import remi_bar, started_on_bars, step
 

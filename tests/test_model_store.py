@@ -28,9 +28,9 @@ from musictx.checkpoints.model_store import (
     read_checkpoint,
     resolve,
 )
+from musictx.decoding.errors import GenerateError
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.seeds import GenerateError
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.paths import CONF_DIR
 from musictx.training.finetune import InitFromError

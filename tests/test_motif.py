@@ -25,10 +25,10 @@ from musictx.evaluation.motif import (
     window_edges,
 )
 from musictx.evaluation.run import evaluation_options, format_table, run_evaluation, write_result
-from musictx.generation.continue_seed import piece_notes
 from musictx.io.midi_io import Notes
 from musictx.io.token_store import TokenArrays, write_split
 from musictx.io.tokenizer import EventTokenizer
+from musictx.tasks.continue_seed import piece_notes
 
 from .gen_fixtures import fixture_tiny_checkpoint  # noqa: F401  (fixture)
 

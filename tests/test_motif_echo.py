@@ -1,4 +1,4 @@
-"""Motif echo (musictx.generation.motif_echo): each track leans toward the seed's own figures.
+"""Motif echo (musictx.decoding.hooks.motif_echo): each track leans toward the seed's own figures.
 
 The bonus lands only where the next id is a pitch of an echoed track, on the pitches that go on as that
 track's seed line went on from the same last intervals, in the share of the matches; on the shipped pop
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from musictx.checkpoints.model_store import load_model
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.motif_echo import MotifEcho
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation import scorecard_metrics as sm
-from musictx.generation.motif_echo import MotifEcho
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
 
 from .helpers import held_out_pop_continuations, needs_shared
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from musictx.generation.hook_registry import build_hooks
-from musictx.generation.hooks import HookInputs
-from musictx.generation.note_echo import NoteEcho
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import Seed
+from musictx.decoding.hook import HookInputs
+from musictx.decoding.hooks.note_echo import NoteEcho
+from musictx.decoding.hooks.registry import build_hooks
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
+from musictx.tasks.seeds import Seed
 
 TOK = EventTokenizer()
 LAY = TOK.layout

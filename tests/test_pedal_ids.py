@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from musictx.generation.seeds import _encode_from
 from musictx.io.tokenizer import EventTokenizer, TokenizerConfig
+from musictx.tasks.seeds import _encode_from
 
 from . import midi_fixtures as mf
 from .helpers import PIANO_DIR, needs_shared
@@ -87,12 +87,12 @@ def test_the_sampler_continues_a_pedalled_seed_with_the_grown_piano(tmp_path):
     """The run's hooks on pedal ids: the guard without its pedal-release and overtaken rules (a chord's keys
     let go together there, and the overtaken limit was measured with the pedal folded in), and a real
     continuation of the grown shipped net that decodes to sounding notes."""
-    from musictx.generation.guard import NoteGrammarGuard
-    from musictx.generation.hook_registry import build_hooks
-    from musictx.generation.hooks import HookInputs
-    from musictx.generation.sampling import generate
-    from musictx.generation.sampling_options import SamplingOptions
-    from musictx.generation.seeds import seed_from_midi
+    from musictx.decoding.hook import HookInputs
+    from musictx.decoding.hooks.guard import NoteGrammarGuard
+    from musictx.decoding.hooks.registry import build_hooks
+    from musictx.decoding.sampling import generate
+    from musictx.decoding.sampling_options import SamplingOptions
+    from musictx.tasks.seeds import seed_from_midi
     from musictx.training.finetune import init_net_from
 
     def guard_of(tok, seed):

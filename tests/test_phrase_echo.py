@@ -1,4 +1,4 @@
-"""Phrase echo (musictx.generation.phrase_echo): each new bar leans toward the seed's bar at the same place
+"""Phrase echo (musictx.decoding.hooks.phrase_echo): each new bar leans toward the seed's bar at the same place
 in the phrase, all tracks at once.
 
 The bonus lands on the ids that would play the reference bar again from where the sample stands (another
@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from musictx.checkpoints.model_store import load_model
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.phrase_echo import PhraseEcho
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation import scorecard_metrics as sm
-from musictx.generation.phrase_echo import PhraseEcho
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
 
 from .helpers import bonused, held_out_pop_continuations, needs_shared, started_on_bars, step
 

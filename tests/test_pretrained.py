@@ -163,8 +163,8 @@ def test_a_continuation_file_ends_with_its_music():
     """POP909's tempo map runs to the end of the song: the continuation keeps the song's tempo under its new
     bars, but no tempo or meter event after its last note (a DAW would show the rest of the song, empty)."""
     from musictx.checkpoints.model_store import load_model
-    from musictx.generation.continue_metrical import continuation_score, new_bars_seconds
-    from musictx.generation.metrical_seed import metrical_seed
+    from musictx.tasks.continue_metrical import continuation_score, new_bars_seconds
+    from musictx.tasks.metrical_seed import metrical_seed
 
     _, tok, _ = load_model("pop")
     song = POP909 / "018" / "018.mid"
@@ -183,8 +183,8 @@ def test_a_continuation_file_ends_with_its_music():
 def test_infill_picks_the_shipped_infill_model_and_fills_a_held_out_song(tmp_path, name):
     """``task=infill`` with no checkpoint: the shipped infill model, said in one line; the bars asked for are
     new and everything else is the song's own."""
-    from musictx.generation.song_bars import read_song
-    from musictx.generation.write_back import in_bars
+    from musictx.tasks.song_bars import read_song
+    from musictx.tasks.write_back import in_bars
 
     info = json.loads((PRETRAINED_DIR / name / "config.json").read_text())["info"]
     song_path = POP909 / info["spot_check"]["files"][0]

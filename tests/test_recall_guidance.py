@@ -1,4 +1,4 @@
-"""Recall guidance (musictx.generation.recall_guidance): the contrast of the whole window with its recent
+"""Recall guidance (musictx.decoding.hooks.recall_guidance): the contrast of the whole window with its recent
 ids, exactly as written; no change where it should make none; a net that half-learned to copy copies more
 often with it; its options are checked."""
 
@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from musictx.decoding import FastDecoder, reference_steps
-from musictx.generation.filters import top_p_filter
-from musictx.generation.recall_guidance import RecallGuidance
-from musictx.generation.sampling import generate
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
-from musictx.generation.window import WindowDecoder
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.filters import top_p_filter
+from musictx.decoding.hooks.recall_guidance import RecallGuidance
+from musictx.decoding.sampling import generate
+from musictx.decoding.sampling_options import SamplingOptions
+from musictx.decoding.window import WindowDecoder
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models import MusicTransformer
 
@@ -191,8 +191,8 @@ def test_the_bundled_motif_continued_through_the_options_is_guided_only_when_ask
     `sample_continuations` -> `generate`, on the real bundled motif file."""
     from importlib.resources import files
 
-    from musictx.generation.continue_seed import sample_continuations
-    from musictx.generation.seeds import seed_from_midi
+    from musictx.tasks.continue_seed import sample_continuations
+    from musictx.tasks.seeds import seed_from_midi
 
     torch.manual_seed(0)
     net = MusicTransformer(TOK.vocab_size, n_layers=1, d_model=32, n_heads=2, d_ff=32, max_seq_len=256).eval()

@@ -9,12 +9,12 @@ import pytest
 
 from musictx.checkpoints.model_store import load_model
 from musictx.decoding import FastDecoder, reference_steps
-from musictx.generation.continue_metrical import sample_bars
-from musictx.generation.metrical_seed import metrical_seed
-from musictx.generation.recall_guidance import RecallGuidance
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.decoding.hooks.recall_guidance import RecallGuidance
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 from musictx.paths import BUNDLED_MOTIF
+from musictx.tasks.continue_metrical import sample_bars
+from musictx.tasks.metrical_seed import metrical_seed
 
 BARS = 3
 

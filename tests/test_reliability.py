@@ -16,17 +16,18 @@ import pretty_midi
 import pytest
 import torch
 
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.guard import NoteGrammarGuard
+from musictx.decoding.sampling import generate
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.guard import NoteGrammarGuard
-from musictx.generation.sampling import generate
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError, drop_leading_silence, seed_from_midi
 from musictx.io.jsonio import to_json
 from musictx.io.midi_io import Notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.tokenizer import EventTokenizer
 from musictx.paths import PACKAGE_DIR, PRETRAINED_DIR
+from musictx.tasks.seeds import drop_leading_silence, seed_from_midi
 from musictx.training.data import MusicDataModule
 
 from .gen_fixtures import fixture_seed_midi, fixture_tiny_checkpoint, tiny_net  # noqa: F401  (fixtures)
@@ -109,9 +110,9 @@ def test_ids_buffer_grows_and_both_paths_still_agree():
 MEMORY_PROBE = """
 import resource, sys, torch
 from musictx.models import build_model
-from musictx.generation.hooks import LogitsHook
-from musictx.generation.sampling import SpecialIds, generate
-from musictx.generation.sampling_options import SamplingOptions
+from musictx.decoding.hook import LogitsHook
+from musictx.decoding.sampling import SpecialIds, generate
+from musictx.decoding.sampling_options import SamplingOptions
 net = build_model("lstm", 390, d_model=16, hidden_size=16, n_layers=1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 class AfterFive(LogitsHook):

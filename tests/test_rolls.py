@@ -9,10 +9,10 @@ from matplotlib.colors import rgb_to_hsv
 from matplotlib.image import imread
 from symusic import Score
 
-from musictx.generation.metrical_seed import metrical_seed, pickup_notes
-from musictx.generation.take import score_roll
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.piano_roll import TRACK_COLOURS, piano_roll_figure, save_figure
+from musictx.tasks.metrical_seed import metrical_seed, pickup_notes
+from musictx.tasks.take import score_roll
 
 from .helpers import SHARED_DATA
 
@@ -91,9 +91,9 @@ def test_a_pop909_file_without_its_beat_file_gets_its_bars_from_the_music(tmp_pa
 
 @needs_pop
 def test_seed_from_end_continues_a_file_from_where_it_stops(tmp_path, capsys):
+    from musictx.decoding.errors import GenerateError
     from musictx.generation.continue_midi import run
     from musictx.generation.generate_options import GenerateOptions
-    from musictx.generation.seeds import GenerateError
 
     song = POP / "014" / "014.mid"
     record = run(GenerateOptions(seed_midi=str(song), seed_from="end", length_bars=2, num_samples=1, audio=False,

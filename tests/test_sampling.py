@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from musictx.generation.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
-from musictx.generation.length import SecondsLimit
-from musictx.generation.sampling import SpecialIds, generate
-from musictx.generation.sampling_options import DecodingOptions, SamplingOptions
-from musictx.generation.window import window_start
+from musictx.decoding.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
+from musictx.decoding.hooks.length import SecondsLimit
+from musictx.decoding.sampling import SpecialIds, generate
+from musictx.decoding.sampling_options import DecodingOptions, SamplingOptions
+from musictx.decoding.window import window_start
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models.attention import attend_naive, attend_relative_one_query
 from musictx.models.kv_cache import KVCache

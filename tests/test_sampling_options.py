@@ -13,14 +13,14 @@ from omegaconf import OmegaConf
 
 from musictx.app.core import Settings
 from musictx.console.config_help import key_help  # importing it registers the ${sampling:...} resolver
+from musictx.decoding.decoding_options import DecodingOptions
+from musictx.decoding.hooks.registry import HOOKS
+from musictx.decoding.option_fields import help_of
+from musictx.decoding.sampling_options import RENAMED, SamplingOptions, reference
 from musictx.evaluation.continuation import continuation_options
 from musictx.evaluation.motif import motif_sampling
 from musictx.evaluation.run import evaluation_options
-from musictx.generation.decoding_options import DecodingOptions
 from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.hook_registry import HOOKS
-from musictx.generation.option_fields import help_of
-from musictx.generation.sampling_options import RENAMED, SamplingOptions, reference
 from musictx.paths import CONF_DIR
 
 SAMPLING = [f.name for f in fields(DecodingOptions)]
@@ -133,9 +133,10 @@ def test_a_bad_polyphony_ratio_is_named_and_a_good_one_caps_the_continuations():
     import numpy as np
     import pytest
 
-    from musictx.generation.continue_seed import sample_continuations
-    from musictx.generation.guard import MIN_POLYPHONY
-    from musictx.generation.seeds import GenerateError, Seed
+    from musictx.decoding.errors import GenerateError
+    from musictx.decoding.hooks.guard import MIN_POLYPHONY
+    from musictx.tasks.continue_seed import sample_continuations
+    from musictx.tasks.seeds import Seed
 
     from .gen_fixtures import tiny_net
     from .test_guard import LAY, TOK, _sounding_counts, on, shift
@@ -159,8 +160,8 @@ def test_note_cap_follows_the_seeds_long_notes():
     import numpy as np
     import pytest
 
-    from musictx.generation.guard import note_cap
-    from musictx.generation.seeds import Seed
+    from musictx.decoding.hooks.guard import note_cap
+    from musictx.tasks.seeds import Seed
 
     from .test_guard import LAY, TOK, on, shift
 
@@ -179,8 +180,8 @@ def test_note_cap_follows_the_seeds_long_notes():
 def test_an_old_flat_hook_option_is_refused_with_its_new_name():
     import pytest
 
+    from musictx.decoding.errors import GenerateError
     from musictx.generation.generate_options import check_option_names, override_names
-    from musictx.generation.seeds import GenerateError
 
     names = override_names(["seed_midi=x.mid", "hooks.phrase_echo.strength=1.3", "hydra.run.dir=y"])
     assert names == ["seed_midi", "hooks.phrase_echo.strength"]

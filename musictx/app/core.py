@@ -1,6 +1,6 @@
 """What one request of the web app does, without Gradio: `Continuer` holds the app's models (each request's
 choice, `musictx.app.models`) and turns a seed file and `Settings` into `Result` files through the generation
-library (seed cutting `musictx.generation.seeds`, sampling `musictx.generation.continue_seed`, writing MIDI /
+library (seed cutting `musictx.tasks.seeds`, sampling `musictx.tasks.continue_seed`, writing MIDI /
 piano roll / WAV `musictx.generation.continue_midi`), keeping its work folder under `musictx.app.disk.Limits`;
 `run_request` turns any failure into a one-line message."""
 
@@ -33,20 +33,21 @@ from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request w
 from musictx.app.models import Choice, Loaded, Models
 from musictx.app.progress import GenerationProgress, Report
 from musictx.app.settings import MAX_LENGTH_SECONDS, MAX_SAMPLES, MAX_SEED_SECONDS, Settings  # noqa: F401
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.density import parse_density
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
-from musictx.generation.continue_seed import sample_continuations, take_of
-from musictx.generation.density import parse_density
 from musictx.generation.generate_options import GenerateOptions
 from musictx.generation.output_folder import write_take
 from musictx.generation.programs import apply_programs, parse_programs
-from musictx.generation.seeds import GenerateError, Seed, seed_from_midi
-from musictx.generation.take import score_roll
 from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import MidiReadError, file_problem, read_notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
 from musictx.paths import BUNDLED_MOTIF
+from musictx.tasks.continue_seed import sample_continuations, take_of
+from musictx.tasks.seeds import Seed, seed_from_midi
+from musictx.tasks.take import score_roll
 
 log = logging.getLogger("musictx.app")
 MOTIF = BUNDLED_MOTIF

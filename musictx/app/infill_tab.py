@@ -1,6 +1,6 @@
 """The app's infill and accompaniment requests (issue 40, item 4), without Gradio: a song and a bar range in,
 one take out (MIDI, a piano roll with the range shaded, WAV where the app renders audio). They build the same
-`musictx.generation.song_task.SongTask` as ``musictx-generate task=infill|accompany`` and go through the
+`musictx.tasks.song_task.SongTask` as ``musictx-generate task=infill|accompany`` and go through the
 `Continuer`'s upload, disk and pruning checks.
 The Gradio tabs that call them are `musictx.app.infill_page`."""
 
@@ -16,10 +16,7 @@ import numpy as np
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
 from musictx.app.models import Choice, Loaded
-from musictx.generation.metrical_seed import ticks_to_seconds
-from musictx.generation.seeds import GenerateError
-from musictx.generation.song_bars import SongBars, left_out_clause, meter_warning, parse_bars
-from musictx.generation.song_task import SongTask, read_task_song
+from musictx.decoding.errors import GenerateError
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
 from musictx.io.infill_format import InfillIds
@@ -27,6 +24,9 @@ from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
 from musictx.io.piano_roll import MARKED_SHADE, piano_roll_figure, save_figure
 from musictx.io.tokenizers import is_metrical
+from musictx.tasks.metrical_seed import ticks_to_seconds
+from musictx.tasks.song_bars import SongBars, left_out_clause, meter_warning, parse_bars
+from musictx.tasks.song_task import SongTask, read_task_song
 
 BAND_SHADE = MARKED_SHADE  # the bars asked for, on the song's piano roll and the take's
 # One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.
@@ -39,7 +39,7 @@ MAX_CHORD_FILE_BYTES = 2**20  # a lab file of a long song is a few kB
 
 def infill_problem(model: Loaded, task: str = "infill", pinned: bool = True) -> str | None:
     """Why ``model`` cannot do ``task`` (infill or accompany; one line), or None. The rule is the command's
-    (`musictx.generation.infill_run.song_job`): a metrical model, with the infill tokens to infill. Without
+    (`musictx.tasks.infill_run.song_job`): a metrical model, with the infill tokens to infill. Without
     ``--model`` (``pinned`` False) the app chooses a model that can, so this is said only of a pinned one."""
     instead = "pop_infill" if task == "infill" else "pop"
     how = f"start the app without --model (it then uses {instead} for this tab)"

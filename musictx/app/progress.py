@@ -8,13 +8,13 @@ from collections.abc import Callable
 import numpy as np
 from torch import Tensor
 
-from musictx.generation.sampling import ShiftClock, steps_in
+from musictx.decoding.sampling import ShiftClock, steps_in
 
 Report = Callable[[float, str], None]  # (fraction done, what is happening)
 
 
 class GenerationProgress:
-    """An ``on_step`` for `musictx.generation.sampling.generate` that reports ``(fraction, text)``: the mean
+    """An ``on_step`` for `musictx.decoding.sampling.generate` that reports ``(fraction, text)``: the mean
     share of ``seconds`` the samples have made so far, counted from the TIME_SHIFT ids they draw."""
 
     def __init__(self, tokenizer, seconds: float, report: Report):

@@ -2,7 +2,7 @@
 
 The shipped model (``--model``, default piano, through `load_model`) continues the first ``--seed-tokens``
 ids of the bundled motif by ``--new-tokens`` ids, temperature 1, top_p 0.95, no EOS (every sample runs
-to the end), with `musictx.generation.sampling.generate` as ``musictx-generate`` runs it:
+to the end), with `musictx.decoding.sampling.generate` as ``musictx-generate`` runs it:
 
 - cache, fast path: the models' KV caches and the decoding engine's step (`musictx.decoding.FastDecoder`,
   the default).
@@ -52,11 +52,11 @@ def motif_ids(tokenizer):
     from musictx.paths import BUNDLED_MOTIF
 
     if hasattr(tokenizer, "encode_score"):  # metrical tokens: whole bars, seconds from the seed's bar length
-        from musictx.generation.metrical_seed import metrical_seed
+        from musictx.tasks.metrical_seed import metrical_seed
 
         seed = metrical_seed(tokenizer, BUNDLED_MOTIF)
         return seed.ids, seed.bar_seconds()
-    from musictx.generation.seeds import seed_from_midi
+    from musictx.tasks.seeds import seed_from_midi
 
     return seed_from_midi(tokenizer, BUNDLED_MOTIF).ids, None
 
@@ -71,9 +71,9 @@ def motif_prompt(motif, batch: int, length: int):
 
 def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
     """(wall seconds, per-step timestamps relative to the start, new ids (B, new_tokens)) of one call."""
-    from musictx.generation.hook_registry import build_hooks
-    from musictx.generation.hooks import HookInputs
-    from musictx.generation.sampling import SpecialIds, generate
+    from musictx.decoding.hook import HookInputs
+    from musictx.decoding.hooks.registry import build_hooks
+    from musictx.decoding.sampling import SpecialIds, generate
 
     stamps: list[float] = []
     ids, opts = SpecialIds(pad_id=pad_id), bench_options(use_cache)
@@ -90,7 +90,7 @@ def timed_generate(net, prompt, new_tokens: int, use_cache: bool, pad_id: int):
 def bench_options(use_cache: bool = True):
     """The draws timed: temperature 1, top_p 0.95, seed 1, no recall guidance (its second branch is not
     decoding speed); no EOS id is given to the sampler, so every sample runs to the end."""
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.decoding.sampling_options import SamplingOptions
 
     return SamplingOptions(temperature=1.0, top_p=0.95, seed=1, use_cache=use_cache,
                            hooks={"recall_guidance": {"strength": 0.0}})
@@ -234,11 +234,11 @@ import inspect, json, os, statistics, sys, time
 from types import SimpleNamespace
 import torch
 from musictx.checkpoints.model_store import load_model
-from musictx.generation.sampling import generate
-from musictx.generation.seeds import seed_from_midi
+from musictx.decoding.sampling import generate
+from musictx.tasks.seeds import seed_from_midi
 a = json.loads(sys.argv[1])
 if "opts" in inspect.signature(generate).parameters:
-    from musictx.generation.sampling_options import SamplingOptions
+    from musictx.decoding.sampling_options import SamplingOptions
     try:  # generate reads only the decoding settings; the hooks' options moved into groups in 2026-11
         opts = SamplingOptions(temperature=1.0, top_p=0.95, seed=1, hooks={"recall_guidance": {"strength": 0.0}})
     except TypeError:

@@ -35,7 +35,7 @@ def arms() -> dict[str, list[str]]:
     """Each arm's settings, as ``NAME=VALUE`` overrides of the shipped sampling options."""
     from dataclasses import fields
 
-    from musictx.generation.hook_registry import HOOKS
+    from musictx.decoding.hooks.registry import HOOKS
 
     strengths = [f"hooks.{spec.name}.strength=0" for spec in HOOKS
                  if spec.options is not None and "strength" in {f.name for f in fields(spec.options)}]

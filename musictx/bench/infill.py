@@ -24,11 +24,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is loaded (i
 
 
 def time_song(net, tok, path: Path, folder: Path) -> dict:
+    from musictx.decoding.sampling_options import SamplingOptions
     from musictx.evaluation.infill_scorecard import accompany_range, bar_seconds, melody_file
-    from musictx.generation.accompany import accompany_song
-    from musictx.generation.infill import infill_song
-    from musictx.generation.sampling_options import SamplingOptions
-    from musictx.generation.song_bars import melody_song, read_song
+    from musictx.tasks.accompany import accompany_song
+    from musictx.tasks.infill import infill_song
+    from musictx.tasks.song_bars import melody_song, read_song
 
     song = read_song(tok, path)
     s = min(16, song.n_bars - 5)
@@ -51,10 +51,10 @@ def time_song(net, tok, path: Path, folder: Path) -> dict:
 def time_samples(net, tok, path: Path, folder: Path, samples: int, batch_first: bool) -> dict:
     """Seconds of accompaniment made per second, per sample, for ``samples`` samples drawn as one batch and
     one at a time (``batch_first``: which goes first on this song)."""
+    from musictx.decoding.sampling_options import SamplingOptions
     from musictx.evaluation.infill_scorecard import accompany_range, melody_file
-    from musictx.generation.accompany import accompany_songs
-    from musictx.generation.sampling_options import SamplingOptions
-    from musictx.generation.song_bars import melody_song
+    from musictx.tasks.accompany import accompany_songs
+    from musictx.tasks.song_bars import melody_song
 
     melody_path = melody_file(path, folder)
     melody = melody_song(tok, melody_path)
@@ -78,9 +78,9 @@ def format_distances(tok, songs: list[Path]) -> None:
     relative reach)."""
     import numpy as np
 
-    from musictx.generation.infill import infill_prompt
-    from musictx.generation.song_bars import read_song
     from musictx.io.infill_format import BarSplitter, InfillIds
+    from musictx.tasks.infill import infill_prompt
+    from musictx.tasks.song_bars import read_song
 
     splitter, fill = BarSplitter(tok), InfillIds.of(tok).fill
     print("| task (bars 17-20) | median distance, this format | share beyond 512 | median, given tracks first |")

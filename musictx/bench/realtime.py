@@ -26,16 +26,16 @@ def one_run(net, tokenizer, batch: int, seconds: float, sampling) -> tuple[float
     """(wall s, new music s, new tokens) of one continuation of the motif, ``batch`` samples at once: whole
     bars at the seed's tempo and meter for a metrical model."""
     if tokenizer.kind != "performance":
-        from musictx.generation.continue_metrical import sample_bars
-        from musictx.generation.metrical_seed import bars_for, metrical_seed
+        from musictx.tasks.continue_metrical import sample_bars
+        from musictx.tasks.metrical_seed import bars_for, metrical_seed
 
         prompt = metrical_seed(tokenizer, BUNDLED_MOTIF)
         bars = bars_for(prompt, seconds, None)
         t0 = time.perf_counter()
         pieces = sample_bars(net, tokenizer, prompt, sampling, num_samples=batch, bars=bars)
         return time.perf_counter() - t0, batch * bars * prompt.bar_seconds(), sum(len(p) for p in pieces)
-    from musictx.generation.continue_seed import sample_continuations
-    from musictx.generation.seeds import seed_from_midi
+    from musictx.tasks.continue_seed import sample_continuations
+    from musictx.tasks.seeds import seed_from_midi
 
     prompt = seed_from_midi(tokenizer, BUNDLED_MOTIF)
     t0 = time.perf_counter()
@@ -53,8 +53,8 @@ def sampling_of(settings: list[str], seed: int = 0):
 
     import yaml
 
-    from musictx.generation.sampling_options import RENAMED, SamplingOptions
-    from musictx.generation.seeds import GenerateError
+    from musictx.decoding.errors import GenerateError
+    from musictx.decoding.sampling_options import RENAMED, SamplingOptions
 
     known = {f.name for f in fields(SamplingOptions)}
     given: dict = {"seed": seed}

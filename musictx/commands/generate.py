@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from musictx.console.config_help import with_key_help
 from musictx.console.guard import before_hydra, command_guard, plain, remove_new_parents
+from musictx.decoding.errors import GenerateError
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import (
     GenerateOptions,
@@ -28,7 +29,6 @@ from musictx.generation.generate_options import (
     not_on_command_line,
     override_names,
 )
-from musictx.generation.seeds import GenerateError
 from musictx.paths import CONF_DIR
 
 PROG = "musictx-generate"

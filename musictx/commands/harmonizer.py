@@ -11,7 +11,7 @@ from pathlib import Path
 
 from musictx.console.args import OneLineParser
 from musictx.console.guard import command_guard
-from musictx.generation.harmonizer import WEIGHTS
+from musictx.models.harmonizer import WEIGHTS
 from musictx.training.harmonizer import PROG, run
 
 

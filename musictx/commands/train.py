@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from musictx.commands.train_objects import train_config
 from musictx.console.config_help import with_key_help
 from musictx.console.guard import before_hydra, command_guard, fail, one_line
-from musictx.generation.option_fields import check_seed
+from musictx.decoding.option_fields import check_seed
 from musictx.io.token_store import DatasetFormatError
 from musictx.paths import CONF_DIR
 from musictx.training.run import RUN_LOG, log_to_run_file, report

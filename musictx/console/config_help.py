@@ -7,7 +7,7 @@ them (instead of copying them into a ``hydra.help.template``) keeps one place to
 ``--hydra-help`` still gives Hydra's flags.
 
 Decoding keys are written ``temperature: ${sampling:temperature}`` in the YAML files: their defaults are
-those of `musictx.generation.decoding_options.DecodingOptions`, written there only. The hooks' options come
+those of `musictx.decoding.decoding_options.DecodingOptions`, written there only. The hooks' options come
 as the config group ``hooks`` (``- hooks: shipped`` in a defaults list), stored in Hydra's config store from
 each hook's own options dataclass. Importing this module (every command does, for its ``--help``) registers
 both, and the help shows the numbers they stand for.
@@ -25,8 +25,8 @@ from pathlib import Path
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from musictx.generation.option_fields import yaml_text
-from musictx.generation.sampling_options import sampling_default, shipped_hooks
+from musictx.decoding.option_fields import yaml_text
+from musictx.decoding.sampling_options import sampling_default, shipped_hooks
 from musictx.paths import CONF_DIR
 
 HELP_FLAGS = ("--help", "-h")
@@ -116,7 +116,7 @@ def key_help(config_name: str, prog: str) -> str:
     width = min(max(len(k) for k, _ in rows) + 2, 34)
     lines += [f"  {k.ljust(width)}{note}".rstrip() if len(k) < width else f"  {k}  {note}".rstrip() for k, note in rows]
     if hooks_at:
-        from musictx.generation.hook_registry import options_help
+        from musictx.decoding.hooks.registry import options_help
 
         blocks = [g.split("@")[1].rsplit(".hooks", 1)[0] for g in hooks_at if "@" in g]
         where = f"BLOCK.hooks.NAME.FIELD=DEFAULT, BLOCK one of {', '.join(blocks)}" if blocks else \

@@ -30,8 +30,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from musictx.checkpoints.model_store import ModelLoadError
+from musictx.decoding.errors import GenerateError
 from musictx.evaluation.run import EvaluateError
-from musictx.generation.seeds import GenerateError
 from musictx.io.chord_labels import ChordFileError
 from musictx.io.midi_io import MidiReadError
 from musictx.io.token_store import DatasetFormatError

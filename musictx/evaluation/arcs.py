@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from musictx.generation.seeds import seed_from_midi
 from musictx.io.midi_io import Notes
 from musictx.io.piano_roll import new_figure, note_bars, save_figure
 from musictx.io.tokenizer import EventTokenizer
+from musictx.tasks.seeds import seed_from_midi
 
 
 @dataclass

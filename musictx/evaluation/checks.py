@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from musictx.ctrl_c import remembered_ctrl_c
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.generation.generate_options import BOUNDS, device_problem
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
 from musictx.io.token_store import SPLITS
 
 ACCOMPANY_FROM = ("melody", "song")

@@ -1,6 +1,6 @@
 """Continuation metrics: does a model keep the seed's music going? (``musictx-evaluate mode=continuation``)
 
-For N pieces of a split, each counted from its first note as `musictx.generation.seeds.seed_from_midi` counts a seed
+For N pieces of a split, each counted from its first note as `musictx.tasks.seeds.seed_from_midi` counts a seed
 file (silence before it is left out): the first ``seed_seconds`` are the seed, the next ``length_seconds``
 the real continuation. The model continues the seed; an unconditioned sample of the same length is the floor
 (what the model does without the seed) and the real continuation the ceiling. Each is compared with the
@@ -13,14 +13,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.option_fields import finite_number, raise_first, whole_number
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation.metrics import compare, mean_metrics
-from musictx.generation.continue_seed import sample_continuations
-from musictx.generation.option_fields import finite_number, raise_first, whole_number
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError, Seed, cut_at_seconds, drop_leading_silence, unconditional_seed
 from musictx.io.midi_io import Notes
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
+from musictx.tasks.continue_seed import sample_continuations
+from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, unconditional_seed
 
 ROWS = (("continuation", "model continuation"), ("unconditioned", "unconditioned (floor)"),
         ("real", "real continuation (ceiling)"))

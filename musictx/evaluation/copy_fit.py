@@ -1,4 +1,4 @@
-"""Fits the copy cache's mixture weights (`musictx.generation.copy_cache.COPY_WEIGHTS`) by likelihood.
+"""Fits the copy cache's mixture weights (`musictx.decoding.hooks.copy_cache.COPY_WEIGHTS`) by likelihood.
 
 For each song, bars ``first_bar``.. are the middle; every id of the real middle is scored by the net (at its
 infill prompt) and looked up in the cache over the song's other bars, once with the bars after the middle
@@ -9,7 +9,7 @@ makes the pooled ids most likely; the NLLs with the fitted weights are printed b
 
 Fit on validation songs only: the test split is for the scorecard.
 
-``--task continue`` fits the continuation's weights (`musictx.generation.copy_cache.CONTINUE_WEIGHTS`) the same
+``--task continue`` fits the continuation's weights (`musictx.decoding.hooks.copy_cache.CONTINUE_WEIGHTS`) the same
 way: each song's real next ``length_seconds`` after a ``seed_seconds`` seed from ``seed_from`` (the scorecard's
 seed), every id scored by the net after the seed and the real ids before it, and looked up in the cache over
 the seed (the prompt, ending with the first new Bar id) and the real ids before it.
@@ -24,11 +24,7 @@ import torch
 from tqdm import tqdm
 
 from musictx.checkpoints.model_store import load_model
-from musictx.evaluation.checks import EvaluateError
-from musictx.evaluation.infill_scorecard import middle_log_probs
-from musictx.evaluation.run import split_songs
-from musictx.evaluation.scoring import plan_windows
-from musictx.generation.copy_cache import (
+from musictx.decoding.hooks.copy_cache import (
     CONTINUE_FITTED,
     CONTINUE_WEIGHTS,
     COPY_WEIGHTS,
@@ -36,12 +32,16 @@ from musictx.generation.copy_cache import (
     loose_ids,
     weight_of,
 )
-from musictx.generation.infill import copy_history
-from musictx.generation.metrical_seed import bars_for, metrical_seed
-from musictx.generation.song_bars import read_song
-from musictx.generation.window import context_length
+from musictx.decoding.window import context_length
+from musictx.evaluation.checks import EvaluateError
+from musictx.evaluation.infill_scorecard import middle_log_probs
+from musictx.evaluation.run import split_songs
+from musictx.evaluation.scoring import plan_windows
 from musictx.io.infill_format import InfillIds
 from musictx.io.tokenizers import is_metrical
+from musictx.tasks.infill import copy_history
+from musictx.tasks.metrical_seed import bars_for, metrical_seed
+from musictx.tasks.song_bars import read_song
 
 GRID = np.linspace(0.0, 0.99, 100)
 

@@ -28,23 +28,23 @@ import pretty_midi
 import torch
 from symusic import Score
 
+from musictx.decoding.hooks.copy_cache import loose_ids, mixture_nll
+from musictx.decoding.hooks.phrase_echo import repeat_plan
+from musictx.decoding.sampling_options import SamplingOptions
+from musictx.decoding.window import context_length
 from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.checks import ACCOMPANY_FROM, each_song
 from musictx.evaluation.chords import Harmony
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
-from musictx.generation.accompany import accompany_song, melody_keys
-from musictx.generation.copy_cache import loose_ids, mixture_nll
-from musictx.generation.infill import copy_history, infill_prompt, infill_song
-from musictx.generation.phrase_echo import repeat_plan
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.song_bars import melody_song, read_song
-from musictx.generation.window import context_length
-from musictx.generation.write_back import in_bars
 from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import BarSplitter, bar_starts
 from musictx.io.score_io import read_score, score_to_pretty_midi
 from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.tasks.accompany import accompany_song, melody_keys
+from musictx.tasks.infill import copy_history, infill_prompt, infill_song
+from musictx.tasks.song_bars import melody_song, read_song
+from musictx.tasks.write_back import in_bars
 
 INFILL_MEASURES = (  # key, label
     ("unchanged", "rest of the file unchanged (share of songs)"),

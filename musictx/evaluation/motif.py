@@ -35,13 +35,14 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.sampling_options import SamplingOptions
+from musictx.decoding.window import context_length
 from musictx.evaluation.continuation import notes_between
 from musictx.evaluation.metrics import ioi_histogram, pitch_class_histogram, tv_distance
-from musictx.generation.continue_seed import piece_notes, sample_continuations
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError, Seed, cut_at_seconds, seed_from_midi, unconditional_seed
-from musictx.generation.window import context_length
 from musictx.io.midi_io import Notes
+from musictx.tasks.continue_seed import piece_notes, sample_continuations
+from musictx.tasks.seeds import Seed, cut_at_seconds, seed_from_midi, unconditional_seed
 
 CHORD_SECONDS = 0.035  # onsets closer than this are one chord (performed chords spread over ~30 ms)
 # Inter-onset bins for rhythm n-grams: 0 = same chord, then octave (x2) bins from 35 ms to 4.5 s. Octaves,

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pretty_midi
 
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.checks import each_song
 from musictx.evaluation.note_span import Span
-from musictx.generation.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
 from musictx.io.ngram_index import load_index, position_ngrams, share_in_index
 from musictx.io.score_io import score_to_pretty_midi
@@ -71,8 +71,8 @@ def lead_sheet_of(path: Path) -> Chords:
 
 
 def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
-    from musictx.generation.continue_metrical import continuation_score, sample_bars
-    from musictx.generation.metrical_seed import bars_for, metrical_seed
+    from musictx.tasks.continue_metrical import continuation_score, sample_bars
+    from musictx.tasks.metrical_seed import bars_for, metrical_seed
 
     seed = metrical_seed(tok, path, opts["seed_seconds"], opts["seed_from"])
     bars = bars_for(seed, opts["length_seconds"], None)
@@ -84,8 +84,8 @@ def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOption
 
 
 def continue_performance(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
-    from musictx.generation.continue_seed import piece_notes, sample_continuations
-    from musictx.generation.seeds import seed_from_midi
+    from musictx.tasks.continue_seed import piece_notes, sample_continuations
+    from musictx.tasks.seeds import seed_from_midi
 
     seed = seed_from_midi(tok, path, opts["seed_seconds"], opts["seed_from"])
     pieces = sample_continuations(net, tok, seed, sampling, num_samples=opts["num_samples"],

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pretty_midi
 
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.option_fields import check_seed
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation.checks import EvaluateError, each_song
 from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
-from musictx.generation.option_fields import check_seed
-from musictx.generation.sampling_options import SamplingOptions
-from musictx.generation.seeds import GenerateError
 
 # the features read against POP909's annotated chords (chord_midi.txt): a continuation cannot know the song's
 # next chords (docs/two-sample-2026-11.md), so the headline AUC leaves them out; they are reported beside it

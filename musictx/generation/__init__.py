@@ -1,4 +1,3 @@
-"""Generating: the KV-cached sampler and its grammar guard (`sampling`, `guard`), the sampler's options
-(`sampling_options.SamplingOptions`, its defaults written there only), seeds cut from MIDI files (`seeds`),
-continuing a seed (`continue_seed`), and continuing a file into an output folder (`generate_options`,
-`output_folder`, `continue_midi.run`: the job behind ``musictx-generate``)."""
+"""The run behind ``musictx-generate`` and the app: its options (`generate_options.GenerateOptions`), the
+model it picks (`model_choice`), a folder of seeds (`seed_folder`), progress bars (`progress`) and the output
+folder it writes (`output_folder`); `continue_midi.run` ties them to a task (`musictx.tasks`)."""

@@ -12,8 +12,8 @@ shipped ``piano`` model unless ``checkpoint=`` names another shipped model, a mo
 The seed MIDI is encoded with the checkpoint's own tokenizer, its tracks merged into one piano stream (one
 printed line says which, and what was dropped: `musictx.io.seed_tracks`), counted from its first note (silence
 before it is left out), or from the first note at or after ``seed_from`` seconds of the file, and cut
-``seed_seconds`` later (`musictx.generation.seeds`); the model continues from its last id
-(`musictx.generation.continue_seed`). The output MIDI carries the seed's tempo map and time signatures over
+``seed_seconds`` later (`musictx.tasks.seeds`); the model continues from its last id
+(`musictx.tasks.continue_seed`). The output MIDI carries the seed's tempo map and time signatures over
 that span (`musictx.io.midi_timing`, written by `musictx.io.midi_write`), so that in a DAW it sits on the
 seed's bars; unconditional samples are written at 120 bpm in 4/4. Without ``seed_midi`` generation is
 unconditional: the prompt is a single VELOCITY event (``start_velocity``, mezzo-forte by default), because
@@ -29,10 +29,10 @@ of the samples already written (the unfinished ones' files are removed). `run` t
 (`musictx.generation.generate_options`, where the options are checked); no Hydra here.
 
 A run reads as a straight line, each step in its own module and none returned to: the options checked, the
-model opened, the run's job built by its kind (`musictx.generation.continue_seed`,
-`musictx.generation.continue_metrical`, `musictx.generation.infill_run`: the seed or song read, the prompt
-made), drawn by the one sampler and decoded (`musictx.generation.prompt.draw`), and what comes back, plain
-data (`musictx.generation.take`), written by `musictx.generation.output_folder.write_run`.
+model opened, the run's job built by its kind (`musictx.tasks.continue_seed`,
+`musictx.tasks.continue_metrical`, `musictx.tasks.infill_run`: the seed or song read, the prompt
+made), drawn by the one sampler and decoded (`musictx.tasks.prompt.draw`), and what comes back, plain
+data (`musictx.tasks.take`), written by `musictx.generation.output_folder.write_run`.
 """
 
 from __future__ import annotations
@@ -43,17 +43,17 @@ from pathlib import Path
 import torch
 
 from musictx.checkpoints.model_store import ModelLoadError, load_model, shipped_models
-from musictx.generation.continue_metrical import metrical_job
-from musictx.generation.continue_seed import performance_job
+from musictx.decoding.errors import GenerateError
 from musictx.generation.generate_options import GenerateOptions, is_midi_name
-from musictx.generation.infill_run import song_job
 from musictx.generation.model_choice import choose_model
 from musictx.generation.output_folder import write_run
 from musictx.generation.programs import apply_programs, parse_programs
-from musictx.generation.prompt import Job, draw
-from musictx.generation.seeds import GenerateError
 from musictx.io.audio import audio_unavailable
 from musictx.io.tokenizers import is_metrical
+from musictx.tasks.continue_metrical import metrical_job
+from musictx.tasks.continue_seed import performance_job
+from musictx.tasks.infill_run import song_job
+from musictx.tasks.prompt import Job, draw
 
 
 def open_model(opts: GenerateOptions):

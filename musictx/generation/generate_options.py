@@ -12,12 +12,12 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from musictx.generation.hook_registry import HookOptions
-from musictx.generation.option_fields import finite_number, raise_first, whole_number
+from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.registry import HookOptions
+from musictx.decoding.option_fields import finite_number, raise_first, whole_number
+from musictx.decoding.sampling_options import SamplingOptions, renamed
+from musictx.decoding.window import context_length
 from musictx.generation.programs import parse_programs
-from musictx.generation.sampling_options import SamplingOptions, renamed
-from musictx.generation.seeds import GenerateError
-from musictx.generation.window import context_length
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
@@ -72,7 +72,7 @@ class GenerateOptions(SamplingOptions):
     audio: bool = True  # write sample_XX.wav when fluidsynth and the soundfont are present
     soundfont: str | None = None  # None: the first GM soundfont found (musictx.io.audio.find_soundfont)
     output_dir: str | None = None
-    task: str = "continue"  # one of TASKS; infill and accompany: musictx.generation.infill_run
+    task: str = "continue"  # one of TASKS; infill and accompany: musictx.tasks.infill_run
     bars: str | None = None  # infill / accompany: FIRST-LAST, 1-based and inclusive
     tracks: list[str] | str | None = None  # infill: the tracks to redo (None: all); accompany: the tracks to write
     chords: str | None = None  # accompany, or continue (metrical): a lead sheet's chords ("START END LABEL" lines, s)
@@ -296,7 +296,7 @@ def seed_at_end(path, seed_seconds: float | None) -> tuple[float, float, str]:
     `END_SEED_SECONDS`) of ``path``, its end being where its last note stops sounding."""
     from symusic import Score
 
-    from musictx.generation.metrical_seed import ticks_to_seconds  # no torch: symusic and numpy
+    from musictx.tasks.metrical_seed import ticks_to_seconds  # no torch: symusic and numpy
 
     try:
         score = Score(str(path))

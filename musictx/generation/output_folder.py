@@ -1,5 +1,5 @@
 """Where and how ``musictx-generate`` writes its files (`write_run`), so that a run never deletes or overwrites a
-file it did not write. The samplers hand over their samples as plain data (`musictx.generation.take`); this
+file it did not write. The samplers hand over their samples as plain data (`musictx.tasks.take`); this
 is the one place that writes them, records the run in ``generation.json`` and prints its summary.
 
 A musician often continues a result in the folder it came from (``seed_midi=D/sample_03.mid output_dir=D``)
@@ -18,13 +18,13 @@ import re
 from pathlib import Path
 
 from musictx.ctrl_c import remembered_ctrl_c
-from musictx.generation.take import Batch, Take
 from musictx.io.audio import wav_beside
 from musictx.io.jsonio import write_json
 from musictx.io.midi_io import Notes
 from musictx.io.midi_write import notes_score
 from musictx.io.piano_roll import draw_figure, piano_roll_figure
 from musictx.safe_output import atomic_paths, claim_numbered, release_name
+from musictx.tasks.take import Batch, Take
 
 # Any name that starts like a sample's (sample_07.mid, sample_07.png, sample_07_arcs_mean-mean_12.png, ...)
 # holds its number: new samples are numbered after the highest of them.

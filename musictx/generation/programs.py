@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from musictx.generation.seeds import GenerateError
-from musictx.generation.take import Take
+from musictx.decoding.errors import GenerateError
+from musictx.tasks.take import Take
 
 
 def parse_programs(spec) -> dict[str, int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from musictx.generation.seeds import GenerateError
+from musictx.decoding.errors import GenerateError
 from musictx.io.chord_labels import ChordFileError
 from musictx.io.midi_io import MidiReadError, file_problem
 from musictx.safe_output import write_text

@@ -1,4 +1,4 @@
-"""Trains the melody harmonizer (`musictx.generation.harmonizer`) on a prepared POP909 folder's songs
+"""Trains the melody harmonizer (`musictx.models.harmonizer`) on a prepared POP909 folder's songs
 (the command: `musictx.commands.harmonizer`).
 
 Each half bar of each training song is one example per pitch class: the melody's features rotated to that
@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from musictx.generation.accompany import CHORD_PROBE_S, harmony_features
-from musictx.generation.harmonizer import half_bar_lines
-from musictx.generation.song_bars import read_song
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.io.token_store import DatasetFormatError, TokenArrays, load_manifest, load_tokenizer
+from musictx.models.harmonizer import half_bar_lines
 from musictx.safe_output import atomic_path, check_target, claim, command_run
+from musictx.tasks.accompany import CHORD_PROBE_S, harmony_features
+from musictx.tasks.song_bars import read_song
 
 PROG = "python -m musictx.commands.harmonizer"
 

@@ -1,0 +1,112 @@
+"""The hooks of `musictx.decoding.sampling.generate`: small objects that follow the ids and reshape the
+logits before each draw (forbid ids, or lean toward some). The grammar guards, recall guidance, the echoes,
+the leans, the copy cache and progress are hooks.
+
+Each hook describes itself with a `HookSpec` in its own file: its options (a small dataclass of
+`musictx.decoding.option_fields.option` fields, set as ``hooks.NAME.FIELD``), the tokenizer kinds and tasks
+it applies to, its place in the order and how to make it from a run's `HookInputs` and those options.
+`musictx.decoding.hooks.registry` lists the specs; its `build_hooks` is the one place a hook list is built.
+
+`generate` calls, for each hook in order:
+
+    hook.start(prompt)                   # once: the prompt (B, T0), on the net's device
+    decoder = hook.around(decoder, net, pinned)   # once: a hook that asks the net itself wraps the decoder
+    logits = hook(logits)                # every step: (B, V) -> (B, V), forbidden ids at -inf
+    done |= hook.finished(next_ids)      # every step, where a hook ends samples (a length rule): (B,) bool
+    hook.update(next_ids, done)          # every step: the ids drawn (B,), and which samples are complete (B,)
+
+Every method is optional: `LogitsHook` leaves the ids, the decoder and the logits as they are. A hook holds
+the state of one call; make a fresh one per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from torch import Tensor, nn
+
+TASKS = ("continue", "infill", "accompany")
+KINDS = ("performance", "remi")  # the tokenizers' kinds (`musictx.io.tokenizers`)
+
+
+class LogitsHook:
+    """A hook that does nothing; subclasses override what they need."""
+
+    def start(self, prompt: Tensor) -> None:
+        """Follow the prompt (B, T0) before the first draw."""
+
+    def around(self, decoder, net: nn.Module, pinned: int):
+        """The decoder the sampler steps (``restart(window)``, ``step(window)`` -> logits (B, V)); ``pinned``:
+        prompt ids a slid window keeps at its start."""
+        return decoder
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        """The logits (B, V) of the next draw, reshaped; PAD and the earlier hooks' forbidden ids are -inf."""
+        return logits
+
+    def finished(self, next_ids: Tensor) -> Tensor | None:
+        """(B,) bool: the samples the ids just drawn (B,) complete; None: this hook ends none. Called before
+        ``update``, and only on hooks that override it (`generate` knows then that samples may end early)."""
+        return None
+
+    def update(self, next_ids: Tensor, done: Tensor) -> None:
+        """Follow the ids just drawn (B,); ``done`` (B,) bool: samples complete after them."""
+
+
+def ends_samples(hook: LogitsHook) -> bool:
+    """Whether ``hook`` can complete samples (it overrides `LogitsHook.finished`)."""
+    return type(hook).finished is not LogitsHook.finished
+
+
+class OnStep(LogitsHook):
+    """A hook from a function ``fn(next_ids, done)`` called after every draw (progress reports, tests)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def update(self, next_ids: Tensor, done: Tensor) -> None:
+        self.fn(next_ids, done)
+
+
+@dataclass
+class HookInputs:
+    """What one run's hooks are made from: the task, the tokenizer and the sampling options, and what the task
+    knows of its prompt (each field is read only by the hooks that need it)."""
+
+    task: str  # one of TASKS
+    tokenizer: Any
+    sampling: Any  # `SamplingOptions`: the decoding settings and ``hooks``, every hook's options (each gets its own)
+    seed: Any = None  # task=continue on Performance events: the `Seed` (its notes set the guard's note cap)
+    programs: list[int] = field(default_factory=list)  # metrical: the tracks the grammar lets the sampler write
+    history: np.ndarray | None = None  # task=infill: the song's bars the copy cache may copy
+    accompaniment: Any = None  # task=accompany: the song's given tracks and bar range (`accompany.Accompaniment`)
+    on_step: Callable | None = None  # called after every draw with (next_ids, done): progress
+    length_seconds: float | None = None  # Performance events: each sample ends after this much new music
+    stop_after_bars: int | None = None  # REMI: a sample ends at the Bar id that would open bar this + 1
+    made: dict[str, LogitsHook] = field(default_factory=dict)  # hooks made so far by name: a lean reads the lead's
+    cursor: Any = None  # metrical: the run's one view of the stream (`musictx.decoding.cursor.shared_cursor`)
+    chords: Any = None  # task=continue, metrical, with chords=: the lead sheet's `Chords`, on the seed file's clock
+    new_bar_lines_s: np.ndarray | None = None  # with chords: the new bars' lines (s, one more than the bars)
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """A hook's description of itself, for `musictx.decoding.hooks.registry`."""
+
+    name: str
+    options: type | None  # its options dataclass (``hooks.NAME.FIELD``); None: it has none
+    kinds: tuple[str, ...]  # the tokenizer kinds it applies to
+    tasks: tuple[str, ...]  # the tasks it applies to
+    order: int  # lower runs first: the hooks that forbid ids before those that lean (a lean keeps -inf at -inf)
+    make: Callable[[HookInputs, Any], LogitsHook | None]  # (the run, its options) -> hook; None: nothing to do
+    help: str  # one line
+
+
+def _progress(inputs: HookInputs, _options) -> LogitsHook | None:
+    return OnStep(inputs.on_step) if inputs.on_step else None
+
+
+PROGRESS = HookSpec("progress", None, KINDS, TASKS, 90, _progress, "reports each draw (progress bars, the app)")

@@ -1,0 +1,68 @@
+"""Repetition control for metrical (REMI) ids, a sampling hook: a loop is broken.
+
+When the last ``max_repeats`` bars are identical token for token, the next bar may not be the same again
+from its first note on: the pitch that would go on copying them is forbidden, so the bar's first note is
+steered elsewhere. A stuck model otherwise restates one bar for a minute; real pop repeats a bar at most a
+few times in a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.option_fields import option
+
+MAX_REPEATS = 4  # identical bars in a row before the next must differ
+
+
+class BarRepeatLimit(ReadsCursor):
+    """Reads each sample's bars (as id lists, the Bar id itself left out) from the cursor and forbids the pitch
+    that would make a bar the ``max_repeats + 1``-th copy in a row."""
+
+    def __init__(self, tokenizer, max_repeats: int = MAX_REPEATS, cursor: RemiCursor | None = None):
+        if max_repeats < 1:
+            raise ValueError(f"max_repeats must be >= 1, got {max_repeats}")
+        self.max_repeats = max_repeats
+        self.is_pitch = np.array([t == "Pitch" for t in tokenizer.type_of])  # (V,)
+        self._read(tokenizer, cursor)
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        for b in range(len(logits)):
+            nxt = self._loop_breaker(b)
+            # never forbid the last id a sample may draw: the grammar leaves at least one
+            if nxt is not None and int(torch.isfinite(logits[b]).sum()) > 1:
+                logits[b, nxt] = float("-inf")
+        return logits
+
+    def _loop_breaker(self, b: int) -> int | None:
+        """The pitch id that would go on copying the repeated bar (the last ``max_repeats`` finished bars are
+        the same, they hold a pitch, and the bar being written copies them so far), else None."""
+        *done, current = self.cursor.recent_bar_ids(b, self.max_repeats + 1)
+        if len(done) < self.max_repeats or any(x != done[0] for x in done) or not any(self.is_pitch[done[0]]):
+            return None
+        if len(current) >= len(done[0]) or current != done[0][: len(current)]:
+            return None
+        nxt = done[0][len(current)]
+        return nxt if self.is_pitch[nxt] else None
+
+
+@dataclass
+class BarRepeatsOptions:
+    max_repeats: int | None = option(MAX_REPEATS, "identical bars in a row before the next must differ; null: no limit",
+                                     low=1)
+
+
+def _make(inputs: HookInputs, o: BarRepeatsOptions) -> BarRepeatLimit | None:
+    if not o.max_repeats:
+        return None
+    return BarRepeatLimit(inputs.tokenizer, o.max_repeats, cursor=shared_cursor(inputs))
+
+
+SPEC = HookSpec("bar_repeats", BarRepeatsOptions, ("remi",), ("continue", "infill", "accompany"), 30,
+                _make, "no more than max_repeats identical bars in a row")

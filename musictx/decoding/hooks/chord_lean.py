@@ -1,0 +1,72 @@
+"""Chord lean: a lead sheet leads a continuation (``musictx-generate seed_midi=song.mid chords=song.lab``).
+
+A continuation cannot know where the song's harmony goes next: on POP909's validation songs the real next
+30 s of PIANO notes sit on the seed's progression carried on only 0.53 of the time (docs/two-sample-2026-11.md,
+``scripts/chord_foresight.py``). Given the chords, it can follow them, as the accompaniment does from a lead
+sheet (`musictx.decoding.hooks.given_notes.HarmonyLean`).
+
+Each new bar's two halves take the chord the lab file has at their start, on the seed file's own clock (the
+file's bar lines, carried on at the last bar's length past its end); where a note's Pitch comes next (right
+after its Program), the pitches of that chord's pitch classes get a logit bonus of ``harmony``. Whether a
+note plays, and where, stays the model's. A half bar the file gives no chord gets none.
+
+A hook of `musictx.decoding.sampling.generate` for REMI ids with programs; after the grammar guard, so a
+bonus never revives a forbidden id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from musictx.decoding.cursor import RemiCursor, shared_cursor
+from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.hooks.key_lean import PitchClassLean
+from musictx.decoding.option_fields import strength_option
+
+LOOKUP_AFTER_S = 0.03  # a chord file's times and the bar lines differ by milliseconds: look just after the line
+
+
+def half_bar_chords(chords, lines_s: np.ndarray) -> np.ndarray:
+    """(bars, 2, 12) bool: the pitch classes of the chord at the start of each half of each bar between
+    ``lines_s`` (bar lines in seconds, one more than the bars)."""
+    out = np.zeros((len(lines_s) - 1, 2, 12), dtype=bool)
+    for k, (a, z) in enumerate(zip(lines_s[:-1], lines_s[1:], strict=True)):
+        for half, t in enumerate((a, (a + z) / 2)):
+            out[k, half, sorted(chords.at(t + LOOKUP_AFTER_S))] = True
+    return out
+
+
+class ChordLean(PitchClassLean):
+    """A bonus of ``strength`` on the Pitch ids of the chord the new bar's half has (`half_bar_chords`)."""
+
+    def __init__(self, tokenizer, halves: np.ndarray, strength: float, cursor: RemiCursor | None = None):
+        super().__init__(tokenizer, strength, cursor)
+        self.halves = halves
+
+    def weights(self, b: int) -> np.ndarray | None:
+        """(12,) bool: the chord under row b's place, or None before a Position or past the chords given."""
+        c = self.cursor
+        k, pos = c.new_bar(b), int(c.pos[b])
+        if pos < 0 or not 0 <= k < len(self.halves):
+            return None
+        return self.halves[k, int(2 * pos >= c.bar_len[b])]
+
+
+@dataclass
+class ChordLeanOptions:
+    strength: float = strength_option(3.0, (
+        "with chords=: the logit bonus of a new pitch the chord at that time holds; 0: off"))
+
+
+def _make(inputs: HookInputs, o: ChordLeanOptions) -> ChordLean | None:
+    strength = o.strength
+    if inputs.chords is None or inputs.new_bar_lines_s is None or not strength:
+        return None
+    halves = half_bar_chords(inputs.chords, inputs.new_bar_lines_s)
+    return ChordLean(inputs.tokenizer, halves, strength, cursor=shared_cursor(inputs))
+
+
+SPEC = HookSpec("chord_lean", ChordLeanOptions, ("remi",), ("continue",), 66, _make,
+                "with chords= (a lead sheet): each new pitch leans toward the chord under it")

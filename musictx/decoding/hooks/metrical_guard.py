@@ -1,0 +1,123 @@
+"""The metrical tokenizer's own grammar as a sampling guard: the sampler only draws what makes a valid bar.
+
+REMI's grammar is MidiTok's ``tokens_types_graph`` (after a Pitch comes a Velocity, then a Duration, then
+a Position, Program or Bar ...). On top of it, three rules no token type can say:
+
+- positions only move forward within a bar, and stay inside the bar (a 4/4 bar of 16th notes has 16);
+- a continuation plays the seed's tracks: Program ids outside the seed's programs are never drawn, so no
+  instrument appears that the user did not give (an unconditional sample may use any);
+- the seed's meter and tempo go on: after a Bar only the seed's last TimeSig id may come, and no Tempo id
+  (the output is written on the seed's own tempo map);
+- one onset of one track holds each pitch once and at most `MAX_NOTES_AT_ONSET` notes: a model can otherwise
+  stack the same few pitches at one position until the token cap ends the sample (the H100's `pop` did, in
+  an accompaniment: 139 notes at 5 positions of one bar), and a MIDI file keeps only one of each.
+
+Repetition control, the other rule on bars, is its own hook (`musictx.decoding.hooks.bar_repeats`). A sampling
+hook (`musictx.decoding.hook`) that reads the run's shared cursor (`musictx.decoding.cursor`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.option_fields import option
+
+MAX_NOTES_AT_ONSET = 10  # one track's notes at one position: 23 of POP909's 682,571 train onsets have more
+
+
+class RemiGuard(ReadsCursor):
+    """The grammar of a `MetricalTokenizer`'s ids; ``programs``: the seed's tracks (None: any may come, and
+    tempo changes too: an unconditional sample). Where each sample stands (its last id, position, bar length
+    and meter) is a `musictx.decoding.cursor.RemiCursor`: the run's shared one."""
+
+    def __init__(self, tokenizer, programs: list[int] | None = None, cursor: RemiCursor | None = None):
+        tok = tokenizer
+        self.tok = tok
+        self._read(tok, cursor)
+        types = sorted(set(tok.type_of))
+        self._type_index = {t: i for i, t in enumerate(types)}
+        self.type_of = np.array([self._type_index[t] for t in tok.type_of])  # (V,) type index of each id
+        graph = tok.miditok.tokens_types_graph
+        self.allowed = np.zeros((len(types), tok.vocab_size), dtype=bool)  # (n_types, V) next ids by last type
+        for t, i in self._type_index.items():
+            nxt = {n.split("_")[0] for n in graph.get(t, types)}
+            self.allowed[i] = np.isin(tok.type_of, list(nxt))
+        if "Chord" in self._type_index:  # chord events (musictx.io.chord_tokens): right after a Position
+            self.allowed[self._type_index["Position"]] |= tok.type_of == "Chord"
+            self.allowed[self._type_index["Chord"]] = np.isin(tok.type_of, ["Program", "Tempo", "Position", "Bar"])
+        self.allowed[:, tok.pad_id] = False
+        self.allowed[:, tok.eos_id] = False  # a continuation runs the length asked for; the bars stop it
+        self.position_of = tok.numbers_of("Position")  # (V,) position of a Position id, else -1
+        if programs is not None:
+            keep = {f"Program_{p}" for p in programs}
+            self.forbidden_programs = np.array([t == "Program" and tok.id_to_token(i) not in keep
+                                                for i, t in enumerate(tok.type_of)])
+        else:
+            self.forbidden_programs = np.zeros(tok.vocab_size, dtype=bool)
+        self.position_ids = tok.ids_of_type("Position")
+        self.timesig_ids = tok.ids_of_type("TimeSig")
+        self.allowed[:, tok.ids_of_type("Tempo")] = programs is None  # a continuation keeps the seed's tempo
+        program_of = self.cursor.program_of
+        self.program_id = {int(program_of[i]): int(i) for i in np.flatnonzero(program_of >= 0)}  # track -> its id
+
+    def start(self, prompt: Tensor) -> None:
+        super().start(prompt)
+        # per row: {track: Pitch ids} struck at the current position (from the first new id on)
+        self.struck: list[dict[int, list[int]]] = [{} for _ in range(prompt.shape[0])]
+
+    def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
+        super().update(next_ids, done)
+        c = self.cursor
+        for b, i in enumerate(next_ids.tolist()):
+            if i == c.bar_id or self.position_of[i] >= 0:
+                self.struck[b] = {}
+            elif c.pitch_of[i] >= 0:
+                self.struck[b].setdefault(int(c.program[b]), []).append(i)
+
+    # ----- masks ------------------------------------------------------------------------------
+    def _forbidden(self, b: int) -> np.ndarray:
+        c = self.cursor
+        last_type = self.type_of[c.last[b]] if c.last[b] >= 0 else 0
+        bad = ~self.allowed[last_type] | self.forbidden_programs  # (V,)
+        pos = self.position_of[self.position_ids]
+        bad[self.position_ids] |= (pos <= c.pos[b]) | (pos >= c.bar_len[b])
+        if c.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
+            bad[self.timesig_ids] |= self.timesig_ids != c.meter[b]
+        for track, pitch_ids in self.struck[b].items():  # this onset's notes so far, track by track
+            program_id = self.program_id.get(track)  # None: a track without a Program id of its own
+            if program_id is None:
+                continue
+            if len(pitch_ids) >= MAX_NOTES_AT_ONSET:  # the track is full here
+                bad[program_id] = True
+            if c.last[b] == program_id:  # its next note: no pitch it already struck here
+                bad[pitch_ids] = True
+        if bad.all():  # never leave nothing to draw: a new bar is always valid
+            bad[:] = True
+            bad[self.tok.bar_id] = False
+        return bad
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        """Logits (B, V) with the ids the grammar forbids at -inf (a new tensor)."""
+        bad = np.stack([self._forbidden(b) for b in range(logits.shape[0])])  # (B, V)
+        return logits.masked_fill(torch.from_numpy(bad).to(logits.device), float("-inf"))
+
+
+@dataclass
+class MetricalGuardOptions:
+    enabled: bool = option(True, "keep the tokenizer's grammar (off only to study the raw network)")
+
+
+def _make(inputs: HookInputs, o: MetricalGuardOptions) -> RemiGuard | None:
+    if not o.enabled:
+        return None
+    return RemiGuard(inputs.tokenizer, programs=inputs.programs, cursor=shared_cursor(inputs))
+
+
+SPEC = HookSpec("metrical_guard", MetricalGuardOptions, ("remi",), ("continue", "infill", "accompany"), 20, _make,
+                "the tokenizer's grammar: bars and positions in order, only the run's tracks")

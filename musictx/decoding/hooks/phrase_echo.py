@@ -1,0 +1,167 @@
+"""Phrase echo: each new bar leans toward the seed's bar at the same place in the phrase, all tracks at once.
+
+Pop is built in phrases of a few bars whose texture comes back: the next phrase of a verse puts the melody,
+the comping figure and the bass on the same beats, over the same chords, with small changes. The motif echo
+(`musictx.decoding.hooks.motif_echo`) restates one track's intervals; what it cannot bring back is the texture
+as a whole, where the melody sits between the comping's strokes, and that is what a listener hears as "the
+verse again". So this hook reads the seed bar by bar and, while a new bar is written, gives a logit bonus
+of ``strength`` to the ids that would play the reference bar again:
+
+- the reference of new bar k is the seed's bar ``B - P + k mod P``, with B the seed's bars and P
+  ``min(period, B)``: the new bars cycle through the seed's last phrase;
+- the Program ids of the tracks that the reference strikes more often at the current position than the
+  sample has so far, and the Position of the reference's next onset (the Bar id when it has none);
+- after a track's Program id, the pitches the reference gives that track at this position and that are not
+  drawn yet, at the same pitch (the chords come back with the phrase).
+
+Velocity and Duration are left to the model, and so is everything the bonus does not win: it is a lean, not
+a copy. The grammar guard runs first, so a bonus never revives a forbidden id.
+
+A hook of `musictx.decoding.sampling.generate`, for REMI ids (Bar, Position, Program, Pitch per note).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.option_fields import strength_option
+
+PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not hold)
+
+
+class PhraseEcho(ReadsCursor):
+    """The lean of each new bar toward the seed's bar at its place in a ``period``-bar phrase."""
+
+    def __init__(self, tokenizer, strength: float, period: int = PERIOD_BARS, plan: dict[int, int] | None = None,
+                 cursor: RemiCursor | None = None):
+        """``plan`` (new bar -> an earlier new bar, 0 the first): each new bar it names echoes that bar as
+        sampled instead of the seed's phrase, and the others echo nothing (`repeat_plan`)."""
+        if period < 1:
+            raise ValueError(f"period must be >= 1 bar, got {period}")
+        tok = tokenizer
+        self.strength, self.period, self.bar_id, self.plan = float(strength), period, tok.bar_id, plan
+        self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
+        self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1 (drums too)
+        self.pitch_of = tok.numbers_of("Pitch")  # (V,) the pitch of a Pitch id, else -1
+        self.position_id = _ids_by_number(self.position_of)  # number -> id
+        self.program_id = _ids_by_number(self.program_of)
+        self.pitch_id = _ids_by_number(self.pitch_of)
+        self._read(tok, cursor)
+
+    def start(self, prompt: Tensor) -> None:
+        super().start(prompt)
+        # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
+        self.seed_bars = [[bar.by_position() for bar in bars[:-1]] for bars in self.cursor.bars]
+
+    def _last_kind(self, b: int) -> str:
+        """The family of row b's last id, as far as the echo cares ("": none yet)."""
+        i = int(self.cursor.last[b])
+        if i < 0:
+            return ""
+        if i == self.bar_id:
+            return "bar"
+        for kind, numbers in (("position", self.position_of), ("program", self.program_of), ("pitch", self.pitch_of)):
+            if numbers[i] >= 0:
+                return kind
+        return "other"  # Velocity, Duration, TimeSig, Tempo: a note's end or the bar's meter
+
+    def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
+        """The seed bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
+        seed, bars = self.seed_bars[b], self.cursor.bars[b]
+        k = len(bars) - 1 - len(seed)  # 0 for the first new bar
+        if self.plan is not None:
+            return bars[len(seed) + self.plan[k]].by_position() if k in self.plan and self.plan[k] < k else None
+        if not seed or k < 0:
+            return None
+        period = min(self.period, len(seed))
+        return seed[len(seed) - period + k % period]
+
+    def wanted(self, b: int) -> list[int]:
+        """The ids that would go on playing row b's reference bar from where the row stands."""
+        ref, last_kind = self.reference(b), self._last_kind(b)
+        if not ref or last_kind in ("pitch", ""):
+            return []
+        pos = int(self.cursor.pos[b])
+        drawn, wanted = self.cursor.bars[b][-1].at(pos), ref.get(pos, [])
+        if last_kind == "program":  # the reference's pitches of this track here, not drawn yet
+            return [self.pitch_id[p] for (t, p) in Counter(wanted) - Counter(drawn)
+                    if t == self.cursor.program[b] and p in self.pitch_id]
+        # the tracks with fewer notes here than the reference (counted, so that a chord drawn at other pitches
+        # is not pushed on and on), and equally the reference's next onset: finishing the chord first
+        # copied longer stretches for the same reuse on validation songs
+        short = Counter(t for t, _ in wanted) - Counter(t for t, _ in drawn)
+        ids = [self.program_id[t] for t in short if t in self.program_id]
+        later = [p for p in ref if p > pos]
+        if later:
+            return ids + ([self.position_id[min(later)]] if min(later) in self.position_id else [])
+        return ids + ([self.bar_id] if last_kind != "bar" else [])
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        if self.strength == 0:
+            return logits
+        rows, cols = [], []
+        for b in range(logits.shape[0]):
+            for i in self.wanted(b):
+                rows.append(b)
+                cols.append(i)
+        if rows:
+            logits = logits.clone()
+            logits[torch.tensor(rows), torch.tensor(cols)] += self.strength
+        return logits
+
+
+def _ids_by_number(numbers: np.ndarray) -> dict[int, int]:
+    return {int(n): int(i) for i, n in enumerate(numbers.tolist()) if n >= 0}
+
+
+def repeat_plan(bar_keys: list) -> dict[int, int]:
+    """{bar: the latest earlier bar with the same key} for each bar whose key (e.g. its melody's onsets, None:
+    nothing to match) came before: the plan of a `PhraseEcho` that plays a repeated passage's bars again."""
+    seen, plan = {}, {}
+    for k, key in enumerate(bar_keys):
+        if key is None:
+            continue
+        if key in seen:
+            plan[k] = seen[key]
+        seen[key] = k
+    return plan
+
+
+@dataclass
+class PhraseEchoOptions:
+    # off by default: it restated the seed's figures by thinning the texture to the seed's bars and keeping an
+    # intro's silent melody silent (docs/two-sample-2026-11.md, "The hooks retuned"); 1.3 was the old default
+    strength: float = strength_option(0.0, (
+        "the logit bonus of an id that plays the seed's bar at the same place in its last 4-bar phrase again (thins "
+        "the texture); 0: off"))
+
+
+@dataclass
+class RepeatEchoOptions:
+    strength: float = strength_option(3.0, (
+        "the logit bonus of an id that plays the accompaniment written for a melody bar heard before again; 0: off"))
+
+
+def _phrase(inputs: HookInputs, o: PhraseEchoOptions) -> PhraseEcho | None:
+    return PhraseEcho(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs)) if o.strength else None
+
+
+def _repeat(inputs: HookInputs, o: RepeatEchoOptions) -> PhraseEcho | None:
+    if not o.strength:
+        return None
+    plan = inputs.accompaniment.repeat_plan
+    return PhraseEcho(inputs.tokenizer, o.strength, plan=plan, cursor=shared_cursor(inputs))
+
+
+PHRASE_ECHO = HookSpec("phrase_echo", PhraseEchoOptions, ("remi",), ("continue",), 70, _phrase,
+                       "each new bar leans toward the seed's bar at its place in the last 4-bar phrase")
+# after the given notes' hook: the ids it forbids stay forbidden
+REPEAT_ECHO = HookSpec("repeat_echo", RepeatEchoOptions, ("remi",), ("accompany",), 75, _repeat,
+                       "a bar whose melody was heard before leans toward its accompaniment then")

@@ -1,0 +1,237 @@
+"""Sampling from any next-token net: `generate(net, tokenizer, prompt, opts, hooks)`, one draw per step
+(`filters.sample_next`); no Lightning, no Hydra.
+
+A net maps ids (B, T) to logits (B, T, V). For incremental decoding (the protocol of `musictx.models`)
+``net(ids, cache=state)`` returns ``(logits, state)`` and ``state = net.init_cache()`` starts a fresh one;
+the Transformers step through `musictx.decoding`. With ``opts.use_cache=False`` the whole window is
+recomputed every step (the reference). Long pieces slide the window and keep the seed pinned at its start
+(`musictx.decoding.window`).
+
+The options (`DecodingOptions`, seven fields; a run's `SamplingOptions` extends them with the hooks'
+options) say how each id is drawn; the hooks (`musictx.decoding.hook`) follow the
+ids and reshape the logits before each draw, in the order given. A run's hook list is built in one place,
+`musictx.decoding.hooks.registry.build_hooks`; `generate` adds none of its own.
+
+Both paths slide at the same steps, keep the same tokens and draw the same random numbers (one
+exponential noise tensor (B, V) per step, Gumbel-max style), so in fp32 they give the same tokens for the
+same seed. (Their logits differ by float rounding, ~1e-6; a draw that falls that close to a tie is possible
+in principle, and has not been seen in the tests.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager, nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from musictx.ctrl_c import remembered_ctrl_c
+from musictx.decoding.decoding_options import DecodingOptions
+from musictx.decoding.filters import NoiseStream, sample_next
+from musictx.decoding.hook import LogitsHook, ends_samples
+from musictx.decoding.window import SlidingWindow
+
+DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """What `generate` reads of a tokenizer, for ids without one (benches, tests): PAD is never drawn and fills
+    the samples that completed; EOS completes a sample. None: no such id."""
+
+    pad_id: int | None = None
+    eos_id: int | None = None
+
+
+class GenerationInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `generate`: still a KeyboardInterrupt, carrying the ids made so far (B, T0 + n) so that
+    a caller can keep the partial samples."""
+
+    def __init__(self, ids: Tensor):
+        super().__init__("generation interrupted")
+        self.ids = ids
+
+
+class ShiftClock:
+    """Per-sample steps of new music, counted from the TIME_SHIFT ids as they are sampled: ids
+    ``first_shift .. first_shift + n_shifts - 1`` move time on by 1 .. n_shifts steps, others by none.
+
+    Counted in numpy with a table of each id's steps: it runs once a token (as a stop and as progress),
+    and a handful of torch ops on (B,) ids cost as much as a tenth of a decoding step."""
+
+    def __init__(self, first_shift: int, n_shifts: int):
+        self.first_shift, self.n_shifts = first_shift, n_shifts
+        # steps of each id up to the last TIME_SHIFT, then one entry (0) that every later id reads
+        self._steps_of = np.zeros(first_shift + n_shifts + 1, dtype=np.int64)
+        self._steps_of[first_shift : first_shift + n_shifts] = np.arange(1, n_shifts + 1)
+        self.steps: np.ndarray | None = None  # (B,) steps generated so far
+
+    @classmethod
+    def of(cls, tokenizer) -> ShiftClock:
+        """The clock of an `EventTokenizer`'s TIME_SHIFT ids."""
+        lay = tokenizer.layout
+        return cls(lay.time_shift, lay.velocity - lay.time_shift)
+
+    def add(self, next_ids: Tensor) -> np.ndarray:
+        """Count the ids (B,) just sampled; returns the steps (B,) so far."""
+        ids = next_ids.cpu().numpy()
+        shift = self._steps_of[np.minimum(ids, len(self._steps_of) - 1)]  # (B,)
+        self.steps = shift if self.steps is None else self.steps + shift
+        return self.steps
+
+
+def steps_in(seconds: float, time_step: float) -> int:
+    """The TIME_SHIFT steps of ``seconds`` of music (at least one): what a length of new music is counted in,
+    by the length rule and by the app's progress alike."""
+    return max(1, round(seconds / time_step))
+
+
+@contextmanager
+def _eval_mode(net: nn.Module) -> Iterator[None]:
+    """Eval mode for the block; the net's train flag is put back."""
+    was_training = net.training
+    net.eval()
+    try:
+        yield
+    finally:
+        net.train(was_training)
+
+
+@contextmanager
+def _keep_on_interrupt(ids_so_far: Callable[[], Tensor]) -> Iterator[Callable[[], bool]]:
+    """A Ctrl-C inside the block becomes a `GenerationInterrupted` holding ``ids_so_far()``. Yields
+    ``pressed()`` for the loop to ask between steps: a KeyboardInterrupt raised inside a GC callback is
+    swallowed by Python, and only the remembered signal then stops the sampling (`musictx.ctrl_c`)."""
+    try:
+        with remembered_ctrl_c() as pressed:
+            yield pressed
+    except KeyboardInterrupt:
+        raise GenerationInterrupted(ids_so_far()) from None
+
+
+# Room for this many new ids at first; then the room for new ids doubles whenever it is full. A huge
+# max_new_tokens (a bound, rarely reached when EOS or length_seconds stops the samples) so costs no
+# memory for ids that are never generated.
+FIRST_CHUNK = 1024
+
+
+def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
+    """``ids`` (B, T) copied into a new (B, capacity) buffer, the rest ``fill``."""
+    out = torch.full((ids.shape[0], capacity), fill, dtype=torch.long, device=ids.device)
+    out[:, : ids.shape[1]] = ids
+    return out
+
+
+def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stops: bool, pad_id, keep_seed) -> None:
+    if prompt.ndim != 2 or prompt.shape[1] == 0:
+        raise ValueError(f"prompt must be (B, T0) ids with T0 >= 1, got shape {tuple(prompt.shape)}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if (eos_id is not None or stops) and pad_id is None:
+        raise ValueError("a pad id is needed to fill the samples that stop early (an EOS id or a hook that ends "
+                         "samples given)")
+    if keep_seed is not None and keep_seed < 0:
+        raise ValueError(f"keep_seed must be >= 0 or None, got {keep_seed}")
+
+
+def _noise_stream(generator: torch.Generator | None, device: torch.device, temperature: float,
+                  draws: int) -> NoiseStream | None:
+    """The draws' noise taken ahead (`NoiseStream`) where it comes from a CPU generator; None for greedy
+    decoding (no draws) and for draws on another device's generator."""
+    on_cpu = device.type == "cpu" if generator is None else generator.device.type == "cpu"
+    return NoiseStream(generator, draws) if on_cpu and temperature != 0 else None
+
+
+def _drawer(opts: DecodingOptions, device: torch.device, draws: int, hooks: Sequence[LogitsHook],
+            pad_id: int | None, tokenizer=None) -> tuple[DrawFn, NoiseStream | None]:
+    """``draw(logits (B, V), done) -> ids (B,)`` as ``opts`` says, from a generator seeded with ``opts.seed``,
+    and the noise it takes ahead (to close after the loop; None where none is taken ahead). A draw masks PAD,
+    runs each hook in turn, then draws; complete samples (``done``; None: none can be) get ``pad_id``."""
+    generator = torch.Generator(device=device).manual_seed(opts.seed)
+    noise = _noise_stream(generator, device, opts.temperature, draws)
+    velocities = _velocity_mask(tokenizer, device) if getattr(opts, "full_velocity", False) and opts.top_p else None
+
+    def draw(logits: Tensor, done: Tensor | None) -> Tensor:
+        if pad_id is not None:
+            logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
+        for hook in hooks:
+            logits = hook(logits)
+        spared = None
+        if velocities is not None:  # rows where the grammar left only velocities: drawn past the nucleus
+            allowed = torch.isfinite(logits)  # (B, V)
+            spared = ~(allowed & ~velocities).any(-1) & (allowed & velocities).any(-1)  # (B,)
+        nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
+                          noise and noise.next(logits.shape), spared)
+        return nxt if pad_id is None or done is None else nxt.masked_fill(done, pad_id)
+
+    return draw, noise
+
+
+def _velocity_mask(tokenizer, device: torch.device) -> Tensor | None:
+    """(V,) bool: the velocity ids of a metrical tokenizer (its ``Velocity`` family); None for any other (a
+    Performance model's VELOCITY events are never the only ids allowed)."""
+    ids_of_type = getattr(tokenizer, "ids_of_type", None)
+    if ids_of_type is None:
+        return None
+    mask = torch.zeros(tokenizer.vocab_size, dtype=torch.bool, device=device)
+    mask[torch.as_tensor(ids_of_type("Velocity"), dtype=torch.long, device=device)] = True
+    return mask
+
+
+def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:
+    """``done`` (B,) bool, updated in place: samples that just emitted EOS or that a stopper completes."""
+    if eos_id is not None:
+        done |= nxt == eos_id
+    for hook in stoppers:
+        done |= hook.finished(nxt)
+    return done
+
+
+@torch.inference_mode()
+def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, hooks: Sequence[LogitsHook] = (),
+             *, max_new_tokens: int) -> Tensor:
+    """Continue each row of ``prompt`` (B, T0) by up to ``max_new_tokens`` ids drawn as ``opts`` says.
+
+    Returns (B, T0 + n) ids, prompt included, n <= max_new_tokens. ``tokenizer`` gives the special ids, its
+    ``pad_id`` and ``eos_id`` (a tokenizer, or `SpecialIds`; None: neither). A sample is complete after it
+    emits the EOS id (kept) or when a hook's ``finished(next_ids)`` marks it (a length rule: `SecondsLimit`,
+    `BarLimit`); its later positions hold PAD, and the loop
+    ends when every sample is complete. PAD is never drawn. ``hooks``: see `musictx.decoding.hook`. The
+    net runs in eval mode and is put back after. A Ctrl-C while sampling raises `GenerationInterrupted` with
+    the ids so far.
+    """
+    pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
+    stoppers = [hook for hook in hooks if ends_samples(hook)]
+    _check_generate_args(prompt, max_new_tokens, eos_id, bool(stoppers), pad_id, opts.keep_seed)
+    device = next(net.parameters()).device
+    B, t0 = prompt.shape
+    total, fill = t0 + max_new_tokens, 0 if pad_id is None else pad_id
+    ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
+    draw, noise = _drawer(opts, device, max_new_tokens, hooks, pad_id, tokenizer)
+    window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
+    for hook in hooks:
+        hook.start(ids[:, :t0])
+        window.decoder = hook.around(window.decoder, net, window.pin)
+    length = t0
+    with (_eval_mode(net), closing(noise) if noise else nullcontext(),
+          _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
+        while length < total:
+            logits = window.logits(ids, length)  # (B, V)
+            nxt = draw(logits, done if can_stop else None)  # (B,)
+            if length == ids.shape[1]:
+                ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
+            ids.select(1, length).copy_(nxt)
+            length += 1
+            done = _mark_done(done, nxt, eos_id, stoppers)
+            for hook in hooks:
+                hook.update(nxt, done)
+            if length == total or (can_stop and bool(done.all())):
+                break
+            if pressed():
+                raise KeyboardInterrupt
+    return ids[:, :length]

@@ -1,0 +1,160 @@
+"""A song read for a song task (infill, accompaniment): its score as the tokenizer reads it, its ids and its
+bars (`SongBars`), and what a user's options name in it: a bar range, tracks to redo, roles to write.
+
+This is the first stage of a song task: read the song -> build the prompt (`musictx.tasks.infill`,
+`musictx.tasks.accompany`) -> one sampler -> write back (`musictx.tasks.write_back`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from musictx.decoding.errors import GenerateError
+from musictx.io.infill_format import bar_starts
+from musictx.io.metrical_tokenizer import ReadScore
+from musictx.io.midi_io import MidiReadError
+from musictx.io.score_io import read_score
+from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
+from musictx.io.score_prep import Track as TrackInfo
+from musictx.tasks.metrical_seed import bar_lines, ticks_to_seconds
+
+MELODY = "MELODY"
+ACCOMPANIMENT = ("BRIDGE", "PIANO")  # the tracks the pop model can write, as POP909 names them
+
+
+@dataclass
+class SongBars:
+    """A file read for infill: the score as tokenized (meter applied), its ids and where its bars are."""
+
+    path: str
+    read: ReadScore
+    ids: np.ndarray  # (T,) the whole song, EOS dropped
+    starts: np.ndarray  # (n_bars,) index of each Bar id
+    lines: np.ndarray  # (>= n_bars + 1,) bar-line ticks of the read score
+    left_out: tuple[str, ...] = ()  # accompanied anew: the file's own tracks left out (names), written again
+
+    @property
+    def n_bars(self) -> int:
+        return len(self.starts)
+
+    def line_seconds(self, bars: list[int]) -> np.ndarray:
+        """Seconds (the file's own clock) of the bar lines ``bars`` (0-based; n_bars is the last line)."""
+        ticks = np.asarray([int(self.lines[b]) - self.read.shift_ticks for b in bars])
+        return ticks_to_seconds(read_score(self.path), np.maximum(ticks, 0))
+
+    def bar_ids(self, b: int) -> np.ndarray:
+        end = self.starts[b + 1] if b + 1 < self.n_bars else len(self.ids)
+        return self.ids[self.starts[b]:end]
+
+    def end_of(self, b: int) -> int:
+        """Token index where bar ``b`` begins (the song's end for ``b == n_bars``)."""
+        return int(self.starts[b]) if b < self.n_bars else len(self.ids)
+
+
+def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats="auto") -> SongBars:
+    """``path`` read as the tokenizer reads it (POP909's beat file applied; ``beats``: see
+    `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here."""
+    read = read or tok.read(path, beats)
+    ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
+    ids = ids[ids != tok.eos_id]
+    return SongBars(str(path), read, ids, bar_starts(ids, tok.bar_id), bar_lines(read.score))
+
+
+def meter_warning(song: SongBars) -> str:
+    """"" for a song whose bars look like bars; else one clause saying that its meter makes every bar one
+    beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not
+    found beside it), so the model writes a bar's music into each beat."""
+    if song.read.meter_found:  # the file said one beat a bar; its bars were found from the music
+        return f"; {song.read.meter_found}"
+    signatures = song.read.score.time_signatures
+    if not signatures or any(t.numerator > 1 for t in signatures):
+        return ""
+    return (f"; careful: {Path(song.path).name} says {signatures[0].numerator}/{signatures[0].denominator} "
+            "throughout, so each of its bars is one beat long and the new music is packed into it: give the "
+            "file its real meter (or put POP909's beat_midi.txt beside it)")
+
+
+def parse_bars(spec, song: SongBars) -> tuple[int, int]:
+    """``"9-12"`` (1-based, inclusive; or one bar ``"9"``) as the 0-based range [s, e) of ``song``'s bars."""
+    text = str(spec).strip()
+    try:
+        a, _, b = text.partition("-")
+        first, last = int(a), int(b or a)
+    except ValueError:
+        raise GenerateError(f"bars={spec}: give a bar range as FIRST-LAST, e.g. bars=9-12") from None
+    if not 1 <= first <= last <= song.n_bars:
+        raise MidiReadError(song.path, f"bars={spec} is outside the song's bars 1-{song.n_bars}")
+    return first - 1, last
+
+
+def programs_of_names(song: SongBars, names) -> set[int] | None:
+    """The internal programs of the file's tracks named in ``names`` (case-insensitive); None: all tracks."""
+    if not names:
+        return None
+    wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    by_name = {t.name.strip().lower(): t.program for t in song.read.tracks.tracks}
+    unknown = [n for n in wanted if n.lower() not in by_name]
+    if unknown:
+        raise MidiReadError(song.path, f"no track named {', '.join(unknown)} (tracks: "
+                                       f"{', '.join(t.name or '(unnamed)' for t in song.read.tracks.tracks)})")
+    return {by_name[n.lower()] for n in wanted}
+
+
+def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False) -> SongBars:
+    """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
+    a file of one unnamed track is taken as the melody; otherwise it is an error naming the file. ``anew``: a
+    whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again."""
+    read = tok.read(path, beats)
+    left_out: tuple[str, ...] = ()
+    if anew and is_whole_song(read):
+        keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]
+        left_out = tuple(t.name for k, t in enumerate(read.tracks.tracks) if k not in keep)
+        read.score.tracks = [read.score.tracks[k] for k in keep]
+        read = read._replace(tracks=TrackMap(tuple(read.tracks.tracks[k] for k in keep)))
+    infos = list(read.tracks.tracks)
+    if not any(t.program == ROLE_PROGRAMS[MELODY] for t in infos):
+        pitched = [k for k, t in enumerate(infos) if not t.is_drum]
+        if len(pitched) != 1:
+            raise MidiReadError(str(path), f"no melody track among {read.tracks.describe()}: name the melody "
+                                           "track 'melody' (or give a file of the melody alone)")
+        k = pitched[0]
+        read.score.tracks[k].program = ROLE_PROGRAMS[MELODY]
+        infos[k] = TrackInfo(ROLE_PROGRAMS[MELODY], infos[k].name, infos[k].real_program)
+        read = read._replace(tracks=TrackMap(tuple(infos)))  # its meter line kept
+    return replace(read_song(tok, path, read), left_out=left_out)
+
+
+def is_whole_song(read: ReadScore) -> bool:
+    """Whether a read file has a melody and every accompaniment track the model writes (BRIDGE, PIANO)."""
+    present = {t.program for t in read.tracks.tracks}
+    return {ROLE_PROGRAMS[r] for r in (MELODY, *ACCOMPANIMENT)} <= present
+
+
+def roles_to_write(song: SongBars, names) -> list[str]:
+    """The accompaniment tracks to write: ``names`` (e.g. "bridge,piano"), default those the file lacks."""
+    present = {t.program for t in song.read.tracks.tracks}
+    missing = [r for r in ACCOMPANIMENT if ROLE_PROGRAMS[r] not in present]
+    if not names:
+        if not missing:
+            raise MidiReadError(song.path, "already has BRIDGE and PIANO tracks: nothing to accompany "
+                                           "(task=infill tracks=... redoes a track)")
+        return missing
+    wanted = [n.strip().upper() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    unknown = [n for n in wanted if n not in ACCOMPANIMENT]
+    if unknown:
+        raise MidiReadError(song.path, f"tracks={','.join(unknown).lower()}: the model writes "
+                                       f"{' and '.join(r.lower() for r in ACCOMPANIMENT)}")
+    there = [n for n in wanted if n not in missing]
+    if there:
+        raise MidiReadError(song.path, f"already has a {there[0]} track (program {ROLE_PROGRAMS[there[0]]} inside "
+                                       "musictx); task=infill tracks=... redoes it")
+    return list(dict.fromkeys(wanted))
+
+
+def left_out_clause(song: SongBars) -> str:
+    """The clause saying a whole song's own accompaniment was left out and written anew ("" when not)."""
+    return f" (its own {' and '.join(song.left_out)} left out: written anew for its melody)" if song.left_out else ""

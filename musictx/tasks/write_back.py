@@ -1,0 +1,116 @@
+"""The last stage of a song task: the new bars' ids put back into the song's own file. The output is always
+the input file's score: infill replaces the chosen tracks' notes inside the bar range (`replace_in_file`),
+accompaniment appends the written tracks (`with_new_tracks`, `file_with_tracks`); nothing else is touched.
+The new notes are placed bar by bar on the song's bar lines and cut at the range's last bar line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from symusic import Note, Score, Track
+
+from musictx.io.metrical_tokenizer import ReadScore
+from musictx.io.score_io import read_score
+from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
+from musictx.io.score_prep import Track as TrackInfo
+from musictx.tasks.song_bars import SongBars
+
+
+def middle_notes(tok, middle: np.ndarray, song: SongBars, s: int, e: int) -> dict[int, list[Note]]:
+    """{internal program: notes in the read score's ticks} of the middle's bars, placed on bars s.. of the
+    song and cut at the range's end."""
+    tpq, end = song.read.score.ticks_per_quarter, int(song.lines[e])
+    at = np.flatnonzero(middle == tok.bar_id)
+    out: dict[int, list[Note]] = {}
+    for j, first in enumerate(at[: e - s]):
+        last = at[j + 1] if j + 1 < len(at) else len(middle)
+        bar = tok.decode_score(middle[first:last])  # this bar alone: its line at tick 0
+        factor = tpq / bar.ticks_per_quarter
+        for track in bar.tracks:
+            program = -1 if track.is_drum else int(track.program)
+            for n in track.notes:
+                start = int(song.lines[s + j]) + round(n.time * factor)
+                if start >= end:
+                    continue
+                duration = max(min(round(n.duration * factor), end - start), 1)
+                out.setdefault(program, []).append(Note(start, duration, n.pitch, n.velocity))
+    return out
+
+
+def in_bars(song: SongBars, onsets: np.ndarray, s: int, e: int, positions_per_beat: int) -> np.ndarray:
+    """(N,) whether each onset (the file's ticks) falls in bars [s, e) once on the tokens' grid, as the
+    tokenizer puts it: a note played a little before a bar line is in that bar, for the model and here."""
+    grid = song.read.score.ticks_per_quarter / positions_per_beat
+    on_grid = np.floor((np.asarray(onsets) + song.read.shift_ticks) / grid + 0.5) * grid  # read-score ticks
+    return (on_grid >= song.lines[s]) & (on_grid < song.lines[e])
+
+
+def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
+                    new: dict[int, list[Note]], positions_per_beat: int) -> Score:
+    """The file's own score (``song.path`` read again, no meter applied) with the taken tracks' notes whose
+    onsets fall in bars [s, e) replaced by ``new`` (read-score ticks, moved back by the read's shift)."""
+    original, shift = read_score(song.path), song.read.shift_ticks
+    for track, info in zip(original.tracks, song.read.tracks.tracks, strict=True):
+        if taken is not None and info.program not in taken:
+            continue
+        a = track.notes.numpy()
+        keep = ~in_bars(song, a["time"], s, e, positions_per_beat)
+        notes = [Note(n.time - shift, n.duration, n.pitch, n.velocity) for n in new.get(info.program, [])
+                 if n.time >= shift]  # a note in a pickup's bar before the file's start is left out
+        rows = [(int(t), int(d), int(p), int(v)) for t, d, p, v in
+                zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
+        rows += [(n.time, n.duration, n.pitch, n.velocity) for n in notes]
+        rows.sort(key=lambda r: (r[0], r[2]))
+        track.notes = Note.from_numpy(*(np.array(c, dtype=np.int32) for c in zip(*rows, strict=True))) \
+            if rows else Note.from_numpy(*(np.zeros(0, np.int32),) * 4)
+    return original
+
+
+def with_new_tracks(song: SongBars, roles: list[str]) -> ReadScore:
+    """The read score with an empty track for each role, and its track map, to fill bar range by range."""
+    score = song.read.score.copy()
+    infos = list(song.read.tracks.tracks)
+    for role in roles:
+        score.tracks.append(Track(role, ROLE_PROGRAMS[role], False))
+        infos.append(TrackInfo(ROLE_PROGRAMS[role], role, 0))
+    return ReadScore(score, TrackMap(tuple(infos)), song.read.shift_ticks)
+
+
+def add_notes(score: Score, new: dict[int, list[Note]]) -> None:
+    for track in score.tracks:
+        for note in new.get(int(track.program), []):
+            track.notes.append(note)
+        track.notes.sort()
+
+
+def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score:
+    """The input file's own score with the written tracks appended in its ticks; the tracks a whole song read
+    anew left out (`melody_song`'s ``anew``) are left out here too, every other one untouched."""
+    out = read_score(song.path)
+    if song.left_out:
+        out.tracks = [t for t in out.tracks if t.name not in song.left_out]
+    shift = song.read.shift_ticks
+    for track in work.score.tracks[len(song.read.score.tracks):]:
+        new = Track(track.name, 0, False)  # POP909 plays every track on the piano
+        for n in track.notes:  # a note in a pickup's bar before the file's start is left out
+            if n.time >= shift:
+                new.notes.append(Note(n.time - shift, n.duration, n.pitch, n.velocity))
+        out.tracks.append(new)
+    return out
+
+
+def filled_file(tok, song: SongBars, s: int, e: int, taken: set[int] | None, middle: np.ndarray) -> Score:
+    """The file with bars [s, e) of the ``taken`` tracks (None: all) replaced by ``middle``'s notes (its ids
+    from its first Bar)."""
+    per_beat = tok.miditok.config.max_num_pos_per_beat
+    return replace_in_file(song, s, e, taken, middle_notes(tok, middle, song, s, e), per_beat)
+
+
+def with_written_tracks(tok, song: SongBars, roles: list[str], s: int, e: int, new: np.ndarray) -> Score:
+    """The input file with the ``roles`` tracks written for bars [s, e) from ``new`` (ids from the first new
+    Bar); the notes of the given tracks that the ids also hold are not written again."""
+    programs = {ROLE_PROGRAMS[r] for r in roles}
+    notes = middle_notes(tok, new, song, s, e)
+    work = with_new_tracks(song, roles)
+    add_notes(work.score, {p: n for p, n in notes.items() if p in programs})
+    return file_with_tracks(song, work, roles)
