@@ -29,7 +29,7 @@ demo: setup
 	bash scripts/demo.sh
 
 lint: setup
-	$(BIN)/ruff check musictx data_prep tests
+	$(BIN)/ruff check musictx bench data_prep tests
 
 # Both cores: pytest-xdist runs the tests in two worker processes (each test still uses one torch thread);
 # worksteal: a worker that runs out takes queued tests from the other, so no long test runs alone at the end.

@@ -6,7 +6,7 @@
 1. validation and test NLL (per token and per note) of both models on the same splits (``data/pop_large``'s
    validation and test splits are ``data/pop``'s, token for token), each model at a stride of half its context
    (``musictx-evaluate``'s default: pop 512 of 1,024, pop-large 1,024 of 2,048);
-2. speed: seconds of new music per second of wall time at batch 1 on this CPU (`musictx.bench realtime`);
+2. speed: seconds of new music per second of wall time at batch 1 on this CPU (`bench realtime`);
 3. with ``--scorecard``: the continuation scorecard of both on the test songs (shipped settings; slow on CPU
    for the large model: ``--max-songs`` for a first look);
 4. the decisions: **ship** as ``pop-large`` if it beats ``pop`` on validation NLL per note; **default on
@@ -57,8 +57,8 @@ def nll(model: str, data: Path, split: str, batch_size: int, stride: int) -> dic
 
 
 def real_time(model: str, seconds: float) -> float | None:
-    """x real time at batch 1 (one thread), from `musictx.bench realtime`'s own line."""
-    cmd = [sys.executable, "-m", "musictx.bench", "realtime", "--model", model, "--batch-sizes", "1",
+    """x real time at batch 1 (one thread), from `bench realtime`'s own line."""
+    cmd = [sys.executable, "-m", "bench", "realtime", "--model", model, "--batch-sizes", "1",
            "--seconds", str(seconds), "--repeats", "1"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     found = re.search(r"at batch 1 -> ([0-9.]+)x", done.stdout)

@@ -6,7 +6,7 @@ what it has into ``--out`` ($OUT) as soon as it has it.
 
 1. ``tests``: the ``gpu``-marked tests (tests/test_cuda.py: every kernel against the fp64 naive one, fp32 and
    bf16; a bf16 training step; torch.compile; the efficient kernel's memory; cached decoding).
-2. ``kernels``: the kernel table (`musictx.bench.attention_gpu`: triton, efficient, skew, flex, sdpa; forward
+2. ``kernels``: the kernel table (`bench.attention_gpu`: triton, efficient, skew, flex, sdpa; forward
    + backward, bf16, d 512, 8 heads, L = 1k..8k) -> kernels.json (the markdown table is in gpu.log too).
 3. ``train``: the larger pop model (`musictx.training.plain`: 8 x 512, L 2048, bf16, the triton kernel) on the
    carried arrays (carry/pop_large: the train split with POP909's extra arrangements) until the budget's
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         report["steps"]["tests"] = run_step("tests", cmd, args.tests_s, log)
         save_report()
     if "kernels" in steps:
-        cmd = [py, "-m", "musictx.bench", "attention_gpu", "--json", str(out / "kernels.json"), "--rounds", "2",
+        cmd = [py, "-m", "bench", "attention_gpu", "--json", str(out / "kernels.json"), "--rounds", "2",
                "--max-seconds", str(max(args.kernels_s - 20, 10))]
         report["steps"]["kernels"] = run_step("kernels", cmd + (TINY_KERNELS if args.tiny else []), args.kernels_s,
                                               log)

@@ -94,7 +94,7 @@ def run_train(args) -> int:
 
 def kernels_command(args) -> list[str]:
     """The attention table at the paper's size in bf16 (a CPU-sized, fp32 one with --device cpu --tiny)."""
-    cmd = [sys.executable, "-m", "musictx.bench", "attention_gpu", "--json", str(args.out / "kernels.json"),
+    cmd = [sys.executable, "-m", "bench", "attention_gpu", "--json", str(args.out / "kernels.json"),
            "--rounds", "2"]
     if args.device == "cpu":
         cmd += ["--device", "cpu", "--dtype", "fp32"]

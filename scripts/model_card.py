@@ -201,7 +201,7 @@ performances.
 
 ## Speed
 Seconds of new music per second of wall time, continuing the bundled motif on 2 CPU threads (KV cache,
-top-p 0.95, guard on; `python -m musictx.bench realtime`):
+top-p 0.95, guard on; `python -m bench realtime`):
 
 {speed}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from musictx.bench.realtime import measure, sampling_of
+from bench.realtime import measure, sampling_of
 from musictx.checkpoints.export import export
 from musictx.checkpoints.model_store import load_model, read_checkpoint
 from musictx.evaluation.plots import plot_loss_curves

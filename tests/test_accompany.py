@@ -16,7 +16,7 @@ from symusic import Note, Score
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.decoding.hooks.given_notes import given_onsets
-from musictx.decoding.hooks.phrase_echo import repeat_plan
+from musictx.decoding.hooks.repeat_echo import repeat_plan
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.tasks.accompany import (
@@ -228,7 +228,7 @@ def test_chords_with_another_task_or_a_bad_file_are_refused_in_one_line(tmp_path
     from musictx.generation.generate_options import GenerateOptions, check_task
     from musictx.io.chord_labels import ChordFileError, Chords
 
-    with pytest.raises(GenerateError, match="chords= is for task=accompany and task=continue"):
+    with pytest.raises(GenerateError, match="chords= is not for task=infill"):
         check_task(GenerateOptions(seed_midi="x.mid", task="infill", bars="1-2", chords="a.lab"))
     with pytest.raises(GenerateError, match="chords=.*nope.lab: no such file"):
         check_task(GenerateOptions(seed_midi="x.mid", task="accompany", chords=str(tmp_path / "nope.lab")))

@@ -1,4 +1,4 @@
-"""`python -m musictx.bench attention`: the whole table from one run, cells skipped with a reason, and the
+"""`python -m bench attention`: the whole table from one run, cells skipped with a reason, and the
 FlexAttention anchor computing the model's relative attention."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from musictx.bench.attention import _parse, format_table, goal_lines, main, skip_reason, summarise
+from bench.attention import _parse, format_table, goal_lines, main, skip_reason, summarise
 from musictx.models.attention import RelativeSelfAttention
 
 
@@ -49,7 +49,7 @@ def test_flex_anchor_computes_the_models_relative_attention():
     pytest.importorskip("torch.nn.attention.flex_attention")
     from torch.nn.attention.flex_attention import flex_attention
 
-    from musictx.bench.attention_cases import build_layer
+    from bench.attention_cases import build_layer
 
     torch.manual_seed(0)
     flex = build_layer("flex", 32, 2, 64, 20, 16)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-SETS_THE_POLICY = ["musictx.bench.generate", "musictx.bench.realtime", "musictx.bench.app", "musictx.bench.train",
+SETS_THE_POLICY = ["bench.generate", "bench.realtime", "bench.app", "bench.train",
                    "data_prep.bench"]
 
 
@@ -20,7 +20,7 @@ def test_importing_a_bench_sets_the_policy_before_torch_loads(module):
     env = {"PATH": "/usr/bin:/bin"}  # no OMP_WAIT_POLICY of our own
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     torch_loaded, policy = out.stdout.split()
-    if module == "musictx.bench.train":  # sets it in main(), right before its own `import torch`
+    if module == "bench.train":  # sets it in main(), right before its own `import torch`
         assert torch_loaded == "False"
         return
     assert (torch_loaded, policy) == ("False", "PASSIVE")

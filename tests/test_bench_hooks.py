@@ -1,10 +1,10 @@
-"""`python -m musictx.bench hooks`: the shipped hooks timed against recall guidance on every draw, the leans
+"""`python -m bench hooks`: the shipped hooks timed against recall guidance on every draw, the leans
 alone and no hooks, interleaved; the ``off`` arm really makes no hook but the grammar's."""
 
 from __future__ import annotations
 
-from musictx.bench import hooks as bench_hooks
-from musictx.bench.realtime import sampling_of
+from bench import hooks as bench_hooks
+from bench.realtime import sampling_of
 from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.registry import build_hooks
 from musictx.io.metrical_tokenizer import MetricalTokenizer

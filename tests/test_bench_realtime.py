@@ -1,11 +1,11 @@
-"""`python -m musictx.bench realtime`: one model's real-time factor, and two models timed interleaved on the
+"""`python -m bench realtime`: one model's real-time factor, and two models timed interleaved on the
 same settings (``--against-model``), the way the README's speed ratios are measured."""
 
 from __future__ import annotations
 
 import pytest
 
-from musictx.bench import realtime
+from bench import realtime
 from musictx.paths import PRETRAINED_DIR
 
 

@@ -14,8 +14,9 @@ import yaml
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.hooks.bar_repeats import MAX_REPEATS
 from musictx.decoding.hooks.recall_guidance import RecallGuidance
+from musictx.decoding.hooks.registry import HOOKS
 from musictx.decoding.sampling import SpecialIds, generate
-from musictx.decoding.sampling_options import RENAMED, SamplingOptions
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.generation.generate_options import GenerateOptions
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models import MusicTransformer, VanillaTransformer
@@ -29,8 +30,8 @@ from musictx.training.data import MusicDataModule
 from .gen_fixtures import tiny_net
 from .test_recall_guidance import guided
 
-# the decoding settings, and the hooks' options by their old flat names (each now lives in its hook's own file)
-SAMPLING = {f.name for f in fields(DecodingOptions)} | set(RENAMED)
+# the decoding settings, and the hooks' names given flat (each hook's options live in its own file)
+SAMPLING = {f.name for f in fields(DecodingOptions)} | {spec.name for spec in HOOKS}
 TOK = EventTokenizer()
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from musictx.bench.attention_cases import peak_tensor_bytes
+from bench.attention_cases import peak_tensor_bytes
 from musictx.models.attention import attend_naive
 from musictx.models.efficient_attention import attend_efficient
 

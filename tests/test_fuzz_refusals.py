@@ -33,9 +33,9 @@ from .test_fuzz_commands import POP, REPO, RUNNER, assert_one_line, tempo_zero
 pytestmark = needs_shared
 GENERATE = ("musictx.commands.generate", "musictx-generate")
 EVALUATE = ("musictx.commands.evaluate", "musictx-evaluate")
-COPY_FIT = ("musictx.commands.copy_fit", "python -m musictx.commands.copy_fit")
-MOVED = {"musictx.training.harmonizer": "musictx.commands.harmonizer", "musictx.evaluation.copy_fit":
-         "musictx.commands.copy_fit", "musictx.evaluation.compare": "musictx.commands.compare",
+COPY_FIT = ("bench.__main__", "python -m bench copy_fit")
+MOVED = {"musictx.training.harmonizer": "musictx.commands.harmonizer",
+         "musictx.evaluation.compare": "musictx.commands.compare",
          "musictx.evaluation.motif": "musictx.commands.motif_curves", "musictx.checkpoints.export": "musictx-export"}
 HUGE_SEED = "99999999999999999999"
 
@@ -90,7 +90,7 @@ def refusal_cases(tmp_path: Path) -> list[tuple[dict, str]]:
     torch.save({"state_dict": {}, "code": print}, tmp_path / "pickled.ckpt")  # a pickle of a function: refused
     out = ["num_samples=1", "audio=false", f"output_dir={tmp_path / 'gen'}"]
     ev = [f"data.dir={data}", "progress=false", f"output_dir={tmp_path / 'ev'}"]
-    cf = ["--data", str(data), "--songs", "1"]
+    cf = ["copy_fit", "--data", str(data), "--songs", "1"]
     return [
         (case(GENERATE, f"seed={HUGE_SEED}", *out), f"got {HUGE_SEED}"),
         (case(GENERATE, "seed=-1", *out), "seed must be"),
@@ -105,13 +105,14 @@ def refusal_cases(tmp_path: Path) -> list[tuple[dict, str]]:
         (case(EVALUATE, "mode=motif", f"motif.seed={HUGE_SEED}", *ev), "motif.seed"),
         (case(EVALUATE, "mode=two_sample", "two_sample.cv_seed=-3", *ev), "two_sample.cv_seed"),
         (case(COPY_FIT, *cf, "--checkpoint", "piano"), "--checkpoint piano: a Performance-event model"),
-        (case(COPY_FIT, *cf, "--checkpoint", "pop"), "--task infill needs a model fine-tuned"),
+        (case(COPY_FIT, *cf, "--checkpoint", "pop"), "the fit needs a model fine-tuned on the infill format"),
         (case(COPY_FIT, *cf, "--bars", "0"), "argument --bars"),
-        (case(COPY_FIT, "--data", str(data), "--songs", "0", "--skip", "5"), "--skip 5 leaves none of its 2"),
+        (case(COPY_FIT, "copy_fit", "--data", str(data), "--songs", "0", "--skip", "5"),
+         "--skip 5 leaves none of its 2"),
         (case(COPY_FIT, *cf, "--songs", "x"), "argument --songs"),
-        (case(("musictx.bench.__main__", "python -m musictx.bench realtime"), "realtime", "--seconds", "-1"),
+        (case(("bench.__main__", "python -m bench realtime"), "realtime", "--seconds", "-1"),
          "argument --seconds"),
-        (case(("musictx.bench.__main__", "python -m musictx.bench realtime"), "realtime", "--model",
+        (case(("bench.__main__", "python -m bench realtime"), "realtime", "--model",
               str(tmp_path / "pickled.ckpt")), "pickled.ckpt: not a usable musictx checkpoint"),
     ]
 

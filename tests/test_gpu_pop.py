@@ -174,7 +174,7 @@ class Hide(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {BLOCKED!r}:
             raise ModuleNotFoundError(name)
 sys.meta_path.insert(0, Hide())
-import musictx.training.plain, musictx.bench.attention_gpu, musictx.bench.attention_cases
+import musictx.training.plain, bench.attention_gpu, bench.attention_cases
 import musictx.models.efficient_attention, musictx.kernels.triton_attention
 import musictx.models.attention, musictx.io.tokenizers
 from musictx.decoding.sampling import generate

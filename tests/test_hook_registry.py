@@ -12,13 +12,14 @@ import pytest
 import torch
 
 import musictx
-from musictx.decoding.hook import KINDS, TASKS, HookInputs, LogitsHook, ends_samples
+from musictx.decoding.hook import KINDS, HookInputs, LogitsHook, ends_samples
 from musictx.decoding.hooks.registry import HOOKS, HookOptions, build_hooks, hooks_for
-from musictx.decoding.sampling_options import RENAMED, SamplingOptions
+from musictx.decoding.sampling_options import SamplingOptions
 from musictx.generation.generate_options import GenerateOptions
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.midi_io import Notes
 from musictx.io.tokenizer import EventTokenizer
+from musictx.tasks.registry import TASKS
 from musictx.tasks.seeds import Seed
 
 PACKAGE = Path(musictx.__file__).resolve().parent
@@ -34,14 +35,14 @@ def test_every_spec_is_complete_and_owns_its_options():
     options hold them as one group per hook (``hooks.NAME``) and no flat hook option besides."""
     assert len({spec.name for spec in HOOKS}) == len(HOOKS)
     for spec in HOOKS:
-        assert set(spec.tasks) <= set(TASKS) and set(spec.kinds) <= set(KINDS) and spec.tasks and spec.kinds
+        assert (spec.tasks is None or set(spec.tasks) <= set(TASKS)) and set(spec.kinds) <= set(KINDS) and spec.kinds
         assert spec.help and "\n" not in spec.help
         if spec.options is not None:
             assert spec.options.__module__ == spec.make.__module__, spec.name  # declared beside its hook
             assert all(f.metadata["help"] and "\n" not in f.metadata["help"] for f in fields(spec.options))
     groups = {f.name: f.type for f in fields(HookOptions)}
     assert groups == {spec.name: spec.options for spec in HOOKS if spec.options}
-    assert {f.name for f in fields(GenerateOptions)} & (set(RENAMED) | set(groups)) == set()
+    assert {f.name for f in fields(GenerateOptions)} & set(groups) == set()
     for task in TASKS:  # within one run no two hooks share a place: the order is the registry's, not luck's
         for kind in KINDS:
             orders = [spec.order for spec in hooks_for(task, kind)]
@@ -49,14 +50,14 @@ def test_every_spec_is_complete_and_owns_its_options():
 
 
 def test_continuation_hooks_in_order_and_off_at_zero():
-    every = SamplingOptions(hooks={"phrase_echo": {"strength": 1.3}})  # the phrase echo is off by default
+    every = SamplingOptions()
     song = [0, 80]  # PIANO and MELODY: the melody presence is made for a song's tracks only
     metrical = build_hooks(HookInputs("continue", METRICAL, every, programs=song, on_step=lambda *_: None))
-    assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "KeyLean", "PhraseEcho",
+    assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "KeyLean",
                                "BassLean", "MelodyPresence", "OnStep", "RecallGuidance"]
     # one cursor for the run, followed first; every metrical hook reads it and follows nothing itself
     readers = [h for h in metrical if hasattr(h, "cursor")]
-    assert len(readers) == 7 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
+    assert len(readers) == 6 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
     off = SamplingOptions(hooks={"motif_echo": {"strength": 0}, "bass_lean": {"strength": 0},
                                  "key_lean": {"strength": 0}, "recall_guidance": {"strength": 0},
                                  "metrical_guard": {"enabled": False}, "melody_presence": {"strength": 0},
@@ -74,7 +75,7 @@ def test_performance_continuation_gets_its_guard_and_recall_guidance():
 @pytest.mark.parametrize("task", ["infill", "accompany"])
 def test_infill_and_accompaniment_make_no_recall_guidance_or_echo(task):
     specs = [spec.name for spec in hooks_for(task, "remi")]
-    assert "recall_guidance" not in specs and "motif_echo" not in specs and "phrase_echo" not in specs
+    assert "recall_guidance" not in specs and "motif_echo" not in specs 
     assert "metrical_guard" in specs and "bar_repeats" in specs
 
 
@@ -107,7 +108,7 @@ def test_no_hook_is_made_outside_its_own_file():
     """A hook list is built only by `build_hooks`: a hook class is instantiated only in the file that defines
     it (its spec's make), nowhere else in the package."""
     classes = _hook_classes()
-    assert {"RemiGuard", "PhraseEcho", "RecallGuidance", "OnStep"} <= classes
+    assert {"RemiGuard", "RepeatEcho", "RecallGuidance", "OnStep"} <= classes
     bad = []
     for path in PACKAGE.rglob("*.py"):
         tree = ast.parse(path.read_text())

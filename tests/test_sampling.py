@@ -351,7 +351,7 @@ def test_generate_restores_the_net():
 
 
 def test_generation_benchmark_runs(capsys):
-    from musictx.bench.generate import main
+    from bench.generate import main
 
     main(["--threads", "1", "--batch-sizes", "1,2", "--new-tokens", "6", "--seed-tokens", "8", "--repeats", "1",
           "--uncached-tokens", "2", "--uncached-points", "2"])
@@ -364,7 +364,7 @@ def test_generation_benchmark_runs(capsys):
 def test_generation_benchmark_runs_on_the_metrical_model(capsys):
     """The bench covers every shipped model: `pop` takes its prompt from the motif's whole bars, and its
     seconds of music from the bar lines it writes."""
-    from musictx.bench.generate import main
+    from bench.generate import main
 
     main(["--model", "pop", "--batch-sizes", "1", "--new-tokens", "200", "--seed-tokens", "64", "--repeats", "1",
           "--no-uncached"])
@@ -379,7 +379,7 @@ def test_generation_benchmark_times_another_checkout_in_fresh_processes(capsys, 
     """``--baseline``: this checkout against another one's generation code; here against itself, so the
     two sample the same ids, and a folder without the model store is refused in one line."""
     import musictx
-    from musictx.bench.generate import main
+    from bench.generate import main
 
     root = Path(musictx.__file__).resolve().parents[1]
     main(["--batch-sizes", "1", "--new-tokens", "8", "--seed-tokens", "8", "--repeats", "1", "--no-uncached",
@@ -394,7 +394,7 @@ def test_generation_benchmark_times_another_checkout_in_fresh_processes(capsys, 
 
 
 def test_generation_benchmark_times_a_step_against_its_quarter_width_twin():
-    from musictx.bench.generate import step_floor
+    from bench.generate import step_floor
     from musictx.checkpoints.model_store import load_model
 
     net, _, _ = load_model("piano")

@@ -16,7 +16,7 @@ from musictx.console.config_help import key_help  # importing it registers the $
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.hooks.registry import HOOKS
 from musictx.decoding.option_fields import help_of
-from musictx.decoding.sampling_options import RENAMED, SamplingOptions, reference
+from musictx.decoding.sampling_options import SamplingOptions, reference
 from musictx.evaluation.continuation import continuation_options
 from musictx.evaluation.motif import motif_sampling
 from musictx.evaluation.run import evaluation_options
@@ -57,7 +57,7 @@ def test_no_config_file_writes_a_sampling_default():
     blocks = blocks_with_sampling_keys()
     assert {where for where, _ in blocks} >= {"generate.yaml", "evaluate.yaml:continuation", "evaluate.yaml:motif"}
     for where, block in blocks:
-        assert not set(block) & set(RENAMED), f"{where}: an old flat hook option"
+        assert not set(block) & {spec.name for spec in HOOKS}, f"{where}: a hook's name given flat"
         for name in SAMPLING:
             if name in block:
                 assert block[name] == reference(name), f"{where}: {name}: {block[name]!r} repeats a default"
@@ -76,13 +76,13 @@ def test_generate_yaml_lists_every_option_and_composes_to_the_defaults(tmp_path)
         assert written[key] == getattr(defaults, key), key
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("generate", overrides=["checkpoint=x.ckpt", f"output_dir={tmp_path}", "top_k=5"])
-        echo = compose("generate", overrides=["hooks.phrase_echo.strength=1.3", "hooks.bar_repeats.max_repeats=null",
+        echo = compose("generate", overrides=["hooks.key_lean.strength=1.3", "hooks.bar_repeats.max_repeats=null",
                                               "output_dir=x"])
     opts = GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True))
     assert opts == GenerateOptions(checkpoint="x.ckpt", output_dir=str(tmp_path), top_k=5)
     echoed = GenerateOptions.from_mapping(OmegaConf.to_container(echo, resolve=True))
-    assert echoed.hooks.phrase_echo.strength == 1.3 and echoed.hooks.bar_repeats.max_repeats is None
-    assert echoed.hooks.key_lean == opts.hooks.key_lean  # the other groups as shipped
+    assert echoed.hooks.key_lean.strength == 1.3 and echoed.hooks.bar_repeats.max_repeats is None
+    assert echoed.hooks.motif_echo == opts.hooks.motif_echo  # the other groups as shipped
 
 
 def test_evaluate_blocks_sample_with_the_defaults_through_hydra_and_from_python():
@@ -177,25 +177,25 @@ def test_note_cap_follows_the_seeds_long_notes():
     assert note_cap(TOK, seed_of(100), 5.0, None) == 5.0 and note_cap(TOK, seed_of(100), None, 2.0) is None
 
 
-def test_an_old_flat_hook_option_is_refused_with_its_new_name():
+def test_a_hooks_name_given_as_an_option_is_told_where_its_options_are():
     import pytest
 
     from musictx.decoding.errors import GenerateError
     from musictx.generation.generate_options import check_option_names, override_names
 
-    names = override_names(["seed_midi=x.mid", "hooks.phrase_echo.strength=1.3", "hydra.run.dir=y"])
-    assert names == ["seed_midi", "hooks.phrase_echo.strength"]
-    check_option_names(names)  # the new spelling passes
-    for old, new in RENAMED.items():
-        with pytest.raises(GenerateError, match=rf"^option '{old}' is now hooks\."):
-            check_option_names(override_names([f"{old}=1"]))
-        assert new.split(" ")[0].split(".")[1] in {spec.name for spec in HOOKS}  # it names a real group
+    names = override_names(["seed_midi=x.mid", "hooks.key_lean.strength=1.3", "hydra.run.dir=y"])
+    assert names == ["seed_midi", "hooks.key_lean.strength"]
+    check_option_names(names)  # the hooks' spelling passes
+    for spec in HOOKS:
+        if spec.options:
+            with pytest.raises(GenerateError, match=rf"^option '{spec.name}' is a hook: set hooks\.{spec.name}\."):
+                check_option_names(override_names([f"{spec.name}=1"]))
     with pytest.raises(GenerateError, match="unknown option 'strenth' in hooks.key_lean; did you mean 'strength'"):
         check_option_names(["hooks.key_lean.strenth"])
     with pytest.raises(GenerateError, match="unknown option 'key_lan' in hooks; did you mean 'key_lean'"):
         check_option_names(["hooks.key_lan.strength"])
-    with pytest.raises(GenerateError, match="option 'phrase_echo' is now hooks.phrase_echo.strength"):
-        SamplingOptions.from_mapping({"phrase_echo": 1.3})  # a YAML block or a script's dict too
+    with pytest.raises(GenerateError, match="option 'key_lean' is a hook: set hooks.key_lean.strength"):
+        SamplingOptions.from_mapping({"key_lean": 1.3})  # a YAML block or a script's dict too
 
 
 def test_evaluate_help_names_each_blocks_hooks():

@@ -89,21 +89,32 @@ def _fields(form, task: str) -> dict:
     return values
 
 
-def _work(cont: Continuer, filler: Filler, task: str, upload: Path, values: dict):
-    """The tab's own work on the saved upload; its first result."""
-    if task == "continue":
-        settings = Settings(num_samples=1, **{k: v for k, v in values.items() if k in
-                                              ("seed_seconds", "seed_from", "seed", "temperature", "top_p",
-                                               "density", "instruments")})
-        if "seconds" in values:
-            settings.length_seconds = values["seconds"]
-        return cont.continue_file(upload, settings)[0]
-    if task == "infill":
-        return filler.fill(upload, values.get("first"), values.get("last"), values.get("tracks"),
-                           beats=values.get("beats"), seed=values.get("seed", 0))
+def _continue(cont: Continuer, _filler: Filler, upload: Path, values: dict):
+    settings = Settings(num_samples=1, **{k: v for k, v in values.items() if k in
+                                          ("seed_seconds", "seed_from", "seed", "temperature", "top_p",
+                                           "density", "instruments")})
+    if "seconds" in values:
+        settings.length_seconds = values["seconds"]
+    return cont.continue_file(upload, settings)[0]
+
+
+def _fill(_cont: Continuer, filler: Filler, upload: Path, values: dict):
+    return filler.fill(upload, values.get("first"), values.get("last"), values.get("tracks"),
+                       beats=values.get("beats"), seed=values.get("seed", 0))
+
+
+def _accompany(_cont: Continuer, filler: Filler, upload: Path, values: dict):
     roles = [r.strip() for r in values.get("tracks", "").split(",") if r.strip()]
     return filler.accompany(upload, roles or None, values.get("first"), values.get("last"), beats=values.get("beats"),
                             seed=values.get("seed", 0))
+
+
+WORK = {"continue": _continue, "infill": _fill, "accompany": _accompany}  # each endpoint's tab
+
+
+def _work(cont: Continuer, filler: Filler, task: str, upload: Path, values: dict):
+    """The tab's own work on the saved upload; its first result."""
+    return WORK[task](cont, filler, upload, values)
 
 
 def api_routes(cont: Continuer, max_queue: int) -> list[Route]:

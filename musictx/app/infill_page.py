@@ -75,8 +75,7 @@ def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed,
     """Fill / Retry / Keep of one tab; ``inputs`` end with the random seed box, then the beats per bar box (last,
     so that an API call made before it was added still works)."""
     go, retry, keep = buttons
-    work = filler.fill if kind == "infill" else filler.accompany
-    verb = "fill" if kind == "infill" else "accompany"
+    work, verb = {"infill": (filler.fill, "fill"), "accompany": (filler.accompany, "accompany")}[kind]
 
     def run(*values):
         *args, number, beats = values if len(values) == len(inputs) else (*values, None)

@@ -19,14 +19,13 @@ from musictx.app.models import Choice, Loaded
 from musictx.decoding.errors import GenerateError
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
-from musictx.io.infill_format import InfillIds
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
 from musictx.io.piano_roll import MARKED_SHADE, piano_roll_figure, save_figure
 from musictx.io.tokenizers import is_metrical
 from musictx.tasks.metrical_seed import ticks_to_seconds
+from musictx.tasks.registry import task_named
 from musictx.tasks.song_bars import SongBars, left_out_clause, meter_warning, parse_bars
-from musictx.tasks.song_task import SongTask, read_task_song
 
 BAND_SHADE = MARKED_SHADE  # the bars asked for, on the song's piano roll and the take's
 # One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.
@@ -39,18 +38,17 @@ MAX_CHORD_FILE_BYTES = 2**20  # a lab file of a long song is a few kB
 
 def infill_problem(model: Loaded, task: str = "infill", pinned: bool = True) -> str | None:
     """Why ``model`` cannot do ``task`` (infill or accompany; one line), or None. The rule is the command's
-    (`musictx.tasks.infill_run.song_job`): a metrical model, with the infill tokens to infill. Without
-    ``--model`` (``pinned`` False) the app chooses a model that can, so this is said only of a pinned one."""
-    instead = "pop_infill" if task == "infill" else "pop"
-    how = f"start the app without --model (it then uses {instead} for this tab)"
+    (`musictx.tasks.song_task.SongTask.check_model`): a metrical model, with the infill tokens to infill.
+    Without ``--model`` (``pinned`` False) the app chooses a model that can, so this is said only of a pinned
+    one."""
+    how = f"start the app without --model (it then uses {task_named(task).model} for this tab)"
     if not is_metrical(model.tokenizer):
         return f"The model `{model.ref}` reads performance events, not bars: {how}."
-    if task == "infill":
-        try:
-            InfillIds.of(model.tokenizer)
-        except ValueError:
-            return (f"The model `{model.ref}` has no infill tokens, so it cannot fill bars: {how}, or with "
-                    "--model pop_infill (docs/infill.md).")
+    try:
+        task_named(task).check_model(model.ref, model.tokenizer)
+    except GenerateError:
+        return (f"The model `{model.ref}` has no infill tokens, so it cannot fill bars: {how}, or with "
+                "--model pop_infill (docs/infill.md).")
     return None
 
 
@@ -98,7 +96,7 @@ class Filler:
         if problem:
             raise GenerateError(problem)
         per_bar = beats_number(beats)
-        song = _for_file(midi, read_task_song, task, choice.model.tokenizer, midi, per_bar or "auto", anew)
+        song = _for_file(midi, task_named(task).read, choice.model.tokenizer, midi, per_bar or "auto", anew)
         return midi, song, choice
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
@@ -134,7 +132,7 @@ class Filler:
         have it (the bars may play the song's own bars again), else off."""
         midi, song, choice = self._song(path, "infill", beats)
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
-        task = _for_file(midi, SongTask.of, "infill", song, s, e, tracks or None)
+        task = _for_file(midi, task_named("infill").request, song, s, e, tracks or None)
         opts = replace(self.cont.base, seed=int(seed or 0))
         opts = opts if repeats else opts.with_hook("copy_cache", strength=0.0)
 
@@ -151,7 +149,7 @@ class Filler:
         with no track ticked gets a new accompaniment for its melody; its own is left out and the title says so."""
         midi, song, choice = self._song(path, "accompany", beats, anew=not roles)
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
-        task = _for_file(midi, SongTask.of, "accompany", song, s, e, list(roles or []) or None)
+        task = _for_file(midi, task_named("accompany").request, song, s, e, list(roles or []) or None)
         task.chords = self._chords(chords)
         opts = replace(self.cont.base, seed=int(seed or 0))
 
@@ -193,7 +191,7 @@ class Filler:
                 path = out / f"{name}.mid"
                 write_score(score, path)  # atomic, as every result the app writes
                 # the take, read whole, on the bars the song was read with
-                taken = read_task_song("infill", choice.model.tokenizer, path, beats_number(beats) or "auto")
+                taken = task_named("infill").read(choice.model.tokenizer, path, beats_number(beats) or "auto")
                 png = draw_band(taken, s, e, out / f"{name}.png", f"{name}: {title}")
                 wav = wav_beside(path, cont.base.soundfont) if cont.audio_reason is None else None
             except BaseException:

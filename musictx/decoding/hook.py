@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 from torch import Tensor, nn
 
-TASKS = ("continue", "infill", "accompany")
 KINDS = ("performance", "remi")  # the tokenizers' kinds (`musictx.io.tokenizers`)
 
 
@@ -76,7 +75,7 @@ class HookInputs:
     """What one run's hooks are made from: the task, the tokenizer and the sampling options, and what the task
     knows of its prompt (each field is read only by the hooks that need it)."""
 
-    task: str  # one of TASKS
+    task: str  # the task's name (`musictx.tasks.registry`)
     tokenizer: Any
     sampling: Any  # `SamplingOptions`: the decoding settings and ``hooks``, every hook's options (each gets its own)
     seed: Any = None  # task=continue on Performance events: the `Seed` (its notes set the guard's note cap)
@@ -99,7 +98,7 @@ class HookSpec:
     name: str
     options: type | None  # its options dataclass (``hooks.NAME.FIELD``); None: it has none
     kinds: tuple[str, ...]  # the tokenizer kinds it applies to
-    tasks: tuple[str, ...]  # the tasks it applies to
+    tasks: tuple[str, ...] | None  # the names of the tasks it applies to; None: every task
     order: int  # lower runs first: the hooks that forbid ids before those that lean (a lean keeps -inf at -inf)
     make: Callable[[HookInputs, Any], LogitsHook | None]  # (the run, its options) -> hook; None: nothing to do
     help: str  # one line
@@ -109,4 +108,4 @@ def _progress(inputs: HookInputs, _options) -> LogitsHook | None:
     return OnStep(inputs.on_step) if inputs.on_step else None
 
 
-PROGRESS = HookSpec("progress", None, KINDS, TASKS, 90, _progress, "reports each draw (progress bars, the app)")
+PROGRESS = HookSpec("progress", None, KINDS, None, 90, _progress, "reports each draw (progress bars, the app)")

@@ -6,10 +6,9 @@ hook's options (``hooks``: one group per hook, declared in the hook's own file a
 ``musictx-evaluate``, and the web app all start from these defaults. The YAML files in ``conf/`` do not repeat
 the numbers: a decoding key written ``temperature: ${sampling:temperature}`` means "the default", and the
 hooks' groups come from Hydra's config store (``- hooks: shipped`` in a defaults list,
-`musictx.console.config_help`), so ``hooks.phrase_echo.strength=1.3`` sets one hook's option.
+`musictx.console.config_help`), so ``hooks.key_lean.strength=0`` sets one hook's option.
 
-The hooks' options had flat names before (``phrase_echo=1.3``): `RENAMED` maps each old name to its new
-place, and a run given one is told so in one line.
+A hook's name given as an option (``key_lean=0``) is told where its options are, in one line.
 """
 
 from __future__ import annotations
@@ -21,38 +20,15 @@ from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.errors import GenerateError
 from musictx.decoding.hooks.registry import HookOptions
 
-# the options' old flat names (before the hooks' groups) -> where each lives now
-RENAMED = {
-    "guard": "hooks.guard.enabled (Performance models), hooks.metrical_guard.enabled (metrical ones)",
-    "max_note_seconds": "hooks.guard.max_note_seconds",
-    "note_cap_from_seed": "hooks.guard.note_cap_from_seed",
-    "polyphony_ratio": "hooks.guard.polyphony_ratio",
-    "pedal_release": "hooks.guard.pedal_release",
-    "max_bar_repeats": "hooks.bar_repeats.max_repeats",
-    "recall_guidance": "hooks.recall_guidance.strength",
-    "recall_local": "hooks.recall_guidance.local",
-    "recall_against": "hooks.recall_guidance.against",
-    "motif_echo": "hooks.motif_echo.strength",
-    "note_echo": "hooks.note_echo.strength",
-    "phrase_echo": "hooks.phrase_echo.strength",
-    "repeat_echo": "hooks.repeat_echo.strength",
-    "bass_lean": "hooks.bass_lean.strength",
-    "melody_presence": "hooks.melody_presence.strength",
-    "key_lean": "hooks.key_lean.strength",
-    "harmony": "hooks.harmony_lean.strength (task=accompany), hooks.chord_lean.strength (a continuation with chords=)",
-    "harmony_guess": "hooks.harmony_lean.guess",
-    "harmony_guess_strong": "hooks.harmony_lean.guess_strong",
-    "counter_rest": "hooks.counter_rest.strength",
-    "copy_cache": "hooks.copy_cache.strength",
-}
 
-
-def renamed(name: str) -> GenerateError | None:
-    """The one-line error for an option's old flat name, saying where it lives now; None for other names."""
-    if name not in RENAMED:
+def hook_option_hint(name: str) -> GenerateError | None:
+    """The one-line error for a hook's name given as an option (``key_lean=0``): its options are
+    ``hooks.NAME.FIELD``; None for other names."""
+    groups = [f.name for f in fields(HookOptions)]
+    if name not in groups:
         return None
-    return GenerateError(f"option '{name}' is now {RENAMED[name]}: the hooks' options moved into groups "
-                         f"(musictx-generate --help lists them)")
+    options = ", ".join(f"hooks.{name}.{f.name}" for f in fields(HookOptions.__dataclass_fields__[name].type))
+    return GenerateError(f"option '{name}' is a hook: set {options} (musictx-generate --help lists them)")
 
 
 @dataclass
@@ -74,7 +50,7 @@ class SamplingOptions(DecodingOptions):
         caller). A missing key, or one still holding its YAML reference ``${sampling:NAME}`` (a YAML read
         without Hydra), takes the default. An old flat hook option raises GenerateError saying its new name."""
         for name in values:
-            if (err := renamed(name)) is not None:
+            if (err := hook_option_hint(name)) is not None:
                 raise err
         given = {f.name: values[f.name] for f in fields(cls) if f.name in values}
         return cls(**{name: value for name, value in given.items() if value != reference(name)})

@@ -29,7 +29,7 @@ import torch
 from symusic import Score
 
 from musictx.decoding.hooks.copy_cache import loose_ids, mixture_nll
-from musictx.decoding.hooks.phrase_echo import repeat_plan
+from musictx.decoding.hooks.repeat_echo import repeat_plan
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.decoding.window import context_length
 from musictx.evaluation import scorecard_metrics as sm

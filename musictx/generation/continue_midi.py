@@ -29,8 +29,7 @@ of the samples already written (the unfinished ones' files are removed). `run` t
 (`musictx.generation.generate_options`, where the options are checked); no Hydra here.
 
 A run reads as a straight line, each step in its own module and none returned to: the options checked, the
-model opened, the run's job built by its kind (`musictx.tasks.continue_seed`,
-`musictx.tasks.continue_metrical`, `musictx.tasks.infill_run`: the seed or song read, the prompt
+model opened, the run's job built by its task (`musictx.tasks.registry`: the seed or song read, the prompt
 made), drawn by the one sampler and decoded (`musictx.tasks.prompt.draw`), and what comes back, plain
 data (`musictx.tasks.take`), written by `musictx.generation.output_folder.write_run`.
 """
@@ -49,11 +48,8 @@ from musictx.generation.model_choice import choose_model
 from musictx.generation.output_folder import write_run
 from musictx.generation.programs import apply_programs, parse_programs
 from musictx.io.audio import audio_unavailable
-from musictx.io.tokenizers import is_metrical
-from musictx.tasks.continue_metrical import metrical_job
-from musictx.tasks.continue_seed import performance_job
-from musictx.tasks.infill_run import song_job
-from musictx.tasks.prompt import Job, draw
+from musictx.tasks.prompt import draw
+from musictx.tasks.registry import task_named
 
 
 def open_model(opts: GenerateOptions):
@@ -72,16 +68,6 @@ def open_model(opts: GenerateOptions):
     return net, tokenizer, meta
 
 
-def job_for(opts: GenerateOptions, net, tokenizer) -> Job:
-    """The run's task as a prompt for the one sampler: bars filled or accompanied (`song_job`), a metrical seed
-    continued by bars (`metrical_job`) or a performance continued (`performance_job`)."""
-    if opts.task != "continue":
-        return song_job(opts, net, tokenizer)
-    if is_metrical(tokenizer):
-        return metrical_job(opts, net, tokenizer)
-    return performance_job(opts, net, tokenizer)
-
-
 def run(opts: GenerateOptions) -> dict:
     """Check, load, seed, sample, write; return the record written to ``generation.json`` (or the free name
     after it). A Ctrl-C while sampling writes the samples so far (MIDI and piano roll), one while writing
@@ -97,7 +83,7 @@ def run(opts: GenerateOptions) -> dict:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = open_model(opts)
     no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"  # said once the folder is made
-    batch = draw(net, job_for(opts, net, tokenizer))
+    batch = draw(net, task_named(opts.task).job(opts, net, tokenizer))  # the task's prompt, one sampler
     if unmatched := apply_programs(batch.takes, parse_programs(opts.programs)):
         print(unmatched)
     # Nothing was written before this point: every check above raises first.

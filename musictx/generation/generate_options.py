@@ -15,35 +15,19 @@ from pathlib import Path
 from musictx.decoding.errors import GenerateError
 from musictx.decoding.hooks.registry import HookOptions
 from musictx.decoding.option_fields import finite_number, raise_first, whole_number
-from musictx.decoding.sampling_options import SamplingOptions, renamed
+from musictx.decoding.sampling_options import SamplingOptions, hook_option_hint
 from musictx.decoding.window import context_length
 from musictx.generation.programs import parse_programs
 from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
-from musictx.io.wav_io import MAX_AUDIO_SECONDS
 from musictx.safe_output import target_problem
+from musictx.tasks.limits import BOUNDS
+from musictx.tasks.registry import DEFAULT_TASK, task_named
 
-
-@dataclass(frozen=True)
-class Bounds:
-    """The largest request a run takes, written here once (conf/generate.yaml, docs/safety.md and the app say
-    them; `GenerateOptions.check`, which the app's requests go through too, enforces them). Past them a value
-    is a typo (``length_seconds=1e9``) that would cost hours, memory and disk, not a request."""
-
-    length_seconds: float = 1200.0  # new music per sample: 20 minutes
-    num_samples: int = 64  # one batch; more samples come from more runs (seed=...) into the same folder
-    seed_seconds: float = 3600.0  # seed_seconds and seed_from: an hour into / of the seed file
-    max_tokens: int = 200_000  # new tokens per sample (~1000 s of dense piano)
-    length_bars: int = 512  # about 20 minutes of 4/4 at 100 bpm
-    audio_seconds: float = MAX_AUDIO_SECONDS  # a WAV longer than this is not rendered (musictx.io.wav_io)
-
-
-BOUNDS = Bounds()
 END_SEED_SECONDS = 10.0  # seed_from=end with seed_seconds=null: the last this many seconds of the file
 MAX_NUM_SAMPLES = BOUNDS.num_samples
 MAX_BARS = BOUNDS.length_bars
-TASKS = ("continue", "infill", "accompany")
 
 
 @dataclass
@@ -72,7 +56,7 @@ class GenerateOptions(SamplingOptions):
     audio: bool = True  # write sample_XX.wav when fluidsynth and the soundfont are present
     soundfont: str | None = None  # None: the first GM soundfont found (musictx.io.audio.find_soundfont)
     output_dir: str | None = None
-    task: str = "continue"  # one of TASKS; infill and accompany: musictx.tasks.infill_run
+    task: str = DEFAULT_TASK  # a task of musictx.tasks.registry: continue, infill or accompany
     bars: str | None = None  # infill / accompany: FIRST-LAST, 1-based and inclusive
     tracks: list[str] | str | None = None  # infill: the tracks to redo (None: all); accompany: the tracks to write
     chords: str | None = None  # accompany, or continue (metrical): a lead sheet's chords ("START END LABEL" lines, s)
@@ -207,35 +191,10 @@ def device_problem(name) -> str | None:
 
 def check_task(opts: GenerateOptions) -> None:
     """Raise GenerateError for a task and options that do not go together (before a model is loaded)."""
-    if opts.task not in TASKS:
-        raise GenerateError(f"task={opts.task}: use one of {', '.join(TASKS)}")
-    if opts.chords is not None and opts.task == "infill":
-        raise GenerateError("chords= is for task=accompany and task=continue (the chords the new music follows)")
+    task = task_named(opts.task)
+    task.check(opts)
     if opts.chords is not None and not os.path.lexists(opts.chords):
         raise GenerateError(f"chords={opts.chords}: no such file (a lab file of 'START END LABEL' lines)")
-    if opts.task == "continue" and (opts.bars is not None or opts.tracks):
-        raise GenerateError("bars= and tracks= are for task=infill and task=accompany")
-    if opts.task != "continue" and not opts.seed_midi:
-        raise GenerateError(f"task={opts.task} needs seed_midi=<file> (the song to work in)")
-    if opts.task == "infill" and opts.bars is None:
-        raise GenerateError("task=infill needs bars=FIRST-LAST (1-based, inclusive), e.g. bars=9-12")
-    if opts.bars is not None:
-        check_bars_form(opts.bars)
-
-
-def check_bars_form(spec) -> None:
-    """GenerateError unless ``bars=`` reads FIRST-LAST (or one bar), 1-based, in order, and at most
-    ``BOUNDS.length_bars`` bars: said before the model loads (the song's own bars are checked once read)."""
-    first, _, last = str(spec).strip().partition("-")
-    try:
-        a, b = int(first), int(last or first)
-    except ValueError:
-        raise GenerateError(f"bars={spec}: give a bar range as FIRST-LAST, e.g. bars=9-12") from None
-    if not 1 <= a <= b:
-        raise GenerateError(f"bars={spec}: FIRST and LAST count from 1, FIRST <= LAST, e.g. bars=9-12")
-    if b - a + 1 > BOUNDS.length_bars:
-        raise GenerateError(f"bars={spec}: {b - a + 1} bars are more than one run takes (at most "
-                            f"{BOUNDS.length_bars}); give a shorter range")
 
 
 def _expected_tokenizer(path: str):
@@ -265,11 +224,11 @@ def override_names(args: list[str]) -> list[str]:
 
 def check_option_names(names) -> None:
     """Raise GenerateError for the first name that is not a `GenerateOptions` field (a hook's option:
-    ``hooks.NAME.FIELD``), with the nearest one; an old flat hook option is told its new name."""
+    ``hooks.NAME.FIELD``), with the nearest one; a hook's name is told where its options are."""
     known = [f.name for f in fields(GenerateOptions)]
     for dotted in names:
         name, _, rest = str(dotted).partition(".")
-        if (err := renamed(name)) is not None:
+        if (err := hook_option_hint(name)) is not None:
             raise err
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)

@@ -11,9 +11,9 @@ import numpy as np
 from symusic import Score
 
 from musictx.io.score_prep import beats_file_of, role_of
+from musictx.tasks.registry import task_named
 
 GRID_SHARE = 0.8  # share of onsets within 1/32 beat of the 16th grid above which a file is metrical
-INFILL_MODEL = "pop_infill"
 BAND_TRACKS = 3  # pitched tracks from which a file is a band's song, whatever its timing (two: a piano's hands)
 
 
@@ -35,10 +35,9 @@ def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str], task: 
     """(shipped model name, why) for ``seed_midi``; piano when pop is not installed or there is no seed; for
     ``task=infill`` the model that knows the infill tokens (pop_infill) when it is shipped; for ``task=accompany``
     pop, whatever the melody's timing (the accompaniment is written on bars)."""
-    if task == "infill" and INFILL_MODEL in shipped:
-        return INFILL_MODEL, "task=infill: the pop model fine-tuned to fill bars"
-    if task == "accompany" and "pop" in shipped:
-        return "pop", "task=accompany: the pop model writes the accompaniment"
+    wanted = task_named(task)
+    if wanted.model and wanted.model in shipped:  # the task's own model (infill: pop_infill; accompany: pop)
+        return wanted.model, wanted.why_model
     if "pop" not in shipped:
         return "piano", "the only shipped model"
     if not seed_midi:

@@ -7,7 +7,7 @@ track its own program and brings names and real programs back on decoding).
 
 What it is saved as: MidiTok's own parameter file (``MusicTokenizer.save``), inside our dict under
 ``"miditok"``, so a checkpoint, an export and a prepared dataset each carry the tokenizer that reads them.
-The settings were chosen by measurement (``musictx.bench.tokenizers`` compares the variants).
+The settings were chosen by measurement (``bench.tokenizers`` compares the variants).
 """
 
 from __future__ import annotations

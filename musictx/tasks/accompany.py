@@ -23,7 +23,7 @@ from symusic import Score
 
 from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.given_notes import given_onsets, half_bar_pitch_classes, sounding_positions
-from musictx.decoding.hooks.phrase_echo import repeat_plan
+from musictx.decoding.hooks.repeat_echo import repeat_plan
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.decoding.window import context_length
 from musictx.io.chord_labels import Chords

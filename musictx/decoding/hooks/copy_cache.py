@@ -11,18 +11,10 @@ distribution is the mixture
     p(next) = (1 - w(k)) * p_net(next) + w(k) * q_cache(next)
 
 where ``k`` is the length of the match and ``w(k)`` a weight fitted by likelihood on validation songs
-(`COPY_WEIGHTS`, `musictx.evaluation.copy_fit`): a match of 3 ids says little, one of 20 ids is nearly
+(`COPY_WEIGHTS`, ``python -m bench copy_fit``): a match of 3 ids says little, one of 20 ids is nearly
 always right. The mixture is a distribution, so the NLL the infill scorecard reports is the NLL of what
 the sampler draws from (the continuous-cache / pointer-mixture idea of Grave et al. 2017 and
 kNN-LM, on the song's ids instead of hidden states). numpy and torch only.
-
-A continuation (task=continue, ``hooks.copy_cache.continuation``, off by default) has its own weights
-(`CONTINUE_WEIGHTS`): its cache is the seed and what it has written since. A pop song's next 30 s play much of
-its last 10 s again (the real continuation's top line restates the seed's 4-grams five times as often as the
-shipped sampler does); with the continuation's weights the real next 30 s of 30 validation songs the fit never
-saw are likelier, 1.017 -> 0.969 nats a token. Sampled, it restates the seed at about the song's rate, but it
-also restates the seed's melody rests, where a song's melody comes in after the seed: docs/two-sample-2026-11.md,
-"A copy cache for the continuation", says why it is not on by default.
 """
 
 from __future__ import annotations
@@ -39,17 +31,9 @@ from musictx.decoding.option_fields import option
 MAX_MATCH = 24  # ids; longer matches say nothing more (their weight is already ~1)
 # (shortest match length in ids, mixture weight): the weight of the cache for a longest match of at least
 # that many ids, fitted on 30 validation songs (bars 17-20 filled, every track; the fit pools the song with
-# and without the bars after the gap): `python -m musictx.commands.copy_fit`
+# and without the bars after the gap): `python -m bench copy_fit` (docs/infill.md)
 COPY_WEIGHTS = ((0, 0.0), (2, 0.04), (3, 0.03), (4, 0.06), (6, 0.21), (8, 0.31), (12, 0.41), (16, 0.59),
                 (24, 0.95))
-# the same for a continuation copying its seed (and itself), fitted on validation songs 31-94 (the scorecard's
-# seed, 10 s from 25 s, and the real next 30 s):
-# `python -m musictx.commands.copy_fit --task continue --checkpoint pop --skip 30 --songs 0`
-CONTINUE_FITTED = ((0, 0.01), (2, 0.02), (3, 0.01), (4, 0.02), (6, 0.11), (8, 0.22), (12, 0.42), (16, 0.62),
-                   (24, 0.86))
-# what the sampler mixes: only passages, matches of 8 ids and more; a shorter match carries the seed's habits
-# (which track plays next) rather than a passage, and pulled a continuation's texture toward the seed's
-CONTINUE_WEIGHTS = tuple((lo, w if lo >= 8 else 0.0) for lo, w in CONTINUE_FITTED)
 
 
 def weight_of(k: int, weights=COPY_WEIGHTS) -> float:
@@ -113,24 +97,21 @@ def mix_log_probs(log_p: Tensor, q: np.ndarray, w: float) -> Tensor:
 class CopyCache(LogitsHook):
     """The sampler's hook: mixes the net's distribution with the cache's (module docstring). ``history``: the
     song's ids the middle may copy, in the middle's own format, ending with the ids the prompt already holds
-    of the middle (its first Bar); None: each row's own prompt (a continuation copies its seed). ``strength``
+    of the middle (its first Bar). ``strength``
     scales every weight (0: off, 1: the fitted weights). Put it before the grammar hooks: the ids they forbid
     stay forbidden."""
 
-    def __init__(self, history: np.ndarray | None, strength: float = 1.0, weights=COPY_WEIGHTS,
+    def __init__(self, history: np.ndarray, strength: float = 1.0, weights=COPY_WEIGHTS,
                  loose: np.ndarray | None = None):
-        self.history = None if history is None else np.asarray(history, dtype=np.int64)
+        self.history = np.asarray(history, dtype=np.int64)
         self.strength, self.weights, self.loose = strength, weights, loose
         self.mixed = 0  # draws (row by row) mixed with the cache
         self.bases: list[tuple[np.ndarray, np.ndarray]] = []  # per row: (ids it may copy, their match keys)
         self.rows: list[list[int]] = []
 
     def start(self, prompt: Tensor) -> None:
-        if self.history is None:
-            rows = prompt.cpu().numpy().astype(np.int64)  # (B, T0)
-            self.bases = [(r, match_keys(r, self.loose)) for r in rows]
-        else:  # once: each step only adds the ids drawn since
-            self.bases = [(self.history, match_keys(self.history, self.loose))] * prompt.shape[0]
+        # keys once: each step only adds the ids drawn since
+        self.bases = [(self.history, match_keys(self.history, self.loose))] * prompt.shape[0]
         self.rows = [[] for _ in range(prompt.shape[0])]
 
     def __call__(self, logits: Tensor) -> Tensor:
@@ -178,22 +159,15 @@ def mixture_nll(log_p: np.ndarray, targets: np.ndarray, history: np.ndarray, str
 class CopyCacheOptions:
     strength: float = option(1.0, "how much the filled bars may repeat the song's own bars: the scale of the fitted "
                                   "mixture weights; 0: off, the network alone", low=0, high=1, off="0")
-    continuation: float = option(0.0, (
-        "the same for a continuation repeating its seed's passages (its own fitted weights); off by default: it"
-        " restates the seed as songs do but keeps the melody quieter (docs/two-sample-2026-11.md); 0.85 to try"),
-        low=0, high=1, off="0")
 
 
 def _make(inputs: HookInputs, o: CopyCacheOptions) -> CopyCache | None:
     tok = inputs.tokenizer
-    if inputs.task == "continue":  # its cache: the seed, the prompt itself
-        return CopyCache(None, o.continuation, CONTINUE_WEIGHTS, loose_ids(tok)) if o.continuation else None
     if inputs.history is None or not o.strength:
         return None
     return CopyCache(np.concatenate([inputs.history, [tok.bar_id]]), o.strength, loose=loose_ids(tok))
 
 
 # first: it mixes probabilities, and the grammar's forbidden ids stay forbidden after it
-SPEC = HookSpec("copy_cache", CopyCacheOptions, ("remi",), ("infill", "continue"), 10, _make,
-                "mixes in the song's own bars (infill: around the gap; a continuation: its seed) where the new ones "
-                "match them")
+SPEC = HookSpec("copy_cache", CopyCacheOptions, ("remi",), ("infill",), 10, _make,
+                "mixes in the song's own bars around the gap where the new ones match them")

@@ -24,7 +24,7 @@ see exactly the same masks.
 `start` reads the prompt with torch, vectorised. The state it leaves (which notes sound, since when) is
 kept in numpy on the CPU: a step's bookkeeping is a dozen ops on arrays of a few hundred entries, which
 numpy does in about a microsecond each where a torch op takes several, and the guard then cost as much
-as a third of a decoding step (`python -m musictx.bench realtime`).
+as a third of a decoding step (`python -m bench realtime`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from musictx.decoding.hook import KINDS, TASKS, HookInputs, HookSpec, LogitsHook
+from musictx.decoding.hook import KINDS, HookInputs, HookSpec, LogitsHook
 from musictx.decoding.sampling import ShiftClock, steps_in
 
 
@@ -65,5 +65,5 @@ def _make(inputs: HookInputs, _options) -> LogitsHook | None:
     return None
 
 
-SPEC = HookSpec("length", None, KINDS, TASKS, 95, _make,
+SPEC = HookSpec("length", None, KINDS, None, 95, _make,
                 "ends each sample at the length asked for (its seconds, or its bars)")

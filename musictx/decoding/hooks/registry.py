@@ -29,8 +29,8 @@ from musictx.decoding.hooks import (
     metrical_guard,
     motif_echo,
     note_echo,
-    phrase_echo,
     recall_guidance,
+    repeat_echo,
 )
 from musictx.decoding.option_fields import check_fields, fields_from_mapping, help_of, unknown_name, yaml_text
 
@@ -46,8 +46,7 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     key_lean.SPEC,
     chord_lean.SPEC,
     note_echo.SPEC,
-    phrase_echo.PHRASE_ECHO,
-    phrase_echo.REPEAT_ECHO,
+    repeat_echo.SPEC,
     bass_lean.SPEC,
     melody_presence.SPEC,
     bridge_presence.SPEC,
@@ -92,7 +91,7 @@ HookOptions.__module__ = __name__
 
 def hooks_for(task: str, kind: str) -> list[HookSpec]:
     """The specs that apply to ``task`` on a tokenizer of ``kind``, in their order."""
-    return [spec for spec in HOOKS if task in spec.tasks and kind in spec.kinds]
+    return [spec for spec in HOOKS if (spec.tasks is None or task in spec.tasks) and kind in spec.kinds]
 
 
 def build_hooks(inputs: HookInputs) -> list[LogitsHook]:
@@ -117,7 +116,7 @@ def options_help() -> list[str]:
     for spec in HOOKS:
         if not spec.options:
             continue
-        lines.append(f"  {spec.name}: {spec.help} [tasks: {', '.join(spec.tasks)}; models: "
+        lines.append(f"  {spec.name}: {spec.help} [tasks: {', '.join(spec.tasks or ['all'])}; models: "
                      f"{', '.join(KIND_WORDS[k] for k in spec.kinds)}]")
         for name, default, text in help_of(spec.options):
             setting = f"hooks.{spec.name}.{name}={yaml_text(default)}"

@@ -1,4 +1,4 @@
-"""Generation speed of the shipped model: ``python -m musictx.bench generate [--model piano] [--threads 1] ...``.
+"""Generation speed of the shipped model: ``python -m bench generate [--model piano] [--threads 1] ...``.
 
 The shipped model (``--model``, default piano, through `load_model`) continues the first ``--seed-tokens``
 ids of the bundled motif by ``--new-tokens`` ids, temperature 1, top_p 0.95, no EOS (every sample runs
@@ -325,7 +325,7 @@ def _verdict(ok: bool) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = OneLineParser(prog="python -m musictx.bench generate", description=__doc__,
+    p = OneLineParser(prog="python -m bench generate", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="piano", help="shipped name, model folder or .ckpt (default piano)")
     p.add_argument("--threads", type=COUNT, default=1, help="torch intra-op threads (default 1)")

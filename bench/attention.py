@@ -1,6 +1,6 @@
 """Benchmark one causal self-attention layer (forward + backward): relative kernels against plain SDPA.
 
-    python -m musictx.bench attention [--lengths 1024,2048,4096,8192] [--rounds 3] [--threads 1]
+    python -m bench attention [--lengths 1024,2048,4096,8192] [--rounds 3] [--threads 1]
 
 Every cell (impl, L) runs in a fresh subprocess (`attention_cases.run_cell`), so that one cell's
 allocator state, lazy imports and peak cannot leak into the next. Cells are interleaved: each round
@@ -52,7 +52,7 @@ def skip_reason(impl: str, length: int, args) -> str | None:
 
 
 def _spawn(impl: str, length: int, args) -> dict:
-    cmd = [sys.executable, "-m", "musictx.bench.attention", "--worker", impl, str(length)]
+    cmd = [sys.executable, "-m", "bench.attention", "--worker", impl, str(length)]
     cmd += ["--threads", str(args.threads), "--repeats", str(args.repeats), "--d-model", str(args.d_model)]
     cmd += ["--n-heads", str(args.n_heads), "--max-rel-dist", str(args.max_rel_dist)]
     cmd += ["--block-size", str(args.block_size)]
@@ -143,7 +143,7 @@ def cpu_name() -> str:
 
 
 def _parse(argv):
-    p = OneLineParser(prog="python -m musictx.bench attention", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m bench attention", description=__doc__.split("\n")[0])
     p.add_argument("--lengths", type=number_list(), default="1024,2048,4096,8192",
                    help="comma-separated sequence lengths")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {IMPLS}")
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print a Markdown table."""
     args = _parse(argv)
     if args.worker:
-        from musictx.bench.attention_cases import run_cell
+        from bench.attention_cases import run_cell
 
         length = int(args.worker[1])
         rel = args.max_rel_dist if args.max_rel_dist > 0 else length // 2

@@ -1,7 +1,7 @@
 """Benchmark one training step (forward + backward + AdamW step) of each model: tokens/s and MFU.
 
-    python -m musictx.bench.train                      # base sizes, B=2, L=1024, 1 thread
-    python -m musictx.bench.train --seq-len 256 --steps 2 --models mt-efficient,lstm
+    python -m bench.train                      # base sizes, B=2, L=1024, 1 thread
+    python -m bench.train --seq-len 256 --steps 2 --models mt-efficient,lstm
 
 MFU is model FLOPs per second over a peak measured in the same process with the same thread count: the
 median rate of a 2048^3 fp32 matmul. The cases run interleaved (one step of each, then a peak matmul,
@@ -151,7 +151,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> None:
-    p = OneLineParser(prog="python -m musictx.bench train", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m bench train", description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=COUNT, default=1)
     p.add_argument("--seq-len", type=COUNT, default=1024)
     p.add_argument("--batch-size", type=COUNT, default=2)

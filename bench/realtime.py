@@ -1,4 +1,4 @@
-"""Real-time factor of a trained model: ``python -m musictx.bench realtime [--model piano]``.
+"""Real-time factor of a trained model: ``python -m bench realtime [--model piano]``.
 
 Continues the bundled seed motif (`musictx/assets/motif.mid`) with ``musictx-generate``'s own code path
 (KV cache, top_p 0.95, grammar guard) and reports seconds of NEW music per second of wall time, per
@@ -48,20 +48,20 @@ def one_run(net, tokenizer, batch: int, seconds: float, sampling) -> tuple[float
 
 def sampling_of(settings: list[str], seed: int = 0):
     """The shipped sampling settings (`SamplingOptions` defaults) with ``NAME=VALUE`` overrides, a hook's
-    written as on the command line (``hooks.phrase_echo.strength=0``); values read as YAML: 0, 1.5, null, true."""
+    written as on the command line (``hooks.key_lean.strength=0``); values read as YAML: 0, 1.5, null, true."""
     from dataclasses import fields
 
     import yaml
 
     from musictx.decoding.errors import GenerateError
-    from musictx.decoding.sampling_options import RENAMED, SamplingOptions
+    from musictx.decoding.sampling_options import SamplingOptions
 
     known = {f.name for f in fields(SamplingOptions)}
     given: dict = {"seed": seed}
     for item in settings:
         name, _, value = item.partition("=")
         *parents, last = name.split(".")
-        if name.split(".")[0] not in known | set(RENAMED):
+        if name.split(".")[0] not in known:
             raise SystemExit(f"--set {item}: SamplingOptions has no option {name!r}; it has {sorted(known)}")
         place = given
         for part in parents:
@@ -93,7 +93,7 @@ def measure(arms: list[tuple], batch: int, seconds: float, repeats: int) -> list
 
 
 def main(argv=None) -> None:
-    p = OneLineParser(prog="python -m musictx.bench realtime", description=__doc__,
+    p = OneLineParser(prog="python -m bench realtime", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="piano", help="shipped name, model folder or .ckpt (default piano)")
     p.add_argument("--threads", type=COUNT, default=1, help="torch threads (default 1: see above)")
@@ -102,7 +102,7 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=COUNT, default=3)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a sampling option other than its default (repeatable), "
-                        "e.g. --set hooks.phrase_echo.strength=0")
+                        "e.g. --set hooks.key_lean.strength=0")
     p.add_argument("--against", action="append", default=[], metavar="NAME=VALUE",
                    help="also time these settings, interleaved with the first, and print the speed ratio")
     p.add_argument("--against-model", default=None, metavar="MODEL",

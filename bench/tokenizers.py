@@ -1,6 +1,6 @@
 """How the metrical tokenizer's variant and resolution were chosen: tokens per second of music and round-trip
 fidelity on POP909, for REMI at 4 / 8 / 12 positions per beat, TSD (MidiTok, time shifts instead of bars)
-and the Performance events. ``python -m musictx.bench tokenizers --songs 100``.
+and the Performance events. ``python -m bench tokenizers --songs 100``.
 
 Fidelity: the share of notes that come back from ``decode(encode(song))`` with the same track, pitch, onset
 (within 10 ms) and duration (within 1/8 beat), counted with the meter and pickup applied as prep applies them.
@@ -79,7 +79,7 @@ def measure_performance(songs: list[Path]) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = OneLineParser(prog="python -m musictx.bench tokenizers", description=__doc__)
+    parser = OneLineParser(prog="python -m bench tokenizers", description=__doc__)
     parser.add_argument("--songs", type=COUNT, default=100, help="POP909 songs, the first N (default 100)")
     args = parser.parse_args(argv)
     if not POP.is_dir():

@@ -1,4 +1,4 @@
-"""Speed of the two new tasks: ``python -m musictx.bench infill --checkpoint PATH [--songs 5] [--threads 2]``;
+"""Speed of the two new tasks: ``python -m bench infill --checkpoint PATH [--songs 5] [--threads 2]``;
 ``--distances`` measures the format instead (no model): how far back a span bar's given notes are.
 
 Times ``musictx-generate``'s own code for each of the first ``--songs`` songs of POP909's validation split (as
@@ -104,7 +104,7 @@ def format_distances(tok, songs: list[Path]) -> None:
 
 
 def main(argv=None) -> None:
-    parser = OneLineParser(prog="python -m musictx.bench infill", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m bench infill", description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", help="a model fine-tuned with experiment=pop_infill")
     parser.add_argument("--distances", action="store_true", help="measure the format, not a model")
     parser.add_argument("--data", default="data/pop_infill", help="prepared POP909 folder (its validation split)")

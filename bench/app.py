@@ -1,4 +1,4 @@
-"""How long the web app takes from Continue to audio: ``python -m musictx.bench app [--model piano]``.
+"""How long the web app takes from Continue to audio: ``python -m bench app [--model piano]``.
 
 Times `musictx.app.core.Continuer.continue_file` — what the page's Continue button runs: read the seed,
 generate, write each sample's MIDI, piano roll and WAV — on the bundled motif, for ``--seconds`` of new
@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def main(argv=None) -> None:
-    p = OneLineParser(prog="python -m musictx.bench app", description=__doc__,
+    p = OneLineParser(prog="python -m bench app", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=None, help="shipped name, model folder or .ckpt "
                                                     "(default: the one the app chooses for the motif)")

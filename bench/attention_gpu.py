@@ -1,6 +1,6 @@
 """The attention kernels on an accelerator (issue 22, docs/gpu.md): one layer, forward + backward, per length.
 
-    python -m musictx.bench attention_gpu [--lengths 1024,2048,4096,8192] [--impls triton,efficient,skew,flex,sdpa]
+    python -m bench attention_gpu [--lengths 1024,2048,4096,8192] [--impls triton,efficient,skew,flex,sdpa]
         [--dtype bf16] [--device cuda] [--json kernels.json]
 
 A cell (impl, L) is one layer at the paper's size (qkv and output projections + kernel; d_model 512, 8 heads,
@@ -32,8 +32,8 @@ MIB = 2**20
 
 def build_layer(impl: str, d_model: int, n_heads: int, length: int, device: str):
     """One attention layer as the model builds it (flex: the benchmark's FlexAttention twin)."""
-    from musictx.bench.attention_cases import build_layer as cpu_layer
-    from musictx.bench.attention_cases import flex_layer
+    from bench.attention_cases import build_layer as cpu_layer
+    from bench.attention_cases import flex_layer
 
     if impl == "flex":
         return flex_layer(d_model, n_heads, length, length // 2, device)
@@ -45,7 +45,7 @@ def _peak_bytes(step, device: str) -> int:
     import torch
 
     if device == "cpu":
-        from musictx.bench.attention_cases import peak_tensor_bytes
+        from bench.attention_cases import peak_tensor_bytes
 
         return peak_tensor_bytes(step)
     torch.cuda.synchronize()
@@ -130,13 +130,13 @@ def device_name(device: str) -> str:
 
     if device == "cuda":
         return f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
-    from musictx.bench.attention import cpu_name
+    from bench.attention import cpu_name
 
     return cpu_name()
 
 
 def _parse(argv):
-    p = OneLineParser(prog="python -m musictx.bench attention_gpu", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="python -m bench attention_gpu", description=__doc__.split("\n")[0])
     p.add_argument("--lengths", type=number_list(), default="1024,2048,4096,8192")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {IMPLS}")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])

@@ -1,21 +1,20 @@
-"""Phrase echo: each new bar leans toward the seed's bar at the same place in the phrase, all tracks at once.
+"""Repeat echo: in an accompaniment, a bar whose melody was heard before leans toward what was written for it
+then, all tracks at once.
 
-Pop is built in phrases of a few bars whose texture comes back: the next phrase of a verse puts the melody,
-the comping figure and the bass on the same beats, over the same chords, with small changes. The motif echo
-(`musictx.decoding.hooks.motif_echo`) restates one track's intervals; what it cannot bring back is the texture
-as a whole, where the melody sits between the comping's strokes, and that is what a listener hears as "the
-verse again". So this hook reads the seed bar by bar and, while a new bar is written, gives a logit bonus
-of ``strength`` to the ids that would play the reference bar again:
+A pop song plays its passages more than once: where the melody repeats an earlier bar (its onsets), the
+accompaniment under it usually does too. `repeat_plan` maps each such bar to the latest earlier bar with the
+same melody; while a planned bar is written, this hook gives a logit bonus of ``strength`` to the ids that
+would play the earlier bar's accompaniment again, as it was sampled:
 
-- the reference of new bar k is the seed's bar ``B - P + k mod P``, with B the seed's bars and P
-  ``min(period, B)``: the new bars cycle through the seed's last phrase;
 - the Program ids of the tracks that the reference strikes more often at the current position than the
   sample has so far, and the Position of the reference's next onset (the Bar id when it has none);
 - after a track's Program id, the pitches the reference gives that track at this position and that are not
-  drawn yet, at the same pitch (the chords come back with the phrase).
+  drawn yet, at the same pitch.
 
 Velocity and Duration are left to the model, and so is everything the bonus does not win: it is a lean, not
-a copy. The grammar guard runs first, so a bonus never revives a forbidden id.
+a copy. The given notes' hook runs first, so a bonus never revives a forbidden id. (A continuation's echo of
+its seed's phrase, off by default since November 2026, was removed; docs/two-sample-2026-11.md keeps its
+numbers.)
 
 A hook of `musictx.decoding.sampling.generate`, for REMI ids (Bar, Position, Program, Pitch per note).
 """
@@ -33,20 +32,15 @@ from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 
-PERIOD_BARS = 4  # pop's phrases run in 4 bars (or 8, which a 10 s seed does not hold)
 
+class RepeatEcho(ReadsCursor):
+    """The lean of each planned new bar toward an earlier new bar, as sampled."""
 
-class PhraseEcho(ReadsCursor):
-    """The lean of each new bar toward the seed's bar at its place in a ``period``-bar phrase."""
-
-    def __init__(self, tokenizer, strength: float, period: int = PERIOD_BARS, plan: dict[int, int] | None = None,
-                 cursor: RemiCursor | None = None):
-        """``plan`` (new bar -> an earlier new bar, 0 the first): each new bar it names echoes that bar as
-        sampled instead of the seed's phrase, and the others echo nothing (`repeat_plan`)."""
-        if period < 1:
-            raise ValueError(f"period must be >= 1 bar, got {period}")
+    def __init__(self, tokenizer, strength: float, plan: dict[int, int], cursor: RemiCursor | None = None):
+        """``plan`` (new bar -> an earlier new bar, 0 the first, `repeat_plan`): each new bar it names echoes
+        that bar as sampled, and the others echo nothing."""
         tok = tokenizer
-        self.strength, self.period, self.bar_id, self.plan = float(strength), period, tok.bar_id, plan
+        self.strength, self.bar_id, self.plan = float(strength), tok.bar_id, plan
         self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
         self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1 (drums too)
         self.pitch_of = tok.numbers_of("Pitch")  # (V,) the pitch of a Pitch id, else -1
@@ -73,15 +67,10 @@ class PhraseEcho(ReadsCursor):
         return "other"  # Velocity, Duration, TimeSig, Tempo: a note's end or the bar's meter
 
     def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
-        """The seed bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
+        """The earlier new bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
         seed, bars = self.seed_bars[b], self.cursor.bars[b]
         k = len(bars) - 1 - len(seed)  # 0 for the first new bar
-        if self.plan is not None:
-            return bars[len(seed) + self.plan[k]].by_position() if k in self.plan and self.plan[k] < k else None
-        if not seed or k < 0:
-            return None
-        period = min(self.period, len(seed))
-        return seed[len(seed) - period + k % period]
+        return bars[len(seed) + self.plan[k]].by_position() if k in self.plan and self.plan[k] < k else None
 
     def wanted(self, b: int) -> list[int]:
         """The ids that would go on playing row b's reference bar from where the row stands."""
@@ -123,7 +112,7 @@ def _ids_by_number(numbers: np.ndarray) -> dict[int, int]:
 
 def repeat_plan(bar_keys: list) -> dict[int, int]:
     """{bar: the latest earlier bar with the same key} for each bar whose key (e.g. its melody's onsets, None:
-    nothing to match) came before: the plan of a `PhraseEcho` that plays a repeated passage's bars again."""
+    nothing to match) came before: the plan of a `RepeatEcho` that plays a repeated passage's bars again."""
     seen, plan = {}, {}
     for k, key in enumerate(bar_keys):
         if key is None:
@@ -135,33 +124,18 @@ def repeat_plan(bar_keys: list) -> dict[int, int]:
 
 
 @dataclass
-class PhraseEchoOptions:
-    # off by default: it restated the seed's figures by thinning the texture to the seed's bars and keeping an
-    # intro's silent melody silent (docs/two-sample-2026-11.md, "The hooks retuned"); 1.3 was the old default
-    strength: float = strength_option(0.0, (
-        "the logit bonus of an id that plays the seed's bar at the same place in its last 4-bar phrase again (thins "
-        "the texture); 0: off"))
-
-
-@dataclass
 class RepeatEchoOptions:
     strength: float = strength_option(3.0, (
         "the logit bonus of an id that plays the accompaniment written for a melody bar heard before again; 0: off"))
 
 
-def _phrase(inputs: HookInputs, o: PhraseEchoOptions) -> PhraseEcho | None:
-    return PhraseEcho(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs)) if o.strength else None
-
-
-def _repeat(inputs: HookInputs, o: RepeatEchoOptions) -> PhraseEcho | None:
+def _repeat(inputs: HookInputs, o: RepeatEchoOptions) -> RepeatEcho | None:
     if not o.strength:
         return None
     plan = inputs.accompaniment.repeat_plan
-    return PhraseEcho(inputs.tokenizer, o.strength, plan=plan, cursor=shared_cursor(inputs))
+    return RepeatEcho(inputs.tokenizer, o.strength, plan, cursor=shared_cursor(inputs))
 
 
-PHRASE_ECHO = HookSpec("phrase_echo", PhraseEchoOptions, ("remi",), ("continue",), 70, _phrase,
-                       "each new bar leans toward the seed's bar at its place in the last 4-bar phrase")
 # after the given notes' hook: the ids it forbids stay forbidden
-REPEAT_ECHO = HookSpec("repeat_echo", RepeatEchoOptions, ("remi",), ("accompany",), 75, _repeat,
+SPEC = HookSpec("repeat_echo", RepeatEchoOptions, ("remi",), ("accompany",), 75, _repeat,
                        "a bar whose melody was heard before leans toward its accompaniment then")

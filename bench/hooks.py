@@ -1,6 +1,6 @@
-"""What the sampler's hooks cost: ``python -m musictx.bench hooks [--model pop]``.
+"""What the sampler's hooks cost: ``python -m bench hooks [--model pop]``.
 
-Continues the bundled motif (`musictx/assets/motif.mid`) as `musictx.bench.realtime` does, with four
+Continues the bundled motif (`musictx/assets/motif.mid`) as `bench.realtime` does, with four
 settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine slows each alike:
 
 - ``shipped``: the defaults;
@@ -26,7 +26,7 @@ import statistics
 from musictx.console.args import COUNT, SECONDS, OneLineParser
 from musictx.paths import BUNDLED_MOTIF  # no torch
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads (see musictx.bench.realtime)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads (see bench.realtime)
 
 OFF_ARM = "off"
 
@@ -50,7 +50,7 @@ def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, second
     summed)."""
     import time
 
-    from musictx.bench.realtime import one_run, sampling_of
+    from bench.realtime import one_run, sampling_of
 
     names = list(settings)
     out = {name: {"tokens": 0, "walls": [], "cpus": []} for name in names}
@@ -65,7 +65,7 @@ def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, second
 
 
 def main(argv=None) -> None:
-    p = OneLineParser(prog="python -m musictx.bench hooks", description=__doc__,
+    p = OneLineParser(prog="python -m bench hooks", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="pop", help="shipped name, model folder or .ckpt (default pop)")
     p.add_argument("--threads", type=COUNT, default=1)

@@ -1,0 +1,1 @@
+"""Benchmarks that print tables: ``python -m bench {prep,attention,train,generate}``."""

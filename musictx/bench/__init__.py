@@ -1,1 +1,0 @@
-"""Benchmarks that print tables: ``python -m musictx.bench {prep,attention,train,generate}``."""

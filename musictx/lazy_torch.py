@@ -1,0 +1,35 @@
+"""``torch`` imported on first use, for the modules that ``--help`` and option checking read.
+
+``musictx-generate --help`` and the options' checks need the hooks' option classes and the tasks, not a
+network: importing torch for them cost more than a second of CPU before anything was said. A module on that
+path writes ``from musictx.lazy_torch import torch`` and uses ``torch.zeros`` and the rest as usual (its
+annotations name ``Tensor`` under ``TYPE_CHECKING``); the real torch is imported the first time an attribute
+is read, and only then. Nothing is put in ``sys.modules`` before that, so a command that never samples never
+loads torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+class LazyModule:
+    """A stand-in for the module ``name``: the first attribute read imports it; every read after that is the
+    module's own attribute."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str):
+        module = self.__dict__["_module"]
+        if module is None:
+            module = self.__dict__["_module"] = importlib.import_module(self.__dict__["_name"])
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r} ({'imported' if self._module is not None else 'not imported yet'})>"
+
+
+torch = LazyModule("torch")

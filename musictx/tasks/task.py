@@ -1,0 +1,37 @@
+"""What a task is: a registered class (`musictx.tasks.registry`) with its name, the shipped model it asks for,
+the options it takes, and how it turns a run's options into a `Job` for the one sampler.
+
+A task's class is read by option checking and ``--help`` as well as by the run, so its file imports no torch:
+the methods that build prompts import their machinery when called (`musictx.tasks.continue_seed` and the rest).
+Adding a task is its class file, its line in the registry and its test.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from musictx.decoding.errors import GenerateError
+
+
+class Task:
+    """One kind of run. Subclasses set the class attributes and override `check` and `job`."""
+
+    name: ClassVar[str]
+    model: ClassVar[str | None] = None  # the shipped model picked when checkpoint= names none; None: judged by the seed
+    why_model: ClassVar[str] = ""  # the one line said when `model` is picked
+    song_options: ClassVar[bool] = False  # takes bars= and tracks= (a part of a song's own bars)
+    takes_chords: ClassVar[bool] = True  # takes chords= (a lead sheet the new music follows)
+
+    def check(self, opts: Any) -> None:
+        """GenerateError for options that do not go with this task (said before a model loads)."""
+        if opts.chords is not None and not self.takes_chords:
+            raise GenerateError(f"chords= is not for task={self.name}: it takes no lead sheet")
+        if not self.song_options and (opts.bars is not None or opts.tracks):
+            raise GenerateError(f"bars= and tracks= are not for task={self.name}: they name a part of a song")
+
+    def job(self, opts: Any, net: Any, tok: Any):
+        """The run as a prompt for the sampler and how its rows become takes (`musictx.tasks.prompt.Job`)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"task={self.name}"

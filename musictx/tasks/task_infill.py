@@ -1,0 +1,53 @@
+"""``task=infill``: bars of a song written anew, every track or the ones named, between the song's own bars."""
+
+from __future__ import annotations
+
+from musictx.decoding.errors import GenerateError
+from musictx.tasks.song_task import SongTask
+
+
+class Infill(SongTask):
+    """Bars [s, e) of a song filled, the music before and after them both heard (`musictx.tasks.infill`)."""
+
+    name = "infill"
+    model = "pop_infill"
+    why_model = "task=infill: the pop model fine-tuned to fill bars"
+    takes_chords = False
+    needs_bars = True
+    progress_word = "filling"
+
+    def read(self, tok, path, beats="auto", anew: bool = False):
+        from musictx.tasks.song_bars import read_song
+
+        return read_song(tok, path, beats=beats)
+
+    def tracks_of(self, song, names):
+        from musictx.tasks.song_bars import programs_of_names
+
+        return programs_of_names(song, names)
+
+    def check_model(self, ref: str, tok) -> None:
+        super().check_model(ref, tok)
+        from musictx.io.infill_format import InfillIds
+
+        try:
+            InfillIds.of(tok)
+        except ValueError as err:
+            raise GenerateError(f"checkpoint={ref}: {err}") from None
+
+    def prompt(self, request, net, tok, sampling, samples: int):
+        from musictx.tasks.infill import song_middle_prompt
+
+        return song_middle_prompt(net, tok, request.song, request.s, request.e, request.tracks, sampling,
+                                  samples=samples)
+
+    def written(self, request, tok, rows) -> list:
+        from musictx.tasks.infill import middle_bars
+        from musictx.tasks.write_back import filled_file
+
+        s, e = request.s, request.e
+        return [(filled_file(tok, request.song, s, e, request.tracks, m), len(m))
+                for m in middle_bars(tok, rows, e - s)]
+
+    def describe(self, request, opts) -> str:
+        return f"bars {request.s + 1}-{request.e} of {opts.seed_midi} ({request.track_names()}) filled"
