@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench import hooks as bench_hooks
 from bench.realtime import sampling_of
 from musictx.decoding.hook import HookInputs
-from musictx.decoding.hooks.registry import build_hooks
+from musictx.decoding.hooks.registry import hooks_made
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 
 
@@ -14,9 +14,7 @@ def test_the_off_arm_leaves_only_the_grammar_and_the_shipped_arm_every_lean():
     tok = MetricalTokenizer()
 
     def made(settings: list[str]) -> set[str]:
-        inputs = HookInputs("continue", tok, sampling_of(settings), programs=[0], stop_after_bars=4)
-        build_hooks(inputs)
-        return set(inputs.made)
+        return set(hooks_made(HookInputs("continue", tok, sampling_of(settings), programs=[0], stop_after_bars=4)))
 
     arms = bench_hooks.arms()
     shipped, off, leans = made(arms["shipped"]), made(arms["off"]), made(arms["leans, no guidance"])

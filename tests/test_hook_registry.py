@@ -13,7 +13,7 @@ import torch
 
 import musictx
 from musictx.decoding.hook import KINDS, HookInputs, LogitsHook, ends_samples
-from musictx.decoding.hooks.registry import HOOKS, HookOptions, build_hooks, hooks_for
+from musictx.decoding.hooks.registry import HOOKS, HookOptions, _check_needs, build_hooks, hooks_for
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.generation.generate_options import GenerateOptions
 from musictx.io.metrical_tokenizer import MetricalTokenizer
@@ -43,10 +43,15 @@ def test_every_spec_is_complete_and_owns_its_options():
     groups = {f.name: f.type for f in fields(HookOptions)}
     assert groups == {spec.name: spec.options for spec in HOOKS if spec.options}
     assert {f.name for f in fields(GenerateOptions)} & set(groups) == set()
-    for task in TASKS:  # within one run no two hooks share a place: the order is the registry's, not luck's
+    for task in TASKS:  # a run's hooks come in the registry's order, each after those it needs
         for kind in KINDS:
-            orders = [spec.order for spec in hooks_for(task, kind)]
-            assert orders == sorted(set(orders))
+            names = [spec.name for spec in hooks_for(task, kind)]
+            assert names == [spec.name for spec in HOOKS if spec.name in names]
+    _check_needs(HOOKS)
+    by_name = {spec.name: spec for spec in HOOKS}
+    assert by_name["counter_rest"].needs == ("given_notes",)
+    with pytest.raises(ValueError, match="hook counter_rest needs given_notes: list it after them"):
+        _check_needs((by_name["counter_rest"], by_name["given_notes"]))
 
 
 def test_continuation_hooks_in_order_and_off_at_zero():

@@ -22,7 +22,6 @@ from omegaconf import DictConfig, OmegaConf
 from musictx.console.config_help import with_key_help
 from musictx.console.guard import before_hydra, command_guard, plain, remove_new_parents
 from musictx.decoding.errors import GenerateError
-from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import (
     GenerateOptions,
     check_option_names,
@@ -61,6 +60,8 @@ def generate_main(cfg: DictConfig) -> None:
     """Bad inputs end with a one-line error (exit status 1) and no files; Ctrl-C with one line (status 130)."""
     try:
         with command_guard(PROG, config_name="generate"):
+            from musictx.generation.continue_midi import run  # loads torch: not for --help and the checks
+
             run(GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
     finally:
         _remove_if_empty(HydraConfig.get().runtime.output_dir)

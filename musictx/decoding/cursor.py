@@ -9,11 +9,14 @@ logits: it follows the prompt once in `start` and each drawn id in `update`, in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from torch import Tensor
 
 from musictx.decoding.hook import HookInputs, LogitsHook
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass

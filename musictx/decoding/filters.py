@@ -7,9 +7,14 @@ of the row; `sample_next` skips it when the drawn id is surely in the nucleus an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import Tensor
+
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def apply_temperature(logits: Tensor, temperature: float) -> Tensor:

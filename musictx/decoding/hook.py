@@ -7,26 +7,29 @@ Each hook describes itself with a `HookSpec` in its own file: its options (a sma
 it applies to, its place in the order and how to make it from a run's `HookInputs` and those options.
 `musictx.decoding.hooks.registry` lists the specs; its `build_hooks` is the one place a hook list is built.
 
-`generate` calls, for each hook in order:
+A hook comes in one of three kinds, and `generate` calls, for each hook in order:
 
-    hook.start(prompt)                   # once: the prompt (B, T0), on the net's device
-    decoder = hook.around(decoder, net, pinned)   # once: a hook that asks the net itself wraps the decoder
+    hook.start(prompt)                   # every kind, once: the prompt (B, T0), on the net's device
+    decoder = hook.around(decoder, net, pinned)   # a DecoderWrapper, once: it asks the net itself
     logits = hook(logits)                # every step: (B, V) -> (B, V), forbidden ids at -inf
-    done |= hook.finished(next_ids)      # every step, where a hook ends samples (a length rule): (B,) bool
+    done |= hook.finished(next_ids)      # a StopRule, every step: the samples it completes, (B,) bool
     hook.update(next_ids, done)          # every step: the ids drawn (B,), and which samples are complete (B,)
 
-Every method is optional: `LogitsHook` leaves the ids, the decoder and the logits as they are. A hook holds
-the state of one call; make a fresh one per call.
+A `LogitsHook` leaves the ids and the logits as they are unless it overrides ``__call__``/``update``. A hook
+holds the state of one call; make a fresh one per call. A spec that ``needs`` another hook is made after it
+and handed it (`HookSpec.needs`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
 
 KINDS = ("performance", "remi")  # the tokenizers' kinds (`musictx.io.tokenizers`)
 
@@ -37,27 +40,34 @@ class LogitsHook:
     def start(self, prompt: Tensor) -> None:
         """Follow the prompt (B, T0) before the first draw."""
 
-    def around(self, decoder, net: nn.Module, pinned: int):
-        """The decoder the sampler steps (``restart(window)``, ``step(window)`` -> logits (B, V)); ``pinned``:
-        prompt ids a slid window keeps at its start."""
-        return decoder
-
     def __call__(self, logits: Tensor) -> Tensor:
         """The logits (B, V) of the next draw, reshaped; PAD and the earlier hooks' forbidden ids are -inf."""
         return logits
-
-    def finished(self, next_ids: Tensor) -> Tensor | None:
-        """(B,) bool: the samples the ids just drawn (B,) complete; None: this hook ends none. Called before
-        ``update``, and only on hooks that override it (`generate` knows then that samples may end early)."""
-        return None
 
     def update(self, next_ids: Tensor, done: Tensor) -> None:
         """Follow the ids just drawn (B,); ``done`` (B,) bool: samples complete after them."""
 
 
+class StopRule(LogitsHook):
+    """A hook that ends samples (a length rule): `generate` knows then that samples may end early."""
+
+    def finished(self, next_ids: Tensor) -> Tensor:
+        """(B,) bool: the samples the ids just drawn (B,) complete. Called before ``update``."""
+        raise NotImplementedError
+
+
+class DecoderWrapper(LogitsHook):
+    """A hook that asks the net itself: it wraps the decoder the sampler steps."""
+
+    def around(self, decoder, net: nn.Module, pinned: int):
+        """The decoder the sampler steps (``restart(window)``, ``step(window)`` -> logits (B, V)); ``pinned``:
+        prompt ids a slid window keeps at its start."""
+        raise NotImplementedError
+
+
 def ends_samples(hook: LogitsHook) -> bool:
-    """Whether ``hook`` can complete samples (it overrides `LogitsHook.finished`)."""
-    return type(hook).finished is not LogitsHook.finished
+    """Whether ``hook`` can complete samples (a `StopRule`)."""
+    return isinstance(hook, StopRule)
 
 
 class OnStep(LogitsHook):
@@ -85,7 +95,6 @@ class HookInputs:
     on_step: Callable | None = None  # called after every draw with (next_ids, done): progress
     length_seconds: float | None = None  # Performance events: each sample ends after this much new music
     stop_after_bars: int | None = None  # REMI: a sample ends at the Bar id that would open bar this + 1
-    made: dict[str, LogitsHook] = field(default_factory=dict)  # hooks made so far by name: a lean reads the lead's
     cursor: Any = None  # metrical: the run's one view of the stream (`musictx.decoding.cursor.shared_cursor`)
     chords: Any = None  # task=continue, metrical, with chords=: the lead sheet's `Chords`, on the seed file's clock
     new_bar_lines_s: np.ndarray | None = None  # with chords: the new bars' lines (s, one more than the bars)
@@ -99,13 +108,13 @@ class HookSpec:
     options: type | None  # its options dataclass (``hooks.NAME.FIELD``); None: it has none
     kinds: tuple[str, ...]  # the tokenizer kinds it applies to
     tasks: tuple[str, ...] | None  # the names of the tasks it applies to; None: every task
-    order: int  # lower runs first: the hooks that forbid ids before those that lean (a lean keeps -inf at -inf)
-    make: Callable[[HookInputs, Any], LogitsHook | None]  # (the run, its options) -> hook; None: nothing to do
+    make: Callable[..., LogitsHook | None]  # (the run, its options, the hooks it needs) -> hook; None: nothing to do
     help: str  # one line
+    needs: tuple[str, ...] = ()  # the hooks made before it and handed to ``make`` (not made: neither is this one)
 
 
 def _progress(inputs: HookInputs, _options) -> LogitsHook | None:
     return OnStep(inputs.on_step) if inputs.on_step else None
 
 
-PROGRESS = HookSpec("progress", None, KINDS, None, 90, _progress, "reports each draw (progress bars, the app)")
+PROGRESS = HookSpec("progress", None, KINDS, None, _progress, "reports each draw (progress bars, the app)")

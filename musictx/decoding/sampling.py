@@ -24,14 +24,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.filters import NoiseStream, sample_next
-from musictx.decoding.hook import LogitsHook, ends_samples
+from musictx.decoding.hook import DecoderWrapper, LogitsHook, ends_samples
 from musictx.decoding.window import SlidingWindow
 
 DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
@@ -53,40 +52,6 @@ class GenerationInterrupted(KeyboardInterrupt):
     def __init__(self, ids: Tensor):
         super().__init__("generation interrupted")
         self.ids = ids
-
-
-class ShiftClock:
-    """Per-sample steps of new music, counted from the TIME_SHIFT ids as they are sampled: ids
-    ``first_shift .. first_shift + n_shifts - 1`` move time on by 1 .. n_shifts steps, others by none.
-
-    Counted in numpy with a table of each id's steps: it runs once a token (as a stop and as progress),
-    and a handful of torch ops on (B,) ids cost as much as a tenth of a decoding step."""
-
-    def __init__(self, first_shift: int, n_shifts: int):
-        self.first_shift, self.n_shifts = first_shift, n_shifts
-        # steps of each id up to the last TIME_SHIFT, then one entry (0) that every later id reads
-        self._steps_of = np.zeros(first_shift + n_shifts + 1, dtype=np.int64)
-        self._steps_of[first_shift : first_shift + n_shifts] = np.arange(1, n_shifts + 1)
-        self.steps: np.ndarray | None = None  # (B,) steps generated so far
-
-    @classmethod
-    def of(cls, tokenizer) -> ShiftClock:
-        """The clock of an `EventTokenizer`'s TIME_SHIFT ids."""
-        lay = tokenizer.layout
-        return cls(lay.time_shift, lay.velocity - lay.time_shift)
-
-    def add(self, next_ids: Tensor) -> np.ndarray:
-        """Count the ids (B,) just sampled; returns the steps (B,) so far."""
-        ids = next_ids.cpu().numpy()
-        shift = self._steps_of[np.minimum(ids, len(self._steps_of) - 1)]  # (B,)
-        self.steps = shift if self.steps is None else self.steps + shift
-        return self.steps
-
-
-def steps_in(seconds: float, time_step: float) -> int:
-    """The TIME_SHIFT steps of ``seconds`` of music (at least one): what a length of new music is counted in,
-    by the length rule and by the app's progress alike."""
-    return max(1, round(seconds / time_step))
 
 
 @contextmanager
@@ -216,7 +181,8 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])
-        window.decoder = hook.around(window.decoder, net, window.pin)
+        if isinstance(hook, DecoderWrapper):
+            window.decoder = hook.around(window.decoder, net, window.pin)
     length = t0
     with (_eval_mode(net), closing(noise) if noise else nullcontext(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):

@@ -10,10 +10,14 @@ motif it was given once the music has run past its context.
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor, nn
+from typing import TYPE_CHECKING
 
-from musictx.decoding import FastDecoder, fast_decoder
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+    from musictx.decoding.engine import FastDecoder
 
 
 def context_length(net: nn.Module) -> int | None:
@@ -52,6 +56,8 @@ class WindowDecoder:
 
     def __init__(self, net: nn.Module, use_cache: bool, fast: FastDecoder | None = None):
         self.net, self.use_cache, self.state = net, use_cache, None
+        from musictx.decoding.engine import fast_decoder  # torch's: not at import (musictx.lazy_torch)
+
         self.fast = (fast or fast_decoder(net)) if use_cache else None
 
     def restart(self, window: Tensor) -> Tensor:

@@ -172,11 +172,11 @@ def check_output_dir(output_dir: str | os.PathLike) -> None:
 
 def device_problem(name) -> str | None:
     """Why torch cannot run on the device ``name`` here (cpu, cuda, cuda:N, mps), or None."""
-    import torch
-
     text = str(name)
     if text == "cpu":
         return None
+    import torch  # only to ask about an accelerator: the CPU needs no question, and the checks stay light
+
     if text == "mps":
         return None if torch.backends.mps.is_available() else "no Apple GPU (MPS) here; use device=cpu"
     if text == "cuda" or text.startswith("cuda:"):

@@ -9,7 +9,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from musictx.decoding.hook import LogitsHook
-from musictx.decoding.sampling import ShiftClock
+from musictx.decoding.hooks.length import ShiftClock
 
 
 class SamplingProgress(LogitsHook):

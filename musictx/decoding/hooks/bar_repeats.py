@@ -9,14 +9,17 @@ few times in a row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MAX_REPEATS = 4  # identical bars in a row before the next must differ
 
@@ -64,5 +67,5 @@ def _make(inputs: HookInputs, o: BarRepeatsOptions) -> BarRepeatLimit | None:
     return BarRepeatLimit(inputs.tokenizer, o.max_repeats, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("bar_repeats", BarRepeatsOptions, ("remi",), ("continue", "infill", "accompany"), 30,
+SPEC = HookSpec("bar_repeats", BarRepeatsOptions, ("remi",), ("continue", "infill", "accompany"),
                 _make, "no more than max_repeats identical bars in a row")

@@ -23,15 +23,18 @@ Duration), after the grammar guard, so a bonus never revives a forbidden id.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 from musictx.io.score_prep import BASS_CEILING
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MIN_BASS_BARS = 0.5  # share of the seed's bars with a low downbeat note that makes a bass line worth keeping
 RANGE_MARGIN = 2  # semitones the new bass may go past the seed's lowest and highest bass notes
@@ -151,5 +154,5 @@ def _make(inputs: HookInputs, o: BassLeanOptions) -> BassLean | None:
     return BassLean(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs)) if o.strength else None
 
 
-SPEC = HookSpec("bass_lean", BassLeanOptions, ("remi",), ("continue",), 80, _make,
+SPEC = HookSpec("bass_lean", BassLeanOptions, ("remi",), ("continue",), _make,
                 "each new bar's downbeat leans toward the seed's bass line")

@@ -44,5 +44,5 @@ def _make(inputs: HookInputs, o: BridgePresenceOptions) -> BridgePresence | None
     return BridgePresence(inputs.tokenizer, o.strength, o.rest_beats, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("bridge_presence", BridgePresenceOptions, ("remi",), ("continue",), 83, _make,
+SPEC = HookSpec("bridge_presence", BridgePresenceOptions, ("remi",), ("continue",), _make,
                 "the BRIDGE comes back after rest_beats of rest (a seed whose tracks include POP909's BRIDGE)")

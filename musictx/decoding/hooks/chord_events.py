@@ -16,16 +16,19 @@ guard, whose masks it only narrows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.hooks.chord_lean import LOOKUP_AFTER_S
 from musictx.decoding.option_fields import option
 from musictx.io.chord_tokens import chord_token
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class LeadSheetChords(ReadsCursor):
@@ -99,5 +102,5 @@ def _make(inputs: HookInputs, o: ChordEventsOptions) -> LeadSheetChords | None:
     return LeadSheetChords(inputs.tokenizer, inputs.chords, inputs.new_bar_lines_s, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("chord_events", ChordEventsOptions, ("remi",), ("continue",), 22, _make,
+SPEC = HookSpec("chord_events", ChordEventsOptions, ("remi",), ("continue",), _make,
                 "with chords= and a model with chord events: it writes the lead sheet's chords")

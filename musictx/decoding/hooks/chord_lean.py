@@ -68,5 +68,5 @@ def _make(inputs: HookInputs, o: ChordLeanOptions) -> ChordLean | None:
     return ChordLean(inputs.tokenizer, halves, strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("chord_lean", ChordLeanOptions, ("remi",), ("continue",), 66, _make,
+SPEC = HookSpec("chord_lean", ChordLeanOptions, ("remi",), ("continue",), _make,
                 "with chords= (a lead sheet): each new pitch leans toward the chord under it")

@@ -20,13 +20,16 @@ kNN-LM, on the song's ids instead of hidden states). numpy and torch only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MAX_MATCH = 24  # ids; longer matches say nothing more (their weight is already ~1)
 # (shortest match length in ids, mixture weight): the weight of the cache for a longest match of at least
@@ -169,5 +172,5 @@ def _make(inputs: HookInputs, o: CopyCacheOptions) -> CopyCache | None:
 
 
 # first: it mixes probabilities, and the grammar's forbidden ids stay forbidden after it
-SPEC = HookSpec("copy_cache", CopyCacheOptions, ("remi",), ("infill",), 10, _make,
+SPEC = HookSpec("copy_cache", CopyCacheOptions, ("remi",), ("infill",), _make,
                 "mixes in the song's own bars around the gap where the new ones match them")

@@ -21,15 +21,18 @@ stays forbidden (its chance is 0, whatever it is scaled by).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import option
 from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MOST = 6.0  # the largest lean either way, in logits: an asked density never forces a note the model rules out
 LENGTH_TILT = 0.5  # logits per doubling of a note's length, per logit of its track's lean
@@ -175,7 +178,7 @@ def _make(inputs: HookInputs, o: DensityOptions) -> Density | None:
     return Density(inputs.tokenizer, targets, o.strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("density", DensityOptions, ("remi",), ("continue",), 84, _make,
+SPEC = HookSpec("density", DensityOptions, ("remi",), ("continue",), _make,
                 "notes per bar asked per track (MELODY, BRIDGE, PIANO) of a pop continuation; off unless asked")
 
 

@@ -23,14 +23,17 @@ stream with the melody put in reads like the songs the model was trained on. Two
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import option, strength_option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 # (position in the bar, the ids of the notes struck there: Program Pitch Velocity Duration for each)
 Onset = tuple[int, list[int]]
@@ -240,25 +243,26 @@ def _given(inputs: HookInputs, _options) -> GivenNotes:
     return GivenNotes(inputs.tokenizer, acc.given_bars, acc.given, cursor=shared_cursor(inputs))
 
 
-def _harmony(inputs: HookInputs, o: HarmonyLeanOptions) -> HarmonyLean | None:
+def _harmony(inputs: HookInputs, o: HarmonyLeanOptions, given: GivenNotes) -> HarmonyLean | None:
     acc = inputs.accompaniment
     halves, strength, strong = acc.harmony_target(o)
     if not strength:
         return None
-    return HarmonyLean(inputs.tokenizer, inputs.made["given_notes"], halves, acc.lengths, strength, strong)
+    return HarmonyLean(inputs.tokenizer, given, halves, acc.lengths, strength, strong)
 
 
-def _counter(inputs: HookInputs, o: CounterRestOptions) -> CounterRest | None:
+def _counter(inputs: HookInputs, o: CounterRestOptions, given: GivenNotes) -> CounterRest | None:
     acc, penalty = inputs.accompaniment, o.strength
     if not penalty or acc.counter_program is None:
         return None
-    return CounterRest(inputs.tokenizer, inputs.made["given_notes"], acc.given_sounding, acc.counter_program, penalty)
+    return CounterRest(inputs.tokenizer, given, acc.given_sounding, acc.counter_program, penalty)
 
 
-GIVEN_NOTES = HookSpec("given_notes", None, ("remi",), ("accompany",), 40, _given,
+GIVEN_NOTES = HookSpec("given_notes", None, ("remi",), ("accompany",), _given,
                        "plays the given tracks' notes (the melody) at their own onsets")
 HARMONY_LEAN = HookSpec("harmony_lean", HarmonyLeanOptions, ("remi",),
-                        ("accompany",), 50, _harmony,
-                        "new tracks' pitches lean toward the chords (chords=, else the harmonizer's guess)")
-COUNTER_REST = HookSpec("counter_rest", CounterRestOptions, ("remi",), ("accompany",), 85, _counter,
-                        "the counter-melody (BRIDGE) keeps mostly to the melody's rests")
+                        ("accompany",), _harmony,
+                        "new tracks' pitches lean toward the chords (chords=, else the harmonizer's guess)",
+                        needs=("given_notes",))
+COUNTER_REST = HookSpec("counter_rest", CounterRestOptions, ("remi",), ("accompany",), _counter,
+                        "the counter-melody (BRIDGE) keeps mostly to the melody's rests", needs=("given_notes",))

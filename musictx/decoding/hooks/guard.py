@@ -30,13 +30,16 @@ as a third of a decoding step (`python -m bench realtime`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MIN_POLYPHONY = 10  # the polyphony cap never goes below this: a pedalled piano chord sounds 8-10 notes
 _OTHER, _ON, _OFF, _SHIFT = 0, 1, 2, 3  # what an id is to the guard (`NoteGrammarGuard._classify`)
@@ -300,4 +303,4 @@ def _make(inputs: HookInputs, o: GuardOptions) -> NoteGrammarGuard | None:
 
 SPEC = HookSpec("guard", GuardOptions,
                 ("performance",),
-                ("continue",), 20, _make, "no stray NOTE_OFF; notes end within the seed's lengths; polyphony capped")
+                ("continue",), _make, "no stray NOTE_OFF; notes end within the seed's lengths; polyphony capped")

@@ -20,14 +20,17 @@ bonus never revives a forbidden id.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 SCALE_SHARE = 1 / 12  # a pitch class sounding this share of the seed's time, as if all twelve were even, is in key
 
@@ -96,5 +99,5 @@ def _make(inputs: HookInputs, o: KeyLeanOptions) -> KeyLean | None:
     return KeyLean(inputs.tokenizer, strength, cursor=shared_cursor(inputs)) if strength else None
 
 
-SPEC = HookSpec("key_lean", KeyLeanOptions, ("remi",), ("continue",), 65, _make,
+SPEC = HookSpec("key_lean", KeyLeanOptions, ("remi",), ("continue",), _make,
                 "each new note's pitch leans toward the seed's pitch classes (its key), never whether it plays")

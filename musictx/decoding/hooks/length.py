@@ -5,15 +5,52 @@ REMI), like every other hook.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import Tensor
 
-from musictx.decoding.hook import KINDS, HookInputs, HookSpec, LogitsHook
-from musictx.decoding.sampling import ShiftClock, steps_in
+from musictx.decoding.hook import KINDS, HookInputs, HookSpec, LogitsHook, StopRule
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
-class SecondsLimit(LogitsHook):
+class ShiftClock:
+    """Per-sample steps of new music, counted from the TIME_SHIFT ids as they are sampled: ids
+    ``first_shift .. first_shift + n_shifts - 1`` move time on by 1 .. n_shifts steps, others by none.
+
+    Counted in numpy with a table of each id's steps: it runs once a token (as a stop and as progress),
+    and a handful of torch ops on (B,) ids cost as much as a tenth of a decoding step."""
+
+    def __init__(self, first_shift: int, n_shifts: int):
+        self.first_shift, self.n_shifts = first_shift, n_shifts
+        # steps of each id up to the last TIME_SHIFT, then one entry (0) that every later id reads
+        self._steps_of = np.zeros(first_shift + n_shifts + 1, dtype=np.int64)
+        self._steps_of[first_shift : first_shift + n_shifts] = np.arange(1, n_shifts + 1)
+        self.steps: np.ndarray | None = None  # (B,) steps generated so far
+
+    @classmethod
+    def of(cls, tokenizer) -> ShiftClock:
+        """The clock of an `EventTokenizer`'s TIME_SHIFT ids."""
+        lay = tokenizer.layout
+        return cls(lay.time_shift, lay.velocity - lay.time_shift)
+
+    def add(self, next_ids: Tensor) -> np.ndarray:
+        """Count the ids (B,) just sampled; returns the steps (B,) so far."""
+        ids = next_ids.cpu().numpy()
+        shift = self._steps_of[np.minimum(ids, len(self._steps_of) - 1)]  # (B,)
+        self.steps = shift if self.steps is None else self.steps + shift
+        return self.steps
+
+
+def steps_in(seconds: float, time_step: float) -> int:
+    """The TIME_SHIFT steps of ``seconds`` of music (at least one): what a length of new music is counted in,
+    by the length rule and by the app's progress alike."""
+    return max(1, round(seconds / time_step))
+
+
+class SecondsLimit(StopRule):
     """A length rule, the hook `generate` ends samples by: a sample is complete once its new TIME_SHIFTs reach
     ``seconds``.
 
@@ -43,7 +80,7 @@ class SecondsLimit(LogitsHook):
         return torch.from_numpy(self.clock.add(next_ids) >= self.limit_steps).to(next_ids.device)
 
 
-class BarLimit(LogitsHook):
+class BarLimit(StopRule):
     """A length rule, the hook `generate` ends samples by: a sample is complete when it draws the Bar id that
     would open bar ``bars + 1``."""
 
@@ -65,5 +102,5 @@ def _make(inputs: HookInputs, _options) -> LogitsHook | None:
     return None
 
 
-SPEC = HookSpec("length", None, KINDS, None, 95, _make,
+SPEC = HookSpec("length", None, KINDS, None, _make,
                 "ends each sample at the length asked for (its seconds, or its bars)")

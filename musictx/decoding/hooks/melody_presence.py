@@ -19,14 +19,17 @@ guard, so a bonus never revives a forbidden id.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 from musictx.io.score_prep import ROLE_PROGRAMS
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 REST_BEATS = 2.0  # a rest this long (half a 4/4 bar) and the melody is asked back
 NEVER = -1e9  # the end of the last note of a row whose track has not sounded
@@ -100,5 +103,5 @@ def _make(inputs: HookInputs, o: MelodyPresenceOptions) -> MelodyPresence | None
     return MelodyPresence(inputs.tokenizer, strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("melody_presence", MelodyPresenceOptions, ("remi",), ("continue",), 82, _make,
+SPEC = HookSpec("melody_presence", MelodyPresenceOptions, ("remi",), ("continue",), _make,
                 "the MELODY comes back after 2 beats of rest (a song's tracks, POP909's MELODY among them)")

@@ -19,14 +19,17 @@ hook (`musictx.decoding.hook`) that reads the run's shared cursor (`musictx.deco
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MAX_NOTES_AT_ONSET = 10  # one track's notes at one position: 23 of POP909's 682,571 train onsets have more
 
@@ -119,5 +122,5 @@ def _make(inputs: HookInputs, o: MetricalGuardOptions) -> RemiGuard | None:
     return RemiGuard(inputs.tokenizer, programs=inputs.programs, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("metrical_guard", MetricalGuardOptions, ("remi",), ("continue", "infill", "accompany"), 20, _make,
+SPEC = HookSpec("metrical_guard", MetricalGuardOptions, ("remi",), ("continue", "infill", "accompany"), _make,
                 "the tokenizer's grammar: bars and positions in order, only the run's tracks")

@@ -21,14 +21,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MAX_ORDER = 3  # intervals matched at most: longer matches are rarer and add little over 3
 
@@ -127,5 +130,5 @@ def _make(inputs: HookInputs, o: MotifEchoOptions) -> MotifEcho | None:
     return MotifEcho(inputs.tokenizer, inputs.programs, o.strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("motif_echo", MotifEchoOptions, ("remi",), ("continue",), 60, _make,
+SPEC = HookSpec("motif_echo", MotifEchoOptions, ("remi",), ("continue",), _make,
                 "each track leans toward its own seed intervals")

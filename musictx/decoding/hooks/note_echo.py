@@ -15,13 +15,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import strength_option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 MAX_ORDER = 3  # intervals matched at most, as the metrical motif echo
 
@@ -106,5 +109,5 @@ def _make(inputs: HookInputs, o: NoteEchoOptions) -> NoteEcho | None:
     return NoteEcho(inputs.tokenizer, o.strength) if o.strength else None
 
 
-SPEC = HookSpec("note_echo", NoteEchoOptions, ("performance",), ("continue",), 60, _make,
+SPEC = HookSpec("note_echo", NoteEchoOptions, ("performance",), ("continue",), _make,
                 "a piano continuation's next note leans toward the seed's continuations of its last intervals")

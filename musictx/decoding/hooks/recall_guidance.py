@@ -30,15 +30,18 @@ with the continuation and restarts only when the window slides.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor, nn
 
 from musictx.decoding.filters import top_p_filter
-from musictx.decoding.hook import KINDS, HookInputs, HookSpec, LogitsHook
+from musictx.decoding.hook import KINDS, HookInputs, HookSpec
 from musictx.decoding.option_fields import option, strength_option
 from musictx.decoding.window import WindowDecoder
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
 
 # what the whole window is contrasted with (module docstring)
 RECALL_BRANCHES = ("recent", "continuation")
@@ -61,7 +64,7 @@ class RecallGuidanceOptions:
                                  "model always guides every draw)", choices=GUIDED_DRAWS)
 
 
-class RecallGuidance(LogitsHook):
+class RecallGuidance(DecoderWrapper):
     """The sampler's hook (`musictx.decoding.hook`): `around` wraps the sampler's decoder in a
     `GuidedDecoder`, which also asks the net about the recent ids; the hook's call guides the logits with
     it. `generate` makes one from its options (`of`)."""
@@ -204,5 +207,5 @@ def _make(inputs: HookInputs, o: RecallGuidanceOptions) -> RecallGuidance | None
 
 
 # last: it re-ranks only what the other hooks allow
-SPEC = HookSpec("recall_guidance", RecallGuidanceOptions, KINDS, ("continue",), 100,
+SPEC = HookSpec("recall_guidance", RecallGuidanceOptions, KINDS, ("continue",),
                 _make, "samples toward what the seed adds to the recent music (a second, short-context pass)")

@@ -34,7 +34,10 @@ from musictx.decoding.hooks import (
 )
 from musictx.decoding.option_fields import check_fields, fields_from_mapping, help_of, unknown_name, yaml_text
 
-HOOKS: tuple[HookSpec, ...] = tuple(sorted((
+# The order the hooks run in: the copy cache mixes probabilities first; the hooks that forbid ids come before
+# those that lean (a lean keeps -inf at -inf); progress and the length rule after the leans; recall guidance,
+# which wraps the decoder, last. A hook comes after every hook it needs (`_check_needs`).
+HOOKS: tuple[HookSpec, ...] = (
     copy_cache.SPEC,
     guard.SPEC,
     metrical_guard.SPEC,
@@ -43,9 +46,9 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     given_notes.GIVEN_NOTES,
     given_notes.HARMONY_LEAN,
     motif_echo.SPEC,
+    note_echo.SPEC,
     key_lean.SPEC,
     chord_lean.SPEC,
-    note_echo.SPEC,
     repeat_echo.SPEC,
     bass_lean.SPEC,
     melody_presence.SPEC,
@@ -55,7 +58,20 @@ HOOKS: tuple[HookSpec, ...] = tuple(sorted((
     PROGRESS,
     length.SPEC,
     recall_guidance.SPEC,
-), key=lambda spec: spec.order))
+)
+
+
+def _check_needs(specs: tuple[HookSpec, ...]) -> None:
+    """ValueError, at import, when a hook is listed before a hook it needs or needs one that does not exist."""
+    seen: set[str] = set()
+    for spec in specs:
+        missing = [name for name in spec.needs if name not in seen]
+        if missing:
+            raise ValueError(f"hook {spec.name} needs {', '.join(missing)}: list it after them")
+        seen.add(spec.name)
+
+
+_check_needs(HOOKS)
 
 
 def _from_mapping(cls, values: Mapping) -> HookOptions:
@@ -94,18 +110,25 @@ def hooks_for(task: str, kind: str) -> list[HookSpec]:
     return [spec for spec in HOOKS if (spec.tasks is None or task in spec.tasks) and kind in spec.kinds]
 
 
-def build_hooks(inputs: HookInputs) -> list[LogitsHook]:
-    """The hooks of one run, in order: each spec that applies to the run's task and tokenizer makes its hook
-    (or None, where its options turn it off or the run gives it nothing to do); the metrical hooks' shared
-    cursor (`musictx.decoding.cursor`) runs before them."""
+def hooks_made(inputs: HookInputs) -> dict[str, LogitsHook]:
+    """{name: hook} of one run, in order: each spec that applies to the run's task and tokenizer makes its hook
+    (or None, where its options turn it off or the run gives it nothing to do), handed the hooks it needs."""
     kind = getattr(inputs.tokenizer, "kind", "performance")
-    hooks = []
+    made: dict[str, LogitsHook] = {}
     for spec in hooks_for(inputs.task, kind):
-        hook = spec.make(inputs, getattr(inputs.sampling.hooks, spec.name) if spec.options else None)
+        if any(name not in made for name in spec.needs):
+            continue  # what it builds on was not made in this run
+        options = getattr(inputs.sampling.hooks, spec.name) if spec.options else None
+        hook = spec.make(inputs, options, *(made[name] for name in spec.needs))
         if hook is not None:
-            inputs.made[spec.name] = hook
-            hooks.append(hook)
-    # the shared cursor, where a hook asked for it, follows each id first: the hooks read where it stands
+            made[spec.name] = hook
+    return made
+
+
+def build_hooks(inputs: HookInputs) -> list[LogitsHook]:
+    """The hooks of one run, in order (`hooks_made`); the metrical hooks' shared cursor
+    (`musictx.decoding.cursor`), where a hook asked for it, runs before them: they read where it stands."""
+    hooks = list(hooks_made(inputs).values())
     return ([inputs.cursor] if inputs.cursor is not None else []) + hooks
 
 

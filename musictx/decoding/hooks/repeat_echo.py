@@ -23,14 +23,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
+from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class RepeatEcho(ReadsCursor):
@@ -137,5 +140,5 @@ def _repeat(inputs: HookInputs, o: RepeatEchoOptions) -> RepeatEcho | None:
 
 
 # after the given notes' hook: the ids it forbids stay forbidden
-SPEC = HookSpec("repeat_echo", RepeatEchoOptions, ("remi",), ("accompany",), 75, _repeat,
+SPEC = HookSpec("repeat_echo", RepeatEchoOptions, ("remi",), ("accompany",), _repeat,
                        "a bar whose melody was heard before leans toward its accompaniment then")
