@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.filters import top_p_filter
-from musictx.decoding.hook import KINDS, HookInputs, HookSpec
+from musictx.decoding.hook import KINDS, DecoderWrapper, HookInputs, HookSpec
 from musictx.decoding.option_fields import option, strength_option
 from musictx.decoding.window import WindowDecoder
 from musictx.lazy_torch import torch  # imported on first use: --help reads this module
