@@ -141,3 +141,28 @@ def test_the_length_rule_is_a_hook_that_build_hooks_makes():
     timed = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed, length_seconds=2.0))
     assert names(timed) == ["NoteGrammarGuard", "NoteEcho", "SecondsLimit", "RecallGuidance"]
     assert not any(ends_samples(h) for h in timed if type(h).__name__ != "SecondsLimit")
+
+
+def test_a_hook_of_the_wrong_kind_is_refused_not_ignored():
+    """A hook that writes ``finished`` (or ``around``) must be a StopRule (a DecoderWrapper): generate asks only
+    those, so another hook's method would never run."""
+    from musictx.decoding.hook import DecoderWrapper, StopRule
+
+    class Stops(LogitsHook):
+        def finished(self, next_ids):
+            return next_ids >= 0
+
+    class Wraps(LogitsHook):
+        def around(self, decoder, net, pinned):
+            return decoder
+
+    from musictx.decoding.sampling import SpecialIds, generate
+
+    from .gen_fixtures import tiny_net
+
+    net, prompt = tiny_net("music_transformer"), torch.tensor([[1, 2]])
+    with pytest.raises(TypeError, match="Stops defines finished\\(\\) but is not a StopRule"):
+        generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(), [Stops()], max_new_tokens=2)
+    with pytest.raises(TypeError, match="Wraps defines around\\(\\) but is not a DecoderWrapper"):
+        generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(), [Wraps()], max_new_tokens=2)
+    assert ends_samples(type("Rule", (StopRule,), {})()) and not ends_samples(type("W", (DecoderWrapper,), {})())

@@ -110,12 +110,12 @@ def test_ids_buffer_grows_and_both_paths_still_agree():
 MEMORY_PROBE = """
 import resource, sys, torch
 from musictx.models import build_model
-from musictx.decoding.hook import LogitsHook
+from musictx.decoding.hook import StopRule
 from musictx.decoding.sampling import SpecialIds, generate
 from musictx.decoding.sampling_options import SamplingOptions
 net = build_model("lstm", 390, d_model=16, hidden_size=16, n_layers=1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-class AfterFive(LogitsHook):
+class AfterFive(StopRule):
     calls = 0
     def finished(self, ids):
         self.calls += 1

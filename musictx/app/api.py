@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from musictx.app.core import USER_ERRORS, Continuer, Settings
 from musictx.app.infill_tab import Filler
-from musictx.decoding.errors import GenerateError
+from musictx.decoding import GenerateError
 
 log = logging.getLogger("musictx.app")
 FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read

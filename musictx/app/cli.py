@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def check_numbers(args: argparse.Namespace) -> None:
     """ValueError naming the first option out of its range (before the model loads)."""
-    from musictx.generation.generate_options import device_problem
+    from musictx.generation import device_problem
 
     if args.max_queue < 1:
         raise ValueError(f"--max-queue must be >= 1, got {args.max_queue}")

@@ -33,21 +33,16 @@ from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request w
 from musictx.app.models import Choice, Loaded, Models
 from musictx.app.progress import GenerationProgress, Report
 from musictx.app.settings import MAX_LENGTH_SECONDS, MAX_SAMPLES, MAX_SEED_SECONDS, Settings  # noqa: F401
-from musictx.decoding.errors import GenerateError
-from musictx.decoding.hooks.density import parse_density
+from musictx.decoding import GenerateError, parse_density
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
-from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.output_folder import write_take
-from musictx.generation.programs import apply_programs, parse_programs
+from musictx.generation import GenerateOptions, apply_programs, parse_programs, write_take
 from musictx.io.audio import audio_unavailable
 from musictx.io.midi_io import MidiReadError, file_problem, read_notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
 from musictx.paths import BUNDLED_MOTIF
-from musictx.tasks.continue_seed import sample_continuations, take_of
-from musictx.tasks.seeds import Seed, seed_from_midi
-from musictx.tasks.take import score_roll
+from musictx.tasks import Seed, sample_continuations, score_roll, seed_from_midi, take_of
 
 log = logging.getLogger("musictx.app")
 MOTIF = BUNDLED_MOTIF

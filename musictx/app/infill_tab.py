@@ -16,16 +16,14 @@ import numpy as np
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
 from musictx.app.models import Choice, Loaded
-from musictx.decoding.errors import GenerateError
+from musictx.decoding import GenerateError
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
 from musictx.io.piano_roll import MARKED_SHADE, piano_roll_figure, save_figure
 from musictx.io.tokenizers import is_metrical
-from musictx.tasks.metrical_seed import ticks_to_seconds
-from musictx.tasks.registry import task_named
-from musictx.tasks.song_bars import SongBars, left_out_clause, meter_warning, parse_bars
+from musictx.tasks import SongBars, left_out_clause, meter_warning, parse_bars, task_named, ticks_to_seconds
 
 BAND_SHADE = MARKED_SHADE  # the bars asked for, on the song's piano roll and the take's
 # One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.

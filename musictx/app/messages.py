@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from musictx.decoding.errors import GenerateError
+from musictx.decoding import GenerateError
 from musictx.io.midi_io import MidiReadError
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.safe_output import OutputError

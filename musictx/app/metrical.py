@@ -8,10 +8,8 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
-from musictx.generation.output_folder import sample_name, write_take
-from musictx.generation.programs import apply_programs, parse_programs
-from musictx.tasks.continue_metrical import metrical_take, sample_bars
-from musictx.tasks.metrical_seed import bars_for, seed_of
+from musictx.generation import apply_programs, parse_programs, sample_name, write_take
+from musictx.tasks import bars_for, metrical_take, sample_bars, seed_of
 
 
 class BarProgress:

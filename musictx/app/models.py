@@ -11,9 +11,8 @@ import threading
 from dataclasses import dataclass, replace
 
 from musictx.checkpoints.model_store import ModelLoadError, load_model, shipped_models
-from musictx.decoding.errors import GenerateError
-from musictx.generation.generate_options import GenerateOptions
-from musictx.generation.model_choice import choose_model
+from musictx.decoding import GenerateError
+from musictx.generation import GenerateOptions, choose_model
 
 TAB_NAMES = {"continue": "Continue", "infill": "Infill", "accompany": "Accompany"}
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 from torch import Tensor
 
-from musictx.decoding.hooks.length import ShiftClock, steps_in
+from musictx.decoding import ShiftClock, steps_in
 
 Report = Callable[[float, str], None]  # (fraction done, what is happening)
 

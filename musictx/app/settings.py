@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from musictx.decoding.errors import GenerateError
-from musictx.decoding.hooks.density import parse_density
-from musictx.decoding.hooks.recall_guidance import RecallGuidanceOptions
-from musictx.decoding.sampling_options import SamplingOptions
-from musictx.generation.programs import parse_programs
+from musictx.decoding import GenerateError, RecallGuidanceOptions, SamplingOptions, parse_density
+from musictx.generation import parse_programs
 
 MAX_SAMPLES = 4
 # The most one request may ask for (the page's sliders stop there too; checked here for API callers). With a

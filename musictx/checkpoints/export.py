@@ -16,9 +16,3 @@ def export(checkpoint: str, output_dir: str, dtype: str = "float16", info: dict 
     net, tokenizer, meta = load_checkpoint(checkpoint)
     info = {"global_step": meta.get("global_step"), "source_checkpoint": str(checkpoint), **(info or {})}
     return save_model_folder(net, tokenizer, output_dir, dtype=dtype, info=info, max_shard_mb=max_shard_mb)
-
-
-if __name__ == "__main__":  # the command moved: its old line must not end quietly with status 0
-    from musictx.console.moved import moved
-
-    moved("musictx.checkpoints.export")

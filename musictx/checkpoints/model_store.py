@@ -29,6 +29,7 @@ from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.models import MODELS
 from musictx.paths import PRETRAINED_DIR, installed_models_dir
 from musictx.safe_output import atomic_path, write_text
+from musictx.user_error import UserError
 
 DEFAULT_MODEL = "piano"
 NATIVE_TOKENIZER_FILE = "tokenizer.json"  # a metrical model's MidiTok parameter file (config.json has it too)
@@ -39,7 +40,7 @@ FOLDER_FORMAT = 1
 WEIGHT_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(UserError):
     """A model reference that does not name a usable model (the message names it and why)."""
 
 

@@ -60,9 +60,10 @@ def generate_main(cfg: DictConfig) -> None:
     """Bad inputs end with a one-line error (exit status 1) and no files; Ctrl-C with one line (status 130)."""
     try:
         with command_guard(PROG, config_name="generate"):
+            opts = GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True))
             from musictx.generation.continue_midi import run  # loads torch: not for --help and the checks
 
-            run(GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True)))
+            run(opts)
     finally:
         _remove_if_empty(HydraConfig.get().runtime.output_dir)
 

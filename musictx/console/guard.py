@@ -44,21 +44,13 @@ from musictx.safe_output import (
     command_run,
     full_disk_error,
 )
+from musictx.user_error import UserError
 
-# What a user can fix from the message alone. (PrepError is a ValueError of data_prep, added by musictx-prep.)
+# What a user can fix from the message alone: `UserError` (the model store's, evaluation's, training's), and these.
+# (PrepError is a ValueError of data_prep, added by musictx-prep.)
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    OutputError, GenerateError, MidiReadError, TokenizerMismatchError, DatasetFormatError, AudioRenderError,
-    ChordFileError)
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """`USER_ERRORS` and those of the model store, evaluation and training: imported when one is raised, not
-    when this module is (their modules load torch, and ``--help`` and the option checks need none of it)."""
-    from musictx.checkpoints.model_store import ModelLoadError
-    from musictx.evaluation.checks import EvaluateError
-    from musictx.training.finetune import InitFromError
-
-    return (*USER_ERRORS, ModelLoadError, EvaluateError, InitFromError)
+    UserError, OutputError, GenerateError, MidiReadError, TokenizerMismatchError, DatasetFormatError,
+    AudioRenderError, ChordFileError)
 DEBUG_ENV = "MUSICTX_DEBUG"  # set to 1: an unexpected error shows its traceback instead of one line
 HYDRA_FILES = {".hydra"}  # what Hydra writes into a run folder before the command runs (and its *.log)
 # set by before_hydra: whether the run folder existed, and the outermost of its folders that did not (Hydra
@@ -228,8 +220,6 @@ def command_guard(prog: str, overwrite: bool = False, config_name: str | None = 
             unexpected(prog, err)
         fail(prog, f"{err.filename}: {err.strerror or one_line(err)}")
     except Exception as err:  # noqa: BLE001 - the last line of defence: no traceback reaches the user
-        if isinstance(err, user_errors()):  # the model store's, evaluation's, training's: their modules are loaded
-            fail(prog, one_line(err))
         unexpected(prog, err)
 
 

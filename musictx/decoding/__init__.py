@@ -18,19 +18,81 @@ view of the stream). Imports `musictx.models` and `musictx.io`, never the tasks 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
+# the public face: name -> the module under musictx.decoding that defines it, imported when first asked for, so that
+# ``--help`` and the option checks, which read this package's light modules, load no torch
 _PUBLIC = {
-    "generate": "sampling", "GenerationInterrupted": "sampling",
-    "DecodingOptions": "decoding_options", "SamplingOptions": "sampling_options",
-    "LogitsHook": "hook", "StopRule": "hook", "DecoderWrapper": "hook", "HookSpec": "hook",
+    "DecodingOptions": "decoding_options",
+    "FastDecoder": "engine",
+    "fast_decoder": "engine",
+    "reference_steps": "engine",
     "GenerateError": "errors",
-    "FastDecoder": "engine", "fast_decoder": "engine", "reference_steps": "engine",
+    "DecoderWrapper": "hook",
+    "HookSpec": "hook",
+    "LogitsHook": "hook",
+    "StopRule": "hook",
+    "loose_ids": "hooks.copy_cache",
+    "mixture_nll": "hooks.copy_cache",
+    "parse_density": "hooks.density",
+    "ShiftClock": "hooks.length",
+    "steps_in": "hooks.length",
+    "RecallGuidanceOptions": "hooks.recall_guidance",
+    "repeat_plan": "hooks.repeat_echo",
+    "check_seed": "option_fields",
+    "finite_number": "option_fields",
+    "raise_first": "option_fields",
+    "whole_number": "option_fields",
+    "GenerationInterrupted": "sampling",
+    "generate": "sampling",
+    "SamplingOptions": "sampling_options",
+    "context_length": "window",
 }
-__all__ = sorted(_PUBLIC)
+__all__ = [
+    "check_seed",
+    "context_length",
+    "DecoderWrapper",
+    "DecodingOptions",
+    "fast_decoder",
+    "FastDecoder",
+    "finite_number",
+    "generate",
+    "GenerateError",
+    "GenerationInterrupted",
+    "HookSpec",
+    "LogitsHook",
+    "loose_ids",
+    "mixture_nll",
+    "parse_density",
+    "raise_first",
+    "RecallGuidanceOptions",
+    "reference_steps",
+    "repeat_plan",
+    "SamplingOptions",
+    "ShiftClock",
+    "steps_in",
+    "StopRule",
+    "whole_number",
+]
+
+if TYPE_CHECKING:  # for readers and type checkers: where each name lives
+    from musictx.decoding.decoding_options import DecodingOptions
+    from musictx.decoding.engine import FastDecoder, fast_decoder, reference_steps
+    from musictx.decoding.errors import GenerateError
+    from musictx.decoding.hook import DecoderWrapper, HookSpec, LogitsHook, StopRule
+    from musictx.decoding.hooks.copy_cache import loose_ids, mixture_nll
+    from musictx.decoding.hooks.density import parse_density
+    from musictx.decoding.hooks.length import ShiftClock, steps_in
+    from musictx.decoding.hooks.recall_guidance import RecallGuidanceOptions
+    from musictx.decoding.hooks.repeat_echo import repeat_plan
+    from musictx.decoding.option_fields import check_seed, finite_number, raise_first, whole_number
+    from musictx.decoding.sampling import GenerationInterrupted, generate
+    from musictx.decoding.sampling_options import SamplingOptions
+    from musictx.decoding.window import context_length
 
 
 def __getattr__(name: str):
-    """`musictx.decoding.generate` and the rest, imported from their module when first asked for."""
+    """``musictx.decoding.NAME``: imported from its module when first asked for."""
     if name not in _PUBLIC:
         raise AttributeError(f"module 'musictx.decoding' has no attribute {name!r}")
     return getattr(importlib.import_module(f"musictx.decoding.{_PUBLIC[name]}"), name)

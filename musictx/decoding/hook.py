@@ -70,6 +70,7 @@ def ends_samples(hook: LogitsHook) -> bool:
     return isinstance(hook, StopRule)
 
 
+
 class OnStep(LogitsHook):
     """A hook from a function ``fn(next_ids, done)`` called after every draw (progress reports, tests)."""
 

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.filters import NoiseStream, sample_next
-from musictx.decoding.hook import DecoderWrapper, LogitsHook, ends_samples
+from musictx.decoding.hook import DecoderWrapper, LogitsHook, StopRule
 from musictx.decoding.window import SlidingWindow
 
 DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
@@ -90,7 +90,19 @@ def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
     return out
 
 
-def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stops: bool, pad_id, keep_seed) -> None:
+def _check_kind(hook: LogitsHook) -> None:
+    """TypeError for a hook that writes ``finished`` or ``around`` without being of the kind that is asked for
+    them (`StopRule`, `DecoderWrapper`): the method would never be called, silently."""
+    for method, kind in (("finished", StopRule), ("around", DecoderWrapper)):
+        if hasattr(hook, method) and not isinstance(hook, kind):
+            raise TypeError(f"{type(hook).__name__} defines {method}() but is not a {kind.__name__}: "
+                            f"subclass musictx.decoding.{kind.__name__} so that generate calls it")
+
+
+def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stops: bool, pad_id, keep_seed,
+                         hooks: Sequence[LogitsHook]) -> None:
+    for hook in hooks:
+        _check_kind(hook)
     if prompt.ndim != 2 or prompt.shape[1] == 0:
         raise ValueError(f"prompt must be (B, T0) ids with T0 >= 1, got shape {tuple(prompt.shape)}")
     if max_new_tokens < 0:
@@ -169,8 +181,8 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     the ids so far.
     """
     pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
-    stoppers = [hook for hook in hooks if ends_samples(hook)]
-    _check_generate_args(prompt, max_new_tokens, eos_id, bool(stoppers), pad_id, opts.keep_seed)
+    stoppers = [hook for hook in hooks if isinstance(hook, StopRule)]
+    _check_generate_args(prompt, max_new_tokens, eos_id, bool(stoppers), pad_id, opts.keep_seed, hooks)
     device = next(net.parameters()).device
     B, t0 = prompt.shape
     total, fill = t0 + max_new_tokens, 0 if pad_id is None else pad_id

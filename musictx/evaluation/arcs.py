@@ -29,7 +29,7 @@ import torch
 from musictx.io.midi_io import Notes
 from musictx.io.piano_roll import new_figure, note_bars, save_figure
 from musictx.io.tokenizer import EventTokenizer
-from musictx.tasks.seeds import seed_from_midi
+from musictx.tasks import seed_from_midi
 
 
 @dataclass

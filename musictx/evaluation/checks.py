@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from musictx.ctrl_c import remembered_ctrl_c
-from musictx.decoding.errors import GenerateError
-from musictx.decoding.sampling_options import SamplingOptions
-from musictx.generation.generate_options import BOUNDS, device_problem
+from musictx.decoding import GenerateError, SamplingOptions
+from musictx.generation import device_problem
 from musictx.io.token_store import SPLITS
+from musictx.tasks import BOUNDS
+from musictx.user_error import UserError
 
 ACCOMPANY_FROM = ("melody", "song")
 # the modes that read a split's ids as Performance events (notes, velocities, time shifts) and sample them so
@@ -28,7 +29,7 @@ PERFORMANCE_MODES = ("token_continuation", "all", "motif")
 ACCOMPANY_SCHEMES = ("lead", "infill")
 
 
-class EvaluateError(ValueError):
+class EvaluateError(UserError):
     """A bad option of ``musictx-evaluate`` (or a model, a split it cannot use); the message names it."""
 
 

@@ -97,9 +97,3 @@ def write_report(sweep_dir: str | Path) -> Path | None:
     plot_val_curves(runs, sweep / "val_loss.png")
     print(f"\n{table}\n\ncompare: wrote {sweep / 'compare.md'} and {sweep / 'val_loss.png'}")
     return sweep / "compare.md"
-
-
-if __name__ == "__main__":  # the command moved: its old line must not end quietly with status 0
-    from musictx.console.moved import moved
-
-    moved("musictx.evaluation.compare")

@@ -13,15 +13,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from musictx.decoding.errors import GenerateError
-from musictx.decoding.option_fields import finite_number, raise_first, whole_number
-from musictx.decoding.sampling_options import SamplingOptions
+from musictx.decoding import GenerateError, SamplingOptions, finite_number, raise_first, whole_number
 from musictx.evaluation.metrics import compare, mean_metrics
 from musictx.io.midi_io import Notes
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
-from musictx.tasks.continue_seed import sample_continuations
-from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, unconditional_seed
+from musictx.tasks import Seed, cut_at_seconds, drop_leading_silence, sample_continuations, unconditional_seed
 
 ROWS = (("continuation", "model continuation"), ("unconditioned", "unconditioned (floor)"),
         ("real", "real continuation (ceiling)"))

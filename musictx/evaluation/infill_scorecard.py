@@ -28,10 +28,7 @@ import pretty_midi
 import torch
 from symusic import Score
 
-from musictx.decoding.hooks.copy_cache import loose_ids, mixture_nll
-from musictx.decoding.hooks.repeat_echo import repeat_plan
-from musictx.decoding.sampling_options import SamplingOptions
-from musictx.decoding.window import context_length
+from musictx.decoding import SamplingOptions, context_length, loose_ids, mixture_nll, repeat_plan
 from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.checks import ACCOMPANY_FROM, each_song
 from musictx.evaluation.chords import Harmony
@@ -41,10 +38,16 @@ from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import BarSplitter, bar_starts
 from musictx.io.score_io import read_score, score_to_pretty_midi
 from musictx.io.score_prep import ROLE_PROGRAMS
-from musictx.tasks.accompany import accompany_song, melody_keys
-from musictx.tasks.infill import copy_history, infill_prompt, infill_song
-from musictx.tasks.song_bars import melody_song, read_song
-from musictx.tasks.write_back import in_bars
+from musictx.tasks import (
+    accompany_song,
+    copy_history,
+    in_bars,
+    infill_prompt,
+    infill_song,
+    melody_keys,
+    melody_song,
+    read_song,
+)
 
 INFILL_MEASURES = (  # key, label
     ("unchanged", "rest of the file unchanged (share of songs)"),

@@ -35,14 +35,11 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from musictx.decoding.errors import GenerateError
-from musictx.decoding.sampling_options import SamplingOptions
-from musictx.decoding.window import context_length
+from musictx.decoding import GenerateError, SamplingOptions, context_length
 from musictx.evaluation.continuation import notes_between
 from musictx.evaluation.metrics import ioi_histogram, pitch_class_histogram, tv_distance
 from musictx.io.midi_io import Notes
-from musictx.tasks.continue_seed import piece_notes, sample_continuations
-from musictx.tasks.seeds import Seed, cut_at_seconds, seed_from_midi, unconditional_seed
+from musictx.tasks import Seed, cut_at_seconds, piece_notes, sample_continuations, seed_from_midi, unconditional_seed
 
 CHORD_SECONDS = 0.035  # onsets closer than this are one chord (performed chords spread over ~30 ms)
 # Inter-onset bins for rhythm n-grams: 0 = same chord, then octave (x2) bins from 35 ms to 4.5 s. Octaves,
@@ -389,9 +386,3 @@ def format_motif_table(res: dict) -> str:
         cells = [" / ".join(f"{curves[src][key]['mean'][w]:.3f}" for src in sources) for key, _ in METRICS]
         lines.append(f"| {a:g}-{b:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # the command moved: its old line must not end quietly with status 0
-    from musictx.console.moved import moved
-
-    moved("musictx.evaluation.motif")

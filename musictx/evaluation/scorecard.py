@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pretty_midi
 
-from musictx.decoding.sampling_options import SamplingOptions
+from musictx.decoding import SamplingOptions
 from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.checks import each_song
 from musictx.evaluation.note_span import Span
@@ -71,8 +71,7 @@ def lead_sheet_of(path: Path) -> Chords:
 
 
 def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
-    from musictx.tasks.continue_metrical import continuation_score, sample_bars
-    from musictx.tasks.metrical_seed import bars_for, metrical_seed
+    from musictx.tasks import bars_for, continuation_score, metrical_seed, sample_bars
 
     seed = metrical_seed(tok, path, opts["seed_seconds"], opts["seed_from"])
     bars = bars_for(seed, opts["length_seconds"], None)
@@ -84,8 +83,7 @@ def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOption
 
 
 def continue_performance(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:
-    from musictx.tasks.continue_seed import piece_notes, sample_continuations
-    from musictx.tasks.seeds import seed_from_midi
+    from musictx.tasks import piece_notes, sample_continuations, seed_from_midi
 
     seed = seed_from_midi(tok, path, opts["seed_seconds"], opts["seed_from"])
     pieces = sample_continuations(net, tok, seed, sampling, num_samples=opts["num_samples"],

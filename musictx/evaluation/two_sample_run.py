@@ -17,9 +17,7 @@ from pathlib import Path
 import numpy as np
 import pretty_midi
 
-from musictx.decoding.errors import GenerateError
-from musictx.decoding.option_fields import check_seed
-from musictx.decoding.sampling_options import SamplingOptions
+from musictx.decoding import GenerateError, SamplingOptions, check_seed
 from musictx.evaluation.checks import EvaluateError, each_song
 from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.note_span import Span

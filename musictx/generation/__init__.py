@@ -1,3 +1,42 @@
 """The run behind ``musictx-generate`` and the app: its options (`generate_options.GenerateOptions`), the
 model it picks (`model_choice`), a folder of seeds (`seed_folder`), progress bars (`progress`) and the output
 folder it writes (`output_folder`); `continue_midi.run` ties them to a task (`musictx.tasks`)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# the public face: name -> the module under musictx.generation that defines it, imported when first asked for, so that
+# ``--help`` and the option checks, which read this package's light modules, load no torch
+_PUBLIC = {
+    "GenerateOptions": "generate_options",
+    "device_problem": "generate_options",
+    "choose_model": "model_choice",
+    "sample_name": "output_folder",
+    "write_take": "output_folder",
+    "apply_programs": "programs",
+    "parse_programs": "programs",
+}
+__all__ = [
+    "apply_programs",
+    "choose_model",
+    "device_problem",
+    "GenerateOptions",
+    "parse_programs",
+    "sample_name",
+    "write_take",
+]
+
+if TYPE_CHECKING:  # for readers and type checkers: where each name lives
+    from musictx.generation.generate_options import GenerateOptions, device_problem
+    from musictx.generation.model_choice import choose_model
+    from musictx.generation.output_folder import sample_name, write_take
+    from musictx.generation.programs import apply_programs, parse_programs
+
+
+def __getattr__(name: str):
+    """``musictx.generation.NAME``: imported from its module when first asked for."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'musictx.generation' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"musictx.generation.{_PUBLIC[name]}"), name)

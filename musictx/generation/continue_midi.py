@@ -83,7 +83,8 @@ def run(opts: GenerateOptions) -> dict:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = open_model(opts)
     no_audio = audio_unavailable(opts.soundfont) if opts.audio else "audio=false"  # said once the folder is made
-    batch = draw(net, task_named(opts.task).job(opts, net, tokenizer))  # the task's prompt, one sampler
+    job = task_named(opts.task).job(opts, net, tokenizer)  # the task's prompt and how its rows become takes
+    batch = draw(net, job)  # the one sampler
     if unmatched := apply_programs(batch.takes, parse_programs(opts.programs)):
         print(unmatched)
     # Nothing was written before this point: every check above raises first.

@@ -87,12 +87,12 @@ class GenerateOptions(SamplingOptions):
         problem = file_problem(self.seed_midi) if self.seed_midi and not folder else None
         if problem:
             raise GenerateError(f"seed_midi={self.seed_midi}: {problem}")
-        parse_programs(self.programs)  # the names and programs, before the model loads
         if self.seed_from == "end" and not folder:  # resolved here, said by the run (`seed_note`), not by a check
             self.seed_from, self.seed_seconds, self.seed_note = seed_at_end(self.seed_midi, self.seed_seconds)
         if self.tokenizer:
             _expected_tokenizer(self.tokenizer)  # a missing or broken file is said before the model loads
         check_task(self)
+        parse_programs(self.programs)  # the names and programs, before the model loads
 
     def check_sampling(self) -> None:
         """The numeric options, the sampler's first (`SamplingOptions.check_sampling`): whole numbers where

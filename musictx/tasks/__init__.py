@@ -1,3 +1,95 @@
 """The tasks: what a run does with its input file and the network (continue a seed, fill bars of a song,
 accompany its melody). Each reads its input, builds the prompt, drives `musictx.decoding.generate` and
 returns `Take`s. Above the engine (`musictx.decoding`), below the run (`musictx.generation`)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# the public face: name -> the module under musictx.tasks that defines it, imported when first asked for, so that
+# ``--help`` and the option checks, which read this package's light modules, load no torch
+_PUBLIC = {
+    "accompany_song": "accompany",
+    "melody_keys": "accompany",
+    "continuation_score": "continue_metrical",
+    "metrical_take": "continue_metrical",
+    "sample_bars": "continue_metrical",
+    "piece_notes": "continue_seed",
+    "sample_continuations": "continue_seed",
+    "take_of": "continue_seed",
+    "copy_history": "infill",
+    "infill_prompt": "infill",
+    "infill_song": "infill",
+    "BOUNDS": "limits",
+    "bars_for": "metrical_seed",
+    "metrical_seed": "metrical_seed",
+    "seed_of": "metrical_seed",
+    "ticks_to_seconds": "metrical_seed",
+    "task_named": "registry",
+    "Seed": "seeds",
+    "cut_at_seconds": "seeds",
+    "drop_leading_silence": "seeds",
+    "seed_from_midi": "seeds",
+    "unconditional_seed": "seeds",
+    "SongBars": "song_bars",
+    "left_out_clause": "song_bars",
+    "melody_song": "song_bars",
+    "meter_warning": "song_bars",
+    "parse_bars": "song_bars",
+    "read_song": "song_bars",
+    "score_roll": "take",
+    "in_bars": "write_back",
+}
+__all__ = [
+    "accompany_song",
+    "bars_for",
+    "BOUNDS",
+    "continuation_score",
+    "copy_history",
+    "cut_at_seconds",
+    "drop_leading_silence",
+    "in_bars",
+    "infill_prompt",
+    "infill_song",
+    "left_out_clause",
+    "melody_keys",
+    "melody_song",
+    "meter_warning",
+    "metrical_seed",
+    "metrical_take",
+    "parse_bars",
+    "piece_notes",
+    "read_song",
+    "sample_bars",
+    "sample_continuations",
+    "score_roll",
+    "Seed",
+    "seed_from_midi",
+    "seed_of",
+    "SongBars",
+    "take_of",
+    "task_named",
+    "ticks_to_seconds",
+    "unconditional_seed",
+]
+
+if TYPE_CHECKING:  # for readers and type checkers: where each name lives
+    from musictx.tasks.accompany import accompany_song, melody_keys
+    from musictx.tasks.continue_metrical import continuation_score, metrical_take, sample_bars
+    from musictx.tasks.continue_seed import piece_notes, sample_continuations, take_of
+    from musictx.tasks.infill import copy_history, infill_prompt, infill_song
+    from musictx.tasks.limits import BOUNDS
+    from musictx.tasks.metrical_seed import bars_for, metrical_seed, seed_of, ticks_to_seconds
+    from musictx.tasks.registry import task_named
+    from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed
+    from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, meter_warning, parse_bars, read_song
+    from musictx.tasks.take import score_roll
+    from musictx.tasks.write_back import in_bars
+
+
+def __getattr__(name: str):
+    """``musictx.tasks.NAME``: imported from its module when first asked for."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'musictx.tasks' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"musictx.tasks.{_PUBLIC[name]}"), name)

@@ -20,14 +20,14 @@ from musictx.io.chord_labels import Chords
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.prompt import Job, new_rows
 from musictx.tasks.song_bars import meter_warning, parse_bars
-from musictx.tasks.song_task import SongRequest, SongTask
 from musictx.tasks.take import Take, score_roll
 
 
-def song_job(task: SongTask, opts, net, tok) -> Job:
-    """The song read, the bars and tracks resolved (a range past the bounds is refused, `check_range`, before
-    any sampling), the ``opts.num_samples`` takes' prompt drawn as one batch with seed ``opts.seed``, a
-    progress bar in bars. A Ctrl-C ends the run with nothing written."""
+def song_job(task, opts, net, tok) -> Job:
+    """``task`` (a `musictx.tasks.song_task.SongTask`) as a job: the song read, the bars and tracks resolved (a
+    range past the bounds is refused, `check_range`, before any sampling), the ``opts.num_samples`` takes'
+    prompt drawn as one batch with seed ``opts.seed``, a progress bar in bars. A Ctrl-C ends the run with
+    nothing written."""
     task.check_model(opts.checkpoint, tok)
     request = _request(task, opts, tok)
     what = task.describe(request, opts) + meter_warning(request.song)
@@ -45,7 +45,7 @@ def song_job(task: SongTask, opts, net, tok) -> Job:
 
 
 @contextmanager
-def _progress(task: SongTask, opts, tok, total: int):
+def _progress(task, opts, tok, total: int):
     """The bars drawn so far, all samples together: each Bar drawn opens one more bar of a sample."""
     with tqdm(total=total, desc=task.progress_word, unit=" bars", file=sys.stdout,
               disable=not opts.progress_every_s, mininterval=opts.progress_every_s or 10.0) as bar:
@@ -64,9 +64,10 @@ def check_range(opts, song, s: int, e: int) -> None:
                             "bars=FIRST-LAST for a part of it")
 
 
-def _request(task: SongTask, opts, tok) -> SongRequest:
-    """The run's request: the song read the task's way, its bars (bars=, or the whole song where the task
-    allows) and tracks; accompany with no tracks named writes a whole song's accompaniment anew."""
+def _request(task, opts, tok):
+    """The run's request (`musictx.tasks.song_task.SongRequest`): the song read the task's way, its bars
+    (bars=, or the whole song where the task allows) and tracks; accompany with no tracks named writes a whole
+    song's accompaniment anew."""
     song = task.read(tok, opts.seed_midi, opts.beats_per_bar or "auto", anew=not opts.tracks)
     s, e = parse_bars(opts.bars, song) if task.needs_bars or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)

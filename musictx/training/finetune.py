@@ -15,12 +15,13 @@ from torch import nn
 from musictx.checkpoints.model_store import build_net, load_model
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.training.vocab_growth import grow_rows, is_grown
+from musictx.user_error import UserError
 
 # Constructor arguments that a training run may change without touching a weight's shape.
 RUN_FIELDS = ("dropout", "attn_impl", "attn_block_size", "gradient_checkpointing", "max_seq_len")
 
 
-class InitFromError(ValueError):
+class InitFromError(UserError):
     """Saved weights that cannot start this run; the message names the field."""
 
 

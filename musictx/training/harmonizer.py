@@ -128,9 +128,3 @@ def _train_and_save(data: Path, out: Path) -> list[float]:
     save(net, out)
     print(f"wrote {out}")
     return prec
-
-
-if __name__ == "__main__":  # the command moved: its old line must not end quietly with status 0
-    from musictx.console.moved import moved
-
-    moved("musictx.training.harmonizer")
