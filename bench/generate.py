@@ -52,7 +52,7 @@ def motif_ids(tokenizer):
     from musictx.paths import BUNDLED_MOTIF
 
     if hasattr(tokenizer, "encode_score"):  # metrical tokens: whole bars, seconds from the seed's bar length
-        from musictx.tasks.metrical_seed import metrical_seed
+        from musictx.tasks.metrical_seeds import metrical_seed
 
         seed = metrical_seed(tokenizer, BUNDLED_MOTIF)
         return seed.ids, seed.bar_seconds()

@@ -27,7 +27,7 @@ def one_run(net, tokenizer, batch: int, seconds: float, sampling) -> tuple[float
     bars at the seed's tempo and meter for a metrical model."""
     if tokenizer.kind != "performance":
         from musictx.tasks.continue_metrical import sample_bars
-        from musictx.tasks.metrical_seed import bars_for, metrical_seed
+        from musictx.tasks.metrical_seeds import bars_for, metrical_seed
 
         prompt = metrical_seed(tokenizer, BUNDLED_MOTIF)
         bars = bars_for(prompt, seconds, None)

@@ -21,7 +21,7 @@ from musictx.decoding.sampling_options import SamplingOptions
 from musictx.evaluation import scorecard_metrics as sm
 from musictx.io.score_io import score_to_pretty_midi
 from musictx.tasks.continue_metrical import continuation_score, sample_bars
-from musictx.tasks.metrical_seed import metrical_seed
+from musictx.tasks.metrical_seeds import metrical_seed
 
 from .helpers import SHARED_DATA, bonused, needs_shared, started_on_bars, step
 from .helpers import remi_bar as _bar

@@ -16,7 +16,7 @@ from musictx.decoding.hooks.chord_lean import ChordLean, half_bar_chords
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
 from musictx.tasks.continue_metrical import sample_bars
-from musictx.tasks.metrical_seed import metrical_seed
+from musictx.tasks.metrical_seeds import metrical_seed
 
 from .helpers import bonused, started_on_bars, step
 from .helpers import remi_bar as _bar

@@ -14,7 +14,7 @@ from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_token
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.token_store import TokenArrays
-from musictx.tasks.metrical_seed import bar_lines, ticks_to_seconds
+from musictx.tasks.metrical_seeds import bar_lines, ticks_to_seconds
 from tests.helpers import SHARED_DATA, needs_shared, started_on_bars, step
 
 TOK = MetricalTokenizer(chords=True)
@@ -193,7 +193,7 @@ def test_a_chord_model_continues_under_a_lead_sheet_end_to_end(tmp_path):
     from musictx.decoding.sampling_options import SamplingOptions
     from musictx.models.transformer import MusicTransformer
     from musictx.tasks.continue_metrical import bars_prompt
-    from musictx.tasks.metrical_seed import metrical_seed
+    from musictx.tasks.metrical_seeds import metrical_seed
     from musictx.tasks.prompt import sample
 
     path = _song(tmp_path / "s", "0.0 2.0 C:maj\n2.0 4.0 A:min\n")

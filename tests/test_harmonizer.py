@@ -17,7 +17,7 @@ from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.models.harmonizer import N_FEATURES, WEIGHTS, Harmonizer, half_bar_features
 from musictx.safe_output import OutputError
 from musictx.tasks.accompany import accompany_song, guessed_harmony
-from musictx.tasks.metrical_seed import ticks_to_seconds
+from musictx.tasks.metrical_seeds import ticks_to_seconds
 from musictx.tasks.song_bars import melody_song, roles_to_write
 from musictx.training.harmonizer import precision_at, run, song_examples
 

@@ -31,3 +31,28 @@ def test_only_the_command_layer_imports_hydra_or_omegaconf():
              if imported_roots(p) & {"hydra", "omegaconf"}}
     assert "commands" in users  # the check sees the imports it is about
     assert users <= COMMAND_LAYER, users - COMMAND_LAYER
+
+
+def test_evaluation_and_the_app_use_generation_through_its_public_faces():
+    """evaluation/ and app/ import the engine, the tasks and the run only as ``from musictx.decoding import
+    NAME`` (and tasks, generation): each package's ``__init__`` is its face, and no exported name hides behind
+    a submodule of the same name (the submodule would win the lookup)."""
+    import ast
+    import importlib
+    import pkgutil
+
+    faces = ("decoding", "tasks", "generation")
+    inner = []
+    for folder in ("evaluation", "app"):
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.count(".") >= 2 \
+                        and node.module.split(".")[1] in faces:
+                    inner.append(f"{path.name}: from {node.module}")
+    assert inner == []
+    for face in faces:
+        package = importlib.import_module(f"musictx.{face}")
+        submodules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        assert not set(package.__all__) & submodules, face
+        for name in package.__all__:
+            assert getattr(package, name) is not None

@@ -23,7 +23,7 @@ from musictx.io.ngram_index import INDEX_FILE, load_index
 from musictx.io.token_store import TokenArrays, load_tokenizer
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
-from musictx.tasks.metrical_seed import metrical_seed
+from musictx.tasks.metrical_seeds import metrical_seed
 
 from .helpers import SHARED_DATA
 from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_checkpoint, fixture_remi_dir  # noqa: F401

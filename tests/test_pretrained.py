@@ -164,7 +164,7 @@ def test_a_continuation_file_ends_with_its_music():
     bars, but no tempo or meter event after its last note (a DAW would show the rest of the song, empty)."""
     from musictx.checkpoints.model_store import load_model
     from musictx.tasks.continue_metrical import continuation_score, new_bars_seconds
-    from musictx.tasks.metrical_seed import metrical_seed
+    from musictx.tasks.metrical_seeds import metrical_seed
 
     _, tok, _ = load_model("pop")
     song = POP909 / "018" / "018.mid"

@@ -14,7 +14,7 @@ from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks.continue_metrical import sample_bars
-from musictx.tasks.metrical_seed import metrical_seed
+from musictx.tasks.metrical_seeds import metrical_seed
 
 BARS = 3
 

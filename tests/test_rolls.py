@@ -11,7 +11,7 @@ from symusic import Score
 
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.piano_roll import TRACK_COLOURS, piano_roll_figure, save_figure
-from musictx.tasks.metrical_seed import metrical_seed, pickup_notes
+from musictx.tasks.metrical_seeds import metrical_seed, pickup_notes
 from musictx.tasks.take import score_roll
 
 from .helpers import SHARED_DATA

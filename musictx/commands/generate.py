@@ -6,8 +6,8 @@
 
 Option names are checked before Hydra composes the config: Hydra's config is struct, so a typo would end in
 its several-line "not in struct" error and a ``+key=`` hint that `GenerateOptions` then refuses anyway.
-Ctrl-C keeps what was made so far, with its record (`musictx.generation.continue_midi.run`), and exits with
-status 130.
+Ctrl-C keeps what was made so far, with its record, and exits with status 130. Torch loads only once the
+options have passed their checks (`musictx.lazy_torch`).
 """
 
 from __future__ import annotations
@@ -61,8 +61,7 @@ def generate_main(cfg: DictConfig) -> None:
     try:
         with command_guard(PROG, config_name="generate"):
             opts = GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True))
-            from musictx.generation.continue_midi import run  # loads torch: not for --help and the checks
-
+            from musictx.generation.continue_midi import run  # torch: not for --help and the checks
             run(opts)
     finally:
         _remove_if_empty(HydraConfig.get().runtime.output_dir)

@@ -305,16 +305,20 @@ def stream_nll(net, tok, song, s: int, e: int, programs: set[int]) -> float:
     return float(nll[np.flatnonzero(chosen[1:])].mean())
 
 
+INFILL_MODE = "infill"  # mode=infill's scorecard; the other is accompany's
+
+
 def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progress=print) -> dict:
     """The infill or accompany scorecard over ``songs`` (the i-th uses sampling seed + i)."""
     sampling = SamplingOptions.from_mapping(opts)
     skipped: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        cards = {  # each mode's card of song k (an infill card also reads the next song, for chance)
+            "infill": lambda k, path, one: infill_card(net, tok, path, Path(songs[(k + 1) % len(songs)]), opts, one),
+            "accompany": lambda k, path, one: accompany_card(net, tok, path, Path(tmp), opts, one)}
+
         def card(k: int, path: Path) -> dict:
-            one = replace(sampling, seed=sampling.seed + k)
-            if task == "infill":
-                return infill_card(net, tok, path, Path(songs[(k + 1) % len(songs)]), opts, one)
-            return accompany_card(net, tok, path, Path(tmp), opts, one)
+            return cards[task](k, path, replace(sampling, seed=sampling.seed + k))
 
         per_song = list(each_song(songs, card, skipped, progress, f"{task} scorecard"))  # a bad song: skipped
     means = {side: {key: float(np.nanmean([c[side].get(key, np.nan) for c in per_song]))
@@ -323,19 +327,18 @@ def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progr
 
 
 def format_task_scorecard(result: dict) -> str:
-    m, task = result["means"], result["task"]
-    measures = INFILL_MEASURES if task == "infill" else ACCOMPANY_MEASURES
-    s = result["settings"]
+    m, s, n = result["means"], result["settings"], len(result["songs"])
+    infill = result["task"] == INFILL_MODE
+    measures = INFILL_MEASURES if infill else ACCOMPANY_MEASURES
     start = "the melody's entry" if s.get("accompany_from", "melody") == "melody" else "the song's start"
-    head = (f"infill scorecard: {len(result['songs'])} songs, bars {s['first_bar']}-{s['first_bar'] + s['bars'] - 1}"
-            if task == "infill" else f"accompany scorecard: {len(result['songs'])} songs, the bars of "
-            f"{s['seconds']:g} s from {start}, BRIDGE and PIANO written for the MELODY"
-            + (" and the annotated chords" if s.get("accompany_chords") else ""))
+    head = (f"infill scorecard: {n} songs, bars {s['first_bar']}-{s['first_bar'] + s['bars'] - 1}" if infill
+            else f"accompany scorecard: {n} songs, the bars of {s['seconds']:g} s from {start}, BRIDGE and PIANO "
+            "written for the MELODY" + (" and the annotated chords" if s.get("accompany_chords") else ""))
     lines = [head, "| measure (mean) | model | real | chance |", "|---|---|---|---|"]
     for key, label in measures:
         row = [m[side].get(key) for side in ("model", "real", "chance")]
         lines.append(f"| {label} | " + " | ".join(_fmt(x) for x in row) + " |")
-    if task == "infill":
+    if infill:
         gain = m["model"].get("nll_left", np.nan) - m["model"].get("nll_both", np.nan)
         net = m["model"].get("nll_left_net", np.nan) - m["model"].get("nll_both_net", np.nan)
         lines.append(f"NLL with both edges is {gain:.3f} nats/token lower than with the same left edge alone, as "

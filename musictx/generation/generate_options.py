@@ -255,7 +255,7 @@ def seed_at_end(path, seed_seconds: float | None) -> tuple[float, float, str]:
     `END_SEED_SECONDS`) of ``path``, its end being where its last note stops sounding."""
     from symusic import Score
 
-    from musictx.tasks.metrical_seed import ticks_to_seconds  # no torch: symusic and numpy
+    from musictx.tasks.metrical_seeds import ticks_to_seconds  # no torch: symusic and numpy
 
     try:
         score = Score(str(path))

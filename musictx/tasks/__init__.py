@@ -22,10 +22,10 @@ _PUBLIC = {
     "infill_prompt": "infill",
     "infill_song": "infill",
     "BOUNDS": "limits",
-    "bars_for": "metrical_seed",
-    "metrical_seed": "metrical_seed",
-    "seed_of": "metrical_seed",
-    "ticks_to_seconds": "metrical_seed",
+    "bars_for": "metrical_seeds",
+    "metrical_seed": "metrical_seeds",
+    "seed_of": "metrical_seeds",
+    "ticks_to_seconds": "metrical_seeds",
     "task_named": "registry",
     "Seed": "seeds",
     "cut_at_seconds": "seeds",
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.continue_seed import piece_notes, sample_continuations, take_of
     from musictx.tasks.infill import copy_history, infill_prompt, infill_song
     from musictx.tasks.limits import BOUNDS
-    from musictx.tasks.metrical_seed import bars_for, metrical_seed, seed_of, ticks_to_seconds
+    from musictx.tasks.metrical_seeds import bars_for, metrical_seed, seed_of, ticks_to_seconds
     from musictx.tasks.registry import task_named
     from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed
     from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, meter_warning, parse_bars, read_song

@@ -16,7 +16,7 @@ from symusic import Score, Tempo, TimeSignature
 from musictx.decoding.hook import HookInputs
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
-from musictx.tasks.metrical_seed import MetricalSeed, bars_for, seed_of, ticks_to_seconds
+from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, seed_of, ticks_to_seconds
 from musictx.tasks.prompt import Job, Prompt, sample
 from musictx.tasks.take import Take, score_roll
 
@@ -56,7 +56,7 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
 
 def metrical_job(opts, net, tok) -> Job:
     """``musictx-generate``'s run on a metrical model, as its options (`GenerateOptions`) ask: the seed read
-    (`musictx.tasks.metrical_seed.seed_of`), its continuations' prompt, whole bars each; a Ctrl-C keeps
+    (`musictx.tasks.metrical_seeds.seed_of`), its continuations' prompt, whole bars each; a Ctrl-C keeps
     the partial samples."""
     seed = seed_of(tok, opts)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)

@@ -20,7 +20,7 @@ from musictx.io.midi_io import MidiReadError
 from musictx.io.score_io import read_score
 from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
 from musictx.io.score_prep import Track as TrackInfo
-from musictx.tasks.metrical_seed import bar_lines, ticks_to_seconds
+from musictx.tasks.metrical_seeds import bar_lines, ticks_to_seconds
 
 MELODY = "MELODY"
 ACCOMPANIMENT = ("BRIDGE", "PIANO")  # the tracks the pop model can write, as POP909 names them
