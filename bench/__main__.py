@@ -8,7 +8,7 @@ import importlib
 import sys
 
 BENCHES = ("attention", "attention_gpu", "train", "generate", "realtime", "hooks", "app",
-           "tokenizers", "infill", "copy_fit")  # data prep: python -m data_prep.bench
+           "tokenizers", "infill", "copy_fit", "prep")
 
 
 def main(argv=None) -> None:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 SETS_THE_POLICY = ["bench.generate", "bench.realtime", "bench.app", "bench.train",
-                   "data_prep.bench"]
+                   "bench.prep"]
 
 
 @pytest.mark.parametrize("module", SETS_THE_POLICY)

@@ -1,5 +1,5 @@
-"""Data-prep throughput: ``python -m data_prep.bench`` (beside the prep it times, so musictx's library never
-imports data_prep; only its ``musictx-prep`` command does).
+"""Data-prep throughput: ``python -m bench prep`` (outside the installed package, with the other benches;
+musictx's library never imports data_prep, only its ``musictx-prep`` command does).
 
 Prepares a folder (default ``../shared/data/piano``) end to end (read, sustain, tokenize, write) with 1
 and 2 worker processes, and compares with a plain single-process pretty_midi read-and-encode of the same
@@ -59,7 +59,7 @@ def _row(name: str, wall: float, totals: dict, ref_wall_per_file: float) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m data_prep.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench prep", description=__doc__.splitlines()[0])
     p.add_argument("--input-dir", default="../shared/data/piano")
     p.add_argument("--repeats", type=int, default=3, help="runs per worker count (median reported)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
