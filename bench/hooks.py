@@ -8,7 +8,10 @@ settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine 
   a REMI model's Pitch draws (``hooks.recall_guidance.draws=every``);
 - ``leans, no guidance``: recall guidance off, the other hooks as shipped;
 - ``off``: every hook with a strength at 0, recall guidance included; the grammar guards, the bar-repeat
-  limit and the length rule stay (without them there is no piece to time).
+  limit and the length rule stay (without them there is no piece to time);
+- ``engine alone``: the same decoding engine (`musictx.decoding.FastDecoder`) stepping as many new ids as
+  ``shipped`` drew, after a prompt as long as the seed's, each step's argmax fed back: no hooks, no filters,
+  no draw. Its share is the limit the sampler's logic leaves (issue 67 asks ``shipped`` >= 0.8x of it).
 
 Each arm continues ``--seeds`` seeds per round; a row gives new tokens per second of its runs' median and of
 its fastest (the least disturbed) over ``--repeats`` rounds, and each as a share of ``off``'s; then the same
@@ -29,6 +32,8 @@ from musictx.paths import BUNDLED_MOTIF  # no torch
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads (see bench.realtime)
 
 OFF_ARM = "off"
+ENGINE_ARM = "engine alone"
+PROMPT_IDS = 250  # about the bundled motif's ids with the pop tokenizer (249)
 
 
 def arms() -> dict[str, list[str]]:
@@ -52,16 +57,42 @@ def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, second
 
     from bench.realtime import one_run, sampling_of
 
-    names = list(settings)
+    names = [*settings, ENGINE_ARM]
     out = {name: {"tokens": 0, "walls": [], "cpus": []} for name in names}
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
             cpu = time.process_time()
-            runs = [one_run(net, tokenizer, batch, seconds, sampling_of(settings[name], seed)) for seed in range(seeds)]
+            if name == ENGINE_ARM:  # as many steps as the shipped arm drew (its first round runs before)
+                runs = [engine_alone(net, out["shipped"]["tokens"] // seeds, batch) for _ in range(seeds)]
+            else:
+                runs = [one_run(net, tokenizer, batch, seconds, sampling_of(settings[name], seed))
+                        for seed in range(seeds)]
             out[name]["cpus"].append(time.process_time() - cpu)
             out[name]["walls"].append(sum(wall for wall, _, _ in runs))
             out[name]["tokens"] = sum(tokens for _, _, tokens in runs)
     return out
+
+
+def engine_alone(net, steps: int, batch: int, prompt_len: int = PROMPT_IDS) -> tuple[float, float, int]:
+    """(wall s, 0, new ids) of the decoding engine alone: a random prompt of ``prompt_len`` ids through the
+    net's forward into a step cache, then ``steps`` one-id steps, each step's argmax fed back."""
+    import time
+
+    import torch
+
+    from musictx.decoding import fast_decoder
+
+    decoder = fast_decoder(net)
+    if decoder is None:
+        raise SystemExit(f"{type(net).__name__} has no fast decoding engine (a Transformer has)")
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        cache = decoder.init_cache()
+        out = net(torch.randint(0, net.vocab_size, (batch, prompt_len)), cache=cache)
+        ids = (out[0] if isinstance(out, tuple) else out)[:, -1].argmax(-1)  # (B,)
+        for _ in range(steps):
+            ids = decoder.step(ids, cache).argmax(-1)
+    return time.perf_counter() - t0, 0.0, batch * steps
 
 
 def main(argv=None) -> None:
@@ -95,6 +126,9 @@ def main(argv=None) -> None:
         print(f"| {name} | {timed[name]['tokens']} | {r['median']:.0f} | {r['median'] / off['median']:.2f} "
               f"| {r['fastest']:.0f} | {r['fastest'] / off['fastest']:.2f} | {r['cpu']:.0f} "
               f"| {r['cpu'] / off['cpu']:.2f} |")
+    engine = rate[ENGINE_ARM]
+    print(f"shipped / engine alone: {rate['shipped']['median'] / engine['median']:.2f} (median), "
+          f"{rate['shipped']['cpu'] / engine['cpu']:.2f} (CPU time)")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -23,10 +23,15 @@ def test_the_off_arm_leaves_only_the_grammar_and_the_shipped_arm_every_lean():
     assert shipped - leans == {"recall_guidance"}
 
 
-def test_the_four_arms_are_timed_and_compared_with_off(capsys):
+def test_the_arms_are_timed_and_compared_with_off_and_with_the_engine_alone(capsys):
     bench_hooks.main(["--seconds", "2", "--seeds", "1", "--repeats", "2"])
     lines = capsys.readouterr().out.splitlines()
     rows = [line.split(" | ") for line in lines if line.startswith("| ") and "---" not in line]
-    assert [r[0].lstrip("| ") for r in rows[1:]] == ["shipped", "guidance on every draw", "leans, no guidance", "off"]
-    assert rows[-1][3] == rows[-1][5] == rows[-1][7].rstrip(" |") == "1.00" and all(int(r[1]) > 0 for r in rows[1:])
+    assert [r[0].lstrip("| ") for r in rows[1:]] == ["shipped", "guidance on every draw", "leans, no guidance", "off",
+                                                     "engine alone"]
+    off, shipped, engine = rows[4], rows[1], rows[5]
+    assert off[3] == off[5] == off[7].rstrip(" |") == "1.00" and all(int(r[1]) > 0 for r in rows[1:])
     assert all(float(r[6]) > 0 for r in rows[1:])  # tokens per CPU second
+    assert engine[1] == shipped[1]  # the engine steps as many ids as the shipped sampler drew
+    ratio = next(line for line in lines if line.startswith("shipped / engine alone: "))
+    assert 0 < float(ratio.split()[4]) < 1.5, ratio
