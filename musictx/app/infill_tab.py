@@ -26,7 +26,7 @@ from musictx.io.tokenizers import is_metrical
 from musictx.tasks import SongBars, left_out_clause, meter_warning, parse_bars, task_named, ticks_to_seconds
 
 BAND_SHADE = MARKED_SHADE  # the bars asked for, on the song's piano roll and the take's
-# One request's work is bounded as the continuation's is: a 4-bar fill runs ~25x real time on one CPU thread.
+# One request's work is bounded as the continuation's is (a fill's speed: docs/infill.md).
 # Accompaniment: empty bar boxes ask for the whole piece, so the bound holds whole songs: POP909's songs read
 # without their beat files have 60-160 bars; 171 bars of a piano performance took 27 s on one busy CPU thread.
 MAX_FILL_BARS = 16

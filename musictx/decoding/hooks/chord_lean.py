@@ -1,9 +1,9 @@
 """Chord lean: a lead sheet leads a continuation (``musictx-generate seed_midi=song.mid chords=song.lab``).
 
-A continuation cannot know where the song's harmony goes next: on POP909's validation songs the real next
-30 s of PIANO notes sit on the seed's progression carried on only 0.53 of the time (docs/two-sample-2026-11.md,
-``scripts/chord_foresight.py``). Given the chords, it can follow them, as the accompaniment does from a lead
-sheet (`musictx.decoding.hooks.given_notes.HarmonyLean`).
+A continuation cannot know where the song's harmony goes next: the seed's progression carried on fits the
+real next 30 s poorly (docs/two-sample-2026-11.md measures how poorly, ``scripts/chord_foresight.py``). Given
+the chords, it can follow them, as the accompaniment does from a lead sheet
+(`musictx.decoding.hooks.given_notes.HarmonyLean`).
 
 Each new bar's two halves take the chord the lab file has at their start, on the seed file's own clock (the
 file's bar lines, carried on at the last bar's length past its end); where a note's Pitch comes next (right

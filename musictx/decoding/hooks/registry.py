@@ -29,7 +29,6 @@ from musictx.decoding.hooks import (
     metrical_guard,
     motif_echo,
     note_echo,
-    progression_lean,
     recall_guidance,
     repeat_echo,
 )
@@ -50,7 +49,6 @@ HOOKS: tuple[HookSpec, ...] = (
     note_echo.SPEC,
     key_lean.SPEC,
     chord_lean.SPEC,
-    progression_lean.SPEC,
     repeat_echo.SPEC,
     bass_lean.SPEC,
     melody_presence.SPEC,
