@@ -1,4 +1,4 @@
-"""``musictx-generate --help`` and the option checks load no torch and no matplotlib (`musictx.lazy_torch`):
+"""``musictx-generate --help`` and the option checks load no torch and no matplotlib (`musictx.lazy`):
 run in a fresh interpreter, as a user's shell runs them, and what they imported is read back."""
 
 from __future__ import annotations

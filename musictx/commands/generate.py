@@ -7,7 +7,7 @@
 Option names are checked before Hydra composes the config: Hydra's config is struct, so a typo would end in
 its several-line "not in struct" error and a ``+key=`` hint that `GenerateOptions` then refuses anyway.
 Ctrl-C keeps what was made so far, with its record, and exits with status 130. Torch loads only once the
-options have passed their checks (`musictx.lazy_torch`).
+options have passed their checks (`musictx.lazy`).
 """
 
 from __future__ import annotations

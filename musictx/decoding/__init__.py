@@ -17,8 +17,9 @@ view of the stream). Imports `musictx.models` and `musictx.io`, never the tasks 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from musictx.lazy import public_face
 
 # the public face: name -> the module under musictx.decoding that defines it, imported when first asked for, so that
 # ``--help`` and the option checks, which read this package's light modules, load no torch
@@ -91,8 +92,4 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.decoding.window import context_length
 
 
-def __getattr__(name: str):
-    """``musictx.decoding.NAME``: imported from its module when first asked for."""
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'musictx.decoding' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"musictx.decoding.{_PUBLIC[name]}"), name)
+__getattr__ = public_face(__name__, _PUBLIC)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -56,7 +56,7 @@ class WindowDecoder:
 
     def __init__(self, net: nn.Module, use_cache: bool, fast: FastDecoder | None = None):
         self.net, self.use_cache, self.state = net, use_cache, None
-        from musictx.decoding.engine import fast_decoder  # torch's: not at import (musictx.lazy_torch)
+        from musictx.decoding.engine import fast_decoder  # torch's: not at import (musictx.lazy)
 
         self.fast = (fast or fast_decoder(net)) if use_cache else None
 

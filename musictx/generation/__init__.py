@@ -4,8 +4,9 @@ folder it writes (`output_folder`); `continue_midi.run` ties them to a task (`mu
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from musictx.lazy import public_face
 
 # the public face: name -> the module under musictx.generation that defines it, imported when first asked for, so that
 # ``--help`` and the option checks, which read this package's light modules, load no torch
@@ -35,8 +36,4 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.generation.programs import apply_programs, parse_programs
 
 
-def __getattr__(name: str):
-    """``musictx.generation.NAME``: imported from its module when first asked for."""
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'musictx.generation' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"musictx.generation.{_PUBLIC[name]}"), name)
+__getattr__ = public_face(__name__, _PUBLIC)

@@ -4,8 +4,9 @@ returns `Take`s. Above the engine (`musictx.decoding`), below the run (`musictx.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from musictx.lazy import public_face
 
 # the public face: name -> the module under musictx.tasks that defines it, imported when first asked for, so that
 # ``--help`` and the option checks, which read this package's light modules, load no torch
@@ -88,8 +89,4 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.write_back import in_bars
 
 
-def __getattr__(name: str):
-    """``musictx.tasks.NAME``: imported from its module when first asked for."""
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'musictx.tasks' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"musictx.tasks.{_PUBLIC[name]}"), name)
+__getattr__ = public_face(__name__, _PUBLIC)

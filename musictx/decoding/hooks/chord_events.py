@@ -25,7 +25,7 @@ from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.hooks.chord_lean import LOOKUP_AFTER_S
 from musictx.decoding.option_fields import option
 from musictx.io.chord_tokens import chord_token
-from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.hook import KINDS, HookInputs, HookSpec, LogitsHook, StopRule
-from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -26,7 +26,7 @@ import numpy as np
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import option
-from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor

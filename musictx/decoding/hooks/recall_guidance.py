@@ -38,7 +38,7 @@ from musictx.decoding.filters import top_p_filter
 from musictx.decoding.hook import KINDS, DecoderWrapper, HookInputs, HookSpec
 from musictx.decoding.option_fields import option, strength_option
 from musictx.decoding.window import WindowDecoder
-from musictx.lazy_torch import torch  # imported on first use: --help reads this module
+from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor, nn

@@ -1,8 +1,9 @@
-"""``torch`` imported on first use, for the modules that ``--help`` and option checking read.
+"""Imported on first use: ``torch`` for the modules that ``--help`` and option checking read, and the names
+a package's public face exports (`public_face`).
 
 ``musictx-generate --help`` and the options' checks need the hooks' option classes and the tasks, not a
 network: importing torch for them cost more than a second of CPU before anything was said. A module on that
-path writes ``from musictx.lazy_torch import torch`` and uses ``torch.zeros`` and the rest as usual (its
+path writes ``from musictx.lazy import torch`` and uses ``torch.zeros`` and the rest as usual (its
 annotations name ``Tensor`` under ``TYPE_CHECKING``); the real torch is imported the first time an attribute
 is read, and only then. Nothing is put in ``sys.modules`` before that, so a command that never samples never
 loads torch.
@@ -33,3 +34,15 @@ class LazyModule:
 
 
 torch = LazyModule("torch")
+
+
+def public_face(package: str, public: dict[str, str]):
+    """A package's module ``__getattr__``: ``package.NAME`` imported from its module (``public[NAME]``, under
+    ``package``) when first asked for, so that importing the package's light modules loads nothing heavy."""
+
+    def __getattr__(name: str):
+        if name not in public:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{public[name]}"), name)
+
+    return __getattr__
