@@ -56,3 +56,19 @@ def test_evaluation_and_the_app_use_generation_through_its_public_faces():
         assert not set(package.__all__) & submodules, face
         for name in package.__all__:
             assert getattr(package, name) is not None
+
+
+def test_the_installed_package_holds_no_benchmark_or_fit():
+    """What pyproject installs (its packages.find include) holds the library, not the benches, fits and
+    studies, which live in bench/ at the top of the repository."""
+    import tomllib
+    from setuptools import find_packages
+
+    root = PACKAGE.parent
+    include = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    installed = find_packages(str(root), include=include)
+    assert "musictx" in installed and "data_prep" in installed
+    assert not [p for p in installed if "bench" in p.split(".")], installed
+    files = [p for package in installed for p in (root / package.replace(".", "/")).glob("*.py")]
+    assert not [p for p in files if p.stem in ("bench", "copy_fit") or p.stem.startswith("bench_")], files
+    assert (root / "bench" / "copy_fit.py").is_file() and (root / "bench" / "prep.py").is_file()
