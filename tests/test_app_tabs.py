@@ -111,8 +111,13 @@ def song_tab(page, tab: str, prefix: str, path: Path, model: str, folder: Path) 
     bars = [page.locator(f"#{prefix}-{end}").locator("input, textarea").input_value() for end in ("from", "to")]
     assert bars == (["5", "8"] if prefix == "infill" else ["", ""])  # the first state; Accompany's: empty, not 0
     box = "infill-song" if prefix == "infill" else "accompany-melody"
-    page.locator(f"#{box} input[type=file]").set_input_files(str(path))
-    page.locator(f"#{box}").get_by_text(path.name).wait_for()
+    upload, shown = page.locator(f"#{box} input[type=file]"), page.locator(f"#{box}").get_by_text(path.name)
+    upload.set_input_files(str(path))
+    try:
+        shown.wait_for(timeout=60_000)
+    except Exception:  # noqa: BLE001 - playwright's timeout: an upload lost on a loaded machine (2 of 8 full runs)
+        upload.set_input_files(str(path))  # once more; a second loss fails the test
+        shown.wait_for()
     page.locator(f"#{prefix}-go").click()
     status = finished(page, f"{prefix}-status")
     assert status.startswith("Done") and f"Model {model}:" in status, status
