@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,18 @@ def test_cosine_over_the_time_budget():
     assert plain.cosine_multiplier(100, 0.0, 100, 0.1) == pytest.approx(1.0)
     assert plain.cosine_multiplier(500, 0.5, 100, 0.1) == pytest.approx(0.55)
     assert plain.cosine_multiplier(500, 1.5, 100, 0.1) == pytest.approx(0.1)
+
+
+def test_with_max_steps_the_cosine_runs_over_the_steps_unless_the_clock_runs_out_first():
+    """The paper's comparison: each network the same tokens (``--max-steps``), each with its cosine over them."""
+    clock = plain.TrainClock(budget_s=1e9)  # a budget far from over: the steps lead
+    clock.t0 = time.monotonic()
+    schedule = plain.WallClockCosine(clock, warmup_steps=10, min_ratio=0.1, max_steps=1000)
+    assert schedule.progress(500) == pytest.approx(0.5, abs=1e-3) and schedule.progress(1000) == pytest.approx(1.0)
+    short = plain.TrainClock(budget_s=10.0)
+    short.t0 = time.monotonic() - 8.0  # 80% of the time gone: the clock leads
+    assert plain.WallClockCosine(short, 10, 0.1, max_steps=1000).progress(100) == pytest.approx(0.8, abs=0.01)
+    assert plain.WallClockCosine(clock, 10, 0.1).progress(10**6) < 1e-3  # no max_steps: the clock alone
 
 
 def test_plain_training_exports_shards_that_the_import_script_reassembles(pop_arrays, tmp_path, monkeypatch):
@@ -251,14 +264,15 @@ def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arra
     out = tmp_path / "OUT"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", str(pop_arrays), "--budget-s", "45",
-                          "--steps", "train", "--runs", "mid,small", "--stage", str(tmp_path / "stage")],
+                          "--steps", "train", "--runs", "mid,small", "--stage", str(tmp_path / "stage"),
+                          "--max-steps", "2"],  # the same steps (tokens) for each run
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert set(report["steps"]) == {"mid", "small"} and report["out_problems"] == []
     assert sorted(report["out_files"]) == ["gpu.log", "mid.tar.1-of-1", "report.json", "small.tar.1-of-1"]
     log = (out / "gpu.log").read_text()
-    assert "[mid] [plain] step" in log and "[small] [plain] step" in log
+    assert "[mid] [plain] step 2 " in log and "[small] [plain] step 2 " in log and "step 3 " not in log
     for name in ("mid", "small"):
         assert import_pop_large.main([str(out), "--run", name, "--to", str(tmp_path / name / "model"),
                                       "--data", str(pop_arrays)]) == 0
@@ -318,3 +332,5 @@ def test_a_run_starts_from_its_carried_best_weights_only_where_there_are_some(tm
     assert {"paper_mt", "paper_vanilla", "paper_lstm"} <= set(gpu_pop.RUNS)
     shapes = [plain.parse(["--data", "d", "--out", "o", *gpu_pop.RUNS[n]]) for n in ("paper_mt", "paper_vanilla")]
     assert all((o.n_layers, o.d_model, o.n_heads, o.d_ff, o.seq_len) == (6, 512, 8, 1024, 2048) for o in shapes)
+    lstm = plain.parse(["--data", "d", "--out", "o", *gpu_pop.RUNS["paper_lstm"]])
+    assert (lstm.net, lstm.n_layers, lstm.d_model, lstm.precision) == ("lstm", 3, 512, "32-true")

@@ -5,8 +5,9 @@ the same objects (`MusicDataModule`, `MusicLitModule`, a Lightning ``Trainer``) 
 `PlainTrainOptions` and trains until a deadline rather than for a number of steps:
 
 - the learning rate warms up over ``warmup_steps`` (at most a tenth of the budget) and then follows half a
-  cosine over the *time* budget
-  (`WallClockCosine`), so the run ends at ``min_ratio`` of its peak whatever speed the card gives;
+  cosine over the *time* budget, or over ``max_steps`` where they run out first (`WallClockCosine`), so the run
+  ends at ``min_ratio`` of its peak whatever speed the card gives; ``max_steps`` gives networks of different
+  speeds the same tokens (the paper's comparison) with the same schedule over them;
 - every ``every_s`` seconds (`MinuteExport`) it scores a fixed set of validation windows, writes the weights
   as fp16 safetensors in files of at most ``max_shard_mb`` (`save_model_folder`; a copy comes back from the
   machine even when the call is cut short) and ``train.json`` with the history so far; the last export is at
@@ -116,12 +117,19 @@ class WallClockCosine(L.Callback):
     """Sets every parameter group's lr before each update from the time used (the module's own LambdaLR is
     constant: it puts the base lr back after each step, and this sets it again before the next)."""
 
-    def __init__(self, clock: TrainClock, warmup_steps: int, min_ratio: float):
-        self.clock, self.warmup_steps, self.min_ratio = clock, warmup_steps, min_ratio
+    def __init__(self, clock: TrainClock, warmup_steps: int, min_ratio: float, max_steps: int = -1):
+        self.clock, self.warmup_steps, self.min_ratio, self.max_steps = clock, warmup_steps, min_ratio, max_steps
         self.lr = 0.0
 
+    def progress(self, step: int) -> float:
+        """The share of the run done at update ``step``: of the time budget, or of ``max_steps`` where they
+        run out first."""
+        steps = step / self.max_steps if self.max_steps > 0 else 0.0
+        return max(self.clock.fraction(), steps)
+
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        mult = cosine_multiplier(trainer.global_step + 1, self.clock.fraction(), self.warmup_steps, self.min_ratio)
+        step = trainer.global_step + 1
+        mult = cosine_multiplier(step, self.progress(step), self.warmup_steps, self.min_ratio)
         for opt in trainer.optimizers:
             for group in opt.param_groups:
                 group["lr"] = group.get("initial_lr", group["lr"]) * mult
@@ -253,7 +261,7 @@ def build(opts: PlainTrainOptions) -> tuple[MusicDataModule, MusicLitModule, L.T
     module = MusicLitModule(opts.net_config(dm.vocab_size), dm.tokenizer.to_dict(), optimizer=optimizer,
                             scheduler={"name": "constant"}, compile=opts.compile)
     clock = TrainClock(opts.budget_s)
-    schedule = WallClockCosine(clock, opts.warmup_steps, opts.min_ratio)
+    schedule = WallClockCosine(clock, opts.warmup_steps, opts.min_ratio, opts.max_steps)
     export = MinuteExport(opts, clock, schedule, dm.tokenizer)
     if opts.init_dir:
         export.before = start_from(module.net, opts.init_dir)
