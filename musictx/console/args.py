@@ -1,4 +1,4 @@
-"""The argparse command lines (``python -m bench ...``, ``python -m musictx.commands.copy_fit`` ...) refuse as
+"""The argparse command lines (``python -m bench ...``, ``python -m musictx.commands.harmonizer`` ...) refuse as
 the Hydra commands do: one line ``<prog>: error: <what>`` and exit status 1, where argparse prints its usage
 first and exits with 2; and their numbers are checked where they are read (a ``--seconds -1`` or a
 ``--repeats 0`` used to end deep in the work, in a traceback). Light: no torch, no Hydra (a bench sets its
