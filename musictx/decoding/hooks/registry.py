@@ -100,7 +100,7 @@ HookOptions = make_dataclass(
     "HookOptions",
     [(spec.name, spec.options, field(default_factory=spec.options)) for spec in HOOKS if spec.options],
     namespace={"from_mapping": classmethod(_from_mapping), "check": _check,
-               "__doc__": "Every hook's options: ``opts.hooks.key_lean.strength`` (see `musictx.decoding.hooks.registry`)."},
+               "__doc__": "Every hook's options: ``opts.hooks.key_lean.strength`` (see this module)."},
 )
 HookOptions.__module__ = __name__
 
