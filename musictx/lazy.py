@@ -16,8 +16,9 @@ from types import ModuleType
 
 
 class LazyModule:
-    """A stand-in for the module ``name``: the first attribute read imports it; every read after that is the
-    module's own attribute."""
+    """A stand-in for the module ``name``: the first attribute read imports it; each attribute read once is
+    kept on the stand-in, so the hooks' steps after that read ``torch.zeros`` as a plain attribute (no
+    ``__getattr__`` call on the sampler's hot path)."""
 
     def __init__(self, name: str):
         self._name = name
@@ -27,7 +28,8 @@ class LazyModule:
         module = self.__dict__["_module"]
         if module is None:
             module = self.__dict__["_module"] = importlib.import_module(self.__dict__["_name"])
-        return getattr(module, attr)
+        value = self.__dict__[attr] = getattr(module, attr)
+        return value
 
     def __repr__(self) -> str:
         return f"<lazy module {self._name!r} ({'imported' if self._module is not None else 'not imported yet'})>"

@@ -56,6 +56,12 @@ def test_evaluation_and_the_app_use_generation_through_its_public_faces():
         assert not set(package.__all__) & submodules, face
         for name in package.__all__:
             assert getattr(package, name) is not None
+        # the TYPE_CHECKING imports, where a reader looks each name up, say what the runtime map says
+        checked = {a.name: node.module.removeprefix(f"musictx.{face}.")
+                   for node in ast.walk(ast.parse((PACKAGE / face / "__init__.py").read_text()))
+                   if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(f"musictx.{face}.")
+                   for a in node.names}
+        assert checked == package._PUBLIC, face
 
 
 def test_the_installed_package_holds_no_benchmark_or_fit():

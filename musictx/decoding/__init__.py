@@ -49,32 +49,7 @@ _PUBLIC = {
     "SamplingOptions": "sampling_options",
     "context_length": "window",
 }
-__all__ = [
-    "check_seed",
-    "context_length",
-    "DecoderWrapper",
-    "DecodingOptions",
-    "fast_decoder",
-    "FastDecoder",
-    "finite_number",
-    "generate",
-    "GenerateError",
-    "GenerationInterrupted",
-    "HookSpec",
-    "LogitsHook",
-    "loose_ids",
-    "mixture_nll",
-    "parse_density",
-    "raise_first",
-    "RecallGuidanceOptions",
-    "reference_steps",
-    "repeat_plan",
-    "SamplingOptions",
-    "ShiftClock",
-    "steps_in",
-    "StopRule",
-    "whole_number",
-]
+__all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.decoding.decoding_options import DecodingOptions

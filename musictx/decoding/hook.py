@@ -4,7 +4,7 @@ the leans, the copy cache and progress are hooks.
 
 Each hook describes itself with a `HookSpec` in its own file: its options (a small dataclass of
 `musictx.decoding.option_fields.option` fields, set as ``hooks.NAME.FIELD``), the tokenizer kinds and tasks
-it applies to, its place in the order and how to make it from a run's `HookInputs` and those options.
+it applies to, the hooks it needs and how to make it from a run's `HookInputs` and those options.
 `musictx.decoding.hooks.registry` lists the specs; its `build_hooks` is the one place a hook list is built.
 
 A hook comes in one of three kinds, and `generate` calls, for each hook in order:
@@ -63,12 +63,6 @@ class DecoderWrapper(LogitsHook):
         """The decoder the sampler steps (``restart(window)``, ``step(window)`` -> logits (B, V)); ``pinned``:
         prompt ids a slid window keeps at its start."""
         raise NotImplementedError
-
-
-def ends_samples(hook: LogitsHook) -> bool:
-    """Whether ``hook`` can complete samples (a `StopRule`)."""
-    return isinstance(hook, StopRule)
-
 
 
 class OnStep(LogitsHook):

@@ -19,15 +19,7 @@ _PUBLIC = {
     "apply_programs": "programs",
     "parse_programs": "programs",
 }
-__all__ = [
-    "apply_programs",
-    "choose_model",
-    "device_problem",
-    "GenerateOptions",
-    "parse_programs",
-    "sample_name",
-    "write_take",
-]
+__all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.generation.generate_options import GenerateOptions, device_problem

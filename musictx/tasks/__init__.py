@@ -42,38 +42,7 @@ _PUBLIC = {
     "score_roll": "take",
     "in_bars": "write_back",
 }
-__all__ = [
-    "accompany_song",
-    "bars_for",
-    "BOUNDS",
-    "continuation_score",
-    "copy_history",
-    "cut_at_seconds",
-    "drop_leading_silence",
-    "in_bars",
-    "infill_prompt",
-    "infill_song",
-    "left_out_clause",
-    "melody_keys",
-    "melody_song",
-    "meter_warning",
-    "metrical_seed",
-    "metrical_take",
-    "parse_bars",
-    "piece_notes",
-    "read_song",
-    "sample_bars",
-    "sample_continuations",
-    "score_roll",
-    "Seed",
-    "seed_from_midi",
-    "seed_of",
-    "SongBars",
-    "take_of",
-    "task_named",
-    "ticks_to_seconds",
-    "unconditional_seed",
-]
+__all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.accompany import accompany_song, melody_keys

@@ -58,6 +58,10 @@ class SongTask(Task):
     def written(self, request: SongRequest, tok, rows) -> list:
         raise NotImplementedError
 
+    def track_names(self, request: SongRequest) -> str:
+        """The tracks ``request`` writes, as the user reads them (here: the roles it writes)."""
+        return ", ".join(request.tracks)
+
     def describe(self, request: SongRequest, opts) -> str:
         """One line saying what the run writes."""
         raise NotImplementedError
@@ -85,11 +89,7 @@ class SongRequest:
 
     def track_names(self) -> str:
         """The tracks written, as the user reads them."""
-        if self.tracks is None:
-            return "all tracks"
-        if all(isinstance(t, str) for t in self.tracks):
-            return ", ".join(self.tracks)
-        return ", ".join(t.name for t in self.song.read.tracks.tracks if t.program in self.tracks)
+        return self.task.track_names(self)
 
     def prompt(self, net, tok, sampling, samples: int = 1):
         """The prompt (`musictx.tasks.prompt.Prompt`) of ``samples`` takes drawn as one batch with

@@ -49,5 +49,11 @@ class Infill(SongTask):
         return [(filled_file(tok, request.song, s, e, request.tracks, m), len(m))
                 for m in middle_bars(tok, rows, e - s)]
 
+    def track_names(self, request) -> str:
+        """The programs it redoes, by their tracks' names (None: every track)."""
+        if request.tracks is None:
+            return "all tracks"
+        return ", ".join(t.name for t in request.song.read.tracks.tracks if t.program in request.tracks)
+
     def describe(self, request, opts) -> str:
         return f"bars {request.s + 1}-{request.e} of {opts.seed_midi} ({request.track_names()}) filled"

@@ -1,9 +1,9 @@
 """Every logits hook of the sampler, one line each, and `build_hooks`: the one place a hook list is built.
 
 A hook describes itself in its own file (`musictx.decoding.hook.HookSpec`): its options dataclass, the
-tokenizer kinds and tasks it applies to, its place in the order, and how it is made from a run's
-`HookInputs`. Adding a hook is its file plus one line here: `HookOptions` (``opts.hooks.NAME.FIELD``, on the
-command line ``hooks.NAME.FIELD=VALUE``) and ``--help`` are built from the same list. A task never switches
+tokenizer kinds and tasks it applies to, the hooks it needs, and how it is made from a run's `HookInputs`.
+Adding a hook is its file plus one line here, where it is to run: `HookOptions` (``opts.hooks.NAME.FIELD``, on
+the command line ``hooks.NAME.FIELD=VALUE``) and ``--help`` are built from the same list. A task never switches
 a hook off: a hook that does not apply to the task (recall guidance in an infill, say) is not made.
 """
 
