@@ -366,18 +366,26 @@ def clear_seed_in_page(page, tries: int = 3) -> None:
 
 
 def upload_in_page(page, path: Path, tries: int = 3) -> None:
-    """Choose ``path`` in the seed box's file input and wait until the page shows its name. The input is
-    re-rendered after Clear; a file set on the old element while that happens is lost (seen once in a few
-    runs on a loaded machine), so the choice is repeated until the name shows up."""
+    """Choose ``path`` in the Continue tab's seed box (`upload_to_box`)."""
+    upload_to_box(page, "seed-file", path, tries)
+
+
+def upload_to_box(page, box: str, path: Path, tries: int = 3) -> None:
+    """Choose ``path`` in the file input of the box ``#box`` and wait until the box lists it: its preview row,
+    found by its aria-label, since Gradio writes the name's stem and extension in two spans (the text
+    "pop_song.mid" is not on the page once the upload is done; a wait for it failed on loaded machines). The
+    input is re-rendered after Clear, and a file set on the old element while that happens is lost, so the
+    choice is repeated, after a Clear where a file came back."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    box = page.locator("#seed-file input[type=file]")
-    clear = page.locator("#seed-file button[aria-label=Clear]")
+    chooser = page.locator(f"#{box} input[type=file]")
+    listed = page.locator(f"#{box}").get_by_label(path.name, exact=True).first
+    clear = page.locator(f"#{box} button[aria-label=Clear]")
     for attempt in range(tries):
         try:
-            box.wait_for(state="attached", timeout=30_000)
-            box.set_input_files(str(path))
-            page.locator("#seed-file").get_by_text(path.name).wait_for(timeout=30_000)
+            chooser.wait_for(state="attached", timeout=30_000)
+            chooser.set_input_files(str(path))
+            listed.wait_for(timeout=60_000)
             return
         except PlaywrightTimeout:
             if attempt == tries - 1:

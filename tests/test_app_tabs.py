@@ -15,7 +15,7 @@ import pytest
 from symusic import Score
 
 from .helpers import SHARED_DATA, needs_shared
-from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, clear_seed_in_page, end_time, serving, upload_in_page
+from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, clear_seed_in_page, end_time, serving, upload_to_box
 
 POP_SONG = SHARED_DATA / "pop" / "POP909" / "098" / "098.mid"  # 45 s, 3 tracks: the shortest main file
 BACH_PRELUDE = SHARED_DATA / "piano" / "asap" / "Bach" / "Prelude" / "bwv_860" / "ZhangH04M.mid"  # 50 s, pedalled
@@ -93,7 +93,7 @@ def continue_tab(page, path: Path, model: str, folder: Path) -> Path:
     """Continue ``path`` with 2 s added and one sample (the page's fields); the rest at the first state."""
     page.get_by_role("tab", name="Continue").click()
     clear_seed_in_page(page)
-    upload_in_page(page, path)
+    upload_to_box(page, "seed-file", path)
     for label, value in [("Seconds to add", "2"), ("Samples", "1")]:
         box = page.locator(f"input[aria-label^='number input for {label}']")
         box.fill(value)
@@ -111,13 +111,7 @@ def song_tab(page, tab: str, prefix: str, path: Path, model: str, folder: Path) 
     bars = [page.locator(f"#{prefix}-{end}").locator("input, textarea").input_value() for end in ("from", "to")]
     assert bars == (["5", "8"] if prefix == "infill" else ["", ""])  # the first state; Accompany's: empty, not 0
     box = "infill-song" if prefix == "infill" else "accompany-melody"
-    upload, shown = page.locator(f"#{box} input[type=file]"), page.locator(f"#{box}").get_by_text(path.name)
-    upload.set_input_files(str(path))
-    try:
-        shown.wait_for(timeout=60_000)
-    except Exception:  # noqa: BLE001 - playwright's timeout: an upload lost on a loaded machine (2 of 8 full runs)
-        upload.set_input_files(str(path))  # once more; a second loss fails the test
-        shown.wait_for()
+    upload_to_box(page, box, path)
     page.locator(f"#{prefix}-go").click()
     status = finished(page, f"{prefix}-status")
     assert status.startswith("Done") and f"Model {model}:" in status, status
