@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from musictx.checkpoints.int8_weights import from_int8_state, to_int8_state
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.models import MODELS
@@ -38,6 +39,8 @@ CHECKPOINT_KEY = "musictx"
 CHECKPOINT_FORMAT = 1
 FOLDER_FORMAT = 1
 WEIGHT_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+INT8 = "int8"  # a weights dtype too: the blocks' products in int8, the rest fp16 (`int8_weights`)
+STORED_DTYPES = (*WEIGHT_DTYPES, INT8)
 
 
 class ModelLoadError(UserError):
@@ -219,7 +222,10 @@ def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | 
     at most that much each (a transfer that takes files of at most 16 MiB), listed in the config."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to("cpu", WEIGHT_DTYPES[dtype]).contiguous() for k, v in net.state_dict().items()}
+    if dtype == INT8:
+        state = to_int8_state(net, {k: v.to("cpu") for k, v in net.state_dict().items()})
+    else:
+        state = {k: v.detach().to("cpu", WEIGHT_DTYPES[dtype]).contiguous() for k, v in net.state_dict().items()}
     groups = shard_groups(state, int(max_shard_mb * 2**20) if max_shard_mb else None)
     names = [WEIGHTS_FILE] if len(groups) == 1 else [
         f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
@@ -255,6 +261,13 @@ def _read_weights(folder: Path, config: dict) -> tuple[dict[str, torch.Tensor], 
     return state, folder / names[0] if len(names) == 1 else folder
 
 
+def _dequantized(state: dict, path) -> dict:
+    try:
+        return from_int8_state(state)
+    except ValueError as err:
+        raise ModelLoadError(f"{path}: {err}") from None
+
+
 def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module, EventTokenizer, dict]:
     """(net in fp32 eval mode, tokenizer, meta) of a model folder; no pickle is read."""
     folder = Path(folder)
@@ -267,6 +280,8 @@ def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module
     tokenizer = _tokenizer(config, folder)
     net = _build(config.get("model"), folder / CONFIG_FILE)
     state, weights = _read_weights(folder, config)
+    if config.get("weights_dtype") == INT8:
+        state, net.int8_steps = _dequantized(state, weights), True  # its steps run in int8 on a CPU
     own = net.state_dict()
     _load_state(net, {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}, weights)
     meta = {"model": config["model"], "info": config.get("info", {}), "path": str(folder),

@@ -1,6 +1,8 @@
-"""``musictx-export``: a Lightning checkpoint -> a model folder (`musictx.checkpoints.export`).
+"""``musictx-export``: a Lightning checkpoint -> a model folder, or a model folder -> another dtype
+(`musictx.checkpoints.export`).
 
     musictx-export outputs/piano/train/checkpoints/best-*.ckpt my_models/piano --dtype float16
+    musictx-export my_models/piano my_models/piano_int8 --dtype int8
 
 The folder may not be inside the installed package (the shipped models live there), ``/``, the home folder
 or the checkpoint's own folder, and a model folder's files already there are not replaced without
@@ -14,7 +16,7 @@ import math
 from pathlib import Path
 
 from musictx.checkpoints.export import export
-from musictx.checkpoints.model_store import CONFIG_FILE, NATIVE_TOKENIZER_FILE, WEIGHT_DTYPES, WEIGHTS_FILE
+from musictx.checkpoints.model_store import CONFIG_FILE, NATIVE_TOKENIZER_FILE, STORED_DTYPES, WEIGHTS_FILE
 from musictx.console.args import OneLineParser
 from musictx.console.guard import command_guard
 from musictx.safe_output import check_new, check_target
@@ -33,9 +35,9 @@ def check_output(checkpoint: str, output_dir: str, overwrite: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", help="a .ckpt written by musictx-train")
+    parser.add_argument("checkpoint", help="a .ckpt written by musictx-train, or a model folder")
     parser.add_argument("output_dir", help="the model folder to write")
-    parser.add_argument("--dtype", default="float16", choices=sorted(WEIGHT_DTYPES))
+    parser.add_argument("--dtype", default="float16", choices=sorted(STORED_DTYPES))
     parser.add_argument("--max-shard-mb", type=float, default=None,
                         help="split weights larger than this into files of at most this many MiB each")
     parser.add_argument("--overwrite", action="store_true",

@@ -37,19 +37,21 @@ def reference_steps() -> Iterator[None]:
 
 def fast_decoder(net: nn.Module) -> FastDecoder | None:
     """A `FastDecoder` for the Transformers of `musictx.models`, None for other nets (the LSTM) and inside
-    `reference_steps`. It reads the parameters as they are now: make a new one after changing them."""
+    `reference_steps`. It reads the parameters as they are now: make a new one after changing them. A net
+    marked ``int8_steps`` (on a CPU) steps with int8 products."""
     if not _FAST.get() or not isinstance(net, (MusicTransformer, VanillaTransformer)):
         return None
-    return FastDecoder(net)
+    return FastDecoder(net, int8=net.int8_steps and not net.head.weight.is_cuda)
 
 
 class FastDecoder:
     """Decoding steps of one Transformer in eval mode. Its caches (`init_cache`) take prompts through the
     net's general forward, ``net(window, cache=state)``, and then one id per step through `step`."""
 
-    def __init__(self, net: nn.Module):
+    def __init__(self, net: nn.Module, int8: bool = False):
+        """``int8``: the blocks' products in int8 (`musictx.decoding.weights.Int8Product`; CPU)."""
         self.net = net
-        self.weights: NetWeights = net_weights(net)
+        self.weights: NetWeights = net_weights(net, int8)
 
     def init_cache(self) -> DecoderCache:
         """An empty state whose layers keep the buffer layout that the steps read (`StepKVCache`)."""
@@ -125,32 +127,37 @@ def block_step(x: Tensor, caches: list[StepKVCache], w: BlockWeights, attention=
     shape = x.shape[-1:]
     # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
     x = (attention or attention_step)(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn).add_(x)
-    h = F.gelu(torch.addmm(w.fc1_b, torch.layer_norm(x, shape, w.ln2_w, w.ln2_b, w.ln2_eps), w.fc1_wt))  # (., d_ff)
-    return torch.addmm(w.fc2_b, h, w.fc2_wt).add_(x)
+    h = F.gelu(_product(torch.layer_norm(x, shape, w.ln2_w, w.ln2_b, w.ln2_eps), w.fc1_wt, w.fc1_b, w.fc1_int8))
+    return _product(h, w.fc2_wt, w.fc2_b, w.fc2_int8).add_(x)  # (., d_model)
+
+
+def _product(x: Tensor, wt: Tensor, b: Tensor, int8) -> Tensor:
+    """x @ wt + b, or the same product in int8 where the weights have one (`Int8Product`)."""
+    return torch.addmm(b, x, wt) if int8 is None else int8(x)
 
 
 def attention_step(x: Tensor, caches: list[StepKVCache], w: AttentionWeights) -> Tensor:
     """An attention layer's forward for one new token per cache, x (n * B, d_model) -> (n * B, d_model). The
     projections run on all rows at once; each cache attends over its own keys."""
-    qkv = torch.addmm(w.qkv_b, x, w.qkv_wt)  # (n * B, 3 * H * D)
+    qkv = _product(x, w.qkv_wt, w.qkv_b, w.qkv_int8)  # (n * B, 3 * H * D)
     if len(caches) == 1:
         out = _attend_step(qkv, caches[0], w)  # (B, H * D)
     else:
         b = len(x) // len(caches)  # rows per cache
         out = torch.cat([_attend_step(rows, cache, w) for rows, cache in zip(qkv.split(b), caches, strict=True)])
-    return torch.addmm(w.proj_b, out, w.proj_wt)
+    return _product(out, w.proj_wt, w.proj_b, w.proj_int8)
 
 
 def _attention_catching_up(x: Tensor, caches: list[StepKVCache], w: AttentionWeights, B: int) -> Tensor:
     """`attention_step` of `FastDecoder.step_catching_up`'s rows: B rows of one new id for ``caches[0]``,
     then B * t rows, t new ids per sample, for ``caches[1]``."""
-    qkv = torch.addmm(w.qkv_b, x, w.qkv_wt)  # (B + B * t, 3 * H * D)
+    qkv = _product(x, w.qkv_wt, w.qkv_b, w.qkv_int8)  # (B + B * t, 3 * H * D)
     mine, theirs = qkv[:B], qkv[B:]
     t, H, D = len(theirs) // B, w.n_heads, w.d_head
     q, k_new, v_new = theirs.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
     caches[1].append(k_new, v_new)  # KVCache's own append: several entries at once
     out = torch.cat([_attend_step(mine, caches[0], w), catch_up_attention(q, caches[1], w.table).view(B * t, H * D)])
-    return torch.addmm(w.proj_b, out, w.proj_wt)
+    return _product(out, w.proj_wt, w.proj_b, w.proj_int8)
 
 
 def _attend_step(qkv: Tensor, cache: StepKVCache, w: AttentionWeights) -> Tensor:

@@ -4,11 +4,16 @@ parameter costs about as much as a small op, so a step reads these fields instea
 The products' weights are taken as (in, out) operands in the layout a one-row product runs fastest on
 (`matvec_operand`: for most of them a copy). A decoder therefore sees the parameters as they were when it
 was made; the sampler makes one per call.
+
+With ``int8``, the blocks' four products run as int8 products instead (`Int8Product`: the weight's rows
+quantized once, each step's activations on the fly), which a step of a large model is bound by: the bytes of
+its weights. The head and the attention's relative table stay fp32.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +25,25 @@ from musictx.models.transformer import Block, VanillaTransformer
 
 # attention impls whose one-query case `decode_attention` computes (on CPU tensors)
 FAST_IMPLS = ("efficient", "auto")
+
+
+class Int8Product:
+    """``x @ W.T + b`` of a Linear with its weight W (out, in) in int8, one scale per output row, for the CPU's
+    int8 kernels (FBGEMM): each call quantizes the activations x (rows, in) to 8 bits on the fly (7 of them, as
+    those kernels ask on x86 to keep their sums from saturating) and returns fp32."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, weight: Tensor, bias: Tensor):
+        scales = (weight.detach().float().abs().amax(dim=1) / 127).clamp_min(1e-12).double()  # (out,)
+        zeros = torch.zeros(len(scales), dtype=torch.long)
+        with warnings.catch_warnings():  # torch's quantized tensors warn that they are to move to torchao
+            warnings.simplefilter("ignore", UserWarning)
+            rows = torch.quantize_per_channel(weight.detach().float(), scales, zeros, 0, torch.qint8)
+            self.packed = torch.ops.quantized.linear_prepack(rows, bias.detach().float())
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return torch.ops.quantized.linear_dynamic(x, self.packed, True)  # (rows, out) fp32
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,6 +59,8 @@ class AttentionWeights:
     proj_wt: Tensor  # (H * D, d_model)
     proj_b: Tensor
     table: Tensor | None  # (H, D, M)
+    qkv_int8: Int8Product | None = None  # the products in int8 (module docstring); None: fp32
+    proj_int8: Int8Product | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,6 +78,8 @@ class BlockWeights:
     fc2_wt: Tensor  # (d_ff, d_model)
     fc2_b: Tensor
     attn: AttentionWeights
+    fc1_int8: Int8Product | None = None  # the products in int8 (module docstring); None: fp32
+    fc2_int8: Int8Product | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,24 +97,32 @@ class NetWeights:
     head_t: Tensor  # (d_model, V)
 
 
-def attention_weights(layer: nn.Module) -> AttentionWeights:
+def _int8(linear: nn.Module, int8: bool) -> Int8Product | None:
+    return Int8Product(linear.weight, linear.bias) if int8 else None
+
+
+def attention_weights(layer: nn.Module, int8: bool = False) -> AttentionWeights:
     fast = isinstance(layer, RelativeSelfAttention) and layer.impl in FAST_IMPLS and not layer.rel_emb.is_cuda
     return AttentionWeights(layer, layer.n_heads, layer.d_head, matvec_operand(layer.qkv.weight), layer.qkv.bias,
                             matvec_operand(layer.proj.weight), layer.proj.bias,
-                            decode_table(layer.rel_emb) if fast else None)
+                            decode_table(layer.rel_emb) if fast else None, _int8(layer.qkv, int8),
+                            _int8(layer.proj, int8))
 
 
-def block_weights(block: Block) -> BlockWeights:
+def block_weights(block: Block, int8: bool = False) -> BlockWeights:
     fc1, _, fc2 = block.ff
     return BlockWeights(block.ln1.weight, block.ln1.bias, block.ln1.eps, block.ln2.weight, block.ln2.bias,
                         block.ln2.eps, matvec_operand(fc1.weight), fc1.bias, matvec_operand(fc2.weight), fc2.bias,
-                        attention_weights(block.attn))
+                        attention_weights(block.attn, int8), _int8(fc1, int8), _int8(fc2, int8))
 
 
 @torch.no_grad()
-def net_weights(net: nn.Module) -> NetWeights:
-    """The tensors of a `MusicTransformer` or `VanillaTransformer` that its decoding steps read."""
+def net_weights(net: nn.Module, int8: bool = False) -> NetWeights:
+    """The tensors of a `MusicTransformer` or `VanillaTransformer` that its decoding steps read; ``int8``: the
+    blocks' products as `Int8Product` (CPU only)."""
+    if int8 and net.head.weight.is_cuda:
+        raise ValueError("int8 decoding steps run on the CPU's int8 kernels: the net is on a GPU")
     emb, ln = net.tok_emb.weight, net.ln_f
     positions = net.pos_emb if isinstance(net, VanillaTransformer) else None
-    return NetWeights(emb * math.sqrt(emb.shape[1]), positions, tuple(block_weights(b) for b in net.blocks),
+    return NetWeights(emb * math.sqrt(emb.shape[1]), positions, tuple(block_weights(b, int8) for b in net.blocks),
                       tuple(ln.normalized_shape), ln.weight, ln.bias, ln.eps, matvec_operand(net.head.weight))

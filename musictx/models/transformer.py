@@ -62,6 +62,9 @@ class _DecoderLM(nn.Module):
     """
 
     name = ""
+    # whether decoding steps on a CPU run this net's block products in int8 (`musictx.decoding.weights`):
+    # set where its weights were stored in int8 (the model store), not part of its config or state
+    int8_steps = False
 
     def __init__(self, config: dict, vocab_size: int, d_model: int, n_layers: int, dropout: float,
                  max_seq_len: int, gradient_checkpointing: bool):

@@ -1,0 +1,98 @@
+"""Weights stored in int8 and decoding steps run on the CPU's int8 kernels: the file holds int8 rows and their
+scales, loading gives the weights back within half a step of their row's scale and marks the net, the steps then
+run `Int8Product` and give the fp32 steps' distribution within a small error; an LSTM is refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from musictx.checkpoints.int8_weights import SCALE_SUFFIX, int8_keys
+from musictx.checkpoints.model_store import ModelLoadError, load_model, save_model_folder
+from musictx.commands.export import main as export_main
+from musictx.decoding.engine import FastDecoder, fast_decoder
+from musictx.decoding.weights import Int8Product
+from musictx.io.tokenizer import EventTokenizer
+from musictx.models.lstm import LSTMBaseline
+from musictx.models.transformer import MusicTransformer
+
+VOCAB = EventTokenizer().vocab_size
+
+
+def _net(seed: int = 0) -> MusicTransformer:
+    torch.manual_seed(seed)
+    return MusicTransformer(VOCAB, d_model=64, n_layers=2, n_heads=4, d_ff=128, dropout=0.0, max_seq_len=256).eval()
+
+
+@pytest.fixture(name="stored", scope="module")
+def fixture_stored(tmp_path_factory):
+    """(the fp32 net, its folder stored in int8)."""
+    net = _net()
+    return net, save_model_folder(net, EventTokenizer(), tmp_path_factory.mktemp("int8") / "m", dtype="int8")
+
+
+def test_the_file_holds_int8_rows_and_loading_gives_them_back(stored):
+    net, folder = stored
+    saved = load_file(folder / "model.safetensors")
+    products = int8_keys(net)
+    assert len(products) == 2 * 4  # qkv, proj and the two feed-forward products of each block
+    for key, value in net.state_dict().items():
+        if key in products:
+            assert saved[key].dtype == torch.int8 and saved[key + SCALE_SUFFIX].shape == value.shape[:1]
+        else:
+            assert saved[key].dtype == torch.float16
+    loaded, _, _ = load_model(folder)
+    assert loaded.int8_steps and not net.int8_steps
+    for key, value in net.state_dict().items():
+        step = saved[key + SCALE_SUFFIX][:, None] if key in products else value.abs().max() / 1000
+        assert ((loaded.state_dict()[key] - value).abs() <= step / 2 + 1e-6).all(), key
+
+
+def test_steps_run_int8_products_and_keep_the_distribution(stored):
+    net, folder = stored
+    loaded, _, _ = load_model(folder)
+    fast = fast_decoder(loaded)
+    assert isinstance(fast.weights.blocks[0].fc1_int8, Int8Product)  # the int8 kernels are the ones stepping
+    assert fast_decoder(net).weights.blocks[0].fc1_int8 is None  # an fp32 net steps as before
+    exact = FastDecoder(loaded)  # the same weights, fp32 products
+    ids = torch.randint(0, VOCAB, (1, 40))
+    with torch.inference_mode():
+        caches = [exact.init_cache(), fast.init_cache()]
+        for cache in caches:
+            loaded(ids[:, :8], cache=cache)
+        worst = 0.0
+        for t in range(8, 40):
+            a = exact.step(ids[:, t], caches[0]).log_softmax(-1)
+            b = fast.step(ids[:, t], caches[1]).log_softmax(-1)
+            worst = max(worst, float((a.exp() - b.exp()).abs().sum()))  # total variation, twice
+    assert 0 < worst < 0.05, worst  # not the fp32 path, and close to it
+
+
+def test_export_stores_a_model_folder_in_int8_and_refuses_an_lstm(stored, tmp_path, capsys):
+    _, folder = stored
+    export_main([str(folder), str(tmp_path / "again"), "--dtype", "int8"])  # a model folder in, int8 out
+    assert load_model(tmp_path / "again")[0].int8_steps
+    torch.manual_seed(0)
+    small_lstm = LSTMBaseline(VOCAB, d_model=16, hidden_size=32, n_layers=1)
+    lstm = save_model_folder(small_lstm, EventTokenizer(), tmp_path / "lstm")
+    with pytest.raises(SystemExit):
+        export_main([str(lstm), str(tmp_path / "lstm8"), "--dtype", "int8"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"musictx-export: error: {lstm}: int8 weights are for the Transformers' blocks; LSTMBaseline "
+                   "has none"]
+    assert not (tmp_path / "lstm8" / "model.safetensors").exists()
+
+
+def test_an_int8_weight_without_its_scales_is_refused_naming_the_file(stored, tmp_path):
+    from safetensors.torch import save_file
+
+    _, folder = stored
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text((folder / "config.json").read_text())
+    state = load_file(folder / "model.safetensors")
+    del state[next(k for k in state if k.endswith(SCALE_SUFFIX))]
+    save_file(state, broken / "model.safetensors")
+    with pytest.raises(ModelLoadError, match=r"model\.safetensors: int8 weight blocks\..* has no row scales"):
+        load_model(broken)
