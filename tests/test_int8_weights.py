@@ -96,3 +96,16 @@ def test_an_int8_weight_without_its_scales_is_refused_naming_the_file(stored, tm
     save_file(state, broken / "model.safetensors")
     with pytest.raises(ModelLoadError, match=r"model\.safetensors: int8 weight blocks\..* has no row scales"):
         load_model(broken)
+
+
+def test_a_cpu_without_the_int8_kernels_steps_in_fp32_and_says_so(stored, monkeypatch):
+    """A quantized engine that cannot pack the rows (an ARM build's, say): the fp32 steps, with a warning."""
+    loaded, _, _ = load_model(stored[1])
+
+    def refuse(*_args):
+        raise RuntimeError("no int8 product on this engine\nmore detail")
+
+    monkeypatch.setattr(torch.ops.quantized, "linear_prepack", refuse)
+    with pytest.warns(UserWarning, match=r"int8 decoding steps unavailable here \(no int8 product on this engine\)"):
+        fast = fast_decoder(loaded)
+    assert fast.weights.blocks[0].fc1_int8 is None

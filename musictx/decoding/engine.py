@@ -9,6 +9,7 @@ fast path off for a block, so that a bench can time the general forward against 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,7 +42,13 @@ def fast_decoder(net: nn.Module) -> FastDecoder | None:
     marked ``int8_steps`` (on a CPU) steps with int8 products."""
     if not _FAST.get() or not isinstance(net, (MusicTransformer, VanillaTransformer)):
         return None
-    return FastDecoder(net, int8=net.int8_steps and not net.head.weight.is_cuda)
+    if net.int8_steps and not net.head.weight.is_cuda:
+        try:
+            return FastDecoder(net, int8=True)
+        except RuntimeError as err:  # no int8 kernel for this CPU's quantized engine: the fp32 steps
+            warnings.warn(f"int8 decoding steps unavailable here ({str(err).splitlines()[0]}); stepping in fp32",
+                          stacklevel=2)
+    return FastDecoder(net)
 
 
 class FastDecoder:
