@@ -48,7 +48,7 @@ def one_run(net, tokenizer, batch: int, seconds: float, sampling) -> tuple[float
 
 def sampling_of(settings: list[str], seed: int = 0):
     """The shipped sampling settings (`SamplingOptions` defaults) with ``NAME=VALUE`` overrides, a hook's
-    written as on the command line (``hooks.key_lean.strength=0``); values read as YAML: 0, 1.5, null, true."""
+    written as on the command line (``hooks.bass_lean.strength=0``); values read as YAML: 0, 1.5, null, true."""
     from dataclasses import fields
 
     import yaml
@@ -102,7 +102,7 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=COUNT, default=3)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a sampling option other than its default (repeatable), "
-                        "e.g. --set hooks.key_lean.strength=0")
+                        "e.g. --set hooks.bass_lean.strength=0")
     p.add_argument("--against", action="append", default=[], metavar="NAME=VALUE",
                    help="also time these settings, interleaved with the first, and print the speed ratio")
     p.add_argument("--against-model", default=None, metavar="MODEL",

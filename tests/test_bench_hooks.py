@@ -18,7 +18,7 @@ def test_the_off_arm_leaves_only_the_grammar_and_the_shipped_arm_every_lean():
 
     arms = bench_hooks.arms()
     shipped, off, leans = made(arms["shipped"]), made(arms["off"]), made(arms["leans, no guidance"])
-    assert {"recall_guidance", "motif_echo", "key_lean", "bass_lean"} <= shipped
+    assert {"recall_guidance", "motif_echo", "bass_lean"} <= shipped
     assert off == {"metrical_guard", "bar_repeats", "length"}  # the grammar, the repeat limit, the bars asked for
     assert shipped - leans == {"recall_guidance"}
 

@@ -20,5 +20,5 @@ def test_two_models_are_timed_interleaved_and_their_ratio_printed(capsys):
 
 def test_one_comparison_at_a_time(capsys):
     with pytest.raises(SystemExit):
-        realtime.main(["--model", "pop", "--against", "hooks.key_lean.strength=0", "--against-model", "pop"])
+        realtime.main(["--model", "pop", "--against", "hooks.bass_lean.strength=0", "--against-model", "pop"])
     assert "one comparison at a time" in capsys.readouterr().err

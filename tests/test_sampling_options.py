@@ -76,12 +76,12 @@ def test_generate_yaml_lists_every_option_and_composes_to_the_defaults(tmp_path)
         assert written[key] == getattr(defaults, key), key
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("generate", overrides=["checkpoint=x.ckpt", f"output_dir={tmp_path}", "top_k=5"])
-        echo = compose("generate", overrides=["hooks.key_lean.strength=1.3", "hooks.bar_repeats.max_repeats=null",
+        echo = compose("generate", overrides=["hooks.bass_lean.strength=1.3", "hooks.bar_repeats.max_repeats=null",
                                               "output_dir=x"])
     opts = GenerateOptions.from_mapping(OmegaConf.to_container(cfg, resolve=True))
     assert opts == GenerateOptions(checkpoint="x.ckpt", output_dir=str(tmp_path), top_k=5)
     echoed = GenerateOptions.from_mapping(OmegaConf.to_container(echo, resolve=True))
-    assert echoed.hooks.key_lean.strength == 1.3 and echoed.hooks.bar_repeats.max_repeats is None
+    assert echoed.hooks.bass_lean.strength == 1.3 and echoed.hooks.bar_repeats.max_repeats is None
     assert echoed.hooks.motif_echo == opts.hooks.motif_echo  # the other groups as shipped
 
 
@@ -183,23 +183,23 @@ def test_a_hooks_name_given_as_an_option_is_told_where_its_options_are():
     from musictx.decoding.errors import GenerateError
     from musictx.generation.generate_options import check_option_names, override_names
 
-    names = override_names(["seed_midi=x.mid", "hooks.key_lean.strength=1.3", "hydra.run.dir=y"])
-    assert names == ["seed_midi", "hooks.key_lean.strength"]
+    names = override_names(["seed_midi=x.mid", "hooks.bass_lean.strength=1.3", "hydra.run.dir=y"])
+    assert names == ["seed_midi", "hooks.bass_lean.strength"]
     check_option_names(names)  # the hooks' spelling passes
     for spec in HOOKS:
         if spec.options:
             with pytest.raises(GenerateError, match=rf"^option '{spec.name}' is a hook: set hooks\.{spec.name}\."):
                 check_option_names(override_names([f"{spec.name}=1"]))
-    with pytest.raises(GenerateError, match="unknown option 'strenth' in hooks.key_lean; did you mean 'strength'"):
-        check_option_names(["hooks.key_lean.strenth"])
-    with pytest.raises(GenerateError, match="unknown option 'key_lan' in hooks; did you mean 'key_lean'"):
-        check_option_names(["hooks.key_lan.strength"])
-    with pytest.raises(GenerateError, match="option 'key_lean' is a hook: set hooks.key_lean.strength"):
-        SamplingOptions.from_mapping({"key_lean": 1.3})  # a YAML block or a script's dict too
+    with pytest.raises(GenerateError, match="unknown option 'strenth' in hooks.bass_lean; did you mean 'strength'"):
+        check_option_names(["hooks.bass_lean.strenth"])
+    with pytest.raises(GenerateError, match="unknown option 'bass_lan' in hooks; did you mean 'bass_lean'"):
+        check_option_names(["hooks.bass_lan.strength"])
+    with pytest.raises(GenerateError, match="option 'bass_lean' is a hook: set hooks.bass_lean.strength"):
+        SamplingOptions.from_mapping({"bass_lean": 1.3})  # a YAML block or a script's dict too
 
 
 def test_evaluate_help_names_each_blocks_hooks():
     lines = key_help("evaluate", "musictx-evaluate").splitlines()
     said = next(line for line in lines if line.startswith("logits hooks"))
     assert "BLOCK.hooks.NAME.FIELD=DEFAULT, BLOCK one of scorecard, infill, two_sample, continuation, motif" in said
-    assert any(line.split()[0] == "hooks.key_lean.strength=0.75" for line in lines if line.startswith("  "))
+    assert any(line.split()[0] == "hooks.bass_lean.strength=2.0" for line in lines if line.startswith("  "))

@@ -30,7 +30,7 @@ def imported_by(*argv: str) -> tuple[dict, str]:
 
 def test_help_imports_no_torch_and_no_matplotlib():
     seen, out = imported_by("--help")
-    assert "length_seconds" in out and "hooks.key_lean.strength" in out  # the help itself, hooks included
+    assert "length_seconds" in out and "hooks.bass_lean.strength" in out  # the help itself, hooks included
     assert not seen["torch"] and not seen["matplotlib"], seen
 
 

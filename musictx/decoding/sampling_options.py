@@ -6,9 +6,9 @@ hook's options (``hooks``: one group per hook, declared in the hook's own file a
 ``musictx-evaluate``, and the web app all start from these defaults. The YAML files in ``conf/`` do not repeat
 the numbers: a decoding key written ``temperature: ${sampling:temperature}`` means "the default", and the
 hooks' groups come from Hydra's config store (``- hooks: shipped`` in a defaults list,
-`musictx.console.config_help`), so ``hooks.key_lean.strength=0`` sets one hook's option.
+`musictx.console.config_help`), so ``hooks.bass_lean.strength=0`` sets one hook's option.
 
-A hook's name given as an option (``key_lean=0``) is told where its options are, in one line.
+A hook's name given as an option (``bass_lean=0``) is told where its options are, in one line.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from musictx.decoding.hooks.registry import HookOptions
 
 
 def hook_option_hint(name: str) -> GenerateError | None:
-    """The one-line error for a hook's name given as an option (``key_lean=0``): its options are
+    """The one-line error for a hook's name given as an option (``bass_lean=0``): its options are
     ``hooks.NAME.FIELD``; None for other names."""
     groups = [f.name for f in fields(HookOptions)]
     if name not in groups:
@@ -35,7 +35,7 @@ def hook_option_hint(name: str) -> GenerateError | None:
 class SamplingOptions(DecodingOptions):
     """The decoding settings and every hook's options: what a run (a command, the app, an evaluation) sets.
     `generate` reads only the `DecodingOptions` part; each hook reads its own group of ``hooks`` where
-    `build_hooks` makes it. ``hooks`` may be given as a dict of groups (``{"key_lean": {"strength": 0}}``),
+    `build_hooks` makes it. ``hooks`` may be given as a dict of groups (``{"bass_lean": {"strength": 0}}``),
     the groups not named keeping their defaults."""
 
     hooks: HookOptions = field(default_factory=HookOptions)

@@ -209,7 +209,7 @@ def _expected_tokenizer(path: str):
 
 
 def override_names(args: list[str]) -> list[str]:
-    """The option each plain ``key=value`` override sets, dotted as written (``hooks.key_lean.strength``).
+    """The option each plain ``key=value`` override sets, dotted as written (``hooks.bass_lean.strength``).
     Flags (``-m``, ``--cfg``), ``hydra.*`` / ``hydra/*`` overrides and ``+`` / ``~`` ones (checked by
     `GenerateOptions.from_mapping` or refused by Hydra itself) are left out."""
     names = []

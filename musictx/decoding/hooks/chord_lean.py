@@ -17,13 +17,17 @@ bonus never revives a forbidden id.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from musictx.decoding.cursor import RemiCursor, shared_cursor
+from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
-from musictx.decoding.hooks.key_lean import PitchClassLean
 from musictx.decoding.option_fields import strength_option
+from musictx.lazy import torch  # imported on first use: --help reads this module
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 LOOKUP_AFTER_S = 0.03  # a chord file's times and the bar lines differ by milliseconds: look just after the line
 
@@ -36,6 +40,35 @@ def half_bar_chords(chords, lines_s: np.ndarray) -> np.ndarray:
         for half, t in enumerate((a, (a + z) / 2)):
             out[k, half, sorted(chords.at(t + LOOKUP_AFTER_S))] = True
     return out
+
+
+class PitchClassLean(ReadsCursor):
+    """Where a note's Pitch comes next (right after its Program), a bonus of ``strength`` times its pitch
+    class's weight on each Pitch id; a subclass says each row's (12,) weights where it stands (`weights`)."""
+
+    def __init__(self, tokenizer, strength: float, cursor: RemiCursor | None = None):
+        tok = tokenizer
+        self.strength = float(strength)
+        self._read(tok, cursor)
+        self.pitch_ids = tok.ids_of_type("Pitch")  # (P,)
+        self.pitch_class = tok.numbers_of("Pitch")[self.pitch_ids] % 12  # (P,)
+        self.is_program = tok.numbers_of("Program") >= 0  # (V,)
+
+    def weights(self, b: int) -> np.ndarray | None:
+        """(12,) row b's weights of each pitch class where it stands; None: no lean there."""
+        raise NotImplementedError
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        last = self.cursor.last
+        at_pitch = np.flatnonzero((last >= 0) & self.is_program[np.maximum(last, 0)])
+        leans = [(b, w) for b in at_pitch.tolist() if (w := self.weights(b)) is not None and w.any()]
+        if not leans:
+            return logits
+        # one dense (B, V) bonus built on the host and one add: cheaper at batch 1 than indexing the logits
+        bonus = np.zeros(tuple(logits.shape), dtype=np.float32)
+        for b, w in leans:
+            bonus[b, self.pitch_ids] = self.strength * w[self.pitch_class]
+        return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
 
 
 class ChordLean(PitchClassLean):

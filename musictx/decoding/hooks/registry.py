@@ -23,7 +23,6 @@ from musictx.decoding.hooks import (
     density,
     given_notes,
     guard,
-    key_lean,
     length,
     melody_presence,
     metrical_guard,
@@ -47,7 +46,6 @@ HOOKS: tuple[HookSpec, ...] = (
     given_notes.HARMONY_LEAN,
     motif_echo.SPEC,
     note_echo.SPEC,
-    key_lean.SPEC,
     chord_lean.SPEC,
     repeat_echo.SPEC,
     bass_lean.SPEC,
@@ -75,7 +73,7 @@ _check_needs(HOOKS)
 
 
 def _from_mapping(cls, values: Mapping) -> HookOptions:
-    """The hooks' options from a dict of groups (``{"key_lean": {"strength": 0}}``; a group given as its
+    """The hooks' options from a dict of groups (``{"bass_lean": {"strength": 0}}``; a group given as its
     options object is taken as it is); the groups and fields not named keep their defaults. An unknown group
     or field raises GenerateError naming the nearest."""
     groups = [f.name for f in fields(cls)]
@@ -100,7 +98,7 @@ HookOptions = make_dataclass(
     "HookOptions",
     [(spec.name, spec.options, field(default_factory=spec.options)) for spec in HOOKS if spec.options],
     namespace={"from_mapping": classmethod(_from_mapping), "check": _check,
-               "__doc__": "Every hook's options: ``opts.hooks.key_lean.strength`` (see this module)."},
+               "__doc__": "Every hook's options: ``opts.hooks.bass_lean.strength`` (see this module)."},
 )
 HookOptions.__module__ = __name__
 
