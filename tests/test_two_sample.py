@@ -14,11 +14,14 @@ from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.run import evaluate, evaluation_options
 from musictx.evaluation.two_sample import CVSettings, shuffled_within, two_sample_test
+from musictx.evaluation.two_sample_run import on_velocity_grid
 
+from .helpers import SHARED_DATA, needs_shared
 from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_dir  # noqa: F401
 from .test_metrical import POP, needs_pop
 
 FAST = CVSettings(folds=3, repeats=2, permutations=5, top=5, seed=0)
+PEDALLED = SHARED_DATA / "piano" / "asap" / "Chopin" / "Sonata_2" / "4th" / "Knoll10.mid"  # 75 s, the pedal down throughout
 
 
 def _song_samples(rng, songs: int, features: int, shift: float):
@@ -111,3 +114,31 @@ def test_bad_settings_are_refused_before_any_work(remi_dir):
                               two_sample={"folds": 1})
     with pytest.raises(EvaluateError, match="two_sample.folds must be a whole number >= 2"):
         run_evaluation(opts)
+
+
+@needs_shared
+def test_a_performance_is_compared_as_it_sounds_with_its_pedal():
+    """The piano model's notes carry the sustain pedal in their lengths, so the real performance beside them is
+    read with its pedal too (as the scorecard reads it), not by its keys' lengths, which made the real music look
+    sparse and the continuation crowded (a false tell)."""
+    from musictx.checkpoints.model_store import load_model
+    from musictx.decoding import SamplingOptions
+    from musictx.evaluation.two_sample_run import song_excerpts
+
+    net, tok, _ = load_model("piano")
+    opts = evaluation_options(checkpoint="piano", mode="two_sample",
+                              two_sample={"seed_from": 5, "seed_seconds": 5, "length_seconds": 8}).two_sample
+    row = song_excerpts(net, tok, PEDALLED, opts, SamplingOptions.from_mapping(opts))
+    pm = pretty_midi.PrettyMIDI(str(PEDALLED))
+    t0, seed_start = row["seed_end"], row["seed_start"]
+    song = SongContext.read(PEDALLED, pm)
+    for sustain in (True, False):
+        real = Span.from_pretty_midi(pm, sustain=sustain)
+        real.velocity = on_velocity_grid(tok, real.velocity)
+        heard = excerpt_features(real, t0, t0 + 8, song, real.window(seed_start, t0))
+        same = heard.keys() == row["real"].keys() and all(
+            np.isclose(heard[k], row["real"][k], equal_nan=True) for k in heard)
+        assert same is sustain, sustain
+    keys_only = excerpt_features(Span.from_pretty_midi(pm), t0, t0 + 8, song, Span.from_pretty_midi(pm).window(
+        seed_start, t0))
+    assert row["real"]["tex_sounding_mean"] > 1.2 * keys_only["tex_sounding_mean"]  # the pedal holds notes on

@@ -168,10 +168,16 @@ def sounds_with_pedal(tok) -> bool:
     return tok.kind == "performance" and bool(tok.config.sustain or tok.config.pedal_events)
 
 
+def real_music(pm: pretty_midi.PrettyMIDI, tok) -> Span:
+    """A song's notes as a model of ``tok`` would write them, to be compared with its continuations: held on by
+    the sustain pedal for a Performance model (`sounds_with_pedal`), as the file's keys say for a metrical one."""
+    return Span.from_pretty_midi(pm, sustain=sounds_with_pedal(tok))
+
+
 def score_song(path: Path, cont: Continued, seconds: float, index: np.ndarray | None, tok) -> dict:
     """{"model": mean figures over the samples, "real": the real continuation's, "chance": the grid's}."""
     pm = pretty_midi.PrettyMIDI(str(path))
-    real_all = Span.from_pretty_midi(pm, sustain=sounds_with_pedal(tok))
+    real_all = real_music(pm, tok)
     grid, downbeats = song_grid(path, pm), song_downbeats(path, pm)
     t0, t1 = cont.seed_end, cont.seed_end + seconds
     seed, real = real_all.window(cont.seed_start, t0), real_all.window(t0, t1)

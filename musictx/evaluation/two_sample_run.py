@@ -20,7 +20,6 @@ import pretty_midi
 from musictx.decoding import GenerateError, SamplingOptions, check_seed
 from musictx.evaluation.checks import EvaluateError, each_song
 from musictx.evaluation.listen_features import SongContext, excerpt_features
-from musictx.evaluation.note_span import Span
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
 
 # the features read against POP909's annotated chords (chord_midi.txt): a continuation cannot know the song's
@@ -79,7 +78,7 @@ def on_velocity_grid(tok, velocity: np.ndarray) -> np.ndarray:
 
 def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> dict | None:
     """The three excerpts' features of one song; None when the song ends before the control's excerpt."""
-    from musictx.evaluation.scorecard import continue_metrical, continue_performance
+    from musictx.evaluation.scorecard import continue_metrical, continue_performance, real_music
 
     pm = pretty_midi.PrettyMIDI(str(path))
     length = float(opts["length_seconds"])
@@ -90,7 +89,7 @@ def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -
     t0 = cont.seed_end
     if pm.get_end_time() < t0 + 2 * length:
         return None
-    real, song = Span.from_pretty_midi(pm), SongContext.read(path, pm)
+    real, song = real_music(pm, tok), SongContext.read(path, pm)  # a piano's with its pedal, as the model plays
     real.velocity = on_velocity_grid(tok, real.velocity)
     seed = real.window(cont.seed_start, t0)
     return {"song": str(path), "seed_start": cont.seed_start, "seed_end": t0,
