@@ -132,6 +132,29 @@ def test_ids_the_sampler_forbids_stay_forbidden_even_when_they_were_all_the_mode
     assert (~out.isneginf()).sum(-1).min() >= 1
 
 
+@torch.inference_mode()
+def test_every_velocity_is_plausible_where_one_is_when_the_sampler_draws_their_value_past_the_nucleus():
+    """With full_velocity the sampler draws a velocity's value from all of them (`sample_next`'s family), so
+    guidance keeps every VELOCITY id plausible in a row where one is, and only there; without it, its nucleus."""
+    net = _net()
+    window = torch.randint(0, TOK.vocab_size - 2, (1, 100))  # longer than the recent branch's 64: guided
+    velocity = torch.zeros(TOK.vocab_size, dtype=torch.bool)
+    velocity[torch.as_tensor(TOK.velocity_ids())] = True
+    options = SamplingOptions().hooks.recall_guidance
+    outs = {}
+    for full in (True, False):
+        decoder = RecallGuidance.of(options, 0.9, TOK, full_velocity=full).around(WindowDecoder(net, True), net)
+        logits = decoder.restart(window) * 50  # sharp, as a trained net's often are
+        logits[:, velocity] = -2000.0  # every velocity far outside the nucleus, but one
+        logits[0, TOK.velocity_ids()[5]] = logits.max() + 1
+        outs[full] = decoder.guide(logits.clone())
+        away = logits.clone()
+        away[:, velocity] = -2000.0  # no velocity plausible: none made so
+        assert outs[full][0, ~velocity].isneginf().sum() > 0  # the nucleus still bounds the other ids
+        assert decoder.guide(away)[0, velocity].isneginf().all()
+    assert not outs[True][0, velocity].isneginf().any()
+    assert outs[False][0, velocity].isneginf().sum() == velocity.sum() - 1
+
 def _sample(net, prompt, n=24, use_cache=True, top_p=None, **guidance):
     """``n`` raw ids (no PAD, no EOS) drawn with seed 11 (no nucleus unless ``top_p``), guided as ``guidance``
     (the hook's options: strength, 0 unless given; local; against) says."""

@@ -404,16 +404,21 @@ def test_generation_benchmark_times_a_step_against_its_quarter_width_twin():
     assert "64 cached ids" in line and "1 interleaved rounds of 3 steps" in line
 
 
-def test_spared_rows_are_drawn_past_the_nucleus_with_the_same_noise():
-    # the tail id (p = 0.04) is outside the 0.9 nucleus: never drawn in row 0, drawn in the spared row 1
-    row = torch.log(torch.tensor([0.6, 0.36, 0.04]))
-    logits = row.expand(2, 3).clone()
-    generator = torch.Generator().manual_seed(0)
-    spared = torch.tensor([False, True])
-    picks = torch.stack([sample_next(logits, 1.0, None, 0.9, generator, spared=spared) for _ in range(2000)])
-    assert (picks[:, 0] == 2).sum() == 0 and 40 < (picks[:, 1] == 2).sum() < 120
-    all_spared = torch.stack([sample_next(logits, 1.0, None, 0.9, torch.Generator().manual_seed(k),
-                                          spared=torch.tensor([True, True])) for k in range(200)])
-    unfiltered = torch.stack([sample_next(logits, 1.0, None, None, torch.Generator().manual_seed(k))
-                              for k in range(200)])
-    assert torch.equal(all_spared, unfiltered)  # the same noise: spared rows draw as with no nucleus at all
+def test_a_familys_value_is_drawn_past_the_nucleus_once_the_nucleus_draws_one_of_them():
+    # ids 0-1 are "note" ids, 2-4 a family (velocities): 4 (p = 0.04) is outside the 0.9 nucleus, yet once the
+    # nucleus draws a velocity, its value comes from all three with the same noise; no velocity row: the nucleus
+    row = torch.log(torch.tensor([0.30, 0.06, 0.35, 0.25, 0.04]))
+    logits = row.expand(2000, 5).clone()
+    family = torch.tensor([False, False, True, True, True])
+    plain = sample_next(logits, 1.0, None, 0.9, torch.Generator().manual_seed(0))
+    past = sample_next(logits, 1.0, None, 0.9, torch.Generator().manual_seed(0), family=family)
+    unfiltered = sample_next(logits, 1.0, None, None, torch.Generator().manual_seed(0))
+    assert (plain == 4).sum() == 0 and 40 < (past == 4).sum() < 140  # the soft one comes back, about 4%
+    notes = ~family[plain]
+    assert torch.equal(past[notes], plain[notes])  # rows where the nucleus drew a note: unchanged
+    assert torch.equal(family[past], family[plain])  # whether a velocity comes stays the nucleus's
+    velocity_rows = family[plain]
+    assert torch.equal(past[velocity_rows & family[unfiltered]], unfiltered[velocity_rows & family[unfiltered]])
+    only_velocities = torch.where(family, row, torch.tensor(float("-inf"))).expand(200, 5).clone()
+    assert torch.equal(sample_next(only_velocities, 1.0, None, 0.9, torch.Generator().manual_seed(1), family=family),
+                       sample_next(only_velocities, 1.0, None, None, torch.Generator().manual_seed(1)))

@@ -17,8 +17,9 @@ class DecodingOptions:
     temperature: float = 1.0  # 0: greedy (argmax)
     top_k: int | None = None  # keep the k most likely ids; None: off
     top_p: float | None = 0.95  # nucleus sampling; None or 1: off
-    # where the grammar allows only a velocity (a metrical model's note), draw it from the whole distribution:
-    # the nucleus cut the soft notes (docs/generation.md, "Dynamics"); False: the nucleus applies there too
+    # a velocity's value from the whole distribution of velocities, once the nucleus has drawn a velocity (a
+    # metrical model's note always has one; a Performance model's VELOCITY events come among the others): the
+    # nucleus cut the soft notes (docs/generation.md, "Dynamics"); False: the nucleus applies to them too
     full_velocity: bool = True
     seed: int = 0  # of the random generator: same seed and settings, same samples
     use_cache: bool = True  # False: recompute the whole window every step (the reference path, slow)

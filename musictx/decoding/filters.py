@@ -77,9 +77,19 @@ def surely_in_nucleus(probs: Tensor, picks: Tensor, p: float) -> bool:
     return bool((at_least < limit).all())
 
 
+def velocity_family(tokenizer, device) -> Tensor | None:
+    """(V,) bool: the velocity ids of ``tokenizer`` (either kind: `velocity_ids`); None for ids without one."""
+    ids_of = getattr(tokenizer, "velocity_ids", None)
+    if ids_of is None:
+        return None
+    mask = torch.zeros(tokenizer.vocab_size, dtype=torch.bool, device=device)
+    mask[torch.as_tensor(ids_of(), dtype=torch.long, device=device)] = True
+    return mask
+
+
 def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                 generator: torch.Generator | None = None, noise: Tensor | None = None,
-                spared: Tensor | None = None) -> Tensor:
+                family: Tensor | None = None) -> Tensor:
     """One id per row of ``logits`` (B, V). ``temperature=0`` is greedy (argmax, no random draw).
 
     Sampling is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1): every call draws
@@ -92,7 +102,9 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     to float rounding), without the filter's sort on most steps.
 
     ``noise``: the (B, V) exponential draws to use, drawn ahead from ``generator`` (`NoiseStream`).
-    ``spared``: (B,) bool, rows drawn past the nucleus, from their whole distribution (with the same noise).
+    ``family``: (V,) bool, ids whose value is drawn past the nucleus: where the nucleus draws one of them, the
+    row's id is drawn again among them all, from their whole distribution with the same noise (the velocities:
+    the nucleus decides that a velocity comes, the model's whole distribution which one).
     """
     if top_p is not None:
         _check_top_p(top_p)
@@ -107,13 +119,20 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
         gen_device = generator.device if generator is not None else probs.device
         noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator)
     noise = noise.to(probs.device)
-    picks = (probs / noise).argmax(dim=-1)  # (B,)
-    if top_p is None or top_p == 1 or (spared is not None and bool(spared.all())):
+    scores = probs / noise  # (B, V)
+    picks = scores.argmax(dim=-1)  # (B,)
+    if top_p is None or top_p == 1:
         return picks
     if probs.device.type == "cpu" and surely_in_nucleus(probs, picks, top_p):
-        return picks
+        return picks  # also right where it is of the family: the best of all is the best of its family
     nucleus = (top_p_filter(logits, top_p).softmax(dim=-1) / noise).argmax(dim=-1)
-    return nucleus if spared is None else torch.where(spared, picks, nucleus)
+    if family is None:
+        return nucleus
+    in_family = family[nucleus]  # (B,)
+    if not bool(in_family.any()):
+        return nucleus
+    whole = scores.masked_fill(~family, -1.0).argmax(dim=-1)  # (B,) the family's draw past the nucleus
+    return torch.where(in_family, whole, nucleus)
 
 
 class NoiseStream:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.decoding.decoding_options import DecodingOptions
-from musictx.decoding.filters import NoiseStream, sample_next
+from musictx.decoding.filters import NoiseStream, sample_next, velocity_family
 from musictx.decoding.hook import DecoderWrapper, LogitsHook, StopRule
 from musictx.decoding.window import SlidingWindow
 
@@ -129,33 +129,18 @@ def _drawer(opts: DecodingOptions, device: torch.device, draws: int, hooks: Sequ
     runs each hook in turn, then draws; complete samples (``done``; None: none can be) get ``pad_id``."""
     generator = torch.Generator(device=device).manual_seed(opts.seed)
     noise = _noise_stream(generator, device, opts.temperature, draws)
-    velocities = _velocity_mask(tokenizer, device) if getattr(opts, "full_velocity", False) and opts.top_p else None
+    velocities = velocity_family(tokenizer, device) if getattr(opts, "full_velocity", False) and opts.top_p else None
 
     def draw(logits: Tensor, done: Tensor | None) -> Tensor:
         if pad_id is not None:
             logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
         for hook in hooks:
             logits = hook(logits)
-        spared = None
-        if velocities is not None:  # rows where the grammar left only velocities: drawn past the nucleus
-            allowed = torch.isfinite(logits)  # (B, V)
-            spared = ~(allowed & ~velocities).any(-1) & (allowed & velocities).any(-1)  # (B,)
         nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
-                          noise and noise.next(logits.shape), spared)
+                          noise and noise.next(logits.shape), velocities)  # a velocity's value past the nucleus
         return nxt if pad_id is None or done is None else nxt.masked_fill(done, pad_id)
 
     return draw, noise
-
-
-def _velocity_mask(tokenizer, device: torch.device) -> Tensor | None:
-    """(V,) bool: the velocity ids of a metrical tokenizer (its ``Velocity`` family); None for any other (a
-    Performance model's VELOCITY events are never the only ids allowed)."""
-    ids_of_type = getattr(tokenizer, "ids_of_type", None)
-    if ids_of_type is None:
-        return None
-    mask = torch.zeros(tokenizer.vocab_size, dtype=torch.bool, device=device)
-    mask[torch.as_tensor(ids_of_type("Velocity"), dtype=torch.long, device=device)] = True
-    return mask
 
 
 def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:

@@ -144,6 +144,10 @@ class MetricalTokenizer:
     def ids_of_type(self, family: str) -> np.ndarray:
         return np.flatnonzero(self.type_of == family)
 
+    def velocity_ids(self) -> np.ndarray:
+        """The Velocity ids (as `EventTokenizer.velocity_ids`)."""
+        return self.ids_of_type("Velocity")
+
     def numbers_of(self, family: str, missing: int = -1) -> np.ndarray:
         """(V,) the number each id of ``family`` carries (``Position_12`` -> 12, ``Program_-1`` -> -1), and
         ``missing`` for the other ids: the tables the samplers' hooks look ids up in."""

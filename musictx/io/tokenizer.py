@@ -146,6 +146,10 @@ class EventTokenizer:
             return "PEDAL_DOWN" if i == lay.pedal else "PEDAL_UP"
         return "PAD" if i == lay.pad else "EOS"
 
+    def velocity_ids(self) -> np.ndarray:
+        """The VELOCITY events' ids, softest first."""
+        return np.arange(self.layout.velocity, self.layout.pad)
+
     # ----- encoding ---------------------------------------------------------------------------
     def read(self, midi, reader: str = "symusic") -> Notes:
         """Notes of a path (read with ``reader``) or of a PrettyMIDI, sustain (or the pedal's events) and drums

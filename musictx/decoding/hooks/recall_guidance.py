@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from musictx.decoding.filters import top_p_filter
+from musictx.decoding.filters import top_p_filter, velocity_family
 from musictx.decoding.hook import KINDS, DecoderWrapper, HookInputs, HookSpec
 from musictx.decoding.option_fields import option, strength_option
 from musictx.decoding.window import WindowDecoder
@@ -71,8 +71,11 @@ class RecallGuidance(DecoderWrapper):
 
     BRANCHES = RECALL_BRANCHES  # what the whole window is contrasted with (module docstring)
 
-    def __init__(self, weight: float, local: int, plausible: float, against: str, leads: np.ndarray | None = None):
-        """``leads``: (V,) bool, the ids after which the next draw is guided; None: every draw is."""
+    def __init__(self, weight: float, local: int, plausible: float, against: str, leads: np.ndarray | None = None,
+                 family: Tensor | None = None):
+        """``leads``: (V,) bool, the ids after which the next draw is guided; None: every draw is. ``family``:
+        (V,) bool, ids all plausible where one of them is (the velocities, whose value the sampler draws past
+        its nucleus: `musictx.decoding.filters.sample_next`)."""
         if against not in self.BRANCHES:
             raise ValueError(f"recall guidance against must be one of {', '.join(self.BRANCHES)}, got {against!r}")
         if not weight >= 0:
@@ -83,18 +86,23 @@ class RecallGuidance(DecoderWrapper):
             raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
         self.weight, self.local, self.plausible, self.against = weight, local, plausible, against
         self.leads = None if leads is None else np.asarray(leads, dtype=bool)
+        self.family = family
         self.decoder: GuidedDecoder | None = None
 
     @classmethod
-    def of(cls, options: RecallGuidanceOptions, top_p: float | None, tokenizer=None) -> RecallGuidance | None:
+    def of(cls, options: RecallGuidanceOptions, top_p: float | None, tokenizer=None,
+           full_velocity: bool = False) -> RecallGuidance | None:
         """The guidance ``options`` ask for, the sampler's nucleus ``top_p`` its plausible set; None when its
-        strength is 0. ``draws="pitch"`` needs a metrical ``tokenizer`` (Program ids lead to a Pitch draw)."""
+        strength is 0. ``draws="pitch"`` needs a metrical ``tokenizer`` (Program ids lead to a Pitch draw).
+        ``full_velocity``: the sampler draws a velocity's value past its nucleus, so every velocity is plausible
+        where one is."""
         if not options.strength:
             return None
         leads = None
         if options.draws == "pitch" and getattr(tokenizer, "kind", None) == "remi":
             leads = tokenizer.type_of == "Program"  # (V,): in REMI a Program id is always followed by a Pitch
-        return cls(options.strength, options.local, top_p or 1.0, options.against, leads)
+        family = velocity_family(tokenizer, "cpu") if full_velocity and top_p else None
+        return cls(options.strength, options.local, top_p or 1.0, options.against, leads, family)
 
     def around(self, decoder, net: nn.Module, pinned: int = 0) -> GuidedDecoder:
         """``pinned``: seed ids the sampler keeps at the start of a slid window (never new music)."""
@@ -197,13 +205,17 @@ class GuidedDecoder:
         log_all = logits.float().log_softmax(dim=-1)
         log_recent = self.recent_logits.float().masked_fill(forbidden, float("-inf")).log_softmax(dim=-1)
         guided = log_all + self.guidance.weight * (log_all - log_recent)  # NaN where both are -inf: masked
-        implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()
+        implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()  # (B, V)
+        family = self.guidance.family
+        if family is not None:  # every velocity plausible where one is: the sampler draws its value past the nucleus
+            family = family.to(logits.device)
+            implausible &= ~(family & (family & ~implausible).any(dim=-1, keepdim=True))
         guided = guided.masked_fill(implausible, float("-inf"))
         return guided if self.rows is None else torch.where(self.rows[:, None], guided, logits)
 
 
 def _make(inputs: HookInputs, o: RecallGuidanceOptions) -> RecallGuidance | None:
-    return RecallGuidance.of(o, inputs.sampling.top_p, inputs.tokenizer)
+    return RecallGuidance.of(o, inputs.sampling.top_p, inputs.tokenizer, inputs.sampling.full_velocity)
 
 
 # last: it re-ranks only what the other hooks allow
