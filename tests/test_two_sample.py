@@ -21,7 +21,7 @@ from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_dir  # 
 from .test_metrical import POP, needs_pop
 
 FAST = CVSettings(folds=3, repeats=2, permutations=5, top=5, seed=0)
-PEDALLED = SHARED_DATA / "piano" / "asap" / "Chopin" / "Sonata_2" / "4th" / "Knoll10.mid"  # 75 s, the pedal down throughout
+PEDALLED = SHARED_DATA / "piano" / "asap" / "Chopin" / "Sonata_2" / "4th" / "Knoll10.mid"  # 75 s, much pedal
 
 
 def _song_samples(rng, songs: int, features: int, shift: float):
