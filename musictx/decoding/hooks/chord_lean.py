@@ -42,21 +42,25 @@ def half_bar_chords(chords, lines_s: np.ndarray) -> np.ndarray:
     return out
 
 
-class PitchClassLean(ReadsCursor):
-    """Where a note's Pitch comes next (right after its Program), a bonus of ``strength`` times its pitch
-    class's weight on each Pitch id; a subclass says each row's (12,) weights where it stands (`weights`)."""
+class ChordLean(ReadsCursor):
+    """Where a note's Pitch comes next (right after its Program), a bonus of ``strength`` on the Pitch ids of the
+    chord the new bar's half has (`half_bar_chords`)."""
 
-    def __init__(self, tokenizer, strength: float, cursor: RemiCursor | None = None):
+    def __init__(self, tokenizer, halves: np.ndarray, strength: float, cursor: RemiCursor | None = None):
         tok = tokenizer
-        self.strength = float(strength)
+        self.strength, self.halves = float(strength), halves
         self._read(tok, cursor)
         self.pitch_ids = tok.ids_of_type("Pitch")  # (P,)
         self.pitch_class = tok.numbers_of("Pitch")[self.pitch_ids] % 12  # (P,)
         self.is_program = tok.numbers_of("Program") >= 0  # (V,)
 
     def weights(self, b: int) -> np.ndarray | None:
-        """(12,) row b's weights of each pitch class where it stands; None: no lean there."""
-        raise NotImplementedError
+        """(12,) bool: the chord under row b's place, or None before a Position or past the chords given."""
+        c = self.cursor
+        k, pos = c.new_bar(b), int(c.pos[b])
+        if pos < 0 or not 0 <= k < len(self.halves):
+            return None
+        return self.halves[k, int(2 * pos >= c.bar_len[b])]
 
     def __call__(self, logits: Tensor) -> Tensor:
         last = self.cursor.last
@@ -69,22 +73,6 @@ class PitchClassLean(ReadsCursor):
         for b, w in leans:
             bonus[b, self.pitch_ids] = self.strength * w[self.pitch_class]
         return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
-
-
-class ChordLean(PitchClassLean):
-    """A bonus of ``strength`` on the Pitch ids of the chord the new bar's half has (`half_bar_chords`)."""
-
-    def __init__(self, tokenizer, halves: np.ndarray, strength: float, cursor: RemiCursor | None = None):
-        super().__init__(tokenizer, strength, cursor)
-        self.halves = halves
-
-    def weights(self, b: int) -> np.ndarray | None:
-        """(12,) bool: the chord under row b's place, or None before a Position or past the chords given."""
-        c = self.cursor
-        k, pos = c.new_bar(b), int(c.pos[b])
-        if pos < 0 or not 0 <= k < len(self.halves):
-            return None
-        return self.halves[k, int(2 * pos >= c.bar_len[b])]
 
 
 @dataclass
