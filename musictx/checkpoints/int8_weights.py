@@ -4,7 +4,7 @@ scale per output row, the rest in fp16, so that a 6 x 512 Music Transformer fits
 Loading gives fp32 weights again (each row's int8 values times its scale) and marks the net ``int8_steps``: its
 decoding steps then run those products on the CPU's int8 kernels (`musictx.decoding.weights.Int8Product`),
 which quantize the stored rows again to the very same int8 values. What both cost in nats is measured in
-docs/shipped_model.md.
+docs/piano-paper-size.md.
 """
 
 from __future__ import annotations

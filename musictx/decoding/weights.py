@@ -101,10 +101,16 @@ def _int8(linear: nn.Module, int8: bool) -> Int8Product | None:
     return Int8Product(linear.weight, linear.bias) if int8 else None
 
 
+def _operand(linear: nn.Module, int8: bool) -> Tensor:
+    """The fp32 (in, out) operand of a product (`matvec_operand`); where its int8 twin steps, a view only: the
+    steps never read it, so no copy is made."""
+    return linear.weight.t() if int8 else matvec_operand(linear.weight)
+
+
 def attention_weights(layer: nn.Module, int8: bool = False) -> AttentionWeights:
     fast = isinstance(layer, RelativeSelfAttention) and layer.impl in FAST_IMPLS and not layer.rel_emb.is_cuda
-    return AttentionWeights(layer, layer.n_heads, layer.d_head, matvec_operand(layer.qkv.weight), layer.qkv.bias,
-                            matvec_operand(layer.proj.weight), layer.proj.bias,
+    return AttentionWeights(layer, layer.n_heads, layer.d_head, _operand(layer.qkv, int8), layer.qkv.bias,
+                            _operand(layer.proj, int8), layer.proj.bias,
                             decode_table(layer.rel_emb) if fast else None, _int8(layer.qkv, int8),
                             _int8(layer.proj, int8))
 
@@ -112,7 +118,7 @@ def attention_weights(layer: nn.Module, int8: bool = False) -> AttentionWeights:
 def block_weights(block: Block, int8: bool = False) -> BlockWeights:
     fc1, _, fc2 = block.ff
     return BlockWeights(block.ln1.weight, block.ln1.bias, block.ln1.eps, block.ln2.weight, block.ln2.bias,
-                        block.ln2.eps, matvec_operand(fc1.weight), fc1.bias, matvec_operand(fc2.weight), fc2.bias,
+                        block.ln2.eps, _operand(fc1, int8), fc1.bias, _operand(fc2, int8), fc2.bias,
                         attention_weights(block.attn, int8), _int8(fc1, int8), _int8(fc2, int8))
 
 

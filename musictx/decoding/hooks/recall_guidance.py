@@ -208,7 +208,8 @@ class GuidedDecoder:
         implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()  # (B, V)
         family = self.guidance.family
         if family is not None:  # every velocity plausible where one is: the sampler draws its value past the nucleus
-            family = family.to(logits.device)
+            if family.device != logits.device:  # moved once, not at every guided draw
+                self.guidance.family = family = family.to(logits.device)
             implausible &= ~(family & (family & ~implausible).any(dim=-1, keepdim=True))
         guided = guided.masked_fill(implausible, float("-inf"))
         return guided if self.rows is None else torch.where(self.rows[:, None], guided, logits)
