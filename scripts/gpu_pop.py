@@ -157,8 +157,11 @@ def main(argv: list[str] | None = None) -> int:
                    "each (an earlier window's, imported): a run with one starts from it, so windows add up")
     p.add_argument("--max-steps", type=int, default=-1, help="each run stops here, its learning rate's cosine over "
                    "these steps (the same tokens for each; -1: the budget alone)")
-    p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain")
-    args = p.parse_intermixed_args(argv)
+    p.add_argument("train_args", nargs="*", help="more --<option> value pairs for musictx.training.plain, "
+                   "after a lone --: ... --runs paper_mt -- --lr 3e-4 --recall-prob 0.6")
+    own, extra = split_at_dashes(sys.argv[1:] if argv is None else argv)
+    args = p.parse_intermixed_args(own)
+    args.train_args = [*args.train_args, *extra]
     if args.out is None:
         p.error("--out (or $OUT) is required")
     unknown = [r for r in args.runs.split(",") if r and r not in RUNS]
@@ -224,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; WILL NOT ALL COME BACK: {'; '.join(problems)}" if problems else ""))
     failed = [k for k, v in report["steps"].items() if v["rc"] != 0]
     return 1 if failed or problems else 0
+
+
+def split_at_dashes(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(this script's arguments, the runs' own options after a lone ``--``, passed on as they are)."""
+    if "--" not in argv:
+        return list(argv), []
+    at = argv.index("--")
+    return list(argv[:at]), list(argv[at + 1:])
 
 
 def init_args(init: str, name: str) -> list[str]:

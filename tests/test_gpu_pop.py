@@ -324,6 +324,12 @@ def test_the_papers_baselines_train_the_same_way(pop_arrays, tmp_path, net):
     assert summary["reloads_equal"] and summary["cpu_val_nll_windows"] > 0
 
 
+def test_options_after_a_lone_double_dash_go_to_every_run_as_they_are():
+    own, extra = gpu_pop.split_at_dashes(["--runs", "paper_mt", "--", "--lr", "3e-4", "--recall-prob", "0.6"])
+    assert own == ["--runs", "paper_mt"] and extra == ["--lr", "3e-4", "--recall-prob", "0.6"]
+    assert gpu_pop.split_at_dashes(["--runs", "a"]) == (["--runs", "a"], [])
+
+
 def test_a_run_starts_from_its_carried_best_weights_only_where_there_are_some(tmp_path):
     (tmp_path / "paper_mt").mkdir()
     (tmp_path / "paper_mt" / "config.json").write_text("{}")
@@ -334,3 +340,30 @@ def test_a_run_starts_from_its_carried_best_weights_only_where_there_are_some(tm
     assert all((o.n_layers, o.d_model, o.n_heads, o.d_ff, o.seq_len) == (6, 512, 8, 1024, 2048) for o in shapes)
     lstm = plain.parse(["--data", "d", "--out", "o", *gpu_pop.RUNS["paper_lstm"]])
     assert (lstm.net, lstm.n_layers, lstm.d_model, lstm.precision) == ("lstm", 3, 512, "32-true")
+
+
+def _longest_repeat(window) -> int:
+    """The longest run of ids in ``window`` (1-D) that also occurs earlier in it, not overlapping itself."""
+    ids, best = [int(i) for i in window], 0
+    for gap in range(1, len(ids)):
+        run = 0
+        for a, b in zip(ids, ids[gap:], strict=False):
+            run = run + 1 if a == b else 0
+            best = max(best, min(run, gap))
+    return best
+
+
+def test_the_recall_curriculum_reaches_the_gpu_trainers_windows(prepared_dir):
+    """--recall-prob (issue 64: the piano model people get is fine-tuned for recall on a lent GPU) puts a
+    repeat of an earlier passage into the train windows of Performance events: exact where it is neither
+    transposed nor re-timed (most of them); the same random notes without it repeat no such passage."""
+    def longest_repeats(*extra: str) -> list[int]:
+        opts = plain.parse(["--data", str(prepared_dir), "--out", "unused", *gpu_pop.TINY_TRAIN,
+                            "--batch-size", "8", *extra])
+        dm = plain.build(opts)[0]
+        dm.setup("fit")
+        windows, _ = next(iter(dm.train_dataloader()))  # (B, T) inputs, (B, T) targets
+        return [_longest_repeat(w) for w in windows]
+    with_recall = longest_repeats("--recall-prob", "1", "--recall-min-len", "40", "--recall-max-len", "48")
+    assert sum(n >= 40 for n in with_recall) >= 4
+    assert max(longest_repeats()) < 40

@@ -63,6 +63,13 @@ class PlainTrainOptions:
     batch_size: int = 16
     num_workers: int = 4
     max_transpose: int = 5
+    # the recall curriculum on the train windows (`RecallCurriculum`; 0: off): what the shipped `piano` was
+    # fine-tuned with, and what recall guidance needs from a model (docs/piano-paper-size.md)
+    recall_prob: float = 0.0
+    recall_repeats: int = 1
+    recall_min_len: int = 64
+    recall_max_len: int = 256
+    recall_loop_prob: float = 0.0
     val_windows: int = 64              # validation windows scored at each export (evenly spread, fixed)
     seed: int = 1234
     # optimisation
@@ -85,6 +92,11 @@ class PlainTrainOptions:
     # seen and validation NLL carry on, so lent GPU windows add up (the optimizer starts afresh, warmed up again)
     init_dir: str = ""
     threads: int | None = None
+
+    def recall(self) -> dict:
+        """The data module's ``recall`` options (`musictx.training.recall_windows.RecallCurriculum`)."""
+        return {"prob": self.recall_prob, "repeats": self.recall_repeats, "min_len": self.recall_min_len,
+                "max_len": self.recall_max_len, "loop_prob": self.recall_loop_prob}
 
     def net_config(self, vocab_size: int) -> dict:
         """The net's config as the model store builds it (conf/model/<net>.yaml's keys)."""
@@ -256,7 +268,7 @@ def build(opts: PlainTrainOptions) -> tuple[MusicDataModule, MusicLitModule, L.T
     """The DataModule, the LightningModule, the Trainer and its export callback of ``opts``."""
     dm = MusicDataModule(opts.data_dir, seq_len=opts.seq_len, batch_size=opts.batch_size,
                          num_workers=opts.num_workers, seed=opts.seed, max_transpose=opts.max_transpose,
-                         stretch_range=(1.0, 1.0), pin_memory=opts.accelerator == "gpu")
+                         stretch_range=(1.0, 1.0), pin_memory=opts.accelerator == "gpu", recall=opts.recall())
     optimizer = partial(torch.optim.AdamW, lr=opts.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=opts.weight_decay)
     module = MusicLitModule(opts.net_config(dm.vocab_size), dm.tokenizer.to_dict(), optimizer=optimizer,
                             scheduler={"name": "constant"}, compile=opts.compile)
