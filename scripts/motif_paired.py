@@ -6,7 +6,7 @@ Reads ``<root>/<net>_<arm>_s<k>/metrics.json``: ``musictx-evaluate mode=motif`` 
 ``motif.seed=k`` (one sample a seed each; docs/piano-paper-size.md has the commands). The samples of one seed are
 averaged, then differences are bootstrapped over the seeds (10,000 resamples, 95% percentile interval):
 
-    python scripts/motif_paired.py outputs/w2/motif [--arm alone]
+    python scripts/motif_paired.py outputs/w2/motif [--arm alone] [--measure motif_reuse_near]
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ ENDING_AT = {"10 s": [1], "30 s": [5], "60 s": [11], "all": list(range(12))}  # 
 RESAMPLES = 10_000
 
 
-def per_seed(root: Path, net: str, arm: str, source: str = "continuation") -> tuple[np.ndarray, list[str]]:
+def per_seed(root: Path, net: str, arm: str, source: str = "continuation", measure: str = "motif_reuse"
+             ) -> tuple[np.ndarray, list[str]]:
     """(seeds, windows) motif reuse, the samples of each seed averaged; and the seeds' names (to check pairing)."""
     runs = sorted(root.glob(f"{net}_{arm}_s*/metrics.json"))
     if not runs:
@@ -33,7 +34,7 @@ def per_seed(root: Path, net: str, arm: str, source: str = "continuation") -> tu
         if names is not None and motif["seeds"] != names:
             raise SystemExit(f"motif_paired.py: error: {run} continues other seeds than {runs[0]}")
         names = motif["seeds"]
-        values.append(np.asarray(motif["curves"][source]["motif_reuse"]["values"], dtype=float))
+        values.append(np.asarray(motif["curves"][source][measure]["values"], dtype=float))
     return np.mean(values, axis=0), names  # (n_seeds, n_windows)
 
 
@@ -44,10 +45,10 @@ def interval(diff: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def table(root: Path, arm: str) -> str:
+def table(root: Path, arm: str, measure: str = "motif_reuse") -> str:
     rng = np.random.default_rng(0)
-    reuse = {net: per_seed(root, net, arm) for net, _ in NETS}
-    real, real_names = per_seed(root, "mt", arm, source="real")
+    reuse = {net: per_seed(root, net, arm, measure=measure) for net, _ in NETS}
+    real, real_names = per_seed(root, "mt", arm, source="real", measure=measure)
     if any(names != real_names for _, names in reuse.values()):
         raise SystemExit("motif_paired.py: error: the networks' runs continue different seeds")
     lines = [f"| {arm}: window ending | " + " | ".join(name for _, name in NETS) + " | real | MT - vanilla "
@@ -69,5 +70,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("root", type=Path)
     p.add_argument("--arm", default="alone", choices=("alone", "sampler"))
+    p.add_argument("--measure", default="motif_reuse", choices=("motif_reuse", "motif_reuse_near"),
+                   help="exact interval 4-grams (any transposition), or each interval within a semitone")
     args = p.parse_args()
-    print(table(args.root, args.arm))
+    print(table(args.root, args.arm, args.measure))
