@@ -70,7 +70,8 @@ class Claims:
         samples = (sample_midi_name, first_free_number, count)
         self.numbers, (record,) = claim_numbered(out_dir, samples, (record_name, first_record_number, 1))
         self.out_dir, self.record = out_dir, out_dir / record_name(record)
-        self.written, self.stopped = 0, False
+        self.samples: list[dict] = []  # the records of the samples written whole, in order
+        self.stopped = False
 
     def reuse_line(self) -> str | None:
         """One line when the run's files are not the first names of an empty folder; None when they are."""
@@ -88,7 +89,7 @@ class Claims:
         return self
 
     def __exit__(self, kind, err, tb) -> bool:
-        unfinished = [self.out_dir / sample_name(n) for n in self.numbers[self.written:]]
+        unfinished = [self.out_dir / sample_name(n) for n in self.numbers[len(self.samples):]]
         for number in self.numbers:
             release_name(self.out_dir / f"{sample_name(number)}.mid")
         if kind is not None and issubclass(kind, KeyboardInterrupt):  # these numbers were this run's alone
@@ -155,13 +156,14 @@ def _write_takes(out_dir: Path, takes: list[Take], soundfont: str | None,
     """(the records of the samples written, the claims (the run's record's path), whether a Ctrl-C stopped
     the writing). A full disk raises (`musictx.safe_output.OutputError` names the file): finished files stay,
     this run's claims go."""
-    samples: list[dict] = []
     with Claims(out_dir, len(takes)) as claims, remembered_ctrl_c() as pressed:
         if reuse := claims.reuse_line():
             print(reuse)
         for number, take in zip(claims.numbers, takes, strict=True):
-            samples.append(write_take(out_dir, sample_name(number), take, soundfont, audio))
-            claims.written += 1
+            sample = write_take(out_dir, sample_name(number), take, soundfont, audio)
+            # one append both records the sample and keeps its files: a Ctrl-C lands before it (the sample
+            # counts as unfinished, its files go) or after it (kept and listed), never between the two
+            claims.samples.append(sample)
             if pressed():  # its KeyboardInterrupt was swallowed (raised inside a GC callback): stop here
                 raise KeyboardInterrupt
-    return samples, claims, claims.stopped
+    return claims.samples, claims, claims.stopped
