@@ -16,9 +16,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+from motif_table import WINDOW_ENDING_AT
 
 NETS = (("mt", "Music Transformer"), ("vanilla", "vanilla Transformer"), ("lstm", "LSTM"))
-ENDING_AT = {"10 s": [1], "30 s": [5], "60 s": [11], "all": list(range(12))}  # 5 s windows after the seed
+ENDING_AT = {**{f"{s} s": [w] for s, w in WINDOW_ENDING_AT.items()}, "all": list(range(12))}  # the 5 s windows
 RESAMPLES = 10_000
 
 
@@ -27,12 +28,12 @@ def per_seed(root: Path, net: str, arm: str, source: str = "continuation", measu
     """(seeds, windows) motif reuse, the samples of each seed averaged; and the seeds' names (to check pairing)."""
     runs = sorted(root.glob(f"{net}_{arm}_s*/metrics.json"))
     if not runs:
-        raise SystemExit(f"motif_paired.py: error: no {net}_{arm}_s*/metrics.json under {root}")
+        raise FileNotFoundError(f"no {net}_{arm}_s*/metrics.json under {root}")
     values, names = [], None
     for run in runs:
         motif = json.loads(run.read_text())["motif"]
         if names is not None and motif["seeds"] != names:
-            raise SystemExit(f"motif_paired.py: error: {run} continues other seeds than {runs[0]}")
+            raise ValueError(f"{run} continues other seeds than {runs[0]}")
         names = motif["seeds"]
         values.append(np.asarray(motif["curves"][source][measure]["values"], dtype=float))
     return np.mean(values, axis=0), names  # (n_seeds, n_windows)
@@ -50,7 +51,7 @@ def table(root: Path, arm: str, measure: str = "motif_reuse") -> str:
     reuse = {net: per_seed(root, net, arm, measure=measure) for net, _ in NETS}
     real, real_names = per_seed(root, "mt", arm, source="real", measure=measure)
     if any(names != real_names for _, names in reuse.values()):
-        raise SystemExit("motif_paired.py: error: the networks' runs continue different seeds")
+        raise ValueError("the networks' runs continue different seeds")
     lines = [f"| {arm}: window ending | " + " | ".join(name for _, name in NETS) + " | real | MT - vanilla "
              "(95% CI) | MT - LSTM (95% CI) | MT / real |", "|---" * 7 + "|---|"]
     for label, cols in ENDING_AT.items():
@@ -73,4 +74,7 @@ if __name__ == "__main__":
     p.add_argument("--measure", default="motif_reuse", choices=("motif_reuse", "motif_reuse_near"),
                    help="exact interval 4-grams (any transposition), or each interval within a semitone")
     args = p.parse_args()
-    print(table(args.root, args.arm, args.measure))
+    try:
+        print(table(args.root, args.arm, args.measure))
+    except (FileNotFoundError, ValueError) as err:
+        p.exit(1, f"motif_paired.py: error: {err}\n")

@@ -14,11 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
-from motif_paired import per_seed
+from motif_paired import ENDING_AT, per_seed
 
 NETS = (("paper_mt", "mt", "Music Transformer (relative attention)"), ("paper_vanilla", "vanilla",
         "vanilla Transformer"), ("paper_lstm", "lstm", "LSTM (Performance RNN's shape)"))
-AT_30, AT_60 = 5, 11  # the 5 s windows ending 30 and 60 s after the seed
+AT_30, AT_60 = ENDING_AT["30 s"][0], ENDING_AT["60 s"][0]  # the 5 s windows ending 30 and 60 s after the seed
 
 
 def nll_cells(root: Path, name: str) -> list[str]:
@@ -36,7 +36,7 @@ def motif_cells(root: Path, key: str, source: str = "continuation") -> str:
     for measure in ("motif_reuse", "motif_reuse_near"):
         try:
             reuse, _ = per_seed(root, key, "alone", source, measure)
-        except SystemExit:
+        except FileNotFoundError:  # not measured
             return "- | -"
         cells.append(f"{reuse[:, AT_30].mean():.3f} / {reuse[:, AT_60].mean():.3f}")
     return " | ".join(cells)

@@ -38,6 +38,7 @@ from musictx.training.callbacks import LastCheckpoint
 from musictx.training.checkpoint_io import AtomicCheckpointIO
 from musictx.training.data import MusicDataModule
 from musictx.training.lit_module import MusicLitModule
+from musictx.training.recall_windows import RecallCurriculum
 from musictx.training.windows import FixedWindows
 
 
@@ -63,13 +64,13 @@ class PlainTrainOptions:
     batch_size: int = 16
     num_workers: int = 4
     max_transpose: int = 5
-    # the recall curriculum on the train windows (`RecallCurriculum`; 0: off): what the shipped `piano` was
-    # fine-tuned with, and what recall guidance needs from a model (docs/piano-paper-size.md)
-    recall_prob: float = 0.0
-    recall_repeats: int = 1
-    recall_min_len: int = 64
-    recall_max_len: int = 256
-    recall_loop_prob: float = 0.0
+    # the recall curriculum on the train windows (`RecallCurriculum`, whose defaults these are; prob 0: off): what
+    # the shipped `piano` was fine-tuned with, and what recall guidance needs from a model (docs/piano-paper-size.md)
+    recall_prob: float = RecallCurriculum.prob
+    recall_repeats: int = RecallCurriculum.repeats
+    recall_min_len: int = RecallCurriculum.min_len
+    recall_max_len: int = RecallCurriculum.max_len
+    recall_loop_prob: float = RecallCurriculum.loop_prob
     val_windows: int = 64              # validation windows scored at each export (evenly spread, fixed)
     seed: int = 1234
     # optimisation
