@@ -73,6 +73,7 @@ class RemiGuard(ReadsCursor):
         super().start(prompt)
         # per row: {track: Pitch ids} struck at the current position (from the first new id on)
         self.struck: list[dict[int, list[int]]] = [{} for _ in range(prompt.shape[0])]
+        self._by_place: dict[tuple[int, int, int, int], list] = {}  # the grammar's masks (`_place`)
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
@@ -85,30 +86,70 @@ class RemiGuard(ReadsCursor):
 
     # ----- masks ------------------------------------------------------------------------------
     def _forbidden(self, b: int) -> np.ndarray:
+        """(V,) bool, what row b may not draw next."""
+        return self._with_struck(b, self._place(b)[0])
+
+    def _place(self, b: int) -> list:
+        """[the grammar's (V,) mask where row b stands, its -inf row or None until asked]: made once per place
+        and kept (a run visits a few hundred)."""
         c = self.cursor
         last_type = self.type_of[c.last[b]] if c.last[b] >= 0 else 0
+        place = (int(last_type), int(c.pos[b]), int(c.bar_len[b]), int(c.meter[b]))
+        kept = self._by_place.get(place)
+        if kept is None:
+            kept = self._by_place[place] = [self._grammar(*place), None]
+        return kept
+
+    def _grammar(self, last_type: int, pos: int, bar_len: int, meter: int) -> np.ndarray:
+        """(V,) bool, what the grammar forbids after an id of type ``last_type`` at position ``pos`` of a bar
+        of ``bar_len`` positions in the meter ``meter`` (a TimeSig id, -1: none seen)."""
         bad = ~self.allowed[last_type] | self.forbidden_programs  # (V,)
-        pos = self.position_of[self.position_ids]
-        bad[self.position_ids] |= (pos <= c.pos[b]) | (pos >= c.bar_len[b])
-        if c.meter[b] >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
-            bad[self.timesig_ids] |= self.timesig_ids != c.meter[b]
-        for track, pitch_ids in self.struck[b].items():  # this onset's notes so far, track by track
+        at = self.position_of[self.position_ids]
+        bad[self.position_ids] |= (at <= pos) | (at >= bar_len)
+        if meter >= 0 and self.forbidden_programs.any():  # a continuation: the seed's meter
+            bad[self.timesig_ids] |= self.timesig_ids != meter
+        return self._something_left(bad)
+
+    def _with_struck(self, b: int, kept: np.ndarray) -> np.ndarray:
+        """``kept`` and what this onset's notes so far forbid: a full track, a pitch its next note already
+        struck (a copy where they add anything; ``kept`` itself where not)."""
+        c, bad = self.cursor, kept
+        for track, pitch_ids in self.struck[b].items():  # track by track
             program_id = self.program_id.get(track)  # None: a track without a Program id of its own
             if program_id is None:
                 continue
-            if len(pitch_ids) >= MAX_NOTES_AT_ONSET:  # the track is full here
+            full, next_note = len(pitch_ids) >= MAX_NOTES_AT_ONSET, c.last[b] == program_id
+            if (full or next_note) and bad is kept:
+                bad = kept.copy()
+            if full:  # the track is full here
                 bad[program_id] = True
-            if c.last[b] == program_id:  # its next note: no pitch it already struck here
+            if next_note:  # its next note: no pitch it already struck here
                 bad[pitch_ids] = True
+        return bad if bad is kept else self._something_left(bad)
+
+    def _something_left(self, bad: np.ndarray) -> np.ndarray:
         if bad.all():  # never leave nothing to draw: a new bar is always valid
-            bad[:] = True
+            bad = np.ones_like(bad)
             bad[self.tok.bar_id] = False
         return bad
 
     def __call__(self, logits: Tensor) -> Tensor:
         """Logits (B, V) with the ids the grammar forbids at -inf (a new tensor)."""
-        bad = np.stack([self._forbidden(b) for b in range(logits.shape[0])])  # (B, V)
-        return logits.masked_fill(torch.from_numpy(bad).to(logits.device), float("-inf"))
+        if logits.shape[0] == 1:  # batch 1: one add of the place's -inf row (an op costs more than its work here)
+            kept = self._place(0)
+            bad = self._with_struck(0, kept[0])
+            if bad is not kept[0]:
+                return logits + _minus_inf_where(bad).to(logits.device, logits.dtype)
+            if kept[1] is None or kept[1].device != logits.device or kept[1].dtype != logits.dtype:
+                kept[1] = _minus_inf_where(bad).to(logits.device, logits.dtype)
+            return logits + kept[1]
+        bad = torch.from_numpy(np.stack([self._forbidden(b) for b in range(logits.shape[0])]))  # (B, V)
+        return logits.masked_fill(bad.to(logits.device), float("-inf"))
+
+
+def _minus_inf_where(bad: np.ndarray) -> Tensor:
+    """(V,) float: -inf where ``bad`` (V,) bool, else 0."""
+    return torch.zeros(bad.shape).masked_fill_(torch.from_numpy(bad), float("-inf"))
 
 
 @dataclass
