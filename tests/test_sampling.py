@@ -308,7 +308,7 @@ def test_same_seed_same_tokens_other_seed_other_tokens():
 def test_generate_reads_only_the_decoding_options():
     """`generate` takes the seven general settings alone; a run's SamplingOptions (which extends them with the
     hooks' options) draws the same ids, whatever its hook options say: generate never reads them."""
-    assert len(fields(DecodingOptions)) <= 11  # 8 once the truncations measured for issue 65 go (docs/two-sample)
+    assert len(fields(DecodingOptions)) <= 8
     net = tiny_net("music_transformer")
     prompt = torch.full((2, 4), 62)
     decoding = DecodingOptions(top_p=0.9, seed=3)

@@ -5,10 +5,8 @@ and all that `generate` reads of its options. Each hook's own options live in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from musictx.decoding.errors import GenerateError
 from musictx.decoding.option_fields import check_seed, finite_number, raise_first, whole_number
 
 
@@ -19,11 +17,6 @@ class DecodingOptions:
     temperature: float = 1.0  # 0: greedy (argmax)
     top_k: int | None = None  # keep the k most likely ids; None: off
     top_p: float | None = 0.95  # nucleus sampling; None or 1: off
-    min_p: float | None = None  # keep the ids at least this share of the likeliest's probability; None or 0: off
-    typical_p: float | None = None  # locally typical sampling: the mass kept, nearest the entropy first; None or 1: off
-    # a temperature factor per kind of token ({Pitch: 1.2, Position: 1.1}: the tokenizer's kinds, `type_of`),
-    # times ``temperature``; kinds not named: 1. None: off
-    temperature_by_kind: dict | None = None
     # a velocity's value from the whole distribution of velocities, once the nucleus has drawn a velocity (a
     # metrical model's note always has one; a Performance model's VELOCITY events come among the others): the
     # nucleus cut the soft notes (docs/generation.md, "Dynamics"); False: the nucleus applies to them too
@@ -39,32 +32,15 @@ class DecodingOptions:
         self.seed = check_seed("seed", self.seed)  # before the model loads: torch's overflow came after
         for name in ("top_k", "slide", "keep_seed"):
             setattr(self, name, whole_number(name, getattr(self, name)))
-        for name in ("temperature", "top_p", "min_p", "typical_p"):
-            finite_number(name, getattr(self, name), nullable=name != "temperature")
-        self._check_temperature_by_kind()
+        for name in ("temperature", "top_p"):
+            finite_number(name, getattr(self, name), nullable=name == "top_p")
         raise_first([
             (not isinstance(self.full_velocity, bool),
              f"full_velocity must be true or false, got {self.full_velocity!r}"),
             (self.temperature < 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature}"),
             (self.top_k is not None and self.top_k < 1, f"top_k must be >= 1 or null, got {self.top_k}"),
             (self.top_p is not None and not 0 < self.top_p <= 1, f"top_p must be in (0, 1] or null, got {self.top_p}"),
-            (self.min_p is not None and not 0 <= self.min_p <= 1, f"min_p must be in [0, 1] or null, got {self.min_p}"),
-            (self.typical_p is not None and not 0 < self.typical_p <= 1,
-             f"typical_p must be in (0, 1] or null, got {self.typical_p}"),
             (self.slide is not None and self.slide < 1, f"slide must be >= 1 or null, got {self.slide}"),
             (self.keep_seed is not None and self.keep_seed < 0,
              f"keep_seed must be >= 0 or null, got {self.keep_seed}"),
         ])
-
-    def _check_temperature_by_kind(self) -> None:
-        """``temperature_by_kind`` as a plain dict {kind: factor > 0} (Hydra gives a DictConfig), or None."""
-        given = self.temperature_by_kind
-        if given is None:
-            return
-        if not isinstance(given, Mapping):
-            raise GenerateError(f"temperature_by_kind must be a mapping like {{Pitch: 1.2}} or null, got {given!r}")
-        for kind, value in given.items():
-            finite_number(f"temperature_by_kind.{kind}", value, nullable=False)
-            if value <= 0:
-                raise GenerateError(f"temperature_by_kind.{kind} must be > 0, got {value}")
-        self.temperature_by_kind = {str(kind): float(value) for kind, value in given.items()}

@@ -1,5 +1,4 @@
-"""One draw per row of next-token logits: temperature (one, or one per kind of token), the truncations (top-k,
-min-p, locally typical, nucleus) and `sample_next`.
+"""One draw per row of next-token logits: temperature, top-k and nucleus (top-p) filters, and `sample_next`.
 
 The draw is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1) drawn for every entry, so
 that every call takes the same random numbers whatever the filters keep. The nucleus filter needs a sort
@@ -18,39 +17,11 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 
-def apply_temperature(logits: Tensor, temperature: float, per_id: Tensor | None = None) -> Tensor:
-    """Logits divided by ``temperature`` (> 0); below 1 sharpens, above 1 flattens. ``per_id``: (V,) a
-    factor more for each id (`kind_temperatures`: a temperature per kind of token), multiplied in."""
+def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
+    """Logits divided by ``temperature`` (> 0); below 1 sharpens, above 1 flattens."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 here (0 means greedy in `sample_next`), got {temperature}")
-    if per_id is not None:
-        return logits / (per_id * temperature)
     return logits if temperature == 1.0 else logits / temperature
-
-
-def token_kinds(tokenizer) -> np.ndarray:
-    """(V,) the kind of each id of ``tokenizer``: its ``type_of`` (REMI: Pitch, Velocity, Duration, Position,
-    Program, Bar, ...; Performance events: NOTE_ON, NOTE_OFF, TIME_SHIFT, VELOCITY, ...)."""
-    kinds = getattr(tokenizer, "type_of", None)
-    if kinds is None:
-        raise ValueError(f"{type(tokenizer).__name__} names no kind for its ids (no type_of)")
-    return np.asarray(kinds)
-
-
-def kind_temperatures(tokenizer, by_kind: dict | None, device="cpu") -> Tensor | None:
-    """(V,) each id's temperature factor: ``by_kind[kind]`` for the kinds named, 1 for the others; None when
-    none is named. A kind the vocabulary does not have is a ValueError naming the kinds it has."""
-    if not by_kind:
-        return None
-    kinds = token_kinds(tokenizer)
-    unknown = sorted(set(by_kind) - set(kinds.tolist()))
-    if unknown:
-        raise ValueError(f"temperature_by_kind: no token kind {', '.join(map(repr, unknown))} in this model's "
-                         f"vocabulary; its kinds: {', '.join(sorted(set(kinds.tolist())))}")
-    factors = np.ones(len(kinds), dtype=np.float32)
-    for kind, value in by_kind.items():
-        factors[kinds == kind] = float(value)
-    return torch.from_numpy(factors).to(device)
 
 
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
@@ -61,32 +32,6 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
         return logits
     kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1)
     return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def min_p_filter(logits: Tensor, min_p: float) -> Tensor:
-    """Min-p truncation (Nguyen et al. 2024): keep the ids at least ``min_p`` times as likely as the likeliest
-    of their row, which keeps many ids where the model is unsure and few where it is sure."""
-    if not 0 < min_p <= 1:
-        raise ValueError(f"min_p must be in (0, 1], got {min_p}")
-    probs = logits.softmax(dim=-1)  # (..., V)
-    return logits.masked_fill(probs < min_p * probs.amax(dim=-1, keepdim=True), float("-inf"))
-
-
-def typical_filter(logits: Tensor, mass: float) -> Tensor:
-    """Locally typical truncation (Meister et al. 2022): keep the ids whose surprisal is nearest the row's
-    entropy, the fewest of them that hold ``mass`` of the probability (as the nucleus counts: an id goes when
-    those nearer already hold ``mass``)."""
-    _check_top_p(mass)
-    if mass == 1:
-        return logits
-    logp = logits.log_softmax(dim=-1)  # (..., V)
-    probs = logp.exp()
-    entropy = -(probs * logp.nan_to_num(neginf=0.0)).sum(dim=-1, keepdim=True)  # (..., 1)
-    distance = (-logp - entropy).abs()  # inf for the ids already out
-    order = distance.argsort(dim=-1, stable=True)
-    sorted_probs = probs.gather(-1, order)
-    drop_sorted = sorted_probs.cumsum(dim=-1) - sorted_probs >= mass
-    return logits.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
 
 
 def _check_top_p(p: float) -> None:
@@ -147,8 +92,7 @@ def velocity_family(tokenizer, device) -> Tensor | None:
 
 def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                 generator: torch.Generator | None = None, noise: Tensor | None = None,
-                family: Tensor | None = None, *, min_p: float | None = None, typical_p: float | None = None,
-                per_id: Tensor | None = None) -> Tensor:
+                family: Tensor | None = None) -> Tensor:
     """One id per row of ``logits`` (B, V). ``temperature=0`` is greedy (argmax, no random draw).
 
     Sampling is Gumbel-max in its exponential form, argmax(p / E) with E ~ Exp(1): every call draws
@@ -164,17 +108,13 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     ``family``: (V,) bool, ids whose value is drawn past the nucleus: where the nucleus draws one of them, the
     row's id is drawn again among them all, from their whole distribution with the same noise (the velocities:
     the nucleus decides that a velocity comes, the model's whole distribution which one).
-
-    ``min_p`` (`min_p_filter`) and ``typical_p`` (`typical_filter`) truncate too, in that order and before
-    the nucleus (each on what the one before kept); the draw is then made on what all of them keep, and
-    ``family`` is drawn past all of them. ``per_id``: (V,) temperature factors, one per id (`kind_temperatures`).
     """
     if top_p is not None:
         _check_top_p(top_p)
     logits = logits.float()
     if temperature == 0:
         return logits.argmax(dim=-1)
-    logits = apply_temperature(logits, temperature, per_id)
+    logits = apply_temperature(logits, temperature)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     probs = logits.softmax(dim=-1)  # (B, V)
@@ -184,12 +124,11 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     noise = noise.to(probs.device)
     scores = probs / noise  # (B, V)
     picks = scores.argmax(dim=-1)  # (B,)
-    nucleus_only = not min_p and (typical_p is None or typical_p == 1)
-    if nucleus_only and (top_p is None or top_p == 1):
+    if top_p is None or top_p == 1:
         return picks
-    if nucleus_only and probs.device.type == "cpu" and surely_in_nucleus(probs, picks, top_p):
+    if probs.device.type == "cpu" and surely_in_nucleus(probs, picks, top_p):
         return picks  # also right where it is of the family: the best of all is the best of its family
-    nucleus = (truncated(logits, top_p, min_p, typical_p).softmax(dim=-1) / noise).argmax(dim=-1)
+    nucleus = (top_p_filter(logits, top_p).softmax(dim=-1) / noise).argmax(dim=-1)
     if family is None:
         return nucleus
     in_family = family[nucleus]  # (B,)
@@ -197,19 +136,6 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
         return nucleus
     whole = scores.masked_fill(~family, -1.0).argmax(dim=-1)  # (B,) the family's draw past the nucleus
     return torch.where(in_family, whole, nucleus)
-
-
-def truncated(logits: Tensor, top_p: float | None, min_p: float | None = None, typical_p: float | None = None
-              ) -> Tensor:
-    """``logits`` (B, V) with what min-p, then locally typical, then nucleus truncation drop at -inf (each
-    None, or 0 for min-p, or 1 for the others: off)."""
-    if min_p:
-        logits = min_p_filter(logits, min_p)
-    if typical_p is not None and typical_p != 1:
-        logits = typical_filter(logits, typical_p)
-    if top_p is not None and top_p != 1:
-        logits = top_p_filter(logits, top_p)
-    return logits
 
 
 class NoiseStream:

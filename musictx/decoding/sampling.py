@@ -7,7 +7,7 @@ the Transformers step through `musictx.decoding`. With ``opts.use_cache=False`` 
 recomputed every step (the reference). Long pieces slide the window and keep the seed pinned at its start
 (`musictx.decoding.window`).
 
-The options (`DecodingOptions`; a run's `SamplingOptions` extends them with the hooks'
+The options (`DecodingOptions`, seven fields; a run's `SamplingOptions` extends them with the hooks'
 options) say how each id is drawn; the hooks (`musictx.decoding.hook`) follow the
 ids and reshape the logits before each draw, in the order given. A run's hook list is built in one place,
 `musictx.decoding.hooks.registry.build_hooks`; `generate` adds none of its own.
@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.decoding.decoding_options import DecodingOptions
-from musictx.decoding.filters import NoiseStream, kind_temperatures, sample_next, velocity_family
+from musictx.decoding.filters import NoiseStream, sample_next, velocity_family
 from musictx.decoding.hook import DecoderWrapper, LogitsHook, StopRule
 from musictx.decoding.window import SlidingWindow
 
@@ -129,10 +129,7 @@ def _drawer(opts: DecodingOptions, device: torch.device, draws: int, hooks: Sequ
     runs each hook in turn, then draws; complete samples (``done``; None: none can be) get ``pad_id``."""
     generator = torch.Generator(device=device).manual_seed(opts.seed)
     noise = _noise_stream(generator, device, opts.temperature, draws)
-    min_p, typical_p = getattr(opts, "min_p", None), getattr(opts, "typical_p", None)
-    truncates = opts.top_p or min_p or typical_p
-    velocities = velocity_family(tokenizer, device) if getattr(opts, "full_velocity", False) and truncates else None
-    per_id = kind_temperatures(tokenizer, getattr(opts, "temperature_by_kind", None), device)
+    velocities = velocity_family(tokenizer, device) if getattr(opts, "full_velocity", False) and opts.top_p else None
 
     def draw(logits: Tensor, done: Tensor | None) -> Tensor:
         if pad_id is not None:
@@ -140,8 +137,7 @@ def _drawer(opts: DecodingOptions, device: torch.device, draws: int, hooks: Sequ
         for hook in hooks:
             logits = hook(logits)
         nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
-                          noise and noise.next(logits.shape), velocities,  # a velocity's value past the nucleus
-                          min_p=min_p, typical_p=typical_p, per_id=per_id)
+                          noise and noise.next(logits.shape), velocities)  # a velocity's value past the nucleus
         return nxt if pad_id is None or done is None else nxt.masked_fill(done, pad_id)
 
     return draw, noise

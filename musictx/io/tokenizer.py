@@ -146,20 +146,6 @@ class EventTokenizer:
             return "PEDAL_DOWN" if i == lay.pedal else "PEDAL_UP"
         return "PAD" if i == lay.pad else "EOS"
 
-    @property
-    def type_of(self) -> np.ndarray:
-        """(V,) the event family of each id: NOTE_ON, NOTE_OFF, TIME_SHIFT, VELOCITY, PAD, EOS, PEDAL (the
-        kinds a sampler's `temperature_by_kind` names)."""
-        lay = self.layout
-        kinds = np.empty(lay.vocab_size, dtype=object)
-        for name, start, end in (("NOTE_ON", lay.note_on, lay.note_off), ("NOTE_OFF", lay.note_off, lay.time_shift),
-                                 ("TIME_SHIFT", lay.time_shift, lay.velocity), ("VELOCITY", lay.velocity, lay.pad)):
-            kinds[start:end] = name
-        kinds[lay.pad], kinds[lay.eos] = "PAD", "EOS"
-        if lay.pedal is not None:
-            kinds[lay.pedal : lay.pedal + 2] = "PEDAL"
-        return kinds.astype(str)
-
     def velocity_ids(self) -> np.ndarray:
         """The VELOCITY events' ids, softest first."""
         return np.arange(self.layout.velocity, self.layout.pad)
