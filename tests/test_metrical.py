@@ -192,6 +192,20 @@ def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir
     assert real["tracks_kept"] == 1.0 and real["pc_correlation"] == pytest.approx(1.0)
     assert 0 <= model["grid_share"] <= 1 and model["tracks_kept"] in (0.0, 0.5, 1.0)
     assert 0 <= model["memorized"] <= 1 and real["memorized"] == 1.0  # a train song: all of it is in the index
+    # the seed's own pitch classes against the real next 8 s: the reference a continuation's harmony is read by
+    import pretty_midi
+
+    from musictx.evaluation import scorecard_metrics as sm
+    from musictx.evaluation.scorecard import format_scorecard, real_music
+    from musictx.tasks import metrical_seed
+
+    seed = metrical_seed(tok, song, 6.0, 2.0)
+    t0 = seed.origin_seconds + seed.seconds
+    music = real_music(pretty_midi.PrettyMIDI(str(song)), tok)
+    expected = sm.pc_correlation(music.window(seed.origin_seconds, t0), music.window(t0, t0 + 8.0))
+    assert result["means"]["seed"]["pc_correlation"] == pytest.approx(expected)
+    assert "| pitch-class correlation with the real continuation |" in format_scorecard(result)
+    assert format_scorecard(result).splitlines()[1].endswith("| the seed |")
 
 
 def test_app_continues_with_a_metrical_model(remi_checkpoint, tmp_path):

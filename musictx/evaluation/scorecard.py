@@ -1,6 +1,8 @@
 """The continuation scorecard (``musictx-evaluate mode=continuation``): each song's seed is continued by the
 model and the continuation is compared with the song's real next seconds, figure by figure, beside the real
-continuation's own figure and chance's.
+continuation's own figure and chance's. For the harmony it also gives what the seed itself tells of the real
+continuation ("the seed": its pitch classes and key against the real's), the most a continuation that keeps the
+seed's harmony can score there.
 
 For each song of the split (the files prep listed, read again from the prep's input folder): a seed of
 ``seed_seconds`` from ``seed_from`` (cut at bar lines for a metrical model, from the first note at or after
@@ -189,7 +191,8 @@ def score_song(path: Path, cont: Continued, seconds: float, index: np.ndarray | 
                                     for ids in cont.new_ids])
         real_row["memorized"] = share_in_index(position_ngrams(*tok.pitch_positions(cont.real_new_ids)), index)
     return {"song": str(path), "model": model, "real": real_row,
-            "chance": {"grid_share": sm.chance_grid_share(grid, t0, t1)}}
+            "chance": {"grid_share": sm.chance_grid_share(grid, t0, t1)},
+            "seed": {"pc_correlation": sm.pc_correlation(seed, real), "same_key": float(sm.same_key(seed, real))}}
 
 
 def run_scorecard(net, tok, songs: list[Path], opts: dict, index_path: Path | None = None,
@@ -205,13 +208,13 @@ def run_scorecard(net, tok, songs: list[Path], opts: dict, index_path: Path | No
         return score_song(path, cont, opts["length_seconds"], index, tok)
 
     per_song = list(each_song(songs, one, skipped, progress, "scorecard"))  # a bad song: skipped, with its reason
-    means = {side: _mean_over(per_song, side) for side in ("model", "real", "chance")}
+    means = {side: _mean_over(per_song, side) for side in ("model", "real", "chance", "seed")}
     return {"songs": per_song, "means": means, "settings": dict(opts), "memorization_index": str(index_path)
             if index is not None else None, "skipped": skipped}
 
 
 def _mean_over(per_song: list[dict], side: str) -> dict:
-    keys = {k for s in per_song for k in s[side]}
+    keys = {k for s in per_song for k in s.get(side, {})}
     return {k: _mean([s[side].get(k, np.nan) for s in per_song]) for k in sorted(keys)}
 
 
@@ -220,13 +223,13 @@ def format_scorecard(result: dict) -> str:
     lines = [f"continuation scorecard: {len(result['songs'])} songs, {result['settings']['seed_seconds']:g} s seed "
              f"from {result['settings']['seed_from']:g} s, {result['settings']['length_seconds']:g} s new, "
              f"{result['settings']['num_samples']} samples each",
-             "| measure (mean) | model | real continuation | chance |", "|---|---|---|---|"]
+             "| measure (mean) | model | real continuation | chance | the seed |", "|---|---|---|---|---|"]
     for key, label, _ in MEASURES:
         if key not in m["model"]:
             continue
-        chance = m["chance"].get(key)
+        chance, seed = m["chance"].get(key), m.get("seed", {}).get(key)
         lines.append(f"| {label} | {_fmt(m['model'][key])} | {_fmt(m['real'].get(key))} | "
-                     f"{_fmt(chance) if chance is not None else '-'} |")
+                     f"{_fmt(chance) if chance is not None else '-'} | {_fmt(seed) if seed is not None else '-'} |")
     return "\n".join(lines)
 
 
