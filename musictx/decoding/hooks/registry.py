@@ -28,6 +28,7 @@ from musictx.decoding.hooks import (
     metrical_guard,
     motif_echo,
     note_echo,
+    pace,
     recall_guidance,
     repeat_echo,
 )
@@ -46,6 +47,7 @@ HOOKS: tuple[HookSpec, ...] = (
     given_notes.HARMONY_LEAN,
     motif_echo.SPEC,
     note_echo.SPEC,
+    pace.SPEC,
     chord_lean.SPEC,
     repeat_echo.SPEC,
     bass_lean.SPEC,
