@@ -69,7 +69,7 @@ def test_the_seeds_own_pace_and_a_seed_without_notes_are_left_alone():
     silent.start(torch.tensor([[shift(1.0)] * 5]))  # 5 s without a note: no rate to keep
     feed(silent, [on(60)] * 20)
     assert torch.equal(silent(logits), logits)
-    assert np.isnan(silent.rate[0])
+    assert np.isnan(silent.ceiling[0])
 
 
 def test_generate_with_a_strong_pace_keeps_near_the_ceiling():

@@ -41,9 +41,8 @@ class Pace(LogitsHook):
         is_on = (rows >= self.ons.start) & (rows < self.ons.stop)
         is_shift = (rows >= self.shift0) & (rows < self.shift_end)
         seconds = np.where(is_shift, rows - self.shift0 + 1, 0).sum(axis=1) * self.step_s  # (B,)
-        # notes a second the continuation may keep up; nan (no ceiling) for a seed without notes or time
-        self.rate = np.where((seconds > 0) & is_on.any(axis=1), is_on.sum(axis=1) / np.maximum(seconds, 1e-9), np.nan)
-        self.rate *= self.ratio
+        seed_rate = np.where((seconds > 0) & is_on.any(axis=1), is_on.sum(axis=1) / np.maximum(seconds, 1e-9), np.nan)
+        self.ceiling = self.ratio * seed_rate  # (B,) notes a second it may keep up; nan: none (a seed without notes)
         self.notes = np.zeros(len(rows))  # (B,) NOTE_ONs drawn since the seed
         self.seconds = np.zeros(len(rows))  # (B,) time passed since the seed
 
@@ -55,9 +54,9 @@ class Pace(LogitsHook):
     def lowering(self) -> np.ndarray:
         """(B,) what each row's NOTE_ON logits lose now: 0 at or below the ceiling plus its slack, rising to
         ``strength`` at twice the slack ahead."""
-        slack = np.maximum(self.rate * self.slack_s, 1.0)  # (B,) notes
-        ahead = self.notes + 1 - self.rate * self.seconds - slack  # the next note's lead past the slack
-        return np.nan_to_num(self.strength * np.clip(ahead / slack, 0.0, 1.0))  # nan rate: no ceiling
+        slack = np.maximum(self.ceiling * self.slack_s, 1.0)  # (B,) notes
+        ahead = self.notes + 1 - self.ceiling * self.seconds - slack  # the next note's lead past the slack
+        return np.nan_to_num(self.strength * np.clip(ahead / slack, 0.0, 1.0))  # no ceiling: nothing lost
 
     def __call__(self, logits: Tensor) -> Tensor:
         lower = self.lowering()
