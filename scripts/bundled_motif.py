@@ -12,25 +12,16 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
 import pretty_midi
 
+from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard_metrics import motif_reuse, top_line
-
-
-class _Span:
-    """Notes as the scorecard's measures read them (onsets and pitches)."""
-
-    def __init__(self, notes):
-        self.start = np.array([n.start for n in notes])
-        self.pitch = np.array([n.pitch for n in notes], dtype=np.int64)
 
 
 def figure_share(sample: Path, seed_end: float, seconds: float) -> float:
     """The share of the first ``seconds`` of new music's top-line interval 4-grams found in the seed's."""
-    notes = [n for inst in pretty_midi.PrettyMIDI(str(sample)).instruments for n in inst.notes]
-    seed = _Span([n for n in notes if n.start < seed_end])
-    new = _Span([n for n in notes if seed_end <= n.start < seed_end + seconds])
+    music = Span.from_pretty_midi(pretty_midi.PrettyMIDI(str(sample)))
+    seed, new = music.window(0.0, seed_end), music.window(seed_end, seed_end + seconds)
     return motif_reuse(top_line(new)[1], top_line(seed)[1])["transposed"]
 
 

@@ -214,7 +214,7 @@ def run_scorecard(net, tok, songs: list[Path], opts: dict, index_path: Path | No
 
 
 def _mean_over(per_song: list[dict], side: str) -> dict:
-    keys = {k for s in per_song for k in s.get(side, {})}
+    keys = {k for s in per_song for k in s[side]}
     return {k: _mean([s[side].get(k, np.nan) for s in per_song]) for k in sorted(keys)}
 
 
@@ -227,7 +227,7 @@ def format_scorecard(result: dict) -> str:
     for key, label, _ in MEASURES:
         if key not in m["model"]:
             continue
-        chance, seed = m["chance"].get(key), m.get("seed", {}).get(key)
+        chance, seed = m["chance"].get(key), m["seed"].get(key)
         lines.append(f"| {label} | {_fmt(m['model'][key])} | {_fmt(m['real'].get(key))} | "
                      f"{_fmt(chance) if chance is not None else '-'} | {_fmt(seed) if seed is not None else '-'} |")
     return "\n".join(lines)

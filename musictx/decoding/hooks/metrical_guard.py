@@ -73,7 +73,7 @@ class RemiGuard(ReadsCursor):
         super().start(prompt)
         # per row: {track: Pitch ids} struck at the current position (from the first new id on)
         self.struck: list[dict[int, list[int]]] = [{} for _ in range(prompt.shape[0])]
-        self._by_place: dict[tuple[int, int, int, int], list] = {}  # the grammar's masks (`_place`)
+        self._by_place: dict[tuple[int, int, int, int], _Place] = {}  # the grammar's masks (`_place`)
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
@@ -87,17 +87,16 @@ class RemiGuard(ReadsCursor):
     # ----- masks ------------------------------------------------------------------------------
     def _forbidden(self, b: int) -> np.ndarray:
         """(V,) bool, what row b may not draw next."""
-        return self._with_struck(b, self._place(b)[0])
+        return self._with_struck(b, self._place(b).mask)
 
-    def _place(self, b: int) -> list:
-        """[the grammar's (V,) mask where row b stands, its -inf row or None until asked]: made once per place
-        and kept (a run visits a few hundred)."""
+    def _place(self, b: int) -> _Place:
+        """The grammar's mask where row b stands: made once per place and kept (a run visits a few hundred)."""
         c = self.cursor
         last_type = self.type_of[c.last[b]] if c.last[b] >= 0 else 0
         place = (int(last_type), int(c.pos[b]), int(c.bar_len[b]), int(c.meter[b]))
         kept = self._by_place.get(place)
         if kept is None:
-            kept = self._by_place[place] = [self._grammar(*place), None]
+            kept = self._by_place[place] = _Place(self._grammar(*place))
         return kept
 
     def _grammar(self, last_type: int, pos: int, bar_len: int, meter: int) -> np.ndarray:
@@ -137,14 +136,23 @@ class RemiGuard(ReadsCursor):
         """Logits (B, V) with the ids the grammar forbids at -inf (a new tensor)."""
         if logits.shape[0] == 1:  # batch 1: one add of the place's -inf row (an op costs more than its work here)
             kept = self._place(0)
-            bad = self._with_struck(0, kept[0])
-            if bad is not kept[0]:
+            bad = self._with_struck(0, kept.mask)
+            if bad is not kept.mask:
                 return logits + _minus_inf_where(bad).to(logits.device, logits.dtype)
-            if kept[1] is None or kept[1].device != logits.device or kept[1].dtype != logits.dtype:
-                kept[1] = _minus_inf_where(bad).to(logits.device, logits.dtype)
-            return logits + kept[1]
+            if kept.bias is None or kept.bias.device != logits.device or kept.bias.dtype != logits.dtype:
+                kept.bias = _minus_inf_where(bad).to(logits.device, logits.dtype)
+            return logits + kept.bias
         bad = torch.from_numpy(np.stack([self._forbidden(b) for b in range(logits.shape[0])]))  # (B, V)
         return logits.masked_fill(bad.to(logits.device), float("-inf"))
+
+
+@dataclass
+class _Place:
+    """One place's grammar: ``mask`` (V,) bool, the ids forbidden there; ``bias``, the same as a -inf row to add
+    to a batch-1 row of logits, made when first asked."""
+
+    mask: np.ndarray
+    bias: Tensor | None = None
 
 
 def _minus_inf_where(bad: np.ndarray) -> Tensor:

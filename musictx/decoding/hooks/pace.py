@@ -30,17 +30,15 @@ class Pace(LogitsHook):
     """The seed's onset rate as a soft ceiling on a Performance continuation's NOTE_ONs."""
 
     def __init__(self, tokenizer, strength: float, ratio: float, slack_seconds: float):
-        lay = tokenizer.layout
-        self.ons = slice(lay.note_on, lay.note_off)
-        self.shift0, self.shift_end = lay.time_shift, lay.velocity
+        self.tok = tokenizer
+        self.ons = slice(tokenizer.layout.note_on, tokenizer.layout.note_off)
         self.step_s = tokenizer.config.time_step
         self.strength, self.ratio, self.slack_s = float(strength), float(ratio), float(slack_seconds)
 
     def start(self, prompt: Tensor) -> None:
         rows = prompt.cpu().numpy()  # (B, T0)
         is_on = (rows >= self.ons.start) & (rows < self.ons.stop)
-        is_shift = (rows >= self.shift0) & (rows < self.shift_end)
-        seconds = np.where(is_shift, rows - self.shift0 + 1, 0).sum(axis=1) * self.step_s  # (B,)
+        seconds = self.tok.shift_steps(rows).sum(axis=1) * self.step_s  # (B,)
         seed_rate = np.where((seconds > 0) & is_on.any(axis=1), is_on.sum(axis=1) / np.maximum(seconds, 1e-9), np.nan)
         self.ceiling = self.ratio * seed_rate  # (B,) notes a second it may keep up; nan: none (a seed without notes)
         self.notes = np.zeros(len(rows))  # (B,) NOTE_ONs drawn since the seed
@@ -49,7 +47,7 @@ class Pace(LogitsHook):
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         ids = next_ids.cpu().numpy()  # (B,)
         self.notes += (ids >= self.ons.start) & (ids < self.ons.stop)
-        self.seconds += np.where((ids >= self.shift0) & (ids < self.shift_end), ids - self.shift0 + 1, 0) * self.step_s
+        self.seconds += self.tok.shift_steps(ids) * self.step_s
 
     def lowering(self) -> np.ndarray:
         """(B,) what each row's NOTE_ON logits lose now: 0 at or below the ceiling plus its slack, rising to
