@@ -6,8 +6,9 @@
 # About 35 MB; the tracked tree is about 17 MB more, under the 64 MiB a call takes. Run from the repository:
 #   bash scripts/gpu_pop_carry.sh            (PYTHON=... for another interpreter; DATA=... for another arrays folder)
 #   bash scripts/gpu_pop_carry.sh --piano    the paper queue's instead (docs/gpu.md): carry/piano, the piano
-#                                            arrays split as the shipped piano's (~13 MB, seconds), and carry/wheels;
-#                                            each only where it is missing
+#                                            arrays split as the shipped piano's (~13 MB, seconds), carry/wheels
+#                                            (each only where it is missing) and the shipped piano's weights as
+#                                            carry/paper_init/piano_small
 # carry/ is git-ignored and stays on the machine that made it: a session on a new machine makes it again.
 set -eu
 cd "$(dirname "$0")/.."
@@ -25,7 +26,9 @@ if [ "${1:-}" = --piano ]; then
   [ -f carry/piano/train.bin ] || "$PY" -m musictx.commands.prep source=folder input_dir=../shared/data/piano \
     output_dir=carry/piano split.group_by=parent split.test=0.05 2>&1 | grep -v "tokenize:"
   wheels
-  du -sh carry/piano carry/wheels
+  mkdir -p carry/paper_init/piano_small   # the piano_small run starts from the shipped piano (3.6 MB)
+  cp musictx/pretrained/piano/config.json musictx/pretrained/piano/*.safetensors carry/paper_init/piano_small/
+  du -sh carry/piano carry/wheels carry/paper_init/piano_small
   exit 0
 fi
 DATA=${DATA:-data/pop_large}

@@ -22,6 +22,7 @@ from data_prep.options import prep_options
 from data_prep.prepare import write_dataset
 from musictx.checkpoints.model_store import load_model, load_model_folder
 from musictx.training import plain
+from tests.helpers import needs_shared
 from tests.test_pop_versions import _song_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,7 @@ def _script(name: str):
 
 
 gpu_pop, import_pop_large, eval_pop_large = _script("gpu_pop"), _script("import_pop_large"), _script("eval_pop_large")
+ship_window_piano = _script("ship_window_piano")
 
 
 @pytest.fixture(scope="module")
@@ -340,6 +342,51 @@ def test_a_run_starts_from_its_carried_best_weights_only_where_there_are_some(tm
     assert all((o.n_layers, o.d_model, o.n_heads, o.d_ff, o.seq_len) == (6, 512, 8, 1024, 2048) for o in shapes)
     lstm = plain.parse(["--data", "d", "--out", "o", *gpu_pop.RUNS["paper_lstm"]])
     assert (lstm.net, lstm.n_layers, lstm.d_model, lstm.precision) == ("lstm", 3, 512, "32-true")
+
+
+def test_the_piano_small_run_is_the_shipped_pianos_shape_and_starts_from_its_weights():
+    """The run that can become the piano model people get (issue 64) must load the shipped piano's weights as
+    they are (windows add up through the model in git) and decode as fast as it does: the same net config."""
+    from musictx.models import build_model
+    from musictx.paths import PRETRAINED_DIR
+
+    shipped = PRETRAINED_DIR / "piano"
+    config = json.loads((shipped / "config.json").read_text())["model"]["config"]
+    opts = plain.parse(["--data", "d", "--out", "o", *gpu_pop.RUNS["piano_small"]])
+    mine = opts.net_config(config["vocab_size"])
+    shape = ("n_layers", "d_model", "n_heads", "d_ff", "max_rel_dist", "max_seq_len")
+    assert {k: mine[k] for k in shape} == {k: config[k] for k in shape}
+    net = build_model(**mine)
+    plain.start_from(net, str(shipped))
+    assert torch.equal(net.head.weight, load_model("piano")[0].head.weight.float())  # its weights, loaded
+
+
+@needs_shared
+def test_a_window_piano_ships_with_its_record_and_a_fresh_spot_check(tmp_path):
+    """scripts/ship_window_piano.py, into a copy of the shipped folder: the window's weights (here the shipped
+    ones with a changed head, as a window's would be), its record in config.json, the card kept, and the spot
+    check measured again on the card's files (what tests/test_pretrained.py holds the weights to)."""
+    import shutil
+
+    from musictx.checkpoints.model_store import save_model_folder
+    from musictx.paths import PRETRAINED_DIR
+
+    net, tok, _ = load_model_folder(PRETRAINED_DIR / "piano")
+    with torch.no_grad():
+        net.head.weight.mul_(0.8)
+    window = save_model_folder(net, tok, tmp_path / "window", dtype="float32",
+                               info={"tokens_seen": 123_456, "val_nll": 2.1, "windows": 3})
+    shipped = tmp_path / "piano"
+    shutil.copytree(PRETRAINED_DIR / "piano", shipped)
+    done = ship_window_piano.ship(window, shipped)
+    back, _, meta = load_model_folder(shipped)
+    assert torch.allclose(back.head.weight, net.head.weight.half().float())  # the window's weights, in fp16
+    assert (meta["info"]["tokens_seen"], meta["info"]["windows"]) == (123_456, 3)
+    assert (shipped / "README.md").read_text() == (PRETRAINED_DIR / "piano" / "README.md").read_text()
+    spot = meta["info"]["spot_check"]
+    assert spot["nll"] == pytest.approx(done["after"]) and abs(done["after"] - done["before"]) > 0.01
+    assert spot["files"] == json.loads((PRETRAINED_DIR / "piano" / "config.json").read_text())["info"][
+        "spot_check"]["files"]
 
 
 def _longest_repeat(window) -> int:
