@@ -307,8 +307,18 @@ def test_a_window_starts_from_the_last_ones_best_weights_and_adds_up(pop_arrays,
     assert two[0]["tokens_seen"] > one[-1]["tokens_seen"] > 0
     before = json.loads((second / "train.json").read_text())["before"]
     info = json.loads((first / "model" / "config.json").read_text())["info"]
-    assert before == {"tokens_seen": info["tokens_seen"], "val_nll": info["val_nll"], "windows": 1}
+    assert (before["tokens_seen"], before["windows"], before["recorded_val_nll"]) == (info["tokens_seen"], 1,
+                                                                                       info["val_nll"])
+    assert before["val_nll"] == pytest.approx(info["val_nll"], rel=2e-3)  # measured again on its own windows
     assert info["val_nll"] == pytest.approx(best) and info["windows"] == 1
+    # a record from other windows (a shipped model's card) is not the bar: the starting weights are measured
+    config = json.loads((first / "model" / "config.json").read_text())
+    config["info"]["val_nll"] = 0.01  # no export could beat it: keep_best would never save
+    (first / "model" / "config.json").write_text(json.dumps(config))
+    plain.train(plain.parse(["--data", str(pop_arrays), "--out", str(tmp_path / "w4"), *common, "--lr", "0",
+                             "--init-dir", str(first / "model"), "--run-dir", str(tmp_path / "r4")]))
+    before = json.loads((tmp_path / "w4" / "train.json").read_text())["before"]
+    assert before["recorded_val_nll"] == 0.01 and before["val_nll"] == pytest.approx(best, rel=2e-3)
     with pytest.raises(ValueError, match="is not this run's shape"):
         plain.train(plain.parse(["--data", str(pop_arrays), "--out", str(tmp_path / "w3"), *common, "--d-model", "16",
                                  "--init-dir", str(first / "model"), "--run-dir", str(tmp_path / "r3")]))

@@ -191,6 +191,16 @@ class MinuteExport(L.Callback):
         if self.clock.elapsed() - self.last_export >= self.opts.every_s:
             self.export(trainer, pl_module)
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        """Started from earlier weights (init_dir): the bar that keep_best holds new exports to is what those
+        weights score on this run's own windows, not the figure their record carries, which may come from
+        other windows or data (a shipped model's card)."""
+        if self.opts.init_dir:
+            recorded, self.before["val_nll"] = self.before["val_nll"], self.validate(pl_module)
+            self.before["recorded_val_nll"] = recorded
+            print(f"[plain] the starting weights: val {self.before['val_nll']:.4f} on this run's windows (their "
+                  f"record: {recorded:.4f})", flush=True)
+
     def on_train_end(self, trainer, pl_module) -> None:
         if self.history and self.history[-1]["step"] == trainer.global_step:  # exported at this very step
             self.write(pl_module, final=True)
