@@ -7,7 +7,7 @@ session that ran the window (carry/ does not outlive its machine; docs/gpu.md):
     python scripts/ship_window_piano.py carry/paper_w3/piano_small/model [--to musictx/pretrained/piano]
 
 1. writes the model folder in fp16 over the shipped one (its config.json keeps the window's record: tokens
-   seen, validation NLL, windows, and where it came from),
+   seen, validation NLL, windows, where it came from, and the record of the model it replaced),
 2. measures the card's spot check again on the same files (the first 1,024 tokens of each), which
    `tests/test_pretrained.py` holds the installed weights to,
 3. keeps the card (README.md) and prints what in it now describes the weights before: its figures are the
@@ -33,7 +33,8 @@ SHARED_PIANO = Path(__file__).resolve().parents[2] / "shared" / "data" / "piano"
 
 def ship(model: Path, to: Path, data: Path = SHARED_PIANO) -> dict:
     """The window's ``model`` folder as ``to`` (a shipped model folder, its card kept); the new spot check."""
-    old = json.loads((to / "config.json").read_text())["info"]["spot_check"]
+    replaced = json.loads((to / "config.json").read_text())["info"]
+    old = replaced["spot_check"]
     card = (to / "README.md").read_text()
     with tempfile.TemporaryDirectory() as tmp:  # written whole before the shipped folder is touched
         staged = Path(tmp) / "model"
@@ -41,12 +42,13 @@ def ship(model: Path, to: Path, data: Path = SHARED_PIANO) -> dict:
         net, tok, meta = load_model_folder(staged)
         spot = sample_nll(net, tok, [data / f for f in old["files"]], old["tokens_per_file"])
         meta["info"]["spot_check"] = {"files": old["files"], "tokens_per_file": old["tokens_per_file"], **spot}
+        meta["info"]["replaced"] = replaced  # the shipped model's record before (a piano_small window starts from it)
         config = json.loads((staged / "config.json").read_text())
         config["info"] = meta["info"]
         (staged / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         (staged / "README.md").write_text(card)
         shutil.rmtree(to)
-        shutil.copytree(staged, to)
+        shutil.copytree(staged, to, copy_function=shutil.copyfile)  # the usual permissions, not the staging dir's
     return {"before": old["nll"], "after": spot["nll"], "tokens": spot["tokens"], "info": meta["info"]}
 
 

@@ -392,6 +392,7 @@ def test_a_window_piano_ships_with_its_record_and_a_fresh_spot_check(tmp_path):
     back, _, meta = load_model_folder(shipped)
     assert torch.allclose(back.head.weight, net.head.weight.half().float())  # the window's weights, in fp16
     assert (meta["info"]["tokens_seen"], meta["info"]["windows"]) == (123_456, 3)
+    assert meta["info"]["replaced"] == json.loads((PRETRAINED_DIR / "piano" / "config.json").read_text())["info"]
     assert (shipped / "README.md").read_text() == (PRETRAINED_DIR / "piano" / "README.md").read_text()
     spot = meta["info"]["spot_check"]
     assert spot["nll"] == pytest.approx(done["after"]) and abs(done["after"] - done["before"]) > 0.01

@@ -108,7 +108,7 @@ def test_the_sampler_continues_a_pedalled_seed_with_the_grown_piano(tmp_path):
     assert on_folded.pedal_release == shipped.pedal_release and on_folded.overtaken_limit == shipped.overtaken
     net, _ = init_net_from("piano", {"name": "music_transformer"}, tok, {})
     prompt = torch.as_tensor(seed.ids)[None]
-    hooks = build_hooks(HookInputs("continue", tok, SamplingOptions(), seed=seed, length_seconds=2.0))
+    hooks = build_hooks(HookInputs("continue", tok, SamplingOptions(), seed=seed, length_seconds=4.0))
     out = generate(net.eval(), tok, prompt, SamplingOptions(seed=3), hooks, max_new_tokens=200)
     new = out[0, prompt.shape[1]:].numpy()
     assert len(new) > 20 and (new < tok.vocab_size).all()
