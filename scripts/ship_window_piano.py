@@ -23,8 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from musictx.checkpoints.export import export
-from musictx.checkpoints.model_store import load_model_folder
+from musictx.checkpoints.model_store import load_model_folder, save_model_folder
 from musictx.evaluation.spot_check import sample_nll
 from musictx.paths import PRETRAINED_DIR
 
@@ -35,21 +34,19 @@ def ship(model: Path, to: Path, data: Path = SHARED_PIANO) -> dict:
     """The window's ``model`` folder as ``to`` (a shipped model folder, its card kept); the new spot check."""
     replaced = json.loads((to / "config.json").read_text())["info"]
     old = replaced["spot_check"]
+    net, tok, meta = load_model_folder(model)
+    net = net.half().float()  # the weights as the shipped fp16 file holds them: the spot check is of those
+    spot = sample_nll(net, tok, [data / f for f in old["files"]], old["tokens_per_file"])
+    info = {**meta["info"], "source_folder": str(model),
+            "spot_check": {"files": old["files"], "tokens_per_file": old["tokens_per_file"], **spot},
+            "replaced": replaced}  # the shipped model's record before (a piano_small window starts from it)
     card = (to / "README.md").read_text()
     with tempfile.TemporaryDirectory() as tmp:  # written whole before the shipped folder is touched
-        staged = Path(tmp) / "model"
-        export(str(model), str(staged), dtype="float16", info={"shipped_from_window": str(model)})
-        net, tok, meta = load_model_folder(staged)
-        spot = sample_nll(net, tok, [data / f for f in old["files"]], old["tokens_per_file"])
-        meta["info"]["spot_check"] = {"files": old["files"], "tokens_per_file": old["tokens_per_file"], **spot}
-        meta["info"]["replaced"] = replaced  # the shipped model's record before (a piano_small window starts from it)
-        config = json.loads((staged / "config.json").read_text())
-        config["info"] = meta["info"]
-        (staged / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        staged = save_model_folder(net, tok, Path(tmp) / "model", dtype="float16", info=info)
         (staged / "README.md").write_text(card)
         shutil.rmtree(to)
         shutil.copytree(staged, to, copy_function=shutil.copyfile)  # the usual permissions, not the staging dir's
-    return {"before": old["nll"], "after": spot["nll"], "tokens": spot["tokens"], "info": meta["info"]}
+    return {"before": old["nll"], "after": spot["nll"], "tokens": spot["tokens"], "info": info}
 
 
 def main(argv: list[str] | None = None) -> int:
