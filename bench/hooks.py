@@ -57,8 +57,9 @@ def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, second
 
     from bench.realtime import one_run, sampling_of
 
-    names = [*settings, ENGINE_ARM]
-    out = {name: {"tokens": 0, "walls": [], "cpus": []} for name in names}
+    first, *rest = settings  # the shipped arm, then the engine right after it: each round pairs them (`paired`)
+    names = [first, ENGINE_ARM, *rest]
+    out = {name: {"tokens": 0, "walls": [], "cpus": []} for name in [*settings, ENGINE_ARM]}
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
             cpu = time.process_time()
@@ -71,6 +72,13 @@ def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, second
             out[name]["walls"].append(sum(wall for wall, _, _ in runs))
             out[name]["tokens"] = sum(tokens for _, _, tokens in runs)
     return out
+
+
+def paired(timed: dict[str, dict], arm: str, base: str) -> list[float]:
+    """Per round, ``arm``'s tokens a second over ``base``'s, each round's two runs timed next to each other: a
+    neighbour that slows the host for a while slows both alike, which a ratio of the two arms' medians misses."""
+    a, b = timed[arm], timed[base]
+    return [(a["tokens"] / wa) / (b["tokens"] / wb) for wa, wb in zip(a["walls"], b["walls"], strict=True)]
 
 
 def engine_alone(net, steps: int, batch: int, prompt_len: int = PROMPT_IDS) -> tuple[float, float, int]:
@@ -129,6 +137,9 @@ def main(argv=None) -> None:
     engine = rate[ENGINE_ARM]
     print(f"shipped / engine alone: {rate['shipped']['median'] / engine['median']:.2f} (median), "
           f"{rate['shipped']['cpu'] / engine['cpu']:.2f} (CPU time)")
+    rounds = paired(timed, "shipped", ENGINE_ARM)
+    print(f"shipped / engine alone, paired by round: {statistics.median(rounds):.2f} (median; "
+          f"{min(rounds):.2f}-{max(rounds):.2f} over {len(rounds)} rounds)")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -35,3 +35,10 @@ def test_the_arms_are_timed_and_compared_with_off_and_with_the_engine_alone(caps
     assert engine[1] == shipped[1]  # the engine steps as many ids as the shipped sampler drew
     ratio = next(line for line in lines if line.startswith("shipped / engine alone: "))
     assert 0 < float(ratio.split()[4]) < 1.5, ratio
+    by_round = next(line for line in lines if line.startswith("shipped / engine alone, paired by round: "))
+    assert "over 2 rounds" in by_round and 0 < float(by_round.split()[7]) < 1.5, by_round
+
+
+def test_a_round_pairs_the_shipped_arm_with_the_engine_run_next_to_it():
+    timed = {"shipped": {"tokens": 100, "walls": [1.0, 2.0]}, "engine alone": {"tokens": 100, "walls": [0.5, 0.5]}}
+    assert bench_hooks.paired(timed, "shipped", "engine alone") == [0.5, 0.25]
