@@ -11,7 +11,8 @@ settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine 
   limit and the length rule stay (without them there is no piece to time);
 - ``engine alone``: the same decoding engine (`musictx.decoding.FastDecoder`) stepping as many new ids as
   ``shipped`` drew, after a prompt as long as the seed's, each step's argmax fed back: no hooks, no filters,
-  no draw. Its share is the limit the sampler's logic leaves (issue 67 asks ``shipped`` >= 0.8x of it).
+  no draw. Its share is the limit the sampler's logic leaves (issue 67 asks ``shipped`` >= 0.8x of it). It runs
+  next to ``shipped`` in every round, and their ratio is also printed round by round (median and range).
 
 Each arm continues ``--seeds`` seeds per round; a row gives new tokens per second of its runs' median and of
 its fastest (the least disturbed) over ``--repeats`` rounds, and each as a share of ``off``'s; then the same
