@@ -71,5 +71,5 @@ def test_the_shipped_model_is_what_experiment_piano_builds(configs):
     same = [k for k in shipped if k not in ("max_seq_len", "dropout")]
     assert {k: built[k] for k in same} == {k: shipped[k] for k in same}
     trained_at = re.search(r'data\.seq_len=(\d+)|"seq_len": (\d+)', recipe)
-    assert shipped["max_seq_len"] == (int(next(g for g in trained_at.groups() if g)) if trained_at
+    assert shipped["max_seq_len"] == (int(trained_at.group(1) or trained_at.group(2)) if trained_at
                                       else built["max_seq_len"])
