@@ -69,6 +69,10 @@ RUNS = {
     # fp32: window 1's bf16-mixed LSTM (cuDNN) stayed at 4.85 nats; the CPU's learn in fp32 and in bf16 (oneDNN)
     "paper_lstm": ["--net", "lstm", "--n-layers", "3", "--d-model", "512", "--seq-len", "2048", "--batch-size", "8",
                    "--num-workers", "3", "--precision", "32-true"],
+    # pop with its chords in the tokens (issue 65: harmony that moves), at mid's size, from scratch on its own
+    # arrays (--data ...,pop_chords=carry/pop_chords: POP909 with its other arrangements, tokenizer.chords=true)
+    "pop_chords": ["--n-layers", "4", "--d-model", "256", "--n-heads", "4", "--d-ff", "1024", "--seq-len", "1024",
+                   "--batch-size", "32", "--lr", "1e-3", "--num-workers", "3"],
 }
 
 
@@ -150,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/gpu_pop.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="the folder that comes back ($OUT)")
     p.add_argument("--tiny", action="store_true", help="on CPU at a tiny size (the tests)")
-    p.add_argument("--data", default=str(REPO / "carry" / "pop_large"), help="the prepared pop arrays")
+    p.add_argument("--data", default=str(REPO / "carry" / "pop_large"),
+                   help="the prepared arrays: DIR for every run, and NAME=DIR for run NAME's own (comma-separated: "
+                   "carry/piano,pop_chords=carry/pop_chords)")
     p.add_argument("--budget-s", type=float, default=450.0, help="the whole command's wall-clock budget")
     p.add_argument("--tests-s", type=float, default=150.0,
                    help="the tests' limit (killed after; they took 104 s on an H200)")
@@ -174,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [r for r in args.runs.split(",") if r and r not in RUNS]
     if unknown:
         p.error(f"--runs: unknown run(s) {', '.join(unknown)}; known: {', '.join(RUNS)}")
+    try:
+        data = data_by_run(args.data, [r for r in args.runs.split(",") if r])
+    except ValueError as err:
+        p.error(f"--data: {err}")
     if args.stage and Path(args.stage).exists() and any(Path(args.stage).iterdir()):
         p.error(f"--stage {args.stage}: not empty (its runs would be bundled with this call's)")
     t_start = time.monotonic()
@@ -191,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     probe = subprocess.run([py, "-c", "import torch; print(torch.__version__, torch.cuda.is_available() and "
                             "torch.cuda.get_device_name())"], capture_output=True, text=True)
     report["device"] = probe.stdout.strip() or probe.stderr.strip()[-300:]
-    log(f"device: {report['device']}; budget {args.budget_s:.0f} s; data {args.data}")
+    log(f"device: {report['device']}; budget {args.budget_s:.0f} s; data {data}")
     save_report()
     steps = args.steps.split(",")
     if "tests" in steps:
@@ -212,12 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = args.runs.split(",") if args.runs else []
         budget = f"{max(left - margin, 5):.0f}"
         if not runs:  # one run, its files as they are: model/ and train.json (the H200's call)
-            cmd = [py, "-m", "musictx.training.plain", "--data", args.data, "--out", str(out), "--budget-s", budget,
+            cmd = [py, "-m", "musictx.training.plain", "--data", data[""], "--out", str(out), "--budget-s", budget,
                    *(TINY_TRAIN if args.tiny else []), "--max-steps", str(args.max_steps), *args.train_args]
             report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)
         else:  # several side by side on the one GPU, each packed into NAME.tar.K-of-N parts
             stage = Path(args.stage or tempfile.mkdtemp(prefix="gpu_pop_stage_"))
-            cmds = {name: [py, "-m", "musictx.training.plain", "--data", args.data, "--budget-s", budget,
+            cmds = {name: [py, "-m", "musictx.training.plain", "--data", data.get(name, data[""]), "--budget-s", budget,
                            "--out", str(stage / name), "--run-dir", str(stage / f"{name}_run"),
                            "--bundle", str(out / name), "--keep-best", "true", *RUNS[name],
                            # tiny: a stand-in's shape, which no carried weights fit
@@ -235,6 +245,23 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; WILL NOT ALL COME BACK: {'; '.join(problems)}" if problems else ""))
     failed = [k for k, v in report["steps"].items() if v["rc"] != 0]
     return 1 if failed or problems else 0
+
+
+def data_by_run(spec: str, runs: list[str]) -> dict[str, str]:
+    """``--data``'s folders: {"": every run's, NAME: run NAME's own}. Each named run must be one of ``runs``
+    (a folder given to a run that is not trained is a typo), and a run without its own needs the common one."""
+    data: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, folder = item.rpartition("=")
+        if name in data:
+            raise ValueError(f"{'run ' + name if name else 'the common folder'} given twice in {spec!r}")
+        if name and name not in runs:
+            raise ValueError(f"{item!r} names a run this call does not train (--runs: {', '.join(runs) or 'none'})")
+        data[name] = folder
+    if "" not in data and (not runs or any(r not in data for r in runs)):
+        raise ValueError(f"no folder for {', '.join(r for r in runs if r not in data) or 'the run'} in {spec!r}")
+    data.setdefault("", "")
+    return data
 
 
 def split_at_dashes(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -263,26 +263,45 @@ def test_keep_best_exports_only_an_improvement(pop_arrays, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arrays, tmp_path, capsys):
-    out = tmp_path / "OUT"
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", str(pop_arrays), "--budget-s", "45",
-                          "--steps", "train", "--runs", "mid,small", "--stage", str(tmp_path / "stage"),
-                          "--max-steps", "2"],  # the same steps (tokens) for each run
+    """Two runs side by side, as window 3's call trains piano and pop with chords (docs/gpu.md): pop_chords on its
+    own arrays, packed by gpu_pop_carry.sh --chords and unpacked by gpu_pop.sh, the other run on the common
+    folder; each comes back as a bundle that the import script turns into a model of its own vocabulary."""
+    chords = tmp_path / "chord_arrays"
+    opts = prep_options(source="folder", input_dir=str(pop_arrays.parent / "POP909"), output_dir=str(chords),
+                        tokenizer="remi", num_workers=0, split={"validation": 0.2, "test": 0.2, "group_by": "file"})
+    opts.tokenizer["chords"] = True  # musictx-prep tokenizer=remi tokenizer.chords=true
+    write_dataset(opts, progress=False)
+    carry, out = tmp_path / "carry", tmp_path / "OUT"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1",
+           "GPU_POP_CARRY": str(carry), "CHORDS_DATA": str(chords)}
+    pack = subprocess.run(["bash", "scripts/gpu_pop_carry.sh", "--chords"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert pack.returncode == 0, pack.stderr
+    assert [p.name for p in carry.iterdir()] == ["pop_chords.tar.gz"]  # packed only: it travels as one small file
+    run = subprocess.run(["bash", "scripts/gpu_pop.sh", "tiny", "--data", f"{pop_arrays},pop_chords={carry}/pop_chords",
+                          "--budget-s", "45", "--steps", "train", "--runs", "mid,pop_chords",
+                          "--stage", str(tmp_path / "stage"), "--max-steps", "2"],  # the same steps (tokens) for each
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     report = json.loads((out / "report.json").read_text())
-    assert set(report["steps"]) == {"mid", "small"} and report["out_problems"] == []
-    assert sorted(report["out_files"]) == ["gpu.log", "mid.tar.1-of-1", "report.json", "small.tar.1-of-1"]
+    assert set(report["steps"]) == {"mid", "pop_chords"} and report["out_problems"] == []
+    assert sorted(report["out_files"]) == ["gpu.log", "mid.tar.1-of-1", "pop_chords.tar.1-of-1", "report.json"]
     log = (out / "gpu.log").read_text()
-    assert "[mid] [plain] step 2 " in log and "[small] [plain] step 2 " in log and "step 3 " not in log
-    for name in ("mid", "small"):
+    assert f"unpacked {carry}/pop_chords.tar.gz" in log
+    assert f"--data {carry}/pop_chords " in log and f"--data {pop_arrays} " in log  # each run on its own arrays
+    assert "[mid] [plain] step 2 " in log and "[pop_chords] [plain] step 2 " in log and "step 3 " not in log
+    vocab = {}
+    for name, arrays in (("mid", pop_arrays), ("pop_chords", chords)):
         assert import_pop_large.main([str(out), "--run", name, "--to", str(tmp_path / name / "model"),
-                                      "--data", str(pop_arrays)]) == 0
+                                      "--data", str(arrays)]) == 0
         assert (tmp_path / name / "report.json").exists()
+        net, tokenizer, _ = load_model_folder(tmp_path / name / "model")
+        vocab[name] = (net.vocab_size, tokenizer.vocab_size)
+    assert vocab["pop_chords"][0] == vocab["pop_chords"][1] > vocab["mid"][0] == vocab["mid"][1]  # the chord events
     with pytest.raises(SystemExit):
         import_pop_large.main([str(out), "--run", "large", "--to", str(tmp_path / "large" / "model")])
     assert "import_pop_large.py: error: " in (err := capsys.readouterr().err)
-    assert "no bundle 'large'; found: mid, small" in err
+    assert "no bundle 'large'; found: mid, pop_chords" in err
     bad = subprocess.run([sys.executable, "scripts/gpu_pop.py", "--out", str(tmp_path / "x"), "--runs", "huge"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown run(s) huge; known: large, mid, small" in bad.stderr
@@ -290,6 +309,22 @@ def test_runs_side_by_side_come_back_as_bundles_the_import_script_reads(pop_arra
                             "--stage", str(tmp_path / "stage")], cwd=ROOT, capture_output=True, text=True)
     assert again.returncode == 2 and "not empty (its runs would be bundled with this call's)" in again.stderr
     assert (tmp_path / "stage" / "mid" / "train.json").exists()  # the earlier call's runs are left as they were
+
+
+def test_each_run_takes_its_own_arrays_or_the_common_ones():
+    both = gpu_pop.data_by_run("carry/piano,pop_chords=carry/pop_chords", ["piano_small", "pop_chords"])
+    assert both == {"": "carry/piano", "pop_chords": "carry/pop_chords"}
+    assert gpu_pop.data_by_run("carry/pop_large", []) == {"": "carry/pop_large"}
+    assert gpu_pop.data_by_run("a=x,b=y", ["a", "b"]) == {"a": "x", "b": "y", "": ""}
+    with pytest.raises(ValueError, match="names a run this call does not train"):
+        gpu_pop.data_by_run("carry/piano,pop_chord=carry/pop_chords", ["piano_small", "pop_chords"])  # a typo
+    with pytest.raises(ValueError, match="no folder for b"):
+        gpu_pop.data_by_run("a=x", ["a", "b"])
+    with pytest.raises(ValueError, match="given twice"):
+        gpu_pop.data_by_run("x,y", ["a"])
+    bad = subprocess.run([sys.executable, "scripts/gpu_pop.py", "--out", "/tmp/never", "--runs", "mid",
+                          "--data", "mid=x,small=y"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--data: 'small=y' names a run this call does not train (--runs: mid)" in bad.stderr
 
 
 def test_a_window_starts_from_the_last_ones_best_weights_and_adds_up(pop_arrays, tmp_path):
@@ -425,3 +460,28 @@ def test_the_recall_curriculum_reaches_the_gpu_trainers_windows(prepared_dir):
     with_recall = longest_repeats("--recall-prob", "1", "--recall-min-len", "40", "--recall-max-len", "48")
     assert sum(n >= 40 for n in with_recall) >= 4
     assert max(longest_repeats()) < 40
+
+
+def test_the_next_windows_call_is_one_the_tool_and_the_scripts_take():
+    """docs/gpu.md's next window, as the device tool will be given it: within the tool's limits, every run known,
+    every run's arrays named, and each carried path one that `gpu_pop_carry.sh --piano --chords` makes."""
+    doc = (ROOT / "docs" / "gpu.md").read_text()
+    block = re.search(r"<!-- next-window-call -->\s*```json\s*(\{.*?\})\s*```", doc, re.S)
+    assert block, "docs/gpu.md gives the next window's call as a JSON block after <!-- next-window-call -->"
+    call = json.loads(block.group(1))
+    assert len(call["command"]) <= 2000 and call["timeout_s"] <= 600 and len(call["carry"]) <= 8
+    words = call["command"].split()
+    assert words[:2] == ["bash", "scripts/gpu_pop.sh"]
+    own, extra = gpu_pop.split_at_dashes(words[2:])
+    value = {k: v for k, v in zip(own, own[1:], strict=False) if k.startswith("--")}
+    runs = value["--runs"].split(",")
+    assert set(runs) <= set(gpu_pop.RUNS) and float(value["--budget-s"]) + 30 <= call["timeout_s"]
+    data = gpu_pop.data_by_run(value["--data"], runs)
+    carried = set(call["carry"])
+    for run in runs:  # a run's arrays travel: as they are, or packed (gpu_pop.sh unpacks carry/NAME.tar.gz)
+        folder = data.get(run, data[""])
+        assert folder in carried or f"{folder}.tar.gz" in carried, (run, folder)
+    assert "carry/wheels" in carried and f"{value['--init']}/piano_small" in carried
+    made = (ROOT / "scripts" / "gpu_pop_carry.sh").read_text()
+    assert all(path.split("/")[1].removesuffix(".tar.gz") in made for path in carried)
+    plain.parse(["--data", "d", "--out", "o", *extra])  # the options every run gets are plain's own
