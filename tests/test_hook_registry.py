@@ -74,7 +74,7 @@ def test_performance_continuation_gets_its_guard_and_recall_guidance():
     notes = Notes(np.array([0.0, 0.5]), np.array([0.5, 1.0]), np.array([60, 64]), np.array([80, 80]))
     seed = Seed(PERFORMANCE.encode_notes(notes), 1.0, None, 0.0, None)
     hooks = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed))
-    assert names(hooks) == ["NoteGrammarGuard", "NoteEcho", "Pace", "RecallGuidance"]
+    assert names(hooks) == ["NoteGrammarGuard", "NoteEcho", "Pace", "TopRepeat", "RecallGuidance"]
 
 
 @pytest.mark.parametrize("task", ["infill", "accompany"])
@@ -139,7 +139,7 @@ def test_the_length_rule_is_a_hook_that_build_hooks_makes():
     notes = Notes(np.array([0.0]), np.array([0.5]), np.array([60]), np.array([80]))
     seed = Seed(PERFORMANCE.encode_notes(notes), 1.0, None, 0.0, None)
     timed = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed, length_seconds=2.0))
-    assert names(timed) == ["NoteGrammarGuard", "NoteEcho", "Pace", "SecondsLimit", "RecallGuidance"]
+    assert names(timed) == ["NoteGrammarGuard", "NoteEcho", "Pace", "TopRepeat", "SecondsLimit", "RecallGuidance"]
     assert not any(isinstance(h, StopRule) for h in timed if type(h).__name__ != "SecondsLimit")
 
 

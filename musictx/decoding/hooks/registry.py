@@ -31,6 +31,7 @@ from musictx.decoding.hooks import (
     pace,
     recall_guidance,
     repeat_echo,
+    top_repeat,
 )
 from musictx.decoding.option_fields import check_fields, fields_from_mapping, help_of, unknown_name, yaml_text
 
@@ -48,6 +49,7 @@ HOOKS: tuple[HookSpec, ...] = (
     motif_echo.SPEC,
     note_echo.SPEC,
     pace.SPEC,
+    top_repeat.SPEC,
     chord_lean.SPEC,
     repeat_echo.SPEC,
     bass_lean.SPEC,
