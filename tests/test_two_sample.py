@@ -14,7 +14,7 @@ from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.note_span import Span
 from musictx.evaluation.run import evaluate, evaluation_options
 from musictx.evaluation.two_sample import CVSettings, shuffled_within, two_sample_test
-from musictx.evaluation.two_sample_run import on_velocity_grid
+from musictx.evaluation.two_sample_run import on_time_grid, on_velocity_grid
 
 from .helpers import SHARED_DATA, needs_shared
 from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_dir  # noqa: F401
@@ -135,6 +135,7 @@ def test_a_performance_is_compared_as_it_sounds_with_its_pedal():
     for sustain in (True, False):
         real = Span.from_pretty_midi(pm, sustain=sustain)
         real.velocity = on_velocity_grid(tok, real.velocity)
+        real = on_time_grid(tok, real, seed_start)
         heard = excerpt_features(real, t0, t0 + 8, song, real.window(seed_start, t0))
         same = heard.keys() == row["real"].keys() and all(
             np.isclose(heard[k], row["real"][k], equal_nan=True) for k in heard)
@@ -142,3 +143,20 @@ def test_a_performance_is_compared_as_it_sounds_with_its_pedal():
     keys = Span.from_pretty_midi(pm)  # the keys' lengths, without the pedal
     keys_only = excerpt_features(keys, t0, t0 + 8, song, keys.window(seed_start, t0))
     assert row["real"]["tex_sounding_mean"] > 1.2 * keys_only["tex_sounding_mean"]  # the pedal holds notes on
+
+
+def test_the_real_performance_is_timed_on_the_tokenizers_grid_as_the_model_writes():
+    """The piano model writes every time on its tokenizer's 10 ms grid from where its clock starts; the real notes
+    beside it are put on the same grid, so that sub-step timing is no tell. A metrical tokenizer's are left."""
+    from musictx.checkpoints.model_store import load_model
+    from musictx.io.tokenizer import EventTokenizer
+
+    real = Span(np.array([1.003, 1.5049, 2.0021]), np.array([1.0041, 1.9012, 2.4983]), np.array([60, 64, 67]),
+                np.array([80, 80, 80]), np.zeros(3, dtype=np.int64), ["piano"])
+    tok = EventTokenizer()
+    timed = on_time_grid(tok, real, origin=0.995)
+    assert np.allclose(timed.start, [1.005, 1.505, 2.005]) and np.allclose(timed.end, [1.015, 1.905, 2.495])
+    assert np.allclose(real.start, [1.003, 1.5049, 2.0021])  # the span given is left as it was
+    assert timed.end[0] > timed.start[0]  # a note shorter than a step keeps one step
+    _, metrical, _ = load_model("pop")
+    assert on_time_grid(metrical, real, origin=0.995) is real

@@ -20,6 +20,7 @@ import pretty_midi
 from musictx.decoding import GenerateError, SamplingOptions, check_seed
 from musictx.evaluation.checks import EvaluateError, each_song
 from musictx.evaluation.listen_features import SongContext, excerpt_features
+from musictx.evaluation.note_span import Span
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
 
 # the features read against POP909's annotated chords (chord_midi.txt): a continuation cannot know the song's
@@ -76,6 +77,21 @@ def on_velocity_grid(tok, velocity: np.ndarray) -> np.ndarray:
     return levels[np.abs(v[:, None] - levels[None, :]).argmin(axis=1)]
 
 
+def on_time_grid(tok, span: Span, origin: float) -> Span:
+    """A Performance tokenizer's time grid (its ``time_step``, 10 ms) laid on ``span``'s note times from
+    ``origin`` (where the continuation's clock starts), so that the real music's finer timing is not a tell by
+    itself: the model writes every onset on that grid, and a real onset off it landed in the rhythm features'
+    narrow gaps between sixteenths about half as often (docs/generation.md, "The token grid"). A metrical
+    tokenizer's span is returned as it is."""
+    if tok.kind != "performance":
+        return span
+    step = tok.config.time_step
+    on_grid = span.select(np.ones(len(span.start), dtype=bool))  # a copy
+    on_grid.start = origin + np.round((on_grid.start - origin) / step) * step
+    on_grid.end = np.maximum(origin + np.round((on_grid.end - origin) / step) * step, on_grid.start + step)
+    return on_grid
+
+
 def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> dict | None:
     """The three excerpts' features of one song; None when the song ends before the control's excerpt."""
     from musictx.evaluation.scorecard import continue_metrical, continue_performance, real_music
@@ -91,6 +107,7 @@ def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -
         return None
     real, song = real_music(pm, tok), SongContext.read(path, pm)  # a piano's with its pedal, as the model plays
     real.velocity = on_velocity_grid(tok, real.velocity)
+    real = on_time_grid(tok, real, cont.seed_start)
     seed = real.window(cont.seed_start, t0)
     return {"song": str(path), "seed_start": cont.seed_start, "seed_end": t0,
             "generated": excerpt_features(cont.samples[0], t0, t0 + length, song, seed),
