@@ -63,5 +63,5 @@ def test_the_registry_makes_it_for_piano_continuations_only_when_asked():
     seed = Seed(torch.tensor([on(60), shift(10)]).numpy(), 0.1, None, 0.0, None)
     echo, quiet = (SamplingOptions(hooks={"note_echo": {"strength": s}}) for s in (1.5, 0.0))
     names = [type(h).__name__ for h in build_hooks(HookInputs("continue", TOK, echo, seed=seed))]
-    assert names == ["NoteGrammarGuard", "NoteEcho", "Pace", "TopRepeat", "RecallGuidance"]
+    assert names[:2] == ["NoteGrammarGuard", "NoteEcho"]  # right after the grammar, before the other leans
     assert "NoteEcho" not in [type(h).__name__ for h in build_hooks(HookInputs("continue", TOK, quiet, seed=seed))]
