@@ -1,10 +1,10 @@
 """Top repeat: a piano continuation's top line strikes its last pitch again about as seldom as real music does.
 
 The line a listener follows is the highest note of each onset (`musictx.evaluation.scorecard_metrics.top_line`:
-notes within 20 ms are one onset). On the shipped `piano`'s validation performances the model's top line struck
-the same pitch twice in a row 5x as often as the real continuations (0.065 of its steps against 0.013), the
-single feature that told its music from the real best (docs/generation.md, "Top repeat"): a figure that sticks
-on one pitch, often re-striking a note that still sounds.
+notes within 20 ms are one onset). The shipped `piano`'s top line struck the same pitch twice in a row several
+times as often as the real continuations, the single feature that told its music from the real best: a figure
+that sticks on one pitch, often re-striking a note that still sounds (measured in docs/generation.md, "Top
+repeat").
 
 A performance writes an onset's notes low to high, so while an onset is being written its top so far is known.
 A NOTE_ON of the last onset's top pitch, drawn where nothing higher has sounded yet in this onset, would make it
