@@ -2,8 +2,9 @@
 # The pop-large GPU call in one line (issue 51; docs/gpu.md has the device tool's call: command, carry, timeout):
 #   bash scripts/gpu_pop.sh              # on the lent GPU, $OUT set by the tool: tests, kernel table, training
 #   OUT=/tmp/x bash scripts/gpu_pop.sh tiny   # on CPU at a tiny size (tests/test_gpu_pop.py runs it)
-# Unpacks carried arrays (carry/*.tar.gz), installs the carried wheels (carry/wheels: miditok, symusic and their two small needs, which the GPU image
-# lacks) into /tmp/site when they do not import, then runs scripts/gpu_pop.py; more arguments go to it.
+# Installs the carried wheels (carry/wheels: miditok, symusic and their two small needs, which the GPU image
+# lacks) into /tmp/site when they do not import, unpacks carried arrays (carry/*.tar.gz), then runs
+# scripts/gpu_pop.py; more arguments go to it.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 PY=${PYTHON:-python3}

@@ -86,10 +86,9 @@ def on_time_grid(tok, span: Span, origin: float) -> Span:
     if tok.kind != "performance":
         return span
     step = tok.config.time_step
-    on_grid = span.select(np.ones(len(span.start), dtype=bool))  # a copy
-    on_grid.start = origin + np.round((on_grid.start - origin) / step) * step
-    on_grid.end = np.maximum(origin + np.round((on_grid.end - origin) / step) * step, on_grid.start + step)
-    return on_grid
+    start = origin + np.round((span.start - origin) / step) * step
+    end = np.maximum(origin + np.round((span.end - origin) / step) * step, start + step)
+    return replace(span, start=start, end=end)
 
 
 def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> dict | None:

@@ -54,7 +54,7 @@ class TopRepeat(LogitsHook):
         pitch = ids - self.on  # (B,) a pitch where the id is a NOTE_ON
         is_on = (pitch >= 0) & (pitch < self.n_pitches)
         self.since = self.since + self.tok.shift_steps(ids) * self.step_s
-        new_onset = is_on & (self.since > ONSET_S + 1e-9)
+        new_onset = is_on & self._opens_onset()
         self.last_top = np.where(new_onset, self.top, self.last_top)
         self.top = np.where(new_onset, pitch, np.where(is_on, np.maximum(self.top, pitch), self.top))
         self.since = np.where(new_onset, 0.0, self.since)
@@ -62,9 +62,13 @@ class TopRepeat(LogitsHook):
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         self._advance(next_ids.cpu().numpy())
 
+    def _opens_onset(self) -> np.ndarray:
+        """(B,) bool: whether a note struck now opens a new onset (as `top_line` groups them)."""
+        return self.since > ONSET_S + 1e-9
+
     def repeat_pitch(self) -> np.ndarray:
         """(B,) the pitch whose NOTE_ON now would repeat the top line; NONE where none would."""
-        starts_onset = self.since > ONSET_S + 1e-9  # a note now opens an onset: the current one's top is the last
+        starts_onset = self._opens_onset()  # a note now opens an onset: the current one's top is the last
         before = np.where(starts_onset, self.top, self.last_top)  # (B,)
         still_under = starts_onset | (self.top < self.last_top)  # nothing in this onset is higher yet
         return np.where(still_under, before, NONE)
