@@ -204,6 +204,9 @@ def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir
     music = real_music(pretty_midi.PrettyMIDI(str(song)), tok)
     expected = sm.pc_correlation(music.window(seed.origin_seconds, t0), music.window(t0, t0 + 8.0))
     assert result["means"]["seed"]["pc_correlation"] == pytest.approx(expected)
+    # and each continuation's own pitch classes against its seed's: the real one's is the same pair
+    assert real["seed_pc_correlation"] == pytest.approx(expected) and -1 <= model["seed_pc_correlation"] <= 1
+    assert "| pitch-class correlation with the seed |" in format_scorecard(result)
     assert "| pitch-class correlation with the real continuation |" in format_scorecard(result)
     assert format_scorecard(result).splitlines()[1].endswith("| the seed |")
 
