@@ -58,12 +58,13 @@ def test_continuation_hooks_in_order_and_off_at_zero():
     every = SamplingOptions()
     song = [0, 80]  # PIANO and MELODY: the melody presence is made for a song's tracks only
     metrical = build_hooks(HookInputs("continue", METRICAL, every, programs=song, on_step=lambda *_: None))
-    assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "BassLean", "MelodyPresence",
-                               "OnStep", "RecallGuidance"]
+    assert names(metrical) == ["RemiCursor", "RemiGuard", "BarRepeatLimit", "MotifEcho", "PhraseReturn", "BassLean",
+                               "MelodyPresence", "OnStep", "RecallGuidance"]
     # one cursor for the run, followed first; every metrical hook reads it and follows nothing itself
     readers = [h for h in metrical if hasattr(h, "cursor")]
-    assert len(readers) == 5 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
+    assert len(readers) == 6 and all(h.cursor is metrical[0] and not h._own_cursor for h in readers)
     off = SamplingOptions(hooks={"motif_echo": {"strength": 0}, "bass_lean": {"strength": 0},
+                                 "phrase_return": {"strength": 0},
                                  "recall_guidance": {"strength": 0},
                                  "metrical_guard": {"enabled": False}, "melody_presence": {"strength": 0},
                                  "bar_repeats": {"max_repeats": None}})

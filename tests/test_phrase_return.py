@@ -1,0 +1,80 @@
+"""Phrase return (REMI): a seed whose last 2P bars state a P-bar phrase twice has its first P new bars lean toward
+that phrase; any other seed is continued exactly as without the hook. With the shipped `pop` on the bundled
+motif (a 4-bar phrase played twice), the next 4 bars play it again far more than the model alone does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from musictx.checkpoints.model_store import load_pretrained
+from musictx.decoding.cursor import RemiCursor
+from musictx.decoding.hooks.phrase_return import restated_period, shared_notes
+from musictx.decoding.sampling_options import SamplingOptions
+from musictx.paths import BUNDLED_MOTIF
+from musictx.tasks import metrical_seed, sample_bars
+
+from .metrical_fixtures import band_song
+
+
+@pytest.fixture(name="pop", scope="module")
+def fixture_pop():
+    torch.set_num_threads(1)
+    net, tok = load_pretrained("pop")
+    return net.eval(), tok
+
+
+def bar(*notes) -> dict:
+    """A bar as `Bar.by_position` gives it, from (position, pitch) notes of track 0."""
+    out: dict = {}
+    for pos, pitch in notes:
+        out.setdefault(pos, []).append((0, pitch))
+    return out
+
+
+A, B = bar((0, 48), (0, 60), (2, 64), (4, 67)), bar((0, 41), (0, 65), (2, 69), (4, 72))
+C, D = bar((0, 43), (0, 67), (2, 71)), bar((0, 48), (4, 60), (8, 55))
+
+
+def test_the_phrase_a_seed_states_twice_is_found_by_its_bars():
+    assert shared_notes(A, A) == 1.0 and shared_notes(A, B) == 0.0 and shared_notes(A, {}) == 0.0
+    assert restated_period([A, B, A, B]) == 2
+    assert restated_period([D, A, B, C, D, A, B, C, D]) == 4  # the longest phrase first
+    varied = bar((0, 45), (0, 60), (2, 64), (4, 67))  # a new bass under the same figure: 3 of 5 notes shared
+    assert restated_period([A, B, C, D, varied, B, C, D]) == 4
+    assert restated_period([A, B, C, A]) is None and restated_period([A, B, A]) is None
+
+
+def bars_of(tok, ids: np.ndarray) -> list[dict]:
+    cursor = RemiCursor(tok)
+    cursor.start(torch.as_tensor(np.append(ids, tok.bar_id))[None])
+    return [b.by_position() for b in cursor.bars[0][:-1]]
+
+
+def continued(net, tok, seed, strength: float, samples: int = 3) -> list[np.ndarray]:
+    sampling = SamplingOptions(seed=1, hooks={"phrase_return": {"strength": strength}})
+    return sample_bars(net, tok, seed, sampling, num_samples=samples, bars=4)
+
+
+def test_the_bundled_motif_comes_back_in_the_next_four_bars(pop):
+    net, tok = pop
+    seed = metrical_seed(tok, BUNDLED_MOTIF, 20.0, 0.0)
+    phrase = bars_of(tok, seed.ids)[-4:]
+    assert seed.bars == 8 and restated_period(bars_of(tok, seed.ids)) == 4
+
+    def shared(strength: float) -> float:
+        rows = continued(net, tok, seed, strength)
+        return float(np.mean([shared_notes(new, old) for ids in rows
+                              for new, old in zip(bars_of(tok, np.append(seed.ids, ids))[8:], phrase, strict=True)]))
+
+    alone, returned = shared(0.0), shared(4.0)
+    assert returned > 0.5 > alone + 0.2, (alone, returned)
+
+
+def test_a_seed_that_restates_nothing_is_continued_as_without_the_hook(pop, tmp_path):
+    net, tok = pop
+    seed = metrical_seed(tok, band_song(tmp_path / "song.mid", bars=8, beats_per_bar=4, seed=3), 20.0, 0.0)
+    assert restated_period(bars_of(tok, seed.ids)) is None
+    for a, b in zip(continued(net, tok, seed, 0.0, 2), continued(net, tok, seed, 4.0, 2), strict=True):
+        assert np.array_equal(a, b)
