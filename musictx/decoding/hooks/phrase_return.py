@@ -48,8 +48,6 @@ class PhraseReturn(RepeatEcho):
     the first new bar) for the first P new bars, where the seed restates a P-bar phrase. A chord of the phrase
     is finished before it moves on: its downbeat keeps the melody's note over the bass."""
 
-    finish_chords = True
-
     def __init__(self, tokenizer, strength: float, cursor=None):
         super().__init__(tokenizer, strength, {}, cursor)
         self.plans: list[dict[int, int]] = []
@@ -63,6 +61,13 @@ class PhraseReturn(RepeatEcho):
         if not any(self.plans):  # the seed restates nothing, the common case: not a look per draw
             return logits
         return super().__call__(logits)
+
+    def wanted(self, b: int) -> list[int]:
+        """The repeat echo's ids, but where a track is short of the phrase's notes here only its Program: the
+        chord is finished before the next onset leans up (the echo leans to both alike)."""
+        ids = super().wanted(b)
+        tracks = [i for i in ids if self.program_of[i] >= 0]
+        return tracks or ids
 
     def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
         seed, bars = self.seed_bars[b], self.cursor.bars[b]

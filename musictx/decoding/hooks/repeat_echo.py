@@ -39,10 +39,6 @@ if TYPE_CHECKING:
 class RepeatEcho(ReadsCursor):
     """The lean of each planned new bar toward an earlier new bar, as sampled."""
 
-    # whether a track short of the reference's notes at this position is led to them before the next onset
-    # (a restated phrase's downbeat keeps its melody note over the bass); False: both lean alike
-    finish_chords = False
-
     def __init__(self, tokenizer, strength: float, plan: dict[int, int], cursor: RemiCursor | None = None):
         """``plan`` (new bar -> an earlier new bar, 0 the first, `repeat_plan`): each new bar it names echoes
         that bar as sampled, and the others echo nothing."""
@@ -94,8 +90,6 @@ class RepeatEcho(ReadsCursor):
         # copied longer stretches for the same reuse on validation songs
         short = Counter(t for t, _ in wanted) - Counter(t for t, _ in drawn)
         ids = [self.program_id[t] for t in short if t in self.program_id]
-        if ids and self.finish_chords:
-            return ids
         later = [p for p in ref if p > pos]
         if later:
             return ids + ([self.position_id[min(later)]] if min(later) in self.position_id else [])
