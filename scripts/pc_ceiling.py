@@ -31,12 +31,6 @@ PIANO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "piano"
 SEED_FROM, SEED_SECONDS, NEW_SECONDS = 25.0, 10.0, 30.0  # the scorecard's defaults (conf/evaluate.yaml)
 
 
-def correlation(hist: np.ndarray, real: np.ndarray) -> float:
-    if np.ptp(hist) < 1e-12 or np.ptp(real) < 1e-12:
-        return float("nan")
-    return float(np.corrcoef(hist, real)[0, 1])
-
-
 def key_profile(seed) -> np.ndarray:
     """(12,) the Krumhansl-Kessler profile of the seed's estimated key, as shares."""
     tonic, mode = sm.estimate_key(seed)
@@ -51,14 +45,15 @@ def one_song(path: Path, tok) -> dict[str, float]:
     music = real_music(pretty_midi.PrettyMIDI(str(path)), tok)
     seed, real = music.window(t0, t1), music.window(t1, t1 + NEW_SECONDS)
     real_hist, seed_hist = sm.pitch_class_histogram(real), sm.pitch_class_histogram(seed)
+    before = sm.pitch_class_histogram(music.window(0.0, t1))
     later = sm.pitch_class_histogram(music.window(t1 + NEW_SECONDS, t1 + 2 * NEW_SECONDS))
     profile = key_profile(seed)
     return {
-        "the seed": correlation(seed_hist, real_hist),
-        "the seed's key profile": correlation(profile, real_hist),
-        "half seed, half key profile": correlation(0.5 * seed_hist + 0.5 * profile, real_hist),
-        "everything before the cut": correlation(sm.pitch_class_histogram(music.window(0.0, t1)), real_hist),
-        "the real 30 s after": correlation(later, real_hist) if later.any() else float("nan"),
+        "the seed": sm.histogram_correlation(seed_hist, real_hist),
+        "the seed's key profile": sm.histogram_correlation(profile, real_hist),
+        "half seed, half key profile": sm.histogram_correlation(0.5 * seed_hist + 0.5 * profile, real_hist),
+        "everything before the cut": sm.histogram_correlation(before, real_hist),
+        "the real 30 s after": sm.histogram_correlation(later, real_hist),  # nan where the piece ends first
     }
 
 

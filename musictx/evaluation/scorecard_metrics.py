@@ -212,7 +212,11 @@ def _flat(hist: np.ndarray) -> bool:
 def pc_correlation(a: SpanLike, b: SpanLike) -> float:
     """Pearson correlation of the two pitch-class histograms: same harmonic colour regardless of key
     estimation's all-or-nothing choice. nan if either is empty or flat (a correlation is undefined)."""
-    ha, hb = pitch_class_histogram(a), pitch_class_histogram(b)
+    return histogram_correlation(pitch_class_histogram(a), pitch_class_histogram(b))
+
+
+def histogram_correlation(ha: np.ndarray, hb: np.ndarray) -> float:
+    """`pc_correlation` of two (12,) histograms already made (or a profile standing in for one)."""
     if _flat(ha) or _flat(hb):
         return float("nan")
     return float(np.corrcoef(ha, hb)[0, 1])

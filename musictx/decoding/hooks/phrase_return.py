@@ -54,8 +54,8 @@ class PhraseReturn(RepeatEcho):
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
-        self.periods = [restated_period(bars) for bars in self.seed_bars]  # row -> P or None
-        self.plans = [{k: k - p for k in range(p)} if p else {} for p in self.periods]
+        periods = [restated_period(bars) for bars in self.seed_bars]  # row -> P or None
+        self.plans = [{k: k - p for k in range(p)} if p else {} for p in periods]
 
     def __call__(self, logits: Tensor) -> Tensor:
         if not any(self.plans):  # the seed restates nothing, the common case: not a look per draw
@@ -69,11 +69,8 @@ class PhraseReturn(RepeatEcho):
         tracks = [i for i in ids if self.program_of[i] >= 0]
         return tracks or ids
 
-    def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
-        seed, bars = self.seed_bars[b], self.cursor.bars[b]
-        k = len(bars) - 1 - len(seed)  # 0 for the first new bar
-        plan = self.plans[b]
-        return bars[len(seed) + plan[k]].by_position() if k in plan else None
+    def plan_of(self, b: int) -> dict[int, int]:
+        return self.plans[b]
 
 
 @dataclass

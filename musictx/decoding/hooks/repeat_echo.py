@@ -69,11 +69,15 @@ class RepeatEcho(ReadsCursor):
                 return kind
         return "other"  # Velocity, Duration, TimeSig, Tempo: a note's end or the bar's meter
 
+    def plan_of(self, b: int) -> dict[int, int]:
+        """Row b's plan: new bar -> the bar it echoes, counted from the first new bar (a seed bar below 0)."""
+        return self.plan
+
     def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
-        """The earlier new bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
-        seed, bars = self.seed_bars[b], self.cursor.bars[b]
+        """The earlier bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
+        seed, bars, plan = self.seed_bars[b], self.cursor.bars[b], self.plan_of(b)
         k = len(bars) - 1 - len(seed)  # 0 for the first new bar
-        return bars[len(seed) + self.plan[k]].by_position() if k in self.plan and self.plan[k] < k else None
+        return bars[len(seed) + plan[k]].by_position() if k in plan and plan[k] < k else None
 
     def wanted(self, b: int) -> list[int]:
         """The ids that would go on playing row b's reference bar from where the row stands."""
