@@ -8,6 +8,7 @@ piano for a performance), and the progress text sits under the pressed button.""
 from __future__ import annotations
 
 import shutil
+import signal
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -156,3 +157,17 @@ def test_browser_every_tab_with_the_other_files(app, browser_uploads, tmp_path):
         assert "bars 5-8" in title and sum(pitched(filled).values()) > 0
         written, title = song_tab(page, "Accompany", "accompany", browser_uploads["performance"], "pop", tmp_path)
         assert "BRIDGE, PIANO written for bars 1-" in title and len(written.tracks) == 3
+
+
+@needs_chromium
+def test_sigterm_with_a_page_open_stops_the_app_and_its_page(tmp_path):
+    """An open page keeps a heartbeat connection; the app closes the page first and stops (Gradio's own wait
+    closed only the server, which then waited 5 s for that connection), then removes its work folder."""
+    pytest.importorskip("gradio", reason=NO_APP_EXTRA)
+    with serving(tmp_path, "--model", "piano") as (url, proc), browser_page(url) as page:
+        page.get_by_role("tab", name="Continue").wait_for()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    log = (tmp_path / "server.log").read_text()
+    assert "musictx.app: stopping" in log and "Keyboard interruption" not in log, log
+    assert list((tmp_path / "gradio").iterdir()) == []

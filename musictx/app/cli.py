@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 
 from musictx.app.core import DEFAULT_MAX_QUEUE, MAX_UPLOAD_MB, USER_ERRORS, Continuer
 from musictx.app.disk import DEFAULT_KEEP_RESULTS, DEFAULT_MAX_DISK_MB, Limits, UploadGuard, make_workdir
@@ -159,4 +160,17 @@ def _serve(args: argparse.Namespace, workdir, limits: Limits, auth: tuple[str, s
              if routes else "off (--auth is set, and the API has no login)")
     page.launch(server_name=args.host, server_port=args.port, max_file_size=int(args.max_upload_mb * 2**20),
                 allowed_paths=[str(cont.workdir)], show_error=False, ssr_mode=False, footer_links=[], auth=auth,
-                app_kwargs={"middleware": [guard], "routes": routes})
+                app_kwargs={"middleware": [guard], "routes": routes}, prevent_thread_lock=True)
+    serve_until_stopped(page)
+
+
+def serve_until_stopped(page) -> None:
+    """Wait while ``page`` serves; at Ctrl-C (or SIGTERM, SIGHUP) stop it at once. Gradio's own wait closes only
+    the server, which then waits up to 5 s for an open page's heartbeat connection to end; closing the page ends
+    its heartbeats first."""
+    try:
+        while page.is_running:
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        log.info("stopping")
+        page.close(verbose=False)
