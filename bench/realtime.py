@@ -92,6 +92,24 @@ def measure(arms: list[tuple], batch: int, seconds: float, repeats: int) -> list
     return [_row(batch, r) for r in runs]
 
 
+def print_table(names: list[str], rows: list[list[dict]]) -> None:
+    """The markdown table of `measure`'s rows (one per batch size, one entry per arm), each pair's ratio, and
+    the batch-1 goal."""
+    print("\n| batch | settings | new tokens | music s | wall s (min-max) | tokens/s | x real time |")
+    print("|---:|---|---:|---:|---|---:|---:|")
+    for pair in rows:
+        for name, r in zip(names, pair, strict=False):
+            print(f"| {r['batch']} | {name} | {r['tokens']} | {r['music_s']:.1f} | {r['wall_s']:.2f} "
+                  f"({r['spread'][0]:.2f}-{r['spread'][1]:.2f}) | {r['tokens_per_s']:.0f} | {r['x_real_time']:.1f}x |")
+        if len(pair) == 2:
+            print(f"| {pair[0]['batch']} | ratio | | | | {pair[1]['tokens_per_s'] / pair[0]['tokens_per_s']:.2f}x "
+                  f"the first's tokens/s | {pair[1]['x_real_time'] / pair[0]['x_real_time']:.2f}x the first's |")
+    one = next((pair[0] for pair in rows if pair[0]["batch"] == 1), None)
+    if one:
+        print(f"\nGoal: >= 20x real time at batch 1 -> {one['x_real_time']:.1f}x "
+              f"({'met' if one['x_real_time'] >= 20 else 'missed'})")
+
+
 def main(argv=None) -> None:
     p = OneLineParser(prog="python -m bench realtime", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,19 +150,7 @@ def main(argv=None) -> None:
         arms.append((other, other_tok, arms[0][2]))
         names.append(f"{args.against_model}: {' '.join(args.set) or 'defaults'}")
     rows = [measure(arms, int(b), args.seconds, args.repeats) for b in args.batch_sizes.split(",") if b]
-    print("\n| batch | settings | new tokens | music s | wall s (min-max) | tokens/s | x real time |")
-    print("|---:|---|---:|---:|---|---:|---:|")
-    for pair in rows:
-        for name, r in zip(names, pair, strict=False):
-            print(f"| {r['batch']} | {name} | {r['tokens']} | {r['music_s']:.1f} | {r['wall_s']:.2f} "
-                  f"({r['spread'][0]:.2f}-{r['spread'][1]:.2f}) | {r['tokens_per_s']:.0f} | {r['x_real_time']:.1f}x |")
-        if len(pair) == 2:
-            print(f"| {pair[0]['batch']} | ratio | | | | {pair[1]['tokens_per_s'] / pair[0]['tokens_per_s']:.2f}x "
-                  f"the first's tokens/s | {pair[1]['x_real_time'] / pair[0]['x_real_time']:.2f}x the first's |")
-    one = next((pair[0] for pair in rows if pair[0]["batch"] == 1), None)
-    if one:
-        print(f"\nGoal: >= 20x real time at batch 1 -> {one['x_real_time']:.1f}x "
-              f"({'met' if one['x_real_time'] >= 20 else 'missed'})")
+    print_table(names, rows)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -150,7 +150,8 @@ def check_out(out: Path) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, str]]:
+    """The options, checked (a bad one exits with its message), and `data_by_run`'s folders."""
     p = argparse.ArgumentParser(prog="scripts/gpu_pop.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="the folder that comes back ($OUT)")
     p.add_argument("--tiny", action="store_true", help="on CPU at a tiny size (the tests)")
@@ -186,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--data: {err}")
     if args.stage and Path(args.stage).exists() and any(Path(args.stage).iterdir()):
         p.error(f"--stage {args.stage}: not empty (its runs would be bundled with this call's)")
+    return args, data
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, data = parse(argv)
     t_start = time.monotonic()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -216,25 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                                               log)
         save_report()
     if "train" in steps:
-        left = args.budget_s - (time.monotonic() - t_start)
-        # start-up (data, model, first batches) and the final export come on top of the training budget
-        margin = 30.0 if args.tiny else 35.0
-        runs = args.runs.split(",") if args.runs else []
-        budget = f"{max(left - margin, 5):.0f}"
-        if not runs:  # one run, its files as they are: model/ and train.json (the H200's call)
-            cmd = [py, "-m", "musictx.training.plain", "--data", data[""], "--out", str(out), "--budget-s", budget,
-                   *(TINY_TRAIN if args.tiny else []), "--max-steps", str(args.max_steps), *args.train_args]
-            report["steps"]["train"] = run_step("train", cmd, max(left - 5, 10), log)
-        else:  # several side by side on the one GPU, each packed into NAME.tar.K-of-N parts
-            stage = Path(args.stage or tempfile.mkdtemp(prefix="gpu_pop_stage_"))
-            cmds = {name: [py, "-m", "musictx.training.plain", "--data", data.get(name, data[""]), "--budget-s", budget,
-                           "--out", str(stage / name), "--run-dir", str(stage / f"{name}_run"),
-                           "--bundle", str(out / name), "--keep-best", "true", *RUNS[name],
-                           # tiny: a stand-in's shape, which no carried weights fit
-                           *(TINY_TRAIN if args.tiny else init_args(args.init, name)), "--max-steps",
-                           str(args.max_steps), *args.train_args]
-                    for name in runs}
-            report["steps"].update(run_together(cmds, max(left - 5, 10), log))
+        report["steps"].update(train(args, data, out, args.budget_s - (time.monotonic() - t_start), log))
         save_report()
     problems = check_out(out)
     report["out_files"] = sorted(str(f.relative_to(out)) for f in out.rglob("*") if f.is_file())
@@ -245,6 +233,30 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; WILL NOT ALL COME BACK: {'; '.join(problems)}" if problems else ""))
     failed = [k for k, v in report["steps"].items() if v["rc"] != 0]
     return 1 if failed or problems else 0
+
+
+def train(args: argparse.Namespace, data: dict[str, str], out: Path, left: float, log) -> dict:
+    """The train step with ``left`` seconds of the budget: one run, or ``--runs`` side by side; each run's
+    `run_step` record by name."""
+    py = sys.executable
+    # start-up (data, model, first batches) and the final export come on top of the training budget
+    margin = 30.0 if args.tiny else 35.0
+    runs = args.runs.split(",") if args.runs else []
+    budget = f"{max(left - margin, 5):.0f}"
+    if not runs:  # one run, its files as they are: model/ and train.json (the H200's call)
+        cmd = [py, "-m", "musictx.training.plain", "--data", data[""], "--out", str(out), "--budget-s", budget,
+               *(TINY_TRAIN if args.tiny else []), "--max-steps", str(args.max_steps), *args.train_args]
+        return {"train": run_step("train", cmd, max(left - 5, 10), log)}
+    # several side by side on the one GPU, each packed into NAME.tar.K-of-N parts
+    stage = Path(args.stage or tempfile.mkdtemp(prefix="gpu_pop_stage_"))
+    cmds = {name: [py, "-m", "musictx.training.plain", "--data", data.get(name, data[""]), "--budget-s", budget,
+                   "--out", str(stage / name), "--run-dir", str(stage / f"{name}_run"),
+                   "--bundle", str(out / name), "--keep-best", "true", *RUNS[name],
+                   # tiny: a stand-in's shape, which no carried weights fit
+                   *(TINY_TRAIN if args.tiny else init_args(args.init, name)), "--max-steps",
+                   str(args.max_steps), *args.train_args]
+            for name in runs}
+    return run_together(cmds, max(left - 5, 10), log)
 
 
 def data_by_run(spec: str, runs: list[str]) -> dict[str, str]:

@@ -139,3 +139,13 @@ def test_accompany_on_a_whole_song_writes_a_new_accompaniment_for_its_melody(tmp
     assert len(made.tracks[0].notes) == len(melody.notes)  # the melody kept note for note
     _, message = task_request(lambda: filler.accompany(upload, ["PIANO"]), "accompany")  # a track ticked: as before
     assert message.startswith("**Cannot accompany:** song.mid: already has a PIANO track")
+
+
+def test_the_first_click_continues_all_of_the_bundled_motif(tmp_path):
+    """The page starts on the bundled motif with `Settings`' defaults: the seed is its 8 bars, not a part of them."""
+    cont = Continuer(workdir=tmp_path / "work")
+    [result] = cont.continue_file(cont.motif, Settings(length_seconds=2, num_samples=1))
+    motif = pretty_midi.PrettyMIDI(str(cont.motif)).instruments[0].notes
+    made = [n for i in pretty_midi.PrettyMIDI(str(result.midi)).instruments for n in i.notes]
+    seed_part = sorted((round(n.start, 2), n.pitch) for n in made if n.start < motif[-1].end - 0.01)
+    assert seed_part == sorted((round(n.start, 2), n.pitch) for n in motif)

@@ -186,36 +186,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
             arcs = _arcs_panel(cont, shown)
         infill_tabs(cont, seed_file, takes, history)
         outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs] + [takes, history]
-        # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
-
-        def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
-                        random_seed, seed_from=0, recall=None, density="", instruments="",
-                        progress=gr.Progress()):  # noqa: B008
-            settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                                 seed_from, recall, density, instruments)
-            results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
-            return _respond(results, message, len(outputs), done)
-
-        def further(index: int):
-            def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
-                           seed_seconds=None, recall=None, density="", instruments="",
-                           progress=gr.Progress()):  # noqa: B008
-                if index >= len(paths):
-                    return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
-                                    done)
-                settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                                     recall=recall, density=density, instruments=instruments)
-                results, message = run_request(lambda: cont.continue_further(paths[index], settings,
-                                                                             _reporter(progress)))
-                return _respond(results, message, len(outputs), done, seed_file=paths[index])
-            return on_further
-
-        common = dict(outputs=outputs, concurrency_id="generate", concurrency_limit=1)
-        go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed",
-                 show_progress_on=[status], **common)
-        for i, slot in enumerate(slots):  # the progress shows in the result whose button was pressed
-            slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0], *controls[7:]],
-                               api_name=f"continue_further_{i}", show_progress_on=[slot.title], **common)
+        _wire_continue(cont, outputs, go, slots, controls, takes, shown, seed_file, status)
         seed_file.change(lambda path: _preview(cont, path), inputs=seed_file, outputs=[preview, preview_note],
                          api_name="preview_seed", concurrency_id="preview")
         # instant, so it need not wait in (or take a place in) the bounded queue
@@ -223,6 +194,40 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         if arcs is not None:
             arcs.clear_on(go)
     return page.queue(default_concurrency_limit=1, max_size=max_queue)
+
+
+def _wire_continue(cont: Continuer, outputs: list, go, slots, controls, takes, shown, seed_file, status) -> None:
+    """The Continue tab's buttons: Continue on the seed, and each result's Continue further, all in one
+    queue (``concurrency_id="generate"``), each answering into ``outputs``."""
+    # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
+    def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
+                    random_seed, seed_from=0, recall=None, density="", instruments="",
+                    progress=gr.Progress()):  # noqa: B008
+        settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
+                             seed_from, recall, density, instruments)
+        results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
+        return _respond(results, message, len(outputs), done)
+
+    def further(index: int):
+        def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
+                       seed_seconds=None, recall=None, density="", instruments="",
+                       progress=gr.Progress()):  # noqa: B008
+            if index >= len(paths):
+                return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
+                                done)
+            settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
+                                 recall=recall, density=density, instruments=instruments)
+            results, message = run_request(lambda: cont.continue_further(paths[index], settings,
+                                                                         _reporter(progress)))
+            return _respond(results, message, len(outputs), done, seed_file=paths[index])
+        return on_further
+
+    common = dict(outputs=outputs, concurrency_id="generate", concurrency_limit=1)
+    go.click(on_continue, inputs=[takes, seed_file, *controls], api_name="continue_seed",
+             show_progress_on=[status], **common)
+    for i, slot in enumerate(slots):  # the progress shows in the result whose button was pressed
+        slot.further.click(further(i), inputs=[takes, shown, *controls[1:6], controls[0], *controls[7:]],
+                           api_name=f"continue_further_{i}", show_progress_on=[slot.title], **common)
 
 
 @dataclass

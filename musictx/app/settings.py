@@ -22,7 +22,9 @@ class Settings:
     seed file, ``seed_from`` (seconds into it) starts the seed at the first note struck from there. The
     sampler's own settings start at the `SamplingOptions` defaults, the others are the app's."""
 
-    seed_seconds: float | None = 8.0
+    # the page opens on the bundled motif: all of its 8 bars (19.9 s), as `make continue` plays it, so a first
+    # click hears its phrase come back (an 8 s seed held 3 bars, which restate nothing)
+    seed_seconds: float | None = 20.0
     length_seconds: float = 15.0
     temperature: float = SamplingOptions.temperature
     top_p: float = SamplingOptions.top_p
