@@ -19,12 +19,14 @@ from musictx.decoding.hooks.given_notes import given_onsets
 from musictx.decoding.hooks.repeat_echo import repeat_plan
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks.accompany import (
     accompany_song,
     bar_positions,
     given_harmony,
     given_sounding,
     lead_ids,
+    led_prompt,
     melody_keys,
 )
 from musictx.tasks.song_bars import melody_song, parse_bars
@@ -271,3 +273,28 @@ def test_a_repeated_melody_gets_its_accompaniment_again(pop, tmp_path):
     off, on = shared(0.0), shared(6.0)
     # measured: the CPU-trained pop 0.7+ with the echo; the H100's pop, denser and less literal, 0.28 -> 0.45
     assert on > off + 0.1 and on > 0.4, (off, on)
+
+
+def motif_melody(out: Path) -> Path:
+    """The bundled motif's top line (its notes from G3 up) as a MELODY track: a tune from its first bar."""
+    score = Score(str(BUNDLED_MOTIF))
+    track = score.tracks[0]
+    track.notes = [n for n in track.notes if n.pitch >= 55]
+    track.name, track.program = "MELODY", MELODY
+    score.dump_midi(str(out))
+    return out
+
+
+def test_a_tune_from_its_first_bar_is_accompanied_in_every_bar(pop, tmp_path):
+    """The melody alone: the prompt is the first Bar alone, with no preview. After the melody heard alone the model
+    went on alone (3-15 notes in these 8 bars, where POP909's accompaniments play ~100); bars before that hold
+    another track (a given piano) are still the prompt, the preview after them."""
+    net, tok = pop
+    song = melody_song(tok, motif_melody(tmp_path / "tune.mid"))
+    prompt = led_prompt(net, tok, song, ["BRIDGE", "PIANO"], 0, song.n_bars, SamplingOptions())
+    assert prompt.ids.tolist() == [[tok.bar_id]]
+    written, _ = accompany_song(net, tok, song, ["BRIDGE", "PIANO"], 0, song.n_bars, SamplingOptions(seed=0))
+    notes = [n for t in written.tracks if t.name != "MELODY" for n in t.notes]
+    assert len(notes) >= 3 * song.n_bars, len(notes)
+    band = melody_song(tok, band_song(tmp_path / "band.mid", bars=6, bpm=96, beats_per_bar=4, seed=2))
+    assert len(led_prompt(net, tok, band, ["BRIDGE"], 2, 6, SamplingOptions()).ids[0]) > band.end_of(2)

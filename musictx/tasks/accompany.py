@@ -113,20 +113,31 @@ def led_prompt(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampl
     """The prompt of ``samples`` accompaniments of bars s..e-1, each written as a plain continuation of the
     song's bars before s, the given tracks played into them at their onsets (`musictx.decoding.hooks.given_notes`),
     after the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune
-    and its key before it plays a note. The hooks: the task's (`Accompaniment`). It ends with the first Bar."""
+    and its key before it plays a note. Where those bars and the bars before s hold the melody alone (a tune from
+    its first bar, the bundled motif, a file of the melody alone) the prompt is the first Bar alone: after bars of
+    the melody alone the model carried on alone (docs/infill.md, "A tune alone"). The hooks: the task's
+    (`Accompaniment`). It ends with the first Bar."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     acc = Accompaniment(tok, song, {t.program for t in song.read.tracks.tracks} - new_programs, new_programs,
                         s, e, chords)
     max_len = context_length(net) or 1024
     first = song.end_of(min(int(np.searchsorted(song.starts, song.end_of(s) - max_len // 2)), s))
+    before = song.ids[first:song.end_of(s)]
     preview = song.ids[song.end_of(s):song.end_of(min(e, s + PREVIEW_BARS))]
-    ids = np.concatenate([song.ids[first:song.end_of(s)], preview, [tok.bar_id]])
+    if not beyond_melody(tok, np.concatenate([before, preview])):  # the melody alone primes silence (docstring)
+        before, preview = before[:0], preview[:0]
+    ids = np.concatenate([before, preview, [tok.bar_id]])
     device = next(net.parameters()).device
     ids = torch.as_tensor(ids, dtype=torch.long, device=device)[None].repeat(samples, 1)  # (B, T0)
     hooks = HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs), accompaniment=acc,
                        stop_after_bars=e - s - 1)
     return Prompt(ids, hooks, TOKENS_PER_BAR * (e - s))
 
+
+def beyond_melody(tok, ids: np.ndarray) -> bool:
+    """Whether the REMI ``ids`` strike a note of a track other than the melody."""
+    others = tok.ids_of_type("Program")
+    return bool(np.isin(ids, others[others != tok.vocab[f"Program_{ROLE_PROGRAMS['MELODY']}"]]).any())
 
 class Accompaniment:
     """What the accompaniment's hooks read of the song (`musictx.decoding.hooks.given_notes`, the repeat echo):

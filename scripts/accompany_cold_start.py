@@ -1,0 +1,84 @@
+"""A melody with nothing before it: how much accompaniment does `task=accompany` write, and on which chord tones?
+
+The accompaniment evaluation (`musictx-evaluate mode=accompany`) starts at the bar where a POP909 song's melody
+enters, with the song's own bars before it (the intro, accompaniment and all) in the prompt. A user's melody, or the
+bundled motif, has nothing before its first bar. This cuts each song's melody at the downbeat before its entry
+(a file of the melody alone, 4/4, from that bar), accompanies its first ``--bars`` bars, and counts the written
+notes against the real accompaniment of the same bars, and the strong-beat notes on the annotated chord's tones
+(docs/infill.md, "A tune alone", has the figures before and after the prompt's rule for such a melody):
+
+    python scripts/accompany_cold_start.py data/pop --split validation --songs 20 [--first 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+
+from musictx.app.core import Continuer
+from musictx.app.infill_tab import Filler
+from musictx.app.messages import task_request
+from musictx.evaluation.chords import Harmony
+
+
+def melody_from_entry(song: Path, out: Path, bars: int, skip: int = 0) -> tuple[float, int]:
+    """The song's melody from the downbeat before its first note, alone, as ``out``; (that downbeat's time,
+    the real accompaniment's notes in the ``bars`` bars from ``skip`` bars after it)."""
+    pm = pretty_midi.PrettyMIDI(str(song))
+    beats = np.loadtxt(song.parent / "beat_midi.txt", ndmin=2)
+    downbeats = beats[beats[:, 2] == 1, 0]
+    melody = next(i for i in pm.instruments if i.name.upper() == "MELODY")
+    entry = min(n.start for n in melody.notes)
+    k = int(np.flatnonzero(downbeats <= entry + 0.05).max())
+    start = downbeats[k]
+    first, end = downbeats[min(k + skip, len(downbeats) - 1)], downbeats[min(k + skip + bars, len(downbeats) - 1)]
+    alone = pretty_midi.PrettyMIDI(initial_tempo=float(pm.get_tempo_changes()[1][0]))
+    track = pretty_midi.Instrument(80, name="MELODY")
+    track.notes = [pretty_midi.Note(n.velocity, n.pitch, n.start - start, n.end - start)
+                   for n in melody.notes if n.start >= start]
+    alone.instruments.append(track)
+    alone.time_signature_changes = [pretty_midi.TimeSignature(4, 4, 0)]
+    alone.write(str(out))
+    real = sum(first <= n.start < end for i in pm.instruments if i.name.upper() != "MELODY" for n in i.notes)
+    return float(start), real
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("data", type=Path, help="a prepared pop folder (its SPLIT.files.txt names the songs)")
+    p.add_argument("--split", default="validation")
+    p.add_argument("--songs", type=int, default=16)
+    p.add_argument("--bars", type=int, default=8)
+    p.add_argument("--first", type=int, default=1, help="the first bar accompanied (the melody alone before it)")
+    p.add_argument("--pop909", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/pop/POP909")
+    args = p.parse_args(argv)
+    names = [line.strip().strip('"') for line in (args.data / f"{args.split}.files.txt").read_text().splitlines()]
+    work = Path(tempfile.mkdtemp())
+    filler = Filler(Continuer(workdir=work / "app"))
+    rows = []
+    for name in names[: args.songs]:
+        song = args.pop909 / name
+        cut, real = melody_from_entry(song, work / f"{song.stem}.mid", args.bars, args.first - 1)
+        harmony = Harmony.read(song.parent / "chord_midi.txt", song.parent / "beat_midi.txt")
+        take, message = task_request(lambda s=song: filler.accompany(work / f"{s.stem}.mid", first=args.first,
+                                                                    last=args.first + args.bars - 1), "accompany")
+        if take is None:
+            print(f"{name}: {message}")
+            continue
+        notes = [n for i in pretty_midi.PrettyMIDI(str(take.midi)).instruments if i.name != "MELODY" for n in i.notes]
+        onsets, pitches = np.array([n.start + cut for n in notes]), np.array([n.pitch for n in notes])
+        share, _ = harmony.chord_tone_share(onsets, pitches)
+        rows.append((len(notes) / max(real, 1), share))
+    ratio, share = np.array(rows).T
+    print(f"bars {args.first}-{args.first + args.bars - 1}, {len(rows)} songs: accompaniment notes / the real's: "
+          f"median {np.median(ratio):.2f}, songs under 0.5x {np.mean(ratio < 0.5):.2f}; strong-beat notes on chord "
+          f"tones "
+          f"{np.nanmean(share):.3f}")
+
+
+if __name__ == "__main__":
+    main()
