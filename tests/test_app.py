@@ -344,21 +344,22 @@ def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client
     assert Path(alone[5]["value"]).read_bytes() != Path(guided[5]["value"]).read_bytes()  # same seed, other music
 
 
-def clear_seed_in_page(page, tries: int = 3) -> None:
-    """Clear the seed box until its file input shows. The page opens with the shipped motif in the box, so
+def clear_box(page, box: str = "seed-file", tries: int = 3) -> None:
+    """Clear the file box ``#box`` until its file input shows. The page opens with the shipped motif in each song
+    box (the Continue tab's seed, the Infill tab's song, the Accompany tab's melody), so
     first wait for that file and its Clear button: before the page has rendered its value, an empty box with
     an input can show for a moment, and the motif then replaces it (a fresh-clone CI run saw the input go
     and waited 120 s for it). A click that lands before the page has wired its handlers does nothing, so the
     click is repeated while the Clear button is still there."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    clear = page.locator("#seed-file button[aria-label=Clear]")
+    clear = page.locator(f"#{box} button[aria-label=Clear]")
     clear.wait_for()
     for attempt in range(tries):
         if clear.count():
             clear.click()
         try:
-            page.locator("#seed-file input[type=file]").wait_for(state="attached", timeout=30_000)
+            page.locator(f"#{box} input[type=file]").wait_for(state="attached", timeout=30_000)
             return
         except PlaywrightTimeout:
             if attempt == tries - 1:
@@ -422,7 +423,7 @@ def test_browser_upload_continue_listen_download(server, tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
             page.set_default_timeout(120_000)  # generous for a loaded machine; each step takes seconds
             page.goto(server)
-            clear_seed_in_page(page)
+            clear_box(page)
             upload_in_page(page, seed)
             page.wait_for_function("() => document.querySelector('#seed-roll img')?.src.endsWith('_my_seed.png')")
             for label, value in [("Seed seconds", "6"), ("Seconds to add", "4"), ("Samples", "2")]:

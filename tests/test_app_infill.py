@@ -22,7 +22,7 @@ from musictx.io.audio import RELEASE_TAIL_SECONDS, read_wav
 from musictx.tasks.song_bars import read_song
 
 from .metrical_fixtures import band_song
-from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, end_time, serving, upload
+from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, clear_box, end_time, serving, upload
 from .test_infill import SONG, check_outside_unchanged, fixture_grown, notes_of  # noqa: F401  (the fixture)
 from .test_metrical import needs_pop
 
@@ -153,6 +153,7 @@ def test_browser_infill_tab_fill_and_keep(grown_server, tmp_path):
             page.set_default_timeout(120_000)
             page.goto(grown_server[0])
             page.get_by_role("tab", name="Infill").click()
+            clear_box(page, "infill-song")  # the tab opens on the bundled motif
             page.locator("#infill-song input[type=file]").set_input_files(str(song))
             page.wait_for_function("() => document.querySelector('#infill-band img')?.src"
                                    ".endsWith('_my_song_bars.png')")

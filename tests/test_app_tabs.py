@@ -16,7 +16,7 @@ import pytest
 from symusic import Score
 
 from .helpers import SHARED_DATA, needs_shared
-from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, clear_seed_in_page, end_time, serving, upload_to_box
+from .test_app import CHROMIUM, CHROMIUM_ARGS, NO_APP_EXTRA, clear_box, end_time, serving, upload_to_box
 
 POP_SONG = SHARED_DATA / "pop" / "POP909" / "098" / "098.mid"  # 45 s, 3 tracks: the shortest main file
 BACH_PRELUDE = SHARED_DATA / "piano" / "asap" / "Bach" / "Prelude" / "bwv_860" / "ZhangH04M.mid"  # 50 s, pedalled
@@ -93,7 +93,7 @@ def near(page, first: str, second: str, most: float = 250) -> bool:
 def continue_tab(page, path: Path, model: str, folder: Path) -> Path:
     """Continue ``path`` with 2 s added and one sample (the page's fields); the rest at the first state."""
     page.get_by_role("tab", name="Continue").click()
-    clear_seed_in_page(page)
+    clear_box(page)
     upload_to_box(page, "seed-file", path)
     for label, value in [("Seconds to add", "2"), ("Samples", "1")]:
         box = page.locator(f"input[aria-label^='number input for {label}']")
@@ -112,6 +112,7 @@ def song_tab(page, tab: str, prefix: str, path: Path, model: str, folder: Path) 
     bars = [page.locator(f"#{prefix}-{end}").locator("input, textarea").input_value() for end in ("from", "to")]
     assert bars == (["5", "8"] if prefix == "infill" else ["", ""])  # the first state; Accompany's: empty, not 0
     box = "infill-song" if prefix == "infill" else "accompany-melody"
+    clear_box(page, box)  # the tab opens on the bundled motif
     upload_to_box(page, box, path)
     page.locator(f"#{prefix}-go").click()
     status = finished(page, f"{prefix}-status")
@@ -160,12 +161,23 @@ def test_browser_every_tab_with_the_other_files(app, browser_uploads, tmp_path):
 
 
 @needs_chromium
-def test_sigterm_with_a_page_open_stops_the_app_and_its_page(tmp_path):
-    """An open page keeps a heartbeat connection; the app closes the page first and stops (Gradio's own wait
-    closed only the server, which then waited 5 s for that connection), then removes its work folder."""
+def test_every_tab_works_from_its_first_click_and_sigterm_stops_the_app(tmp_path):
+    """A fresh page, nothing chosen: each tab opens on the bundled motif (the Infill tab with its roll, bars 5-8
+    shaded) and its button writes a take. Then SIGTERM with the page open: the app closes the page's heartbeat
+    connection first and stops (Gradio's own wait closed only the server, which then waited 5 s for it) and
+    removes its work folder."""
     pytest.importorskip("gradio", reason=NO_APP_EXTRA)
-    with serving(tmp_path, "--model", "piano") as (url, proc), browser_page(url) as page:
-        page.get_by_role("tab", name="Continue").wait_for()
+    with serving(tmp_path) as (url, proc), browser_page(url) as page:
+        page.get_by_role("tab", name="Infill").click()
+        page.wait_for_function("() => document.querySelector('#infill-band img')?.src.endsWith('_motif_bars.png')")
+        page.locator("#infill-go").click()
+        status = finished(page, "infill-status")
+        assert status.startswith("Done") and "Model pop_infill:" in status, status
+        assert page.locator("#infill-title").inner_text().startswith("motif_fill_00: bars 5-8")
+        page.get_by_role("tab", name="Accompany").click()
+        page.locator("#accompany-go").click()
+        assert finished(page, "accompany-status").startswith("Done")
+        assert page.locator("#accompany-title").inner_text().startswith("motif_acc_00: BRIDGE, PIANO written for")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     log = (tmp_path / "server.log").read_text()

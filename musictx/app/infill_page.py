@@ -9,6 +9,7 @@ seed, beats per bar),
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gradio as gr
@@ -109,29 +110,40 @@ def _band(filler: Filler, path, first, last, beats=None):
     return (None, message) if png is None else (str(png), "The shaded bars are the ones to write.")
 
 
-def infill_tabs(cont: Continuer, seed_file, takes: gr.State, history: gr.File) -> None:
-    """The two tabs; each says in one line when a model pinned with --model cannot do its task."""
+def infill_tabs(cont: Continuer, seed_file, takes: gr.State, history: gr.File) -> Callable[[gr.Blocks], None]:
+    """The two tabs, each opening on the bundled motif so that its first click works (the Continue tab's does);
+    each says in one line when a model pinned with --model cannot do its task. Returns what the page calls on
+    itself: its load draws the Infill tab's roll of the motif (drawing needs the model, loaded on first use)."""
     filler = Filler(cont)
     with gr.Tab("Infill", elem_id="tab-infill"):
         song, first, last, tracks, repeats, beats, seed, roll, note, status, view, buttons = _infill_column(
             filler, seed_file)
         _wire("infill", filler, [song, first, last, tracks, repeats, seed, beats], view, status, seed, takes,
               history, buttons)
+
+        def band(p, a, b, m):
+            return _band(filler, p, a, b, m)
         for box in (song, first, last, beats):
-            box.change(lambda p, a, b, m: _band(filler, p, a, b, m), inputs=[song, first, last, beats],
-                       outputs=[roll, note], api_name="infill_band" if box is song else False,
-                       concurrency_id="preview")
+            box.change(band, inputs=[song, first, last, beats], outputs=[roll, note],
+                       api_name="infill_band" if box is song else False, concurrency_id="preview")
     with gr.Tab("Accompany", elem_id="tab-accompany"):
         melody, roles, a_first, a_last, chords, a_beats, a_seed, a_status, a_view, a_buttons = _accompany_column(
             filler)
         _wire("accompany", filler, [melody, roles, a_first, a_last, chords, a_seed, a_beats], a_view, a_status,
               a_seed, takes, history, a_buttons)
 
+    def on_load(page: gr.Blocks) -> None:
+        if filler.problem is None:
+            page.load(band, inputs=[song, first, last, beats], outputs=[roll, note], api_name=False,
+                      concurrency_id="preview")
+    return on_load
+
 
 def _infill_column(filler: Filler, seed_file):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
-            song = gr.File(label="Song MIDI", file_types=[".mid", ".midi"], elem_id="infill-song")
+            song = gr.File(value=str(filler.cont.motif), label="Song MIDI", file_types=[".mid", ".midi"],
+                           elem_id="infill-song")
             use_seed = gr.Button("Use the Continue tab's seed", size="sm")
             first, last = _bar_boxes("infill", 5, 8)
             tracks = gr.Textbox(label="Tracks to rewrite (names, comma-separated; empty: every track)")
@@ -140,8 +152,9 @@ def _infill_column(filler: Filler, seed_file):
             beats = _beats_box("infill")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("infill", "Fill")
-            status = gr.Markdown(filler.problem or "Pick a song and a bar range, then press **Fill** (empty bar "
-                                 "boxes: from the first bar, or to the last).", elem_id="infill-status", min_height=60)
+            status = gr.Markdown(filler.problem or "The bundled motif is loaded: press **Fill** to write its bars "
+                                 "5-8 anew, or upload a song and pick a bar range (empty bar boxes: from the first "
+                                 "bar, or to the last).", elem_id="infill-status", min_height=60)
         with gr.Column(scale=2):
             roll = gr.Image(type="filepath", interactive=False, label="The song", elem_id="infill-band")
             note = gr.Markdown()
@@ -153,8 +166,8 @@ def _infill_column(filler: Filler, seed_file):
 def _accompany_column(filler: Filler):
     with gr.Row():
         with gr.Column(scale=1, min_width=320):
-            melody = gr.File(label="Melody MIDI (one or two tracks)", file_types=[".mid", ".midi"],
-                             elem_id="accompany-melody")
+            melody = gr.File(value=str(filler.cont.motif), label="Melody MIDI (one or two tracks)",
+                             file_types=[".mid", ".midi"], elem_id="accompany-melody")
             roles = gr.CheckboxGroup(["BRIDGE", "PIANO"], value=[], label="Tracks to write (none ticked: those "
                                      "the file lacks)")
             first, last = _bar_boxes("accompany", None, None)
@@ -163,8 +176,9 @@ def _accompany_column(filler: Filler):
             beats = _beats_box("accompany")
             seed = gr.Number(value=0, precision=0, label="Random seed")
             buttons = _buttons("accompany", "Write")
-            status = gr.Markdown(filler.accompany_problem or "Upload a melody and press **Write** (empty bar boxes: "
-                                 "the whole piece).", elem_id="accompany-status", min_height=60)
+            status = gr.Markdown(filler.accompany_problem or "The bundled motif is loaded as the melody: press "
+                                 "**Write**, or upload a melody (empty bar boxes: the whole piece).",
+                                 elem_id="accompany-status", min_height=60)
         with gr.Column(scale=2):
             view = _take_view("accompany")
     return melody, roles, first, last, chords, beats, seed, status, view, buttons

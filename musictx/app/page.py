@@ -184,7 +184,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
                 seed_file, use_motif, preview, preview_note, controls, go, status = _seed_column(cont)
                 slots, history = _results_column()
             arcs = _arcs_panel(cont, shown)
-        infill_tabs(cont, seed_file, takes, history)
+        on_load = infill_tabs(cont, seed_file, takes, history)
         outputs = [status, shown, seed_file] + [c for s in slots for c in s.outputs] + [takes, history]
         _wire_continue(cont, outputs, go, slots, controls, takes, shown, seed_file, status)
         seed_file.change(lambda path: _preview(cont, path), inputs=seed_file, outputs=[preview, preview_note],
@@ -193,6 +193,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         use_motif.click(lambda: str(cont.motif), outputs=seed_file, api_name="use_motif", queue=False)
         if arcs is not None:
             arcs.clear_on(go)
+        on_load(page)
     return page.queue(default_concurrency_limit=1, max_size=max_queue)
 
 
