@@ -24,10 +24,12 @@ from musictx.app.infill_tab import Filler
 from musictx.app.messages import task_request
 from musictx.evaluation.chords import Harmony
 
+ROLES = ("BRIDGE", "PIANO")
 
-def melody_from_entry(song: Path, out: Path, bars: int, skip: int = 0) -> tuple[float, int]:
+
+def melody_from_entry(song: Path, out: Path, bars: int, skip: int = 0) -> tuple[float, dict[str, int]]:
     """The song's melody from the downbeat before its first note, alone, as ``out``; (that downbeat's time,
-    the real accompaniment's notes in the ``bars`` bars from ``skip`` bars after it)."""
+    the real BRIDGE's and PIANO's notes in the ``bars`` bars from ``skip`` bars after it)."""
     pm = pretty_midi.PrettyMIDI(str(song))
     beats = np.loadtxt(song.parent / "beat_midi.txt", ndmin=2)
     downbeats = beats[beats[:, 2] == 1, 0]
@@ -43,7 +45,8 @@ def melody_from_entry(song: Path, out: Path, bars: int, skip: int = 0) -> tuple[
     alone.instruments.append(track)
     alone.time_signature_changes = [pretty_midi.TimeSignature(4, 4, 0)]
     alone.write(str(out))
-    real = sum(first <= n.start < end for i in pm.instruments if i.name.upper() != "MELODY" for n in i.notes)
+    real = {r: sum(first <= n.start < end for i in pm.instruments if i.name.upper() == r for n in i.notes)
+            for r in ROLES}
     return float(start), real
 
 
@@ -54,11 +57,17 @@ def main(argv=None) -> None:
     p.add_argument("--songs", type=int, default=16)
     p.add_argument("--bars", type=int, default=8)
     p.add_argument("--first", type=int, default=1, help="the first bar accompanied (the melody alone before it)")
+    p.add_argument("--hook", action="append", default=[], metavar="NAME.FIELD=VALUE",
+                   help="a hook's option other than its default, e.g. counter_rest.strength=2 (repeatable)")
     p.add_argument("--pop909", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/pop/POP909")
     args = p.parse_args(argv)
     names = [line.strip().strip('"') for line in (args.data / f"{args.split}.files.txt").read_text().splitlines()]
     work = Path(tempfile.mkdtemp())
-    filler = Filler(Continuer(workdir=work / "app"))
+    cont = Continuer(workdir=work / "app")
+    for item in args.hook:
+        (name, field), value = item.split("=")[0].split("."), float(item.split("=")[1])
+        cont.base = cont.base.with_hook(name, **{field: value})
+    filler = Filler(cont)
     rows = []
     for name in names[: args.songs]:
         song = args.pop909 / name
@@ -69,15 +78,18 @@ def main(argv=None) -> None:
         if take is None:
             print(f"{name}: {message}")
             continue
-        notes = [n for i in pretty_midi.PrettyMIDI(str(take.midi)).instruments if i.name != "MELODY" for n in i.notes]
+        tracks = {i.name: i.notes for i in pretty_midi.PrettyMIDI(str(take.midi)).instruments}
+        notes = [n for r in ROLES for n in tracks.get(r, [])]
         onsets, pitches = np.array([n.start + cut for n in notes]), np.array([n.pitch for n in notes])
         share, _ = harmony.chord_tone_share(onsets, pitches)
-        rows.append((len(notes) / max(real, 1), share))
-    ratio, share = np.array(rows).T
+        rows.append((len(notes) / max(sum(real.values()), 1), share,
+                     *(len(tracks.get(r, [])) / max(real[r], 1) for r in ROLES)))
+    ratio, share, *by_role = np.array(rows).T
     print(f"bars {args.first}-{args.first + args.bars - 1}, {len(rows)} songs: accompaniment notes / the real's: "
           f"median {np.median(ratio):.2f}, songs under 0.5x {np.mean(ratio < 0.5):.2f}; strong-beat notes on chord "
           f"tones "
-          f"{np.nanmean(share):.3f}")
+          f"{np.nanmean(share):.3f}; by track, median: "
+          + ", ".join(f"{r} {np.median(x):.2f}" for r, x in zip(ROLES, by_role, strict=True)))
 
 
 if __name__ == "__main__":
