@@ -68,7 +68,7 @@ def main(argv=None) -> None:
         (name, field), value = item.split("=")[0].split("."), float(item.split("=")[1])
         cont.base = cont.base.with_hook(name, **{field: value})
     filler = Filler(cont)
-    rows = []
+    rows, under, written, real_bridge = [], 0, 0, 0
     for name in names[: args.songs]:
         song = args.pop909 / name
         cut, real = melody_from_entry(song, work / f"{song.stem}.mid", args.bars, args.first - 1)
@@ -84,12 +84,19 @@ def main(argv=None) -> None:
         share, _ = harmony.chord_tone_share(onsets, pitches)
         rows.append((len(notes) / max(sum(real.values()), 1), share,
                      *(len(tracks.get(r, [])) / max(real[r], 1) for r in ROLES)))
+        melody = tracks["MELODY"]
+        bridge = [n.start for n in tracks.get("BRIDGE", [])]
+        under += sum(any(m.start <= t < m.end for m in melody) for t in bridge)
+        written += len(bridge)
+        real_bridge += real["BRIDGE"]
     ratio, share, *by_role = np.array(rows).T
     print(f"bars {args.first}-{args.first + args.bars - 1}, {len(rows)} songs: accompaniment notes / the real's: "
           f"median {np.median(ratio):.2f}, songs under 0.5x {np.mean(ratio < 0.5):.2f}; strong-beat notes on chord "
           f"tones "
           f"{np.nanmean(share):.3f}; by track, median: "
-          + ", ".join(f"{r} {np.median(x):.2f}" for r, x in zip(ROLES, by_role, strict=True)))
+          + ", ".join(f"{r} {np.median(x):.2f}" for r, x in zip(ROLES, by_role, strict=True))
+          + f"; BRIDGE notes {written} (real {real_bridge}), {under / max(written, 1):.2f} of them struck while a "
+          "melody note sounds (POP909's train split: 0.41)")
 
 
 if __name__ == "__main__":
