@@ -50,6 +50,18 @@ def melody_from_entry(song: Path, out: Path, bars: int, skip: int = 0) -> tuple[
     return float(start), real
 
 
+def summary(args: argparse.Namespace, rows: list[tuple], written: int, under: int, real_bridge: int) -> str:
+    """One line: the written notes against the real's (all, and by track), the chord tones, and where BRIDGE
+    strikes."""
+    ratio, share, *by_role = np.array(rows).T
+    by_track = ", ".join(f"{r} {np.median(x):.2f}" for r, x in zip(ROLES, by_role, strict=True))
+    return (f"bars {args.first}-{args.first + args.bars - 1}, {len(rows)} songs: accompaniment notes / the real's: "
+            f"median {np.median(ratio):.2f}, songs under 0.5x {np.mean(ratio < 0.5):.2f}; strong-beat notes on chord "
+            f"tones {np.nanmean(share):.3f}; by track, median: {by_track}; BRIDGE notes {written} "
+            f"(real {real_bridge}), {under / max(written, 1):.2f} of them struck while a melody note sounds "
+            "(POP909's train split: 0.41)")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", type=Path, help="a prepared pop folder (its SPLIT.files.txt names the songs)")
@@ -89,15 +101,7 @@ def main(argv=None) -> None:
         under += sum(any(m.start <= t < m.end for m in melody) for t in bridge)
         written += len(bridge)
         real_bridge += real["BRIDGE"]
-    ratio, share, *by_role = np.array(rows).T
-    print(f"bars {args.first}-{args.first + args.bars - 1}, {len(rows)} songs: accompaniment notes / the real's: "
-          f"median {np.median(ratio):.2f}, songs under 0.5x {np.mean(ratio < 0.5):.2f}; strong-beat notes on chord "
-          f"tones "
-          f"{np.nanmean(share):.3f}; by track, median: "
-          + ", ".join(f"{r} {np.median(x):.2f}" for r, x in zip(ROLES, by_role, strict=True))
-          + f"; BRIDGE notes {written} (real {real_bridge}), {under / max(written, 1):.2f} of them struck while a "
-          "melody note sounds (POP909's train split: 0.41)")
-
+    print(summary(args, rows, written, under, real_bridge))
 
 if __name__ == "__main__":
     main()

@@ -139,6 +139,7 @@ def beyond_melody(tok, ids: np.ndarray) -> bool:
     others = tok.ids_of_type("Program")
     return bool(np.isin(ids, others[others != tok.vocab[f"Program_{ROLE_PROGRAMS['MELODY']}"]]).any())
 
+
 class Accompaniment:
     """What the accompaniment's hooks read of the song (`musictx.decoding.hooks.given_notes`, the repeat echo):
     the given tracks over bars s..e-1, and the harmony, repeats and rests found in them, each worked out once
