@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pretty_midi
+import yaml
 
 from musictx.app.core import Continuer
 from musictx.app.infill_tab import Filler
@@ -77,7 +78,7 @@ def main(argv=None) -> None:
     work = Path(tempfile.mkdtemp())
     cont = Continuer(workdir=work / "app")
     for item in args.hook:
-        (name, field), value = item.split("=")[0].split("."), float(item.split("=")[1])
+        (name, field), value = item.split("=")[0].split("."), yaml.safe_load(item.split("=", 1)[1])
         cont.base = cont.base.with_hook(name, **{field: value})
     filler = Filler(cont)
     rows, under, written, real_bridge = [], 0, 0, 0

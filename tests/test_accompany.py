@@ -21,7 +21,9 @@ from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks.accompany import (
+    Accompaniment,
     accompany_song,
+    accompany_songs,
     bar_positions,
     given_harmony,
     given_sounding,
@@ -299,3 +301,52 @@ def test_a_tune_from_its_first_bar_is_accompanied_in_every_bar(pop, tmp_path):
     assert len(notes) >= 3 * song.n_bars, len(notes)
     band = melody_song(tok, band_song(tmp_path / "band.mid", bars=6, bpm=96, beats_per_bar=4, seed=2))
     assert len(led_prompt(net, tok, band, ["BRIDGE"], 2, 6, SamplingOptions()).ids[0]) > band.end_of(2)
+
+
+@needs_pop
+def test_an_accompaniments_piano_plays_as_busily_as_pop909s_under_a_melody_this_busy(pop, tmp_path):
+    """The density lean's typical PIANO (`Accompaniment.typical_density`): in bars where the model's own habit is
+    too busy (066: 1.27x) or too sparse (548: 0.55x) it comes within 15% of POP909's piano for the melody."""
+    net, tok = pop
+    for name, s in (("066", 11), ("548", 10)):
+        song = melody_song(tok, melody_alone(POP / name / f"{name}.mid", tmp_path / f"{name}.mid"))
+        target = Accompaniment(tok, song, {MELODY}, {ROLE_PROGRAMS["PIANO"]}, s, s + 8, None).typical_density()
+        got = {}
+        for typical in (True, False):
+            opts = SamplingOptions(seed=0, hooks={"density": {"typical": typical}})
+            out, _ = accompany_song(net, tok, song, ["PIANO"], s, s + 8, opts)
+            a, z = song.lines[s], song.lines[s + 8]
+            got[typical] = sum(a <= n.time < z for t in out.tracks if t.name != "MELODY" for n in t.notes) / 8
+        piano = target[ROLE_PROGRAMS["PIANO"]]
+        assert abs(got[True] / piano - 1) < 0.15 < abs(got[False] / piano - 1), (name, piano, got)
+
+
+def test_the_typical_piano_follows_the_melodys_notes_and_leaves_a_given_piano_alone(pop, tmp_path):
+    """Half the melody's notes: 2^-0.505 (0.70x) the piano's (the fit's slope); a piano given, or a melody of
+    under 8 notes in the bars, asks nothing."""
+    _, tok = pop
+    full = motif_melody(tmp_path / "full.mid")
+    score = Score(str(full))
+    score.tracks[0].notes = score.tracks[0].notes[::2]
+    score.dump_midi(str(tmp_path / "half.mid"))
+    piano, bridge = ROLE_PROGRAMS["PIANO"], ROLE_PROGRAMS["BRIDGE"]
+    typical = {}
+    for name in ("full", "half"):
+        song = melody_song(tok, tmp_path / f"{name}.mid")
+        typical[name] = Accompaniment(tok, song, {MELODY}, {piano, bridge}, 0, song.n_bars, None).typical_density()
+        assert list(typical[name]) == [piano]  # BRIDGE is left to the model and the counter rest
+        assert Accompaniment(tok, song, {MELODY, piano}, {bridge}, 0, song.n_bars, None).typical_density() == {}
+        assert Accompaniment(tok, song, {MELODY}, {piano}, 0, 1, None).typical_density() == {}  # 1 bar: too few
+    assert typical["half"][piano] / typical["full"][piano] == pytest.approx(0.70, abs=0.05)
+
+
+def test_the_bundled_motif_gets_a_piano_in_every_sample(pop):
+    """The motif is one track, bass and all, read as the melody; 1 sample in 4-6 wrote under 10 notes in its 8
+    bars (6 samples of seed 0: PIANO 244, 75, none, 126, 147, 247) until the typical PIANO (117-121)."""
+    net, tok = pop
+    song = melody_song(tok, BUNDLED_MOTIF)
+    takes = accompany_songs(net, tok, song, ["BRIDGE", "PIANO"], 0, song.n_bars, SamplingOptions(seed=0), samples=6)
+    target = Accompaniment(tok, song, {MELODY}, {ROLE_PROGRAMS["PIANO"]}, 0, song.n_bars, None).typical_density()
+    per_bar = [sum(len(t.notes) for t in score.tracks if t.name == "PIANO") / song.n_bars
+               for score, _ in takes]
+    assert all(abs(n / target[ROLE_PROGRAMS["PIANO"]] - 1) < 0.25 for n in per_bar), (per_bar, target)

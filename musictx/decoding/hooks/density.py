@@ -13,10 +13,11 @@ integral, so what a piece holds over its bars comes out near what was asked what
 - before a Duration of an asked track, a track ahead holds its note longer, so a sparse part still sounds.
 
 Which notes, and where in the bar, stay the model's choice; null leaves a track to the model. Measured asked
-against got: docs/generation.md ("Controls a musician expects"). A hook of `musictx.decoding.sampling.generate`
-for REMI ids with programs (the pop models), for a continuation, after the grammar guard: an id it forbade
-stays forbidden (its chance is 0, whatever it is scaled by).
-"""
+against got: docs/generation.md ("Controls a musician expects"). In an accompaniment the PIANO, where not asked,
+is asked for as many notes as POP909's piano plays under a melody this busy (``typical``;
+`musictx.tasks.accompany.Accompaniment.typical_density`). A hook of `musictx.decoding.sampling.generate` for REMI
+ids with programs (the pop models), after the grammar guard: an id it forbade stays forbidden (its chance is 0,
+whatever it is scaled by)."""
 
 from __future__ import annotations
 
@@ -163,23 +164,29 @@ class DensityOptions:
     piano: float | None = option(None, _ASK.format("PIANO"), above=0)
     strength: float = option(3.0, "logits per bar's worth of notes a track is behind (or ahead of) what was asked",
                              low=0, off="0")
+    typical: bool = option(True, "an accompaniment's PIANO, where not asked, plays as many notes as POP909's piano "
+                                 "under a melody this busy (docs/infill.md); false: as the model writes it")
 
 
 def asked(o: DensityOptions) -> dict[int, float]:
     """{internal program: notes per bar} of the tracks asked."""
     return {ROLE_PROGRAMS[f.name.upper()]: float(getattr(o, f.name)) for f in fields(o)
-            if f.name != "strength" and getattr(o, f.name) is not None}
+            if f.name.upper() in ROLE_PROGRAMS and getattr(o, f.name) is not None}
 
 
 def _make(inputs: HookInputs, o: DensityOptions) -> Density | None:
-    targets = {p: n for p, n in asked(o).items() if p in inputs.programs}
+    targets, acc = asked(o), inputs.accompaniment
+    if acc is not None:  # an accompaniment: the given tracks are not the sampler's; the typical PIANO unless asked
+        targets = {**(acc.typical_density() if o.typical else {}), **targets}
+        targets = {p: n for p, n in targets.items() if p not in acc.given}
+    targets = {p: n for p, n in targets.items() if p in inputs.programs}
     if not o.strength or not targets:
         return None
     return Density(inputs.tokenizer, targets, o.strength, cursor=shared_cursor(inputs))
 
 
-SPEC = HookSpec("density", DensityOptions, ("remi",), ("continue",), _make,
-                "notes per bar asked per track (MELODY, BRIDGE, PIANO) of a pop continuation; off unless asked")
+SPEC = HookSpec("density", DensityOptions, ("remi",), ("continue", "accompany"), _make,
+                "notes per bar asked per track (MELODY, BRIDGE, PIANO); an accompaniment's PIANO as busy as POP909's")
 
 
 def parse_density(text: str | None) -> dict[str, float]:
