@@ -58,6 +58,9 @@ class Continued:
     samples: list[Span]  # seed + continuation of each sample
     new_ids: list[np.ndarray] | None = None  # metrical models: the new ids (memorization)
     real_new_ids: np.ndarray | None = None  # metrical models: the real continuation's ids, same bars
+    # metrical models: the song from the seed on as the tokenizer writes it (the seed, the real bars after it and as
+    # many again), on the samples' clock: every onset and end on its grid, as the model writes them
+    written: Span | None = None
 
 
 def span_of_score(score, offset: float) -> Span:
@@ -82,7 +85,8 @@ def continue_metrical(net, tok, path: Path, opts: dict, sampling: SamplingOption
     pieces = sample_bars(net, tok, seed, sampling, num_samples=opts["num_samples"], bars=bars, chords=chords)
     spans = [span_of_score(continuation_score(tok, seed, ids), seed.origin_seconds) for ids in pieces]
     real = seed.bars_after(tok.bar_id, bars)  # the song's ids as the seed's were made (a chord model: its chords)
-    return Continued(seed.origin_seconds, seed.origin_seconds + seed.seconds, spans, pieces, real)
+    written = span_of_score(continuation_score(tok, seed, seed.bars_after(tok.bar_id, 2 * bars)), seed.origin_seconds)
+    return Continued(seed.origin_seconds, seed.origin_seconds + seed.seconds, spans, pieces, real, written)
 
 
 def continue_performance(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -> Continued:

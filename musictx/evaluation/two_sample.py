@@ -141,6 +141,15 @@ def format_two_sample(result: dict) -> str:
             c = block["real_vs_real"]["classifiers"][name]["auc"] if block.get("real_vs_real") else float("nan")
             lines.append(f"| {label} | {name} | {m['auc']:.3f} | {m.get('null_mean', float('nan')):.3f} | "
                          f"{m.get('null_p95', float('nan')):.3f} | {c:.3f} |")
+    if "as_is" in result:  # a metrical model: the song as it is, beside the song as its tokenizer writes it
+        for name in CLASSIFIERS:
+            block = result["as_is"]
+            m, c = (block[k]["classifiers"][name]["auc"] for k in ("generated_vs_real", "real_vs_real"))
+            lines.append(f"| the song as it is, not through the tokenizer | {name} | {m:.3f} | - | - | {c:.3f} |")
+        for name in CLASSIFIERS:
+            w = result["as_is"]["written_vs_as_is"]["classifiers"][name]["auc"]
+            lines.append(f"| the song through the tokenizer vs as it is (the grid alone) | {name} | {w:.3f} | - | - "
+                         "| - |")
     control_auc = (control or {}).get("feature_auc", {})
     lines += ["", "| feature (top tells) | AUC alone | generated mean | real mean | real-vs-real AUC alone |",
               "|---|---|---|---|---|"]

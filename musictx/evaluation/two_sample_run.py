@@ -6,6 +6,12 @@ the model continues a seed of ``seed_seconds`` from ``seed_from`` (as the contin
 described by `musictx.evaluation.listen_features.excerpt_features`, the same call for each: the generated
 continuation, the real next ``length_seconds`` and, as the control, the real ``length_seconds`` after those.
 `musictx.evaluation.two_sample` then tests generated against real (with its null) and real against real.
+
+For a metrical model the real music is the song as its tokenizer writes it (its ids decoded: every onset and end on
+the grid), as the velocities are put on the tokenizer's levels: the model can write nothing finer, and the song's
+own legato (a melody note held 20-40 ms into the next) reads as two notes at once at every such onset. The song as
+it is is tested beside it, with the tokenizer's writing against it: what the grid alone costs
+(docs/two-sample-2026-11.md, "The song as the tokenizer writes it").
 """
 
 from __future__ import annotations
@@ -104,12 +110,23 @@ def song_excerpts(net, tok, path: Path, opts: dict, sampling: SamplingOptions) -
     t0 = cont.seed_end
     if pm.get_end_time() < t0 + 2 * length:
         return None
-    real, song = real_music(pm, tok), SongContext.read(path, pm)  # a piano's with its pedal, as the model plays
-    real.velocity = on_velocity_grid(tok, real.velocity)
-    real = on_time_grid(tok, real, cont.seed_start)
-    seed = real.window(cont.seed_start, t0)
-    return {"song": str(path), "seed_start": cont.seed_start, "seed_end": t0,
-            "generated": excerpt_features(cont.samples[0], t0, t0 + length, song, seed),
+    as_is, song = real_music(pm, tok), SongContext.read(path, pm)  # a piano's with its pedal, as the model plays
+    as_is.velocity = on_velocity_grid(tok, as_is.velocity)
+    as_is = on_time_grid(tok, as_is, cont.seed_start)
+    real = as_is if cont.written is None else cont.written
+    row = {"song": str(path), "seed_start": cont.seed_start, "seed_end": t0,
+           **excerpts(cont.samples[0], real, cont.seed_start, t0, length, song)}
+    if cont.written is not None:  # beside it, the song as it is: what the tokenizer's grid alone costs
+        row["as_is"] = excerpts(cont.samples[0], as_is, cont.seed_start, t0, length, song)
+        row["as_is"]["written"] = row["real"]
+    return row
+
+
+def excerpts(generated: Span, real: Span, seed_start: float, t0: float, length: float, song: SongContext) -> dict:
+    """The features of the generated continuation, the real next ``length`` s and the ``length`` s after, the
+    real music's seed before ``t0`` the structure features' reference."""
+    seed = real.window(seed_start, t0)
+    return {"generated": excerpt_features(generated, t0, t0 + length, song, seed),
             "real": excerpt_features(real, t0, t0 + length, song, seed),
             "real_after": excerpt_features(real, t0 + length, t0 + 2 * length, song, seed)}
 
@@ -140,15 +157,21 @@ def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> d
     result = {**_tests(rows, headline, settings), "features": headline}
     if len(headline) < len(names):  # the annotated-chord features too: reported, no longer the headline
         result["with_annotated_chords"] = {**_tests(rows, names, settings), "features": names}
+    if "as_is" in rows[0]:  # a metrical model: the headline's real music is the song as its tokenizer writes it
+        as_is = [r["as_is"] for r in rows]
+        result["as_is"] = {**_tests(as_is, headline, settings), "features": headline,
+                           "written_vs_as_is": _pair(as_is, "written", "real", headline, settings)}
     return {**result, "settings": dict(opts), "songs": rows, "skipped": skipped, "skipped_reasons": bad,
             "seconds": {"generate_and_describe": generated_s, "test": time.perf_counter() - t_start - generated_s}}
 
 
 def _tests(rows: list[dict], names: list[str], settings) -> dict:
     """The model against the real next seconds (with its null), and the real against the seconds after them."""
-    matrix = {side: np.array([[r[side][n] for n in names] for r in rows], dtype=float)
-              for side in ("generated", "real", "real_after")}
-    groups = np.arange(len(rows))
-    return {"generated_vs_real": two_sample_test(matrix["generated"], matrix["real"], groups, names, settings),
-            "real_vs_real": two_sample_test(matrix["real_after"], matrix["real"], groups, names, settings,
-                                            with_null=False)}
+    return {"generated_vs_real": _pair(rows, "generated", "real", names, settings, with_null=True),
+            "real_vs_real": _pair(rows, "real_after", "real", names, settings)}
+
+
+def _pair(rows: list[dict], a: str, b: str, names: list[str], settings, with_null: bool = False) -> dict:
+    """Excerpts ``a`` of every song against its excerpts ``b`` (`two_sample_test`, folds grouped by song)."""
+    matrix = {side: np.array([[r[side][n] for n in names] for r in rows], dtype=float) for side in (a, b)}
+    return two_sample_test(matrix[a], matrix[b], np.arange(len(rows)), names, settings, with_null=with_null)
