@@ -9,7 +9,7 @@ continuation, the real next ``length_seconds`` and, as the control, the real ``l
 
 For a metrical model the real music is the song as its tokenizer writes it (its ids decoded: every onset and end on
 the grid), as the velocities are put on the tokenizer's levels: the model can write nothing finer, and the song's
-own legato (a melody note held 20-40 ms into the next) reads as two notes at once at every such onset. The song as
+own legato (a melody note held a few tens of ms into the next) reads as two notes at once there. The song as
 it is is tested beside it, with the tokenizer's writing against it: what the grid alone costs
 (docs/two-sample-2026-11.md, "The song as the tokenizer writes it").
 """
