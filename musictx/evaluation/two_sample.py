@@ -142,12 +142,12 @@ def format_two_sample(result: dict) -> str:
             lines.append(f"| {label} | {name} | {m['auc']:.3f} | {m.get('null_mean', float('nan')):.3f} | "
                          f"{m.get('null_p95', float('nan')):.3f} | {c:.3f} |")
     if "as_is" in result:  # a metrical model: the song as it is, beside the song as its tokenizer writes it
+        block = result["as_is"]
         for name in CLASSIFIERS:
-            block = result["as_is"]
             m, c = (block[k]["classifiers"][name]["auc"] for k in ("generated_vs_real", "real_vs_real"))
             lines.append(f"| the song as it is, not through the tokenizer | {name} | {m:.3f} | - | - | {c:.3f} |")
         for name in CLASSIFIERS:
-            w = result["as_is"]["written_vs_as_is"]["classifiers"][name]["auc"]
+            w = block["written_vs_as_is"]["classifiers"][name]["auc"]
             lines.append(f"| the song through the tokenizer vs as it is (the grid alone) | {name} | {w:.3f} | - | - "
                          "| - |")
     control_auc = (control or {}).get("feature_auc", {})

@@ -179,13 +179,13 @@ class Accompaniment:
     def typical_density(self) -> dict[int, float]:
         """{PIANO's program: notes per bar} where PIANO is written: what POP909's piano plays under a melody as busy
         as this one over bars s..e-1 (`TYPICAL_PIANO`); {} where it is given or the melody says too little."""
-        piano, score = ROLE_PROGRAMS["PIANO"], self.song.read.score
-        melody = [t.notes.numpy()["time"] for t in score.tracks if t.program == ROLE_PROGRAMS["MELODY"]]
+        piano = ROLE_PROGRAMS["PIANO"]
+        onsets = given_notes(self.song, {ROLE_PROGRAMS["MELODY"]})["time"]  # (N,) ticks
         a, z = (int(x) for x in self.song.lines[[self.s, self.e]])
-        notes = sum(int(((t >= a) & (t < z)).sum()) for t in melody)
+        notes = int(((onsets >= a) & (onsets < z)).sum())
         if piano not in self.new_programs or notes < TYPICAL_MIN_NOTES:
             return {}
-        quarters = (z - a) / score.ticks_per_quarter
+        quarters = (z - a) / self.song.read.score.ticks_per_quarter
         per_quarter = np.exp(TYPICAL_PIANO[0] + TYPICAL_PIANO[1] * np.log(notes / quarters))
         return {piano: float(per_quarter * quarters / (self.e - self.s))}
 
