@@ -106,8 +106,8 @@ def print_table(names: list[str], rows: list[list[dict]]) -> None:
                   f"the first's tokens/s | {pair[1]['x_real_time'] / pair[0]['x_real_time']:.2f}x the first's |")
     one = next((pair[0] for pair in rows if pair[0]["batch"] == 1), None)
     if one:
-        print(f"\nGoal: >= 20x real time at batch 1 -> {one['x_real_time']:.1f}x "
-              f"({'met' if one['x_real_time'] >= 20 else 'missed'})")
+        print(f"\nGoal (issues 64, 65): >= 5x real time at batch 1 on 1 thread of the slower CPU (Zen 3) -> "
+              f"{one['x_real_time']:.1f}x on this CPU ({'met' if one['x_real_time'] >= 5 else 'missed'} here)")
 
 
 def main(argv=None) -> None:

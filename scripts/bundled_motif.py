@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pretty_midi
 
-from musictx.evaluation.note_span import Span
-from musictx.evaluation.scorecard_metrics import motif_reuse, top_line
+from musictx.listening.note_span import Span
+from musictx.listening.scorecard_metrics import motif_reuse, top_line
 
 
 def figure_share(sample: Path, seed_end: float, seconds: float) -> float:

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pretty_midi
 
-from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.scorecard import real_music
 from musictx.io.token_store import load_tokenizer
+from musictx.listening import scorecard_metrics as sm
 from musictx.tasks import seed_from_midi
 
 PIANO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "piano"

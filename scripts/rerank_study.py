@@ -2,7 +2,7 @@
 two-sample test's gap (issue 65)? A study, outside the package; docs/two-sample-2026-11.md has its figures.
 
 ``gather`` continues each song of a split K times (one batch, the shipped settings, the two-sample test's seed and
-length) and writes every sample's listening features (`musictx.evaluation.listen_features`), the real next 30 s's
+length) and writes every sample's listening features (`musictx.listening.listen_features`), the real next 30 s's
 and the 30 s after (the real-vs-real control) to a JSON file:
 
     python scripts/rerank_study.py gather data/pop --split train --songs 200 --samples 1 --out outputs/rr_train.json
@@ -35,10 +35,10 @@ import yaml
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.decoding import SamplingOptions
-from musictx.evaluation.listen_features import SongContext, excerpt_features
 from musictx.evaluation.scorecard import continue_metrical, real_music
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
 from musictx.evaluation.two_sample_run import ANNOTATED, on_velocity_grid
+from musictx.listening.listen_features import SongContext, excerpt_features
 
 SEED_S, FROM_S, LENGTH_S = 10.0, 25.0, 30.0  # the two-sample test's defaults (evaluate.yaml)
 

@@ -66,7 +66,7 @@ def held_out_pop_continuations(net, tok, sampling_options: dict, songs=(6, 18)):
     out = []
     for k, n in enumerate(songs):
         song = SHARED_DATA / "pop" / "POP909" / f"{n:03d}" / f"{n:03d}.mid"
-        cont = sc.continue_metrical(net, tok, song, opts, SamplingOptions(seed=k, **sampling_options))
+        cont = sc.continue_metrical(net, tok, song, opts, SamplingOptions(seed=k, **{"best_of": 1, **sampling_options}))
         out += [(s.window(cont.seed_start, cont.seed_end), s.window(cont.seed_end, 1e9)) for s in cont.samples]
     return out
 

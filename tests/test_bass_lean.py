@@ -18,9 +18,10 @@ from musictx.checkpoints.model_store import load_model
 from musictx.decoding.errors import GenerateError
 from musictx.decoding.hooks.bass_lean import BassLean, BassLine
 from musictx.decoding.sampling_options import SamplingOptions
-from musictx.evaluation import scorecard_metrics as sm
 from musictx.io.score_io import score_to_pretty_midi
-from musictx.tasks.continue_metrical import continuation_score, sample_bars
+from musictx.listening import scorecard_metrics as sm
+from musictx.tasks.continue_metrical import sample_bars
+from musictx.tasks.metrical_score import continuation_score
 from musictx.tasks.metrical_seeds import metrical_seed
 
 from .helpers import SHARED_DATA, bonused, needs_shared, started_on_bars, step
@@ -114,7 +115,7 @@ def _motif_bass_bars(net, tok, bass_lean: float) -> list[int]:
     """How many of 8 new bars strike a low note on their downbeat when the pop model continues the bundled
     motif (8 bars), for each of 2 samples."""
     seed = metrical_seed(tok, MOTIF)
-    opts = SamplingOptions(seed=7, hooks={"bass_lean": {"strength": bass_lean}})
+    opts = SamplingOptions(seed=7, best_of=1, hooks={"bass_lean": {"strength": bass_lean}})
     rows = sample_bars(net, tok, seed, opts, num_samples=2, bars=8)
     counts = []
     for ids in rows:

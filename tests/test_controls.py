@@ -21,7 +21,8 @@ needs_pop = pytest.mark.skipif(not SONG.is_file(), reason=f"POP909 not found at 
 @needs_pop
 def test_written_tracks_carry_the_asked_programs_and_their_names(tmp_path, capsys):
     record = run(GenerateOptions(seed_midi=str(SONG), seed_seconds=8, length_bars=2, num_samples=1, audio=False,
-                                 programs={"MELODY": "Flute", "bridge": 40, "drums": 1}, output_dir=str(tmp_path)))
+                                 programs={"MELODY": "Flute", "bridge": 40, "drums": 1}, output_dir=str(tmp_path),
+                                 best_of=1))  # the programs, not the choice: BRIDGE plays in this draw
     pm = pretty_midi.PrettyMIDI(str(tmp_path / record["samples"][0]["midi"]))
     assert {i.name: i.program for i in pm.instruments} == {"MELODY": 73, "BRIDGE": 40, "PIANO": 0}
     assert record["samples"][0]["programs"] == {"melody": 73, "bridge": 40}

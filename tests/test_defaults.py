@@ -31,7 +31,7 @@ from .gen_fixtures import tiny_net
 from .test_recall_guidance import guided
 
 # the decoding settings, and the hooks' names given flat (each hook's options live in its own file)
-SAMPLING = {f.name for f in fields(DecodingOptions)} | {spec.name for spec in HOOKS}
+SAMPLING = {f.name for f in fields(DecodingOptions)} | {"best_of"} | {spec.name for spec in HOOKS}
 TOK = EventTokenizer()
 
 

@@ -55,7 +55,7 @@ def test_full_velocity_lets_a_pop_continuation_play_the_soft_notes_the_nucleus_c
 
     softest = {}
     for full in (True, False):
-        record = run(GenerateOptions(seed_midi=str(SONG), seed_seconds=10, seed_from=25, length_bars=BARS,
+        record = run(GenerateOptions(seed_midi=str(SONG), seed_seconds=10, seed_from=25, length_bars=BARS, best_of=1,
                                      num_samples=2, audio=False, include_seed=False, seed=1, progress_every_s=None,
                                      full_velocity=full, output_dir=str(tmp_path / str(full))))
         files = [tmp_path / str(full) / s["midi"] for s in record["samples"]]

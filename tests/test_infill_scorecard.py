@@ -9,8 +9,8 @@ import pytest
 
 from musictx.evaluation.chords import Harmony
 from musictx.evaluation.infill_scorecard import file_span, format_task_scorecard, run_task_scorecard, seam_interval
-from musictx.evaluation.note_span import Span
 from musictx.io.chord_labels import chord_pitch_classes
+from musictx.listening.note_span import Span
 
 from .test_infill import fixture_grown  # noqa: F401  (the module-scoped model fixture)
 from .test_metrical import POP, needs_pop

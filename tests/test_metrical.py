@@ -195,8 +195,8 @@ def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir
     # the seed's own pitch classes against the real next 8 s: the reference a continuation's harmony is read by
     import pretty_midi
 
-    from musictx.evaluation import scorecard_metrics as sm
     from musictx.evaluation.scorecard import format_scorecard, real_music
+    from musictx.listening import scorecard_metrics as sm
     from musictx.tasks import metrical_seed
 
     seed = metrical_seed(tok, song, 6.0, 2.0)

@@ -14,7 +14,7 @@ from musictx.checkpoints.model_store import load_model
 from musictx.decoding.errors import GenerateError
 from musictx.decoding.hooks.motif_echo import MotifEcho
 from musictx.decoding.sampling_options import SamplingOptions
-from musictx.evaluation import scorecard_metrics as sm
+from musictx.listening import scorecard_metrics as sm
 
 from .helpers import held_out_pop_continuations, needs_shared
 
@@ -112,7 +112,7 @@ def test_the_melody_restates_the_seeds_figures_on_held_out_songs(pop):
 
 
 def test_lead_track_by_name_else_the_highest():
-    from musictx.evaluation.note_span import Span
+    from musictx.listening.note_span import Span
 
     def span(names, pitches):
         n = len(pitches)

@@ -53,7 +53,7 @@ def bars_of(tok, ids: np.ndarray) -> list[dict]:
 
 
 def continued(net, tok, seed, strength: float, samples: int = 3) -> list[np.ndarray]:
-    sampling = SamplingOptions(seed=1, hooks={"phrase_return": {"strength": strength}})
+    sampling = SamplingOptions(seed=1, best_of=1, hooks={"phrase_return": {"strength": strength}})
     return sample_bars(net, tok, seed, sampling, num_samples=samples, bars=4)
 
 

@@ -163,7 +163,7 @@ def test_a_continuation_file_ends_with_its_music():
     """POP909's tempo map runs to the end of the song: the continuation keeps the song's tempo under its new
     bars, but no tempo or meter event after its last note (a DAW would show the rest of the song, empty)."""
     from musictx.checkpoints.model_store import load_model
-    from musictx.tasks.continue_metrical import continuation_score, new_bars_seconds
+    from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
     from musictx.tasks.metrical_seeds import metrical_seed
 
     _, tok, _ = load_model("pop")

@@ -35,7 +35,7 @@ def _continue(pop, monkeypatch, draws: str, batch: int = 1) -> tuple[list, list]
         return made[-1]
 
     monkeypatch.setattr(RecallGuidance, "around", recorded)
-    sampling = SamplingOptions(seed=3, hooks={"recall_guidance": {"draws": draws}})
+    sampling = SamplingOptions(seed=3, best_of=1, hooks={"recall_guidance": {"draws": draws}})
     return sample_bars(net, tok, prompt, sampling, num_samples=batch, bars=BARS), made
 
 

@@ -23,7 +23,7 @@ from musictx.evaluation.run import evaluation_options
 from musictx.generation.generate_options import GenerateOptions
 from musictx.paths import CONF_DIR
 
-SAMPLING = [f.name for f in fields(DecodingOptions)]
+SAMPLING = [f.name for f in fields(SamplingOptions) if f.name != "hooks"]  # the decoding settings and best_of
 
 
 def raw(name: str) -> dict:

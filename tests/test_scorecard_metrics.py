@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from musictx.evaluation.scorecard_metrics import (
+from musictx.listening.scorecard_metrics import (
     NO_KEY,
     build_index,
     chance_grid_share,

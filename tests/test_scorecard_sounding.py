@@ -7,10 +7,10 @@ import numpy as np
 import pretty_midi
 import pytest
 
-from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import sounds_with_pedal
 from musictx.io.metrical_tokenizer import MetricalTokenizer
 from musictx.io.tokenizer import EventTokenizer, TokenizerConfig
+from musictx.listening.note_span import Span
 
 from .helpers import needs_shared, piano_files
 

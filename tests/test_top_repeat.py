@@ -12,8 +12,8 @@ from musictx.decoding.hooks.registry import HOOKS
 from musictx.decoding.hooks.top_repeat import NONE, TopRepeat
 from musictx.decoding.sampling import generate
 from musictx.decoding.sampling_options import SamplingOptions
-from musictx.evaluation.scorecard_metrics import top_line
 from musictx.io.tokenizer import EventTokenizer
+from musictx.listening.scorecard_metrics import top_line
 
 from .gen_fixtures import tiny_net
 

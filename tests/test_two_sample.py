@@ -12,12 +12,12 @@ import pytest
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.decoding import SamplingOptions
-from musictx.evaluation.listen_features import SongContext, excerpt_features
-from musictx.evaluation.note_span import Span
 from musictx.evaluation.run import evaluate, evaluation_options
 from musictx.evaluation.scorecard import continue_metrical, real_music
 from musictx.evaluation.two_sample import CVSettings, format_two_sample, shuffled_within, two_sample_test
 from musictx.evaluation.two_sample_run import on_time_grid, on_velocity_grid
+from musictx.listening.listen_features import SongContext, excerpt_features
+from musictx.listening.note_span import Span
 
 from .helpers import SHARED_DATA, needs_shared
 from .metrical_fixtures import band_song, fixture_band_dir, fixture_remi_dir  # noqa: F401

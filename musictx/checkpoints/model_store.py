@@ -27,6 +27,7 @@ from torch import nn
 from musictx.checkpoints.int8_weights import from_int8_state, to_int8_state
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
+from musictx.listening.critic import CRITIC_FILE, Critic
 from musictx.models import MODELS
 from musictx.paths import PRETRAINED_DIR, installed_models_dir
 from musictx.safe_output import atomic_path, write_text
@@ -284,6 +285,11 @@ def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module
         state, net.int8_steps = _dequantized(state, weights), True  # its steps run in int8 on a CPU
     own = net.state_dict()
     _load_state(net, {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}, weights)
+    if (folder / CRITIC_FILE).is_file():  # what best_of chooses its continuations by (musictx.tasks.critic_choice)
+        try:
+            net.critic = Critic.load(folder / CRITIC_FILE)
+        except ValueError as err:
+            raise ModelLoadError(str(err)) from None
     meta = {"model": config["model"], "info": config.get("info", {}), "path": str(folder),
             "global_step": config.get("info", {}).get("global_step")}
     return net.to(map_location).eval(), tokenizer, meta

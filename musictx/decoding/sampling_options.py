@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.errors import GenerateError
 from musictx.decoding.hooks.registry import HookOptions
+from musictx.decoding.option_fields import raise_first, whole_number
+
+MAX_BEST_OF = 16  # candidates a sample may be chosen from
 
 
 def hook_option_hint(name: str) -> GenerateError | None:
@@ -39,6 +42,10 @@ class SamplingOptions(DecodingOptions):
     the groups not named keeping their defaults."""
 
     hooks: HookOptions = field(default_factory=HookOptions)
+    # a metrical continuation: draw this many candidates for each sample and keep the one the model's critic
+    # finds most like a song (critic.json beside its weights; `musictx.tasks.critic_choice`); None: the
+    # critic's own number (1 for a model without one); 1: no choice. The task reads it, not `generate`.
+    best_of: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.hooks, Mapping):
@@ -64,6 +71,9 @@ class SamplingOptions(DecodingOptions):
     def check_sampling(self) -> None:
         """Raise GenerateError naming the first bad option, the decoding settings first, then each hook's."""
         self.check_decoding()
+        self.best_of = whole_number("best_of", self.best_of)
+        raise_first([(self.best_of is not None and not 1 <= self.best_of <= MAX_BEST_OF,
+                      f"best_of must be 1..{MAX_BEST_OF} or null (the critic's own number), got {self.best_of}")])
         self.hooks.check()
 
 
@@ -73,10 +83,11 @@ def reference(name: str) -> str:
 
 
 def sampling_default(name: str):
-    """The default of the `DecodingOptions` field ``name`` (what ``${sampling:NAME}`` resolves to)."""
-    known = {f.name: f.default for f in fields(DecodingOptions)}
+    """The default of the `SamplingOptions` field ``name`` (what ``${sampling:NAME}`` resolves to): a decoding
+    setting or ``best_of``."""
+    known = {f.name: f.default for f in fields(SamplingOptions) if f.name != "hooks"}
     if name not in known:
-        raise KeyError(f"${{sampling:{name}}}: DecodingOptions has no option {name!r}; it has {sorted(known)}")
+        raise KeyError(f"${{sampling:{name}}}: SamplingOptions has no option {name!r}; it has {sorted(known)}")
     return known[name]
 
 

@@ -29,15 +29,15 @@ import torch
 from symusic import Score
 
 from musictx.decoding import SamplingOptions, context_length, loose_ids, mixture_nll, repeat_plan
-from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.checks import ACCOMPANY_FROM, each_song
 from musictx.evaluation.chords import Harmony
-from musictx.evaluation.note_span import Span
 from musictx.evaluation.scorecard import song_grid
 from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import BarSplitter, bar_starts
 from musictx.io.score_io import read_score, score_to_pretty_midi
 from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.listening import scorecard_metrics as sm
+from musictx.listening.note_span import Span
 from musictx.tasks import (
     accompany_song,
     copy_history,

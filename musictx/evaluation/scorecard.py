@@ -7,7 +7,7 @@ seed's harmony can score there.
 For each song of the split (the files prep listed, read again from the prep's input folder): a seed of
 ``seed_seconds`` from ``seed_from`` (cut at bar lines for a metrical model, from the first note at or after
 ``seed_from`` for a performance model), ``num_samples`` continuations of ``length_seconds``, and the real
-music after the seed on the file's own clock. The measures are `musictx.evaluation.scorecard_metrics`'.
+music after the seed on the file's own clock. The measures are `musictx.listening.scorecard_metrics`'.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import numpy as np
 import pretty_midi
 
 from musictx.decoding import SamplingOptions
-from musictx.evaluation import scorecard_metrics as sm
 from musictx.evaluation.checks import each_song
-from musictx.evaluation.note_span import Span
 from musictx.io.chord_labels import Chords
 from musictx.io.ngram_index import load_index, position_ngrams, share_in_index
 from musictx.io.score_io import score_to_pretty_midi
 from musictx.io.score_prep import beats_file_of, chord_file_of
+from musictx.listening import scorecard_metrics as sm
+from musictx.listening.note_span import Span
 
 MEASURES = (  # (key, label, has a chance figure)
     ("grid_share", "onsets on the song's eighth grid (+-30 ms)", True),

@@ -1,5 +1,5 @@
 """A classifier two-sample test: can a classifier tell sample A (e.g. generated continuations) from sample B
-(the real ones) by the features of `musictx.evaluation.listen_features`? (``musictx-evaluate mode=two_sample``;
+(the real ones) by the features of `musictx.listening.listen_features`? (``musictx-evaluate mode=two_sample``;
 the excerpts are gathered by `musictx.evaluation.two_sample_run`.)
 
 Two classifiers: a linear one (standardized logistic regression) and a tree ensemble (gradient boosting),

@@ -3,7 +3,7 @@
 For each song of the split (one file per song: POP909's other arrangements under ``versions/`` are left out),
 the model continues a seed of ``seed_seconds`` from ``seed_from`` (as the continuation scorecard does:
 `musictx.evaluation.scorecard`, one sample) for ``length_seconds``. Three excerpts of the song's clock are
-described by `musictx.evaluation.listen_features.excerpt_features`, the same call for each: the generated
+described by `musictx.listening.listen_features.excerpt_features`, the same call for each: the generated
 continuation, the real next ``length_seconds`` and, as the control, the real ``length_seconds`` after those.
 `musictx.evaluation.two_sample` then tests generated against real (with its null) and real against real.
 
@@ -25,9 +25,9 @@ import pretty_midi
 
 from musictx.decoding import GenerateError, SamplingOptions, check_seed
 from musictx.evaluation.checks import EvaluateError, each_song
-from musictx.evaluation.listen_features import SongContext, excerpt_features
-from musictx.evaluation.note_span import Span
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
+from musictx.listening.listen_features import SongContext, excerpt_features
+from musictx.listening.note_span import Span
 
 # the features read against POP909's annotated chords (chord_midi.txt): a continuation cannot know the song's
 # next chords (docs/two-sample-2026-11.md), so the headline AUC leaves them out; they are reported beside it

@@ -13,7 +13,7 @@ from musictx.lazy import public_face
 _PUBLIC = {
     "accompany_song": "accompany",
     "melody_keys": "accompany",
-    "continuation_score": "continue_metrical",
+    "continuation_score": "metrical_score",
     "metrical_take": "continue_metrical",
     "sample_bars": "continue_metrical",
     "piece_notes": "continue_seed",
@@ -46,10 +46,11 @@ __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.accompany import accompany_song, melody_keys
-    from musictx.tasks.continue_metrical import continuation_score, metrical_take, sample_bars
+    from musictx.tasks.continue_metrical import metrical_take, sample_bars
     from musictx.tasks.continue_seed import piece_notes, sample_continuations, take_of
     from musictx.tasks.infill import copy_history, infill_prompt, infill_song
     from musictx.tasks.limits import BOUNDS
+    from musictx.tasks.metrical_score import continuation_score
     from musictx.tasks.metrical_seeds import bars_for, metrical_seed, seed_of, ticks_to_seconds
     from musictx.tasks.registry import task_named
     from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from symusic import Score, Tempo, TimeSignature
 
 from musictx.decoding.hook import HookInputs
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
-from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, seed_of, ticks_to_seconds
+from musictx.tasks.critic_choice import candidates_per_sample, choose
+from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
+from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, seed_of
 from musictx.tasks.prompt import Job, Prompt, sample
 from musictx.tasks.take import Take, score_roll
 
@@ -45,13 +46,17 @@ def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
 def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
                 max_tokens: int | None = None, on_step=None, chords=None) -> list[np.ndarray]:
     """New ids of ``num_samples`` continuations of ``seed`` (`bars_prompt`), ``bars`` bars each (the Bar id
-    that would open one more is cut), sampled as one batch. ``on_step(next_ids, done)``: called after every
+    that would open one more is cut), sampled as one batch; each the best of ``sampling.best_of`` candidates
+    by the model's critic (`musictx.tasks.critic_choice`). ``on_step(next_ids, done)``: called after every
     draw."""
-    prompt = bars_prompt(net, tok, seed, sampling, num_samples=num_samples, bars=bars, max_tokens=max_tokens,
+    critic = getattr(net, "critic", None)
+    k = candidates_per_sample(sampling.best_of, critic)
+    prompt = bars_prompt(net, tok, seed, sampling, num_samples=num_samples * k, bars=bars, max_tokens=max_tokens,
                          chords=chords)
     prompt.hooks.on_step = on_step
     ids = sample(net, prompt)
-    return [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
+    pieces = [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
+    return choose(tok, seed, pieces, k, bars, critic)[0]
 
 
 def metrical_job(opts, net, tok) -> Job:
@@ -61,17 +66,26 @@ def metrical_job(opts, net, tok) -> Job:
     seed = seed_of(tok, opts)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     chords = Chords.read_option(opts.chords)  # a folder, a FIFO, a bad line: one line naming it, before any sampling
-    prompt = bars_prompt(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars, max_tokens=opts.max_tokens,
-                         chords=chords)
+    critic = getattr(net, "critic", None)
+    k = candidates_per_sample(opts.best_of, critic)
+    if k > 1:
+        print(f"each sample: the best of {k} continuations by the model's critic (best_of=1: no choice)")
+    prompt = bars_prompt(net, tok, seed, opts, num_samples=opts.num_samples * k, bars=bars,
+                         max_tokens=opts.max_tokens, chords=chords)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "bars": seed.bars, "first_bar": seed.first_bar + 1,
                       "starts_at_seconds": seed.origin_seconds, "tokens": len(seed.ids),
                       "tracks": seed.tracks.to_list()},
-             "bars": bars}
+             "bars": bars, "best_of": k}
 
     def takes(ids, cut_short: bool, _wall) -> list[Take]:
         rows = ids[:, len(seed.ids):].cpu().numpy()
-        pieces = list(rows) if cut_short else [strip_after_bars(tok, row, bars) for row in rows]
-        return [metrical_take(tok, seed, piece, opts.include_seed) for piece in pieces]
+        if cut_short:  # a Ctrl-C: each sample's first candidate as far as it got, no choice among unfinished ones
+            return [metrical_take(tok, seed, row, opts.include_seed) for row in rows[::k]]
+        pieces, choices = choose(tok, seed, [strip_after_bars(tok, row, bars) for row in rows], k, bars, critic)
+        made = [metrical_take(tok, seed, piece, opts.include_seed) for piece in pieces]
+        for take, choice in zip(made, choices, strict=True):
+            take.record.update(choice)
+        return made
 
     return Job(prompt, takes, about)
 
@@ -92,51 +106,3 @@ def strip_after_bars(tok, ids: np.ndarray, bars: int) -> np.ndarray:
     ids = ids[(ids != tok.pad_id) & (ids != tok.eos_id)]
     at = np.flatnonzero(ids == tok.bar_id)
     return ids[: at[bars]] if len(at) > bars else ids
-
-
-def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Score:
-    """Seed + continuation (or the continuation alone, from its first bar line) as a score in the seed file's
-    ticks, with its named tracks, its tempo map and meter from the seed's first bar line on."""
-    prefix = seed.ids if include_seed else np.array([], dtype=np.int64)
-    score = tok.decode_score(np.concatenate([prefix, new_ids]), seed.tracks)
-    tpq = output_tpq(seed.score.ticks_per_quarter, score.ticks_per_quarter)
-    score = score.resample(tpq, min_dur=1)
-    first = seed.first_bar if include_seed else seed.first_bar + seed.bars
-    tempos, sigs = _timing_from(seed, first)
-    factor = tpq / seed.score.ticks_per_quarter  # the seed file's ticks -> the output's
-    # the song's tempo map and meter go on under the new bars; their events after the last note are dropped,
-    # or a DAW (and the file's length) would run on to the end of the song the seed came from
-    end = max((n.end for t in score.tracks for n in t.notes), default=0)
-    score.tempos = [Tempo(round(t.time * factor), t.qpm) for k, t in enumerate(tempos)
-                    if k == 0 or round(t.time * factor) < end]
-    score.time_signatures = [TimeSignature(round(s.time * factor), s.numerator, s.denominator)
-                             for k, s in enumerate(sigs) if k == 0 or round(s.time * factor) < end]
-    # every seed track stays in the file, even one the continuation left silent
-    present = {t.name for t in score.tracks}
-    for info in seed.tracks.tracks:
-        if info.name not in present and not info.is_drum:
-            from symusic import Track
-
-            score.tracks.append(Track(info.name, info.real_program, False))
-    return score
-
-
-def output_tpq(seed_tpq: int, token_tpq: int) -> int:
-    """The seed's ticks per quarter when the tokens' grid falls on its ticks, else 480 (a tick grid that
-    rounds no onset: pretty_midi's default 220 does not hold MidiTok's 8 per quarter)."""
-    return seed_tpq if seed_tpq % token_tpq == 0 else 480
-
-
-def _timing_from(seed: MetricalSeed, bar: int):
-    shifted = MetricalSeed(seed.ids, seed.tracks, seed.score, bar, 1, seed.lines)
-    return shifted.output_timing()
-
-
-def new_bars_seconds(seed: MetricalSeed, score: Score, include_seed: bool = True) -> float:
-    """Seconds of new music in ``score``: from the seed's last bar line to the end of the last note."""
-    factor = score.ticks_per_quarter / seed.score.ticks_per_quarter
-    seed_ticks = int(seed.lines[seed.first_bar + seed.bars] - seed.lines[seed.first_bar])
-    start = round(seed_ticks * factor) if include_seed else 0
-    end = max(score.end(), start)
-    t = ticks_to_seconds(score, np.array([start, end]))
-    return float(t[1] - t[0])

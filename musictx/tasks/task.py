@@ -21,11 +21,14 @@ class Task:
     why_model: ClassVar[str] = ""  # the one line said when `model` is picked
     song_options: ClassVar[bool] = False  # takes bars= and tracks= (a part of a song's own bars)
     takes_chords: ClassVar[bool] = True  # takes chords= (a lead sheet the new music follows)
+    chooses: ClassVar[bool] = False  # takes best_of= (each sample the best of several by the model's critic)
 
     def check(self, opts: Any) -> None:
         """GenerateError for options that do not go with this task (said before a model loads)."""
         if opts.chords is not None and not self.takes_chords:
             raise GenerateError(f"chords= is not for task={self.name}: it takes no lead sheet")
+        if getattr(opts, "best_of", None) not in (None, 1) and not self.chooses:
+            raise GenerateError(f"best_of= is not for task={self.name}: only a continuation is chosen among candidates")
         if not self.song_options and (opts.bars is not None or opts.tracks):
             raise GenerateError(f"bars= and tracks= are not for task={self.name}: they name a part of a song")
 

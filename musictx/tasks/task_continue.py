@@ -10,6 +10,7 @@ class Continue(Task):
     metrical model (whole bars)."""
 
     name = "continue"
+    chooses = True
 
     def job(self, opts, net, tok):
         # imported here: option checks and --help read this class without loading torch
@@ -20,5 +21,8 @@ class Continue(Task):
 
             return metrical_job(opts, net, tok)
         from musictx.tasks.continue_seed import performance_job
+        from musictx.tasks.critic_choice import candidates_per_sample
+
+        candidates_per_sample(opts.best_of, None)  # a Performance model has no critic: best_of > 1 is refused
 
         return performance_job(opts, net, tok)

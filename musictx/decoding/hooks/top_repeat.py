@@ -1,6 +1,6 @@
 """Top repeat: a piano continuation's top line strikes its last pitch again about as seldom as real music does.
 
-The line a listener follows is the highest note of each onset (`musictx.evaluation.scorecard_metrics.top_line`:
+The line a listener follows is the highest note of each onset (`musictx.listening.scorecard_metrics.top_line`:
 notes within 20 ms are one onset). The shipped `piano`'s top line struck the same pitch twice in a row several
 times as often as the real continuations, the single feature that told its music from the real best: a figure
 that sticks on one pitch, often re-striking a note that still sounds (measured in docs/generation.md, "Top

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pretty_midi
 
-from musictx.evaluation import scorecard_metrics as sm
-from musictx.evaluation.note_span import Span
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import role_of
+from musictx.listening import scorecard_metrics as sm
+from musictx.listening.note_span import Span
 
 ROLES = ("MELODY", "BRIDGE", "PIANO")
 ON_BEAT = 0.12  # an onset within this many beats of a sixteenth is on it
@@ -48,16 +48,22 @@ class SongContext:
         """POP909's beat_midi.txt and chord_midi.txt beside ``path`` when there; else the file's tempo map."""
         path = Path(path)
         beats_path, chords_path = path.with_name("beat_midi.txt"), path.with_name("chord_midi.txt")
-        if beats_path.is_file():
-            rows = np.loadtxt(beats_path, ndmin=2)
-            beats, downbeats = rows[:, 0], rows[rows[:, 2] == 1, 0]
-            strong = rows[(rows[:, 1] == 1) | (rows[:, 2] == 1), 0]
-        else:
-            pm = pm or pretty_midi.PrettyMIDI(str(path))
-            beats, downbeats = pm.get_beats(), pm.get_downbeats()
-            strong = downbeats
         chords = Chords.read(chords_path, strict=False) if chords_path.is_file() else None
+        if not beats_path.is_file():
+            clock = cls.of_midi(pm or pretty_midi.PrettyMIDI(str(path)))
+            return cls(clock.beats, clock.downbeats, clock.strong, chords)
+        rows = np.loadtxt(beats_path, ndmin=2)
+        beats, downbeats = rows[:, 0], rows[rows[:, 2] == 1, 0]
+        strong = rows[(rows[:, 1] == 1) | (rows[:, 2] == 1), 0]
         return cls(np.asarray(beats, float), np.asarray(downbeats, float), np.asarray(strong, float), chords)
+
+    @classmethod
+    def of_midi(cls, pm: pretty_midi.PrettyMIDI) -> SongContext:
+        """The clock of a file with no beat file: its tempo map and meter (a continuation as written); its
+        strong beats are the downbeats and the half bars between them."""
+        beats, downbeats = np.asarray(pm.get_beats(), float), np.asarray(pm.get_downbeats(), float)
+        strong = np.sort(np.concatenate([downbeats, (downbeats[:-1] + downbeats[1:]) / 2]))
+        return cls(beats, downbeats, strong, None)
 
     def beat_of(self, t: np.ndarray) -> np.ndarray:
         """Times (s) as fractional beat numbers, extended past the last beat at its period."""
