@@ -3,7 +3,8 @@
 Continues the bundled motif (`musictx/assets/motif.mid`) as `bench.realtime` does, with four
 settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine slows each alike:
 
-- ``shipped``: the defaults;
+- ``shipped``: the defaults, one continuation drawn (``best_of=1``: the choice among 4 that `pop` ships is 4 rows
+  a step, timed by ``python -m bench realtime --model pop --against best_of=1``);
 - ``guidance on every draw``: recall guidance asks the net about the recent ids before every draw, not only
   a REMI model's Pitch draws (``hooks.recall_guidance.draws=every``);
 - ``leans, no guidance``: recall guidance off, the other hooks as shipped;
@@ -46,8 +47,9 @@ def arms() -> dict[str, list[str]]:
     strengths = [f"hooks.{spec.name}.strength=0" for spec in HOOKS
                  if spec.options is not None and "strength" in {f.name for f in fields(spec.options)}]
     guidance_off = ["hooks.recall_guidance.strength=0"]
-    return {"shipped": [], "guidance on every draw": ["hooks.recall_guidance.draws=every"],
-            "leans, no guidance": guidance_off, OFF_ARM: sorted(set(strengths + guidance_off))}
+    one = ["best_of=1"]  # a draw's hooks are timed here, not the choice among candidates
+    return {"shipped": one, "guidance on every draw": [*one, "hooks.recall_guidance.draws=every"],
+            "leans, no guidance": one + guidance_off, OFF_ARM: one + sorted(set(strengths + guidance_off))}
 
 
 def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, seconds: float, seeds: int,

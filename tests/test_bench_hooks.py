@@ -21,6 +21,7 @@ def test_the_off_arm_leaves_only_the_grammar_and_the_shipped_arm_every_lean():
     assert {"recall_guidance", "motif_echo", "bass_lean"} <= shipped
     assert off == {"metrical_guard", "bar_repeats", "length"}  # the grammar, the repeat limit, the bars asked for
     assert shipped - leans == {"recall_guidance"}
+    assert all(sampling_of(a).best_of == 1 for a in arms.values())  # a draw's cost, not the choice among 4
 
 
 def test_the_arms_are_timed_and_compared_with_off_and_with_the_engine_alone(capsys):
