@@ -10,8 +10,9 @@ from musictx.generation import parse_programs
 
 MAX_SAMPLES = 4
 # The most one request may ask for (the page's sliders stop there too; checked here for API callers). With a
-# 5 MB seed file they bound a request's work: 4 pieces of at most 120 + 60 s, each ~32 MB of WAV; 30 s seeds
-# and 60 s new took 124 s on one busy CPU thread. The sampler sees at most its window of any seed.
+# 5 MB seed file they bound a request's work: 4 pieces of at most 120 + 60 s, each ~32 MB of WAV (each of pop's
+# pieces the best of 4 candidates drawn together: docs/generation.md, "Best of K"). The sampler sees at most its
+# window of any seed.
 MAX_SEED_SECONDS = 30.0
 MAX_LENGTH_SECONDS = 60.0
 
