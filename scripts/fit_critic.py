@@ -29,13 +29,11 @@ SEED_S, FROM_S, LENGTH_S = 10.0, 25.0, 30.0  # the two-sample test's defaults (e
 
 
 def train_songs(data: Path, songs: int | None) -> list[Path]:
-    manifest = json.loads((data / "manifest.json").read_text())
-    root = (data / manifest["input_dir"]).resolve() if not Path(manifest["input_dir"]).is_absolute() \
-        else Path(manifest["input_dir"])
-    if not root.is_dir():
-        root = Path(manifest["input_dir"]).resolve()
-    names = [json.loads(line) for line in (data / "train.files.txt").read_text().splitlines()]
-    return [root / n for n in names if "versions/" not in n][:songs]
+    """The first ``songs`` of the train split, one file a song (POP909's other arrangements left out)."""
+    from musictx.evaluation.run import split_songs
+    from musictx.evaluation.two_sample_run import one_file_per_song
+
+    return one_file_per_song(split_songs(data, "train"))[:songs]
 
 
 def gather(args: argparse.Namespace) -> None:

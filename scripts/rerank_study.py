@@ -35,9 +35,10 @@ import yaml
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.decoding import SamplingOptions
+from musictx.evaluation.run import split_songs
 from musictx.evaluation.scorecard import continue_metrical, real_music
 from musictx.evaluation.two_sample import CVSettings, two_sample_test
-from musictx.evaluation.two_sample_run import ANNOTATED, on_velocity_grid
+from musictx.evaluation.two_sample_run import ANNOTATED, on_velocity_grid, one_file_per_song
 from musictx.listening.listen_features import SongContext, excerpt_features
 
 SEED_S, FROM_S, LENGTH_S = 10.0, 25.0, 30.0  # the two-sample test's defaults (evaluate.yaml)
@@ -71,18 +72,15 @@ def gather(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     net, tok = load_pretrained("pop")
     net.eval()
-    manifest = json.loads((args.data / "manifest.json").read_text())
-    root = Path(manifest["input_dir"])
-    names = [json.loads(line) for line in (args.data / f"{args.split}.files.txt").read_text().splitlines()]
-    names = [n for n in names if "versions/" not in n][: args.songs]
+    paths = one_file_per_song(split_songs(args.data, args.split))[: args.songs]
     rows = []
-    for k, name in enumerate(tqdm(names, desc=f"{args.split} x {args.samples}")):
+    for k, path in enumerate(tqdm(paths, desc=f"{args.split} x {args.samples}")):
         sampling = SamplingOptions.from_mapping({**args.set, "seed": args.seed + k})
-        row = song_rows(net, tok, root / name, args.samples, sampling)
+        row = song_rows(net, tok, path, args.samples, sampling)
         if row:
             rows.append(row)
     args.out.write_text(json.dumps(rows))
-    print(f"{len(rows)} songs of {len(names)} -> {args.out}")
+    print(f"{len(rows)} songs of {len(paths)} -> {args.out}")
 
 
 def matrix(dicts: list[dict], names: list[str]) -> np.ndarray:

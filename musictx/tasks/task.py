@@ -27,7 +27,7 @@ class Task:
         """GenerateError for options that do not go with this task (said before a model loads)."""
         if opts.chords is not None and not self.takes_chords:
             raise GenerateError(f"chords= is not for task={self.name}: it takes no lead sheet")
-        if getattr(opts, "best_of", None) not in (None, 1) and not self.chooses:
+        if opts.best_of not in (None, 1) and not self.chooses:
             raise GenerateError(f"best_of= is not for task={self.name}: only a continuation is chosen among candidates")
         if not self.song_options and (opts.bars is not None or opts.tracks):
             raise GenerateError(f"bars= and tracks= are not for task={self.name}: they name a part of a song")
