@@ -6,6 +6,11 @@ the package; docs/generation.md ("Best of K") has its figures.
 
     python scripts/fit_critic.py gather data/pop --songs 200 --part 0/2 --out outputs/critic_ids_0.json
 
+``--candidates K`` keeps all K candidates of a song as the choice draws them (the last ones replay the seed's
+last bars: ``hooks.phrase_return.replays``), so that the critic learns the candidates it will choose among:
+
+    python scripts/fit_critic.py gather data/pop --songs 240 --candidates 2 --part 0/2 --out outputs/critic_rp_0.json
+
 ``fit`` reads the songs again, measures each continuation and the song's own next bars as the tokenizer writes
 them with the very function the choice uses (`musictx.tasks.critic_choice.candidate_features`), fits a logistic
 regression (real 1, continuation 0; standardized; the listening features without the annotated chords) and
@@ -43,6 +48,8 @@ def gather(args: argparse.Namespace) -> None:
     from musictx.checkpoints.model_store import load_pretrained
     from musictx.decoding import SamplingOptions
     from musictx.tasks import bars_for, metrical_seed, sample_bars
+    from musictx.tasks.continue_metrical import bars_prompt, strip_after_bars
+    from musictx.tasks.prompt import sample
 
     torch.set_num_threads(1)
     net, tok = load_pretrained("pop")
@@ -55,10 +62,17 @@ def gather(args: argparse.Namespace) -> None:
         if len(seed.bars_after(tok.bar_id, 2 * bars)) == 0:
             continue
         sampling = SamplingOptions(seed=args.seed + zlib.crc32(path.name.encode()) % 10_000, best_of=1)
-        new = sample_bars(net, tok, seed, sampling, num_samples=1, bars=bars)[0]
-        rows.append({"song": str(path), "bars": bars, "new_ids": new.tolist()})
+        if args.candidates == 1:
+            rows.append({"song": str(path), "bars": bars,
+                         "new_ids": sample_bars(net, tok, seed, sampling, num_samples=1, bars=bars)[0].tolist()})
+            continue
+        k = args.candidates  # one sample's candidates, as `best_of` draws them, every one kept
+        made = sample(net, bars_prompt(net, tok, seed, sampling, num_samples=k, bars=bars, candidates=k))
+        for j, row in enumerate(made[:, len(seed.ids):].cpu().numpy()):
+            rows.append({"song": str(path), "bars": bars, "candidate": j,
+                         "new_ids": strip_after_bars(tok, row, bars).tolist()})
     args.out.write_text(json.dumps(rows))
-    print(f"{len(rows)} songs -> {args.out}")
+    print(f"{len(rows)} continuations -> {args.out}")
 
 
 def fit(args: argparse.Namespace) -> None:
@@ -74,33 +88,30 @@ def fit(args: argparse.Namespace) -> None:
 
     tok = load_pretrained("pop")[1]
     rows = [r for f in args.ids for r in json.loads(f.read_text())]
-    fake, real = [], []
+    fake, real, seen = [], [], set()
     for row in tqdm(rows, desc="features"):
         seed = metrical_seed(tok, row["song"], SEED_S, FROM_S)
         bars = row["bars"]
         fake.append(candidate_features(tok, seed, np.asarray(row["new_ids"]), bars))
-        real.append(candidate_features(tok, seed, seed.bars_after(tok.bar_id, bars), bars))
+        song = Path(row["song"]).resolve()
+        if song not in seen:  # a song's own bars once, however many continuations of it (gathers may overlap)
+            seen.add(song)
+            real.append(candidate_features(tok, seed, seed.bars_after(tok.bar_id, bars), bars))
     names = sorted(n for n in fake[0] if not n.startswith(ANNOTATED))  # no chord file beside a continuation
     X = np.nan_to_num(np.array([[d[n] for n in names] for d in fake + real], dtype=float))
     y = np.r_[np.zeros(len(fake)), np.ones(len(real))]
     scaler = StandardScaler().fit(X)
     Z = scaler.transform(X)
-    if args.paired:  # within each song: the real bars against the model's, as differences (a choice is within a song)
-        half = len(fake)
-        D = Z[half:] - Z[:half]  # (songs, F) real minus continuation
-        model = LogisticRegression(C=args.c, max_iter=4000, fit_intercept=False).fit(
-            np.vstack([D, -D]), np.r_[np.ones(half), np.zeros(half)])
-        accuracy = float((D @ model.coef_[0] > 0).mean())
-    else:
-        model = LogisticRegression(C=args.c, max_iter=4000).fit(Z, y)
-        accuracy = float(model.score(Z, y))
+    # balanced: a song's own bars weigh as much as all its continuations together
+    model = LogisticRegression(C=args.c, max_iter=4000, class_weight="balanced").fit(Z, y)
+    accuracy = float(model.score(Z, y))
     critic = Critic(tuple(names), scaler.mean_, np.where(scaler.scale_ > 0, scaler.scale_, 1.0), model.coef_[0],
-                    float(np.atleast_1d(model.intercept_)[0]) if not args.paired else 0.0, args.best_of,
-                    {"songs": len(rows), "split": "train", "c": args.c, "seed_s": SEED_S, "from_s": FROM_S,
-                     "length_s": LENGTH_S, "paired": args.paired, "train_accuracy": accuracy})
+                    float(model.intercept_[0]), args.best_of,
+                    {"songs": len(real), "continuations": len(fake), "split": "train", "c": args.c, "seed_s": SEED_S,
+                     "from_s": FROM_S, "length_s": LENGTH_S, "train_accuracy": accuracy})
     critic.save(args.out)
     top = np.argsort(-np.abs(model.coef_[0]))[:12]
-    print(f"{len(rows)} songs, {len(names)} features, train accuracy {critic.about['train_accuracy']:.3f} -> "
+    print(f"{len(real)} songs, {len(fake)} continuations, {len(names)} features, train accuracy {accuracy:.3f} -> "
           f"{args.out}\n  heaviest: " + ", ".join(f"{names[i]} {model.coef_[0][i]:+.2f}" for i in top))
 
 
@@ -113,13 +124,13 @@ def main() -> None:
     g.add_argument("--skip", type=int, default=0, help="leave out the first SKIP of those songs")
     g.add_argument("--part", default="0/1", help="I/N: every Nth song from the Ith (parallel runs)")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--candidates", type=int, default=1,
+                   help="keep all K candidates of a song as best_of=K draws them (the last ones replay)")
     g.add_argument("--out", type=Path, required=True)
     f = sub.add_parser("fit")
     f.add_argument("data", type=Path)
     f.add_argument("ids", type=Path, nargs="+")
     f.add_argument("--c", type=float, default=0.1, help="the logistic regression's inverse regularization")
-    f.add_argument("--paired", action="store_true",
-                   help="fit within songs: each song's real bars against its continuation, as differences")
     f.add_argument("--best-of", type=int, default=4, help="the candidates a sample is chosen from by default")
     f.add_argument("--out", type=Path, required=True)
     args = p.parse_args()

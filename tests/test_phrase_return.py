@@ -1,8 +1,11 @@
 """Phrase return (REMI): a seed whose last 2P bars state a P-bar phrase twice has its first P new bars lean toward
 that phrase; any other seed is continued exactly as without the hook. With the shipped `pop` on the bundled
-motif (a 4-bar phrase played twice), the next 4 bars play it again far more than the model alone does."""
+motif (a 4-bar phrase played twice), the next 4 bars play it again far more than the model alone does. Among a
+sample's `best_of` candidates the last ``replays`` lean toward the seed's last 4 bars whatever the seed states."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,10 +13,13 @@ import torch
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.decoding.cursor import RemiCursor
-from musictx.decoding.hooks.phrase_return import restated_period, shared_notes
+from musictx.decoding.hooks.phrase_return import PhraseReturn, replaying_rows, restated_period, shared_notes
+from musictx.decoding.hooks.registry import build_hooks
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks import metrical_seed, sample_bars
+from musictx.tasks.continue_metrical import bars_prompt
+from musictx.tasks.prompt import sample
 
 from .metrical_fixtures import band_song
 
@@ -78,3 +84,37 @@ def test_a_seed_that_restates_nothing_is_continued_as_without_the_hook(pop, tmp_
     assert restated_period(bars_of(tok, seed.ids)) is None
     for a, b in zip(continued(net, tok, seed, 0.0, 2), continued(net, tok, seed, 4.0, 2), strict=True):
         assert np.array_equal(a, b)
+
+
+def test_the_last_candidates_of_each_sample_replay_never_all_of_them():
+    assert replaying_rows(8, 4, 2) == [False, False, True, True] * 2  # rows: sample 0's 4 candidates, then sample 1's
+    assert replaying_rows(4, 4, 9) == [False, True, True, True]  # at most all but one: a fresh draw is always weighed
+    assert replaying_rows(3, 1, 2) == [False] * 3  # one draw a sample (best_of=1) never replays
+    assert replaying_rows(4, 4, 0) == [False] * 4
+
+
+def test_replaying_candidates_play_the_seeds_last_bars_again(pop, tmp_path):
+    """On a seed that restates nothing, the replaying rows' plan maps the first 4 new bars onto the seed's last 4,
+    and what they sample shares far more of its notes with those bars than the fresh candidates beside them."""
+    net, tok = pop
+    seed = metrical_seed(tok, band_song(tmp_path / "song.mid", bars=8, beats_per_bar=4, seed=3), 20.0, 0.0)
+    last = bars_of(tok, seed.ids)[-4:]
+    assert restated_period(bars_of(tok, seed.ids)) is None
+    sampling = SamplingOptions(seed=2, hooks={"phrase_return": {"replays": 2}})
+    prompt = bars_prompt(net, tok, seed, sampling, num_samples=8, bars=4, candidates=4)  # 2 samples x 4 candidates
+    (hook,) = [h for h in _built(prompt) if isinstance(h, PhraseReturn)]
+    assert [bool(p) for p in hook.plans] == [False, False, True, True] * 2
+    assert hook.plans[2] == {0: -4, 1: -3, 2: -2, 3: -1}  # new bar k leans toward seed bar k - 4
+    rows = sample(net, prompt)[:, len(seed.ids):].cpu().numpy()
+    shared = [np.mean([shared_notes(new, old) for new, old in zip(bars_of(tok, np.append(seed.ids, row))[8:12], last,
+                                                                   strict=False)]) for row in rows]
+    fresh, replayed = np.mean([shared[i] for i in (0, 1, 4, 5)]), np.mean([shared[i] for i in (2, 3, 6, 7)])
+    assert replayed > 0.4 > fresh + 0.15, (fresh, replayed)
+
+
+def _built(prompt) -> list:
+    """The run's hooks, made from a copy of its inputs (a cursor of their own) and started on its prompt."""
+    hooks = build_hooks(replace(prompt.hooks, cursor=None))
+    for hook in hooks:
+        hook.start(prompt.ids)
+    return hooks

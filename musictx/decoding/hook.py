@@ -93,6 +93,7 @@ class HookInputs:
     cursor: Any = None  # metrical: the run's one view of the stream (`musictx.decoding.cursor.shared_cursor`)
     chords: Any = None  # task=continue, metrical, with chords=: the lead sheet's `Chords`, on the seed file's clock
     new_bar_lines_s: np.ndarray | None = None  # with chords: the new bars' lines (s, one more than the bars)
+    candidates: int = 1  # metrical continue: rows per sample (`best_of`): row b is candidate b % candidates
 
 
 @dataclass(frozen=True)

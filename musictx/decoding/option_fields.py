@@ -23,6 +23,7 @@ from musictx.decoding.errors import GenerateError
 # 64 bits, but a seed past them failed deep in the sampler, after the model loaded; the songs of an evaluation
 # and the parts of an accompaniment use seed + i, which stays far inside torch's range from here.
 MAX_SEED = 2**32 - 1
+MAX_BEST_OF = 16  # candidates a sample may be chosen from (`best_of`)
 
 
 def option(default, help: str, *, low: float | None = None, high: float | None = None, above: float | None = None,

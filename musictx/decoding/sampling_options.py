@@ -19,9 +19,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.errors import GenerateError
 from musictx.decoding.hooks.registry import HookOptions
-from musictx.decoding.option_fields import raise_first, whole_number
-
-MAX_BEST_OF = 16  # candidates a sample may be chosen from
+from musictx.decoding.option_fields import MAX_BEST_OF, raise_first, whole_number
 
 
 def hook_option_hint(name: str) -> GenerateError | None:

@@ -29,17 +29,18 @@ def seed_programs(seed: MetricalSeed) -> list[int]:
 
 
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
-                max_tokens: int | None = None, chords=None) -> Prompt:
+                max_tokens: int | None = None, chords=None, candidates: int = 1) -> Prompt:
     """The prompt of ``num_samples`` continuations of ``seed``, ``bars`` bars each, under the hooks
     ``sampling.hooks`` sets (the grammar, the bar-repeat limit, the leans). ``chords`` (a lead sheet's
-    `Chords`, on the seed file's clock): the new bars lean toward them."""
+    `Chords`, on the seed file's clock): the new bars lean toward them. ``candidates``: the rows are the
+    candidates of ``num_samples // candidates`` samples, in turn (`best_of`; the phrase return's replays)."""
     device = next(net.parameters()).device
     ids = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     ids = torch.cat([ids, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
     lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
     hooks = HookInputs("continue", tok, sampling, programs=seed_programs(seed), stop_after_bars=bars - 1,
-                       chords=chords, new_bar_lines_s=lines)
+                       chords=chords, new_bar_lines_s=lines, candidates=candidates)
     return Prompt(ids, hooks, max_tokens or TOKENS_PER_BAR * bars)
 
 
@@ -52,7 +53,7 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     critic = getattr(net, "critic", None)
     k = candidates_per_sample(sampling.best_of, critic)
     prompt = bars_prompt(net, tok, seed, sampling, num_samples=num_samples * k, bars=bars, max_tokens=max_tokens,
-                         chords=chords)
+                         chords=chords, candidates=k)
     prompt.hooks.on_step = on_step
     ids = sample(net, prompt)
     pieces = [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
@@ -71,7 +72,7 @@ def metrical_job(opts, net, tok) -> Job:
     if k > 1:
         print(f"each sample: the best of {k} continuations by the model's critic (best_of=1: no choice)")
     prompt = bars_prompt(net, tok, seed, opts, num_samples=opts.num_samples * k, bars=bars,
-                         max_tokens=opts.max_tokens, chords=chords)
+                         max_tokens=opts.max_tokens, chords=chords, candidates=k)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "bars": seed.bars, "first_bar": seed.first_bar + 1,
                       "starts_at_seconds": seed.origin_seconds, "tokens": len(seed.ids),
                       "tracks": seed.tracks.to_list()},

@@ -1,12 +1,19 @@
-"""Phrase return: a seed that states its phrase twice hears it once more.
+"""Phrase return: a seed that states its phrase twice hears it once more, and where a sample is chosen among
+candidates (`best_of`), some candidates replay the seed's last bars whatever it states.
 
 A song that has just played a phrase of a few bars twice (a verse's two halves, a riff, the bundled motif) most
 often plays it a third time, varied or not; the small `pop` leaves it instead (docs/pop.md, "Phrase return").
 Where the seed's last ``P`` bars restate the ``P`` before them (2 <= P <= 4; each bar pair sharing at least
 ``MATCH`` of its notes by position, track and pitch), the first ``P`` new bars lean toward the seed's last ``P``,
 bar by bar, all tracks at once: the repeat echo's lean (`musictx.decoding.hooks.repeat_echo`), its reference a
-seed bar. After them, and for a seed that restates nothing, the hook does nothing. Velocity and Duration stay
-the model's, and so does every id the lean does not win.
+seed bar. After them the hook does nothing. Velocity and Duration stay the model's, and so does every id the
+lean does not win.
+
+A seed that restates nothing is the common case, yet a song's next bars often restate its last ones: a
+verse's second half, a chorus sung again. So of each sample's ``best_of`` candidates the last ``replays`` (at
+most all but one) lean toward the seed's last ``REPLAY_BARS`` bars in the same way, and the model's critic
+keeps the candidate that sounds most like a song, a replay or a fresh draw (docs/generation.md, "Replays
+among the candidates"). One draw (``best_of=1``) never replays an unrestated seed.
 """
 
 from __future__ import annotations
@@ -17,12 +24,13 @@ from typing import TYPE_CHECKING
 from musictx.decoding.cursor import shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.hooks.repeat_echo import RepeatEcho
-from musictx.decoding.option_fields import strength_option
+from musictx.decoding.option_fields import MAX_BEST_OF, option, strength_option
 
 if TYPE_CHECKING:
     from torch import Tensor
 
 PERIODS = (4, 3, 2)  # phrase lengths in bars, the longest first; one bar restated is a loop (`bar_repeats`)
+REPLAY_BARS = 4  # the seed's last bars a replaying candidate leans toward (fewer in a shorter seed)
 MATCH = 0.6  # the least share of two bars' notes (position, track, pitch) they have in common: a new bass or a
 # varied melody note leaves a restated bar of 6-8 notes at 0.6-0.8
 
@@ -43,18 +51,30 @@ def restated_period(bars: list[dict]) -> int | None:
     return None
 
 
+def replaying_rows(rows: int, candidates: int, asked: int) -> list[bool]:
+    """Which of ``rows`` rows replay: the last ``asked`` of each sample's ``candidates`` (rows in turn), at most
+    all but one, so that the critic always weighs a fresh draw too; none for one candidate."""
+    n = min(asked, candidates - 1)
+    return [b % candidates >= candidates - n for b in range(rows)]
+
+
 class PhraseReturn(RepeatEcho):
     """The repeat echo with, per row, a plan read from its seed: new bar k -> seed bar ``k - P`` (counted from
-    the first new bar) for the first P new bars, where the seed restates a P-bar phrase. A chord of the phrase
-    is finished before it moves on: its downbeat keeps the melody's note over the bass."""
+    the first new bar) for the first P new bars, where the seed restates a P-bar phrase, or on a replaying row
+    where it does not, P its last bars (`REPLAY_BARS`, at least 2). A chord of the
+    phrase is finished before it moves on: its downbeat keeps the melody's note over the bass."""
 
-    def __init__(self, tokenizer, strength: float, cursor=None):
+    def __init__(self, tokenizer, strength: float, cursor=None, candidates: int = 1, replays: int = 0):
+        """``candidates`` rows a sample (`best_of`), of which the last ``replays`` replay (`replaying_rows`)."""
         super().__init__(tokenizer, strength, {}, cursor)
         self.plans: list[dict[int, int]] = []
+        self.candidates, self.replays = candidates, replays
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
-        periods = [restated_period(bars) for bars in self.seed_bars]  # row -> P or None
+        replaying = replaying_rows(len(self.seed_bars), self.candidates, self.replays)  # (B,)
+        periods = [restated_period(bars) or (_replay_period(bars) if replay else None)
+                   for bars, replay in zip(self.seed_bars, replaying, strict=True)]  # row -> P or None
         self.plans = [{k: k - p for k in range(p)} if p else {} for p in periods]
 
     def __call__(self, logits: Tensor) -> Tensor:
@@ -73,16 +93,30 @@ class PhraseReturn(RepeatEcho):
         return self.plans[b]
 
 
+def _replay_period(bars: list[dict]) -> int | None:
+    """The bars a replaying row plays again: the seed's last `REPLAY_BARS`, fewer in a shorter seed; None
+    under 2 (one bar played again is a loop, `bar_repeats`)."""
+    period = min(REPLAY_BARS, len(bars))
+    return period if period >= 2 else None
+
+
 @dataclass
 class PhraseReturnOptions:
     strength: float = strength_option(4.0, (
         "where the seed plays its last phrase (2-4 bars) twice, the logit bonus of an id that plays it a third "
-        "time in the first new bars; 0: off"))
+        "time in the first new bars (and in the replaying candidates, its last 4 bars); 0: off"))
+    replays: int = option(1, (
+        "of each sample's best_of candidates, how many (at most all but one) replay the seed's last 4 bars even "
+        "where it states nothing twice; the critic keeps a replay only where it sounds most like the song; 0: none"),
+        low=0, high=MAX_BEST_OF, off="0")
 
 
 def _make(inputs: HookInputs, o: PhraseReturnOptions) -> PhraseReturn | None:
-    return PhraseReturn(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs)) if o.strength else None
+    if not o.strength:
+        return None
+    return PhraseReturn(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs), candidates=inputs.candidates,
+                        replays=o.replays)
 
 
 SPEC = HookSpec("phrase_return", PhraseReturnOptions, ("remi",), ("continue",), _make,
-                "a seed that plays its last phrase twice hears it once more in the first new bars")
+                "a seed that plays its phrase twice hears it once more; some best_of candidates replay its last bars")
