@@ -118,3 +118,17 @@ def _built(prompt) -> list:
     for hook in hooks:
         hook.start(prompt.ids)
     return hooks
+
+
+def test_a_continuation_that_follows_a_lead_sheet_never_replays(pop, tmp_path):
+    """With chords= the sheet says where the harmony goes: no candidate goes back to the seed's bars."""
+    from musictx.io.chord_labels import Chords
+
+    net, tok = pop
+    seed = metrical_seed(tok, band_song(tmp_path / "song.mid", bars=8, beats_per_bar=4, seed=3), 20.0, 0.0)
+    lab = tmp_path / "sheet.lab"
+    lab.write_text("0 3600 F#:maj\n")
+    sampling = SamplingOptions(seed=2, hooks={"phrase_return": {"replays": 2}})
+    prompt = bars_prompt(net, tok, seed, sampling, num_samples=4, bars=4, candidates=4, chords=Chords.read(lab))
+    (hook,) = [h for h in _built(prompt) if isinstance(h, PhraseReturn)]
+    assert hook.plans == [{}] * 4

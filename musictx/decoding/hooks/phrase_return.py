@@ -13,7 +13,8 @@ A seed that restates nothing is the common case, yet a song's next bars often re
 verse's second half, a chorus sung again. So of each sample's ``best_of`` candidates the last ``replays`` (at
 most all but one) lean toward the seed's last ``REPLAY_BARS`` bars in the same way, and the model's critic
 keeps the candidate that sounds most like a song, a replay or a fresh draw (docs/generation.md, "Replays
-among the candidates"). One draw (``best_of=1``) never replays an unrestated seed.
+among the candidates"). One draw (``best_of=1``) never replays an unrestated seed, and nor does a continuation
+that follows a lead sheet (``chords=``): the sheet says where its harmony goes.
 """
 
 from __future__ import annotations
@@ -107,15 +108,18 @@ class PhraseReturnOptions:
         "time in the first new bars (and in the replaying candidates, its last 4 bars); 0: off"))
     replays: int = option(1, (
         "of each sample's best_of candidates, how many (at most all but one) replay the seed's last 4 bars even "
-        "where it states nothing twice; the critic keeps a replay only where it sounds most like the song; 0: none"),
+        "where it states nothing twice (not with chords=); the critic keeps a replay only where it sounds most like"
+        " the song; 0: none"),
         low=0, high=MAX_BEST_OF, off="0")
 
 
 def _make(inputs: HookInputs, o: PhraseReturnOptions) -> PhraseReturn | None:
     if not o.strength:
         return None
+    # a lead sheet (chords=) says where the new bars' harmony goes: replaying the seed's bars would go back instead
+    replays = o.replays if inputs.chords is None else 0
     return PhraseReturn(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs), candidates=inputs.candidates,
-                        replays=o.replays)
+                        replays=replays)
 
 
 SPEC = HookSpec("phrase_return", PhraseReturnOptions, ("remi",), ("continue",), _make,
