@@ -88,6 +88,7 @@ def test_generate_records_each_samples_choice(tmp_path, capsys):
     assert "the best of 3 continuations by the model's critic" in capsys.readouterr().out
     saved = json.loads((tmp_path / "generation.json").read_text())
     assert saved["best_of"] == 3 == record["best_of"]
+    assert saved["replay_candidates"] == [2]  # the last of the 3 replays the seed's last bars (phrase_return.replays=1)
     for sample in saved["samples"]:
         assert len(sample["critic_scores"]) == 3 and sample["critic_scores"][sample["kept"]] == max(
             sample["critic_scores"])

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from musictx.decoding.hook import HookInputs
+from musictx.decoding.hooks.phrase_return import replaying_rows
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
 from musictx.tasks.critic_choice import candidates_per_sample, choose
@@ -76,7 +77,7 @@ def metrical_job(opts, net, tok) -> Job:
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "bars": seed.bars, "first_bar": seed.first_bar + 1,
                       "starts_at_seconds": seed.origin_seconds, "tokens": len(seed.ids),
                       "tracks": seed.tracks.to_list()},
-             "bars": bars, "best_of": k}
+             "bars": bars, "best_of": k, "replay_candidates": replay_candidates(opts, k, chords)}
 
     def takes(ids, cut_short: bool, _wall) -> list[Take]:
         rows = ids[:, len(seed.ids):].cpu().numpy()
@@ -89,6 +90,15 @@ def metrical_job(opts, net, tok) -> Job:
         return made
 
     return Job(prompt, takes, about)
+
+
+def replay_candidates(sampling: SamplingOptions, k: int, chords) -> list[int]:
+    """Which of a sample's ``k`` candidates (0-based) replay the seed's last bars where it restates nothing
+    (`musictx.decoding.hooks.phrase_return`): what generation.json records beside the critic's scores."""
+    o = sampling.hooks.phrase_return
+    if not o.strength or chords is not None:
+        return []
+    return [j for j, replays in enumerate(replaying_rows(k, k, o.replays)) if replays]
 
 
 def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Take:
