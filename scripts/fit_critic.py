@@ -47,7 +47,7 @@ def gather(args: argparse.Namespace) -> None:
 
     from musictx.checkpoints.model_store import load_pretrained
     from musictx.decoding import SamplingOptions
-    from musictx.tasks import bars_for, metrical_seed, sample_bars
+    from musictx.tasks import bars_for, metrical_seed
     from musictx.tasks.continue_metrical import bars_prompt, strip_after_bars
     from musictx.tasks.prompt import sample
 
@@ -62,11 +62,7 @@ def gather(args: argparse.Namespace) -> None:
         if len(seed.bars_after(tok.bar_id, 2 * bars)) == 0:
             continue
         sampling = SamplingOptions(seed=args.seed + zlib.crc32(path.name.encode()) % 10_000, best_of=1)
-        if args.candidates == 1:
-            rows.append({"song": str(path), "bars": bars,
-                         "new_ids": sample_bars(net, tok, seed, sampling, num_samples=1, bars=bars)[0].tolist()})
-            continue
-        k = args.candidates  # one sample's candidates, as `best_of` draws them, every one kept
+        k = args.candidates  # one sample's candidates, as `best_of` draws them, every one kept (1: a plain draw)
         made = sample(net, bars_prompt(net, tok, seed, sampling, num_samples=k, bars=bars, candidates=k))
         for j, row in enumerate(made[:, len(seed.ids):].cpu().numpy()):
             rows.append({"song": str(path), "bars": bars, "candidate": j,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from musictx.decoding.hook import HookInputs
-from musictx.decoding.hooks.phrase_return import replaying_rows
+from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
 from musictx.tasks.critic_choice import candidates_per_sample, choose
@@ -95,10 +95,8 @@ def metrical_job(opts, net, tok) -> Job:
 def replay_candidates(sampling: SamplingOptions, k: int, chords) -> list[int]:
     """Which of a sample's ``k`` candidates (0-based) replay the seed's last bars where it restates nothing
     (`musictx.decoding.hooks.phrase_return`): what generation.json records beside the critic's scores."""
-    o = sampling.hooks.phrase_return
-    if not o.strength or chords is not None:
-        return []
-    return [j for j, replays in enumerate(replaying_rows(k, k, o.replays)) if replays]
+    asked = replays_asked(sampling.hooks.phrase_return, chords)
+    return [j for j, replays in enumerate(replaying_rows(k, k, asked)) if replays]
 
 
 def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Take:

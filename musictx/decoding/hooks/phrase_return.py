@@ -62,8 +62,8 @@ def replaying_rows(rows: int, candidates: int, asked: int) -> list[bool]:
 class PhraseReturn(RepeatEcho):
     """The repeat echo with, per row, a plan read from its seed: new bar k -> seed bar ``k - P`` (counted from
     the first new bar) for the first P new bars, where the seed restates a P-bar phrase, or on a replaying row
-    where it does not, P its last bars (`REPLAY_BARS`, at least 2). A chord of the
-    phrase is finished before it moves on: its downbeat keeps the melody's note over the bass."""
+    where it does not, P its last bars (`REPLAY_BARS`, at least 2). A chord of the phrase is finished before it
+    moves on: its downbeat keeps the melody's note over the bass."""
 
     def __init__(self, tokenizer, strength: float, cursor=None, candidates: int = 1, replays: int = 0):
         """``candidates`` rows a sample (`best_of`), of which the last ``replays`` replay (`replaying_rows`)."""
@@ -113,13 +113,18 @@ class PhraseReturnOptions:
         low=0, high=MAX_BEST_OF, off="0")
 
 
+def replays_asked(o: PhraseReturnOptions, chords) -> int:
+    """How many of a sample's candidates replay under the options ``o`` (before `replaying_rows` keeps a fresh
+    one): none with the hook off, or with a lead sheet (``chords``), which says where the new bars' harmony goes
+    where replaying the seed's bars would go back instead."""
+    return o.replays if o.strength and chords is None else 0
+
+
 def _make(inputs: HookInputs, o: PhraseReturnOptions) -> PhraseReturn | None:
     if not o.strength:
         return None
-    # a lead sheet (chords=) says where the new bars' harmony goes: replaying the seed's bars would go back instead
-    replays = o.replays if inputs.chords is None else 0
     return PhraseReturn(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs), candidates=inputs.candidates,
-                        replays=replays)
+                        replays=replays_asked(o, inputs.chords))
 
 
 SPEC = HookSpec("phrase_return", PhraseReturnOptions, ("remi",), ("continue",), _make,
