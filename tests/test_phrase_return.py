@@ -112,6 +112,38 @@ def test_replaying_candidates_play_the_seeds_last_bars_again(pop, tmp_path):
     assert replayed > 0.4 > fresh + 0.15, (fresh, replayed)
 
 
+def top_line(bar: dict) -> dict:
+    """The bar's highest note at each position, as a bar of its own."""
+    return {pos: [max(notes, key=lambda note: note[1])] for pos, notes in bar.items()}
+
+
+def under_top(bar: dict) -> dict:
+    """The bar's notes below its top line."""
+    return {pos: sorted(notes, key=lambda note: note[1])[:-1] for pos, notes in bar.items()}
+
+
+def test_a_replay_of_the_top_line_leaves_the_accompaniment_free(pop, tmp_path):
+    """voices=top: the replaying rows play the seed's top line again about as much as a full replay does, while
+    the notes under it share far less with the seed's bars (the accompaniment is the model's own)."""
+    net, tok = pop
+    seed = metrical_seed(tok, band_song(tmp_path / "song.mid", bars=8, beats_per_bar=4, seed=3), 20.0, 0.0)
+    last = bars_of(tok, seed.ids)[-4:]
+    shared = {}
+    for voices in ("all", "top"):
+        sampling = SamplingOptions(seed=2, hooks={"phrase_return": {"replays": 3, "voices": voices}})
+        prompt = bars_prompt(net, tok, seed, sampling, num_samples=8, bars=4, candidates=4)
+        (hook,) = [h for h in _built(prompt) if isinstance(h, PhraseReturn)]
+        assert hook.top_only == [False, voices == "top", voices == "top", voices == "top"] * 2
+        rows = sample(net, prompt)[:, len(seed.ids):].cpu().numpy()
+        pairs = [(new, old) for i, row in enumerate(rows) if i % 4
+                 for new, old in zip(bars_of(tok, np.append(seed.ids, row))[8:12], last, strict=False)]
+        shared[voices] = (np.mean([shared_notes(top_line(new), top_line(old)) for new, old in pairs]),
+                          np.mean([shared_notes(under_top(new), under_top(old)) for new, old in pairs]))
+    (top_all, under_all), (top_top, under_top_) = shared["all"], shared["top"]
+    assert top_top > 0.5 and top_top > top_all - 0.2, shared
+    assert under_top_ < under_all - 0.2, shared
+
+
 def _built(prompt) -> list:
     """The run's hooks, made from a copy of its inputs (a cursor of their own) and started on its prompt."""
     hooks = build_hooks(replace(prompt.hooks, cursor=None))

@@ -11,10 +11,13 @@ lean does not win.
 
 A seed that restates nothing is the common case, yet a song's next bars often restate its last ones: a
 verse's second half, a chorus sung again. So of each sample's ``best_of`` candidates the last ``replays`` (at
-most all but one) lean toward the seed's last ``REPLAY_BARS`` bars in the same way, and the model's critic
-keeps the candidate that sounds most like a song, a replay or a fresh draw (docs/generation.md, "Replays
-among the candidates"). One draw (``best_of=1``) never replays an unrestated seed, and nor does a continuation
-that follows a lead sheet (``chords=``): the sheet says where its harmony goes.
+most all but one) lean toward the seed's last ``REPLAY_BARS`` bars, and the model's critic keeps the candidate
+that sounds most like a song, a replay or a fresh draw (docs/generation.md, "Replays among the candidates").
+A replay plays the seed's top line again (``voices="top"``: the highest note at each onset, note for note, and
+the other tracks' onsets) under pitches of the model's own, where a replay of every voice copied whole
+stretches of the seed (``voices="all"``; docs/generation.md, "The top line replayed"). One draw
+(``best_of=1``) never replays an unrestated seed, and nor does a continuation that follows a lead sheet
+(``chords=``): the sheet says where its harmony goes.
 """
 
 from __future__ import annotations
@@ -63,20 +66,27 @@ class PhraseReturn(RepeatEcho):
     """The repeat echo with, per row, a plan read from its seed: new bar k -> seed bar ``k - P`` (counted from
     the first new bar) for the first P new bars, where the seed restates a P-bar phrase, or on a replaying row
     where it does not, P its last bars (`REPLAY_BARS`, at least 2). A chord of the phrase is finished before it
-    moves on: its downbeat keeps the melody's note over the bass."""
+    moves on: its downbeat keeps the melody's note over the bass. A replaying row leans toward the pitches of
+    its seed bars' top line only (``voices="top"``)."""
 
-    def __init__(self, tokenizer, strength: float, cursor=None, candidates: int = 1, replays: int = 0):
-        """``candidates`` rows a sample (`best_of`), of which the last ``replays`` replay (`replaying_rows`)."""
+    def __init__(self, tokenizer, strength: float, cursor=None, candidates: int = 1, replays: int = 0,
+                 voices: str = "all"):
+        """``candidates`` rows a sample (`best_of`), of which the last ``replays`` replay (`replaying_rows`)
+        the seed's ``voices``: "all" its notes, "top" its top line (the highest note at each onset)."""
         super().__init__(tokenizer, strength, {}, cursor)
         self.plans: list[dict[int, int]] = []
-        self.candidates, self.replays = candidates, replays
+        self.top_only: list[bool] = []  # row -> it replays only the seed's top line
+        self.candidates, self.replays, self.voices = candidates, replays, voices
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
         replaying = replaying_rows(len(self.seed_bars), self.candidates, self.replays)  # (B,)
-        periods = [restated_period(bars) or (_replay_period(bars) if replay else None)
-                   for bars, replay in zip(self.seed_bars, replaying, strict=True)]  # row -> P or None
+        restated = [restated_period(bars) for bars in self.seed_bars]  # row -> P or None
+        periods = [p or (_replay_period(bars) if replay else None)
+                   for p, bars, replay in zip(restated, self.seed_bars, replaying, strict=True)]
         self.plans = [{k: k - p for k in range(p)} if p else {} for p in periods]
+        self.top_only = [replay and not p and self.voices == "top" for p, replay in zip(restated, replaying,
+                                                                                           strict=True)]
 
     def __call__(self, logits: Tensor) -> Tensor:
         if not any(self.plans):  # the seed restates nothing, the common case: not a look per draw
@@ -87,8 +97,25 @@ class PhraseReturn(RepeatEcho):
         """The repeat echo's ids, but where a track is short of the phrase's notes here only its Program: the
         chord is finished before the next onset leans up (the echo leans to both alike)."""
         ids = super().wanted(b)
+        if ids and self.top_only[b]:
+            return self._top_line_wanted(b, ids)
         tracks = [i for i in ids if self.program_of[i] >= 0]
         return tracks or ids
+
+    def _top_line_wanted(self, b: int, ids: list[int]) -> list[int]:
+        """Of the repeat echo's ``ids``, those that replay the reference's top line: its track's Program until
+        that track plays here, then its pitch; then, as a replay of all voices, the Programs of the tracks short
+        of notes here and the next onset, but not their pitches: the notes under the top line are the model's."""
+        notes = self.reference(b).get(int(self.cursor.pos[b]), [])
+        drawn = self.cursor.bars[b][-1].at(int(self.cursor.pos[b]))
+        top = max(notes, key=lambda note: note[1]) if notes else None
+        if self._last_kind(b) == "program":
+            return [self.pitch_id[top[1]]] if top and top[0] == self.cursor.program[b] and top[1] in self.pitch_id \
+                else []
+        if top and top[0] not in {track for track, _ in drawn}:
+            return [self.program_id[top[0]]] if top[0] in self.program_id else []
+        tracks = [i for i in ids if self.program_of[i] >= 0]  # the tracks short of notes here, as in a replay
+        return tracks or ids  # of all voices; then the next onset (its Position, or the Bar)
 
     def plan_of(self, b: int) -> dict[int, int]:
         return self.plans[b]
@@ -111,6 +138,9 @@ class PhraseReturnOptions:
         "where it states nothing twice (not with chords=); the critic keeps a replay only where it sounds most like"
         " the song; 0: none"),
         low=0, high=MAX_BEST_OF, off="0")
+    voices: str = option("top", (
+        "what a replaying candidate plays again: all the seed's notes, or its top line (the highest note at each "
+        "onset) over an accompaniment of the model's own"), choices=("all", "top"))
 
 
 def replays_asked(o: PhraseReturnOptions, chords) -> int:
@@ -124,7 +154,7 @@ def _make(inputs: HookInputs, o: PhraseReturnOptions) -> PhraseReturn | None:
     if not o.strength:
         return None
     return PhraseReturn(inputs.tokenizer, o.strength, cursor=shared_cursor(inputs), candidates=inputs.candidates,
-                        replays=replays_asked(o, inputs.chords))
+                        replays=replays_asked(o, inputs.chords), voices=o.voices)
 
 
 SPEC = HookSpec("phrase_return", PhraseReturnOptions, ("remi",), ("continue",), _make,
