@@ -97,15 +97,17 @@ class PhraseReturn(RepeatEcho):
         """The repeat echo's ids, but where a track is short of the phrase's notes here only its Program: the
         chord is finished before the next onset leans up (the echo leans to both alike)."""
         ids = super().wanted(b)
-        if ids and self.top_only[b]:
-            return self._top_line_wanted(b, ids)
+        top_line = self._top_line_wanted(b) if ids and self.top_only[b] else None
+        if top_line is not None:
+            return top_line
         tracks = [i for i in ids if self.program_of[i] >= 0]
         return tracks or ids
 
-    def _top_line_wanted(self, b: int, ids: list[int]) -> list[int]:
-        """Of the repeat echo's ``ids``, those that replay the reference's top line: its track's Program until
-        that track plays here, then its pitch; then, as a replay of all voices, the Programs of the tracks short
-        of notes here and the next onset, but not their pitches: the notes under the top line are the model's."""
+    def _top_line_wanted(self, b: int) -> list[int] | None:
+        """On a row that replays the reference's top line: its track's Program until that track plays here,
+        then its pitch; None once it has played here, where the row goes on as a replay of all voices (the
+        Programs of the tracks short of notes here, then the next onset) but no pitch under the top line is
+        leant toward: those are the model's."""
         notes = self.reference(b).get(int(self.cursor.pos[b]), [])
         drawn = self.cursor.bars[b][-1].at(int(self.cursor.pos[b]))
         top = max(notes, key=lambda note: note[1]) if notes else None
@@ -114,8 +116,7 @@ class PhraseReturn(RepeatEcho):
                 else []
         if top and top[0] not in {track for track, _ in drawn}:
             return [self.program_id[top[0]]] if top[0] in self.program_id else []
-        tracks = [i for i in ids if self.program_of[i] >= 0]  # the tracks short of notes here, as in a replay
-        return tracks or ids  # of all voices; then the next onset (its Position, or the Bar)
+        return None
 
     def plan_of(self, b: int) -> dict[int, int]:
         return self.plans[b]
