@@ -66,8 +66,8 @@ def time_arms(net, tokenizer, settings: dict[str, list[str]], batch: int, second
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
             cpu = time.process_time()
-            if name == ENGINE_ARM:  # as many steps as the shipped arm drew (its first round runs before)
-                runs = [engine_alone(net, out["shipped"]["tokens"] // seeds, batch) for _ in range(seeds)]
+            if name == ENGINE_ARM:  # as many steps as the shipped arm drew (its first round runs before), B ids each
+                runs = [engine_alone(net, out["shipped"]["tokens"] // (seeds * batch), batch) for _ in range(seeds)]
             else:
                 runs = [one_run(net, tokenizer, batch, seconds, sampling_of(settings[name], seed))
                         for seed in range(seeds)]
