@@ -144,6 +144,24 @@ def test_a_replay_of_the_top_line_leaves_the_accompaniment_free(pop, tmp_path):
     assert under_top_ < under_all - 0.2, shared
 
 
+def test_a_top_line_replay_leans_toward_each_top_note_once(pop, tmp_path):
+    """After the top line's track's Program a replaying row leans toward the top pitch, but not where that track
+    has struck it at this onset already: a second note of its chord is the model's own (no doubled note)."""
+    net, tok = pop
+    seed = metrical_seed(tok, band_song(tmp_path / "song.mid", bars=8, beats_per_bar=4, seed=3), 20.0, 0.0)
+    sampling = SamplingOptions(seed=2, hooks={"phrase_return": {"replays": 3, "voices": "top"}})
+    prompt = bars_prompt(net, tok, seed, sampling, num_samples=4, bars=4, candidates=4)
+    (hook,) = [h for h in _built(prompt) if isinstance(h, PhraseReturn)]
+    b, piano = 3, 0  # a replaying row, and the top line's track
+    hook.cursor.program[b] = piano  # the row has just drawn that track's Program
+    here = [(piano, 72), (piano, 64), (33, 40)]  # the reference bar's notes at this onset: the top note is 72
+    assert hook._top_line_wanted(b, here, [], "program") == [hook.pitch_id[72]]
+    assert hook._top_line_wanted(b, here, [(piano, 64)], "program") == [hook.pitch_id[72]]
+    assert hook._top_line_wanted(b, here, [(piano, 72)], "program") == []
+    assert hook._top_line_wanted(b, here, [], "position") == [hook.program_id[piano]]  # its track first
+    assert hook._top_line_wanted(b, here, [(piano, 72)], "other") is None  # then the other tracks: the echo's rule
+
+
 def _built(prompt) -> list:
     """The run's hooks, made from a copy of its inputs (a cursor of their own) and started on its prompt."""
     hooks = build_hooks(replace(prompt.hooks, cursor=None))

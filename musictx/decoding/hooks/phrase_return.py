@@ -93,27 +93,28 @@ class PhraseReturn(RepeatEcho):
             return logits
         return super().__call__(logits)
 
-    def wanted(self, b: int) -> list[int]:
+    def _wanted_at(self, b: int, ref: dict[int, list[tuple[int, int]]], pos: int, drawn: list[tuple[int, int]],
+                   last_kind: str) -> list[int]:
         """The repeat echo's ids, but where a track is short of the phrase's notes here only its Program: the
         chord is finished before the next onset leans up (the echo leans to both alike)."""
-        ids = super().wanted(b)
-        top_line = self._top_line_wanted(b) if ids and self.top_only[b] else None
+        ids = super()._wanted_at(b, ref, pos, drawn, last_kind)
+        top_line = self._top_line_wanted(b, ref.get(pos, []), drawn, last_kind) if ids and self.top_only[b] else None
         if top_line is not None:
             return top_line
         tracks = [i for i in ids if self.program_of[i] >= 0]
         return tracks or ids
 
-    def _top_line_wanted(self, b: int) -> list[int] | None:
-        """On a row that replays the reference's top line: its track's Program until that track plays here,
-        then its pitch; None once it has played here, where the row goes on as a replay of all voices (the
-        Programs of the tracks short of notes here, then the next onset) but no pitch under the top line is
-        leant toward: those are the model's."""
-        notes = self.reference(b).get(int(self.cursor.pos[b]), [])
-        drawn = self.cursor.bars[b][-1].at(int(self.cursor.pos[b]))
+    def _top_line_wanted(self, b: int, notes: list[tuple[int, int]], drawn: list[tuple[int, int]],
+                         last_kind: str) -> list[int] | None:
+        """On a row that replays the reference's top line, whose (program, pitch) ``notes`` sound here and the
+        row's ``drawn`` so far: its track's Program until that track plays here, then its pitch (once: not where
+        the track has struck it here already); None once the track has played here, where the row goes on as a
+        replay of all voices (the Programs of the tracks short of notes here, then the next onset) but no pitch
+        under the top line is leant toward: those are the model's."""
         top = max(notes, key=lambda note: note[1]) if notes else None
-        if self._last_kind(b) == "program":
-            return [self.pitch_id[top[1]]] if top and top[0] == self.cursor.program[b] and top[1] in self.pitch_id \
-                else []
+        if last_kind == "program":
+            wanted = top and top[0] == self.cursor.program[b] and top not in drawn and top[1] in self.pitch_id
+            return [self.pitch_id[top[1]]] if wanted else []
         if top and top[0] not in {track for track, _ in drawn}:
             return [self.program_id[top[0]]] if top[0] in self.program_id else []
         return None

@@ -85,7 +85,13 @@ class RepeatEcho(ReadsCursor):
         if not ref or last_kind in ("pitch", ""):
             return []
         pos = int(self.cursor.pos[b])
-        drawn, wanted = self.cursor.bars[b][-1].at(pos), ref.get(pos, [])
+        return self._wanted_at(b, ref, pos, self.cursor.bars[b][-1].at(pos), last_kind)
+
+    def _wanted_at(self, b: int, ref: dict[int, list[tuple[int, int]]], pos: int, drawn: list[tuple[int, int]],
+                   last_kind: str) -> list[int]:
+        """`wanted` of row b at position ``pos`` of its bar, its reference bar ``ref`` and the (program, pitch)
+        notes ``drawn`` here so far given, after an id of family ``last_kind`` (not a Pitch)."""
+        wanted = ref.get(pos, [])
         if last_kind == "program":  # the reference's pitches of this track here, not drawn yet
             return [self.pitch_id[p] for (t, p) in Counter(wanted) - Counter(drawn)
                     if t == self.cursor.program[b] and p in self.pitch_id]
