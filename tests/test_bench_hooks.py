@@ -43,3 +43,11 @@ def test_the_arms_are_timed_and_compared_with_off_and_with_the_engine_alone(caps
 def test_a_round_pairs_the_shipped_arm_with_the_engine_run_next_to_it():
     timed = {"shipped": {"tokens": 100, "walls": [1.0, 2.0]}, "engine alone": {"tokens": 100, "walls": [0.5, 0.5]}}
     assert bench_hooks.paired(timed, "shipped", "engine alone") == [0.5, 0.25]
+
+
+def test_at_a_batch_the_engine_steps_as_many_ids_as_the_shipped_rows_drew(capsys):
+    bench_hooks.main(["--seconds", "2", "--seeds", "1", "--repeats", "1", "--batch", "2"])
+    rows = {r[0].lstrip("| "): r for r in (line.split(" | ") for line in capsys.readouterr().out.splitlines()
+                                           if line.startswith("| ") and "---" not in line)}
+    shipped, engine = int(rows["shipped"][1]), int(rows["engine alone"][1])
+    assert shipped - 2 < engine <= shipped, (shipped, engine)  # 2 rows a step: the shipped ids, rounded down
