@@ -37,6 +37,7 @@ DEFAULT_MODEL = "piano"
 NATIVE_TOKENIZER_FILE = "tokenizer.json"  # a metrical model's MidiTok parameter file (config.json has it too)
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 CHECKPOINT_KEY = "musictx"
+PROGRAMS_KEY = "programs"  # the parts a metrical model learnt: the Program numbers its training data plays
 CHECKPOINT_FORMAT = 1
 FOLDER_FORMAT = 1
 WEIGHT_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -113,7 +114,26 @@ def checkpoint_block(net: nn.Module, tokenizer: EventTokenizer, optimizer_factor
     optimizer = {"target": f"{func.__module__}.{func.__qualname__}",
                  "kwargs": _plain(dict(getattr(optimizer_factory, "keywords", {}) or {}))}
     return {"format": CHECKPOINT_FORMAT, "model": _plain(net_spec(net)), "tokenizer": tokenizer.to_dict(),
-            "optimizer": optimizer}
+            "optimizer": optimizer, **_programs_entry(net)}
+
+
+def _programs_entry(net: nn.Module) -> dict:
+    """{"programs": [...]} of a net that knows the parts it learnt (``net.learnt_programs``), else {}."""
+    programs = getattr(net, "learnt_programs", None)
+    return {} if programs is None else {PROGRAMS_KEY: [int(p) for p in programs]}
+
+
+def _set_programs(net: nn.Module, stored, path) -> None:
+    """``net.learnt_programs`` from a config's or checkpoint's "programs" entry (None: not recorded, a model
+    trained before it was, or one whose tokens have no Program); ModelLoadError for anything but numbers of
+    General MIDI programs (-1: drums)."""
+    if stored is None:
+        net.learnt_programs = None
+        return
+    if not isinstance(stored, list) or not all(isinstance(p, int) and -1 <= p <= 127 for p in stored):
+        raise ModelLoadError(f"{path}: {PROGRAMS_KEY!r} must list General MIDI program numbers (-1 .. 127), "
+                             f"got {stored!r}")
+    net.learnt_programs = tuple(sorted(set(stored)))
 
 
 def _build(spec, path) -> nn.Module:
@@ -188,6 +208,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"
     net = _build(block.get("model"), path)
     state = {k[len("net."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("net.")}
     _load_state(net, state, path)
+    _set_programs(net, block.get(PROGRAMS_KEY), path)
     meta = {"model": block["model"], "global_step": ckpt.get("global_step"), "epoch": ckpt.get("epoch"),
             "hparams": ckpt.get("hyper_parameters", {}), "optimizer": block.get("optimizer"), "path": str(path)}
     return net.to(map_location).eval(), tokenizer, meta
@@ -234,7 +255,7 @@ def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | 
         with atomic_path(out / name, "output_dir") as tmp:  # whole or not at all (musictx.safe_output)
             save_file({k: state[k] for k in keys}, tmp, metadata={"format": "musictx", "dtype": dtype})
     config = {"format": FOLDER_FORMAT, "model": net_spec(net), "tokenizer": tokenizer.to_dict(),
-              "weights_dtype": dtype, "info": info or {}}
+              "weights_dtype": dtype, "info": info or {}, **_programs_entry(net)}
     if len(names) > 1:
         config["weights_files"] = names
     write_text(out / CONFIG_FILE, json.dumps(config, indent=2) + "\n", "output_dir")
@@ -285,6 +306,7 @@ def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module
         state, net.int8_steps = _dequantized(state, weights), True  # its steps run in int8 on a CPU
     own = net.state_dict()
     _load_state(net, {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}, weights)
+    _set_programs(net, config.get(PROGRAMS_KEY), folder / CONFIG_FILE)
     if (folder / CRITIC_FILE).is_file():  # what best_of chooses its continuations by (musictx.tasks.critic_choice)
         try:
             net.critic = Critic.load(folder / CRITIC_FILE)

@@ -40,6 +40,10 @@ class Track:
     real_program: int
     is_drum: bool = False
 
+    def describe(self) -> str:
+        """How a message names it: ``bass (program 33)``, ``(unnamed) (drums)``."""
+        return f"{self.name or '(unnamed)'} ({'drums' if self.is_drum else f'program {self.real_program}'})"
+
 
 @dataclass(frozen=True)
 class TrackMap:
@@ -56,7 +60,7 @@ class TrackMap:
         return cls(tuple(Track(**r) for r in rows))
 
     def describe(self) -> str:
-        return ", ".join(f"{t.name or '(unnamed)'} (program {t.real_program})" for t in self.tracks)
+        return ", ".join(t.describe() for t in self.tracks)
 
 
 def role_of(name: str) -> str | None:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from musictx.decoding.errors import GenerateError
 from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
+from musictx.io.score_prep import ROLE_PROGRAMS, Track
 from musictx.tasks.critic_choice import candidates_per_sample, choose
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
 from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, seed_of
@@ -29,6 +31,43 @@ def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
 
 
+def unlearnt_tracks(net, seed: MetricalSeed) -> list[Track]:
+    """The seed's tracks of parts the model never learnt (``net.learnt_programs``, recorded with its weights):
+    it writes no note on them. None are where the model does not record its parts."""
+    learnt = getattr(net, "learnt_programs", None)
+    return [] if learnt is None else [t for t in seed.tracks.tracks if t.program not in learnt]
+
+
+def learnt_parts(net) -> str:
+    """The parts a model learnt, as a message says them: ``MELODY, BRIDGE and PIANO`` (pop's roles by name,
+    other programs by number)."""
+    names = {program: role for role, program in ROLE_PROGRAMS.items()}
+    parts = [names.get(p, "drums" if p == -1 else f"program {p}") for p in net.learnt_programs]
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
+def playable_programs(net, seed: MetricalSeed) -> list[int]:
+    """The seed's (internal) programs that the continuation may play: those of the parts the model learnt.
+    GenerateError naming the file where that leaves none (a drum loop continued by a model of pitched parts)."""
+    unlearnt = {t.program for t in unlearnt_tracks(net, seed)}
+    programs = [p for p in seed_programs(seed) if p not in unlearnt]
+    if not programs:
+        raise GenerateError(f"seed_midi={seed.path}: none of its tracks ({seed.tracks.describe()}) is a part the "
+                            f"model learnt ({learnt_parts(net)}), so it has nothing to continue; give a file with "
+                            "one of those (a track named melody or bridge is read as one)")
+    return programs
+
+
+def unlearnt_line(net, seed: MetricalSeed) -> str | None:
+    """The one line that says which seed tracks the continuation leaves silent, and why; None: none."""
+    tracks = unlearnt_tracks(net, seed)
+    if not tracks:
+        return None
+    keep = "this track keeps its seed notes and gets" if len(tracks) == 1 else "these keep their seed notes and get"
+    return (f"not continued: {', '.join(t.describe() for t in tracks)}: the model learnt {learnt_parts(net)} "
+            f"only; {keep} no new ones")
+
+
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
                 max_tokens: int | None = None, chords=None, candidates: int = 1) -> Prompt:
     """The prompt of ``num_samples`` continuations of ``seed``, ``bars`` bars each, under the hooks
@@ -40,7 +79,7 @@ def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     ids = torch.cat([ids, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
     lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
-    hooks = HookInputs("continue", tok, sampling, programs=seed_programs(seed), stop_after_bars=bars - 1,
+    hooks = HookInputs("continue", tok, sampling, programs=playable_programs(net, seed), stop_after_bars=bars - 1,
                        chords=chords, new_bar_lines_s=lines, candidates=candidates)
     return Prompt(ids, hooks, max_tokens or TOKENS_PER_BAR * bars)
 
@@ -66,6 +105,9 @@ def metrical_job(opts, net, tok) -> Job:
     (`musictx.tasks.metrical_seeds.seed_of`), its continuations' prompt, whole bars each; a Ctrl-C keeps
     the partial samples."""
     seed = seed_of(tok, opts)
+    playable_programs(net, seed)  # refused before anything else is said where the model can play none of it
+    if line := unlearnt_line(net, seed):
+        print(line)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     chords = Chords.read_option(opts.chords)  # a folder, a FIFO, a bad line: one line naming it, before any sampling
     critic = getattr(net, "critic", None)

@@ -8,6 +8,7 @@ it without calling back into the sampler, so a run reads options -> model -> see
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,9 +50,22 @@ def score_roll(score: Score) -> tuple[Notes, dict, float, list[tuple[str, Notes]
     """(all notes of ``score`` in seconds, notes per track name, its end in seconds, the notes by track), as
     its MIDI file plays."""
     pm = score_to_pretty_midi(score)
-    parts = [(i.name or f"program {i.program}",
-              Notes(np.array([n.start for n in i.notes]), np.array([n.end for n in i.notes]),
-                    np.array([n.pitch for n in i.notes], dtype=np.int64),
-                    np.array([n.velocity for n in i.notes], dtype=np.int64))) for i in pm.instruments]
+    labels = track_labels(pm.instruments)
+    parts = [(label, Notes(np.array([n.start for n in i.notes]), np.array([n.end for n in i.notes]),
+                           np.array([n.pitch for n in i.notes], dtype=np.int64),
+                           np.array([n.velocity for n in i.notes], dtype=np.int64)))
+             for label, i in zip(labels, pm.instruments, strict=True)]
     notes = Notes.concat([p for _, p in parts])
-    return notes, {i.name: len(i.notes) for i in pm.instruments}, pm.get_end_time(), parts
+    return notes, {label: len(i.notes) for label, i in zip(labels, pm.instruments, strict=True)}, \
+        pm.get_end_time(), parts
+
+
+def track_labels(tracks) -> list[str]:
+    """Each track's label in a summary, told apart: its name, else ``program N`` (``drums``), a second of the
+    same label numbered (``program 0 (2)``); one dictionary entry per track, where names alone collide."""
+    labels, seen = [], Counter()
+    for t in tracks:
+        label = t.name or ("drums" if t.is_drum else f"program {t.program}")
+        seen[label] += 1
+        labels.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return labels

@@ -28,6 +28,8 @@ from musictx.training.mixed_windows import MixedWindows, MixOptions, check_mix_d
 from musictx.training.recall_windows import RecallCurriculum
 from musictx.training.windows import FixedWindows, RandomWindows
 
+NOT_A_PROGRAM = -2  # `programs`' mark for the ids that open no track (-1 is the drums' Program)
+
 
 class WindowSampler(Sampler[int]):
     """Global window numbers of one rank for one epoch: ``epoch_windows`` per epoch over all ranks.
@@ -126,6 +128,19 @@ class MusicDataModule(L.LightningDataModule):
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
+
+    def programs(self) -> list[int] | None:
+        """The Program numbers (-1: drums) that the train split plays, and the mix's: the parts a metrical model
+        learns from this data, recorded with its weights; None for tokens without Programs (Performance events)."""
+        numbers_of = getattr(self.tokenizer, "numbers_of", None)
+        if numbers_of is None:
+            return None
+        program_of = numbers_of("Program", missing=NOT_A_PROGRAM)  # (V,)
+        found: set[int] = set()
+        for data_dir in [self.dir] if self.mix_dir is None else [self.dir, self.mix_dir]:
+            played = np.bincount(TokenArrays(data_dir, "train").tokens, minlength=len(program_of)) > 0  # (V,)
+            found |= set(program_of[played & (program_of != NOT_A_PROGRAM)].tolist())
+        return sorted(found)
 
     def check_split(self, split: str, data_dir: Path | None = None) -> TokenArrays:
         """The split's arrays (of ``data_dir``, default the main dataset), after checking they fit the

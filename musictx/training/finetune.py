@@ -67,6 +67,7 @@ def init_net_from(ref: str, net_config: dict, data_tokenizer: EventTokenizer,
             raise InitFromError(f"init_from={ref}: weight {name} has shape {tuple(tensor.shape)} in the saved "
                                 f"model but {tuple(own[name].shape)} with this config ({_diff(meta, config)})")
     net.load_state_dict(saved_state)
+    net.learnt_programs = getattr(saved_net, "learnt_programs", None)  # the parts it knows go on with it
     return net, meta
 
 
