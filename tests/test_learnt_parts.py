@@ -18,6 +18,7 @@ from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.tasks.continue_metrical import unlearnt_tracks
 from musictx.tasks.metrical_seeds import metrical_seed
+from musictx.tasks.played_as import play_as_learnt
 from musictx.tasks.take import score_roll
 from musictx.training.data import MusicDataModule
 
@@ -50,17 +51,60 @@ def options(seed: Path, out: Path) -> GenerateOptions:
                            audio=False, output_dir=str(out))
 
 
-def test_a_band_seed_continues_the_parts_the_model_learnt_and_says_which_it_leaves(tmp_path, capsys):
-    record = run(options(band(tmp_path / "band.mid"), tmp_path / "out"))
+def notes_by_track(path: Path, bar_ticks_of=lambda tpq: 4 * tpq) -> dict[str, list[tuple[float, int]]]:
+    """Each track's notes as (onset in bars, pitch), drums under "drums"."""
+    score = Score(str(path))
+    bar = bar_ticks_of(score.ticks_per_quarter)
+    return {("drums" if t.is_drum else t.name): [(n.time / bar, n.pitch) for n in t.notes] for t in score.tracks}
+
+
+def test_a_band_seed_plays_its_bass_as_pop_s_piano_part_and_says_so(tmp_path, capsys):
+    """The bass (program 33, a part pop never learnt) is read with the piano as POP909's PIANO part (whose left hand
+    plays the bass line) and gets the low notes of the new bars back, one at a time; the drums stay silent; every
+    seed note comes back on its own track."""
+    seed = band(tmp_path / "band.mid")
+    record = run(options(seed, tmp_path / "out"))
     said = capsys.readouterr().out.splitlines()
-    assert ("not continued: bass (program 33), kit (drums): the model learnt PIANO, MELODY and BRIDGE only; these "
-            "keep their seed notes and get no new ones") in said
-    score = Score(str(tmp_path / "out" / record["samples"][0]["midi"]))
-    seed_end = 8 * 4 * score.ticks_per_quarter  # the seed's 8 bars, then the 2 new ones
-    new = {("drums" if t.is_drum else t.name): sum(n.time >= seed_end for n in t.notes) for t in score.tracks}
-    seed = {("drums" if t.is_drum else t.name): sum(n.time < seed_end for n in t.notes) for t in score.tracks}
-    assert new["bass"] == new["drums"] == 0 and seed["bass"] == 8 and seed["drums"] == 32
-    assert new["melody"] > 0 and new["piano"] > 0
+    assert ("the model learnt PIANO, MELODY and BRIDGE only: bass (program 33) as PIANO; kit (drums) keeps its seed "
+            "notes and gets no new ones (tracks that share a part get its new notes by register)") in said
+    before, after = notes_by_track(seed), notes_by_track(tmp_path / "out" / record["samples"][0]["midi"])
+    for name, notes in before.items():  # the seed's 8 bars, note for note on their own tracks
+        assert sorted(n for n in after[name] if n[0] < 8) == sorted(notes), name
+    new = {name: [n for n in notes if n[0] >= 8] for name, notes in after.items()}
+    assert new["drums"] == [] and new["melody"] and new["piano"] and new["bass"], new
+    assert max(p for _, p in new["bass"]) < min(p for _, p in new["piano"]) + 12  # the low end of the part
+    assert len({t for t, _ in new["bass"]}) == len(new["bass"])  # one note at a time, as the seed's bass
+
+
+def test_strangers_take_the_free_melodic_parts_and_the_rest_join_the_piano():
+    """An unnamed flute line over a violin line, a guitar's chords and a bass: the highest line is the MELODY, the
+    next the BRIDGE, the chords and the bass the PIANO; a seed with a melody of its own keeps it."""
+    pm = pretty_midi.PrettyMIDI()
+    for program, pitches, chord in [(73, [79, 81, 83], False), (40, [67, 69, 71], False), (25, [55, 59], True),
+                                    (33, [36, 38, 40], False)]:
+        inst = pretty_midi.Instrument(program)
+        for k in range(12):
+            inst.notes += [pretty_midi.Note(80, p, 0.5 * k, 0.5 * k + 0.4)
+                           for p in (pitches if chord else [pitches[k % len(pitches)]])]
+        pm.instruments.append(inst)
+    tok = load_pretrained("pop")[1]
+    read = tok.read(Score.from_midi(_midi_bytes(pm)))
+    tracks, plan = play_as_learnt(read.score, read.tracks, (0, 80, 81))
+    assert [t.program for t in tracks.tracks] == [80, 81, 0, 0] == [t.program for t in read.score.tracks]
+    assert plan.played_as == {"(unnamed) (program 73)": "MELODY", "(unnamed) (program 40)": "BRIDGE",
+                              "(unnamed) (program 25)": "PIANO", "(unnamed) (program 33)": "PIANO"}
+    assert [m.track.real_program for m in plan.shared[0]] == [25, 33] and plan.shared[0][1].one_at_a_time
+    pm.instruments[1].name = "vocal"  # the violin, named as a melody, takes MELODY by its name; the flute the BRIDGE
+    again = tok.read(Score.from_midi(_midi_bytes(pm)))
+    assert [t.program for t in play_as_learnt(again.score, again.tracks, (0, 80, 81))[0].tracks] == [81, 80, 0, 0]
+
+
+def _midi_bytes(pm) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    pm.write(buffer)
+    return buffer.getvalue()
 
 
 def test_a_drum_loop_alone_is_refused_naming_its_file(tmp_path):

@@ -29,7 +29,7 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     """(seed, [(record, ids)]) of one request on the metrical ``model`` (`musictx.app.models.Loaded`); WAVs when
     ``audio``; ``check_seconds(seed seconds)`` refuses a seed too long; the caller makes the page's results."""
     tok = model.tokenizer
-    seed = seed_of(tok, opts)
+    seed = seed_of(tok, opts, getattr(model.net, "learnt_programs", None))
     check_seconds(seed.seconds)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     pieces = sample_bars(model.net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,

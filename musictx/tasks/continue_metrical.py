@@ -58,14 +58,19 @@ def playable_programs(net, seed: MetricalSeed) -> list[int]:
     return programs
 
 
-def unlearnt_line(net, seed: MetricalSeed) -> str | None:
-    """The one line that says which seed tracks the continuation leaves silent, and why; None: none."""
-    tracks = unlearnt_tracks(net, seed)
-    if not tracks:
+def parts_line(net, seed: MetricalSeed) -> str | None:
+    """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`) and which
+    it leaves silent, and why; None where every track is a part it knows."""
+    played = seed.parts.played_as if seed.parts is not None else {}
+    silent = unlearnt_tracks(net, seed)
+    if not played and not silent:
         return None
-    keep = "this track keeps its seed notes and gets" if len(tracks) == 1 else "these keep their seed notes and get"
-    return (f"not continued: {', '.join(t.describe() for t in tracks)}: the model learnt {learnt_parts(net)} "
-            f"only; {keep} no new ones")
+    said = [f"{track} as {part}" for track, part in played.items()]
+    if silent:
+        keep = "keeps its seed notes and gets" if len(silent) == 1 else "keep their seed notes and get"
+        said.append(f"{', '.join(t.describe() for t in silent)} {keep} no new ones")
+    shared = " (tracks that share a part get its new notes by register)" if seed.parts and seed.parts.shared else ""
+    return f"the model learnt {learnt_parts(net)} only: {'; '.join(said)}{shared}"
 
 
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
@@ -104,9 +109,9 @@ def metrical_job(opts, net, tok) -> Job:
     """``musictx-generate``'s run on a metrical model, as its options (`GenerateOptions`) ask: the seed read
     (`musictx.tasks.metrical_seeds.seed_of`), its continuations' prompt, whole bars each; a Ctrl-C keeps
     the partial samples."""
-    seed = seed_of(tok, opts)
+    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None))
     playable_programs(net, seed)  # refused before anything else is said where the model can play none of it
-    if line := unlearnt_line(net, seed):
+    if line := parts_line(net, seed):
         print(line)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     chords = Chords.read_option(opts.chords)  # a folder, a FIFO, a bad line: one line naming it, before any sampling

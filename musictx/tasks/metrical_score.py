@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 from symusic import Score, Tempo, TimeSignature, Track
 
-from musictx.tasks.metrical_seeds import MetricalSeed, ticks_to_seconds
+from musictx.tasks.metrical_seeds import MetricalSeed, grid_ticks, ticks_to_seconds
+from musictx.tasks.played_as import hand_back
 
 
 def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Score:
@@ -28,6 +29,8 @@ def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_see
                     if k == 0 or round(t.time * factor) < end]
     score.time_signatures = [TimeSignature(round(s.time * factor), s.numerator, s.denominator)
                              for k, s in enumerate(sigs) if k == 0 or round(s.time * factor) < end]
+    seed_end = (seed.lines[seed.first_bar + seed.bars] - seed.start_tick) * factor if include_seed else 0
+    score = hand_back(score, seed.parts, grid_ticks(tok, score), seed_end)  # tracks that shared a part, apart
     # every seed track stays in the file, even one the continuation left silent
     present = {t.name for t in score.tracks}
     for info in seed.tracks.tracks:

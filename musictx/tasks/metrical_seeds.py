@@ -18,6 +18,7 @@ from symusic import Score, Tempo, TimeSignature
 from musictx.decoding.errors import GenerateError
 from musictx.io.midi_io import MidiReadError
 from musictx.io.score_prep import TrackMap
+from musictx.tasks.played_as import PartPlan, play_as_learnt, remember_seed_notes
 
 
 def bar_lines(score: Score) -> np.ndarray:
@@ -65,6 +66,7 @@ class MetricalSeed:
     shift_seconds: float = 0.0  # how much later the reading put the music (POP909 pickups; 0 otherwise)
     path: str | None = None
     song_ids: np.ndarray | None = field(default=None, repr=False)  # the whole file's ids, as the seed's were made
+    parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
 
     @property
     def silence_dropped(self) -> float:
@@ -121,10 +123,15 @@ def _from_tick(events, start: int) -> list:
 
 
 def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = None,
-                  seed_from: float = 0.0, beats="auto") -> MetricalSeed:
+                  seed_from: float = 0.0, beats="auto", learnt: tuple[int, ...] | None = None) -> MetricalSeed:
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
-    to the nearest bar line (all to the end when None)."""
+    to the nearest bar line (all to the end when None). ``learnt``: the parts (programs) the model learnt; a
+    track of another part is played as one of them (`musictx.tasks.played_as`)."""
     read = tok.read(path, beats)
+    plan = None
+    if learnt is not None:
+        tracks, plan = play_as_learnt(read.score, read.tracks, learnt)
+        read = read._replace(tracks=tracks)
     score, tracks, shift_ticks = read.score, read.tracks, read.shift_ticks
     ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     bar_at = np.flatnonzero(ids == tok.bar_id)  # (n_bars,) index of each Bar id
@@ -145,9 +152,18 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
         count = n_bars - first
     count = min(count, n_bars - first)
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
+    remember_seed_notes(plan, score, tracks, int(lines[first]), grid_ticks(tok, score, int(lines[first])))
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
                         origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids,
-                        meter_found=read.meter_found)
+                        meter_found=read.meter_found, parts=plan)
+
+
+def grid_ticks(tok, score: Score, tick: int = 0) -> float:
+    """Ticks of ``score`` between two of the tokens' positions at ``tick``: a beat (a quarter, an eighth in x/8)
+    over the tokenizer's positions a beat."""
+    sigs = [s for s in sorted(score.time_signatures, key=lambda s: s.time) if s.time <= tick]
+    denominator = sigs[-1].denominator if sigs else 4
+    return score.ticks_per_quarter * 4 / denominator / max(tok.miditok.config.beat_res.values())
 
 
 def _nearest_bar(path, secs: np.ndarray, n_bars: int, seed_from: float) -> int:
@@ -185,13 +201,14 @@ def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int 
     return max(1, math.ceil((length_seconds or 30.0) / seed.bar_seconds() - 1e-6))
 
 
-def seed_of(tok, opts) -> MetricalSeed:
+def seed_of(tok, opts, learnt: tuple[int, ...] | None = None) -> MetricalSeed:
     """``musictx-generate``'s seed for a metrical model as its options (`GenerateOptions`) ask, said in one
-    printed line; a metrical model always continues a seed file."""
+    printed line; a metrical model always continues a seed file. ``learnt``: as `metrical_seed`'s."""
     if not opts.seed_midi:
         raise GenerateError("a metrical model continues a seed: give seed_midi=<file>")
     try:
-        seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from, opts.beats_per_bar or "auto")
+        seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from, opts.beats_per_bar or "auto",
+                             learnt)
     except GenerateError:
         raise  # the seed's own refusals (seed_from past the end) name the file and the option already
     except ValueError as err:  # a broken beat file beside the seed

@@ -1,0 +1,109 @@
+"""How a band's bass and keys go on under `pop`, which learnt POP909's MELODY, BRIDGE and PIANO only.
+
+Each POP909 song of a split becomes a band: its melody named "vocal", its counter-melody "counter", and its piano
+cut in two, the lowest note of each onset at or below G3 a bass (program 33) and the rest keys (program 4), two
+parts `pop` never learnt. The band's seed (``--seed-seconds`` from ``--seed-from``) is continued with the shipped
+settings (one draw: ``best_of=1``) and the new bars' bass and keys are compared with the song's own next bars, cut
+the same way. Before `musictx.tasks.played_as` the bass and the keys got no new note.
+
+    python scripts/band_parts.py --split validation --songs 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
+from musictx.io.score_prep import BASS_CEILING
+
+PARTS = {"bass": 33, "keys": 4}
+
+
+def band_of(song: Path, out: Path) -> Path:
+    """The band version of a POP909 song, beside a copy of its beat file (the same bars)."""
+    pm = pretty_midi.PrettyMIDI(str(song))
+    band = pretty_midi.PrettyMIDI(initial_tempo=pm.get_tempo_changes()[1][0])
+    band.time_signature_changes = pm.time_signature_changes
+    by_name = {i.name.upper(): i for i in pm.instruments}
+    for name, new in (("MELODY", "vocal"), ("BRIDGE", "counter")):
+        if name in by_name:
+            band.instruments.append(pretty_midi.Instrument(0, name=new))
+            band.instruments[-1].notes = list(by_name[name].notes)
+    bass, keys = (pretty_midi.Instrument(p, name=n) for n, p in PARTS.items())
+    onsets: dict[float, list] = {}
+    for note in by_name["PIANO"].notes:
+        onsets.setdefault(round(note.start, 3), []).append(note)
+    for notes in onsets.values():
+        low = min(notes, key=lambda n: n.pitch)
+        for note in notes:
+            (bass if note is low and note.pitch <= BASS_CEILING else keys).notes.append(note)
+    band.instruments += [bass, keys]
+    out.mkdir(parents=True, exist_ok=True)
+    band.write(str(out / song.name))
+    shutil.copy(song.with_name("beat_midi.txt"), out / "beat_midi.txt")
+    return out / song.name
+
+
+def part_figures(pm: pretty_midi.PrettyMIDI, start: float, end: float) -> dict[str, dict[str, float]]:
+    """Notes a second, median pitch and share of onsets struck alone, of the bass and the keys in [start, end)."""
+    out = {}
+    for inst in pm.instruments:
+        if inst.name not in PARTS:
+            continue
+        notes = [n for n in inst.notes if start <= n.start < end]
+        starts = np.round([n.start for n in notes], 3)
+        alone = np.mean(np.unique(starts, return_counts=True)[1] == 1) if notes else np.nan
+        out[inst.name] = {"per_s": len(notes) / (end - start), "median": float(np.median([n.pitch for n in notes]))
+                          if notes else np.nan, "alone": float(alone)}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default="data/pop", help="a prepared POP909 folder: its <split>.files.txt")
+    p.add_argument("--pop909", default="../shared/data/pop/POP909")
+    p.add_argument("--split", default="validation")
+    p.add_argument("--songs", type=int, default=20)
+    p.add_argument("--seed-from", type=float, default=25.0)
+    p.add_argument("--seed-seconds", type=float, default=10.0)
+    p.add_argument("--length-seconds", type=float, default=20.0)
+    args = p.parse_args()
+    names = Path(args.data, f"{args.split}.files.txt").read_text().split()[: args.songs]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            band = band_of(Path(args.pop909) / name, Path(tmp) / Path(name).parent)
+            out = Path(tmp) / "out" / Path(name).stem
+            record = run(GenerateOptions(checkpoint="pop", seed_midi=str(band), seed_from=args.seed_from,
+                                         seed_seconds=args.seed_seconds, length_seconds=args.length_seconds,
+                                         num_samples=1, best_of=1, audio=False, output_dir=str(out), seed=0))
+            seed, sample = record["seed"], record["samples"][0]
+            made = pretty_midi.PrettyMIDI(str(out / sample["midi"]))
+            new = (seed["seconds"], seed["seconds"] + sample["new_seconds"])
+            real_start = seed["starts_at_seconds"] + seed["seconds"]  # on the band file's clock
+            real = part_figures(pretty_midi.PrettyMIDI(str(band)), real_start, real_start + sample["new_seconds"])
+            rows.append({"song": name, "generated": part_figures(made, *new), "real": real})
+    print(f"{len(rows)} songs of {args.split}, {args.seed_seconds:g} s seed from {args.seed_from:g} s, "
+          f"{args.length_seconds:g} s new, one draw each")
+    print("| part | figure | generated | real |\n|---|---|---:|---:|")
+    for part in PARTS:
+        for figure in ("per_s", "median", "alone"):
+            g = np.nanmean([r["generated"][part][figure] for r in rows])
+            r = np.nanmean([r["real"][part][figure] for r in rows])
+            print(f"| {part} | {figure} | {g:.2f} | {r:.2f} |")
+    silent = sum(r["generated"]["bass"]["per_s"] == 0 for r in rows)
+    print(f"songs whose bass played no new note: {silent} of {len(rows)} (before played_as: all)")
+    Path("outputs").mkdir(exist_ok=True)
+    Path("outputs/band_parts.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
