@@ -15,6 +15,7 @@ import argparse
 import json
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ import pretty_midi
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.io.score_prep import BASS_CEILING
+from musictx.io.token_store import read_file_names
 
 PARTS = {"bass": 33, "keys": 4}
 
@@ -66,6 +68,16 @@ def part_figures(pm: pretty_midi.PrettyMIDI, start: float, end: float) -> dict[s
     return out
 
 
+def seed_notes_moved(band: pretty_midi.PrettyMIDI, made: pretty_midi.PrettyMIDI, start: float, seconds: float) -> int:
+    """How many of the seed's notes (its pitches, track by track) are not on their own track in the output."""
+    def pitches(pm, t0):
+        return {i.name: Counter(n.pitch for n in i.notes if t0 - 0.01 <= n.start < t0 + seconds - 0.01)
+                for i in pm.instruments}
+
+    ours, theirs = pitches(band, start), pitches(made, 0.0)
+    return sum(sum((ours[name] - theirs.get(name, Counter())).values()) for name in ours)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="data/pop", help="a prepared POP909 folder: its <split>.files.txt")
@@ -76,7 +88,7 @@ def main() -> None:
     p.add_argument("--seed-seconds", type=float, default=10.0)
     p.add_argument("--length-seconds", type=float, default=20.0)
     args = p.parse_args()
-    names = Path(args.data, f"{args.split}.files.txt").read_text().split()[: args.songs]
+    names = read_file_names(Path(args.data, f"{args.split}.files.txt"))[: args.songs]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -90,7 +102,9 @@ def main() -> None:
             new = (seed["seconds"], seed["seconds"] + sample["new_seconds"])
             real_start = seed["starts_at_seconds"] + seed["seconds"]  # on the band file's clock
             real = part_figures(pretty_midi.PrettyMIDI(str(band)), real_start, real_start + sample["new_seconds"])
-            rows.append({"song": name, "generated": part_figures(made, *new), "real": real})
+            rows.append({"song": name, "generated": part_figures(made, *new), "real": real,
+                         "seed_notes_moved": seed_notes_moved(pretty_midi.PrettyMIDI(str(band)), made,
+                                                              seed["starts_at_seconds"], seed["seconds"])})
     print(f"{len(rows)} songs of {args.split}, {args.seed_seconds:g} s seed from {args.seed_from:g} s, "
           f"{args.length_seconds:g} s new, one draw each")
     print("| part | figure | generated | real |\n|---|---|---:|---:|")
@@ -99,6 +113,8 @@ def main() -> None:
             g = np.nanmean([r["generated"][part][figure] for r in rows])
             r = np.nanmean([r["real"][part][figure] for r in rows])
             print(f"| {part} | {figure} | {g:.2f} | {r:.2f} |")
+    moved = sum(r["seed_notes_moved"] for r in rows)
+    print(f"seed notes written on another track than their own: {moved}")
     silent = sum(r["generated"]["bass"]["per_s"] == 0 for r in rows)
     print(f"songs whose bass played no new note: {silent} of {len(rows)} (before played_as: all)")
     Path("outputs").mkdir(exist_ok=True)
