@@ -146,3 +146,13 @@ def test_unnamed_tracks_are_told_apart_in_the_summary(tmp_path):
     pm.write(str(tmp_path / "three.mid"))
     _, counts, _, parts = score_roll(Score(str(tmp_path / "three.mid")))
     assert counts == {"program 0": 1, "program 0 (2)": 1, "program 33": 1} and [p for p, _ in parts] == list(counts)
+
+
+def test_the_app_says_which_tracks_it_played_as_another_part(tmp_path):
+    from musictx.app.core import Continuer, Settings
+
+    app = Continuer(model="pop", workdir=tmp_path / "work")
+    (result,) = app.continue_file(band(tmp_path / "band.mid"), Settings(seed_seconds=8.8, length_seconds=4.4,
+                                                                        num_samples=1), report=lambda f, t: None)
+    assert result.seed_note.startswith("the model learnt PIANO, MELODY and BRIDGE only: bass (program 33) as PIANO")
+    assert "bass" in {t.name for t in Score(str(result.midi)).tracks}
