@@ -36,6 +36,7 @@ CHORDS_ROLE = "PIANO"  # the part every other track joins
 class Member:
     """A seed track that shares its part with others: its map entry and what its seed notes tell."""
 
+    index: int  # its place among the seed's tracks (two tracks may share a name and a program)
     track: Track
     median: float  # of its notes' pitches: the register its new notes come from
     one_at_a_time: bool  # a line (a bass): at most one new note of each onset
@@ -50,6 +51,8 @@ class PartPlan:
     played_as: dict[str, str]  # track description -> the part it is played as
     shared: dict[int, list[Member]]
     order: list[tuple[str, int]]  # (name, real program) of the seed's tracks in the file's order
+    # (name, real program) a shared part's stream is decoded with (its map's last track: `TrackMap.by_program`)
+    streams: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 def _stats(notes: np.ndarray) -> tuple[float, float]:
@@ -65,7 +68,8 @@ def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> t
     place) and in the map returned; None for the plan where every track is one the model knows already."""
     role_of_program = {program: role for role, program in ROLE_PROGRAMS.items()}
     taken = {t.program for t in tracks.tracks}
-    strangers = [k for k, t in enumerate(tracks.tracks) if not t.is_drum and t.program not in learnt]
+    strangers = [k for k, t in enumerate(tracks.tracks)  # a track with no notes has no register to hand back by
+                 if not t.is_drum and t.program not in learnt and len(score.tracks[k].notes)]
     if not strangers:
         return tracks, None
     stats = {k: _stats(score.tracks[k].notes.numpy()) for k in range(len(tracks.tracks))}
@@ -86,10 +90,11 @@ def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> t
     for k, t in enumerate(rows):
         if not t.is_drum:
             groups.setdefault(t.program, []).append(k)
-    shared = {p: [Member(rows[k], stats[k][0], stats[k][1] >= MONOPHONIC) for k in ks]
+    shared = {p: [Member(k, rows[k], stats[k][0], stats[k][1] >= MONOPHONIC) for k in ks if len(score.tracks[k].notes)]
               for p, ks in groups.items() if len(ks) > 1 and any(k in given for k in ks)}
     played_as = {tracks.tracks[k].describe(): role_of_program.get(p, f"program {p}") for k, p in given.items()}
-    return new_map, PartPlan(played_as, shared, [(t.name, t.real_program) for t in rows])
+    streams = {(t.name, t.real_program): p for p, t in new_map.by_program().items() if p in shared}
+    return new_map, PartPlan(played_as, shared, [(t.name, t.real_program) for t in rows], streams)
 
 
 def remember_seed_notes(plan: PartPlan | None, score: Score, tracks: TrackMap, start_tick: int, grid: int) -> None:
@@ -97,12 +102,10 @@ def remember_seed_notes(plan: PartPlan | None, score: Score, tracks: TrackMap, s
     ``score``'s ticks), on a grid of ``grid`` ticks: what `hand_back` sends each seed note home by."""
     if plan is None:
         return
-    members = {m.track: m for ms in plan.shared.values() for m in ms}
-    for track, info in zip(score.tracks, tracks.tracks, strict=True):
-        if info in members:
-            notes = track.notes.numpy()
-            onsets = np.rint((notes["time"] - start_tick) / grid).astype(np.int64)
-            members[info].keys.update(zip(onsets.tolist(), notes["pitch"].tolist(), strict=True))
+    for member in (m for ms in plan.shared.values() for m in ms):
+        notes = score.tracks[member.index].notes.numpy()
+        onsets = np.rint((notes["time"] - start_tick) / grid).astype(np.int64)
+        member.keys.update(zip(onsets.tolist(), notes["pitch"].tolist(), strict=True))
 
 
 def hand_back(score: Score, plan: PartPlan | None, grid: int, seed_end: int) -> Score:
@@ -111,15 +114,10 @@ def hand_back(score: Score, plan: PartPlan | None, grid: int, seed_end: int) -> 
     by register (module docstring)."""
     if plan is None or not plan.shared:
         return score
-    by_name = {(m.track.name, m.track.real_program): (p, m) for p, ms in plan.shared.items() for m in ms}
     out = []
     for track in score.tracks:
-        key = (track.name, int(track.program))
-        if track.is_drum or key not in by_name:
-            out.append(track)
-            continue
-        members = plan.shared[by_name[key][0]]
-        out += _split(track, members, grid, seed_end)
+        program = None if track.is_drum else plan.streams.get((track.name, int(track.program)))
+        out += [track] if program is None else _split(track, plan.shared[program], grid, seed_end)
     rank = {key: k for k, key in enumerate(plan.order)}
     score.tracks = sorted(out, key=lambda t: rank.get((t.name, int(t.program)), len(rank)))  # the file's order
     return score
