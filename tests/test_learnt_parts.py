@@ -156,3 +156,24 @@ def test_the_app_says_which_tracks_it_played_as_another_part(tmp_path):
                                                                         num_samples=1), report=lambda f, t: None)
     assert result.seed_note.startswith("the model learnt PIANO, MELODY and BRIDGE only: bass (program 33) as PIANO")
     assert "bass" in {t.name for t in Score(str(result.midi)).tracks}
+
+
+def test_two_tracks_of_one_name_and_program_keep_their_own_seed_notes(tmp_path):
+    """Two tracks named Guitar on program 25 (chords, and a low line) share pop's PIANO part; written back, each
+    has its own seed notes, not one of them all."""
+    pm = pretty_midi.PrettyMIDI(initial_tempo=BPM)
+    chords, low = pretty_midi.Instrument(25, name="Guitar"), pretty_midi.Instrument(25, name="Guitar")
+    melody = pretty_midi.Instrument(0, name="melody")
+    beat = 60 / BPM
+    for k in range(32):
+        melody.notes.append(pretty_midi.Note(90, [72, 74, 76, 79][k % 4], k * beat, (k + 0.9) * beat))
+        chords.notes += [pretty_midi.Note(70, p, k * beat, (k + 0.9) * beat) for p in (55, 59, 62)]
+        if k % 4 == 0:
+            low.notes.append(pretty_midi.Note(80, 40, k * beat, (k + 3.9) * beat))
+    pm.instruments = [melody, chords, low]
+    pm.write(str(tmp_path / "guitars.mid"))
+    record = run(options(tmp_path / "guitars.mid", tmp_path / "out"))
+    out = Score(str(tmp_path / "out" / record["samples"][0]["midi"]))
+    seed_end = 8 * 4 * out.ticks_per_quarter
+    guitars = [sorted({n.pitch for n in t.notes if n.time < seed_end}) for t in out.tracks if t.name == "Guitar"]
+    assert guitars == [[55, 59, 62], [40]]
