@@ -177,3 +177,17 @@ def test_two_tracks_of_one_name_and_program_keep_their_own_seed_notes(tmp_path):
     seed_end = 8 * 4 * out.ticks_per_quarter
     guitars = [sorted({n.pitch for n in t.notes if n.time < seed_end}) for t in out.tracks if t.name == "Guitar"]
     assert guitars == [[55, 59, 62], [40]]
+
+
+def test_tracks_named_for_a_part_take_it_before_the_unnamed_ones():
+    """POP909's other arrangements name their counter-melody CAU; a track named only piano is the PIANO part even
+    after an unnamed track on program 0 (which once took the part's program first)."""
+    from musictx.io.score_prep import assign_programs
+
+    pm = pretty_midi.PrettyMIDI()
+    for name in ("", "CAU", "Piano", "melody"):
+        inst = pretty_midi.Instrument(0, name=name)
+        inst.notes.append(pretty_midi.Note(80, 60, 0.0, 0.5))
+        pm.instruments.append(inst)
+    tracks = assign_programs(Score.from_midi(_midi_bytes(pm)))
+    assert [(t.name, t.program) for t in tracks.tracks] == [("", 1), ("CAU", 81), ("Piano", 0), ("melody", 80)]

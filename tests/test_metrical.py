@@ -174,7 +174,13 @@ def test_shipped_model_choice_follows_the_seed(tmp_path):
     pm.instruments.append(inst)
     pm.write(str(tmp_path / "perf.mid"))
     name, why = choose_model(band, ["piano", "pop"])
-    assert name == "pop" and "16th-note grid" in why
+    assert name == "pop" and "tracks named MELODY, PIANO" in why  # its Melody and Piano tracks
+    tune = pretty_midi.PrettyMIDI()
+    tune.instruments.append(pretty_midi.Instrument(0))
+    tune.instruments[0].notes += [pretty_midi.Note(80, 60 + k % 5, 0.25 * k, 0.25 * k + 0.2) for k in range(32)]
+    tune.write(str(tmp_path / "tune.mid"))
+    name, why = choose_model(tmp_path / "tune.mid", ["piano", "pop"])
+    assert name == "pop" and "16th-note grid" in why  # one track on the beat grid
     assert choose_model(tmp_path / "perf.mid", ["piano", "pop"])[0] == "piano"
     assert choose_model(band, ["piano"]) == ("piano", "the only shipped model")
     # a melody to accompany goes to pop, played in time or not (the accompaniment is written on bars)

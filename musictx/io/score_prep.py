@@ -28,7 +28,8 @@ from symusic import Score, TimeSignature
 ROLE_PROGRAMS = {"MELODY": 80, "BRIDGE": 81, "PIANO": 0}
 BASS_CEILING = 55  # a bar's lowest downbeat note at or below G3 is its bass (a pop melody rarely goes this low)
 _ROLE_NAMES = [("MELODY", re.compile(r"melod|vocal|voice|lead|sing|soprano", re.I)),
-               ("BRIDGE", re.compile(r"bridge|counter|second", re.I))]
+               ("BRIDGE", re.compile(r"bridge|counter|second|\bcau\b", re.I)),  # CAU: POP909's other arrangements
+               ("PIANO", re.compile(r"^\s*piano\s*$", re.I))]  # a name that is only piano: the accompaniment
 
 
 @dataclass(frozen=True)
@@ -82,16 +83,17 @@ def _free_program(wanted: int, taken: set[int]) -> int:
 def assign_programs(score: Score) -> TrackMap:
     """Give every track of ``score`` its own internal program, in place, and return the map back."""
     taken: set[int] = set()
-    rows = []
-    for track in score.tracks:
+    rows: list[Track | None] = [None] * len(score.tracks)
+    roles = [None if t.is_drum else role_of(t.name) for t in score.tracks]
+    # the tracks named for a role first, so that an unnamed track on program 0 cannot take the named piano's place
+    for k in sorted(range(len(score.tracks)), key=lambda k: roles[k] is None):
+        track = score.tracks[k]
         if track.is_drum:
-            rows.append(Track(-1, track.name, int(track.program), True))
+            rows[k] = Track(-1, track.name, int(track.program), True)
             continue
-        role = role_of(track.name)
-        wanted = ROLE_PROGRAMS[role] if role else int(track.program)
-        program = _free_program(wanted, taken)
+        program = _free_program(ROLE_PROGRAMS[roles[k]] if roles[k] else int(track.program), taken)
         taken.add(program)
-        rows.append(Track(program, track.name, int(track.program)))
+        rows[k] = Track(program, track.name, int(track.program))
         track.program = program
     return TrackMap(tuple(rows))
 
