@@ -69,9 +69,11 @@ def part_figures(pm: pretty_midi.PrettyMIDI, start: float, end: float) -> dict[s
 
 
 def seed_notes_moved(band: pretty_midi.PrettyMIDI, made: pretty_midi.PrettyMIDI, start: float, seconds: float) -> int:
-    """How many of the seed's notes (its pitches, track by track) are not on their own track in the output."""
+    """How many of the seed's notes, by pitch track by track, are not on their own track in the output. A note
+    within 0.1 s of the seed's last bar line is left out: the token grid may move it onto the line, into the new
+    bars, on both sides."""
     def pitches(pm, t0):
-        return {i.name: Counter(n.pitch for n in i.notes if t0 - 0.01 <= n.start < t0 + seconds - 0.01)
+        return {i.name: Counter(n.pitch for n in i.notes if t0 - 0.01 <= n.start < t0 + seconds - 0.1)
                 for i in pm.instruments}
 
     ours, theirs = pitches(band, start), pitches(made, 0.0)
