@@ -55,7 +55,7 @@ class PartPlan:
     streams: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
-def _stats(notes: np.ndarray) -> tuple[float, float]:
+def _stats(notes: dict[str, np.ndarray]) -> tuple[float, float]:
     """(median pitch, share of onsets that strike one note) of a track's notes (symusic's numpy columns)."""
     if len(notes["pitch"]) == 0:
         return 0.0, 0.0
