@@ -55,10 +55,16 @@ def band_of(song: Path, out: Path) -> Path:
 
 
 def part_figures(pm: pretty_midi.PrettyMIDI, start: float, end: float) -> dict[str, dict[str, float]]:
-    """Notes a second, median pitch and share of onsets struck alone, of the bass and the keys in [start, end)."""
-    out = {}
+    """Notes a second, median pitch and share of onsets struck alone, of the bass, the keys and the vocal in
+    [start, end); and the pitch-class histograms there of every track's notes ("all") and the vocal's and
+    counter-melody's ("lines")."""
+    def pcs(names=None) -> list[int]:
+        return np.bincount([n.pitch % 12 for i in pm.instruments if not i.is_drum and (names is None or i.name in names)
+                            for n in i.notes if start <= n.start < end], minlength=12).tolist()
+
+    out = {"all": {"pcs": pcs()}, "lines": {"pcs": pcs(("vocal", "counter"))}}
     for inst in pm.instruments:
-        if inst.name not in PARTS:
+        if inst.name not in (*PARTS, "vocal"):
             continue
         notes = [n for n in inst.notes if start <= n.start < end]
         starts = np.round([n.start for n in notes], 3)
@@ -110,14 +116,17 @@ def main() -> None:
     print(f"{len(rows)} songs of {args.split}, {args.seed_seconds:g} s seed from {args.seed_from:g} s, "
           f"{args.length_seconds:g} s new, one draw each")
     print("| part | figure | generated | real |\n|---|---|---:|---:|")
-    for part in PARTS:
+    for what in ("all", "lines"):
+        corr = [np.corrcoef(r["generated"][what]["pcs"], r["real"][what]["pcs"])[0, 1] for r in rows]
+        print(f"| {what} | pitch-class correlation with the real | {np.nanmean(corr):.3f} | 1 |")
+    for part in (*PARTS, "vocal"):
         for figure in ("per_s", "median", "alone"):
-            g = np.nanmean([r["generated"][part][figure] for r in rows])
-            r = np.nanmean([r["real"][part][figure] for r in rows])
+            g = np.nanmean([r["generated"].get(part, {}).get(figure, np.nan) for r in rows])
+            r = np.nanmean([r["real"].get(part, {}).get(figure, np.nan) for r in rows])
             print(f"| {part} | {figure} | {g:.2f} | {r:.2f} |")
     moved = sum(r["seed_notes_moved"] for r in rows)
     print(f"seed notes written on another track than their own: {moved}")
-    silent = sum(r["generated"]["bass"]["per_s"] == 0 for r in rows)
+    silent = sum(r["generated"].get("bass", {}).get("per_s", 0) == 0 for r in rows)
     print(f"songs whose bass played no new note: {silent} of {len(rows)} (before played_as: all)")
     Path("outputs").mkdir(exist_ok=True)
     Path("outputs/band_parts.json").write_text(json.dumps(rows, indent=1))
