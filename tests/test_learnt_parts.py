@@ -191,3 +191,22 @@ def test_tracks_named_for_a_part_take_it_before_the_unnamed_ones():
         pm.instruments.append(inst)
     tracks = assign_programs(Score.from_midi(_midi_bytes(pm)))
     assert [(t.name, t.program) for t in tracks.tracks] == [("", 1), ("CAU", 81), ("Piano", 0), ("melody", 80)]
+
+
+def test_a_track_without_notes_is_not_said_to_go_silent(tmp_path):
+    """A lyrics or tempo track (no notes, here on program 5) is no part: the line names only the drums."""
+    import mido
+
+    from musictx.tasks.continue_metrical import parts_line, playable_programs
+
+    midi = mido.MidiFile(str(band(tmp_path / "band.mid")))
+    midi.tracks.append(mido.MidiTrack([mido.MetaMessage("track_name", name="lyrics"),
+                                       mido.Message("program_change", program=5, channel=5),
+                                       mido.MetaMessage("lyrics", text="la", time=10)]))
+    midi.save(str(tmp_path / "with_lyrics.mid"))
+    net, tok = load_pretrained("pop")
+    seed = metrical_seed(tok, tmp_path / "with_lyrics.mid", learnt=net.learnt_programs)
+    assert "lyrics" in seed.tracks.describe()  # read, but without notes
+    line = parts_line(net, seed)
+    assert "lyrics" not in line and "kit (drums) keeps its seed notes" in line
+    assert set(playable_programs(net, seed)) == {0, 80}  # the piano (with the bass) and the melody

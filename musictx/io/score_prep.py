@@ -43,7 +43,7 @@ class Track:
 
     def describe(self) -> str:
         """How a message names it: ``bass (program 33)``, ``(unnamed) (drums)``."""
-        return f"{self.name or '(unnamed)'} ({'drums' if self.is_drum else f'program {self.real_program}'})"
+        return f"{self.name.strip() or '(unnamed)'} ({'drums' if self.is_drum else f'program {self.real_program}'})"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,11 @@ def unlearnt_tracks(net, seed: MetricalSeed) -> list[Track]:
     """The seed's tracks of parts the model never learnt (``net.learnt_programs``, recorded with its weights):
     it writes no note on them. None are where the model does not record its parts."""
     learnt = getattr(net, "learnt_programs", None)
-    return [] if learnt is None else [t for t in seed.tracks.tracks if t.program not in learnt]
+    if learnt is None:
+        return []
+    # a track without notes (a lyrics or tempo track) is no part: nothing of it goes silent
+    return [t for t, notes in zip(seed.tracks.tracks, seed.score.tracks, strict=True)
+            if t.program not in learnt and len(notes.notes)]
 
 
 def learnt_parts(net) -> str:
@@ -49,8 +53,8 @@ def learnt_parts(net) -> str:
 def playable_programs(net, seed: MetricalSeed) -> list[int]:
     """The seed's (internal) programs that the continuation may play: those of the parts the model learnt.
     GenerateError naming the file where that leaves none (a drum loop continued by a model of pitched parts)."""
-    unlearnt = {t.program for t in unlearnt_tracks(net, seed)}
-    programs = [p for p in seed_programs(seed) if p not in unlearnt]
+    learnt = getattr(net, "learnt_programs", None)
+    programs = [p for p in seed_programs(seed) if learnt is None or p in learnt]
     if not programs:
         raise GenerateError(f"seed_midi={seed.path}: none of its tracks ({seed.tracks.describe()}) is a part the "
                             f"model learnt ({learnt_parts(net)}), so it has nothing to continue; give a file with "
