@@ -152,7 +152,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
         count = n_bars - first
     count = min(count, n_bars - first)
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
-    remember_seed_notes(plan, score, tracks, int(lines[first]), grid_ticks(tok, score, int(lines[first])))
+    remember_seed_notes(plan, score, int(lines[first]), grid_ticks(tok, score, int(lines[first])))
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
                         origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids,
                         meter_found=read.meter_found, parts=plan)

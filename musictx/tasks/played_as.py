@@ -97,7 +97,7 @@ def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> t
     return new_map, PartPlan(played_as, shared, [(t.name, t.real_program) for t in rows], streams)
 
 
-def remember_seed_notes(plan: PartPlan | None, score: Score, tracks: TrackMap, start_tick: int, grid: int) -> None:
+def remember_seed_notes(plan: PartPlan | None, score: Score, start_tick: int, grid: float) -> None:
     """Note down where each shared track's notes sit from ``start_tick`` (the seed's first bar line, in
     ``score``'s ticks), on a grid of ``grid`` ticks: what `hand_back` sends each seed note home by."""
     if plan is None:
@@ -108,7 +108,7 @@ def remember_seed_notes(plan: PartPlan | None, score: Score, tracks: TrackMap, s
         member.keys.update(zip(onsets.tolist(), notes["pitch"].tolist(), strict=True))
 
 
-def hand_back(score: Score, plan: PartPlan | None, grid: int, seed_end: int) -> Score:
+def hand_back(score: Score, plan: PartPlan | None, grid: float, seed_end: float) -> Score:
     """``score`` (decoded from the seed's first bar line, ``grid`` ticks a token position) with each shared part's
     track split into its members' tracks: the notes before ``seed_end`` to the track they came from, the new ones
     by register (module docstring)."""
@@ -123,7 +123,7 @@ def hand_back(score: Score, plan: PartPlan | None, grid: int, seed_end: int) -> 
     return score
 
 
-def _split(track, members: list[Member], grid: int, seed_end: int) -> list:
+def _split(track, members: list[Member], grid: float, seed_end: float) -> list:
     """The members' tracks of one shared part's decoded ``track``."""
     notes = track.notes.numpy()
     owner = np.empty(len(notes["pitch"]), dtype=np.int64)
@@ -145,7 +145,7 @@ def _split(track, members: list[Member], grid: int, seed_end: int) -> list:
     return split
 
 
-def _one_at_a_time(notes: dict, owner: np.ndarray, members: list[Member], seed_end: int) -> None:
+def _one_at_a_time(notes: dict, owner: np.ndarray, members: list[Member], seed_end: float) -> None:
     """In place: a line's new notes at one onset beyond the first (the nearest its median) go to the nearest
     member that plays chords, where there is one."""
     chords = [j for j, m in enumerate(members) if not m.one_at_a_time]
