@@ -26,6 +26,7 @@ from symusic import Score, TimeSignature
 # The roles a pop song's tracks play, and the internal program each one is written with. Lead-like GM
 # programs for the melodies, so that a user's piano track (program 0) reads as accompaniment.
 ROLE_PROGRAMS = {"MELODY": 80, "BRIDGE": 81, "PIANO": 0}
+_ROLE_OF_PROGRAM = {program: role for role, program in ROLE_PROGRAMS.items()}
 BASS_CEILING = 55  # a bar's lowest downbeat note at or below G3 is its bass (a pop melody rarely goes this low)
 _ROLE_NAMES = [("MELODY", re.compile(r"melod|vocal|voice|lead|sing|soprano", re.I)),
                ("BRIDGE", re.compile(r"bridge|counter|second|\bcau\b", re.I)),  # CAU: POP909's other arrangements
@@ -62,6 +63,11 @@ class TrackMap:
 
     def describe(self) -> str:
         return ", ".join(t.describe() for t in self.tracks)
+
+
+def part_name(program: int) -> str:
+    """How a message names the part an internal program plays: its role (``MELODY``), ``drums``, else ``program N``."""
+    return _ROLE_OF_PROGRAM.get(program, "drums" if program == -1 else f"program {program}")
 
 
 def role_of(name: str) -> str | None:

@@ -17,7 +17,7 @@ from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
-from musictx.io.score_prep import ROLE_PROGRAMS, Track
+from musictx.io.score_prep import Track, part_name
 from musictx.tasks.critic_choice import candidates_per_sample, choose
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
 from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, seed_of
@@ -45,8 +45,7 @@ def unlearnt_tracks(net, seed: MetricalSeed) -> list[Track]:
 def learnt_parts(net) -> str:
     """The parts a model learnt, as a message says them: ``MELODY, BRIDGE and PIANO`` (pop's roles by name,
     other programs by number)."""
-    names = {program: role for role, program in ROLE_PROGRAMS.items()}
-    parts = [names.get(p, "drums" if p == -1 else f"program {p}") for p in net.learnt_programs]
+    parts = [part_name(p) for p in net.learnt_programs]
     return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 

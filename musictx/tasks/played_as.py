@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from symusic import Score
 
-from musictx.io.score_prep import BASS_CEILING, ROLE_PROGRAMS, Track, TrackMap
+from musictx.io.score_prep import BASS_CEILING, ROLE_PROGRAMS, Track, TrackMap, part_name
 
 MONOPHONIC = 0.8  # the least share of a track's onsets that strike one note for it to be read as a melodic line
 MELODIC_ROLES = ("MELODY", "BRIDGE")  # the parts a melodic line may take, in this order
@@ -66,7 +66,6 @@ def _stats(notes: dict[str, np.ndarray]) -> tuple[float, float]:
 def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> tuple[TrackMap, PartPlan | None]:
     """Give each pitched track of a part outside ``learnt`` a learnt part (module docstring), in ``score`` (in
     place) and in the map returned; None for the plan where every track is one the model knows already."""
-    role_of_program = {program: role for role, program in ROLE_PROGRAMS.items()}
     taken = {t.program for t in tracks.tracks}
     strangers = [k for k, t in enumerate(tracks.tracks)  # a track with no notes has no register to hand back by
                  if not t.is_drum and t.program not in learnt and len(score.tracks[k].notes)]
@@ -92,7 +91,7 @@ def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> t
             groups.setdefault(t.program, []).append(k)
     shared = {p: [Member(k, rows[k], stats[k][0], stats[k][1] >= MONOPHONIC) for k in ks if len(score.tracks[k].notes)]
               for p, ks in groups.items() if len(ks) > 1 and any(k in given for k in ks)}
-    played_as = {tracks.tracks[k].describe(): role_of_program.get(p, f"program {p}") for k, p in given.items()}
+    played_as = {tracks.tracks[k].describe(): part_name(p) for k, p in given.items()}
     streams = {(t.name, t.real_program): p for p, t in new_map.by_program().items() if p in shared}
     return new_map, PartPlan(played_as, shared, [(t.name, t.real_program) for t in rows], streams)
 
