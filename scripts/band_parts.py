@@ -7,11 +7,20 @@ settings (one draw: ``best_of=1``) and the new bars' bass and keys are compared 
 the same way. Before `musictx.tasks.played_as` the bass and the keys got no new note.
 
     python scripts/band_parts.py --split validation --songs 20
+    python scripts/band_parts.py --task infill --bars 9-12      # every track of bars 9-12 filled anew
+    python scripts/band_parts.py --task accompany --bars 9-16   # the vocal and the bass: BRIDGE and PIANO written
+
+``--task infill``: the band's bars refilled by `pop_infill` (the copy cache off, so that the bars are the network's,
+not the song's own again), compared with the song's own bars. ``--task accompany``: the band without its counter-melody
+and keys, BRIDGE and PIANO written by `pop` for the vocal and the bass; its pitch classes compared with the song's own
+counter-melody and keys in those bars.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import shutil
 import tempfile
@@ -86,6 +95,33 @@ def seed_notes_moved(band: pretty_midi.PrettyMIDI, made: pretty_midi.PrettyMIDI,
     return sum(sum((ours[name] - theirs.get(name, Counter())).values()) for name in ours)
 
 
+def song_task_row(task: str, name: str, band: Path, bars: str, out: Path) -> dict:
+    """One band song's bars filled (``task`` infill) or accompanied (the counter-melody and keys taken out first):
+    the parts' figures there, the output's and the song's own."""
+    from musictx.checkpoints.model_store import load_pretrained
+    from musictx.tasks.song_bars import read_song
+
+    real_pm = pretty_midi.PrettyMIDI(str(band))
+    if task == "accompany":
+        pm = pretty_midi.PrettyMIDI(str(band))
+        pm.instruments = [i for i in pm.instruments if i.name in ("vocal", "bass")]
+        band = band.with_name("accompany_" + band.name)
+        pm.write(str(band))
+    tok = load_pretrained("pop")[1]
+    song = read_song(tok, band)
+    first, last = (int(x) for x in bars.split("-"))
+    start, end = (float(x) for x in song.line_seconds([first - 1, last]))
+    opts = GenerateOptions(task=task, checkpoint="pop_infill" if task == "infill" else "pop", seed_midi=str(band),
+                           bars=bars, num_samples=1, audio=False, output_dir=str(out), seed=0)
+    with contextlib.redirect_stdout(io.StringIO()):  # one line a song: the table says it
+        run(opts.with_hook("copy_cache", strength=0.0) if task == "infill" else opts)
+    made = pretty_midi.PrettyMIDI(str(out / "sample_00.mid"))
+    if task == "accompany":  # the written tracks stand in for the song's own counter-melody and keys
+        for inst in made.instruments:
+            inst.name = {"BRIDGE": "counter", "PIANO": "keys"}.get(inst.name, inst.name)
+    return {"song": name, "generated": part_figures(made, start, end), "real": part_figures(real_pm, start, end)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default="data/pop", help="a prepared POP909 folder: its <split>.files.txt")
@@ -95,6 +131,8 @@ def main() -> None:
     p.add_argument("--seed-from", type=float, default=25.0)
     p.add_argument("--seed-seconds", type=float, default=10.0)
     p.add_argument("--length-seconds", type=float, default=20.0)
+    p.add_argument("--task", default="continue", choices=("continue", "infill", "accompany"))
+    p.add_argument("--bars", default="9-12", help="infill, accompany: the bars written (1-based, inclusive)")
     args = p.parse_args()
     names = read_file_names(Path(args.data, f"{args.split}.files.txt"))[: args.songs]
     rows = []
@@ -102,6 +140,9 @@ def main() -> None:
         for name in names:
             band = band_of(Path(args.pop909) / name, Path(tmp) / Path(name).parent)
             out = Path(tmp) / "out" / Path(name).stem
+            if args.task != "continue":
+                rows.append(song_task_row(args.task, name, band, args.bars, out))
+                continue
             record = run(GenerateOptions(checkpoint="pop", seed_midi=str(band), seed_from=args.seed_from,
                                          seed_seconds=args.seed_seconds, length_seconds=args.length_seconds,
                                          num_samples=1, best_of=1, audio=False, output_dir=str(out), seed=0))
@@ -113,8 +154,9 @@ def main() -> None:
             rows.append({"song": name, "generated": part_figures(made, *new), "real": real,
                          "seed_notes_moved": seed_notes_moved(pretty_midi.PrettyMIDI(str(band)), made,
                                                               seed["starts_at_seconds"], seed["seconds"])})
-    print(f"{len(rows)} songs of {args.split}, {args.seed_seconds:g} s seed from {args.seed_from:g} s, "
-          f"{args.length_seconds:g} s new, one draw each")
+    print(f"{len(rows)} songs of {args.split}, " + (f"{args.seed_seconds:g} s seed from {args.seed_from:g} s, "
+          f"{args.length_seconds:g} s new" if args.task == "continue" else f"task={args.task} bars={args.bars}")
+          + ", one draw each")
     print("| part | figure | generated | real |\n|---|---|---:|---:|")
     for what in ("all", "lines"):
         corr = [np.corrcoef(r["generated"][what]["pcs"], r["real"][what]["pcs"])[0, 1] for r in rows]
@@ -124,12 +166,13 @@ def main() -> None:
             g = np.nanmean([r["generated"].get(part, {}).get(figure, np.nan) for r in rows])
             r = np.nanmean([r["real"].get(part, {}).get(figure, np.nan) for r in rows])
             print(f"| {part} | {figure} | {g:.2f} | {r:.2f} |")
-    moved = sum(r["seed_notes_moved"] for r in rows)
-    print(f"seed notes written on another track than their own: {moved}")
+    if args.task == "continue":
+        moved = sum(r["seed_notes_moved"] for r in rows)
+        print(f"seed notes written on another track than their own: {moved}")
     silent = sum(r["generated"].get("bass", {}).get("per_s", 0) == 0 for r in rows)
     print(f"songs whose bass played no new note: {silent} of {len(rows)} (before played_as: all)")
     Path("outputs").mkdir(exist_ok=True)
-    Path("outputs/band_parts.json").write_text(json.dumps(rows, indent=1))
+    Path(f"outputs/band_parts_{args.task}.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

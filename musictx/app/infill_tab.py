@@ -23,7 +23,15 @@ from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
 from musictx.io.piano_roll import MARKED_SHADE, piano_roll_figure, save_figure
 from musictx.io.tokenizers import is_metrical
-from musictx.tasks import SongBars, left_out_clause, meter_warning, parse_bars, task_named, ticks_to_seconds
+from musictx.tasks import (
+    SongBars,
+    fill_parts_said,
+    left_out_clause,
+    meter_warning,
+    parse_bars,
+    task_named,
+    ticks_to_seconds,
+)
 
 BAND_SHADE = MARKED_SHADE  # the bars asked for, on the song's piano roll and the take's
 # One request's work is bounded as the continuation's is (a fill's speed: docs/infill.md).
@@ -94,7 +102,8 @@ class Filler:
         if problem:
             raise GenerateError(problem)
         per_bar = beats_number(beats)
-        song = _for_file(midi, task_named(task).read, choice.model.tokenizer, midi, per_bar or "auto", anew)
+        learnt = getattr(choice.model.net, "learnt_programs", None)  # a band's other tracks played as those parts
+        song = _for_file(midi, task_named(task).read, choice.model.tokenizer, midi, per_bar or "auto", anew, learnt)
         return midi, song, choice
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
@@ -138,8 +147,9 @@ class Filler:
             return task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
         what = "every track" if not tracks else tracks
         copied = "" if opts.hooks.copy_cache.strength else ", no copy cache"
+        parts = fill_parts_said(song.learnt, song.read, song.parts, task.only) or ""  # tracks played as another part
         return self._write(midi, song, (s, e), make, "fill", f"bars {s + 1}-{e}{_cut(song, s, e, last)} ({what}) "
-                           f"filled{copied}, random seed {seed}", choice, beats)
+                           f"filled{copied}, random seed {seed}", choice, beats, note=parts[:1].upper() + parts[1:])
 
     def accompany(self, path, roles=None, first=None, last=None, chords=None, beats=None, seed: int = 0) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
@@ -173,7 +183,7 @@ class Filler:
             raise GenerateError(str(err).replace(str(p), p.name)) from None
 
     def _write(self, midi: Path, song: SongBars, bars: tuple[int, int], make, kind: str, title: str,
-               choice: Choice, beats=None) -> Result:
+               choice: Choice, beats=None, note: str = "") -> Result:
         """Sample and write one take into a new run folder, under the same disk checks as a continuation; a
         song whose bars are one beat long (a POP909 file without its beat file) is said in the title."""
         cont, (s, e) = self.cont, bars
@@ -198,7 +208,7 @@ class Filler:
             cont._newest = out
         cont.prune()
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}",
-                      model_line=choice.line())
+                      seed_note=note, model_line=choice.line())
 
 
 def beats_number(value) -> int | None:

@@ -84,4 +84,6 @@ def preview_request(work: Callable[[], Path]) -> tuple[Path | None, str]:
 def task_request(work: Callable[[], object], verb: str) -> tuple[object | None, str]:
     """(result, message) of an infill or accompaniment request (`musictx.app.infill_tab`), as `run_request`."""
     result, error = _guarded(work, verb, USER_ERRORS)
-    return result, error or f"Done: listen, then Keep it or Retry. {getattr(result, 'model_line', '')}".strip()
+    note = getattr(result, "seed_note", "")  # which tracks were played as another part, and who kept their notes
+    done = f"Done: listen, then Keep it or Retry. {getattr(result, 'model_line', '')}".strip()
+    return result, error or "\n\n".join(x for x in (done, note) if x)

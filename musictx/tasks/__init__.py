@@ -28,6 +28,7 @@ _PUBLIC = {
     "metrical_seed": "metrical_seeds",
     "seed_of": "metrical_seeds",
     "ticks_to_seconds": "metrical_seeds",
+    "fill_parts_said": "played_as",
     "task_named": "registry",
     "Seed": "seeds",
     "cut_at_seconds": "seeds",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.limits import BOUNDS
     from musictx.tasks.metrical_score import continuation_score
     from musictx.tasks.metrical_seeds import bars_for, metrical_seed, seed_of, ticks_to_seconds
+    from musictx.tasks.played_as import fill_parts_said
     from musictx.tasks.registry import task_named
     from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed
     from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, meter_warning, parse_bars, read_song

@@ -17,10 +17,11 @@ from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
-from musictx.io.score_prep import Track, part_name
+from musictx.io.score_prep import Track
 from musictx.tasks.critic_choice import candidates_per_sample, choose
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
 from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, seed_of
+from musictx.tasks.played_as import parts_named, parts_said, unlearnt
 from musictx.tasks.prompt import Job, Prompt, sample
 from musictx.tasks.take import Take, score_roll
 
@@ -34,19 +35,12 @@ def seed_programs(seed: MetricalSeed) -> list[int]:
 def unlearnt_tracks(net, seed: MetricalSeed) -> list[Track]:
     """The seed's tracks of parts the model never learnt (``net.learnt_programs``, recorded with its weights):
     it writes no note on them. None are where the model does not record its parts."""
-    learnt = getattr(net, "learnt_programs", None)
-    if learnt is None:
-        return []
-    # a track without notes (a lyrics or tempo track) is no part: nothing of it goes silent
-    return [t for t, notes in zip(seed.tracks.tracks, seed.score.tracks, strict=True)
-            if t.program not in learnt and len(notes.notes)]
+    return unlearnt(getattr(net, "learnt_programs", None), seed.tracks, seed.score)
 
 
 def learnt_parts(net) -> str:
-    """The parts a model learnt, as a message says them: ``MELODY, BRIDGE and PIANO`` (pop's roles by name,
-    other programs by number)."""
-    parts = [part_name(p) for p in net.learnt_programs]
-    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+    """The parts a model learnt, as a message says them (`musictx.tasks.played_as.parts_named`)."""
+    return parts_named(net.learnt_programs)
 
 
 def playable_programs(net, seed: MetricalSeed) -> list[int]:
@@ -64,16 +58,7 @@ def playable_programs(net, seed: MetricalSeed) -> list[int]:
 def parts_line(net, seed: MetricalSeed) -> str | None:
     """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`) and which
     it leaves silent, and why; None where every track is a part it knows."""
-    played = seed.parts.played_as if seed.parts is not None else {}
-    silent = unlearnt_tracks(net, seed)
-    if not played and not silent:
-        return None
-    said = [f"{track} as {part}" for track, part in played.items()]
-    if silent:
-        keep = "keeps its seed notes and gets" if len(silent) == 1 else "keep their seed notes and get"
-        said.append(f"{', '.join(t.describe() for t in silent)} {keep} no new ones")
-    shared = " (tracks that share a part get its new notes by register)" if seed.parts and seed.parts.shared else ""
-    return f"the model learnt {learnt_parts(net)} only: {'; '.join(said)}{shared}"
+    return parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts)
 
 
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,

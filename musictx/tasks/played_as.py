@@ -14,7 +14,10 @@ Tracks that share a part are one stream in the tokens (MidiTok keys a note's tra
 reads them as the part it knows. Written back (`hand_back`), each seed note goes to the track it came from (matched
 by its onset on the token grid and its pitch), and each new note to the track whose register it falls in: the
 nearest median pitch, a track that plays one note at a time taking at most one of each onset. Drums have no part
-in `pop` and stay silent (said in one line).
+in `pop` and keep their seed notes (said in one line: `parts_said`).
+
+Filling bars (``task=infill``) plays a song's tracks the same way: the part a track shares is redone, and each
+track asked for takes the new notes of its register (`owners`); the others keep their own.
 """
 
 from __future__ import annotations
@@ -125,6 +128,20 @@ def hand_back(score: Score, plan: PartPlan | None, grid: float, seed_end: float)
 def _split(track, members: list[Member], grid: float, seed_end: float) -> list:
     """The members' tracks of one shared part's decoded ``track``."""
     notes = track.notes.numpy()
+    owner = owners(notes, members, grid, seed_end)
+    split = []
+    for j, member in enumerate(members):
+        part = track.copy()
+        part.name, part.program = member.track.name, member.track.real_program
+        part.notes = [n for n, o in zip(track.notes, owner, strict=True) if o == j]
+        split.append(part)
+    return split
+
+
+def owners(notes: dict, members: list[Member], grid: float = 1.0, seed_end: float = float("-inf")) -> np.ndarray:
+    """(N,) which of ``members`` each of one shared part's ``notes`` (numpy columns "time", "pitch") goes to:
+    a note before ``seed_end`` to the track it came from, on a grid of ``grid`` ticks; every other by register
+    (module docstring). The default ``seed_end``: every note is new (bars filled anew)."""
     owner = np.empty(len(notes["pitch"]), dtype=np.int64)
     keys = [m.keys.copy() for m in members]
     medians = np.array([m.median for m in members])
@@ -135,13 +152,7 @@ def _split(track, members: list[Member], grid: float, seed_end: float) -> list:
             keys[home][(round(time / grid), pitch)] -= 1
         owner[i] = home if home is not None else int(np.argmin(np.abs(medians - pitch)))
     _one_at_a_time(notes, owner, members, seed_end)
-    split = []
-    for j, member in enumerate(members):
-        part = track.copy()
-        part.name, part.program = member.track.name, member.track.real_program
-        part.notes = [n for n, o in zip(track.notes, owner, strict=True) if o == j]
-        split.append(part)
-    return split
+    return owner
 
 
 def _one_at_a_time(notes: dict, owner: np.ndarray, members: list[Member], seed_end: float) -> None:
@@ -159,3 +170,69 @@ def _one_at_a_time(notes: dict, owner: np.ndarray, members: list[Member], seed_e
             keep = at[np.argmin(np.abs(notes["pitch"][at] - member.median))]
             for i in at[at != keep]:
                 owner[i] = min(chords, key=lambda c: abs(medians[c] - notes["pitch"][i]))
+
+
+def parts_named(learnt: tuple[int, ...]) -> str:
+    """The parts a model learnt, as a message says them: ``MELODY, BRIDGE and PIANO`` (pop's roles by name,
+    other programs by number)."""
+    parts = [part_name(p) for p in learnt]
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
+def unlearnt(learnt: tuple[int, ...] | None, tracks: TrackMap, score: Score) -> list[Track]:
+    """The tracks (of ``tracks``, the map of ``score``) of parts outside ``learnt``: the model writes no note on
+    them; none where a model records no parts (``learnt`` None). A track without notes (a lyrics or tempo track)
+    is no part: nothing of it goes silent."""
+    if learnt is None:
+        return []
+    return [t for t, notes in zip(tracks.tracks, score.tracks, strict=True)
+            if t.program not in learnt and len(notes.notes)]
+
+
+def parts_said(learnt: tuple[int, ...] | None, tracks: TrackMap, score: Score, plan: PartPlan | None,
+               keeps: str = "seed notes") -> str | None:
+    """The one line that says which tracks are played as a part the model learnt (``plan``) and which keep
+    their own notes (their ``keeps``) and get no new ones; None where every track is a part it knows."""
+    played = plan.played_as if plan is not None else {}
+    silent = unlearnt(learnt, tracks, score)
+    if not played and not silent:
+        return None
+    said = [f"{track} as {part}" for track, part in played.items()]
+    if silent:
+        keep = f"keeps its {keeps} and gets" if len(silent) == 1 else f"keep their {keeps} and get"
+        said.append(f"{', '.join(t.describe() for t in silent)} {keep} no new ones")
+    shared = " (tracks that share a part get its new notes by register)" if plan and plan.shared else ""
+    return f"the model learnt {parts_named(learnt)} only: {'; '.join(said)}{shared}"
+
+
+def fill_parts_said(learnt: tuple[int, ...] | None, read, plan: PartPlan | None,
+                    only: list[int] | None) -> str | None:
+    """The line `parts_said` gives for bars filled anew (``read``: the song as read; ``only``: the indices of
+    the tracks named, None: all), and where a track named shares its part with one not named, that the other
+    keeps its own notes; None where there is nothing to say."""
+    tracks = read.tracks.tracks
+    if only is not None:  # what concerns the tracks asked for: how each is played, and who keeps what
+        asked = {tracks[k].describe() for k in only}
+        played = {d: p for d, p in (plan.played_as if plan else {}).items() if d in asked}
+        keeping = [m.track for ms in (plan.shared.values() if plan else ()) for m in ms
+                   if m.index not in only and any(o.index in only for o in ms)]
+        if not played and not keeping:
+            return None
+        said = [f"{track} as {part}" for track, part in played.items()]
+        if keeping:
+            said.append(f"{', '.join(t.describe() for t in keeping)} shares its part and keeps its own notes; the "
+                        "tracks asked for take the part's new notes of their register")
+        return f"the model learnt {parts_named(learnt)} only: {'; '.join(said)}"
+    return parts_said(learnt, read.tracks, read.score, plan, keeps="notes there")
+
+
+def shares(plan: PartPlan | None, program: int, notes: list) -> dict[int, list] | None:
+    """{track index: its notes} of one part's new ``notes`` (symusic notes, all new) where the part is shared by
+    several tracks (`owners`, by register); None where it is one track's."""
+    if plan is None or program not in plan.shared:
+        return None
+    members = plan.shared[program]
+    columns = {"time": np.array([n.time for n in notes], dtype=np.int64),
+               "pitch": np.array([n.pitch for n in notes], dtype=np.int64)}
+    owner = owners(columns, members)
+    return {m.index: [n for n, o in zip(notes, owner, strict=True) if o == j] for j, m in enumerate(members)}

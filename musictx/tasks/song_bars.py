@@ -21,6 +21,7 @@ from musictx.io.score_io import read_score
 from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
 from musictx.io.score_prep import Track as TrackInfo
 from musictx.tasks.metrical_seeds import bar_lines, ticks_to_seconds
+from musictx.tasks.played_as import PartPlan, parts_named, play_as_learnt, unlearnt
 
 MELODY = "MELODY"
 ACCOMPANIMENT = ("BRIDGE", "PIANO")  # the tracks the pop model can write, as POP909 names them
@@ -36,6 +37,9 @@ class SongBars:
     starts: np.ndarray  # (n_bars,) index of each Bar id
     lines: np.ndarray  # (>= n_bars + 1,) bar-line ticks of the read score
     left_out: tuple[str, ...] = ()  # accompanied anew: the file's own tracks left out (names), written again
+    learnt: tuple[int, ...] | None = None  # the parts (programs) the model learnt; None: it records none
+    parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
+    strangers: tuple[str, ...] = ()  # accompanied: tracks of parts the model never learnt, kept as they are (described)
 
     @property
     def n_bars(self) -> int:
@@ -55,13 +59,20 @@ class SongBars:
         return int(self.starts[b]) if b < self.n_bars else len(self.ids)
 
 
-def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats="auto") -> SongBars:
+def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats="auto",
+              learnt: tuple[int, ...] | None = None) -> SongBars:
     """``path`` read as the tokenizer reads it (POP909's beat file applied; ``beats``: see
-    `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here."""
+    `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here.
+    ``learnt``: the parts (programs) the model learnt; a track of another part is played as one of them."""
     read = read or tok.read(path, beats)
+    plan = None
+    if learnt is not None:
+        tracks, plan = play_as_learnt(read.score, read.tracks, learnt)
+        read = read._replace(tracks=tracks)
     ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     ids = ids[ids != tok.eos_id]
-    return SongBars(str(path), read, ids, bar_starts(ids, tok.bar_id), bar_lines(read.score))
+    return SongBars(str(path), read, ids, bar_starts(ids, tok.bar_id), bar_lines(read.score), learnt=learnt,
+                    parts=plan)
 
 
 def meter_warning(song: SongBars) -> str:
@@ -91,23 +102,50 @@ def parse_bars(spec, song: SongBars) -> tuple[int, int]:
     return first - 1, last
 
 
-def programs_of_names(song: SongBars, names) -> set[int] | None:
-    """The internal programs of the file's tracks named in ``names`` (case-insensitive); None: all tracks."""
+def tracks_named(song: SongBars, names) -> list[int] | None:
+    """The indices of the file's tracks named in ``names`` (case-insensitive; every track of a name); None: all.
+    A track of a part the model never learnt (drums, for `pop`) cannot be redone: MidiReadError naming it."""
     if not names:
         return None
     wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
-    by_name = {t.name.strip().lower(): t.program for t in song.read.tracks.tracks}
-    unknown = [n for n in wanted if n.lower() not in by_name]
+    tracks = song.read.tracks.tracks
+    found = {n: [k for k, t in enumerate(tracks) if t.name.strip().lower() == n.lower()] for n in wanted}
+    unknown = [n for n, ks in found.items() if not ks]
     if unknown:
         raise MidiReadError(song.path, f"no track named {', '.join(unknown)} (tracks: "
-                                       f"{', '.join(t.name or '(unnamed)' for t in song.read.tracks.tracks)})")
-    return {by_name[n.lower()] for n in wanted}
+                                       f"{', '.join(t.name or '(unnamed)' for t in tracks)})")
+    named = sorted({k for ks in found.values() for k in ks})
+    strangers = unlearnt(song.learnt, song.read.tracks, song.read.score)
+    if refused := [tracks[k] for k in named if tracks[k] in strangers]:
+        raise MidiReadError(song.path, f"{', '.join(t.describe() for t in refused)}: a part the model never learnt "
+                                       f"(it learnt {parts_named(song.learnt)}), so it cannot redo it")
+    return named
 
 
-def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False) -> SongBars:
+def programs_of_names(song: SongBars, names) -> set[int] | None:
+    """The internal programs of the file's tracks named in ``names`` (`tracks_named`); None: every track, or
+    every track of a part the model learnt where the file has others (they keep their notes)."""
+    named = tracks_named(song, names)
+    if named is None:
+        strangers = unlearnt(song.learnt, song.read.tracks, song.read.score)
+        if not strangers:
+            return None
+        learnt = {t.program for t in song.read.tracks.tracks if t.program in song.learnt}
+        if not learnt:
+            raise MidiReadError(song.path, f"none of its tracks ({song.read.tracks.describe()}) is a part the model "
+                                           f"learnt ({parts_named(song.learnt)}), so it has nothing to redo")
+        return learnt
+    return {song.read.tracks.tracks[k].program for k in named}
+
+
+def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
+                learnt: tuple[int, ...] | None = None) -> SongBars:
     """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
     a file of one unnamed track is taken as the melody; otherwise it is an error naming the file. ``anew``: a
-    whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again."""
+    whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again. ``learnt``:
+    the parts (programs) the model learnt; a track of another part (a band's bass, its drums) is heard as it is
+    (its notes' pitches and times are ids the model knows; the tracks' harmony then sounds in the accompaniment:
+    docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`)."""
     read = tok.read(path, beats)
     left_out: tuple[str, ...] = ()
     if anew and is_whole_song(read):
@@ -125,7 +163,8 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False) 
         read.score.tracks[k].program = ROLE_PROGRAMS[MELODY]
         infos[k] = TrackInfo(ROLE_PROGRAMS[MELODY], infos[k].name, infos[k].real_program)
         read = read._replace(tracks=TrackMap(tuple(infos)))  # its meter line kept
-    return replace(read_song(tok, path, read), left_out=left_out)
+    strangers = tuple(t.describe() for t in unlearnt(learnt, read.tracks, read.score))
+    return replace(read_song(tok, path, read), left_out=left_out, learnt=learnt, strangers=strangers)
 
 
 def is_whole_song(read: ReadScore) -> bool:
@@ -156,5 +195,12 @@ def roles_to_write(song: SongBars, names) -> list[str]:
 
 
 def left_out_clause(song: SongBars) -> str:
-    """The clause saying a whole song's own accompaniment was left out and written anew ("" when not)."""
-    return f" (its own {' and '.join(song.left_out)} left out: written anew for its melody)" if song.left_out else ""
+    """The clause saying a whole song's own accompaniment was left out and written anew, and which tracks are of
+    parts the model never learnt ("" when neither)."""
+    said = f" (its own {' and '.join(song.left_out)} left out: written anew for its melody)" if song.left_out else ""
+    if song.strangers:
+        one = len(song.strangers) == 1
+        said += (f"; {' and '.join(song.strangers)} {'is a part' if one else 'are parts'} the model never learnt (it "
+                 f"learnt {parts_named(song.learnt)}): it hears {'it' if one else 'them'} and writes under "
+                 f"{'it' if one else 'them'}; {'it stays as it is' if one else 'they stay as they are'}")
+    return said

@@ -29,7 +29,7 @@ def song_job(task, opts, net, tok) -> Job:
     prompt drawn as one batch with seed ``opts.seed``, a progress bar in bars. A Ctrl-C ends the run with
     nothing written."""
     task.check_model(opts.checkpoint, tok)
-    request = _request(task, opts, tok)
+    request = _request(task, opts, tok, getattr(net, "learnt_programs", None))
     what = task.describe(request, opts) + meter_warning(request.song)
     prompt = request.prompt(net, tok, opts, opts.num_samples)
 
@@ -64,11 +64,11 @@ def check_range(opts, song, s: int, e: int) -> None:
                             "bars=FIRST-LAST for a part of it")
 
 
-def _request(task, opts, tok):
-    """The run's request (`musictx.tasks.song_task.SongRequest`): the song read the task's way, its bars
-    (bars=, or the whole song where the task allows) and tracks; accompany with no tracks named writes a whole
-    song's accompaniment anew."""
-    song = task.read(tok, opts.seed_midi, opts.beats_per_bar or "auto", anew=not opts.tracks)
+def _request(task, opts, tok, learnt: tuple[int, ...] | None):
+    """The run's request (`musictx.tasks.song_task.SongRequest`): the song read the task's way for a model that
+    learnt the parts ``learnt``, its bars (bars=, or the whole song where the task allows) and tracks; accompany
+    with no tracks named writes a whole song's accompaniment anew."""
+    song = task.read(tok, opts.seed_midi, opts.beats_per_bar or "auto", anew=not opts.tracks, learnt=learnt)
     s, e = parse_bars(opts.bars, song) if task.needs_bars or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)
     request = task.request(song, s, e, opts.tracks)

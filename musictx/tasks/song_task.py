@@ -35,9 +35,10 @@ class SongTask(Task):
         if opts.bars is not None:
             check_bars_form(opts.bars)
 
-    def read(self, tok, path: str | os.PathLike, beats="auto", anew: bool = False):
+    def read(self, tok, path: str | os.PathLike, beats="auto", anew: bool = False,
+             learnt: tuple[int, ...] | None = None):
         """The song this task works on (`musictx.tasks.song_bars.SongBars`); MidiReadError names the file's
-        problem."""
+        problem. ``learnt``: the parts (programs) the model learnt (``net.learnt_programs``; None: not recorded)."""
         raise NotImplementedError
 
     def tracks_of(self, song, names) -> Any:
@@ -86,6 +87,7 @@ class SongRequest:
     e: int
     tracks: set[int] | list[str] | None  # infill: the programs redone (None: all); accompany: the roles written
     chords: Any = None  # accompany: a lead sheet's `Chords`, on the file's clock
+    only: list[int] | None = None  # infill: the indices of the tracks named (None: every track of ``tracks``)
 
     def track_names(self) -> str:
         """The tracks written, as the user reads them."""

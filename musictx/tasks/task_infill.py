@@ -16,15 +16,23 @@ class Infill(SongTask):
     needs_bars = True
     progress_word = "filling"
 
-    def read(self, tok, path, beats="auto", anew: bool = False):
+    def read(self, tok, path, beats="auto", anew: bool = False, learnt=None):
         from musictx.tasks.song_bars import read_song
 
-        return read_song(tok, path, beats=beats)
+        return read_song(tok, path, beats=beats, learnt=learnt)
 
     def tracks_of(self, song, names):
         from musictx.tasks.song_bars import programs_of_names
 
         return programs_of_names(song, names)
+
+    def request(self, song, s: int, e: int, names=None):
+        """The programs the model redoes, and the tracks named (a track that shares its part with one not named
+        keeps its own notes: `musictx.tasks.played_as`)."""
+        from musictx.tasks.song_bars import tracks_named
+        from musictx.tasks.song_task import SongRequest
+
+        return SongRequest(self, song, s, e, self.tracks_of(song, names), only=tracks_named(song, names))
 
     def check_model(self, ref: str, tok) -> None:
         super().check_model(ref, tok)
@@ -46,14 +54,18 @@ class Infill(SongTask):
         from musictx.tasks.write_back import filled_file
 
         s, e = request.s, request.e
-        return [(filled_file(tok, request.song, s, e, request.tracks, m), len(m))
+        return [(filled_file(tok, request.song, s, e, request.tracks, m, request.only), len(m))
                 for m in middle_bars(tok, rows, e - s)]
 
     def track_names(self, request) -> str:
         """The programs it redoes, by their tracks' names (None: every track)."""
-        if request.tracks is None:
+        if request.only is None:
             return "all tracks"
-        return ", ".join(t.name for t in request.song.read.tracks.tracks if t.program in request.tracks)
+        return ", ".join(request.song.read.tracks.tracks[k].name for k in request.only)
 
     def describe(self, request, opts) -> str:
-        return f"bars {request.s + 1}-{request.e} of {opts.seed_midi} ({request.track_names()}) filled"
+        from musictx.tasks.played_as import fill_parts_said
+
+        parts = fill_parts_said(request.song.learnt, request.song.read, request.song.parts, request.only)
+        return f"bars {request.s + 1}-{request.e} of {opts.seed_midi} ({request.track_names()}) filled" + (
+            f"; {parts}" if parts else "")

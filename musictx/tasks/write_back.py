@@ -13,6 +13,7 @@ from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.score_io import read_score
 from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
 from musictx.io.score_prep import Track as TrackInfo
+from musictx.tasks.played_as import shares
 from musictx.tasks.song_bars import SongBars
 
 
@@ -46,16 +47,20 @@ def in_bars(song: SongBars, onsets: np.ndarray, s: int, e: int, positions_per_be
 
 
 def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
-                    new: dict[int, list[Note]], positions_per_beat: int) -> Score:
+                    new: dict[int, list[Note]], positions_per_beat: int, only: list[int] | None = None) -> Score:
     """The file's own score (``song.path`` read again, no meter applied) with the taken tracks' notes whose
-    onsets fall in bars [s, e) replaced by ``new`` (read-score ticks, moved back by the read's shift)."""
+    onsets fall in bars [s, e) replaced by ``new`` (read-score ticks, moved back by the read's shift). ``only``:
+    the indices of the tracks to replace (None: every track of a taken program); tracks that share a part
+    (`song.parts`) take its new notes by register."""
     original, shift = read_score(song.path), song.read.shift_ticks
-    for track, info in zip(original.tracks, song.read.tracks.tracks, strict=True):
-        if taken is not None and info.program not in taken:
+    shared = {p: shares(song.parts, p, notes) for p, notes in new.items()}
+    for k, (track, info) in enumerate(zip(original.tracks, song.read.tracks.tracks, strict=True)):
+        if (taken is not None and info.program not in taken) or (only is not None and k not in only):
             continue
         a = track.notes.numpy()
         keep = ~in_bars(song, a["time"], s, e, positions_per_beat)
-        notes = [Note(n.time - shift, n.duration, n.pitch, n.velocity) for n in new.get(info.program, [])
+        mine = new.get(info.program, []) if shared.get(info.program) is None else shared[info.program].get(k, [])
+        notes = [Note(n.time - shift, n.duration, n.pitch, n.velocity) for n in mine
                  if n.time >= shift]  # a note in a pickup's bar before the file's start is left out
         rows = [(int(t), int(d), int(p), int(v)) for t, d, p, v in
                 zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
@@ -99,11 +104,12 @@ def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score
     return out
 
 
-def filled_file(tok, song: SongBars, s: int, e: int, taken: set[int] | None, middle: np.ndarray) -> Score:
-    """The file with bars [s, e) of the ``taken`` tracks (None: all) replaced by ``middle``'s notes (its ids
-    from its first Bar)."""
+def filled_file(tok, song: SongBars, s: int, e: int, taken: set[int] | None, middle: np.ndarray,
+                only: list[int] | None = None) -> Score:
+    """The file with bars [s, e) of the ``taken`` tracks (None: all; ``only``: those tracks alone) replaced by
+    ``middle``'s notes (its ids from its first Bar)."""
     per_beat = tok.miditok.config.max_num_pos_per_beat
-    return replace_in_file(song, s, e, taken, middle_notes(tok, middle, song, s, e), per_beat)
+    return replace_in_file(song, s, e, taken, middle_notes(tok, middle, song, s, e), per_beat, only)
 
 
 def with_written_tracks(tok, song: SongBars, roles: list[str], s: int, e: int, new: np.ndarray) -> Score:
