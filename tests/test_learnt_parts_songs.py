@@ -105,3 +105,19 @@ def test_the_app_s_infill_tab_says_how_it_filled_a_band(tmp_path):
                             "part's new notes of their register"), message
     after = notes_by_track(result.midi)
     assert after["piano"] == notes_by_track(seed)["piano"]
+    # the copy cache on (the tab's default): the bars come back as bars 7-8 play them, and the box to untick is named
+    plain = band(tmp_path / "plain.mid", parts=("melody", "piano"))
+    result, message = task_request(lambda: filler.fill(plain, 3, 4), "fill")
+    assert message.endswith("100% of the notes written are the song's own there: the copy cache plays its bars "
+                            "again where they come back: untick \"Let the bars repeat\" for new music."), message
+
+
+def test_bars_that_come_back_as_the_song_s_own_notes_say_so(tmp_path, capsys):
+    """The band repeats every 4 bars, so the copy cache (on by default) plays bars 3-4 again as bars 7-8 play
+    them: the user hears nothing new, and the line says why and what to set."""
+    seed = band(tmp_path / "band.mid", parts=("melody", "piano"))
+    run(GenerateOptions(task="infill", checkpoint="pop_infill", seed_midi=str(seed), bars="3-4", num_samples=1,
+                        audio=False, output_dir=str(tmp_path / "out")))
+    assert notes_by_track(tmp_path / "out" / "sample_00.mid") == notes_by_track(seed)
+    assert ("; 100% of the notes written are the song's own there: the copy cache plays its bars again where they "
+            "come back (hooks.copy_cache.strength=0 for new music)") in capsys.readouterr().out

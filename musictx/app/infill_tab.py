@@ -143,13 +143,18 @@ class Filler:
         opts = replace(self.cont.base, seed=int(seed or 0))
         opts = opts if repeats else opts.with_hook("copy_cache", strength=0.0)
 
+        notes = []  # what the take's notes tell, once it is drawn
+
         def make():
-            return task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
+            score = task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
+            notes.append(_repeats_note(choice.model.tokenizer, task, score))
+            return score
         what = "every track" if not tracks else tracks
         copied = "" if opts.hooks.copy_cache.strength else ", no copy cache"
         parts = fill_parts_said(song.learnt, song.read, song.parts, task.only) or ""  # tracks played as another part
         return self._write(midi, song, (s, e), make, "fill", f"bars {s + 1}-{e}{_cut(song, s, e, last)} ({what}) "
-                           f"filled{copied}, random seed {seed}", choice, beats, note=parts[:1].upper() + parts[1:])
+                           f"filled{copied}, random seed {seed}", choice, beats,
+                           note=lambda: " ".join(x[:1].upper() + x[1:] for x in (parts, *notes) if x))
 
     def accompany(self, path, roles=None, first=None, last=None, chords=None, beats=None, seed: int = 0) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
@@ -183,9 +188,10 @@ class Filler:
             raise GenerateError(str(err).replace(str(p), p.name)) from None
 
     def _write(self, midi: Path, song: SongBars, bars: tuple[int, int], make, kind: str, title: str,
-               choice: Choice, beats=None, note: str = "") -> Result:
+               choice: Choice, beats=None, note=lambda: "") -> Result:
         """Sample and write one take into a new run folder, under the same disk checks as a continuation; a
-        song whose bars are one beat long (a POP909 file without its beat file) is said in the title."""
+        song whose bars are one beat long (a POP909 file without its beat file) is said in the title; ``note()``,
+        asked once the take is drawn, is the line under it."""
         cont, (s, e) = self.cont, bars
         cont.check_room()  # before the work: a request that cannot be kept is refused at once
         out = cont.workdir / f"{RUN_PREFIX}{next(cont._runs):04d}"
@@ -208,7 +214,17 @@ class Filler:
             cont._newest = out
         cont.prune()
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}",
-                      seed_note=note, model_line=choice.line())
+                      seed_note=note(), model_line=choice.line())
+
+
+def _repeats_note(tok, request, score) -> str:
+    """Where a fill came back as the song's own notes (`musictx.tasks.task_infill.same_as_song`), that and the box
+    that asks for new music; "" otherwise."""
+    from musictx.tasks.task_infill import SAME_AS_SONG, same_as_song
+    from musictx.tasks.write_back import share_as_written
+
+    share = share_as_written(tok, request.song, request.s, request.e, request.tracks, request.only, score)
+    return f"{same_as_song(share)}: untick \"Let the bars repeat\" for new music." if share >= SAME_AS_SONG else ""
 
 
 def beats_number(value) -> int | None:

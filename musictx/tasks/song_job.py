@@ -37,7 +37,8 @@ def song_job(task, opts, net, tok) -> Job:
         made = request.written(tok, new_rows(ids, prompt))
         # the samples share one batch: each take's wall time is the batch's share
         marked = tuple(float(t) for t in request.song.line_seconds([request.s, request.e]))  # the bars written
-        return [_take(score, n_new, what, wall / len(made), marked) for score, n_new in made]
+        return [_take(score, n_new, what, wall / len(made), marked, request.take_note(tok, score))
+                for score, n_new in made]
 
     bars = opts.num_samples * (request.e - request.s)
     return Job(prompt, takes, {"task": task.name, "what": what}, lambda: _progress(task, opts, tok, bars),
@@ -77,10 +78,11 @@ def _request(task, opts, tok, learnt: tuple[int, ...] | None):
     return request
 
 
-def _take(score, new_ids: int, what: str, wall: float, marked: tuple[float, float]) -> Take:
+def _take(score, new_ids: int, what: str, wall: float, marked: tuple[float, float], note: str = "") -> Take:
     notes, tracks, end, parts = score_roll(score)
     record = {"new_tokens": int(new_ids), "wall_s": wall, "seconds": end, "notes": len(notes), "tracks": tracks}
     silent = [t.name for t in score.tracks if len(t.notes) == 0]  # a MIDI file keeps no empty track
     record["silent_tracks"] = silent
     said = f"; {', '.join(silent)}: no notes written, so no such track in the file" if silent else ""
+    said += f"; {note}" if note else ""
     return Take(score, notes, record, f"{what}; {len(notes)} notes in {tracks}{said}", parts=parts, marked=marked)

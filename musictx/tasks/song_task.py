@@ -67,6 +67,10 @@ class SongTask(Task):
         """One line saying what the run writes."""
         raise NotImplementedError
 
+    def take_note(self, request: SongRequest, tok, score) -> str:
+        """What one take's line adds about the ``score`` written ("" for nothing)."""
+        return ""
+
     def request(self, song, s: int, e: int, names=None) -> SongRequest:
         """This task on bars [s, e) of ``song`` with the tracks ``names`` asks for (None: the task's default)."""
         return SongRequest(self, song, s, e, self.tracks_of(song, names))
@@ -102,6 +106,10 @@ class SongRequest:
         """(the song's own score with the bars written, new ids sampled) of each sampled row (B, T) of ids
         from the first new Bar on."""
         return self.task.written(self, tok, rows)
+
+    def take_note(self, tok, score) -> str:
+        """What a take's line adds about the ``score`` written (`SongTask.take_note`; "" for nothing)."""
+        return self.task.take_note(self, tok, score)
 
     def sample(self, net, tok, sampling, samples: int = 1, on_step=None) -> list:
         """``samples`` takes drawn as one batch (`prompt`, `written`); ``on_step(next_ids, done)`` after

@@ -5,6 +5,14 @@ from __future__ import annotations
 from musictx.decoding.errors import GenerateError
 from musictx.tasks.song_task import SongTask
 
+SAME_AS_SONG = 0.9  # the least share of a take's notes that are the song's own for its line to say so
+
+
+def same_as_song(share: float) -> str:
+    """The words for a take whose notes are ``share`` the song's own (how to ask for new music is the caller's)."""
+    return (f"{share:.0%} of the notes written are the song's own there: the copy cache plays its bars again where "
+            "they come back")
+
 
 class Infill(SongTask):
     """Bars [s, e) of a song filled, the music before and after them both heard (`musictx.tasks.infill`)."""
@@ -56,6 +64,16 @@ class Infill(SongTask):
         s, e = request.s, request.e
         return [(filled_file(tok, request.song, s, e, request.tracks, m, request.only), len(m))
                 for m in middle_bars(tok, rows, e - s)]
+
+    def take_note(self, request, tok, score) -> str:
+        """Where the bars came back as the song's own notes (the copy cache copies where its bars return, so a
+        user may hear the bars unchanged), that and how to ask for new music."""
+        from musictx.tasks.write_back import share_as_written
+
+        share = share_as_written(tok, request.song, request.s, request.e, request.tracks, request.only, score)
+        if share < SAME_AS_SONG:
+            return ""
+        return f"{same_as_song(share)} (hooks.copy_cache.strength=0 for new music)"
 
     def track_names(self, request) -> str:
         """The programs it redoes, by their tracks' names (None: every track)."""

@@ -120,3 +120,21 @@ def with_written_tracks(tok, song: SongBars, roles: list[str], s: int, e: int, n
     work = with_new_tracks(song, roles)
     add_notes(work.score, {p: n for p, n in notes.items() if p in programs})
     return file_with_tracks(song, work, roles)
+
+
+def share_as_written(tok, song: SongBars, s: int, e: int, taken: set[int] | None, only: list[int] | None,
+                     score: Score) -> float:
+    """The share of the notes ``score`` (the file with bars [s, e) of the ``taken`` tracks, or ``only`` those,
+    filled) has there that the file has too: the same track, onset and pitch. 0 where nothing was written."""
+    def notes(sc: Score) -> set[tuple[int, int, int]]:
+        out = set()
+        for k, (track, info) in enumerate(zip(sc.tracks, song.read.tracks.tracks, strict=True)):
+            if (taken is not None and info.program not in taken) or (only is not None and k not in only):
+                continue
+            a = track.notes.numpy()
+            inside = in_bars(song, a["time"], s, e, tok.miditok.config.max_num_pos_per_beat)
+            out |= {(k, int(t), int(p)) for t, p in zip(a["time"][inside], a["pitch"][inside], strict=True)}
+        return out
+
+    written = notes(score)
+    return len(written & notes(read_score(song.path))) / len(written) if written else 0.0
