@@ -180,7 +180,12 @@ def test_shipped_model_choice_follows_the_seed(tmp_path):
     tune.instruments[0].notes += [pretty_midi.Note(80, 60 + k % 5, 0.25 * k, 0.25 * k + 0.2) for k in range(32)]
     tune.write(str(tmp_path / "tune.mid"))
     name, why = choose_model(tmp_path / "tune.mid", ["piano", "pop"])
-    assert name == "pop" and "16th-note grid" in why  # one track on the beat grid
+    assert name == "pop" and "16th-note grid, 1 pitched track(s)" in why  # one track on the beat grid
+    loop = pretty_midi.PrettyMIDI()
+    loop.instruments.append(pretty_midi.Instrument(0, is_drum=True))
+    loop.instruments[0].notes += [pretty_midi.Note(100, 36 + k % 3, 0.25 * k, 0.25 * k + 0.1) for k in range(32)]
+    loop.write(str(tmp_path / "loop.mid"))
+    assert "0 pitched track(s) and 1 of drums" in choose_model(tmp_path / "loop.mid", ["piano", "pop"])[1]
     assert choose_model(tmp_path / "perf.mid", ["piano", "pop"])[0] == "piano"
     assert choose_model(band, ["piano"]) == ("piano", "the only shipped model")
     # a melody to accompany goes to pop, played in time or not (the accompaniment is written on bars)

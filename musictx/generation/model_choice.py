@@ -55,5 +55,8 @@ def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str], task: 
         return "pop", f"a multi-track song ({named}), kept apart by the pop model"
     share = grid_share(score)
     if share >= GRID_SHARE:
-        return "pop", f"metrical seed: {share:.0%} of its onsets on its 16th-note grid, {len(pitched)} track(s)"
+        drums = sum(bool(len(t.notes)) and t.is_drum for t in score.tracks)
+        kit = f" and {drums} of drums" if drums else ""  # a drum loop is no "0 tracks"
+        return "pop", (f"metrical seed: {share:.0%} of its onsets on its 16th-note grid, {len(pitched)} pitched "
+                       f"track(s){kit}")
     return "piano", f"a performance: {share:.0%} of its onsets on its 16th-note grid (metrical from {GRID_SHARE:.0%})"
