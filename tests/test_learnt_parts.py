@@ -210,3 +210,24 @@ def test_a_track_without_notes_is_not_said_to_go_silent(tmp_path):
     line = parts_line(net, seed)
     assert "lyrics" not in line and "kit (drums) keeps its seed notes" in line
     assert set(playable_programs(net, seed)) == {0, 80}  # the piano (with the bass) and the melody
+
+
+def test_an_unnamed_melody_on_the_piano_s_program_is_heard_as_the_melody():
+    """Two unnamed tracks on program 0, a tune and its chords (a file from a notation program): the first took
+    the PIANO part by its program and the tune was played as the piano's; now the tune is the MELODY and the chords
+    the PIANO. A file of one track keeps its part (the bundled motif is continued as before)."""
+    pm = pretty_midi.PrettyMIDI()
+    tune, chords = pretty_midi.Instrument(0, name="Track 1"), pretty_midi.Instrument(0, name="Track 2")
+    for k in range(16):
+        tune.notes.append(pretty_midi.Note(90, [72, 74, 76, 79][k % 4], 0.5 * k, 0.5 * k + 0.4))
+        chords.notes += [pretty_midi.Note(70, p, 0.5 * k, 0.5 * k + 0.4) for p in (48, 52, 55)]
+    pm.instruments = [tune, chords]
+    tok = load_pretrained("pop")[1]
+    read = tok.read(Score.from_midi(_midi_bytes(pm)))
+    assert [t.program for t in read.tracks.tracks] == [0, 1]  # the tune first on program 0: the PIANO part
+    tracks, plan = play_as_learnt(read.score, read.tracks, (0, 80, 81))
+    assert [t.program for t in tracks.tracks] == [80, 0]
+    assert plan.played_as == {"Track 1 (program 0)": "MELODY", "Track 2 (program 0)": "PIANO"} and not plan.shared
+    pm.instruments = [tune]
+    alone = tok.read(Score.from_midi(_midi_bytes(pm)))
+    assert play_as_learnt(alone.score, alone.tracks, (0, 80, 81)) == (alone.tracks, None)

@@ -6,7 +6,9 @@ others: a bass, a guitar, strings, an unnamed flute. A track of a part the model
 given a learnt part to be played as (`play_as_learnt`):
 
 - a melodic line (one note at a time at least ``MONOPHONIC`` of its onsets, above the bass's register) takes
-  MELODY where the seed has no melody, then BRIDGE where it has no counter-melody: the highest line first;
+  MELODY where the seed has no melody, then BRIDGE where it has no counter-melody: the highest line first. In a
+  seed of two or more tracks an unnamed line on a learnt part's program (a melody played on the piano's program
+  0, which the tokenizer reads as the PIANO part) is such a line too;
 - every other one (a bass, chords, a pad) joins PIANO, beside the seed's own piano if there is one: POP909's
   piano plays the bass line with its left hand and the chords with its right.
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from symusic import Score
 
-from musictx.io.score_prep import BASS_CEILING, ROLE_PROGRAMS, Track, TrackMap, part_name
+from musictx.io.score_prep import BASS_CEILING, ROLE_PROGRAMS, Track, TrackMap, part_name, role_of
 
 MONOPHONIC = 0.8  # the least share of a track's onsets that strike one note for it to be read as a melodic line
 MELODIC_ROLES = ("MELODY", "BRIDGE")  # the parts a melodic line may take, in this order
@@ -70,17 +72,24 @@ def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> t
     """Give each pitched track of a part outside ``learnt`` a learnt part (module docstring), in ``score`` (in
     place) and in the map returned; None for the plan where every track is one the model knows already."""
     taken = {t.program for t in tracks.tracks}
-    strangers = [k for k, t in enumerate(tracks.tracks)  # a track with no notes has no register to hand back by
-                 if not t.is_drum and t.program not in learnt and len(score.tracks[k].notes)]
-    if not strangers:
+    sounding = [k for k, t in enumerate(tracks.tracks)  # a track with no notes has no register to hand back by
+                if not t.is_drum and len(score.tracks[k].notes)]
+    strangers = [k for k in sounding if tracks.tracks[k].program not in learnt]
+    # in a band, an unnamed track on a learnt part's program by chance (a melody on program 0, the piano's) may be
+    # the melodic line the model should hear as one; a file of one track keeps its part (the bundled motif)
+    unnamed = [k for k in sounding if k not in strangers and role_of(tracks.tracks[k].name) is None] \
+        if len(sounding) > 1 else []
+    if not strangers and not unnamed:
         return tracks, None
     stats = {k: _stats(score.tracks[k].notes.numpy()) for k in range(len(tracks.tracks))}
-    lines = sorted((k for k in strangers if stats[k][1] >= MONOPHONIC and stats[k][0] > BASS_CEILING),
+    lines = sorted((k for k in strangers + unnamed if stats[k][1] >= MONOPHONIC and stats[k][0] > BASS_CEILING),
                    key=lambda k: -stats[k][0])  # melodic lines, the highest first
     given: dict[int, int] = {}
     for role in MELODIC_ROLES:
         if ROLE_PROGRAMS[role] in learnt and ROLE_PROGRAMS[role] not in taken and lines:
             given[lines.pop(0)] = ROLE_PROGRAMS[role]
+    if not strangers and not given:
+        return tracks, None
     if ROLE_PROGRAMS[CHORDS_ROLE] in learnt:
         given |= {k: ROLE_PROGRAMS[CHORDS_ROLE] for k in strangers if k not in given}
     rows = list(tracks.tracks)
