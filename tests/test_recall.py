@@ -146,3 +146,12 @@ def test_training_logs_the_copy_gain_at_every_validation(tmp_path):
 def test_a_validation_split_too_small_for_probes_is_said_once(prepared_dir, tmp_path, capsys):
     fit(compose_train(prepared_dir, tmp_path, *PROBE))
     assert capsys.readouterr().out.count("recall probe off: ") == 1
+
+
+def test_a_context_too_short_for_every_gap_says_so_in_words(tmp_path, capsys):
+    """passage 48 twice does not fit a 64-token context at any gap: said as that, once (it printed numpy's "need at
+    least one array to concatenate")."""
+    data = make_prepared_dataset(tmp_path / "data", seconds={**PIECE_SECONDS, "validation": [6.0, 5.0, 4.0]})
+    fit(compose_train(data, tmp_path / "run", *PROBE, "callbacks.recall_probe.passage=48"))
+    said = [line for line in capsys.readouterr().out.splitlines() if "recall probe off" in line]
+    assert said == ["recall probe off: no gap fits a context of 64 with passages of 48 tokens"]

@@ -120,15 +120,16 @@ class RecallProbe(L.Callback):
             return bool(self._probes)
         context = context_ceiling(pl_module.net) or getattr(trainer.datamodule, "seq_len", None) or 0
         self.gaps = tuple(g for g in self.gaps if 2 * self.passage + g <= context + 1)
+        if not self.gaps:  # said before any probe is drawn: drawing them for no gap is no error of the data's
+            print(f"recall probe off: no gap fits a context of {context} with passages of {self.passage} tokens")
+            self._probes = []
+            return False
         try:
             arrays = TokenArrays(trainer.datamodule.dir, "validation")
-            self._probes = draw_probes(arrays, self.num_probes, self.passage, max(self.gaps, default=0), self.seed)
+            self._probes = draw_probes(arrays, self.num_probes, self.passage, max(self.gaps), self.seed)
         except ValueError as err:
             self._probes = []
             print(f"recall probe off: {err}")
-        if self._probes and not self.gaps:
-            print(f"recall probe off: no gap fits a context of {context} with passages of {self.passage} tokens")
-            self._probes = []
         return bool(self._probes)
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
