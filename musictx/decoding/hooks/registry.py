@@ -15,6 +15,7 @@ from dataclasses import field, fields, make_dataclass
 from musictx.decoding.hook import PROGRESS, HookInputs, HookSpec, LogitsHook
 from musictx.decoding.hooks import (
     bar_repeats,
+    bass_floor,
     bass_lean,
     bridge_presence,
     chord_events,
@@ -47,6 +48,7 @@ HOOKS: tuple[HookSpec, ...] = (
     bar_repeats.SPEC,
     given_notes.GIVEN_NOTES,
     given_notes.HARMONY_LEAN,
+    bass_floor.SPEC,
     motif_echo.SPEC,
     note_echo.SPEC,
     pace.SPEC,
