@@ -83,7 +83,7 @@ def test_accompanying_a_band_says_which_tracks_are_parts_the_model_never_learnt(
     record = run(GenerateOptions(task="accompany", checkpoint="pop", seed_midi=str(seed), num_samples=1, audio=False,
                                  output_dir=str(tmp_path / "out")))
     assert ("; bass (program 33) and kit (drums) are parts the model never learnt (it learnt PIANO, MELODY and "
-            "BRIDGE): it hears them and writes under them; they stay as they are") in record["what"]
+            "BRIDGE): it hears them and plays with them; they stay as they are") in record["what"]
     before, after = notes_by_track(seed), notes_by_track(tmp_path / "out" / "sample_00.mid")
     for name in before:
         assert after[name] == before[name], name

@@ -201,6 +201,6 @@ def left_out_clause(song: SongBars) -> str:
     if song.strangers:
         one = len(song.strangers) == 1
         said += (f"; {' and '.join(song.strangers)} {'is a part' if one else 'are parts'} the model never learnt (it "
-                 f"learnt {parts_named(song.learnt)}): it hears {'it' if one else 'them'} and writes under "
+                 f"learnt {parts_named(song.learnt)}): it hears {'it' if one else 'them'} and plays with "
                  f"{'it' if one else 'them'}; {'it stays as it is' if one else 'they stay as they are'}")
     return said
