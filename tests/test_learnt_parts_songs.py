@@ -124,7 +124,7 @@ def test_bars_that_come_back_as_the_song_s_own_notes_say_so(tmp_path, capsys):
 
 
 def high_bass_band(path: Path) -> Path:
-    """8 bars: a named melody and a bass line (program 33) walking between G2 and C4, where a piano's left hand plays."""
+    """8 bars: a named melody and a bass line (program 33) between G2 and C4, where a piano's left hand plays."""
     import pretty_midi
 
     pm = pretty_midi.PrettyMIDI(initial_tempo=110)
