@@ -6,6 +6,7 @@ line; a seed of no learnt part at all is refused, naming its file."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pretty_midi
@@ -58,20 +59,26 @@ def notes_by_track(path: Path, bar_ticks_of=lambda tpq: 4 * tpq) -> dict[str, li
     return {("drums" if t.is_drum else t.name): [(n.time / bar, n.pitch) for n in t.notes] for t in score.tracks}
 
 
-def test_a_band_seed_plays_its_bass_as_pop_s_piano_part_and_says_so(tmp_path, capsys):
+@pytest.mark.parametrize("drums", ["loop", "seed"])
+def test_a_band_seed_plays_its_bass_as_pop_s_piano_part_and_says_so(tmp_path, capsys, drums):
     """The bass (program 33, a part pop never learnt) is read with the piano as POP909's PIANO part (whose left hand
-    plays the bass line) and gets the low notes of the new bars back, one at a time; the drums stay silent; every
-    seed note comes back on its own track."""
+    plays the bass line) and gets the low notes of the new bars back, one at a time; every seed note comes back on
+    its own track. The kit, a part pop never learnt either, plays its seed's last bar on under the new ones
+    (``drums=loop``, the default: it repeats bar by bar) or stops with the seed (``drums=seed``)."""
     seed = band(tmp_path / "band.mid")
-    record = run(options(seed, tmp_path / "out"))
+    record = run(replace(options(seed, tmp_path / "out"), drums=drums))
     said = capsys.readouterr().out.splitlines()
-    assert ("the model learnt PIANO, MELODY and BRIDGE only: bass (program 33) as PIANO; kit (drums) keeps its seed "
-            "notes and gets no new ones (tracks that share a part get its new notes by register)") in said
+    kit = ("kit (drums) plays the seed's last bar again under the new ones (drums=seed: its notes only)"
+           if drums == "loop" else "kit (drums) keeps its seed notes and gets no new ones")
+    assert (f"the model learnt PIANO, MELODY and BRIDGE only: bass (program 33) as PIANO; {kit} (tracks that share "
+            "a part get its new notes by register)") in said
     before, after = notes_by_track(seed), notes_by_track(tmp_path / "out" / record["samples"][0]["midi"])
     for name, notes in before.items():  # the seed's 8 bars, note for note on their own tracks
         assert sorted(n for n in after[name] if n[0] < 8) == sorted(notes), name
     new = {name: [n for n in notes if n[0] >= 8] for name, notes in after.items()}
-    assert new["drums"] == [] and new["melody"] and new["piano"] and new["bass"], new
+    last_bar = [(t - 7, p) for t, p in before["drums"] if t >= 7]
+    assert new["drums"] == ([(t + 8 + k, p) for k in range(2) for t, p in last_bar] if drums == "loop" else [])
+    assert new["melody"] and new["piano"] and new["bass"], new
     assert max(p for _, p in new["bass"]) < min(p for _, p in new["piano"]) + 12  # the low end of the part
     assert len({t for t, _ in new["bass"]}) == len(new["bass"])  # one note at a time, as the seed's bass
 

@@ -42,7 +42,7 @@ from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
 from musictx.paths import BUNDLED_MOTIF
-from musictx.tasks import Seed, parts_line, sample_continuations, score_roll, seed_from_midi, take_of
+from musictx.tasks import Seed, parts_line, sample_continuations, score_roll, seed_drum_loop, seed_from_midi, take_of
 
 log = logging.getLogger("musictx.app")
 MOTIF = BUNDLED_MOTIF
@@ -229,7 +229,8 @@ class Continuer:
             raise GenerateError(for_the_page(err, seed_path)) from None
         except MidiReadError as err:
             raise GenerateError(f"{seed_path.name}: {reason_for_page(err.reason)}") from None
-        results, note = [], parts_line(model.net, seed) or ""  # the seed's tracks the model leaves silent
+        loop = seed_drum_loop(model.net, model.tokenizer, seed, opts.drums)  # the seed's drums, played on
+        results, note = [], parts_line(model.net, seed, loop) or ""  # the seed's tracks the model leaves silent
         for rec, ids in written:
             title = f"Sample {len(results) + 1}: {rec['notes']} notes in {len(rec['tracks'])} track(s), " \
                     f"{rec['new_bars']} bars new"

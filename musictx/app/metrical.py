@@ -9,7 +9,7 @@ import numpy as np
 from torch import Tensor
 
 from musictx.generation import apply_programs, parse_programs, sample_name, write_take
-from musictx.tasks import bars_for, metrical_take, sample_bars, seed_of
+from musictx.tasks import bars_for, metrical_take, sample_bars, seed_drum_loop, seed_of
 
 
 class BarProgress:
@@ -31,6 +31,7 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     tok = model.tokenizer
     seed = seed_of(tok, opts, getattr(model.net, "learnt_programs", None))
     check_seconds(seed.seconds)
+    loop = seed_drum_loop(model.net, tok, seed, opts.drums)  # the page's line says it (`parts_line`)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     pieces = sample_bars(model.net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
                          on_step=BarProgress(tok.bar_id, bars, report))
@@ -38,7 +39,7 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     written = []
     for i, ids in enumerate(pieces):
         report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
-        take = metrical_take(tok, seed, ids, opts.include_seed)
+        take = metrical_take(tok, seed, ids, opts.include_seed, loop)
         apply_programs([take], parse_programs(opts.programs))
         rec = write_take(out, sample_name(i), take, opts.soundfont, audio)
         name = f"{lineage.stem}_cont_{take_name(lineage.stem):02d}"

@@ -22,6 +22,7 @@ from musictx.io.midi_io import file_problem
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
 from musictx.safe_output import target_problem
+from musictx.tasks.drum_loop import DRUM_CHOICES
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.registry import DEFAULT_TASK, task_named
 
@@ -49,6 +50,7 @@ class GenerateOptions(SamplingOptions):
     max_tokens: int | None = None  # new ids per sample at most; None: room for length_seconds (continue_seed.token_cap)
     num_samples: int = 4  # at most MAX_NUM_SAMPLES
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
+    drums: str = "loop"  # metrical models without drums: the seed's last drum bars played on (musictx.tasks.drum_loop)
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: torch's default
@@ -92,6 +94,8 @@ class GenerateOptions(SamplingOptions):
         if self.tokenizer:
             _expected_tokenizer(self.tokenizer)  # a missing or broken file is said before the model loads
         check_task(self)
+        if self.drums not in DRUM_CHOICES:
+            raise GenerateError(f"drums={self.drums}: give one of {', '.join(DRUM_CHOICES)}")
         parse_programs(self.programs)  # the names and programs, before the model loads
 
     def check_sampling(self) -> None:

@@ -17,6 +17,7 @@ _PUBLIC = {
     "metrical_take": "continue_metrical",
     "parts_line": "continue_metrical",
     "sample_bars": "continue_metrical",
+    "seed_drum_loop": "continue_metrical",
     "piece_notes": "continue_seed",
     "sample_continuations": "continue_seed",
     "take_of": "continue_seed",
@@ -48,7 +49,7 @@ __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.accompany import accompany_song, melody_keys
-    from musictx.tasks.continue_metrical import metrical_take, parts_line, sample_bars
+    from musictx.tasks.continue_metrical import metrical_take, parts_line, sample_bars, seed_drum_loop
     from musictx.tasks.continue_seed import piece_notes, sample_continuations, take_of
     from musictx.tasks.infill import copy_history, infill_prompt, infill_song
     from musictx.tasks.limits import BOUNDS

@@ -19,8 +19,9 @@ from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import Track
 from musictx.tasks.critic_choice import candidates_per_sample, choose
+from musictx.tasks.drum_loop import DrumLoop, drum_loop, loop_drums, loop_words
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
-from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, seed_of
+from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, grid_ticks, seed_of
 from musictx.tasks.played_as import parts_named, parts_said, unlearnt
 from musictx.tasks.prompt import Job, Prompt, sample
 from musictx.tasks.take import Take, score_roll
@@ -55,10 +56,20 @@ def playable_programs(net, seed: MetricalSeed) -> list[int]:
     return programs
 
 
-def parts_line(net, seed: MetricalSeed) -> str | None:
-    """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`) and which
-    it leaves silent, and why; None where every track is a part it knows."""
-    return parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts)
+def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None) -> str | None:
+    """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`), which it
+    leaves silent, and why, and that its drums ``loop`` where they do; None where every track is a part it knows."""
+    return parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts,
+                      drums=loop_words(loop))
+
+
+def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str) -> DrumLoop | None:
+    """The seed's drums looped under the new bars (`musictx.tasks.drum_loop`) where ``drums`` asks for it and the
+    model learnt no drums (it records its parts and drums are not among them); else None."""
+    learnt = getattr(net, "learnt_programs", None)
+    if drums != "loop" or learnt is None or -1 in learnt:
+        return None
+    return drum_loop(seed, grid_ticks(tok, seed.score, seed.start_tick))
 
 
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
@@ -99,7 +110,8 @@ def metrical_job(opts, net, tok) -> Job:
     the partial samples."""
     seed = seed_of(tok, opts, getattr(net, "learnt_programs", None))
     playable_programs(net, seed)  # refused before anything else is said where the model can play none of it
-    if line := parts_line(net, seed):
+    loop = seed_drum_loop(net, tok, seed, opts.drums)
+    if line := parts_line(net, seed, loop):
         print(line)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     chords = Chords.read_option(opts.chords)  # a folder, a FIFO, a bad line: one line naming it, before any sampling
@@ -117,9 +129,9 @@ def metrical_job(opts, net, tok) -> Job:
     def takes(ids, cut_short: bool, _wall) -> list[Take]:
         rows = ids[:, len(seed.ids):].cpu().numpy()
         if cut_short:  # a Ctrl-C: each sample's first candidate as far as it got, no choice among unfinished ones
-            return [metrical_take(tok, seed, row, opts.include_seed) for row in rows[::k]]
+            return [metrical_take(tok, seed, row, opts.include_seed, loop) for row in rows[::k]]
         pieces, choices = choose(tok, seed, [strip_after_bars(tok, row, bars) for row in rows], k, bars, critic)
-        made = [metrical_take(tok, seed, piece, opts.include_seed) for piece in pieces]
+        made = [metrical_take(tok, seed, piece, opts.include_seed, loop) for piece in pieces]
         for take, choice in zip(made, choices, strict=True):
             take.record.update(choice)
         return made
@@ -134,9 +146,13 @@ def replay_candidates(sampling: SamplingOptions, k: int, chords) -> list[int]:
     return [j for j, replays in enumerate(replaying_rows(k, k, asked)) if replays]
 
 
-def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True) -> Take:
-    """One continuation decoded for writing: its score (`continuation_score`), its record and summary line."""
+def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bool = True,
+                  loop: DrumLoop | None = None) -> Take:
+    """One continuation decoded for writing: its score (`continuation_score`; the seed's drums ``loop``ed under
+    its new bars where given), its record and summary line."""
     score = continuation_score(tok, seed, new_ids, include_seed)
+    if loop is not None:
+        loop_drums(score, seed, loop, int((new_ids == tok.bar_id).sum()), include_seed)
     notes, tracks, end, parts = score_roll(score)
     record = {"new_tokens": len(new_ids), "new_bars": int((new_ids == tok.bar_id).sum()),
               "new_seconds": new_bars_seconds(seed, score, include_seed), "total_seconds": end,

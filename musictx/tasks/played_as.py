@@ -199,14 +199,19 @@ def unlearnt(learnt: tuple[int, ...] | None, tracks: TrackMap, score: Score) -> 
 
 
 def parts_said(learnt: tuple[int, ...] | None, tracks: TrackMap, score: Score, plan: PartPlan | None,
-               keeps: str = "seed notes") -> str | None:
+               keeps: str = "seed notes", drums: str = "") -> str | None:
     """The one line that says which tracks are played as a part the model learnt (``plan``) and which keep
-    their own notes (their ``keeps``) and get no new ones; None where every track is a part it knows."""
+    their own notes (their ``keeps``) and get no new ones; None where every track is a part it knows. ``drums``:
+    what the drums among the latter do instead ("play{s} ..."; `musictx.tasks.drum_loop.loop_words`)."""
     played = plan.played_as if plan is not None else {}
     silent = unlearnt(learnt, tracks, score)
     if not played and not silent:
         return None
     said = [f"{track} as {part}" for track, part in played.items()]
+    looped = [t for t in silent if t.is_drum] if drums else []
+    silent = [t for t in silent if t not in looped]
+    if looped:
+        said.append(f"{', '.join(t.describe() for t in looped)} {drums.format(s='s' if len(looped) == 1 else '')}")
     if silent:
         keep = f"keeps its {keeps} and gets" if len(silent) == 1 else f"keep their {keeps} and get"
         said.append(f"{', '.join(t.describe() for t in silent)} {keep} no new ones")

@@ -1,0 +1,69 @@
+"""A band's drums under a continuation by a model that learnt none: the seed's last bars of drums, as long as the
+groove it repeats, played again under the new bars (``drums=loop``); said in the run's line and on the app's page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pretty_midi
+import pytest
+
+from musictx.checkpoints.model_store import load_pretrained
+from musictx.generation.generate_options import GenerateOptions
+from musictx.tasks.continue_metrical import seed_drum_loop
+from musictx.tasks.metrical_seeds import metrical_seed
+
+BEAT = 60 / 110
+
+
+def groove(path: Path, bars: list[list[int]]) -> Path:
+    """A piano's chord on every beat and a kit whose bar k strikes the pitches ``bars[k]`` on its eighths."""
+    pm = pretty_midi.PrettyMIDI(initial_tempo=110)
+    piano, kit = pretty_midi.Instrument(0, name="piano"), pretty_midi.Instrument(0, True, "kit")
+    for k, pitches in enumerate(bars):
+        for j in range(4):
+            t = (4 * k + j) * BEAT
+            piano.notes += [pretty_midi.Note(70, p, t, t + 0.9 * BEAT) for p in (60, 64, 67)]
+        for j, pitch in enumerate(pitches):
+            t = (4 * k + j / 2) * BEAT
+            kit.notes.append(pretty_midi.Note(100, pitch, t, t + 0.1))
+    pm.instruments = [piano, kit]
+    pm.write(str(path))
+    return path
+
+
+ROCK = [36, 42, 38, 42, 36, 36, 38, 42]
+FILL = [38, 38, 45, 45, 47, 47, 49, 49]
+
+
+@pytest.mark.parametrize(("bars", "period"), [
+    ([ROCK] * 4, 1),  # one bar again and again
+    ([ROCK, FILL] * 3, 2),  # a beat and its fill: both come back, in turn
+    ([ROCK, FILL, ROCK[::-1], FILL[::-1]], 2),  # nothing repeats: the last two bars
+])
+def test_the_loop_is_as_long_as_the_groove_the_seed_repeats(tmp_path, bars, period):
+    net, tok = load_pretrained("pop")
+    seed = metrical_seed(tok, groove(tmp_path / "groove.mid", bars), learnt=net.learnt_programs)
+    loop = seed_drum_loop(net, tok, seed, "loop")
+    assert loop.period == period
+    looped = [[p for j, _, _, p, _ in loop.notes[1] if j == k] for k in range(period)]
+    assert looped == bars[-period:]
+    assert seed_drum_loop(net, tok, seed, "seed") is None
+
+
+def test_the_app_says_the_drums_play_on(tmp_path):
+    from musictx.app.core import Continuer, Settings
+
+    app = Continuer(model="pop", workdir=tmp_path / "work")
+    (result,) = app.continue_file(groove(tmp_path / "groove.mid", [ROCK] * 4), Settings(
+        seed_seconds=8.7, length_seconds=4.4, num_samples=1), report=lambda f, t: None)
+    assert "kit (drums) plays the seed's last bar again under the new ones" in result.seed_note
+    kit = next(t for t in pretty_midi.PrettyMIDI(str(result.midi)).instruments if t.is_drum)
+    assert max(n.start for n in kit.notes) > 4 * 4 * BEAT  # past the seed's four bars
+
+
+def test_drums_takes_loop_or_seed():
+    from musictx.decoding.errors import GenerateError
+
+    with pytest.raises(GenerateError, match="drums=groove: give one of loop, seed"):
+        GenerateOptions(output_dir="out", drums="groove").check()
