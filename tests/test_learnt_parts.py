@@ -9,6 +9,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pretty_midi
 import pytest
 from symusic import Score
@@ -238,3 +239,23 @@ def test_an_unnamed_melody_on_the_piano_s_program_is_heard_as_the_melody():
     pm.instruments = [tune]
     alone = tok.read(Score.from_midi(_midi_bytes(pm)))
     assert play_as_learnt(alone.score, alone.tracks, (0, 80, 81)) == (alone.tracks, None)
+
+
+def test_lines_that_share_a_part_take_one_note_of_an_onset_each():
+    """A viola and a cello (lines both) share the PIANO part: of a chord of 57 and 62 struck at once, the viola
+    (median 60) keeps the nearer, 62, and the cello, striking nothing there, takes 57 (it stayed on the viola)."""
+    from musictx.io.score_prep import Track
+    from musictx.tasks.played_as import Member, owners
+
+    viola, cello = (Member(k, Track(0, name, p), median, True) for k, name, p, median in
+                    ((0, "Viola", 41, 60.0), (1, "Cello", 42, 45.0)))
+    notes = {"time": np.array([0, 0, 480]), "pitch": np.array([57, 62, 43])}
+    assert owners(notes, [viola, cello]).tolist() == [1, 0, 1]
+
+
+def test_two_tracks_named_alike_are_told_apart_in_the_line():
+    from musictx.io.score_prep import Track, TrackMap
+    from musictx.tasks.played_as import described
+
+    violins = TrackMap((Track(40, "Violin", 40), Track(41, "Violin", 40), Track(42, "Viola", 41)))
+    assert described(violins) == ["Violin (program 40)", "Violin (2) (program 40)", "Viola (program 41)"]

@@ -109,7 +109,7 @@ def test_the_app_s_infill_tab_says_how_it_filled_a_band(tmp_path):
     plain = band(tmp_path / "plain.mid", parts=("melody", "piano"))
     result, message = task_request(lambda: filler.fill(plain, 3, 4), "fill")
     assert message.endswith("100% of the notes written are the song's own there: the copy cache plays its bars "
-                            "again where they come back: untick \"Let the bars repeat\" for new music."), message
+                            "again where they come back (untick \"Let the bars repeat\" for new music)"), message
 
 
 def test_bars_that_come_back_as_the_song_s_own_notes_say_so(tmp_path, capsys):

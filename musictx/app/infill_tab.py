@@ -29,6 +29,7 @@ from musictx.tasks import (
     left_out_clause,
     meter_warning,
     parse_bars,
+    repeats_note,
     task_named,
     ticks_to_seconds,
 )
@@ -147,7 +148,7 @@ class Filler:
 
         def make():
             score = task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
-            notes.append(_repeats_note(choice.model.tokenizer, task, score))
+            notes.append(repeats_note(choice.model.tokenizer, task, score, 'untick "Let the bars repeat"'))
             return score
         what = "every track" if not tracks else tracks
         copied = "" if opts.hooks.copy_cache.strength else ", no copy cache"
@@ -215,16 +216,6 @@ class Filler:
         cont.prune()
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}",
                       seed_note=note(), model_line=choice.line())
-
-
-def _repeats_note(tok, request, score) -> str:
-    """Where a fill came back as the song's own notes (`musictx.tasks.task_infill.same_as_song`), that and the box
-    that asks for new music; "" otherwise."""
-    from musictx.tasks.task_infill import SAME_AS_SONG, same_as_song
-    from musictx.tasks.write_back import share_as_written
-
-    share = share_as_written(tok, request.song, request.s, request.e, request.tracks, request.only, score)
-    return f"{same_as_song(share)}: untick \"Let the bars repeat\" for new music." if share >= SAME_AS_SONG else ""
 
 
 def beats_number(value) -> int | None:

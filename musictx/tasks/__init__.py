@@ -31,6 +31,7 @@ _PUBLIC = {
     "ticks_to_seconds": "metrical_seeds",
     "fill_parts_said": "played_as",
     "task_named": "registry",
+    "repeats_note": "task_infill",
     "Seed": "seeds",
     "cut_at_seconds": "seeds",
     "drop_leading_silence": "seeds",
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed
     from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, meter_warning, parse_bars, read_song
     from musictx.tasks.take import score_roll
+    from musictx.tasks.task_infill import repeats_note
     from musictx.tasks.write_back import in_bars
 
 

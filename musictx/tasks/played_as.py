@@ -103,7 +103,8 @@ def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> t
             groups.setdefault(t.program, []).append(k)
     shared = {p: [Member(k, rows[k], stats[k][0], stats[k][1] >= MONOPHONIC) for k in ks if len(score.tracks[k].notes)]
               for p, ks in groups.items() if len(ks) > 1 and any(k in given for k in ks)}
-    played_as = {tracks.tracks[k].describe(): part_name(p) for k, p in given.items()}
+    names = described(tracks)  # two tracks of one name (a quartet's violins) are told apart
+    played_as = {names[k]: part_name(p) for k, p in sorted(given.items())}
     streams = {(t.name, t.real_program): p for p, t in new_map.by_program().items() if p in shared}
     return new_map, PartPlan(played_as, shared, [(t.name, t.real_program) for t in rows], streams)
 
@@ -166,10 +167,9 @@ def owners(notes: dict, members: list[Member], grid: float = 1.0, seed_end: floa
 
 def _one_at_a_time(notes: dict, owner: np.ndarray, members: list[Member], seed_end: float) -> None:
     """In place: a line's new notes at one onset beyond the first (the nearest its median) go to the nearest
-    member that plays chords, where there is one."""
+    member that plays chords, where there is one; else (a part shared by lines alone: a string quartet's viola and
+    cello) to the nearest other line that strikes nothing there, where there is one; else they stay."""
     chords = [j for j, m in enumerate(members) if not m.one_at_a_time]
-    if not chords:
-        return
     medians = np.array([m.median for m in members])
     for j, member in enumerate(members):
         if not member.one_at_a_time:
@@ -178,7 +178,23 @@ def _one_at_a_time(notes: dict, owner: np.ndarray, members: list[Member], seed_e
             at = np.flatnonzero((owner == j) & (notes["time"] == time))
             keep = at[np.argmin(np.abs(notes["pitch"][at] - member.median))]
             for i in at[at != keep]:
-                owner[i] = min(chords, key=lambda c: abs(medians[c] - notes["pitch"][i]))
+                free = chords or [m for m in range(len(members)) if m != j and members[m].one_at_a_time
+                                  and not ((owner == m) & (notes["time"] == time)).any()]
+                if free:
+                    owner[i] = min(free, key=lambda c: abs(medians[c] - notes["pitch"][i]))
+
+
+def described(tracks: TrackMap) -> list[str]:
+    """How a message names each track (`Track.describe`); two that it names alike (a quartet's violins) numbered
+    from the second, as a sample's summary numbers them: ``Violin (program 40)``, ``Violin (2) (program 40)``."""
+    seen: Counter = Counter()
+    out = []
+    for t in tracks.tracks:
+        seen[t.describe()] += 1
+        k = seen[t.describe()]
+        out.append(t.describe() if k == 1 else
+                   f"{t.name.strip() or '(unnamed)'} ({k}) ({'drums' if t.is_drum else f'program {t.real_program}'})")
+    return out
 
 
 def parts_named(learnt: tuple[int, ...]) -> str:
@@ -224,17 +240,17 @@ def fill_parts_said(learnt: tuple[int, ...] | None, read, plan: PartPlan | None,
     """The line `parts_said` gives for bars filled anew (``read``: the song as read; ``only``: the indices of
     the tracks named, None: all), and where a track named shares its part with one not named, that the other
     keeps its own notes; None where there is nothing to say."""
-    tracks = read.tracks.tracks
     if only is not None:  # what concerns the tracks asked for: how each is played, and who keeps what
-        asked = {tracks[k].describe() for k in only}
+        names = described(read.tracks)
+        asked = {names[k] for k in only}
         played = {d: p for d, p in (plan.played_as if plan else {}).items() if d in asked}
-        keeping = [m.track for ms in (plan.shared.values() if plan else ()) for m in ms
+        keeping = [m.index for ms in (plan.shared.values() if plan else ()) for m in ms
                    if m.index not in only and any(o.index in only for o in ms)]
         if not played and not keeping:
             return None
         said = [f"{track} as {part}" for track, part in played.items()]
         if keeping:
-            said.append(f"{', '.join(t.describe() for t in keeping)} shares its part and keeps its own notes; the "
+            said.append(f"{', '.join(names[k] for k in keeping)} shares its part and keeps its own notes; the "
                         "tracks asked for take the part's new notes of their register")
         return f"the model learnt {parts_named(learnt)} only: {'; '.join(said)}"
     return parts_said(learnt, read.tracks, read.score, plan, keeps="notes there")

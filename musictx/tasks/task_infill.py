@@ -8,10 +8,16 @@ from musictx.tasks.song_task import SongTask
 SAME_AS_SONG = 0.9  # the least share of a take's notes that are the song's own for its line to say so
 
 
-def same_as_song(share: float) -> str:
-    """The words for a take whose notes are ``share`` the song's own (how to ask for new music is the caller's)."""
+def repeats_note(tok, request, score, how: str) -> str:
+    """Where a fill (``score``, of ``request``) came back as the song's own notes (the copy cache copies where its
+    bars return, so a user may hear the bars unchanged), that and ``how`` to ask for new music; "" otherwise."""
+    from musictx.tasks.write_back import share_as_written
+
+    share = share_as_written(tok, request.song, request.s, request.e, request.tracks, request.only, score)
+    if share < SAME_AS_SONG:
+        return ""
     return (f"{share:.0%} of the notes written are the song's own there: the copy cache plays its bars again where "
-            "they come back")
+            f"they come back ({how} for new music)")
 
 
 class Infill(SongTask):
@@ -68,12 +74,7 @@ class Infill(SongTask):
     def take_note(self, request, tok, score) -> str:
         """Where the bars came back as the song's own notes (the copy cache copies where its bars return, so a
         user may hear the bars unchanged), that and how to ask for new music."""
-        from musictx.tasks.write_back import share_as_written
-
-        share = share_as_written(tok, request.song, request.s, request.e, request.tracks, request.only, score)
-        if share < SAME_AS_SONG:
-            return ""
-        return f"{same_as_song(share)} (hooks.copy_cache.strength=0 for new music)"
+        return repeats_note(tok, request, score, "hooks.copy_cache.strength=0")
 
     def track_names(self, request) -> str:
         """The programs it redoes, by their tracks' names (None: every track)."""
