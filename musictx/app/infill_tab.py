@@ -155,7 +155,7 @@ class Filler:
         parts = fill_parts_said(song.learnt, song.read, song.parts, task.only) or ""  # tracks played as another part
         return self._write(midi, song, (s, e), make, "fill", f"bars {s + 1}-{e}{_cut(song, s, e, last)} ({what}) "
                            f"filled{copied}, random seed {seed}", choice, beats,
-                           note=lambda: " ".join(x[:1].upper() + x[1:] for x in (parts, *notes) if x))
+                           note=lambda: ". ".join(x[:1].upper() + x[1:] for x in (parts, *notes) if x))
 
     def accompany(self, path, roles=None, first=None, last=None, chords=None, beats=None, seed: int = 0) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
