@@ -18,9 +18,8 @@ from musictx.checkpoints.model_store import ModelLoadError, load_model, load_pre
 from musictx.decoding.errors import GenerateError
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.tasks.continue_metrical import unlearnt_tracks
 from musictx.tasks.metrical_seeds import metrical_seed
-from musictx.tasks.played_as import play_as_learnt
+from musictx.tasks.played_as import play_as_learnt, unlearnt
 from musictx.tasks.take import score_roll
 from musictx.training.data import MusicDataModule
 
@@ -133,7 +132,8 @@ def test_the_parts_travel_with_the_weights_and_a_bad_entry_is_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
     unrecorded, _, _ = load_model(str(folder))  # a model saved before the parts were recorded plays every track
     assert unrecorded.learnt_programs is None
-    assert unlearnt_tracks(unrecorded, metrical_seed(tok, band(tmp_path / "band.mid"))) == []
+    seed = metrical_seed(tok, band(tmp_path / "band.mid"))
+    assert unlearnt(unrecorded.learnt_programs, seed.tracks, seed.score) == []
     (folder / "config.json").write_text(json.dumps({**config, "programs": [0, 300]}))
     with pytest.raises(ModelLoadError, match=r"config\.json: 'programs' must list General MIDI program numbers"):
         load_model(str(folder))

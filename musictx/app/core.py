@@ -42,7 +42,7 @@ from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
 from musictx.paths import BUNDLED_MOTIF
-from musictx.tasks import Seed, parts_line, sample_continuations, score_roll, seed_drum_loop, seed_from_midi, take_of
+from musictx.tasks import Seed, sample_continuations, score_roll, seed_from_midi, take_of
 
 log = logging.getLogger("musictx.app")
 MOTIF = BUNDLED_MOTIF
@@ -223,14 +223,13 @@ class Continuer:
         from musictx.app.metrical import sample_and_write
 
         try:
-            seed, written = sample_and_write(model, self.audio_reason is None, out, opts, report, lineage, self._take,
-                                             lambda seconds: _check_length(seed_path, seconds))
+            seed, written, note = sample_and_write(model, self.audio_reason is None, out, opts, report, lineage,
+                                                   self._take, lambda seconds: _check_length(seed_path, seconds))
         except GenerateError as err:  # the seed's refusals, said with the file's name and not its server path
             raise GenerateError(for_the_page(err, seed_path)) from None
         except MidiReadError as err:
             raise GenerateError(f"{seed_path.name}: {reason_for_page(err.reason)}") from None
-        loop = seed_drum_loop(model.net, model.tokenizer, seed, opts.drums)  # the seed's drums, played on
-        results, note = [], parts_line(model.net, seed, loop) or ""  # the seed's tracks the model leaves silent
+        results = []  # each with ``note``: how the seed's tracks are played (as another part, drums looped)
         for rec, ids in written:
             title = f"Sample {len(results) + 1}: {rec['notes']} notes in {len(rec['tracks'])} track(s), " \
                     f"{rec['new_bars']} bars new"

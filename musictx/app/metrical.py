@@ -9,7 +9,7 @@ import numpy as np
 from torch import Tensor
 
 from musictx.generation import apply_programs, parse_programs, sample_name, write_take
-from musictx.tasks import bars_for, metrical_take, sample_bars, seed_drum_loop, seed_of
+from musictx.tasks import bars_for, metrical_take, parts_line, sample_bars, seed_drum_loop, seed_of
 
 
 class BarProgress:
@@ -26,12 +26,13 @@ class BarProgress:
 
 
 def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_name, check_seconds) -> tuple:
-    """(seed, [(record, ids)]) of one request on the metrical ``model`` (`musictx.app.models.Loaded`); WAVs when
-    ``audio``; ``check_seconds(seed seconds)`` refuses a seed too long; the caller makes the page's results."""
+    """(seed, [(record, ids)], the line about the seed's tracks (`parts_line`; "" for none)) of one request on the
+    metrical ``model`` (`musictx.app.models.Loaded`); WAVs when ``audio``; ``check_seconds(seed seconds)`` refuses
+    a seed too long; the caller makes the page's results."""
     tok = model.tokenizer
     seed = seed_of(tok, opts, getattr(model.net, "learnt_programs", None))
     check_seconds(seed.seconds)
-    loop = seed_drum_loop(model.net, tok, seed, opts.drums)  # the page's line says it (`parts_line`)
+    loop = seed_drum_loop(model.net, tok, seed, opts.drums)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     pieces = sample_bars(model.net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
                          on_step=BarProgress(tok.bar_id, bars, report))
@@ -49,4 +50,4 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
                 src.rename(out / f"{name}{suffix}")
         rec.update(midi=f"{name}.mid", png=f"{name}.png", wav=f"{name}.wav" if rec["wav"] else None)
         written.append((rec, np.concatenate([seed.ids, ids])))
-    return seed, written
+    return seed, written, parts_line(model.net, seed, loop) or ""

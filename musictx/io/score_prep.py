@@ -42,9 +42,11 @@ class Track:
     real_program: int
     is_drum: bool = False
 
-    def describe(self) -> str:
-        """How a message names it: ``bass (program 33)``, ``(unnamed) (drums)``."""
-        return f"{self.name.strip() or '(unnamed)'} ({'drums' if self.is_drum else f'program {self.real_program}'})"
+    def describe(self, nth: int = 1) -> str:
+        """How a message names it: ``bass (program 33)``, ``(unnamed) (drums)``; ``nth``: the how-manieth track
+        named so it is, counted from the second (``Violin (2) (program 40)``)."""
+        name = self.name.strip() or "(unnamed)"
+        return f"{name}{f' ({nth})' if nth > 1 else ''} ({'drums' if self.is_drum else f'program {self.real_program}'})"
 
 
 @dataclass(frozen=True)

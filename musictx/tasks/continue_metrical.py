@@ -17,12 +17,11 @@ from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
-from musictx.io.score_prep import Track
 from musictx.tasks.critic_choice import candidates_per_sample, choose
 from musictx.tasks.drum_loop import DrumLoop, drum_loop, loop_drums, loop_words
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
 from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, grid_ticks, seed_of
-from musictx.tasks.played_as import parts_named, parts_said, unlearnt
+from musictx.tasks.played_as import parts_named, parts_said
 from musictx.tasks.prompt import Job, Prompt, sample
 from musictx.tasks.take import Take, score_roll
 
@@ -31,12 +30,6 @@ TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 6
 
 def seed_programs(seed: MetricalSeed) -> list[int]:
     return sorted({t.program for t in seed.tracks.tracks})
-
-
-def unlearnt_tracks(net, seed: MetricalSeed) -> list[Track]:
-    """The seed's tracks of parts the model never learnt (``net.learnt_programs``, recorded with its weights):
-    it writes no note on them. None are where the model does not record its parts."""
-    return unlearnt(getattr(net, "learnt_programs", None), seed.tracks, seed.score)
 
 
 def learnt_parts(net) -> str:

@@ -2,7 +2,7 @@
 
 `pop` learnt POP909's three parts (MELODY, BRIDGE, PIANO: programs 80, 81 and 0 inside musictx); a user's band has
 others: a bass, a guitar, strings, an unnamed flute. A track of a part the model never learnt would get no new note
-(`musictx.tasks.continue_metrical.unlearnt_tracks`), so before the seed is encoded each such pitched track is
+(`unlearnt`), so before the seed is encoded each such pitched track is
 given a learnt part to be played as (`play_as_learnt`):
 
 - a melodic line (one note at a time at least ``MONOPHONIC`` of its onsets, above the bass's register) takes
@@ -191,9 +191,7 @@ def described(tracks: TrackMap) -> list[str]:
     out = []
     for t in tracks.tracks:
         seen[t.describe()] += 1
-        k = seen[t.describe()]
-        out.append(t.describe() if k == 1 else
-                   f"{t.name.strip() or '(unnamed)'} ({k}) ({'drums' if t.is_drum else f'program {t.real_program}'})")
+        out.append(t.describe(seen[t.describe()]))
     return out
 
 

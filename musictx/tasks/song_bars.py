@@ -123,9 +123,13 @@ def tracks_named(song: SongBars, names) -> list[int] | None:
 
 
 def programs_of_names(song: SongBars, names) -> set[int] | None:
-    """The internal programs of the file's tracks named in ``names`` (`tracks_named`); None: every track, or
-    every track of a part the model learnt where the file has others (they keep their notes)."""
-    named = tracks_named(song, names)
+    """The internal programs of the file's tracks named in ``names`` (`tracks_named`, `programs_of`)."""
+    return programs_of(song, tracks_named(song, names))
+
+
+def programs_of(song: SongBars, named: list[int] | None) -> set[int] | None:
+    """The internal programs of the file's tracks at ``named`` (their indices); None: every track, or every track
+    of a part the model learnt where the file has others (they keep their notes)."""
     if named is None:
         strangers = unlearnt(song.learnt, song.read.tracks, song.read.score)
         if not strangers:

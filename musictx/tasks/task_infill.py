@@ -43,10 +43,11 @@ class Infill(SongTask):
     def request(self, song, s: int, e: int, names=None):
         """The programs the model redoes, and the tracks named (a track that shares its part with one not named
         keeps its own notes: `musictx.tasks.played_as`)."""
-        from musictx.tasks.song_bars import tracks_named
+        from musictx.tasks.song_bars import programs_of, tracks_named
         from musictx.tasks.song_task import SongRequest
 
-        return SongRequest(self, song, s, e, self.tracks_of(song, names), only=tracks_named(song, names))
+        named = tracks_named(song, names)
+        return SongRequest(self, song, s, e, programs_of(song, named), only=named)
 
     def check_model(self, ref: str, tok) -> None:
         super().check_model(ref, tok)

@@ -61,8 +61,6 @@ class BassFloor(LogitsHook):
 
     def __init__(self, tok, given: GivenNotes, floors: list[np.ndarray]):
         self.given, self.floors = given, floors
-        programs = tok.ids_of_type("Program")
-        self.new_programs = np.array([i for i in programs if int(i) not in given.given_programs])
         self.pitch_ids = tok.ids_of_type("Pitch")
         self.pitch_of = np.array([int(tok.id_to_token(int(i)).split("_")[1]) for i in self.pitch_ids])
 
@@ -71,7 +69,7 @@ class BassFloor(LogitsHook):
         out = logits
         for b in range(logits.shape[0]):
             bar = g.bar(b)
-            if g.queue[b] or bar >= len(self.floors) or not np.isin(c.last[b], self.new_programs):
+            if bar >= len(self.floors) or not g.new_pitch_next(b):
                 continue
             floor = self.floors[bar][min(max(int(c.pos[b]), 0), len(self.floors[bar]) - 1)]
             below = self.pitch_ids[self.pitch_of < floor]

@@ -76,6 +76,8 @@ class GivenNotes(ReadsCursor):
         self.tok, self.bars = tok, bars
         self._read(tok, cursor)
         self.given_programs = [tok.miditok.vocab[f"Program_{p}"] for p in sorted(programs)]
+        # the other Program ids: the new tracks', whose Pitch the leans and the bass floor shape
+        self.new_programs = np.array([i for i in tok.ids_of_type("Program") if int(i) not in self.given_programs])
         self.program_ids = torch.as_tensor(tok.ids_of_type("Program"))
         position_ids = tok.ids_of_type("Position")
         self.position_of = {int(i): int(tok.id_to_token(int(i)).split("_")[1]) for i in position_ids}
@@ -94,6 +96,11 @@ class GivenNotes(ReadsCursor):
     def bar(self, b: int) -> int:
         """The new bar row b is in (the prompt's last id, a Bar, opened bar 0)."""
         return self.cursor.new_bar(b)
+
+    def new_pitch_next(self, b: int) -> bool:
+        """Whether row b draws a new track's Pitch next: no given note is being played, and its last id is a new
+        track's Program."""
+        return not self.queue[b] and bool(np.isin(self.cursor.last[b], self.new_programs))
 
     def upcoming(self, b: int) -> Onset | None:
         k = self.bar(b)
@@ -165,15 +172,12 @@ class HarmonyLean(LogitsHook):
         self.given, self.bar_positions, self.strength = given, bar_positions, strength
         self.strong = strength if strong is None else strong
         self.halves = [tuple(pc_weights(h) for h in pair) for pair in halves]  # (12,) weights, made once
-        programs = tok.ids_of_type("Program")
-        self.new_programs = np.array([i for i in programs if int(i) not in given.given_programs])
         self.pitch_ids = torch.as_tensor(tok.ids_of_type("Pitch"))
         self.pitch_class = np.array([int(tok.id_to_token(int(i)).split("_")[1]) % 12 for i in self.pitch_ids])
 
     def __call__(self, logits: Tensor) -> Tensor:
         g, c = self.given, self.given.cursor
-        rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar(b) < len(self.halves)
-                and np.isin(c.last[b], self.new_programs)]
+        rows = [b for b in range(logits.shape[0]) if g.bar(b) < len(self.halves) and g.new_pitch_next(b)]
         if not rows:
             return logits
         out = logits.clone()
