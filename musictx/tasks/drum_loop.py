@@ -31,8 +31,8 @@ class DrumLoop:
     notes: dict[int, list[tuple[int, int, int, int, int]]]
 
 
-def _bar_keys(track, lines: np.ndarray, bar: int, grid: float) -> frozenset:
-    a = track.notes.numpy()
+def _bar_keys(a: dict[str, np.ndarray], lines: np.ndarray, bar: int, grid: float) -> frozenset:
+    """(grid position, pitch) of each note of a track's numpy columns ``a`` struck in ``bar``."""
     inside = (a["time"] >= lines[bar]) & (a["time"] < lines[bar + 1])
     return frozenset(zip(np.rint((a["time"][inside] - lines[bar]) / grid).astype(int).tolist(),
                          a["pitch"][inside].tolist(), strict=True))
@@ -44,14 +44,14 @@ def drum_loop(seed: MetricalSeed, grid: float) -> DrumLoop | None:
     if not drums:
         return None
     first, end = seed.first_bar, seed.first_bar + seed.bars
-    keys = {k: [_bar_keys(seed.score.tracks[k], seed.lines, b, grid) for b in range(first, end)] for k in drums}
+    columns = {k: seed.score.tracks[k].notes.numpy() for k in drums}
+    keys = {k: [_bar_keys(columns[k], seed.lines, b, grid) for b in range(first, end)] for k in drums}
     if not any(any(bars) for bars in keys.values()):
         return None  # the drums play before the seed's bars only
     period = next((p for p in PERIODS if 2 * p <= seed.bars and all(
         bars[-p - j - 1] == bars[-j - 1] for bars in keys.values() for j in range(p))), min(FALLBACK, seed.bars))
     notes = {}
-    for k in drums:
-        a = seed.score.tracks[k].notes.numpy()
+    for k, a in columns.items():
         rows = []
         for j, b in enumerate(range(end - period, end)):
             inside = (a["time"] >= seed.lines[b]) & (a["time"] < seed.lines[b + 1])
@@ -62,22 +62,13 @@ def drum_loop(seed: MetricalSeed, grid: float) -> DrumLoop | None:
     return DrumLoop(period, notes)
 
 
-def new_bar_lines(seed: MetricalSeed, bars: int) -> np.ndarray:
-    """(bars + 1,) the new bars' lines in the seed file's ticks: its own lines, carried on at its last bar's length."""
-    k = seed.first_bar + seed.bars
-    known = seed.lines[k:k + bars + 1].astype(np.int64)
-    step = int(seed.lines[k] - seed.lines[k - 1])
-    more = known[-1] + step * np.arange(1, bars + 2 - len(known))
-    return np.concatenate([known, more]).astype(np.int64)
-
-
 def loop_drums(score: Score, seed: MetricalSeed, loop: DrumLoop, bars: int, include_seed: bool) -> Score:
     """``score`` (a continuation written by `musictx.tasks.metrical_score.continuation_score`) with ``loop`` played
     under its ``bars`` new bars, in place: each drum track's notes go on its own track (made where the
     continuation has none)."""
     factor = score.ticks_per_quarter / seed.score.ticks_per_quarter
     origin = seed.start_tick if include_seed else seed.lines[seed.first_bar + seed.bars]
-    lines = new_bar_lines(seed, bars)
+    lines = seed.new_bar_lines_ticks(bars)
     for k, rows in loop.notes.items():
         info = seed.tracks.tracks[k]
         track = next((t for t in score.tracks if t.is_drum and t.name == info.name), None)

@@ -97,15 +97,18 @@ class MetricalSeed:
         t = ticks_to_seconds(self.score, self.lines[[k - 1, k]])
         return float(t[1] - t[0])
 
-    def new_bar_lines_seconds(self, bars: int) -> np.ndarray:
-        """(bars + 1,) the bar lines of ``bars`` new bars after the seed, in seconds on the file's own clock (as
-        a lead sheet of the file has them): the file's own lines, carried on at its last bar's length."""
+    def new_bar_lines_ticks(self, bars: int) -> np.ndarray:
+        """(bars + 1,) the bar lines of ``bars`` new bars after the seed, in the file's ticks: the file's own lines,
+        carried on at its last bar's length (the meter the continuation's bars are written in past its end)."""
         k = self.first_bar + self.bars
         known = self.lines[k:k + bars + 1]
         step = int(self.lines[-1] - self.lines[-2]) if len(self.lines) > 1 else 1
         more = known[-1] + step * np.arange(1, bars + 2 - len(known)) if len(known) else np.zeros(0)
-        ticks = np.concatenate([known, more]).astype(np.int64)
-        return ticks_to_seconds(self.score, ticks) - self.shift_seconds
+        return np.concatenate([known, more]).astype(np.int64)
+
+    def new_bar_lines_seconds(self, bars: int) -> np.ndarray:
+        """`new_bar_lines_ticks` in seconds on the file's own clock (as a lead sheet of the file has them)."""
+        return ticks_to_seconds(self.score, self.new_bar_lines_ticks(bars)) - self.shift_seconds
 
     def output_timing(self) -> tuple[list[Tempo], list[TimeSignature]]:
         """The file's tempo map and meter from the seed's first bar line on, moved to start at tick 0."""
