@@ -46,6 +46,12 @@ def in_bars(song: SongBars, onsets: np.ndarray, s: int, e: int, positions_per_be
     return (on_grid >= song.lines[s]) & (on_grid < song.lines[e])
 
 
+def _redone(k: int, program: int, taken: set[int] | None, only: list[int] | None) -> bool:
+    """Whether track ``k`` (of internal ``program``) is one whose bars are written anew: its program is taken
+    (None: all are) and, where tracks were named (``only``), it is one of them."""
+    return (taken is None or program in taken) and (only is None or k in only)
+
+
 def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
                     new: dict[int, list[Note]], positions_per_beat: int, only: list[int] | None = None) -> Score:
     """The file's own score (``song.path`` read again, no meter applied) with the taken tracks' notes whose
@@ -55,7 +61,7 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
     original, shift = read_score(song.path), song.read.shift_ticks
     shared = {p: shares(song.parts, p, notes) for p, notes in new.items()}
     for k, (track, info) in enumerate(zip(original.tracks, song.read.tracks.tracks, strict=True)):
-        if (taken is not None and info.program not in taken) or (only is not None and k not in only):
+        if not _redone(k, info.program, taken, only):
             continue
         a = track.notes.numpy()
         keep = ~in_bars(song, a["time"], s, e, positions_per_beat)
@@ -129,7 +135,7 @@ def share_as_written(tok, song: SongBars, s: int, e: int, taken: set[int] | None
     def notes(sc: Score) -> set[tuple[int, int, int]]:
         out = set()
         for k, (track, info) in enumerate(zip(sc.tracks, song.read.tracks.tracks, strict=True)):
-            if (taken is not None and info.program not in taken) or (only is not None and k not in only):
+            if not _redone(k, info.program, taken, only):
                 continue
             a = track.notes.numpy()
             inside = in_bars(song, a["time"], s, e, tok.miditok.config.max_num_pos_per_beat)
