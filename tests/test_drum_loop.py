@@ -36,19 +36,55 @@ ROCK = [36, 42, 38, 42, 36, 36, 38, 42]
 FILL = [38, 38, 45, 45, 47, 47, 49, 49]
 
 
+BACKBEAT = [36, 42, 38, 42, 36, 42, 38, 46]  # a second bar of a two-bar beat
+
+
+def loop_of(tmp_path, bars):
+    net, tok = load_pretrained("pop")
+    seed = metrical_seed(tok, groove(tmp_path / "groove.mid", bars), learnt=net.learnt_programs)
+    return seed_drum_loop(net, tok, seed, "loop")
+
+
+def played(loop, new_bars: int) -> list[list[int]]:
+    """The kit's pitches in each of the first ``new_bars`` new bars, in onset order."""
+    rows = sorted(loop.notes[1], key=lambda row: (row[0], row[1]))
+    return [[p for j, _, _, p, _ in rows if j == loop.order[k % loop.period]] for k in range(new_bars)]
+
+
 @pytest.mark.parametrize(("bars", "period"), [
     ([ROCK] * 4, 1),  # one bar again and again
     ([ROCK, FILL] * 3, 2),  # a beat and its fill: both come back, in turn
     ([ROCK, FILL, ROCK[::-1], FILL[::-1]], 2),  # nothing repeats: the last two bars
 ])
 def test_the_loop_is_as_long_as_the_groove_the_seed_repeats(tmp_path, bars, period):
+    loop = loop_of(tmp_path, bars)
+    assert loop.period == period and not loop.groove
+    assert played(loop, period) == bars[-period:]
     net, tok = load_pretrained("pop")
     seed = metrical_seed(tok, groove(tmp_path / "groove.mid", bars), learnt=net.learnt_programs)
-    loop = seed_drum_loop(net, tok, seed, "loop")
-    assert loop.period == period
-    looped = [[p for j, _, _, p, _ in loop.notes[1] if j == k] for k in range(period)]
-    assert looped == bars[-period:]
     assert seed_drum_loop(net, tok, seed, "seed") is None
+
+
+def test_a_fill_that_ends_the_seed_closes_each_phrase_and_the_groove_plays_between(tmp_path):
+    loop = loop_of(tmp_path, [ROCK] * 7 + [FILL])  # an 8-bar phrase: the beat seven times, then the fill
+    assert (loop.groove, loop.phrase) == (1, 8)
+    assert played(loop, 16) == ([ROCK] * 7 + [FILL]) * 2  # the old code looped beat and fill every other bar
+
+
+def test_a_two_bar_groove_goes_on_in_its_phase_after_the_fill(tmp_path):
+    bars = [ROCK, BACKBEAT] * 3 + [ROCK, FILL]  # the fill takes the place of the beat's second bar
+    loop = loop_of(tmp_path, bars)
+    assert (loop.groove, loop.phrase) == (2, 8)
+    assert played(loop, 8) == bars
+
+
+def test_a_fill_that_closes_no_phrase_of_the_seed_is_left_out_and_said(tmp_path):
+    from musictx.tasks.drum_loop import loop_words
+
+    loop = loop_of(tmp_path, [ROCK] * 5 + [FILL])  # six bars: no 4-bar phrase ends on its last bar
+    assert (loop.groove, loop.phrase) == (1, 0)
+    assert played(loop, 4) == [ROCK] * 4
+    assert "without its last bar's fill" in loop_words(loop)
 
 
 def test_the_app_says_the_drums_play_on(tmp_path):

@@ -4,8 +4,11 @@
 asked to keep going would keep the groove: here the seed's last bars of drums are played again under the new bars,
 a pattern the seed itself states, not the model's music, and the run's line says so. The loop is the seed's last
 P bars, P the shortest of `PERIODS` for which the seed's last 2P bars repeat on the token grid (a one-bar beat, a
-two-bar beat with its variation); where none repeats, the last `FALLBACK` bars (or all the seed has). A model whose
-continuation plays drums itself is left alone; ``drums=seed`` keeps the seed's drum notes only.
+two-bar beat with its variation). A seed that ends on a fill (its last bar breaks a groove the bars before it
+repeat) would have looped that fill every bar or two: its groove plays on instead, in its phase, and the fill comes
+back only where the seed shows a phrase it closes (every 4, 8, 12 or 16 bars). Where nothing repeats, the last
+`FALLBACK` bars (or all the seed has). A model whose continuation plays drums itself is left alone; ``drums=seed``
+keeps the seed's drum notes only.
 """
 
 from __future__ import annotations
@@ -19,16 +22,27 @@ from musictx.tasks.metrical_seeds import MetricalSeed
 
 PERIODS = (1, 2, 4)  # the loop lengths tried, in bars
 FALLBACK = 2  # bars looped where the seed's drums repeat at none of them
+PHRASES = (4, 8, 12, 16)  # phrase lengths (bars) a fill at the seed's end may close, the shortest that fits first
 DRUM_CHOICES = ("loop", "seed")  # the run's option: the seed's drums looped under the new bars, or its notes only
 
 
 @dataclass
 class DrumLoop:
-    """The seed's last ``period`` bars of drums: per drum track (by its place among the seed's tracks), its notes as
-    (bar in the loop, onset from that bar's line, duration, pitch, velocity), in the seed file's ticks."""
+    """The seed's drums as the new bars play them: new bar k plays the seed's bar ``order[k % len(order)]``
+    (counted from the seed's first bar); per drum track (by its place among the seed's tracks), the notes of those
+    bars as (seed bar, onset from that bar's line, duration, pitch, velocity), in the seed file's ticks.
+    ``groove``: bars of the beat that repeats before a fill that ends the seed (0: no such fill, the last ``order``
+    bars are looped); ``phrase``: every how many bars that fill comes back (0: it is left out)."""
 
-    period: int
+    order: tuple[int, ...]
     notes: dict[int, list[tuple[int, int, int, int, int]]]
+    groove: int = 0
+    phrase: int = 0
+
+    @property
+    def period(self) -> int:
+        """Bars before the new bars' drums start over."""
+        return len(self.order)
 
 
 def _bar_keys(a: dict[str, np.ndarray], lines: np.ndarray, bar: int, grid: float) -> frozenset:
@@ -38,6 +52,40 @@ def _bar_keys(a: dict[str, np.ndarray], lines: np.ndarray, bar: int, grid: float
                          a["pitch"][inside].tolist(), strict=True))
 
 
+def _repeats(keys: list[list[frozenset]], p: int, end: int) -> bool:
+    """Whether every drum track's bars ``end - 2p`` to ``end - 1`` are one ``p``-bar pattern played twice."""
+    return 2 * p <= end and all(bars[end - p - j - 1] == bars[end - j - 1] for bars in keys for j in range(p))
+
+
+def _order(keys: list[list[frozenset]]) -> tuple[tuple[int, ...], int, int]:
+    """(order, groove, phrase) of `DrumLoop` for the seed's drum bars ``keys`` (per track, per bar).
+
+    The seed's last ``p`` bars where its last ``2p`` repeat (a beat, a beat with its variation). Else, where the
+    bars before the last repeat, the last is a fill: the new bars play that groove on in its phase, and the fill
+    every ``L`` bars where the seed holds a whole phrase of ``L`` that it closes (earlier fills ``L``, ``2L`` bars
+    before it, never a groove bar there), else not at all. Else the last `FALLBACK` bars."""
+    n = len(keys[0])
+    last = next((p for p in PERIODS if _repeats(keys, p, n)), None)
+    if last is not None:
+        return tuple(range(n - last, n)), 0, 0
+    p = next((p for p in PERIODS if _repeats(keys, p, n - 1)), None)
+    if p is None:
+        return tuple(range(n - min(FALLBACK, n), n)), 0, 0
+    start = n - 1 - p  # the groove's last whole cycle: bars start .. n - 2
+
+    def groove_bar(bar: int) -> int:  # the groove's bar at ``bar``, had it gone on
+        return start + (bar - start) % p
+
+    def fill_at(bar: int) -> bool:
+        return any(bars[bar] != bars[groove_bar(bar)] for bars in keys)
+
+    phrase = next((size for size in PHRASES if size <= n and all(fill_at(b) for b in range(n - 1 - size, -1, -size))),
+                  0)
+    span = phrase or p  # the new bars start over after a phrase (the fill closes it), or after the groove
+    order = tuple(n - 1 if phrase and (k + 1) % phrase == 0 else groove_bar(n + k) for k in range(span))
+    return order, p, phrase
+
+
 def drum_loop(seed: MetricalSeed, grid: float) -> DrumLoop | None:
     """The loop of ``seed``'s drums (module docstring; ``grid``: ticks a token position), None without drums."""
     drums = [k for k, t in enumerate(seed.score.tracks) if t.is_drum and len(t.notes)]
@@ -45,21 +93,21 @@ def drum_loop(seed: MetricalSeed, grid: float) -> DrumLoop | None:
         return None
     first, end = seed.first_bar, seed.first_bar + seed.bars
     columns = {k: seed.score.tracks[k].notes.numpy() for k in drums}
-    keys = {k: [_bar_keys(columns[k], seed.lines, b, grid) for b in range(first, end)] for k in drums}
-    if not any(any(bars) for bars in keys.values()):
+    keys = [[_bar_keys(columns[k], seed.lines, b, grid) for b in range(first, end)] for k in drums]
+    if not any(any(bars) for bars in keys):
         return None  # the drums play before the seed's bars only
-    period = next((p for p in PERIODS if 2 * p <= seed.bars and all(
-        bars[-p - j - 1] == bars[-j - 1] for bars in keys.values() for j in range(p))), min(FALLBACK, seed.bars))
+    order, groove, phrase = _order(keys)
     notes = {}
     for k, a in columns.items():
         rows = []
-        for j, b in enumerate(range(end - period, end)):
+        for j in sorted(set(order)):
+            b = first + j
             inside = (a["time"] >= seed.lines[b]) & (a["time"] < seed.lines[b + 1])
             rows += [(j, int(t - seed.lines[b]), int(d), int(p), int(v)) for t, d, p, v in
                      zip(a["time"][inside], a["duration"][inside], a["pitch"][inside], a["velocity"][inside],
                          strict=True)]
         notes[k] = rows
-    return DrumLoop(period, notes)
+    return DrumLoop(order, notes, groove, phrase)
 
 
 def loop_drums(score: Score, seed: MetricalSeed, loop: DrumLoop, bars: int, include_seed: bool) -> Score:
@@ -77,8 +125,9 @@ def loop_drums(score: Score, seed: MetricalSeed, loop: DrumLoop, bars: int, incl
             score.tracks.append(track)
         for bar in range(bars):
             start, stop = lines[bar], lines[bar + 1]
+            played = loop.order[bar % loop.period]
             for j, onset, duration, pitch, velocity in rows:
-                if j == bar % loop.period and start + onset < stop:
+                if j == played and start + onset < stop:
                     track.notes.append(Note(round((start + onset - origin) * factor),
                                             max(round(min(duration, stop - start - onset) * factor), 1), pitch,
                                             velocity))
@@ -90,5 +139,9 @@ def loop_words(loop: DrumLoop | None) -> str:
     """How the run's line says the loop: "play their seed's last 2 bars again under the new ones"."""
     if loop is None:
         return ""
+    if loop.groove:
+        fill = (f"with its last bar's fill every {loop.phrase} bars as in the seed" if loop.phrase else
+                "without its last bar's fill (it closes no 4-, 8-, 12- or 16-bar phrase of the seed)")
+        return f"play{{s}} the seed's groove on under the new bars, {fill} (drums=seed: its notes only)"
     bars = "bar" if loop.period == 1 else f"{loop.period} bars"
     return f"play{{s}} the seed's last {bars} again under the new ones (drums=seed: its notes only)"
