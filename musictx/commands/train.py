@@ -21,6 +21,7 @@ from musictx.console.guard import before_hydra, command_guard, fail, one_line
 from musictx.decoding.option_fields import check_seed
 from musictx.io.token_store import DatasetFormatError
 from musictx.paths import CONF_DIR
+from musictx.training.lightning_noise import mute_lightning_noise
 from musictx.training.run import RUN_LOG, log_to_run_file, report
 from musictx.training.run_folder import check_run_folder
 
@@ -45,6 +46,7 @@ def check_before_run(cfg: DictConfig) -> None:
 def train_main(cfg: DictConfig) -> float | None:
     """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""
     log_to_run_file()
+    mute_lightning_noise()
     # a resumed run may replace its own files (metrics.json of evaluate: {...}); check_run_folder settled that
     resumes = bool(cfg.get("overwrite") or cfg.get("ckpt_path"))
     with command_guard(PROG, overwrite=resumes, config_name="train"):
