@@ -86,6 +86,7 @@ def test_the_documented_python_example_runs_as_written(api):
     ("/api/continue", {"seconds": "lots", "file": "song.mid"}, 400, "error: seconds=lots: not a float"),
     ("/api/continue", {"bpm": "120", "file": "song.mid"}, 400, "error: continue: unknown field(s) bpm"),
     ("/api/continue", {"seconds": "600", "file": "song.mid"}, 400, "error: seconds to add must be at most 60"),
+    ("/api/continue", {"drums": "groove", "file": "song.mid"}, 400, "error: drums=groove: give one of loop, seed"),
     ("/api/infill", {"first": "900", "file": "song.mid"}, 400, "outside the song's bars"),
     ("/api/infill", {"file": "notes.txt"}, 400, "error: "),
     ("/api/remix", {"file": "song.mid"}, 404, "error: no endpoint /api/remix; there are continue, infill, accompany"),

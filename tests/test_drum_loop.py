@@ -87,15 +87,21 @@ def test_a_fill_that_closes_no_phrase_of_the_seed_is_left_out_and_said(tmp_path)
     assert "without its last bar's fill" in loop_words(loop)
 
 
-def test_the_app_says_the_drums_play_on(tmp_path):
+def test_the_app_says_the_drums_play_on_and_its_box_stops_them(tmp_path):
     from musictx.app.core import Continuer, Settings
 
     app = Continuer(model="pop", workdir=tmp_path / "work")
-    (result,) = app.continue_file(groove(tmp_path / "groove.mid", [ROCK] * 4), Settings(
-        seed_seconds=8.7, length_seconds=4.4, num_samples=1), report=lambda f, t: None)
-    assert "kit (drums) plays the seed's last bar again under the new ones" in result.seed_note
-    kit = next(t for t in pretty_midi.PrettyMIDI(str(result.midi)).instruments if t.is_drum)
-    assert max(n.start for n in kit.notes) > 4 * 4 * BEAT  # past the seed's four bars
+    song = groove(tmp_path / "groove.mid", [ROCK] * 4)
+    last_drum = {}
+    for drums in ("loop", "seed"):
+        (result,) = app.continue_file(song, Settings(seed_seconds=8.7, length_seconds=4.4, num_samples=1,
+                                                     drums=drums), report=lambda f, t: None)
+        kit = next(t for t in pretty_midi.PrettyMIDI(str(result.midi)).instruments if t.is_drum)
+        last_drum[drums] = max(n.start for n in kit.notes)
+        if drums == "loop":  # the page's words: its box, not the command's option
+            assert ("kit (drums) plays the seed's last bar again under the new ones (untick \"Drums play on\": they "
+                    "stop where the seed does)") in result.seed_note
+    assert last_drum["loop"] > 4 * 4 * BEAT > last_drum["seed"]  # past the seed's four bars, or not
 
 
 def test_drums_takes_loop_or_seed():

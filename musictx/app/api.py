@@ -34,7 +34,7 @@ from musictx.decoding import GenerateError
 log = logging.getLogger("musictx.app")
 FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read
     "continue": {"seconds": float, "seed_seconds": float, "seed_from": float, "seed": int, "temperature": float,
-                 "top_p": float, "density": str, "instruments": str},
+                 "top_p": float, "density": str, "instruments": str, "drums": str},
     "infill": {"first": str, "last": str, "tracks": str, "beats": str, "seed": int},
     "accompany": {"first": str, "last": str, "tracks": str, "beats": str, "seed": int},
 }
@@ -92,7 +92,7 @@ def _fields(form, task: str) -> dict:
 def _continue(cont: Continuer, _filler: Filler, upload: Path, values: dict):
     settings = Settings(num_samples=1, **{k: v for k, v in values.items() if k in
                                           ("seed_seconds", "seed_from", "seed", "temperature", "top_p",
-                                           "density", "instruments")})
+                                           "density", "instruments", "drums")})
     if "seconds" in values:
         settings.length_seconds = values["seconds"]
     return cont.continue_file(upload, settings)[0]

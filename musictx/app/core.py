@@ -184,7 +184,8 @@ class Continuer:
         opts = replace(self.base, seed_midi=str(seed_path), output_dir=str(out), seed_seconds=settings.seed_seconds,
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
-                       seed_from=float(settings.seed_from or 0), programs=settings.instruments or None
+                       seed_from=float(settings.seed_from or 0), programs=settings.instruments or None,
+                       drums=settings.drums
                        ).with_hook("recall_guidance", strength=float(settings.recall_guidance))
         opts = opts.with_hook("density", **parse_density(settings.density))
         opts.check()

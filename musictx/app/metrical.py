@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
+from musictx.app.settings import DRUMS_BOX
 from musictx.generation import apply_programs, parse_programs, sample_name, write_take
 from musictx.tasks import bars_for, metrical_take, parts_line, sample_bars, seed_drum_loop, seed_of
 
@@ -50,4 +51,5 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
                 src.rename(out / f"{name}{suffix}")
         rec.update(midi=f"{name}.mid", png=f"{name}.png", wav=f"{name}.wav" if rec["wav"] else None)
         written.append((rec, np.concatenate([seed.ids, ids])))
-    return seed, written, parts_line(model.net, seed, loop) or ""
+    stop = f'untick "{DRUMS_BOX}": they stop where the seed does'
+    return seed, written, parts_line(model.net, seed, loop, stop) or ""

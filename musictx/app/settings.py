@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from musictx.decoding import GenerateError, RecallGuidanceOptions, SamplingOptions, parse_density
-from musictx.generation import parse_programs
+from musictx.generation import GenerateOptions, parse_programs
 
 MAX_SAMPLES = 4
+DRUMS_BOX = "Drums play on"  # the Continue tab's box for ``drums``; the line under a band's result names it
 # The most one request may ask for (the page's sliders stop there too; checked here for API callers). With a
 # 5 MB seed file they bound a request's work: 4 pieces of at most 120 + 60 s, each ~32 MB of WAV (each of pop's
 # pieces the best of 4 candidates drawn together: docs/generation.md, "Best of K"). The sampler sees at most its
@@ -35,10 +36,11 @@ class Settings:
     recall_guidance: float = RecallGuidanceOptions.strength  # how hard the sampler leans on the seed
     density: str = ""  # notes per bar asked by track, "PIANO=8, MELODY=4" (pop); empty: the model's own
     instruments: str = ""  # General MIDI program by track, "MELODY=Flute, BRIDGE=40"; empty: as read
+    drums: str = GenerateOptions.drums  # a band's drums under the new bars: loop (they play on) | seed (they stop)
 
     def check(self) -> None:
         """GenerateError naming the first setting over what the app allows (`GenerateOptions.check` does
-        the rest: signs, finiteness, whole numbers)."""
+        the rest: signs, finiteness, whole numbers, the drums' choice)."""
         if not 1 <= self.num_samples <= MAX_SAMPLES:
             raise GenerateError(f"samples must be 1 to {MAX_SAMPLES}, got {self.num_samples}")
         if self.length_seconds > MAX_LENGTH_SECONDS:

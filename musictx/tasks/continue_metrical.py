@@ -49,11 +49,12 @@ def playable_programs(net, seed: MetricalSeed) -> list[int]:
     return programs
 
 
-def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None) -> str | None:
+def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None, drums_off: str | None = None) -> str | None:
     """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`), which it
-    leaves silent, and why, and that its drums ``loop`` where they do; None where every track is a part it knows."""
+    leaves silent, and why, and that its drums ``loop`` where they do (``drums_off``: how to stop them, where not the
+    command's option); None where every track is a part it knows."""
     return parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts,
-                      drums=loop_words(loop))
+                      drums=loop_words(loop, *([drums_off] if drums_off else [])))
 
 
 def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str) -> DrumLoop | None:

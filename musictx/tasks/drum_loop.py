@@ -135,13 +135,14 @@ def loop_drums(score: Score, seed: MetricalSeed, loop: DrumLoop, bars: int, incl
     return score
 
 
-def loop_words(loop: DrumLoop | None) -> str:
-    """How the run's line says the loop: "play their seed's last 2 bars again under the new ones"."""
+def loop_words(loop: DrumLoop | None, off: str = "drums=seed: its notes only") -> str:
+    """How the run's line says the loop: "play their seed's last 2 bars again under the new ones", with how to turn
+    it ``off`` (the command's option; the app names its box)."""
     if loop is None:
         return ""
     if loop.groove:
         fill = (f"with its last bar's fill every {loop.phrase} bars as in the seed" if loop.phrase else
                 "without its last bar's fill (it closes no 4-, 8-, 12- or 16-bar phrase of the seed)")
-        return f"play{{s}} the seed's groove on under the new bars, {fill} (drums=seed: its notes only)"
+        return f"play{{s}} the seed's groove on under the new bars, {fill} ({off})"
     bars = "bar" if loop.period == 1 else f"{loop.period} bars"
-    return f"play{{s}} the seed's last {bars} again under the new ones (drums=seed: its notes only)"
+    return f"play{{s}} the seed's last {bars} again under the new ones ({off})"
