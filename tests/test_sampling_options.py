@@ -113,7 +113,7 @@ def test_the_app_and_its_page_start_at_the_defaults():
         controls = _controls()
     assert [c.value for c in controls] == [start.seed_seconds, start.length_seconds, start.temperature, start.top_p,
                                           start.num_samples, start.seed, start.seed_from, start.recall_guidance,
-                                          start.density, start.instruments]
+                                          start.density, start.instruments, start.drums == "loop", start.ending]
     assert start.recall_guidance == sampling.hooks.recall_guidance.strength
 
 

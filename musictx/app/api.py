@@ -32,9 +32,21 @@ from musictx.app.infill_tab import Filler
 from musictx.decoding import GenerateError
 
 log = logging.getLogger("musictx.app")
+
+
+def _flag(text: str) -> bool:
+    """A form field's true or false (true, 1, yes, on / false, 0, no, off); ValueError else."""
+    said = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+    if text.lower() not in said:
+        raise ValueError(text)
+    return said[text.lower()]
+
+
+_flag.__name__ = "true or false"  # the refusal says "ending=maybe: not a true or false"
 FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read
     "continue": {"seconds": float, "seed_seconds": float, "seed_from": float, "seed": int, "temperature": float,
-                 "top_p": float, "density": str, "instruments": str, "drums": str},
+                 "top_p": float, "density": str, "instruments": str, "drums": str,
+                 "ending": _flag},
     "infill": {"first": str, "last": str, "tracks": str, "beats": str, "seed": int},
     "accompany": {"first": str, "last": str, "tracks": str, "beats": str, "seed": int},
 }
@@ -92,7 +104,7 @@ def _fields(form, task: str) -> dict:
 def _continue(cont: Continuer, _filler: Filler, upload: Path, values: dict):
     settings = Settings(num_samples=1, **{k: v for k, v in values.items() if k in
                                           ("seed_seconds", "seed_from", "seed", "temperature", "top_p",
-                                           "density", "instruments", "drums")})
+                                           "density", "instruments", "drums", "ending")})
     if "seconds" in values:
         settings.length_seconds = values["seconds"]
     return cont.continue_file(upload, settings)[0]

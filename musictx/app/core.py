@@ -185,7 +185,7 @@ class Continuer:
                        length_seconds=settings.length_seconds, temperature=settings.temperature,
                        top_p=settings.top_p, num_samples=int(settings.num_samples), seed=int(settings.seed),
                        seed_from=float(settings.seed_from or 0), programs=settings.instruments or None,
-                       drums=settings.drums
+                       drums=settings.drums, ending=bool(settings.ending)
                        ).with_hook("recall_guidance", strength=float(settings.recall_guidance))
         opts = opts.with_hook("density", **parse_density(settings.density))
         opts.check()
@@ -193,6 +193,9 @@ class Continuer:
         net, tok = choice.model.net, choice.model.tokenizer
         if is_metrical(tok):
             return self._metrical(seed_path, out, opts, report, lineage, choice.model)
+        if opts.ending:
+            raise GenerateError(f"End the piece: a cadence closes a pop continuation's bars; {seed_path.name} goes "
+                                f"to the {choice.model.ref} model, which plays a performance without them: untick it")
         seed = self._seed(seed_path, opts, tok)
         tracks = track_merge(tok, seed_path)
         note = tracks.line() + "." if tracks.changed_anything else ""

@@ -33,10 +33,10 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     tok = model.tokenizer
     seed = seed_of(tok, opts, getattr(model.net, "learnt_programs", None))
     check_seconds(seed.seconds)
-    loop = seed_drum_loop(model.net, tok, seed, opts.drums)
+    loop = seed_drum_loop(model.net, tok, seed, opts.drums, opts.ending)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     pieces = sample_bars(model.net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
-                         on_step=BarProgress(tok.bar_id, bars, report))
+                         on_step=BarProgress(tok.bar_id, bars, report), ending=opts.ending)
     out.mkdir(parents=True)
     written = []
     for i, ids in enumerate(pieces):

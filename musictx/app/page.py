@@ -90,7 +90,7 @@ def _queue_line(max_queue: int) -> str:
 
 def _controls() -> list:
     """Seed seconds, seconds to add, temperature, top-p, samples, random seed, seed start, recall guidance, notes
-    per bar, instruments, drums (the order of `Settings`, whose defaults they start at; the seed start is shown
+    per bar, instruments, drums, ending (the order of `Settings`, whose defaults they start at; the seed start is shown
     second but passed after the others, and the later ones last, so that API calls without them still work)."""
     start = Settings()
     seed_seconds = gr.Slider(1, MAX_SEED_SECONDS, value=start.seed_seconds, step=0.5,
@@ -113,6 +113,8 @@ def _controls() -> list:
                    placeholder="MELODY=Flute, BRIDGE=40, PIANO=0"),
         gr.Checkbox(value=start.drums == "loop", label=f"{DRUMS_BOX} (a band's: its groove under the new bars; "
                     "untick: they stop where the seed does)"),
+        gr.Checkbox(value=start.ending, label="End the piece (pop: its last two bars a cadence to the key's chord, "
+                    "held; untick to continue it further)"),
     ]
 
 
@@ -205,22 +207,23 @@ def _wire_continue(cont: Continuer, outputs: list, go, slots, controls, takes, s
     queue (``concurrency_id="generate"``), each answering into ``outputs``."""
     # Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008).
     def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
-                    random_seed, seed_from=0, recall=None, density="", instruments="", drums=True,
+                    random_seed, seed_from=0, recall=None, density="", instruments="", drums=True, ending=False,
                     progress=gr.Progress()):  # noqa: B008
         settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                             seed_from, recall, density, instruments, drums)
+                             seed_from, recall, density, instruments, drums, ending)
         results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
         return _respond(results, message, len(outputs), done)
 
     def further(index: int):
         def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
-                       seed_seconds=None, recall=None, density="", instruments="", drums=True,
+                       seed_seconds=None, recall=None, density="", instruments="", drums=True, ending=False,
                        progress=gr.Progress()):  # noqa: B008
             if index >= len(paths):
                 return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
                                 done)
             settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                                 recall=recall, density=density, instruments=instruments, drums=drums)
+                                 recall=recall, density=density, instruments=instruments, drums=drums,
+                                 ending=ending)
             results, message = run_request(lambda: cont.continue_further(paths[index], settings,
                                                                          _reporter(progress)))
             return _respond(results, message, len(outputs), done, seed_file=paths[index])
@@ -279,13 +282,13 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
 
 
 def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0,
-              recall=None, density="", instruments="", drums=True) -> Settings:
+              recall=None, density="", instruments="", drums=True, ending=False) -> Settings:
     """The page's values as `Settings` (sliders send floats; a cleared number box sends None; an API call
     that leaves the guidance out gets `Settings`' default)."""
     recall = Settings.recall_guidance if recall is None else float(recall)
     return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
                     int(random_seed or 0), float(seed_from or 0), recall, density or "", instruments or "",
-                    "seed" if drums is False else "loop")
+                    "seed" if drums is False else "loop", bool(ending))
 
 
 def _preview(cont: Continuer, path) -> tuple[str | None, str]:

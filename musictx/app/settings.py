@@ -37,6 +37,7 @@ class Settings:
     density: str = ""  # notes per bar asked by track, "PIANO=8, MELODY=4" (pop); empty: the model's own
     instruments: str = ""  # General MIDI program by track, "MELODY=Flute, BRIDGE=40"; empty: as read
     drums: str = GenerateOptions.drums  # a band's drums under the new bars: loop (they play on) | seed (they stop)
+    ending: bool = GenerateOptions.ending  # the last two new bars close the piece (a cadence to the tonic chord)
 
     def check(self) -> None:
         """GenerateError naming the first setting over what the app allows (`GenerateOptions.check` does

@@ -28,6 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
+# KK_*: the listening features and a script read the profiles here
+from musictx.io.keys import KK_MAJOR, KK_MINOR, NO_KEY, is_flat, key_of_histogram  # noqa: F401
 from musictx.io.score_prep import BASS_CEILING, role_of
 
 
@@ -46,10 +48,6 @@ class SpanLike(Protocol):
     def select(self, mask: np.ndarray) -> SpanLike: ...
 
 
-# Krumhansl-Kessler key profiles (probe-tone ratings), index 0 = the tonic.
-KK_MAJOR = np.array([6.35, 2.23, 3.48, 2.33, 4.38, 4.09, 2.52, 5.19, 2.39, 3.66, 2.29, 2.88])
-KK_MINOR = np.array([6.33, 2.68, 3.52, 5.38, 2.60, 3.53, 2.54, 4.75, 3.98, 2.69, 3.34, 3.17])
-NO_KEY = (-1, "none")  # estimate_key of a span with no sounding notes
 _EPS = 1e-9  # float slack for "exactly on" comparisons of times computed in seconds
 
 
@@ -204,11 +202,6 @@ def pitch_class_histogram(span: SpanLike) -> np.ndarray:
     return hist / total if total > 0 else np.zeros(12)
 
 
-def _flat(hist: np.ndarray) -> bool:
-    """A histogram with (to rounding) no variation: empty, or every pitch class alike; no correlation."""
-    return bool(np.ptp(hist) < 1e-12)
-
-
 def pc_correlation(a: SpanLike, b: SpanLike) -> float:
     """Pearson correlation of the two pitch-class histograms: same harmonic colour regardless of key
     estimation's all-or-nothing choice. nan if either is empty or flat (a correlation is undefined)."""
@@ -217,25 +210,15 @@ def pc_correlation(a: SpanLike, b: SpanLike) -> float:
 
 def histogram_correlation(ha: np.ndarray, hb: np.ndarray) -> float:
     """`pc_correlation` of two (12,) histograms already made (or a profile standing in for one)."""
-    if _flat(ha) or _flat(hb):
+    if is_flat(ha) or is_flat(hb):
         return float("nan")
     return float(np.corrcoef(ha, hb)[0, 1])
 
 
 def estimate_key(span: SpanLike) -> tuple[int, str]:
-    """(tonic pitch class 0-11, "major" | "minor"): the Krumhansl-Kessler profile, rotated to each of the 12
-    tonics, that correlates best with the duration-weighted pitch-class histogram. NO_KEY, (-1, "none"), for
-    a span whose histogram is empty or flat (no key can be read from it)."""
-    hist = pitch_class_histogram(span)  # (12,)
-    if _flat(hist):
-        return NO_KEY
-    best, key = -np.inf, NO_KEY
-    for mode, profile in (("major", KK_MAJOR), ("minor", KK_MINOR)):
-        for tonic in range(12):
-            r = np.corrcoef(hist, np.roll(profile, tonic))[0, 1]  # profile[0] lands on the tonic
-            if r > best:
-                best, key = r, (tonic, mode)
-    return key
+    """(tonic pitch class 0-11, "major" | "minor") of the span's duration-weighted pitch-class histogram
+    (`musictx.io.keys.key_of_histogram`); NO_KEY, (-1, "none"), for a span whose histogram is empty or flat."""
+    return key_of_histogram(pitch_class_histogram(span))
 
 
 def same_key(a: SpanLike, b: SpanLike) -> bool:

@@ -57,33 +57,38 @@ def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None, drums_off:
                       drums=loop_words(loop, *([drums_off] if drums_off else [])))
 
 
-def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str) -> DrumLoop | None:
+def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str, ending: bool = False) -> DrumLoop | None:
     """The seed's drums looped under the new bars (`musictx.tasks.drum_loop`) where ``drums`` asks for it and the
-    model learnt no drums (it records its parts and drums are not among them); else None."""
+    model learnt no drums (it records its parts and drums are not among them); else None. ``ending``: the
+    continuation ends, and the loop's last bar with it."""
     learnt = getattr(net, "learnt_programs", None)
     if drums != "loop" or learnt is None or -1 in learnt:
         return None
-    return drum_loop(seed, grid_ticks(tok, seed.score, seed.start_tick))
+    loop = drum_loop(seed, grid_ticks(tok, seed.score, seed.start_tick))
+    if loop is not None:
+        loop.ends = ending
+    return loop
 
 
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
-                max_tokens: int | None = None, chords=None, candidates: int = 1) -> Prompt:
+                max_tokens: int | None = None, chords=None, candidates: int = 1, ending: bool = False) -> Prompt:
     """The prompt of ``num_samples`` continuations of ``seed``, ``bars`` bars each, under the hooks
     ``sampling.hooks`` sets (the grammar, the bar-repeat limit, the leans). ``chords`` (a lead sheet's
     `Chords`, on the seed file's clock): the new bars lean toward them. ``candidates``: the rows are the
-    candidates of ``num_samples // candidates`` samples, in turn (`best_of`; the phrase return's replays)."""
+    candidates of ``num_samples // candidates`` samples, in turn (`best_of`; the phrase return's replays).
+    ``ending``: the last two bars close the piece (`musictx.decoding.hooks.cadence`)."""
     device = next(net.parameters()).device
     ids = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     # the first new id is the Bar that opens the first new bar: the seed ends on a bar line
     ids = torch.cat([ids, torch.full((num_samples, 1), tok.bar_id, device=device)], dim=1)
     lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
     hooks = HookInputs("continue", tok, sampling, programs=playable_programs(net, seed), stop_after_bars=bars - 1,
-                       chords=chords, new_bar_lines_s=lines, candidates=candidates)
+                       chords=chords, new_bar_lines_s=lines, candidates=candidates, ending=ending)
     return Prompt(ids, hooks, max_tokens or TOKENS_PER_BAR * bars)
 
 
 def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
-                max_tokens: int | None = None, on_step=None, chords=None) -> list[np.ndarray]:
+                max_tokens: int | None = None, on_step=None, chords=None, ending: bool = False) -> list[np.ndarray]:
     """New ids of ``num_samples`` continuations of ``seed`` (`bars_prompt`), ``bars`` bars each (the Bar id
     that would open one more is cut), sampled as one batch; each the best of ``sampling.best_of`` candidates
     by the model's critic (`musictx.tasks.critic_choice`). ``on_step(next_ids, done)``: called after every
@@ -91,7 +96,7 @@ def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     critic = getattr(net, "critic", None)
     k = candidates_per_sample(sampling.best_of, critic)
     prompt = bars_prompt(net, tok, seed, sampling, num_samples=num_samples * k, bars=bars, max_tokens=max_tokens,
-                         chords=chords, candidates=k)
+                         chords=chords, candidates=k, ending=ending)
     prompt.hooks.on_step = on_step
     ids = sample(net, prompt)
     pieces = [strip_after_bars(tok, row, bars) for row in ids[:, len(seed.ids):].cpu().numpy()]
@@ -104,7 +109,7 @@ def metrical_job(opts, net, tok) -> Job:
     the partial samples."""
     seed = seed_of(tok, opts, getattr(net, "learnt_programs", None))
     playable_programs(net, seed)  # refused before anything else is said where the model can play none of it
-    loop = seed_drum_loop(net, tok, seed, opts.drums)
+    loop = seed_drum_loop(net, tok, seed, opts.drums, opts.ending)
     if line := parts_line(net, seed, loop):
         print(line)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
@@ -114,7 +119,7 @@ def metrical_job(opts, net, tok) -> Job:
     if k > 1:
         print(f"each sample: the best of {k} continuations by the model's critic (best_of=1: no choice)")
     prompt = bars_prompt(net, tok, seed, opts, num_samples=opts.num_samples * k, bars=bars,
-                         max_tokens=opts.max_tokens, chords=chords, candidates=k)
+                         max_tokens=opts.max_tokens, chords=chords, candidates=k, ending=opts.ending)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "bars": seed.bars, "first_bar": seed.first_bar + 1,
                       "starts_at_seconds": seed.origin_seconds, "tokens": len(seed.ids),
                       "tracks": seed.tracks.to_list()},

@@ -8,7 +8,8 @@ two-bar beat with its variation). A seed that ends on a fill (its last bar break
 repeat) would have looped that fill every bar or two: its groove plays on instead, in its phase, and the fill comes
 back only where the seed shows a phrase it closes (every 4, 8, 12 or 16 bars). Where nothing repeats, the last
 `FALLBACK` bars (or all the seed has). A model whose continuation plays drums itself is left alone; ``drums=seed``
-keeps the seed's drum notes only.
+keeps the seed's drum notes only. A continuation asked to end (``ending=true``) closes with them: its last bar's
+drums are the loop's downbeat with a crash cymbal, held, under the final chord.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from musictx.tasks.metrical_seeds import MetricalSeed
 PERIODS = (1, 2, 4)  # the loop lengths tried, in bars
 FALLBACK = 2  # bars looped where the seed's drums repeat at none of them
 PHRASES = (4, 8, 12, 16)  # phrase lengths (bars) a fill at the seed's end may close, the shortest that fits first
+CRASH = 49  # General MIDI's crash cymbal 1: the last bar's downbeat of a continuation that ends
+CYMBALS = (49, 52, 55, 57)  # crashes, china, splash: a downbeat that has one needs no other
 DRUM_CHOICES = ("loop", "seed")  # the run's option: the seed's drums looped under the new bars, or its notes only
 
 
@@ -32,12 +35,14 @@ class DrumLoop:
     (counted from the seed's first bar); per drum track (by its place among the seed's tracks), the notes of those
     bars as (seed bar, onset from that bar's line, duration, pitch, velocity), in the seed file's ticks.
     ``groove``: bars of the beat that repeats before a fill that ends the seed (0: no such fill, the last ``order``
-    bars are looped); ``phrase``: every how many bars that fill comes back (0: it is left out)."""
+    bars are looped); ``phrase``: every how many bars that fill comes back (0: it is left out). ``ends``: the
+    continuation ends (``ending=true``), so its last bar is the loop's downbeat and a crash."""
 
     order: tuple[int, ...]
     notes: dict[int, list[tuple[int, int, int, int, int]]]
     groove: int = 0
     phrase: int = 0
+    ends: bool = False
 
     @property
     def period(self) -> int:
@@ -125,14 +130,24 @@ def loop_drums(score: Score, seed: MetricalSeed, loop: DrumLoop, bars: int, incl
             score.tracks.append(track)
         for bar in range(bars):
             start, stop = lines[bar], lines[bar + 1]
-            played = loop.order[bar % loop.period]
-            for j, onset, duration, pitch, velocity in rows:
-                if j == played and start + onset < stop:
-                    track.notes.append(Note(round((start + onset - origin) * factor),
-                                            max(round(min(duration, stop - start - onset) * factor), 1), pitch,
-                                            velocity))
+            played = [row for row in rows if row[0] == loop.order[bar % loop.period] and start + row[1] < stop]
+            if loop.ends and bar == bars - 1:
+                played = _final_downbeat(played, stop - start)
+            for _, onset, duration, pitch, velocity in played:
+                track.notes.append(Note(round((start + onset - origin) * factor),
+                                        max(round(min(duration, stop - start - onset) * factor), 1), pitch, velocity))
         track.notes.sort()
     return score
+
+
+def _final_downbeat(rows: list[tuple], bar_ticks: int) -> list[tuple]:
+    """The rows of a loop bar struck on its downbeat (within a 32nd of it), with a crash where none is among them,
+    held for the bar: the drums' last bar under a final chord."""
+    near = max(bar_ticks // 32, 1)
+    down = [(j, 0, bar_ticks, pitch, velocity) for j, onset, _, pitch, velocity in rows if onset < near]
+    if not any(pitch in CYMBALS for _, _, _, pitch, _ in down):
+        down.append((0, 0, bar_ticks, CRASH, max((v for *_, v in down), default=100)))
+    return down
 
 
 def loop_words(loop: DrumLoop | None, off: str = "drums=seed: its notes only") -> str:
@@ -143,6 +158,10 @@ def loop_words(loop: DrumLoop | None, off: str = "drums=seed: its notes only") -
     if loop.groove:
         fill = (f"with its last bar's fill every {loop.phrase} bars as in the seed" if loop.phrase else
                 "without its last bar's fill (it closes no 4-, 8-, 12- or 16-bar phrase of the seed)")
-        return f"play{{s}} the seed's groove on under the new bars, {fill} ({off})"
+        return f"play{{s}} the seed's groove on under the new bars, {fill}{_close(loop)} ({off})"
     bars = "bar" if loop.period == 1 else f"{loop.period} bars"
-    return f"play{{s}} the seed's last {bars} again under the new ones ({off})"
+    return f"play{{s}} the seed's last {bars} again under the new ones{_close(loop)} ({off})"
+
+
+def _close(loop: DrumLoop) -> str:
+    return ", and a crash on the last bar's downbeat" if loop.ends else ""

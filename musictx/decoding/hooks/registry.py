@@ -18,6 +18,7 @@ from musictx.decoding.hooks import (
     bass_floor,
     bass_lean,
     bridge_presence,
+    cadence,
     chord_events,
     chord_lean,
     copy_cache,
@@ -60,6 +61,7 @@ HOOKS: tuple[HookSpec, ...] = (
     melody_presence.SPEC,
     bridge_presence.SPEC,
     density.SPEC,
+    cadence.SPEC,  # after every hook that forbids: a row it would leave no id is left alone
     given_notes.COUNTER_REST,
     PROGRESS,
     length.SPEC,
