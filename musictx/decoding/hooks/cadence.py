@@ -1,18 +1,20 @@
 """Cadence (``ending=true``): a continuation that closes as a piece does, on its key's tonic chord.
 
 A continuation stops at the bar line where its length runs out: mid-phrase, on whatever chord, and a listener
-hears it cut off. Asked to end, its last two bars make a cadence in the piece's key (read from every bar before
-them, seed and new, by the Krumhansl-Kessler key-finder, `musictx.io.keys`: the bundled motif's last 8 bars
-read G major in one of 4 continuations, where the piece is in C):
+hears it cut off. Asked to end, its last two bars make a cadence in the key the seed states (the Krumhansl-Kessler
+key-finder, `musictx.io.keys`, on the seed's bars; on every bar before the cadence where the seed reads none). Not
+the new bars': a continuation drifts, and the bundled motif's last 8 bars read G major in one of 4 continuations,
+a band's C-Am-F-G seed with its continuation A minor, where the user's music is in C:
 
 - the bar before the last leans on the subdominant, then the dominant seventh, half a bar each (IV - V7; in minor
   iv - V7): a new pitch of the chord's pitch classes gets a logit bonus of ``strength``, as a lead sheet's chords
   do (`musictx.decoding.hooks.chord_lean`);
 - the last bar is the tonic triad struck together on its downbeat and held, in root position: its only Position
   is 0, its pitches are the triad's, the bass falls to the root (the track that played the bar before's lowest
-  note starts on a root at most an octave under that note and not above it, G to C, and its other notes sound
-  above), its Durations hold at least `HOLD` of the bar (or the longest there is), and it does not close before
-  it holds the root and the third and each track that played in the bar before has struck.
+  note starts on a root at most an octave under that note and not above it, G to C, but not under `LOWEST_ROOT`,
+  where it rises to the nearest root instead; its other notes sound above), its Durations hold at least `HOLD`
+  of the bar (or the longest there is), and it does not close before it holds the root and the third and each
+  track that played in the bar before has struck.
 
 What plays, where in its register and how loud stays the model's. A row these rules would leave no id is left
 alone. A hook of `musictx.decoding.sampling.generate` for REMI ids with programs, after the grammar guard.
@@ -35,8 +37,19 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 HOLD = 1.0  # the share of the last bar its notes hold at least
+LOWEST_ROOT = 28  # E1, a bass guitar's lowest string: a final root under it rumbles (a G1 bass rises to C2)
 # pitch classes above the tonic: the cadence bar's two halves, then the last bar
 CADENCE = {"major": ((5, 9, 0), (7, 11, 2, 5), (0, 4, 7)), "minor": ((5, 8, 0), (7, 11, 2, 5), (0, 3, 7))}
+
+
+def _histogram(bars) -> np.ndarray:
+    """(12,) the pitched notes' beats by pitch class over ``bars`` (`musictx.decoding.cursor.Bar`)."""
+    hist = np.zeros(12)
+    for bar in bars:
+        for _, program, pitch, beats in bar.notes:
+            if program >= 0:
+                hist[pitch % 12] += beats if np.isfinite(beats) else 1.0
+    return hist
 
 
 def cadence_chords(key: tuple[int, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -69,14 +82,14 @@ class Cadence(ReadsCursor):
         self.keys_read: list[tuple[int, str]] = []  # every key read, in order (tests, the run's line)
 
     def _key(self, b: int) -> tuple | None:
-        """Row b's key and cadence chords, read once from every bar before the cadence; None where none reads."""
+        """Row b's key and cadence chords, read once from the seed's bars (else every bar before the one being
+        written); None where none reads."""
         if b not in self.keys:
-            hist = np.zeros(12)
-            for bar in self.cursor.bars[b][:-1]:  # the bars before the one being written
-                for _, program, pitch, beats in bar.notes:
-                    if program >= 0:
-                        hist[pitch % 12] += beats if np.isfinite(beats) else 1.0
-            key = key_of_histogram(hist)
+            bars = self.cursor.bars[b]
+            seed_bars = int(self.cursor.prompt_bars[b]) - 1  # the prompt ends on the Bar id of the first new bar
+            key = key_of_histogram(_histogram(bars[:seed_bars]))
+            if key == NO_KEY:
+                key = key_of_histogram(_histogram(bars[:-1]))
             self.keys[b] = None if key == NO_KEY else (key, cadence_chords(key))
             self.keys_read.append(key)
         return self.keys[b]
@@ -141,7 +154,9 @@ class Cadence(ReadsCursor):
         mine = [int(n[2]) for n in now.notes if n[1] == program]
         if mine:
             return fits & (self.pitch_number >= min(mine))
-        return (self.pitch_class == root) & (self.pitch_number <= low) & (self.pitch_number > low - 12)
+        roots = self.pitch_class == root
+        under = roots & (self.pitch_number <= low) & (self.pitch_number > low - 12) & (self.pitch_number >= LOWEST_ROOT)
+        return under if under.any() else roots & (self.pitch_number > low) & (self.pitch_number < low + 12)
 
 
 @dataclass
