@@ -106,13 +106,17 @@ def test_a_bands_drums_close_on_a_crash_under_the_final_chord(tmp_path):
     assert len([n for n in kit.notes if 6 * 4 * BEAT - 1e-3 <= n.start < last - 1e-3]) == len(ROCK)  # bar 7: the beat
 
 
-def test_ending_needs_a_metrical_model(tmp_path):
+def test_ending_needs_a_metrical_model_and_a_continuation(tmp_path):
     from musictx.decoding.errors import GenerateError
     from musictx.generation.generate_options import GenerateOptions
 
     net, tok = load_pretrained("piano")
     with pytest.raises(GenerateError, match="ending=true: a cadence closes a metrical"):
         GenerateOptions(output_dir=str(tmp_path), ending=True, checkpoint="piano").check_model(net, tok)
+    for task in ("infill", "accompany"):  # said, not ignored
+        with pytest.raises(GenerateError, match=f"ending=true is not for task={task}"):
+            GenerateOptions(output_dir=str(tmp_path / task), task=task, seed_midi=str(BUNDLED_MOTIF), bars="3-4",
+                            ending=True).check()
 
 
 def test_the_app_and_its_api_end_the_piece(tmp_path):

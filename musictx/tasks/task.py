@@ -22,6 +22,7 @@ class Task:
     song_options: ClassVar[bool] = False  # takes bars= and tracks= (a part of a song's own bars)
     takes_chords: ClassVar[bool] = True  # takes chords= (a lead sheet the new music follows)
     chooses: ClassVar[bool] = False  # takes best_of= (each sample the best of several by the model's critic)
+    ends: ClassVar[bool] = False  # takes ending=true (its last bars close the piece: `musictx.decoding.hooks.cadence`)
 
     def check(self, opts: Any) -> None:
         """GenerateError for options that do not go with this task (said before a model loads)."""
@@ -29,6 +30,9 @@ class Task:
             raise GenerateError(f"chords= is not for task={self.name}: it takes no lead sheet")
         if opts.best_of not in (None, 1) and not self.chooses:
             raise GenerateError(f"best_of= is not for task={self.name}: only a continuation is chosen among candidates")
+        if getattr(opts, "ending", False) and not self.ends:
+            raise GenerateError(f"ending=true is not for task={self.name}: it closes a continuation's new bars, and "
+                                "this task writes inside the song's own")
         if not self.song_options and (opts.bars is not None or opts.tracks):
             raise GenerateError(f"bars= and tracks= are not for task={self.name}: they name a part of a song")
 

@@ -11,6 +11,7 @@ class Continue(Task):
 
     name = "continue"
     chooses = True
+    ends = True
 
     def job(self, opts, net, tok):
         # imported here: option checks and --help read this class without loading torch
