@@ -131,3 +131,11 @@ def test_the_app_and_its_api_end_the_piece(tmp_path):
     assert _flag("true") and not _flag("off")
     with pytest.raises(ValueError):
         _flag("maybe")
+    from musictx.decoding.errors import GenerateError
+
+    from .helpers import write_random_midi
+
+    performance = write_random_midi(tmp_path / "played.mid", seed=1)  # unquantized: the piano model takes it
+    asked = Settings(length_seconds=3, num_samples=1, ending=True)
+    with pytest.raises(GenerateError, match="End the piece: .*played.mid goes to the piano model.*untick it"):
+        Continuer(workdir=tmp_path / "work2").continue_file(performance, asked, report=lambda f, t: None)
