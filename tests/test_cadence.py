@@ -106,13 +106,10 @@ def test_a_bands_drums_close_on_a_crash_under_the_final_chord(tmp_path):
     assert len([n for n in kit.notes if 6 * 4 * BEAT - 1e-3 <= n.start < last - 1e-3]) == len(ROCK)  # bar 7: the beat
 
 
-def test_ending_needs_a_metrical_model_and_a_continuation(tmp_path):
+def test_ending_is_for_a_continuation(tmp_path):
     from musictx.decoding.errors import GenerateError
     from musictx.generation.generate_options import GenerateOptions
 
-    net, tok = load_pretrained("piano")
-    with pytest.raises(GenerateError, match="ending=true: a cadence closes a metrical"):
-        GenerateOptions(output_dir=str(tmp_path), ending=True, checkpoint="piano").check_model(net, tok)
     for task in ("infill", "accompany"):  # said, not ignored
         with pytest.raises(GenerateError, match=f"ending=true is not for task={task}"):
             GenerateOptions(output_dir=str(tmp_path / task), task=task, seed_midi=str(BUNDLED_MOTIF), bars="3-4",
@@ -131,11 +128,29 @@ def test_the_app_and_its_api_end_the_piece(tmp_path):
     assert _flag("true") and not _flag("off")
     with pytest.raises(ValueError):
         _flag("maybe")
-    from musictx.decoding.errors import GenerateError
+
+
+def test_a_piano_continuation_ends_on_its_seeds_tonic_chord_held(tmp_path):
+    from musictx.io.keys import cadence_chords, key_of_histogram
 
     from .helpers import write_random_midi
 
-    performance = write_random_midi(tmp_path / "played.mid", seed=1)  # unquantized: the piano model takes it
-    asked = Settings(length_seconds=3, num_samples=1, ending=True)
-    with pytest.raises(GenerateError, match="End the piece: .*played.mid goes to the piano model.*untick it"):
-        Continuer(workdir=tmp_path / "work2").continue_file(performance, asked, report=lambda f, t: None)
+    seed = write_random_midi(tmp_path / "played.mid", seed=4, n_notes=60, seconds=10.0)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "musictx.commands.generate", "checkpoint=piano", f"seed_midi={seed}",
+           "length_seconds=6", "num_samples=3", "seed=2", "ending=true", "audio=false", f"output_dir={out}",
+           f"hydra.run.dir={out}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "max_tokens" not in done.stdout  # time never stood still for good
+    played = pretty_midi.PrettyMIDI(str(seed)).instruments[0].notes
+    key = key_of_histogram(np.bincount([n.pitch % 12 for n in played], minlength=12).astype(float))
+    tonic = cadence_chords(key)[2]
+    for k in range(3):
+        notes = pretty_midi.PrettyMIDI(str(out / f"sample_0{k}.mid")).instruments[0].notes
+        end, last = max(n.end for n in notes), max(n.start for n in notes)
+        chord = [n for n in notes if n.start >= last - 0.005]  # struck together at the last onset
+        assert end - 3.0 < last <= end - 2.0  # struck 2 s before the end, held past it by the last TIME_SHIFT
+        assert {n.pitch % 12 for n in chord} == set(np.flatnonzero(tonic))  # the triad, all three
+        assert min(chord, key=lambda n: n.pitch).pitch % 12 == key[0]  # the root in the bass
+        assert all(n.end >= end - 0.05 for n in chord)  # held to the end

@@ -193,15 +193,12 @@ class Continuer:
         net, tok = choice.model.net, choice.model.tokenizer
         if is_metrical(tok):
             return self._metrical(seed_path, out, opts, report, lineage, choice.model)
-        if opts.ending:
-            raise GenerateError(f"End the piece: a cadence closes a pop continuation's bars; {seed_path.name} goes "
-                                f"to the {choice.model.ref} model, which plays a performance without them: untick it")
         seed = self._seed(seed_path, opts, tok)
         tracks = track_merge(tok, seed_path)
         note = tracks.line() + "." if tracks.changed_anything else ""
         pieces = sample_continuations(net, tok, seed, opts, num_samples=opts.num_samples,
                                       length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
-                                      on_step=GenerationProgress(tok, opts.length_seconds, report))
+                                      on_step=GenerationProgress(tok, opts.length_seconds, report), ending=opts.ending)
         out.mkdir(parents=True)
         mine = lineage.user_until_after(seed)  # where the user's own notes end in the new results
         results: list[Result] = []

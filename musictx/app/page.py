@@ -113,8 +113,8 @@ def _controls() -> list:
                    placeholder="MELODY=Flute, BRIDGE=40, PIANO=0"),
         gr.Checkbox(value=start.drums == "loop", label=f"{DRUMS_BOX} (a band's: its groove under the new bars; "
                     "untick: they stop where the seed does)"),
-        gr.Checkbox(value=start.ending, label="End the piece (pop: its last two bars a cadence to the key's chord, "
-                    "held; untick to continue it further)"),
+        gr.Checkbox(value=start.ending, label="End the piece (on the key's chord, held: pop's last two bars a "
+                    "cadence, the piano's last seconds)"),
     ]
 
 

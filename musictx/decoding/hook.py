@@ -94,7 +94,7 @@ class HookInputs:
     chords: Any = None  # task=continue, metrical, with chords=: the lead sheet's `Chords`, on the seed file's clock
     new_bar_lines_s: np.ndarray | None = None  # with chords: the new bars' lines (s, one more than the bars)
     candidates: int = 1  # metrical continue: rows per sample (`best_of`): row b is candidate b % candidates
-    ending: bool = False  # metrical continue: the last two new bars close the piece (`musictx.decoding.hooks.cadence`)
+    ending: bool = False  # continue: the piece closes on its key's chord (`musictx.decoding.hooks.cadence`)
 
 
 @dataclass(frozen=True)

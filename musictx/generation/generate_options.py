@@ -51,7 +51,7 @@ class GenerateOptions(SamplingOptions):
     num_samples: int = 4  # at most MAX_NUM_SAMPLES
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
     drums: str = "loop"  # metrical models without drums: the seed's last drum bars played on (musictx.tasks.drum_loop)
-    ending: bool = False  # metrical continue: the last two new bars close the piece (musictx.decoding.hooks.cadence)
+    ending: bool = False  # continue: the piece closes on its key's chord (musictx.decoding.hooks.cadence, final_chord)
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: torch's default
@@ -150,9 +150,6 @@ class GenerateOptions(SamplingOptions):
         if self.tokenizer:
             expected = _expected_tokenizer(self.tokenizer)
             tokenizer.check_compatible(expected, what=f"tokenizer={self.tokenizer}")
-        if self.ending and tokenizer.kind == "performance":
-            raise GenerateError(f"ending=true: a cadence closes a metrical (REMI) model's bars; checkpoint="
-                                f"{self.checkpoint} is a Performance-event model")
         if self.chords is not None and tokenizer.kind == "performance":
             raise GenerateError(f"chords={self.chords}: a lead sheet leads a metrical (REMI) model's music; "
                                 f"checkpoint={self.checkpoint} is a Performance-event model")

@@ -39,23 +39,24 @@ def token_cap(max_tokens: int | None, length_seconds: float | None) -> int:
 
 
 def continuation_prompt(net, tokenizer: EventTokenizer, seed: Seed, sampling: SamplingOptions, *,
-                        num_samples: int, length_seconds: float | None, max_tokens: int | None) -> Prompt:
+                        num_samples: int, length_seconds: float | None, max_tokens: int | None,
+                        ending: bool = False) -> Prompt:
     """The prompt of ``num_samples`` continuations of ``seed``: each stops after ``length_seconds`` of new
-    music (None: no limit) or `token_cap` ids."""
+    music (None: no limit) or `token_cap` ids; ``ending``: on its key's chord (`musictx.decoding.hooks.final_chord`)."""
     device = next(net.parameters()).device
     ids = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
-    hooks = HookInputs("continue", tokenizer, sampling, seed=seed, length_seconds=length_seconds)
+    hooks = HookInputs("continue", tokenizer, sampling, seed=seed, length_seconds=length_seconds, ending=ending)
     return Prompt(ids, hooks, token_cap(max_tokens, length_seconds))
 
 
 def sample_continuations(net, tokenizer: EventTokenizer, seed: Seed, sampling: SamplingOptions, *,
                          num_samples: int, length_seconds: float | None, max_tokens: int | None,
-                         on_step=None) -> list[np.ndarray]:
+                         on_step=None, ending: bool = False) -> list[np.ndarray]:
     """New ids of ``num_samples`` continuations of ``seed`` (`continuation_prompt`), sampled as one batch (EOS
     kept, PAD dropped). ``on_step(next_ids, done)`` is called after every draw (progress); a Ctrl-C raises
     `GenerationInterrupted`."""
     prompt = continuation_prompt(net, tokenizer, seed, sampling, num_samples=num_samples,
-                                 length_seconds=length_seconds, max_tokens=max_tokens)
+                                 length_seconds=length_seconds, max_tokens=max_tokens, ending=ending)
     prompt.hooks.on_step = on_step
     return new_ids(tokenizer, seed, sample(net, prompt))
 
@@ -99,7 +100,7 @@ def performance_job(opts, net, tokenizer: EventTokenizer) -> Job:
     music; a Ctrl-C keeps the partial samples."""
     seed, tracks = seed_for(tokenizer, opts)
     prompt = continuation_prompt(net, tokenizer, seed, opts, num_samples=opts.num_samples,
-                                 length_seconds=opts.length_seconds, max_tokens=opts.max_tokens)
+                                 length_seconds=opts.length_seconds, max_tokens=opts.max_tokens, ending=opts.ending)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),
                       "unconditional": seed.path is None, "silence_dropped_seconds": seed.silence_dropped,
                       "starts_at_seconds": seed.silence_dropped, "tracks": tracks}}

@@ -28,18 +28,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.hook import KINDS, HookInputs, HookSpec
+from musictx.decoding.hooks.final_chord import LOWEST_ROOT, FinalChord, final_chord
 from musictx.decoding.option_fields import strength_option
-from musictx.io.keys import NO_KEY, key_of_histogram
+from musictx.io.keys import NO_KEY, cadence_chords, key_of_histogram
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor
 
 HOLD = 1.0  # the share of the last bar its notes hold at least
-LOWEST_ROOT = 28  # E1, a bass guitar's lowest string: a final root under it rumbles (a G1 bass rises to C2)
-# pitch classes above the tonic: the cadence bar's two halves, then the last bar
-CADENCE = {"major": ((5, 9, 0), (7, 11, 2, 5), (0, 4, 7)), "minor": ((5, 8, 0), (7, 11, 2, 5), (0, 3, 7))}
 
 
 def _histogram(bars) -> np.ndarray:
@@ -50,17 +48,6 @@ def _histogram(bars) -> np.ndarray:
             if program >= 0:
                 hist[pitch % 12] += beats if np.isfinite(beats) else 1.0
     return hist
-
-
-def cadence_chords(key: tuple[int, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(12,) bool each: the pitch classes of the cadence's subdominant, dominant seventh and tonic in ``key``."""
-    tonic, mode = key
-    out = []
-    for steps in CADENCE[mode]:
-        chord = np.zeros(12, dtype=bool)
-        chord[[(tonic + s) % 12 for s in steps]] = True
-        out.append(chord)
-    return tuple(out)
 
 
 class Cadence(ReadsCursor):
@@ -163,14 +150,19 @@ class Cadence(ReadsCursor):
 class CadenceOptions:
     strength: float = strength_option(3.0, (
         "with ending=true: the logit bonus of a pitch of the cadence's subdominant, then dominant, in the bar before "
-        "the last; 0: the last bar's tonic chord only"))
+        "the last (a piano's dominant, in the seconds before its final chord); 0: the final chord only"))
 
 
-def _make(inputs: HookInputs, o: CadenceOptions) -> Cadence | None:
-    if not inputs.ending or inputs.stop_after_bars is None:
+def _make(inputs: HookInputs, o: CadenceOptions) -> Cadence | FinalChord | None:
+    if not inputs.ending:
         return None
-    return Cadence(inputs.tokenizer, inputs.stop_after_bars + 1, o.strength, cursor=shared_cursor(inputs))
+    if inputs.stop_after_bars is not None:  # a metrical model's bars
+        return Cadence(inputs.tokenizer, inputs.stop_after_bars + 1, o.strength, cursor=shared_cursor(inputs))
+    if inputs.length_seconds:  # a Performance model's seconds (`musictx.decoding.hooks.final_chord`)
+        return final_chord(inputs.tokenizer, inputs.length_seconds, o.strength)
+    return None
 
 
-SPEC = HookSpec("cadence", CadenceOptions, ("remi",), ("continue",), _make,
-                "with ending=true: the last two new bars close the piece, a cadence to the key's tonic chord")
+SPEC = HookSpec("cadence", CadenceOptions, KINDS, ("continue",), _make,
+                "with ending=true: the piece closes, a cadence to the key's tonic chord (the last two bars; a piano's "
+                "last seconds)")

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
+from musictx.decoding.hooks.final_chord import HOLD_SECONDS
+from musictx.decoding.hooks.length import steps_in
 from musictx.decoding.option_fields import option
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
@@ -60,6 +62,8 @@ class NoteGrammarGuard(LogitsHook):
         self.n_pitches = note_off - note_on
         self.offs = slice(note_off, note_off + self.n_pitches)  # the NOTE_OFF ids, which every rule unmasks
         self.max_note_steps = max_note_steps
+        self.ring_after: int | None = None  # new steps after which a note struck may ring past the cap (a final chord)
+        self.ring_from: np.ndarray | None = None  # (B,) that step, counted from the prompt's start
         self.polyphony_ratio, self.min_polyphony = polyphony_ratio, min_polyphony
         self.onset: np.ndarray | None = None  # (B, n_pitches) step of the sounding note's onset, -1 if silent
         self.now: np.ndarray | None = None  # (B,) steps so far
@@ -104,6 +108,7 @@ class NoteGrammarGuard(LogitsHook):
             most = self._most_at_once(on, off, pitch, shift)  # (B,)
             self.cap = (most.float() * self.polyphony_ratio).ceil().long().clamp(min=self.min_polyphony).cpu().numpy()
         if T0 == 0:
+            self.ring_from = None if self.ring_after is None else self.now + self.ring_after
             return
         steps = torch.where(shift, value, 0).cumsum(dim=1)  # (B, T0) after each id
         # Position of the last NOTE_ON / NOTE_OFF of each (sample, pitch); -1: none.
@@ -117,6 +122,8 @@ class NoteGrammarGuard(LogitsHook):
         sounding = (last >= 0) & on.gather(1, at)
         self.onset = torch.where(sounding, steps.gather(1, at), -1).cpu().numpy()  # a NOTE_ON adds no step itself
         self.now = steps[:, -1].cpu().numpy().copy()
+        if self.ring_after is not None:
+            self.ring_from = self.now + self.ring_after
         if self.overtaken_limit is not None:
             self._overtaken_in_prompt(on, off, pitch, steps)
 
@@ -244,6 +251,8 @@ class NoteGrammarGuard(LogitsHook):
         late = np.zeros(len(sounding), dtype=bool)  # (B,) samples that may only release overdue notes
         if self.max_note_steps is not None:
             overdue = sounding & (self.now[:, None] - self.onset >= self.max_note_steps)  # (B, n_pitches)
+            if self.ring_from is not None:  # the final chord rings to the end (`musictx.decoding.hooks.final_chord`)
+                overdue &= self.onset < self.ring_from[:, None]
             late = overdue.any(axis=1)
             if late.any():
                 forbid[late] = True
@@ -297,8 +306,11 @@ def _make(inputs: HookInputs, o: GuardOptions) -> NoteGrammarGuard | None:
     # is no forgotten note, and a lift is one id that ends what the pedal held (the overtaken rule's limit was
     # measured on notes with the pedal folded in)
     folded = not inputs.tokenizer.config.pedal_events
-    return NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, o.pedal_release if folded else None,
-                               o.overtaken if folded else None)
+    guard = NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, o.pedal_release if folded else None,
+                                o.overtaken if folded else None)
+    if inputs.ending and inputs.length_seconds and inputs.length_seconds > HOLD_SECONDS:  # a piece that ends
+        guard.ring_after = steps_in(inputs.length_seconds - HOLD_SECONDS, inputs.tokenizer.config.time_step)
+    return guard
 
 
 SPEC = HookSpec("guard", GuardOptions,
