@@ -101,11 +101,18 @@ class FinalChord(LogitsHook):
 
     def _approach(self, row: Tensor, step: int) -> Tensor:
         """The dominant seventh's NOTE_ONs get the bonus; no TIME_SHIFT goes past the chord's step (it is struck
-        on it, and holds its whole time)."""
+        on it, and holds its whole time): the shift that lands on it takes the probability of every longer one,
+        so that time moves on as often as the model would move it (forbidding them alone let a Chopin etude's
+        run strike and release one pitch at one instant until the token cap)."""
         bonus = np.zeros(row.shape[0], dtype=np.float32)
         bonus[self.on:self.off] = self.strength * self.key[1][1][self.pitch % 12]
-        bonus[self.shifts[self.chord_at - step:]] = -np.inf  # TIME_SHIFT k moves k steps: k <= chord_at - step
-        return row + torch.from_numpy(bonus).to(row.device, row.dtype)
+        row = row + torch.from_numpy(bonus).to(row.device, row.dtype)
+        left = self.chord_at - step  # TIME_SHIFT k (id shifts[k - 1]) moves k steps: at most ``left``
+        if left < len(self.shifts):
+            longer = torch.from_numpy(self.shifts[left - 1:]).to(row.device)
+            row[int(self.shifts[left - 1])] = torch.logsumexp(row[longer], dim=0)
+            row[longer[1:]] = float("-inf")
+        return row
 
     def _chord(self, b: int, row: Tensor) -> Tensor:
         """The chord struck while time stands, then held (module docstring)."""
@@ -114,9 +121,9 @@ class FinalChord(LogitsHook):
         forbid = np.zeros(row.shape[0], dtype=bool)
         forbid[self.eos] = True
         done = bool(struck) and set(np.flatnonzero(tonic)) <= {p % 12 for p in struck}  # root, third and fifth
+        forbid[self.off:self.shift] = np.isin(self.pitch, struck)  # the chord's notes are held
         if done:  # no note starts (nor a velocity for one); the chord's strangers go before time moves on
             forbid[self.on:self.off] = forbid[self.velocities] = True
-            forbid[self.off:self.shift] = np.isin(np.arange(self.n_pitches), [p - self.pitch[0] for p in struck])
             forbid[self.shifts] = (self.sounding[b] & ~tonic[self.pitch % 12]).any()
         else:
             forbid[self.shifts] = True  # time stands until the chord is struck
@@ -129,8 +136,10 @@ class FinalChord(LogitsHook):
     def _fits(self, b: int, tonic: np.ndarray, root: int) -> np.ndarray:
         """(P,) bool: the NOTE_ONs the chord may take next: its bass a root (module docstring), then the triad above."""
         struck = self.chord[b]
-        if struck:
-            return tonic[self.pitch % 12] & (self.pitch >= min(struck))
+        if struck:  # a new pitch of the triad above the bass; from the third note on, only a pitch class it lacks
+            fits = tonic[self.pitch % 12] & (self.pitch >= min(struck)) & ~np.isin(self.pitch, struck)
+            lacking = fits & ~np.isin(self.pitch % 12, [p % 12 for p in struck])
+            return lacking if len(struck) >= 2 and lacking.any() else fits
         roots = self.pitch % 12 == root
         low = int(self.approach_low[b])
         if low < 1000:
