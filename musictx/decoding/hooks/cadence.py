@@ -17,7 +17,8 @@ a band's C-Am-F-G seed with its continuation A minor, where the user's music is 
   track that played in the bar before has struck.
 
 What plays, where in its register and how loud stays the model's. A row these rules would leave no id is left
-alone. A hook of `musictx.decoding.sampling.generate` for REMI ids with programs, after the grammar guard.
+alone. A hook of `musictx.decoding.sampling.generate` for REMI ids with programs, after the grammar guard; on
+Performance events the spec makes the piano's close instead (`musictx.decoding.hooks.final_chord`).
 """
 
 from __future__ import annotations
