@@ -110,6 +110,9 @@ def test_ending_is_for_a_continuation(tmp_path):
     from musictx.decoding.errors import GenerateError
     from musictx.generation.generate_options import GenerateOptions
 
+    net, tok = load_pretrained("piano")
+    with pytest.raises(GenerateError, match="ending=true: a piano's close holds its chord 2 s"):
+        GenerateOptions(output_dir=str(tmp_path), ending=True, length_seconds=2).check_model(net, tok)
     for task in ("infill", "accompany"):  # said, not ignored
         with pytest.raises(GenerateError, match=f"ending=true is not for task={task}"):
             GenerateOptions(output_dir=str(tmp_path / task), task=task, seed_midi=str(BUNDLED_MOTIF), bars="3-4",

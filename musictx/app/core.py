@@ -33,7 +33,7 @@ from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request w
 from musictx.app.models import Choice, Loaded, Models
 from musictx.app.progress import GenerationProgress, Report
 from musictx.app.settings import MAX_LENGTH_SECONDS, MAX_SAMPLES, MAX_SEED_SECONDS, Settings  # noqa: F401
-from musictx.decoding import GenerateError, parse_density
+from musictx.decoding import HOLD_SECONDS, GenerateError, parse_density
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
 from musictx.generation import GenerateOptions, apply_programs, parse_programs, write_take
 from musictx.io.audio import audio_unavailable
@@ -193,6 +193,9 @@ class Continuer:
         net, tok = choice.model.net, choice.model.tokenizer
         if is_metrical(tok):
             return self._metrical(seed_path, out, opts, report, lineage, choice.model)
+        if opts.ending and opts.length_seconds <= HOLD_SECONDS:
+            raise GenerateError(f"End the piece: the piano's close holds its chord {HOLD_SECONDS:g} s; add more "
+                                "seconds than that")
         seed = self._seed(seed_path, opts, tok)
         tracks = track_merge(tok, seed_path)
         note = tracks.line() + "." if tracks.changed_anything else ""

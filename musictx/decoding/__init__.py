@@ -36,6 +36,7 @@ _PUBLIC = {
     "loose_ids": "hooks.copy_cache",
     "mixture_nll": "hooks.copy_cache",
     "parse_density": "hooks.density",
+    "HOLD_SECONDS": "hooks.final_chord",
     "ShiftClock": "hooks.length",
     "steps_in": "hooks.length",
     "RecallGuidanceOptions": "hooks.recall_guidance",
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.decoding.hook import DecoderWrapper, HookSpec, LogitsHook, StopRule
     from musictx.decoding.hooks.copy_cache import loose_ids, mixture_nll
     from musictx.decoding.hooks.density import parse_density
+    from musictx.decoding.hooks.final_chord import HOLD_SECONDS
     from musictx.decoding.hooks.length import ShiftClock, steps_in
     from musictx.decoding.hooks.recall_guidance import RecallGuidanceOptions
     from musictx.decoding.hooks.repeat_echo import repeat_plan

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from musictx.decoding.errors import GenerateError
+from musictx.decoding.hooks.final_chord import HOLD_SECONDS
 from musictx.decoding.hooks.registry import HookOptions
 from musictx.decoding.option_fields import finite_number, raise_first, whole_number
 from musictx.decoding.sampling_options import SamplingOptions, hook_option_hint
@@ -150,6 +151,9 @@ class GenerateOptions(SamplingOptions):
         if self.tokenizer:
             expected = _expected_tokenizer(self.tokenizer)
             tokenizer.check_compatible(expected, what=f"tokenizer={self.tokenizer}")
+        if self.ending and tokenizer.kind == "performance" and (self.length_seconds or 0) <= HOLD_SECONDS:
+            raise GenerateError(f"ending=true: a piano's close holds its chord {HOLD_SECONDS:g} s; ask for more than "
+                                f"that (length_seconds={self.length_seconds})")
         if self.chords is not None and tokenizer.kind == "performance":
             raise GenerateError(f"chords={self.chords}: a lead sheet leads a metrical (REMI) model's music; "
                                 f"checkpoint={self.checkpoint} is a Performance-event model")
