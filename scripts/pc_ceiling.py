@@ -23,6 +23,7 @@ import numpy as np
 import pretty_midi
 
 from musictx.evaluation.scorecard import real_music
+from musictx.io.keys import KK_MAJOR, KK_MINOR
 from musictx.io.token_store import load_tokenizer
 from musictx.listening import scorecard_metrics as sm
 from musictx.tasks import seed_from_midi
@@ -34,7 +35,7 @@ SEED_FROM, SEED_SECONDS, NEW_SECONDS = 25.0, 10.0, 30.0  # the scorecard's defau
 def key_profile(seed) -> np.ndarray:
     """(12,) the Krumhansl-Kessler profile of the seed's estimated key, as shares."""
     tonic, mode = sm.estimate_key(seed)
-    profile = np.roll(sm.KK_MAJOR if mode == "major" else sm.KK_MINOR, tonic)
+    profile = np.roll(KK_MAJOR if mode == "major" else KK_MINOR, tonic)
     return profile / profile.sum()
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from musictx.io.keys import NO_KEY
 from musictx.listening.scorecard_metrics import (
-    NO_KEY,
     build_index,
     chance_grid_share,
     density,

@@ -21,6 +21,7 @@ import numpy as np
 import pretty_midi
 
 from musictx.io.chord_labels import Chords
+from musictx.io.keys import KK_MAJOR, KK_MINOR
 from musictx.io.score_prep import role_of
 from musictx.listening import scorecard_metrics as sm
 from musictx.listening.note_span import Span
@@ -154,7 +155,7 @@ def _key_clarity(hist: np.ndarray) -> float:
     if hist.sum() == 0 or np.all(hist == hist[0]):
         return 0.0
     return max(float(np.corrcoef(hist, np.roll(prof, k))[0, 1])
-               for prof in (sm.KK_MAJOR, sm.KK_MINOR) for k in range(12))
+               for prof in (KK_MAJOR, KK_MINOR) for k in range(12))
 
 
 def _clash(w: Span) -> float:

@@ -28,8 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-# KK_*: the listening features and a script read the profiles here
-from musictx.io.keys import KK_MAJOR, KK_MINOR, NO_KEY, is_flat, key_of_histogram  # noqa: F401
+from musictx.io.keys import NO_KEY, is_flat, key_of_histogram
 from musictx.io.score_prep import BASS_CEILING, role_of
 
 

@@ -54,7 +54,7 @@ def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None, drums_off:
     leaves silent, and why, and that its drums ``loop`` where they do (``drums_off``: how to stop them, where not the
     command's option); None where every track is a part it knows."""
     return parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts,
-                      drums=loop_words(loop, *([drums_off] if drums_off else [])))
+                      drums=loop_words(loop, drums_off))
 
 
 def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str, ending: bool = False) -> DrumLoop | None:
@@ -64,10 +64,7 @@ def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str, ending: bool = Fals
     learnt = getattr(net, "learnt_programs", None)
     if drums != "loop" or learnt is None or -1 in learnt:
         return None
-    loop = drum_loop(seed, grid_ticks(tok, seed.score, seed.start_tick))
-    if loop is not None:
-        loop.ends = ending
-    return loop
+    return drum_loop(seed, grid_ticks(tok, seed.score, seed.start_tick), ending)
 
 
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,

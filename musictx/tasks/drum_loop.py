@@ -91,8 +91,9 @@ def _order(keys: list[list[frozenset]]) -> tuple[tuple[int, ...], int, int]:
     return order, p, phrase
 
 
-def drum_loop(seed: MetricalSeed, grid: float) -> DrumLoop | None:
-    """The loop of ``seed``'s drums (module docstring; ``grid``: ticks a token position), None without drums."""
+def drum_loop(seed: MetricalSeed, grid: float, ends: bool = False) -> DrumLoop | None:
+    """The loop of ``seed``'s drums (module docstring; ``grid``: ticks a token position; ``ends``: the continuation
+    ends, and the loop with it), None without drums."""
     drums = [k for k, t in enumerate(seed.score.tracks) if t.is_drum and len(t.notes)]
     if not drums:
         return None
@@ -112,7 +113,7 @@ def drum_loop(seed: MetricalSeed, grid: float) -> DrumLoop | None:
                      zip(a["time"][inside], a["duration"][inside], a["pitch"][inside], a["velocity"][inside],
                          strict=True)]
         notes[k] = rows
-    return DrumLoop(order, notes, groove, phrase)
+    return DrumLoop(order, notes, groove, phrase, ends)
 
 
 def loop_drums(score: Score, seed: MetricalSeed, loop: DrumLoop, bars: int, include_seed: bool) -> Score:
@@ -150,11 +151,12 @@ def _final_downbeat(rows: list[tuple], bar_ticks: int) -> list[tuple]:
     return down
 
 
-def loop_words(loop: DrumLoop | None, off: str = "drums=seed: its notes only") -> str:
+def loop_words(loop: DrumLoop | None, off: str | None = None) -> str:
     """How the run's line says the loop: "play their seed's last 2 bars again under the new ones", with how to turn
-    it ``off`` (the command's option; the app names its box)."""
+    it ``off`` (None: the command's option; the app names its box)."""
     if loop is None:
         return ""
+    off = off or "drums=seed: its notes only"
     if loop.groove:
         fill = (f"with its last bar's fill every {loop.phrase} bars as in the seed" if loop.phrase else
                 "without its last bar's fill (it closes no 4-, 8-, 12- or 16-bar phrase of the seed)")

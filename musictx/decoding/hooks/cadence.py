@@ -67,7 +67,7 @@ class Cadence(ReadsCursor):
         self.beats = tok.duration_beats()  # (V,) a Duration id's beats, nan else
         self.per_beat = tok.miditok.config.max_num_pos_per_beat
         self.keys: dict[int, tuple] = {}  # row -> (key, its three chords), read as the row enters the cadence
-        self.keys_read: list[tuple[int, str]] = []  # every key read, in order (tests, the run's line)
+        self.keys_read: list[tuple[int, str]] = []  # every key read, in order (what the tests check)
 
     def _key(self, b: int) -> tuple | None:
         """Row b's key and cadence chords, read once from the seed's bars (else every bar before the one being

@@ -35,18 +35,27 @@ HOLD_SECONDS = 2.0  # the final chord rings at least this long
 APPROACH_SECONDS = 2.0  # the dominant lean before it
 
 
-class FinalChord(LogitsHook):
-    """The close of a Performance continuation of ``seconds`` new music (module docstring)."""
+def chord_step(seconds: float | None, time_step: float) -> int | None:
+    """The step of new music at which a close of ``seconds`` strikes its chord (`HOLD_SECONDS` before the end), read
+    by this hook and by the grammar guard, which lets the chord ring from there; None where the seconds are too few
+    to hold one."""
+    if not seconds or seconds <= HOLD_SECONDS:
+        return None
+    return steps_in(seconds, time_step) - steps_in(HOLD_SECONDS, time_step)
 
-    def __init__(self, tokenizer, seconds: float, strength: float):
+
+class FinalChord(LogitsHook):
+    """The close of a Performance continuation (module docstring)."""
+
+    def __init__(self, tokenizer, chord_at: int, strength: float):
+        """``chord_at``: the step of new music the chord is struck at (`chord_step`)."""
         lay, c = tokenizer.layout, tokenizer.config
         self.on, self.off, self.shift, self.n_pitches = lay.note_on, lay.note_off, lay.time_shift, lay.note_off
         self.pitch = np.arange(self.n_pitches) + c.pitch_min  # (P,) the pitch of each NOTE_ON
         self.eos, self.velocities = lay.eos, np.arange(lay.velocity, lay.pad)
         self.clock = ShiftClock.of(tokenizer)
         self.shifts = np.arange(lay.time_shift, lay.velocity)  # the TIME_SHIFT ids
-        end = steps_in(seconds, c.time_step)
-        self.chord_at = end - steps_in(HOLD_SECONDS, c.time_step)  # the step the chord is struck at
+        self.chord_at = chord_at
         self.approach_at = self.chord_at - steps_in(APPROACH_SECONDS, c.time_step)
         self.strength = float(strength)
         self.key: tuple | None = None
@@ -58,9 +67,13 @@ class FinalChord(LogitsHook):
         key = key_of_histogram(np.bincount(self.pitch[ons] % 12, minlength=12).astype(float))
         self.key = None if key == NO_KEY else (key, cadence_chords(key))
         self.sounding = np.zeros((B, self.n_pitches), dtype=bool)
-        for b, row in enumerate(rows):
-            for i in row.tolist():
-                self._follow(b, i)
+        for b, row in enumerate(rows):  # a pitch sounds at the end where its last note event is a NOTE_ON
+            at = np.arange(len(row))
+            last_on, last_off = np.full(self.n_pitches, -1), np.full(self.n_pitches, -1)
+            ons, offs = (row >= self.on) & (row < self.off), (row >= self.off) & (row < self.shift)
+            np.maximum.at(last_on, row[ons] - self.on, at[ons])
+            np.maximum.at(last_off, row[offs] - self.off, at[offs])
+            self.sounding[b] = last_on > last_off
         self.clock.steps = np.zeros(B, dtype=np.int64)
         self.approach_low = np.full(B, 1000)  # the lowest pitch struck in the approach
         self.last = rows[:, -1].copy()  # (B,) the last id
@@ -151,4 +164,5 @@ class FinalChord(LogitsHook):
 def final_chord(tokenizer, seconds: float, strength: float) -> FinalChord | None:
     """The close of ``seconds`` new music (the cadence spec's make, for Performance events); None where they are too
     short to hold a chord."""
-    return FinalChord(tokenizer, seconds, strength) if seconds > HOLD_SECONDS else None
+    at = chord_step(seconds, tokenizer.config.time_step)
+    return None if at is None else FinalChord(tokenizer, at, strength)

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
-from musictx.decoding.hooks.final_chord import HOLD_SECONDS
-from musictx.decoding.hooks.length import steps_in
+from musictx.decoding.hooks.final_chord import chord_step
 from musictx.decoding.option_fields import option
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
@@ -308,8 +307,8 @@ def _make(inputs: HookInputs, o: GuardOptions) -> NoteGrammarGuard | None:
     folded = not inputs.tokenizer.config.pedal_events
     guard = NoteGrammarGuard.of(inputs.tokenizer, longest, o.polyphony_ratio, o.pedal_release if folded else None,
                                 o.overtaken if folded else None)
-    if inputs.ending and inputs.length_seconds and inputs.length_seconds > HOLD_SECONDS:  # a piece that ends
-        guard.ring_after = steps_in(inputs.length_seconds - HOLD_SECONDS, inputs.tokenizer.config.time_step)
+    if inputs.ending:  # a piece that ends: its final chord rings from the step it is struck at
+        guard.ring_after = chord_step(inputs.length_seconds, inputs.tokenizer.config.time_step)
     return guard
 
 
