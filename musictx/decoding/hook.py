@@ -15,9 +15,11 @@ A hook comes in one of three kinds, and `generate` calls, for each hook in order
     done |= hook.finished(next_ids)      # a StopRule, every step: the samples it completes, (B,) bool
     hook.update(next_ids, done)          # every step: the ids drawn (B,), and which samples are complete (B,)
 
-A `LogitsHook` leaves the ids and the logits as they are unless it overrides ``__call__``/``update``. A hook
-holds the state of one call; make a fresh one per call. A spec that ``needs`` another hook is made after it
-and handed it (`HookSpec.needs`).
+A `LogitsHook` leaves the ids and the logits as they are unless it overrides ``__call__``/``update``; `generate`
+calls neither where it is not overridden. A hook that reshapes only some draws says after which ids in
+``acts_after`` ((V,) bool, set by ``start`` at the latest): `generate` then calls it only where a row's last id
+is one of them (a pitch lean, after a Program id). A hook holds the state of one call; make a fresh one per
+call. A spec that ``needs`` another hook is made after it and handed it (`HookSpec.needs`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ KINDS = ("performance", "remi")  # the tokenizers' kinds (`musictx.io.tokenizers
 
 class LogitsHook:
     """A hook that does nothing; subclasses override what they need."""
+
+    # (V,) bool: the ids after which ``__call__`` may change the logits (a row's last id, the prompt's at the first
+    # draw); None: after any. `generate` reads it once, after ``start``, and skips the call where no row's is one.
+    acts_after: np.ndarray | None = None
 
     def start(self, prompt: Tensor) -> None:
         """Follow the prompt (B, T0) before the first draw."""

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -32,8 +33,6 @@ from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.filters import NoiseStream, sample_next, velocity_family
 from musictx.decoding.hook import DecoderWrapper, LogitsHook, StopRule
 from musictx.decoding.window import SlidingWindow
-
-DrawFn = Callable[[Tensor, Tensor | None], Tensor]  # logits (B, V), done (B,) or None -> the ids drawn (B,)
 
 
 @dataclass(frozen=True)
@@ -122,25 +121,35 @@ def _noise_stream(generator: torch.Generator | None, device: torch.device, tempe
     return NoiseStream(generator, draws) if on_cpu and temperature != 0 else None
 
 
-def _drawer(opts: DecodingOptions, device: torch.device, draws: int, hooks: Sequence[LogitsHook],
-            pad_id: int | None, tokenizer=None) -> tuple[DrawFn, NoiseStream | None]:
-    """``draw(logits (B, V), done) -> ids (B,)`` as ``opts`` says, from a generator seeded with ``opts.seed``,
-    and the noise it takes ahead (to close after the loop; None where none is taken ahead). A draw masks PAD,
-    runs each hook in turn, then draws; complete samples (``done``; None: none can be) get ``pad_id``."""
+def _drawer(opts: DecodingOptions, device: torch.device, draws: int, pad_id: int | None, tokenizer=None
+            ) -> tuple[Callable[..., Tensor], NoiseStream | None]:
+    """``draw(logits (B, V), done, hooks, last) -> ids (B,)`` as ``opts`` says, from a generator seeded with
+    ``opts.seed``, and the noise it takes ahead (to close after the loop; None where none is taken ahead). A draw
+    masks PAD, runs each hook of ``hooks`` (`_callers`) that acts after a row's ``last`` id, then draws;
+    complete samples (``done``; None: none can be) get ``pad_id``."""
     generator = torch.Generator(device=device).manual_seed(opts.seed)
     noise = _noise_stream(generator, device, opts.temperature, draws)
     velocities = velocity_family(tokenizer, device) if getattr(opts, "full_velocity", False) and opts.top_p else None
 
-    def draw(logits: Tensor, done: Tensor | None) -> Tensor:
+    def draw(logits: Tensor, done: Tensor | None, hooks: Sequence[tuple[LogitsHook, list | None]],
+             last: list[int]) -> Tensor:
         if pad_id is not None:
             logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
-        for hook in hooks:
-            logits = hook(logits)
+        for hook, after in hooks:
+            if after is None or any(after[i] for i in last):
+                logits = hook(logits)
         nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
                           noise and noise.next(logits.shape), velocities)  # a velocity's value past the nucleus
         return nxt if pad_id is None or done is None else nxt.masked_fill(done, pad_id)
 
     return draw, noise
+
+
+def _callers(hooks: Sequence[LogitsHook]) -> list[tuple[LogitsHook, list | None]]:
+    """The hooks whose call may reshape the logits, each with its ``acts_after`` as a list of bools (None: after
+    any id): a host lookup by the last id costs a fraction of a call that returns the logits as they came."""
+    return [(hook, None if hook.acts_after is None else np.asarray(hook.acts_after, dtype=bool).tolist())
+            for hook in hooks if type(hook).__call__ is not LogitsHook.__call__]
 
 
 def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:
@@ -174,25 +183,28 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
     can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
-    draw, noise = _drawer(opts, device, max_new_tokens, hooks, pad_id, tokenizer)
+    draw, noise = _drawer(opts, device, max_new_tokens, pad_id, tokenizer)
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])
         if isinstance(hook, DecoderWrapper):
             window.decoder = hook.around(window.decoder, net, window.pin)
+    callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
+    last = ids[:, t0 - 1].tolist()  # each row's last id: the hooks that act after some ids only look at it
     length = t0
     with (_eval_mode(net), closing(noise) if noise else nullcontext(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
         while length < total:
             logits = window.logits(ids, length)  # (B, V)
-            nxt = draw(logits, done if can_stop else None)  # (B,)
+            nxt = draw(logits, done if can_stop else None, callers, last)  # (B,)
             if length == ids.shape[1]:
                 ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
             ids.select(1, length).copy_(nxt)
             length += 1
             done = _mark_done(done, nxt, eos_id, stoppers)
-            for hook in hooks:
+            for hook in followers:
                 hook.update(nxt, done)
+            last = nxt.tolist()
             if length == total or (can_stop and bool(done.all())):
                 break
             if pressed():

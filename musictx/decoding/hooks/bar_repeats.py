@@ -35,6 +35,11 @@ class BarRepeatLimit(ReadsCursor):
         self.is_pitch = np.array([t == "Pitch" for t in tokenizer.type_of])  # (V,)
         self._read(tokenizer, cursor)
 
+    def start(self, prompt: Tensor) -> None:
+        super().start(prompt)
+        self._bars_seen = [-1] * prompt.shape[0]  # row -> its bars when `_repeated_bar` last looked
+        self._repeated: list[list[int] | None] = [None] * prompt.shape[0]
+
     def __call__(self, logits: Tensor) -> Tensor:
         for b in range(len(logits)):
             nxt = self._loop_breaker(b)
@@ -46,13 +51,25 @@ class BarRepeatLimit(ReadsCursor):
     def _loop_breaker(self, b: int) -> int | None:
         """The pitch id that would go on copying the repeated bar (the last ``max_repeats`` finished bars are
         the same, they hold a pitch, and the bar being written copies them so far), else None."""
-        *done, current = self.cursor.recent_bar_ids(b, self.max_repeats + 1)
-        if len(done) < self.max_repeats or any(x != done[0] for x in done) or not any(self.is_pitch[done[0]]):
+        bar = self._repeated_bar(b)
+        if bar is None:
             return None
-        if len(current) >= len(done[0]) or current != done[0][: len(current)]:
+        current = self.cursor.recent_bar_ids(b, 1)[0]
+        if len(current) >= len(bar) or current != bar[: len(current)]:
             return None
-        nxt = done[0][len(current)]
+        nxt = bar[len(current)]
         return nxt if self.is_pitch[nxt] else None
+
+    def _repeated_bar(self, b: int) -> list[int] | None:
+        """The ids of the bar that row b's last ``max_repeats`` finished bars all are, where they are one bar
+        that holds a pitch, else None: read again only when a bar begins (finished bars do not change)."""
+        bars = len(self.cursor.bars[b])
+        if self._bars_seen[b] != bars:
+            self._bars_seen[b] = bars
+            done = self.cursor.recent_bar_ids(b, self.max_repeats + 1)[:-1]
+            same = len(done) >= self.max_repeats and all(x == done[0] for x in done) and any(self.is_pitch[done[0]])
+            self._repeated[b] = done[0] if same else None
+        return self._repeated[b]
 
 
 @dataclass

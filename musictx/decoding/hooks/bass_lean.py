@@ -89,6 +89,8 @@ class BassLean(ReadsCursor):
         # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
         self.bass = [BassLine.of_bars([bar.ended_notes() for bar in bars[:-1]]) for bars in c.bars]
         self.targets = [self._targets(bass) for bass in self.bass]  # each row's ids, found once, not per step
+        # a row without a bass line never leans, and no lean comes right after a Pitch id (`wanted`)
+        self.acts_after = (self.pitch_of < 0) & any(bass is not None for bass in self.bass)  # (V,)
 
     def _targets(self, bass: BassLine | None) -> dict[str, np.ndarray] | None:
         """The ids that strike ``bass``'s notes: its track's Program, the Pitches of its range, the Durations

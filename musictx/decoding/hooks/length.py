@@ -86,12 +86,12 @@ class BarLimit(StopRule):
 
     def __init__(self, bar_id: int, bars: int):
         self.bar_id, self.bars = bar_id, bars
-        self.count: np.ndarray | None = None  # (B,) Bar ids drawn so far
+        self.count: torch.Tensor | None = None  # (B,) Bar ids drawn so far
 
     def finished(self, next_ids: torch.Tensor) -> torch.Tensor:
-        is_bar = next_ids.cpu().numpy() == self.bar_id
-        self.count = is_bar.astype(np.int64) if self.count is None else self.count + is_bar
-        return torch.from_numpy(self.count > self.bars).to(next_ids.device)
+        is_bar = next_ids == self.bar_id  # (B,) on the ids' device
+        self.count = is_bar.long() if self.count is None else self.count.add_(is_bar)
+        return self.count > self.bars
 
 
 def _make(inputs: HookInputs, _options) -> LogitsHook | None:

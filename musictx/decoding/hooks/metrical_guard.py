@@ -46,6 +46,7 @@ class RemiGuard(ReadsCursor):
         types = sorted(set(tok.type_of))
         self._type_index = {t: i for i, t in enumerate(types)}
         self.type_of = np.array([self._type_index[t] for t in tok.type_of])  # (V,) type index of each id
+        self._types = self.type_of.tolist()  # the same, read per draw: a list's item costs less than an array's
         graph = tok.miditok.tokens_types_graph
         self.allowed = np.zeros((len(types), tok.vocab_size), dtype=bool)  # (n_types, V) next ids by last type
         for t, i in self._type_index.items():
@@ -92,8 +93,8 @@ class RemiGuard(ReadsCursor):
     def _place(self, b: int) -> _Place:
         """The grammar's mask where row b stands: made once per place and kept (a run visits a few hundred)."""
         c = self.cursor
-        last_type = self.type_of[c.last[b]] if c.last[b] >= 0 else 0
-        place = (int(last_type), int(c.pos[b]), int(c.bar_len[b]), int(c.meter[b]))
+        last = int(c.last[b])
+        place = (self._types[last] if last >= 0 else 0, int(c.pos[b]), int(c.bar_len[b]), int(c.meter[b]))
         kept = self._by_place.get(place)
         if kept is None:
             kept = self._by_place[place] = _Place(self._grammar(*place))

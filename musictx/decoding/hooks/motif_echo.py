@@ -51,6 +51,7 @@ class MotifEcho(ReadsCursor):
         self.program_of = tok.numbers_of("Program")  # (V,) program of a Program id, else -1
         # drums (REMI's Program_-1) are not echoed: -1 is also "not a Program id" in program_of
         self.programs = set(int(p) for p in programs if int(p) >= 0)
+        self.acts_after = np.isin(self.program_of, list(self.programs))  # (V,) a pitch of an echoed track comes next
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)

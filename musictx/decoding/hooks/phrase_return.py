@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from musictx.decoding.cursor import shared_cursor
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.hooks.repeat_echo import RepeatEcho
@@ -87,6 +89,10 @@ class PhraseReturn(RepeatEcho):
         self.plans = [{k: k - p for k in range(p)} if p else {} for p in periods]
         self.top_only = [replay and not p and self.voices == "top" for p, replay in zip(restated, replaying,
                                                                                            strict=True)]
+        self.acts_after = self._echoes_after()
+
+    def _echoes_after(self) -> np.ndarray:
+        return (self.pitch_of < 0) & any(self.plans)  # the seed restates nothing, the common case: no call at all
 
     def __call__(self, logits: Tensor) -> Tensor:
         if not any(self.plans):  # the seed restates nothing, the common case: not a look per draw

@@ -86,6 +86,7 @@ class RecallGuidance(DecoderWrapper):
             raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
         self.weight, self.local, self.plausible, self.against = weight, local, plausible, against
         self.leads = None if leads is None else np.asarray(leads, dtype=bool)
+        self.acts_after = self.leads  # a draw is guided only after a lead id
         self.family = family
         self.decoder: GuidedDecoder | None = None
 

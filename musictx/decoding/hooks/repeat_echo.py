@@ -50,24 +50,27 @@ class RepeatEcho(ReadsCursor):
         self.position_id = _ids_by_number(self.position_of)  # number -> id
         self.program_id = _ids_by_number(self.program_of)
         self.pitch_id = _ids_by_number(self.pitch_of)
+        # each id's family as far as the echo cares (`_last_kind`), a list read per draw
+        self._kinds = ["bar" if i == self.bar_id else "position" if self.position_of[i] >= 0 else "program"
+                       if self.program_of[i] >= 0 else "pitch" if self.pitch_of[i] >= 0 else "other"
+                       for i in range(tok.vocab_size)]
         self._read(tok, cursor)
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
         # the prompt ends on the Bar id that opens the first new bar: the bars before it are the seed's
         self.seed_bars = [[bar.by_position() for bar in bars[:-1]] for bars in self.cursor.bars]
+        self._references: dict[tuple[int, int], dict] = {}  # (row, bar) -> a finished bar's notes by position
+        self.acts_after = self._echoes_after()
+
+    def _echoes_after(self) -> np.ndarray:
+        """(V,) bool: no echo right after a Pitch id (`wanted`), nor ever without a plan."""
+        return (self.pitch_of < 0) & bool(self.plan)
 
     def _last_kind(self, b: int) -> str:
         """The family of row b's last id, as far as the echo cares ("": none yet)."""
         i = int(self.cursor.last[b])
-        if i < 0:
-            return ""
-        if i == self.bar_id:
-            return "bar"
-        for kind, numbers in (("position", self.position_of), ("program", self.program_of), ("pitch", self.pitch_of)):
-            if numbers[i] >= 0:
-                return kind
-        return "other"  # Velocity, Duration, TimeSig, Tempo: a note's end or the bar's meter
+        return self._kinds[i] if i >= 0 else ""  # "other": Velocity, Duration, TimeSig, Tempo
 
     def plan_of(self, b: int) -> dict[int, int]:
         """Row b's plan: new bar -> the bar it echoes, counted from the first new bar (a seed bar below 0)."""
@@ -77,7 +80,12 @@ class RepeatEcho(ReadsCursor):
         """The earlier bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
         seed, bars, plan = self.seed_bars[b], self.cursor.bars[b], self.plan_of(b)
         k = len(bars) - 1 - len(seed)  # 0 for the first new bar
-        return bars[len(seed) + plan[k]].by_position() if k in plan and plan[k] < k else None
+        if k not in plan or plan[k] >= k:
+            return None
+        at = len(seed) + plan[k]  # a bar before the one being written: finished, so read once
+        if (b, at) not in self._references:
+            self._references[b, at] = bars[at].by_position()
+        return self._references[b, at]
 
     def wanted(self, b: int) -> list[int]:
         """The ids that would go on playing row b's reference bar from where the row stands."""
