@@ -22,10 +22,10 @@ from musictx.tasks.accompany import accompany_song
 from musictx.tasks.infill import infill_song
 from musictx.tasks.song_bars import (
     melody_song,
-    meter_warning,
     parse_bars,
     programs_of_names,
     read_song,
+    reading_said,
     roles_to_write,
 )
 from musictx.tasks.write_back import in_bars
@@ -312,12 +312,12 @@ def test_a_pop909_file_without_its_beat_file_gets_bars_found_from_its_music_and_
     alone = tmp_path / "030.mid"
     alone.write_bytes(song.read_bytes())
     found = read_song(tok, alone)
-    warning = meter_warning(found)
+    warning = reading_said(found)
     assert "030.mid: its meter says one beat a bar" in warning and "found from the music" in warning
     annotated = read_song(tok, song)
     assert found.n_bars == pytest.approx(annotated.n_bars, abs=1)  # bars as long as the annotated ones
-    assert meter_warning(read_song(tok, song)) == ""  # its beat file beside it: real bars
-    assert meter_warning(read_song(tok, band_song(tmp_path / "mine.mid", bars=4, beats_per_bar=3))) == ""
+    assert reading_said(read_song(tok, song)) == ""  # its beat file beside it: real bars
+    assert reading_said(read_song(tok, band_song(tmp_path / "mine.mid", bars=4, beats_per_bar=3))) == ""
 
 
 def test_a_runs_samples_are_drawn_as_one_batch(grown, tmp_path):

@@ -35,7 +35,8 @@ needs_pop = pytest.mark.skipif(not POP.is_dir(), reason=f"POP909 not found at {P
 def test_round_trip_keeps_named_tracks_meter_and_notes(tmp_path):
     path = band_song(tmp_path / "s.mid", bars=6, bpm=100, beats_per_bar=3)
     tok = MetricalTokenizer()
-    score, tracks, shift, _ = tok.read(path)
+    read = tok.read(path)
+    score, tracks, shift = read.score, read.tracks, read.shift_ticks
     assert shift == 0 and [t.name for t in tracks.tracks] == ["Melody", "Piano"]
     assert len({t.program for t in tracks.tracks}) == 2  # one program each in the tokens, though both are 0
     back = tok.decode_score(tok.encode_score(score), tracks).resample(score.ticks_per_quarter, min_dur=1)
@@ -77,7 +78,8 @@ def test_pop909_bars_come_from_the_beat_file():
     tok = MetricalTokenizer()
     for song, per_bar in (("001", 4), ("034", 6)):
         path = POP / song / f"{song}.mid"
-        score, tracks, shift, _ = tok.read(path)
+        read = tok.read(path)
+        score, tracks = read.score, read.tracks
         assert [t.name for t in tracks.tracks] == ["MELODY", "BRIDGE", "PIANO"]
         assert score.time_signatures[0].numerator == per_bar and len(score.time_signatures) == 1
         beats = np.loadtxt(path.with_name("beat_midi.txt"))

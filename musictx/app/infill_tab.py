@@ -27,8 +27,8 @@ from musictx.tasks import (
     SongBars,
     fill_parts_said,
     left_out_clause,
-    meter_warning,
     parse_bars,
+    reading_said,
     repeats_note,
     task_named,
     ticks_to_seconds,
@@ -214,7 +214,7 @@ class Filler:
                 raise
             cont._newest = out
         cont.prune()
-        return Result(path, png, out / wav if wav else None, f"{name}: {title}{meter_warning(song)}",
+        return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song)}",
                       seed_note=note(), model_line=choice.line())
 
 

@@ -28,6 +28,7 @@ from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, in
 from musictx.io.meter_guess import apply_bars
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
+from musictx.io.registers import Registers, fit_registers
 from musictx.io.score_io import read_score
 from musictx.io.score_prep import (
     TrackMap,
@@ -91,6 +92,7 @@ class ReadScore(NamedTuple):
     tracks: TrackMap
     shift_ticks: int  # how much later the music was moved to put its first downbeat on a bar line
     meter_found: str | None = None  # the line telling the user the bars were found from the music (else None)
+    registers: Registers | None = None  # tracks moved by octaves into the pitches (`fit_registers`); None: not asked
 
 
 class MetricalTokenizer:
@@ -262,6 +264,15 @@ class MetricalTokenizer:
             raise MidiReadError(str(path), "no notes")
         shift, found = apply_bars(score, path, beats)
         return ReadScore(score, assign_programs(score), shift, found)
+
+    def fit_registers(self, read: ReadScore) -> ReadScore:
+        """``read`` with each pitched track outside the tokenizer's pitches moved by octaves into them (in place; the
+        notes still outside left out), and what moved (`musictx.io.registers`): for a seed or song to continue, whose
+        written tracks `Registers.back` moves back. Training data is read as it is."""
+        low, high = self.miditok.config.pitch_range
+        keys = [(t.name, t.real_program) for t in read.tracks.tracks]
+        names = [t.describe() for t in read.tracks.tracks]
+        return read._replace(registers=fit_registers(read.score, keys, names, int(low), int(high)))
 
     def encode_score(self, score: Score) -> np.ndarray:
         seq = self.miditok.encode(score)

@@ -40,7 +40,7 @@ _PUBLIC = {
     "SongBars": "song_bars",
     "left_out_clause": "song_bars",
     "melody_song": "song_bars",
-    "meter_warning": "song_bars",
+    "reading_said": "song_bars",
     "parse_bars": "song_bars",
     "read_song": "song_bars",
     "score_roll": "take",
@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.played_as import fill_parts_said
     from musictx.tasks.registry import task_named
     from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed
-    from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, meter_warning, parse_bars, read_song
+    from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, parse_bars, read_song, reading_said
     from musictx.tasks.take import score_roll
     from musictx.tasks.task_infill import repeats_note
     from musictx.tasks.write_back import in_bars

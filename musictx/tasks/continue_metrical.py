@@ -51,10 +51,13 @@ def playable_programs(net, seed: MetricalSeed) -> list[int]:
 
 def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None, drums_off: str | None = None) -> str | None:
     """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`), which it
-    leaves silent, and why, and that its drums ``loop`` where they do (``drums_off``: how to stop them, where not the
-    command's option); None where every track is a part it knows."""
-    return parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts,
-                      drums=loop_words(loop, drums_off))
+    leaves silent, and why, that its drums ``loop`` where they do (``drums_off``: how to stop them, where not the
+    command's option), and which it hears by octaves into its pitches (`seed.registers`); None where every track
+    is a part it knows, in its pitches."""
+    parts = parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts,
+                       drums=loop_words(loop, drums_off))
+    moved = seed.registers.line() if seed.registers else ""  # tracks heard by octaves into the tokens' pitches
+    return "; ".join(text for text in (parts, moved) if text) or None
 
 
 def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str, ending: bool = False) -> DrumLoop | None:

@@ -31,6 +31,8 @@ def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_see
                              for k, s in enumerate(sigs) if k == 0 or round(s.time * factor) < end]
     seed_end = (seed.lines[seed.first_bar + seed.bars] - seed.start_tick) * factor if include_seed else 0
     score = hand_back(score, seed.parts, grid_ticks(tok, score), seed_end)  # tracks that shared a part, apart
+    if seed.registers is not None:
+        seed.registers.back(score)  # a track read by octaves into the tokens' pitches goes on where it was
     # every seed track stays in the file, even one the continuation left silent
     present = {t.name for t in score.tracks}
     for info in seed.tracks.tracks:

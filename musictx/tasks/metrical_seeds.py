@@ -17,6 +17,7 @@ from symusic import Score, Tempo, TimeSignature
 
 from musictx.decoding.errors import GenerateError
 from musictx.io.midi_io import MidiReadError
+from musictx.io.registers import Registers
 from musictx.io.score_prep import TrackMap
 from musictx.tasks.played_as import PartPlan, play_as_learnt, remember_seed_notes
 
@@ -67,6 +68,7 @@ class MetricalSeed:
     path: str | None = None
     song_ids: np.ndarray | None = field(default=None, repr=False)  # the whole file's ids, as the seed's were made
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
+    registers: Registers | None = None  # tracks read by octaves into the tokens' pitches, written back moved back
 
     @property
     def silence_dropped(self) -> float:
@@ -130,7 +132,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
     to the nearest bar line (all to the end when None). ``learnt``: the parts (programs) the model learnt; a
     track of another part is played as one of them (`musictx.tasks.played_as`)."""
-    read = tok.read(path, beats)
+    read = tok.fit_registers(tok.read(path, beats))  # a piccolo's top octave is heard an octave down
     plan = None
     if learnt is not None:
         tracks, plan = play_as_learnt(read.score, read.tracks, learnt)
@@ -158,7 +160,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     remember_seed_notes(plan, score, int(lines[first]), grid_ticks(tok, score, int(lines[first])))
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
                         origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids,
-                        meter_found=read.meter_found, parts=plan)
+                        meter_found=read.meter_found, parts=plan, registers=read.registers)
 
 
 def grid_ticks(tok, score: Score, tick: int = 0) -> float:

@@ -64,7 +64,7 @@ def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats
     """``path`` read as the tokenizer reads it (POP909's beat file applied; ``beats``: see
     `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here.
     ``learnt``: the parts (programs) the model learnt; a track of another part is played as one of them."""
-    read = read or tok.read(path, beats)
+    read = read or tok.fit_registers(tok.read(path, beats))  # tracks outside the tokens' pitches, by octaves in
     plan = None
     if learnt is not None:
         tracks, plan = play_as_learnt(read.score, read.tracks, learnt)
@@ -75,10 +75,16 @@ def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats
                     parts=plan)
 
 
-def meter_warning(song: SongBars) -> str:
-    """"" for a song whose bars look like bars; else one clause saying that its meter makes every bar one
-    beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not
-    found beside it), so the model writes a bar's music into each beat."""
+def reading_said(song: SongBars) -> str:
+    """What reading the song did that the user should hear of, as clauses ("; ..."), "" for none: its tracks moved
+    by octaves into the tokens' pitches (`musictx.io.registers`), and its meter where that makes every bar one
+    beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not found
+    beside it), so the model writes a bar's music into each beat."""
+    moved = f"; {line}" if song.read.registers and (line := song.read.registers.line()) else ""
+    return moved + _meter_said(song)
+
+
+def _meter_said(song: SongBars) -> str:
     if song.read.meter_found:  # the file said one beat a bar; its bars were found from the music
         return f"; {song.read.meter_found}"
     signatures = song.read.score.time_signatures
@@ -150,7 +156,7 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
     the parts (programs) the model learnt; a track of another part (a band's bass, its drums) is heard as it is
     (its notes' pitches and times are ids the model knows; the tracks' harmony then sounds in the accompaniment:
     docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`)."""
-    read = tok.read(path, beats)
+    read = tok.fit_registers(tok.read(path, beats))  # the model hears a track outside its pitches by octaves in
     left_out: tuple[str, ...] = ()
     if anew and is_whole_song(read):
         keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]

@@ -19,7 +19,7 @@ from musictx.decoding.errors import GenerateError
 from musictx.io.chord_labels import Chords
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.prompt import Job, new_rows
-from musictx.tasks.song_bars import meter_warning, parse_bars
+from musictx.tasks.song_bars import parse_bars, reading_said
 from musictx.tasks.take import Take, score_roll
 
 
@@ -30,7 +30,7 @@ def song_job(task, opts, net, tok) -> Job:
     nothing written."""
     task.check_model(opts.checkpoint, tok)
     request = _request(task, opts, tok, getattr(net, "learnt_programs", None))
-    what = task.describe(request, opts) + meter_warning(request.song)
+    what = task.describe(request, opts) + reading_said(request.song)
     prompt = request.prompt(net, tok, opts, opts.num_samples)
 
     def takes(ids, _cut_short, wall) -> list[Take]:

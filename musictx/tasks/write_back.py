@@ -66,7 +66,9 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
         a = track.notes.numpy()
         keep = ~in_bars(song, a["time"], s, e, positions_per_beat)
         mine = new.get(info.program, []) if shared.get(info.program) is None else shared[info.program].get(k, [])
-        notes = [Note(n.time - shift, n.duration, n.pitch, n.velocity) for n in mine
+        back = song.read.registers.pitch_back if song.read.registers else lambda _key, pitch: pitch
+        key = (info.name, info.real_program)  # its new notes go back to its register (`musictx.io.registers`)
+        notes = [Note(n.time - shift, n.duration, back(key, n.pitch), n.velocity) for n in mine
                  if n.time >= shift]  # a note in a pickup's bar before the file's start is left out
         rows = [(int(t), int(d), int(p), int(v)) for t, d, p, v in
                 zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
