@@ -198,7 +198,9 @@ class Continuer:
                                 "seconds than that")
         seed = self._seed(seed_path, opts, tok)
         tracks = track_merge(tok, seed_path)
-        note = tracks.line() + "." if tracks.changed_anything else ""
+        said = [tracks.line()] if tracks.changed_anything else []
+        said += [soft] if (soft := seed.dynamics.line(None)) else []  # a pp seed heard louder, written back softly
+        note = "; ".join(said) + "." if said else ""
         pieces = sample_continuations(net, tok, seed, opts, num_samples=opts.num_samples,
                                       length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
                                       on_step=GenerationProgress(tok, opts.length_seconds, report), ending=opts.ending)
@@ -248,7 +250,7 @@ class Continuer:
     def _seed(self, seed_path: Path, opts: GenerateOptions, tokenizer) -> Seed:
         """The seed cut from ``seed_path`` as ``opts`` say, or GenerateError in the page's words."""
         try:
-            seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from)
+            seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from, opts.soft_seed_velocity)
         except GenerateError as err:  # name the file, not the server's temporary path
             raise GenerateError(for_the_page(err, seed_path)) from None
         _check_length(seed_path, seed.seconds)

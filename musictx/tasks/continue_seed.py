@@ -71,6 +71,7 @@ def piece_notes(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, incl
     """Notes of seed + continuation; with ``include_seed=False`` only the notes struck after the seed,
     moved to start at 0 (velocities still follow from the seed's last VELOCITY event)."""
     notes = tokenizer.decode_notes(np.concatenate([seed.ids, new_ids]))
+    notes.velocity = seed.dynamics.back(notes.velocity)  # a soft seed's notes, and the new ones, as it was played
     if include_seed:
         return notes
     step = tokenizer.config.time_step

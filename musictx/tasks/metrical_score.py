@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from symusic import Score, Tempo, TimeSignature, Track
 
+from musictx.io.dynamics import scale_score
 from musictx.tasks.metrical_seeds import MetricalSeed, grid_ticks, ticks_to_seconds
 from musictx.tasks.played_as import hand_back
 
@@ -33,6 +34,7 @@ def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_see
     score = hand_back(score, seed.parts, grid_ticks(tok, score), seed_end)  # tracks that shared a part, apart
     if seed.registers is not None:
         seed.registers.back(score)  # a track read by octaves into the tokens' pitches goes on where it was
+    scale_score(score, 1.0 / seed.dynamics.scale)  # a soft seed's notes, and the new ones, as softly as it was played
     # every seed track stays in the file, even one the continuation left silent
     present = {t.name for t in score.tracks}
     for info in seed.tracks.tracks:

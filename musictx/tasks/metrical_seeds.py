@@ -16,6 +16,7 @@ import numpy as np
 from symusic import Score, Tempo, TimeSignature
 
 from musictx.decoding.errors import GenerateError
+from musictx.io.dynamics import Dynamics, scale_score, score_velocities, soft_seed
 from musictx.io.midi_io import MidiReadError
 from musictx.io.registers import Registers
 from musictx.io.score_prep import TrackMap
@@ -69,6 +70,7 @@ class MetricalSeed:
     song_ids: np.ndarray | None = field(default=None, repr=False)  # the whole file's ids, as the seed's were made
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
     registers: Registers | None = None  # tracks read by octaves into the tokens' pitches, written back moved back
+    dynamics: Dynamics = field(default_factory=Dynamics)  # a soft seed heard louder, its new notes written back softly
 
     @property
     def silence_dropped(self) -> float:
@@ -128,10 +130,12 @@ def _from_tick(events, start: int) -> list:
 
 
 def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = None,
-                  seed_from: float = 0.0, beats="auto", learnt: tuple[int, ...] | None = None) -> MetricalSeed:
+                  seed_from: float = 0.0, beats="auto", learnt: tuple[int, ...] | None = None,
+                  soft_floor: float | None = None) -> MetricalSeed:
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
     to the nearest bar line (all to the end when None). ``learnt``: the parts (programs) the model learnt; a
-    track of another part is played as one of them (`musictx.tasks.played_as`)."""
+    track of another part is played as one of them (`musictx.tasks.played_as`). ``soft_floor``: a seed played
+    softer is heard this loud (`musictx.io.dynamics`; None: as it is)."""
     read = tok.fit_registers(tok.read(path, beats))  # a piccolo's top octave is heard an octave down
     plan = None
     if learnt is not None:
@@ -156,11 +160,14 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     else:
         count = n_bars - first
     count = min(count, n_bars - first)
+    dynamics = soft_seed(score_velocities(score, int(lines[first]), int(lines[first + count])), soft_floor)
+    if dynamics.scale != 1.0:  # the same bars, each velocity id louder
+        ids = tok.encode_read(read._replace(score=scale_score(score, dynamics.scale)), path)
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
     remember_seed_notes(plan, score, int(lines[first]), grid_ticks(tok, score, int(lines[first])))
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
                         origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids,
-                        meter_found=read.meter_found, parts=plan, registers=read.registers)
+                        meter_found=read.meter_found, parts=plan, registers=read.registers, dynamics=dynamics)
 
 
 def grid_ticks(tok, score: Score, tick: int = 0) -> float:
@@ -213,7 +220,7 @@ def seed_of(tok, opts, learnt: tuple[int, ...] | None = None) -> MetricalSeed:
         raise GenerateError("a metrical model continues a seed: give seed_midi=<file>")
     try:
         seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from, opts.beats_per_bar or "auto",
-                             learnt)
+                             learnt, opts.soft_seed_velocity)
     except GenerateError:
         raise  # the seed's own refusals (seed_from past the end) name the file and the option already
     except ValueError as err:  # a broken beat file beside the seed

@@ -7,12 +7,13 @@ from it can be written on its bar grid (`musictx.io.midi_timing`)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from musictx.decoding.errors import GenerateError
+from musictx.io.dynamics import Dynamics, scaled, soft_seed
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import MidiTiming, read_timing
 from musictx.io.pedal_ids import pedal_after
@@ -33,6 +34,7 @@ class Seed:
     silence_dropped: float = 0.0  # seconds of the file before the seed's first note (silence; with seed_from,
     # the music before it too), left out: where the seed starts in the file
     timing: MidiTiming | None = None  # the seed file's tempo map and metre over the seed; None: 120 bpm, 4/4
+    dynamics: Dynamics = field(default_factory=Dynamics)  # a soft seed heard louder (`musictx.io.dynamics`)
 
 
 def drop_leading_silence(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[np.ndarray, int]:
@@ -66,31 +68,43 @@ def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -
 
 
 def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None,
-                   seed_from: float = 0.0) -> Seed:
+                   seed_from: float = 0.0, soft_floor: float | None = None) -> Seed:
     """Encode a seed file with the checkpoint's tokenizer, counted from its first note (leading silence is
     dropped), and keep its first ``seed_seconds`` from there. ``seed_from`` (seconds of the file, as a DAW's
     timeline shows them) starts the seed mid-file: at the first note struck at or after it, notes struck
     earlier being left out, held or not. The file's tempo map and time signatures over that same span come
-    with it (`MidiTiming.window`): the ones in force at the seed's first note move to time 0."""
+    with it (`MidiTiming.window`): the ones in force at the seed's first note move to time 0. ``soft_floor``: a seed
+    played softer is heard this loud (`musictx.io.dynamics`; None: as it is)."""
     if Path(path).suffix.lower() in AUDIO_SUFFIXES and Path(path).is_file():
         raise GenerateError(f"seed_midi={path}: an audio file; musictx continues MIDI files (.mid/.midi)")
-    ids = _encode_from(tokenizer, path, seed_from)
-    ids, silent_steps = drop_leading_silence(tokenizer, ids)
+    ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from)
+    dynamics = soft_seed(tokenizer.decode_notes(ids).velocity, soft_floor)
+    if dynamics.scale != 1.0:  # the same notes, each velocity id louder
+        ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from, dynamics.scale)
+    step = tokenizer.config.time_step
+    seconds, dropped = tokenizer.split_time_shifts(ids)[2] * step, silent_steps * step
+    timing = read_timing(path).window(dropped, dropped + seconds)
+    return Seed(ids, seconds, str(Path(path).resolve()), dropped, timing, dynamics)
+
+
+def _seed_ids(tokenizer: EventTokenizer, path, seed_seconds: float | None, seed_from: float, scale: float = 1.0
+              ) -> tuple[np.ndarray, int]:
+    """(the seed's ids from its first note, the silent steps before it left out), velocities times ``scale``."""
+    ids, silent_steps = drop_leading_silence(tokenizer, _encode_from(tokenizer, path, seed_from, scale))
     if seed_seconds is not None:
         ids = cut_at_seconds(tokenizer, ids, seed_seconds)
         if not (ids < tokenizer.layout.note_off).any():
             raise GenerateError(f"seed_midi={path}: no note starts in its first seed_seconds={seed_seconds} s "
                                 "(counted from its first note, on a grid of "
                                 f"{tokenizer.config.time_step} s); raise seed_seconds.")
-    step = tokenizer.config.time_step
-    seconds, dropped = tokenizer.split_time_shifts(ids)[2] * step, silent_steps * step
-    timing = read_timing(path).window(dropped, dropped + seconds)
-    return Seed(ids, seconds, str(Path(path).resolve()), dropped, timing)
+    return ids, silent_steps
 
 
-def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: float) -> np.ndarray:
+def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: float, scale: float = 1.0
+                 ) -> np.ndarray:
     """Ids of the notes of ``path`` struck at or after ``seed_from`` seconds (on the tokenizer's grid), time
-    still counted from the start of the file; GenerateError naming the file when there are none."""
+    still counted from the start of the file, velocities times ``scale``; GenerateError naming the file when there
+    are none."""
     try:
         notes = tokenizer.read(path)
     except MidiReadError as err:
@@ -105,6 +119,8 @@ def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: 
             raise GenerateError(f"seed_midi={path}: no note starts at or after seed_from={seed_from:g} s (its "
                                 f"last note starts at {notes.start.max():.2f} s); lower seed_from.")
         notes = Notes(*(getattr(notes, f)[later] for f in Notes.FIELDS), pedal=pedal_after(notes.pedal, seed_from))
+    if scale != 1.0:
+        notes = Notes(notes.start, notes.end, notes.pitch, scaled(notes.velocity, scale), pedal=notes.pedal)
     ids = tokenizer.encode_notes(notes)
     if len(ids) == 0:
         where = f" at or after seed_from={seed_from:g} s" if seed_from else ""
@@ -128,9 +144,11 @@ def seed_for(tokenizer: EventTokenizer, opts) -> tuple[Seed, str | None]:
     seed file)."""
     if not opts.seed_midi:
         return unconditional_seed(tokenizer, opts.start_velocity), None
-    seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds, opts.seed_from)
+    seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds, opts.seed_from, opts.soft_seed_velocity)
     tracks = track_merge(tokenizer, opts.seed_midi).line()
     print(tracks)
+    if said := seed.dynamics.line():
+        print(said)
     if opts.seed_from:
         print(f"seed: starts at {seed.silence_dropped:.2f} s of the file, its first note at or after "
               f"seed_from={opts.seed_from:g} s; {seed.seconds:.2f} s of it kept")

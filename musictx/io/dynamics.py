@@ -1,0 +1,85 @@
+"""A seed played softer than any the models learnt from, heard as loud as the softest they did, and its new notes
+written back as softly.
+
+The shipped models learnt from music played mf and up: on their training data the median velocity of a 10 s
+window is under 37 (piano) or 59 (pop) one time in twenty. Given a pp seed they do not follow it down: validation
+performances played at 0.35x their velocities (a seed's median 23) were continued at median 49, twice the seed's
+loudness, where the music itself goes on at 24 (`scripts/dynamics_check.py`). So a seed whose notes' median
+velocity is under a floor (`soft_seed_velocity`) has every pitched note's velocity scaled up by one factor, its
+median to the floor: the model hears the same music a little louder, where it knows to follow it, and the new
+notes are scaled back down by the same factor (`Dynamics.back`), the seed's with them. A scale, not a shift, so
+that the seed's accents and swells keep their proportions. Drums keep their own velocities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MIDI_VELOCITIES = (1, 127)
+
+
+@dataclass(frozen=True)
+class Dynamics:
+    """How a seed's velocities were heard: each times ``scale`` (1: as they are)."""
+
+    scale: float = 1.0
+    median: float = 0.0  # the seed's median velocity, as played
+
+    def back(self, velocity: np.ndarray) -> np.ndarray:
+        """Velocities the model wrote, (N,), as softly as the seed was played."""
+        return velocity if self.scale == 1.0 else scaled(velocity, 1.0 / self.scale)
+
+    def line(self, option: str | None = "soft_seed_velocity=null") -> str:
+        """E.g. ``the seed is played softly (median velocity 23): heard at 50, its new notes written back as softly
+        (soft_seed_velocity=null: heard as it is)``; "" where it was heard as it is. ``option``: how to turn it off
+        (None: not said, where the user has no such switch)."""
+        if self.scale == 1.0:
+            return ""
+        off = f" ({option}: heard as it is)" if option else ""
+        return (f"the seed is played softly (median velocity {self.median:.0f}): heard at "
+                f"{self.median * self.scale:.0f}, its new notes written back as softly{off}")
+
+
+def soft_seed(velocity: np.ndarray, floor: float | None) -> Dynamics:
+    """How to hear a seed whose pitched notes have ``velocity`` (N,): scaled so that their median is ``floor``
+    where it is under it (None: never)."""
+    if floor is None or not len(velocity):
+        return Dynamics()
+    median = float(np.median(velocity))
+    return Dynamics(floor / median, median) if median < floor else Dynamics(1.0, median)
+
+
+def scaled(velocity: np.ndarray, scale: float) -> np.ndarray:
+    """``velocity`` (N,) times ``scale``, rounded, within MIDI's 1..127, in its own dtype."""
+    low, high = MIDI_VELOCITIES
+    velocity = np.asarray(velocity)
+    return np.clip(np.rint(velocity.astype(np.float64) * scale), low, high).astype(velocity.dtype)
+
+
+def score_velocities(score, start: int = 0, end: int | None = None) -> np.ndarray:
+    """(N,) velocities of a symusic ``score``'s pitched notes struck in ticks [start, end) (None: to its end)."""
+    out = []
+    for track in score.tracks:
+        if track.is_drum:
+            continue
+        a = track.notes.numpy()
+        inside = (a["time"] >= start) & (a["time"] < (np.iinfo(np.int64).max if end is None else end))
+        out.append(a["velocity"][inside])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def scale_score(score, scale: float):
+    """``score`` (symusic, in place) with every pitched note's velocity times ``scale`` (`scaled`)."""
+    from symusic import Note
+
+    if scale == 1.0:
+        return score
+    for track in score.tracks:
+        if track.is_drum or not len(track.notes):
+            continue
+        a = track.notes.numpy()
+        track.notes = Note.from_numpy(*(np.asarray(c, dtype=np.int32) for c in (
+            a["time"], a["duration"], a["pitch"], scaled(a["velocity"], scale))))
+    return score

@@ -1,0 +1,93 @@
+"""A seed played softer than the models ever heard (pp) is heard as loud as ``soft_seed_velocity`` and its new notes
+written back as softly: before, both shipped models answered a seed at velocity 9 at mf (median 29-71). A seed
+played mf or louder is read as it is, byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pretty_midi
+import pytest
+
+from musictx.checkpoints.model_store import load_pretrained
+from musictx.generation.continue_midi import run
+from musictx.generation.generate_options import GenerateOptions
+from musictx.io.dynamics import Dynamics, scaled, soft_seed
+from musictx.paths import BUNDLED_MOTIF
+from musictx.tasks import metrical_seed, seed_from_midi
+
+BEAT = 60 / 90
+
+
+def whisper(path: Path, velocity: int = 8) -> Path:
+    """Eighths of a C major arpeggio over a held C, at ``velocity`` to ``velocity + 2``, on a beat grid."""
+    pm = pretty_midi.PrettyMIDI(initial_tempo=90)
+    piano = pretty_midi.Instrument(0, name="piano")
+    for k in range(32):
+        t = k * BEAT / 2
+        piano.notes.append(pretty_midi.Note(velocity + k % 3, [60, 64, 67, 72][k % 4], t, t + 0.45 * BEAT))
+        if k % 4 == 0:
+            piano.notes.append(pretty_midi.Note(velocity, 48, t, t + 1.9 * BEAT))
+    pm.instruments.append(piano)
+    pm.write(str(path))
+    return path
+
+
+def test_a_soft_seed_is_scaled_to_the_floor_and_back():
+    assert soft_seed(np.array([60, 70, 80]), 50.0) == Dynamics(1.0, 70.0)
+    assert soft_seed(np.array([60]), None) == Dynamics()
+    quiet = soft_seed(np.array([8, 10, 12]), 50.0)
+    assert quiet.scale == pytest.approx(5.0) and quiet.median == 10
+    assert scaled(np.array([8, 10, 30]), quiet.scale).tolist() == [40, 50, 127]  # within MIDI's velocities
+    assert quiet.back(np.array([40, 50, 55, 2])).tolist() == [8, 10, 11, 1]
+    assert quiet.line() == ("the seed is played softly (median velocity 10): heard at 50, its new notes written back "
+                            "as softly (soft_seed_velocity=null: heard as it is)")
+    assert Dynamics().line() == "" and "null" not in quiet.line(None)
+
+
+def test_a_seed_played_mf_is_read_as_it_is():
+    _, tok = load_pretrained("pop")
+    assert metrical_seed(tok, BUNDLED_MOTIF, soft_floor=50.0).dynamics.scale == 1.0
+    _, piano = load_pretrained("piano")
+    as_is, floored = seed_from_midi(piano, BUNDLED_MOTIF), seed_from_midi(piano, BUNDLED_MOTIF, soft_floor=50.0)
+    assert floored.dynamics.scale == 1.0 and np.array_equal(as_is.ids, floored.ids)
+
+
+def velocities(out: Path, record: dict) -> tuple[list[int], list[int]]:
+    """(the seed's velocities, the new notes') of a run's first sample."""
+    sample = record["samples"][0]
+    seed_end = sample["total_seconds"] - sample["new_seconds"] - 0.01
+    notes = [n for i in pretty_midi.PrettyMIDI(str(out / sample["midi"])).instruments for n in i.notes]
+    return [n.velocity for n in notes if n.start < seed_end], [n.velocity for n in notes if n.start >= seed_end]
+
+
+@pytest.mark.parametrize("model", ["pop", "piano"])
+def test_a_whispered_seed_is_continued_as_softly(tmp_path, model, capsys):
+    seed = whisper(tmp_path / "whisper.mid")
+    given = sorted(n.velocity for n in pretty_midi.PrettyMIDI(str(seed)).instruments[0].notes)
+    medians = {}
+    for floor in (50.0, None):
+        out = tmp_path / f"out_{floor}"
+        record = run(GenerateOptions(seed_midi=str(seed), checkpoint=model, num_samples=1, best_of=1, length_seconds=8,
+                                     soft_seed_velocity=floor, audio=False, output_dir=str(out),
+                                     progress_every_s=None))
+        seed_v, new_v = velocities(out, record)
+        medians[floor] = np.median(new_v)
+        if floor is not None:  # the seed written back as it was played, within a velocity bin
+            assert np.max(np.abs(np.array(sorted(seed_v)) - np.array(given))) <= 2
+            assert "the seed is played softly (median velocity 9): heard at 50" in capsys.readouterr().out
+    assert medians[50.0] <= 14  # the seed's 8-10
+    assert medians[None] >= 2 * medians[50.0]  # heard as it is, the model answers it louder
+
+
+@pytest.mark.parametrize("model", ["pop", "piano"])
+def test_the_app_says_it_in_its_own_words(tmp_path, model):
+    from musictx.app.core import Continuer, Settings, run_request
+
+    app = Continuer(model, workdir=tmp_path / "app", max_upload_mb=0.5)
+    settings = Settings(seed_seconds=6, length_seconds=3, num_samples=1, seed=2)
+    results, message = run_request(lambda: app.continue_file(whisper(tmp_path / "whisper.mid"), settings))
+    assert results and "the seed is played softly (median velocity" in message
+    assert "heard at 50, its new notes written back as softly" in message
+    assert "soft_seed_velocity" not in message  # a command-line option the page does not have
