@@ -266,9 +266,8 @@ class MetricalTokenizer:
         return ReadScore(score, assign_programs(score), shift, found)
 
     def fit_registers(self, read: ReadScore) -> ReadScore:
-        """``read`` with each pitched track outside the tokenizer's pitches moved by octaves into them (in place; the
-        notes still outside left out), and what moved (`musictx.io.registers`): for a seed or song to continue, whose
-        written tracks `Registers.back` moves back. Training data is read as it is."""
+        """``read`` with its tracks moved by octaves into the tokens' pitches (in place; `musictx.io.registers`), for a
+        seed or song to continue: training data is read as it is."""
         low, high = self.miditok.config.pitch_range
         keys = [(t.name, t.real_program) for t in read.tracks.tracks]
         names = [t.describe() for t in read.tracks.tracks]
