@@ -91,3 +91,46 @@ def test_the_app_says_it_in_its_own_words(tmp_path, model):
     assert results and "the seed is played softly (median velocity" in message
     assert "heard at 50, its new notes written back as softly" in message
     assert "soft_seed_velocity" not in message  # a command-line option the page does not have
+
+
+def softened(path: Path, velocity: int = 12) -> Path:
+    """``path`` with every note at ``velocity`` (a song played pp)."""
+    pm = pretty_midi.PrettyMIDI(str(path))
+    for instrument in pm.instruments:
+        for note in instrument.notes:
+            note.velocity = velocity
+    pm.write(str(path))
+    return path
+
+
+@pytest.mark.parametrize("task", ["infill", "accompany"])
+def test_bars_filled_or_accompanied_in_a_pp_song_are_written_as_softly(tmp_path, task, capsys):
+    from .metrical_fixtures import band_song
+
+    song = softened(band_song(tmp_path / "song.mid", bars=8, beats_per_bar=4, seed=3))
+    bar = 4 * 60 / 100  # seconds a bar: 4/4 at 100 bpm
+    medians = {}
+    for floor in (50.0, None):
+        out = tmp_path / f"out_{floor}"
+        extra = {"tracks": ["bridge"]} if task == "accompany" else {"hooks": {"copy_cache": {"strength": 0.0}}}
+        run(GenerateOptions(seed_midi=str(song), task=task, bars="3-6", num_samples=1, soft_seed_velocity=floor,
+                            audio=False, output_dir=str(out), progress_every_s=None, **extra))
+        written = [(i.name, n) for i in pretty_midi.PrettyMIDI(str(out / "sample_00.mid")).instruments
+                   for n in i.notes]
+        inside = [n for name, n in written if 2 * bar - 0.01 <= n.start < 6 * bar - 0.01]
+        new = [n.velocity for name, n in written if name == "BRIDGE"] if task == "accompany" else \
+            [n.velocity for n in inside]
+        kept = [n.velocity for name, n in written if name != "BRIDGE" and n not in inside]
+        assert new and set(kept) == {12}  # the song's own notes as they were
+        medians[floor] = np.median(new)
+    assert "the song is played softly (median velocity 12): heard at 50" in capsys.readouterr().out
+    assert medians[50.0] <= 30 < medians[None]
+
+
+@pytest.mark.parametrize(("value", "said"), [(0, "soft_seed_velocity must be in 1..127 or null, got 0"),
+                                             (float("nan"), "soft_seed_velocity")])
+def test_a_floor_outside_midis_velocities_is_refused_in_one_line(value, said):
+    from musictx.decoding.errors import GenerateError
+
+    with pytest.raises(GenerateError, match=said):
+        GenerateOptions(soft_seed_velocity=value).check_sampling()

@@ -104,7 +104,8 @@ class Filler:
             raise GenerateError(problem)
         per_bar = beats_number(beats)
         learnt = getattr(choice.model.net, "learnt_programs", None)  # a band's other tracks played as those parts
-        song = _for_file(midi, task_named(task).read, choice.model.tokenizer, midi, per_bar or "auto", anew, learnt)
+        song = _for_file(midi, task_named(task).read, choice.model.tokenizer, midi, per_bar or "auto", anew, learnt,
+                         self.cont.base.soft_seed_velocity)
         return midi, song, choice
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
@@ -214,7 +215,7 @@ class Filler:
                 raise
             cont._newest = out
         cont.prune()
-        return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song)}",
+        return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song, None)}",
                       seed_note=note(), model_line=choice.line())
 
 

@@ -53,8 +53,8 @@ class GenerateOptions(SamplingOptions):
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
     drums: str = "loop"  # metrical models without drums: the seed's last drum bars played on (musictx.tasks.drum_loop)
     ending: bool = False  # continue: the piece closes on its key's chord (musictx.decoding.hooks.cadence, final_chord)
-    soft_seed_velocity: float | None = 50.0  # continue: a seed played softer (its notes' median velocity) is heard
-    # this loud and its new notes written back as softly (musictx.io.dynamics); None: heard as it is
+    soft_seed_velocity: float | None = 50.0  # a seed or song played softer (its notes' median velocity) is heard this
+    # loud and its new notes written back as softly (musictx.io.dynamics); None: heard as it is
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: torch's default
@@ -120,7 +120,7 @@ class GenerateOptions(SamplingOptions):
             if self.seed_from.strip().lower() != "end":
                 raise GenerateError(f"seed_from must be seconds into the seed file or end, got {self.seed_from!r}")
             self.seed_from = "end"
-        for name in ("seed_seconds", "seed_from", "length_seconds", "progress_every_s"):
+        for name in ("seed_seconds", "seed_from", "length_seconds", "progress_every_s", "soft_seed_velocity"):
             if getattr(self, name) != "end":
                 finite_number(name, getattr(self, name), nullable=name != "seed_from")
         seed_from = 0.0 if self.seed_from == "end" else self.seed_from
@@ -142,6 +142,8 @@ class GenerateOptions(SamplingOptions):
             (seed_from > BOUNDS.seed_seconds,
              f"seed_from must be at most {BOUNDS.seed_seconds:g} (seconds into the seed file), got {self.seed_from}"),
             (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
+            (self.soft_seed_velocity is not None and not 1 <= self.soft_seed_velocity <= 127,
+             f"soft_seed_velocity must be in 1..127 or null, got {self.soft_seed_velocity}"),
             (self.threads is not None and self.threads < 1, f"threads must be >= 1 or null, got {self.threads}"),
             (self.progress_every_s is not None and self.progress_every_s <= 0,
              f"progress_every_s must be > 0 or null, got {self.progress_every_s}"),

@@ -27,18 +27,22 @@ class Dynamics:
     scale: float = 1.0
     median: float = 0.0  # the seed's median velocity, as played
 
+    def back_one(self, velocity: int) -> int:
+        """One velocity the model wrote, as softly as the seed was played (`back`)."""
+        return velocity if self.scale == 1.0 else int(scaled(np.array([velocity]), 1.0 / self.scale)[0])
+
     def back(self, velocity: np.ndarray) -> np.ndarray:
         """Velocities the model wrote, (N,), as softly as the seed was played."""
         return velocity if self.scale == 1.0 else scaled(velocity, 1.0 / self.scale)
 
-    def line(self, option: str | None = "soft_seed_velocity=null") -> str:
+    def line(self, option: str | None = "soft_seed_velocity=null", what: str = "the seed") -> str:
         """E.g. ``the seed is played softly (median velocity 23): heard at 50, its new notes written back as softly
         (soft_seed_velocity=null: heard as it is)``; "" where it was heard as it is. ``option``: how to turn it off
-        (None: not said, where the user has no such switch)."""
+        (None: not said, where the user has no such switch); ``what``: what was played softly."""
         if self.scale == 1.0:
             return ""
         off = f" ({option}: heard as it is)" if option else ""
-        return (f"the seed is played softly (median velocity {self.median:.0f}): heard at "
+        return (f"{what} is played softly (median velocity {self.median:.0f}): heard at "
                 f"{self.median * self.scale:.0f}, its new notes written back as softly{off}")
 
 

@@ -8,12 +8,13 @@ This is the first stage of a song task: read the song -> build the prompt (`musi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from musictx.decoding.errors import GenerateError
+from musictx.io.dynamics import Dynamics, scale_score, score_velocities, soft_seed
 from musictx.io.infill_format import bar_starts
 from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.midi_io import MidiReadError
@@ -40,6 +41,7 @@ class SongBars:
     learnt: tuple[int, ...] | None = None  # the parts (programs) the model learnt; None: it records none
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
     strangers: tuple[str, ...] = ()  # accompanied: tracks of parts the model never learnt, kept as they are (described)
+    dynamics: Dynamics = field(default_factory=Dynamics)  # a song played pp heard louder, its new notes written softly
 
     @property
     def n_bars(self) -> int:
@@ -59,12 +61,26 @@ class SongBars:
         return int(self.starts[b]) if b < self.n_bars else len(self.ids)
 
 
+def read_fitted(tok, path: str | os.PathLike, beats="auto", soft_floor: float | None = None
+                ) -> tuple[ReadScore, Dynamics]:
+    """``path`` read for a song task (``beats``: see `MetricalTokenizer.read`): its tracks moved by octaves into the
+    tokens' pitches (`musictx.io.registers`) and, where the song is played softer than ``soft_floor`` (its pitched
+    notes' median velocity), every pitched velocity scaled up to it (`musictx.io.dynamics`; None: never)."""
+    read = tok.fit_registers(tok.read(path, beats))
+    dynamics = soft_seed(score_velocities(read.score), soft_floor)
+    scale_score(read.score, dynamics.scale)
+    return read, dynamics
+
+
 def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats="auto",
-              learnt: tuple[int, ...] | None = None) -> SongBars:
-    """``path`` read as the tokenizer reads it (POP909's beat file applied; ``beats``: see
+              learnt: tuple[int, ...] | None = None, soft_floor: float | None = None) -> SongBars:
+    """``path`` read as the tokenizer reads it (`read_fitted`: POP909's beat file applied; ``beats``: see
     `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here.
-    ``learnt``: the parts (programs) the model learnt; a track of another part is played as one of them."""
-    read = read or tok.fit_registers(tok.read(path, beats))  # tracks outside the tokens' pitches, by octaves in
+    ``learnt``: the parts (programs) the model learnt; a track of another part is played as one of them.
+    ``soft_floor``: a song played softer is heard this loud (`read_fitted`)."""
+    dynamics = Dynamics()
+    if read is None:
+        read, dynamics = read_fitted(tok, path, beats, soft_floor)
     plan = None
     if learnt is not None:
         tracks, plan = play_as_learnt(read.score, read.tracks, learnt)
@@ -72,16 +88,18 @@ def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats
     ids = tok.encode_read(read, path)  # a model with chord events: the song's chords, where a chord file is beside
     ids = ids[ids != tok.eos_id]
     return SongBars(str(path), read, ids, bar_starts(ids, tok.bar_id), bar_lines(read.score), learnt=learnt,
-                    parts=plan)
+                    parts=plan, dynamics=dynamics)
 
 
-def reading_said(song: SongBars) -> str:
+def reading_said(song: SongBars, soft_off: str | None = "soft_seed_velocity=null") -> str:
     """What reading the song did that the user should hear of, as clauses ("; ..."), "" for none: its tracks moved
     by octaves into the tokens' pitches (`musictx.io.registers`), and its meter where that makes every bar one
     beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not found
-    beside it), so the model writes a bar's music into each beat."""
+    beside it), so the model writes a bar's music into each beat; and a song played pp heard louder
+    (`musictx.io.dynamics`; ``soft_off``: how to stop that, None: not said)."""
     moved = f"; {line}" if song.read.registers and (line := song.read.registers.line()) else ""
-    return moved + _meter_said(song)
+    soft = f"; {line}" if (line := song.dynamics.line(soft_off, "the song")) else ""
+    return moved + soft + _meter_said(song)
 
 
 def _meter_said(song: SongBars) -> str:
@@ -149,14 +167,14 @@ def programs_of(song: SongBars, named: list[int] | None) -> set[int] | None:
 
 
 def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
-                learnt: tuple[int, ...] | None = None) -> SongBars:
+                learnt: tuple[int, ...] | None = None, soft_floor: float | None = None) -> SongBars:
     """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
     a file of one unnamed track is taken as the melody; otherwise it is an error naming the file. ``anew``: a
     whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again. ``learnt``:
     the parts (programs) the model learnt; a track of another part (a band's bass, its drums) is heard as it is
     (its notes' pitches and times are ids the model knows; the tracks' harmony then sounds in the accompaniment:
     docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`)."""
-    read = tok.fit_registers(tok.read(path, beats))  # the model hears a track outside its pitches by octaves in
+    read, dynamics = read_fitted(tok, path, beats, soft_floor)  # tracks by octaves into the pitches, a pp song louder
     left_out: tuple[str, ...] = ()
     if anew and is_whole_song(read):
         keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]
@@ -174,7 +192,7 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
         infos[k] = TrackInfo(ROLE_PROGRAMS[MELODY], infos[k].name, infos[k].real_program)
         read = read._replace(tracks=TrackMap(tuple(infos)))  # its meter line kept
     strangers = tuple(t.describe() for t in unlearnt(learnt, read.tracks, read.score))
-    return replace(read_song(tok, path, read), left_out=left_out, learnt=learnt, strangers=strangers)
+    return replace(read_song(tok, path, read), left_out=left_out, learnt=learnt, strangers=strangers, dynamics=dynamics)
 
 
 def is_whole_song(read: ReadScore) -> bool:

@@ -69,7 +69,8 @@ def _request(task, opts, tok, learnt: tuple[int, ...] | None):
     """The run's request (`musictx.tasks.song_task.SongRequest`): the song read the task's way for a model that
     learnt the parts ``learnt``, its bars (bars=, or the whole song where the task allows) and tracks; accompany
     with no tracks named writes a whole song's accompaniment anew."""
-    song = task.read(tok, opts.seed_midi, opts.beats_per_bar or "auto", anew=not opts.tracks, learnt=learnt)
+    song = task.read(tok, opts.seed_midi, opts.beats_per_bar or "auto", anew=not opts.tracks, learnt=learnt,
+                     soft_floor=opts.soft_seed_velocity)
     s, e = parse_bars(opts.bars, song) if task.needs_bars or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)
     request = task.request(song, s, e, opts.tracks)

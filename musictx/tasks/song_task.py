@@ -36,9 +36,10 @@ class SongTask(Task):
             check_bars_form(opts.bars)
 
     def read(self, tok, path: str | os.PathLike, beats="auto", anew: bool = False,
-             learnt: tuple[int, ...] | None = None):
+             learnt: tuple[int, ...] | None = None, soft_floor: float | None = None):
         """The song this task works on (`musictx.tasks.song_bars.SongBars`); MidiReadError names the file's
-        problem. ``learnt``: the parts (programs) the model learnt (``net.learnt_programs``; None: not recorded)."""
+        problem. ``learnt``: the parts (programs) the model learnt (``net.learnt_programs``; None: not recorded);
+        ``soft_floor``: a song played softer is heard this loud (`musictx.tasks.song_bars.read_fitted`)."""
         raise NotImplementedError
 
     def tracks_of(self, song, names) -> Any:

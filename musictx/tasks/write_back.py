@@ -68,7 +68,8 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
         mine = new.get(info.program, []) if shared.get(info.program) is None else shared[info.program].get(k, [])
         back = song.read.registers.pitch_back if song.read.registers else lambda _key, pitch: pitch
         key = (info.name, info.real_program)  # its new notes go back to its register (`musictx.io.registers`)
-        notes = [Note(n.time - shift, n.duration, back(key, n.pitch), n.velocity) for n in mine
+        loud = song.dynamics.back_one  # a song played pp: its new notes as softly (`musictx.io.dynamics`)
+        notes = [Note(n.time - shift, n.duration, back(key, n.pitch), loud(n.velocity)) for n in mine
                  if n.time >= shift]  # a note in a pickup's bar before the file's start is left out
         rows = [(int(t), int(d), int(p), int(v)) for t, d, p, v in
                 zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
@@ -107,7 +108,7 @@ def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score
         new = Track(track.name, 0, False)  # POP909 plays every track on the piano
         for n in track.notes:  # a note in a pickup's bar before the file's start is left out
             if n.time >= shift:
-                new.notes.append(Note(n.time - shift, n.duration, n.pitch, n.velocity))
+                new.notes.append(Note(n.time - shift, n.duration, n.pitch, song.dynamics.back_one(n.velocity)))
         out.tracks.append(new)
     return out
 
