@@ -13,7 +13,7 @@ import pytest
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.io.dynamics import Dynamics, scaled, soft_seed
+from musictx.io.dynamics import Dynamics, SoftSeeds, scaled, soft_seed, soft_seeds
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks import metrical_seed, seed_from_midi
 
@@ -35,9 +35,10 @@ def whisper(path: Path, velocity: int = 8) -> Path:
 
 
 def test_a_soft_seed_is_scaled_to_the_floor_and_back():
-    assert soft_seed(np.array([60, 70, 80]), 50.0) == Dynamics(1.0, 70.0)
+    at_floor = SoftSeeds(50.0, 50.0)
+    assert soft_seed(np.array([60, 70, 80]), at_floor) == Dynamics(1.0, 70.0)
     assert soft_seed(np.array([60]), None) == Dynamics()
-    quiet = soft_seed(np.array([8, 10, 12]), 50.0)
+    quiet = soft_seed(np.array([8, 10, 12]), at_floor)
     assert quiet.scale == pytest.approx(5.0) and quiet.median == 10
     assert scaled(np.array([8, 10, 30]), quiet.scale).tolist() == [40, 50, 127]  # within MIDI's velocities
     assert quiet.back(np.array([40, 50, 55, 2])).tolist() == [8, 10, 11, 1]
@@ -46,11 +47,21 @@ def test_a_soft_seed_is_scaled_to_the_floor_and_back():
     assert Dynamics().line() == "" and "null" not in quiet.line(None)
 
 
+def test_a_soft_seed_is_heard_at_the_models_own_level():
+    pop, _ = load_pretrained("pop")
+    piano, _ = load_pretrained("piano")
+    assert (pop.heard_velocity, piano.heard_velocity) == (87.0, 63.0)  # their training music's median, in config.json
+    assert soft_seeds(50, pop) == SoftSeeds(50.0, 87.0) and soft_seeds(50, piano) == SoftSeeds(50.0, 63.0)
+    assert soft_seeds(70, piano) == SoftSeeds(70.0, 70.0)  # never under the floor
+    assert soft_seeds(50, object()) == SoftSeeds(50.0, 50.0)  # a model that records no level: the floor
+    assert soft_seeds(None, pop) is None
+
+
 def test_a_seed_played_mf_is_read_as_it_is():
     _, tok = load_pretrained("pop")
-    assert metrical_seed(tok, BUNDLED_MOTIF, soft_floor=50.0).dynamics.scale == 1.0
+    assert metrical_seed(tok, BUNDLED_MOTIF, soft=SoftSeeds(50.0, 87.0)).dynamics.scale == 1.0
     _, piano = load_pretrained("piano")
-    as_is, floored = seed_from_midi(piano, BUNDLED_MOTIF), seed_from_midi(piano, BUNDLED_MOTIF, soft_floor=50.0)
+    as_is, floored = seed_from_midi(piano, BUNDLED_MOTIF), seed_from_midi(piano, BUNDLED_MOTIF, soft=SoftSeeds(50, 63))
     assert floored.dynamics.scale == 1.0 and np.array_equal(as_is.ids, floored.ids)
 
 
@@ -76,7 +87,8 @@ def test_a_whispered_seed_is_continued_as_softly(tmp_path, model, capsys):
         medians[floor] = np.median(new_v)
         if floor is not None:  # the seed written back as it was played, within a velocity bin
             assert np.max(np.abs(np.array(sorted(seed_v)) - np.array(given))) <= 2
-            assert "the seed is played softly (median velocity 9): heard at 50" in capsys.readouterr().out
+            level = load_pretrained(model)[0].heard_velocity  # the model's own level: its training music's
+            assert f"the seed is played softly (median velocity 9): heard at {level:.0f}" in capsys.readouterr().out
     assert medians[50.0] <= 14  # the seed's 8-10
     assert medians[None] >= 2 * medians[50.0]  # heard as it is, the model answers it louder
 
@@ -89,7 +101,7 @@ def test_the_app_says_it_in_its_own_words(tmp_path, model):
     settings = Settings(seed_seconds=6, length_seconds=3, num_samples=1, seed=2)
     results, message = run_request(lambda: app.continue_file(whisper(tmp_path / "whisper.mid"), settings))
     assert results and "the seed is played softly (median velocity" in message
-    assert "heard at 50, its new notes written back as softly" in message
+    assert f"heard at {app.first_model().net.heard_velocity:.0f}, its new notes written back as softly" in message
     assert "soft_seed_velocity" not in message  # a command-line option the page does not have
 
 
@@ -123,7 +135,7 @@ def test_bars_filled_or_accompanied_in_a_pp_song_are_written_as_softly(tmp_path,
         kept = [n.velocity for name, n in written if name != "BRIDGE" and n not in inside]
         assert new and set(kept) == {12}  # the song's own notes as they were
         medians[floor] = np.median(new)
-    assert "the song is played softly (median velocity 12): heard at 50" in capsys.readouterr().out
+    assert "the song is played softly (median velocity 12): heard at 87" in capsys.readouterr().out
     assert medians[50.0] <= 30 < medians[None]
 
 
@@ -134,3 +146,17 @@ def test_a_floor_outside_midis_velocities_is_refused_in_one_line(value, said):
 
     with pytest.raises(GenerateError, match=said):
         GenerateOptions(soft_seed_velocity=value).check_sampling()
+
+
+def test_a_models_level_goes_with_its_folder_and_a_bad_one_is_refused(tmp_path):
+    import json
+
+    from musictx.checkpoints.model_store import ModelLoadError, load_model_folder, save_model_folder
+
+    net, tok = load_pretrained("pop")
+    back, _, _ = load_model_folder(save_model_folder(net, tok, tmp_path / "copy", dtype="float32"))
+    assert back.heard_velocity == 87.0
+    config = json.loads((tmp_path / "copy" / "config.json").read_text())
+    (tmp_path / "copy" / "config.json").write_text(json.dumps({**config, "velocity": 300}))
+    with pytest.raises(ModelLoadError, match=r"config\.json: 'velocity' must be a MIDI velocity \(1 \.\. 127\)"):
+        load_model_folder(tmp_path / "copy")

@@ -37,6 +37,7 @@ from musictx.decoding import HOLD_SECONDS, GenerateError, parse_density
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
 from musictx.generation import GenerateOptions, apply_programs, parse_programs, write_take
 from musictx.io.audio import audio_unavailable
+from musictx.io.dynamics import soft_seeds
 from musictx.io.midi_io import MidiReadError, file_problem, read_notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
@@ -196,7 +197,7 @@ class Continuer:
         if opts.ending and opts.length_seconds <= HOLD_SECONDS:
             raise GenerateError(f"End the piece: the piano's close holds its chord {HOLD_SECONDS:g} s; add more "
                                 "seconds than that")
-        seed = self._seed(seed_path, opts, tok)
+        seed = self._seed(seed_path, opts, tok, net)
         tracks = track_merge(tok, seed_path)
         said = [tracks.line()] if tracks.changed_anything else []
         said += [soft] if (soft := seed.dynamics.line(None)) else []  # a pp seed heard louder, written back softly
@@ -247,10 +248,11 @@ class Continuer:
             self.ids[key] = ids
         return seed, results
 
-    def _seed(self, seed_path: Path, opts: GenerateOptions, tokenizer) -> Seed:
-        """The seed cut from ``seed_path`` as ``opts`` say, or GenerateError in the page's words."""
+    def _seed(self, seed_path: Path, opts: GenerateOptions, tokenizer, net) -> Seed:
+        """The seed cut from ``seed_path`` as ``opts`` say for ``net``, or GenerateError in the page's words."""
+        soft = soft_seeds(opts.soft_seed_velocity, net)  # a pp seed heard at the model's own level
         try:
-            seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from, opts.soft_seed_velocity)
+            seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from, soft)
         except GenerateError as err:  # name the file, not the server's temporary path
             raise GenerateError(for_the_page(err, seed_path)) from None
         _check_length(seed_path, seed.seconds)

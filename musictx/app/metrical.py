@@ -10,6 +10,7 @@ from torch import Tensor
 
 from musictx.app.settings import DRUMS_BOX
 from musictx.generation import apply_programs, parse_programs, sample_name, write_take
+from musictx.io.dynamics import soft_seeds
 from musictx.tasks import bars_for, metrical_take, parts_line, sample_bars, seed_drum_loop, seed_of
 
 
@@ -31,7 +32,8 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     metrical ``model`` (`musictx.app.models.Loaded`); WAVs when ``audio``; ``check_seconds(seed seconds)`` refuses
     a seed too long; the caller makes the page's results."""
     tok = model.tokenizer
-    seed = seed_of(tok, opts, getattr(model.net, "learnt_programs", None))
+    net = model.net
+    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), soft_seeds(opts.soft_seed_velocity, net))
     check_seconds(seed.seconds)
     loop = seed_drum_loop(model.net, tok, seed, opts.drums, opts.ending)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)

@@ -38,6 +38,7 @@ NATIVE_TOKENIZER_FILE = "tokenizer.json"  # a metrical model's MidiTok parameter
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 CHECKPOINT_KEY = "musictx"
 PROGRAMS_KEY = "programs"  # the parts a metrical model learnt: the Program numbers its training data plays
+VELOCITY_KEY = "velocity"  # how loud its training music is played: the median velocity of its 10 s windows
 CHECKPOINT_FORMAT = 1
 FOLDER_FORMAT = 1
 WEIGHT_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -118,9 +119,19 @@ def checkpoint_block(net: nn.Module, tokenizer: EventTokenizer, optimizer_factor
 
 
 def _programs_entry(net: nn.Module) -> dict:
-    """{"programs": [...]} of a net that knows the parts it learnt (``net.learnt_programs``), else {}."""
-    programs = getattr(net, "learnt_programs", None)
-    return {} if programs is None else {PROGRAMS_KEY: [int(p) for p in programs]}
+    """{"programs": [...]} of a net that knows the parts it learnt (``net.learnt_programs``), and {"velocity": v}
+    of one that knows how loud its music is played (``net.heard_velocity``); {} for neither."""
+    programs, velocity = getattr(net, "learnt_programs", None), getattr(net, "heard_velocity", None)
+    return ({} if programs is None else {PROGRAMS_KEY: [int(p) for p in programs]}) | \
+        ({} if velocity is None else {VELOCITY_KEY: float(velocity)})
+
+
+def _set_velocity(net: nn.Module, stored, path) -> None:
+    """``net.heard_velocity`` from a config's or checkpoint's "velocity" entry (None: not recorded); ModelLoadError
+    for anything but a MIDI velocity."""
+    if stored is not None and not (isinstance(stored, (int, float)) and 1 <= stored <= 127):
+        raise ModelLoadError(f"{path}: {VELOCITY_KEY!r} must be a MIDI velocity (1 .. 127), got {stored!r}")
+    net.heard_velocity = None if stored is None else float(stored)
 
 
 def _set_programs(net: nn.Module, stored, path) -> None:
@@ -209,6 +220,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu"
     state = {k[len("net."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("net.")}
     _load_state(net, state, path)
     _set_programs(net, block.get(PROGRAMS_KEY), path)
+    _set_velocity(net, block.get(VELOCITY_KEY), path)
     meta = {"model": block["model"], "global_step": ckpt.get("global_step"), "epoch": ckpt.get("epoch"),
             "hparams": ckpt.get("hyper_parameters", {}), "optimizer": block.get("optimizer"), "path": str(path)}
     return net.to(map_location).eval(), tokenizer, meta
@@ -307,6 +319,7 @@ def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module
     own = net.state_dict()
     _load_state(net, {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}, weights)
     _set_programs(net, config.get(PROGRAMS_KEY), folder / CONFIG_FILE)
+    _set_velocity(net, config.get(VELOCITY_KEY), folder / CONFIG_FILE)
     if (folder / CRITIC_FILE).is_file():  # what best_of chooses its continuations by (musictx.tasks.critic_choice)
         try:
             net.critic = Critic.load(folder / CRITIC_FILE)

@@ -53,8 +53,8 @@ class GenerateOptions(SamplingOptions):
     include_seed: bool = True  # False: write the continuation alone, shifted to start at 0
     drums: str = "loop"  # metrical models without drums: the seed's last drum bars played on (musictx.tasks.drum_loop)
     ending: bool = False  # continue: the piece closes on its key's chord (musictx.decoding.hooks.cadence, final_chord)
-    soft_seed_velocity: float | None = 50.0  # a seed or song played softer (its notes' median velocity) is heard this
-    # loud and its new notes written back as softly (musictx.io.dynamics); None: heard as it is
+    soft_seed_velocity: float | None = 50.0  # a seed or song played softer (its notes' median velocity) is heard at
+    # the model's own level and its new notes written back as softly (musictx.io.dynamics); None: heard as it is
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: torch's default

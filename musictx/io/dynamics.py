@@ -1,14 +1,16 @@
-"""A seed played softer than any the models learnt from, heard as loud as the softest they did, and its new notes
-written back as softly.
+"""A seed played softer than any the models learnt from, heard at the model's own level, and its new notes written
+back as softly.
 
-The shipped models learnt from music played mf and up: on their training data the median velocity of a 10 s
-window is under 37 (piano) or 59 (pop) one time in twenty. Given a pp seed they do not follow it down: validation
-performances played at 0.35x their velocities (a seed's median 23) were continued at median 49, twice the seed's
-loudness, where the music itself goes on at 24 (`scripts/dynamics_check.py`). So a seed whose notes' median
-velocity is under a floor (`soft_seed_velocity`) has every pitched note's velocity scaled up by one factor, its
-median to the floor: the model hears the same music a little louder, where it knows to follow it, and the new
-notes are scaled back down by the same factor (`Dynamics.back`), the seed's with them. A scale, not a shift, so
-that the seed's accents and swells keep their proportions. Drums keep their own velocities.
+The shipped models learnt from music played mf and up: the median velocity of a 10 s window of their training
+music is 63 (piano) and 87 (pop). Given a pp seed they did not follow it down: validation performances played at
+0.35x their velocities (a seed's median 23) were continued at median 49, twice the seed's loudness, where the music
+itself goes on at 24 (`scripts/dynamics_check.py`); a pop accompaniment written for a song at 30 came at 85. So a
+seed (or a song to fill or accompany) whose pitched notes' median velocity is under a floor (`soft_seed_velocity`)
+has every pitched velocity scaled by one factor, its median to the model's own level (`SoftSeeds`: the model's
+``heard_velocity``, recorded in its config.json; the floor where it records none): the model hears the same music
+as loud as the music it learnt, and the new notes are scaled back down by the same factor (`Dynamics.back`), the
+seed's with them. A scale, not a shift, so that accents and swells keep their proportions. Drums keep their own
+velocities. docs/generation.md, "A seed played pp goes on pp", has the measurements.
 """
 
 from __future__ import annotations
@@ -46,13 +48,31 @@ class Dynamics:
                 f"{self.median * self.scale:.0f}, its new notes written back as softly{off}")
 
 
-def soft_seed(velocity: np.ndarray, floor: float | None) -> Dynamics:
-    """How to hear a seed whose pitched notes have ``velocity`` (N,): scaled so that their median is ``floor``
-    where it is under it (None: never)."""
-    if floor is None or not len(velocity):
+@dataclass(frozen=True)
+class SoftSeeds:
+    """When a seed is played softly (its median velocity under ``floor``) and how loud it is then heard: at the
+    model's own level (`heard_velocity`: its training music's median), at least the floor."""
+
+    floor: float
+    heard_at: float
+
+
+def soft_seeds(floor: float | None, net) -> SoftSeeds | None:
+    """The rule for ``net`` (its ``heard_velocity``, None where it records none: the floor) under a run's
+    ``soft_seed_velocity`` (``floor``; None: every seed heard as it is)."""
+    if floor is None:
+        return None
+    level = getattr(net, "heard_velocity", None)
+    return SoftSeeds(float(floor), max(float(floor), level or 0.0))
+
+
+def soft_seed(velocity: np.ndarray, rule: SoftSeeds | None) -> Dynamics:
+    """How to hear a seed whose pitched notes have ``velocity`` (N,): scaled so that their median is the rule's
+    ``heard_at`` where it is under its floor (None: never)."""
+    if rule is None or not len(velocity):
         return Dynamics()
     median = float(np.median(velocity))
-    return Dynamics(floor / median, median) if median < floor else Dynamics(1.0, median)
+    return Dynamics(rule.heard_at / median, median) if median < rule.floor else Dynamics(1.0, median)
 
 
 def scaled(velocity: np.ndarray, scale: float) -> np.ndarray:

@@ -17,6 +17,7 @@ from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
+from musictx.io.dynamics import soft_seeds
 from musictx.tasks.critic_choice import candidates_per_sample, choose
 from musictx.tasks.drum_loop import DrumLoop, drum_loop, loop_drums, loop_words
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
@@ -109,7 +110,7 @@ def metrical_job(opts, net, tok) -> Job:
     """``musictx-generate``'s run on a metrical model, as its options (`GenerateOptions`) ask: the seed read
     (`musictx.tasks.metrical_seeds.seed_of`), its continuations' prompt, whole bars each; a Ctrl-C keeps
     the partial samples."""
-    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None))
+    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), soft_seeds(opts.soft_seed_velocity, net))
     playable_programs(net, seed)  # refused before anything else is said where the model can play none of it
     loop = seed_drum_loop(net, tok, seed, opts.drums, opts.ending)
     if line := parts_line(net, seed, loop):

@@ -15,6 +15,7 @@ import torch
 
 from musictx.decoding.hook import HookInputs
 from musictx.decoding.sampling_options import SamplingOptions
+from musictx.io.dynamics import soft_seeds
 from musictx.io.midi_io import Notes
 from musictx.io.midi_timing import MidiTiming
 from musictx.io.tokenizer import EventTokenizer
@@ -99,7 +100,7 @@ def performance_job(opts, net, tokenizer: EventTokenizer) -> Job:
     """``musictx-generate``'s run on a Performance model, as its options (`GenerateOptions`) ask: the seed
     read (`musictx.tasks.seeds.seed_for`), its continuations' prompt, a progress bar in seconds of
     music; a Ctrl-C keeps the partial samples."""
-    seed, tracks = seed_for(tokenizer, opts)
+    seed, tracks = seed_for(tokenizer, opts, soft_seeds(opts.soft_seed_velocity, net))
     prompt = continuation_prompt(net, tokenizer, seed, opts, num_samples=opts.num_samples,
                                  length_seconds=opts.length_seconds, max_tokens=opts.max_tokens, ending=opts.ending)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from musictx.decoding.errors import GenerateError
-from musictx.io.dynamics import Dynamics, scale_score, score_velocities, soft_seed
+from musictx.io.dynamics import Dynamics, SoftSeeds, scale_score, score_velocities, soft_seed
 from musictx.io.infill_format import bar_starts
 from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.midi_io import MidiReadError
@@ -61,26 +61,26 @@ class SongBars:
         return int(self.starts[b]) if b < self.n_bars else len(self.ids)
 
 
-def read_fitted(tok, path: str | os.PathLike, beats="auto", soft_floor: float | None = None
+def read_fitted(tok, path: str | os.PathLike, beats="auto", soft: SoftSeeds | None = None
                 ) -> tuple[ReadScore, Dynamics]:
     """``path`` read for a song task (``beats``: see `MetricalTokenizer.read`): its tracks moved by octaves into the
-    tokens' pitches (`musictx.io.registers`) and, where the song is played softer than ``soft_floor`` (its pitched
-    notes' median velocity), every pitched velocity scaled up to it (`musictx.io.dynamics`; None: never)."""
+    tokens' pitches (`musictx.io.registers`) and, where the song is played softly by the rule ``soft`` (its pitched
+    notes' median velocity), every pitched velocity scaled up (`musictx.io.dynamics.SoftSeeds`; None: never)."""
     read = tok.fit_registers(tok.read(path, beats))
-    dynamics = soft_seed(score_velocities(read.score), soft_floor)
+    dynamics = soft_seed(score_velocities(read.score), soft)
     scale_score(read.score, dynamics.scale)
     return read, dynamics
 
 
 def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats="auto",
-              learnt: tuple[int, ...] | None = None, soft_floor: float | None = None) -> SongBars:
+              learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None) -> SongBars:
     """``path`` read as the tokenizer reads it (`read_fitted`: POP909's beat file applied; ``beats``: see
     `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here.
     ``learnt``: the parts (programs) the model learnt; a track of another part is played as one of them.
-    ``soft_floor``: a song played softer is heard this loud (`read_fitted`)."""
+    ``soft``: when a song is played softly and how loud it is then heard (`read_fitted`)."""
     dynamics = Dynamics()
     if read is None:
-        read, dynamics = read_fitted(tok, path, beats, soft_floor)
+        read, dynamics = read_fitted(tok, path, beats, soft)
     plan = None
     if learnt is not None:
         tracks, plan = play_as_learnt(read.score, read.tracks, learnt)
@@ -167,14 +167,14 @@ def programs_of(song: SongBars, named: list[int] | None) -> set[int] | None:
 
 
 def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
-                learnt: tuple[int, ...] | None = None, soft_floor: float | None = None) -> SongBars:
+                learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None) -> SongBars:
     """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
     a file of one unnamed track is taken as the melody; otherwise it is an error naming the file. ``anew``: a
     whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again. ``learnt``:
     the parts (programs) the model learnt; a track of another part (a band's bass, its drums) is heard as it is
     (its notes' pitches and times are ids the model knows; the tracks' harmony then sounds in the accompaniment:
     docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`)."""
-    read, dynamics = read_fitted(tok, path, beats, soft_floor)  # tracks by octaves into the pitches, a pp song louder
+    read, dynamics = read_fitted(tok, path, beats, soft)  # tracks by octaves into the pitches, a pp song louder
     left_out: tuple[str, ...] = ()
     if anew and is_whole_song(read):
         keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from musictx.decoding.errors import GenerateError
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.task import Task
+
+if TYPE_CHECKING:
+    from musictx.io.dynamics import SoftSeeds
 
 
 class SongTask(Task):
@@ -36,10 +39,10 @@ class SongTask(Task):
             check_bars_form(opts.bars)
 
     def read(self, tok, path: str | os.PathLike, beats="auto", anew: bool = False,
-             learnt: tuple[int, ...] | None = None, soft_floor: float | None = None):
+             learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None):
         """The song this task works on (`musictx.tasks.song_bars.SongBars`); MidiReadError names the file's
         problem. ``learnt``: the parts (programs) the model learnt (``net.learnt_programs``; None: not recorded);
-        ``soft_floor``: a song played softer is heard this loud (`musictx.tasks.song_bars.read_fitted`)."""
+        ``soft``: when a song is played softly and how loud it is then heard (`musictx.tasks.song_bars.read_fitted`)."""
         raise NotImplementedError
 
     def tracks_of(self, song, names) -> Any:

@@ -30,10 +30,10 @@ class Infill(SongTask):
     needs_bars = True
     progress_word = "filling"
 
-    def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, soft_floor=None):
+    def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, soft=None):
         from musictx.tasks.song_bars import read_song
 
-        return read_song(tok, path, beats=beats, learnt=learnt, soft_floor=soft_floor)
+        return read_song(tok, path, beats=beats, learnt=learnt, soft=soft)
 
     def tracks_of(self, song, names):
         from musictx.tasks.song_bars import programs_of_names
