@@ -72,7 +72,7 @@ def soft_seed(velocity: np.ndarray, rule: SoftSeeds | None) -> Dynamics:
     if rule is None or not len(velocity):
         return Dynamics()
     median = float(np.median(velocity))
-    return Dynamics(rule.heard_at / median, median) if median < rule.floor else Dynamics(1.0, median)
+    return Dynamics(rule.heard_at / median, median) if 0 < median < rule.floor else Dynamics(1.0, median)
 
 
 def scaled(velocity: np.ndarray, scale: float) -> np.ndarray:
