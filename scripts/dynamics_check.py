@@ -1,9 +1,9 @@
-"""Does a continuation keep its seed's dynamics? Validation files played softer and louder (every velocity times a
-factor, as the same music played pp or ff), continued as ``musictx-generate`` does (10 s seed from 20 s, 10 s new,
-two samples): per factor, the median velocity of the seed, of the real next 10 s and of the new notes, and how far
+"""Does a continuation keep its seed's dynamics? Validation files played softer and louder (every pitched
+velocity times a factor, as the same music played pp or ff), continued as ``musictx-generate`` does (10 s seed
+from 20 s, 10 s new, two samples): per factor, the median velocity of the seed, of the real next 10 s and of the new notes, and how far
 the new notes' median is from the real's. Prints a table.
 
-    python scripts/dynamics_check.py --model piano --data data/piano --files 16 [--set hooks.dynamics.strength=0]
+    python scripts/dynamics_check.py --model piano --data data/piano --files 16 [--set soft_seed_velocity=null]
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ SEED_FROM, SEED_SECONDS, NEW_SECONDS = 20.0, 10.0, 10.0
 
 
 def scaled(path: Path, factor: float, out: Path) -> Path:
-    """``path`` with every velocity times ``factor`` (1..127); its beat and chord files beside it, as POP909's."""
+    """``path`` with every pitched velocity times ``factor`` (1..127; `musictx.io.dynamics.scale_score`); its beat
+    and chord files beside it, as POP909's."""
     from symusic import Score
 
-    score = Score(str(path))
-    for track in score.tracks:
-        a = track.notes.numpy()
-        velocity = np.clip(np.rint(a["velocity"] * factor), 1, 127).astype(np.int32)
-        track.notes = type(track.notes)() if not len(velocity) else _notes(a, velocity)
+    from musictx.io.dynamics import scale_score
+
+    score = scale_score(Score(str(path)), factor)
     out.mkdir(parents=True, exist_ok=True)
     for side in ("beat_midi.txt", "chord_midi.txt"):
         if (path.parent / side).is_file():
@@ -38,12 +37,6 @@ def scaled(path: Path, factor: float, out: Path) -> Path:
     target = out / path.name
     score.dump_midi(str(target))
     return target
-
-
-def _notes(a, velocity):
-    from symusic import Note
-
-    return Note.from_numpy(*(np.asarray(c, dtype=np.int32) for c in (a["time"], a["duration"], a["pitch"], velocity)))
 
 
 def real_next(path: Path, start: float) -> float:

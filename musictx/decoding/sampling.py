@@ -147,9 +147,11 @@ def _drawer(opts: DecodingOptions, device: torch.device, draws: int, pad_id: int
 
 def _callers(hooks: Sequence[LogitsHook]) -> list[tuple[LogitsHook, list | None]]:
     """The hooks whose call may reshape the logits, each with its ``acts_after`` as a list of bools (None: after
-    any id): a host lookup by the last id costs a fraction of a call that returns the logits as they came."""
+    any id): a host lookup by the last id costs a fraction of a call that returns the logits as they came. A hook
+    that acts after no id (a phrase return where the seed restates nothing) is left out."""
     return [(hook, None if hook.acts_after is None else np.asarray(hook.acts_after, dtype=bool).tolist())
-            for hook in hooks if type(hook).__call__ is not LogitsHook.__call__]
+            for hook in hooks if type(hook).__call__ is not LogitsHook.__call__
+            and (hook.acts_after is None or np.any(hook.acts_after))]
 
 
 def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:
@@ -190,7 +192,8 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
         if isinstance(hook, DecoderWrapper):
             window.decoder = hook.around(window.decoder, net, window.pin)
     callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
-    last = ids[:, t0 - 1].tolist()  # each row's last id: the hooks that act after some ids only look at it
+    gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
+    last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
     with (_eval_mode(net), closing(noise) if noise else nullcontext(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
@@ -204,7 +207,8 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
             done = _mark_done(done, nxt, eos_id, stoppers)
             for hook in followers:
                 hook.update(nxt, done)
-            last = nxt.tolist()
+            if gated:
+                last = nxt.tolist()
             if length == total or (can_stop and bool(done.all())):
                 break
             if pressed():

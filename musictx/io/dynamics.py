@@ -89,7 +89,9 @@ def score_velocities(score, start: int = 0, end: int | None = None) -> np.ndarra
         if track.is_drum:
             continue
         a = track.notes.numpy()
-        inside = (a["time"] >= start) & (a["time"] < (np.iinfo(np.int64).max if end is None else end))
+        inside = a["time"] >= start
+        if end is not None:
+            inside &= a["time"] < end
         out.append(a["velocity"][inside])
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 

@@ -94,11 +94,6 @@ class PhraseReturn(RepeatEcho):
     def _echoes_after(self) -> np.ndarray:
         return (self.pitch_of < 0) & any(self.plans)  # the seed restates nothing, the common case: no call at all
 
-    def __call__(self, logits: Tensor) -> Tensor:
-        if not any(self.plans):  # the seed restates nothing, the common case: not a look per draw
-            return logits
-        return super().__call__(logits)
-
     def _wanted_at(self, b: int, ref: dict[int, list[tuple[int, int]]], pos: int, drawn: list[tuple[int, int]],
                    last_kind: str) -> list[int]:
         """The repeat echo's ids, but where a track is short of the phrase's notes here only its Program: the
