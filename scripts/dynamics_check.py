@@ -1,7 +1,7 @@
 """Does a continuation keep its seed's dynamics? Validation files played softer and louder (every pitched
 velocity times a factor, as the same music played pp or ff), continued as ``musictx-generate`` does (10 s seed
-from 20 s, 10 s new, two samples): per factor, the median velocity of the seed, of the real next 10 s and of the new notes, and how far
-the new notes' median is from the real's. Prints a table.
+from 20 s, 10 s new, two samples): per factor, the median velocity of the seed, of the real next 10 s and of the
+new notes, and how far the new notes' median is from the real's. Prints a table.
 
     python scripts/dynamics_check.py --model piano --data data/piano --files 16 [--set soft_seed_velocity=null]
 """
