@@ -7,10 +7,11 @@ music is 63 (piano) and 87 (pop). Given a pp seed they did not follow it down: v
 itself goes on at 24 (`scripts/dynamics_check.py`); a pop accompaniment written for a song at 30 came at 85. So a
 seed (or a song to fill or accompany) whose pitched notes' median velocity is under a floor (`soft_seed_velocity`)
 has every pitched velocity scaled by one factor, its median to the model's own level (`SoftSeeds`: the model's
-``heard_velocity``, recorded in its config.json; the floor where it records none): the model hears the same music
-as loud as the music it learnt, and the new notes are scaled back down by the same factor (`Dynamics.back`), the
-seed's with them. A scale, not a shift, so that accents and swells keep their proportions. Drums keep their own
-velocities. docs/generation.md, "A seed played pp goes on pp", has the measurements.
+``heard_velocity``, recorded in its config.json at training, `musictx.io.played_level`; the floor where it
+records none): the model hears the same music as loud as the music it learnt, and the new notes are scaled back
+down by the same factor (`Dynamics.back`), the seed's with them. A scale, not a shift, so that accents and swells
+keep their proportions. Drums keep their own velocities. docs/generation.md, "A seed played pp goes on pp", has
+the measurements.
 """
 
 from __future__ import annotations

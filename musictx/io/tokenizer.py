@@ -70,6 +70,15 @@ class TokenizerConfig:
     def velocity_bin_size(self) -> int:
         return math.ceil(127 / self.velocity_bins)
 
+    @property
+    def default_velocity_bin(self) -> int:
+        """The bin of a piece's notes until its first VELOCITY event: mezzo-forte (64)."""
+        return (64 - 1) // self.velocity_bin_size + 1
+
+    def bin_velocity(self, vbin: np.ndarray) -> np.ndarray:
+        """The MIDI velocity each bin (1-based) decodes to: its softest."""
+        return np.minimum(1 + (vbin - 1) * self.velocity_bin_size, 127)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -281,7 +290,7 @@ class EventTokenizer:
         lay, c = self.layout, self.config
         step, vbin, open_notes, pedal = 0, None, {}, []
         rows = []  # (on_step, off_step, pitch, bin)
-        default_bin = (64 - 1) // c.velocity_bin_size + 1  # mezzo-forte until a VELOCITY event arrives
+        default_bin = c.default_velocity_bin  # until a VELOCITY event arrives
         for i in self._checked_ids(ids).tolist():
             if i == lay.eos:
                 break
@@ -331,8 +340,7 @@ class EventTokenizer:
     def _notes_from_steps(self, on, off, pitch, vbin) -> Notes:
         c = self.config
         order = np.lexsort((pitch, on))
-        velocity = 1 + (vbin[order] - 1) * c.velocity_bin_size
-        return Notes(on[order] * c.time_step, off[order] * c.time_step, pitch[order], np.minimum(velocity, 127))
+        return Notes(on[order] * c.time_step, off[order] * c.time_step, pitch[order], c.bin_velocity(vbin[order]))
 
     def decode(self, ids, program: int = 0):
         """A ``pretty_midi.PrettyMIDI`` with one piano track holding the decoded notes

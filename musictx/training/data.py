@@ -21,6 +21,7 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader, Sampler, Subset
 
+from musictx.io.played_level import median_velocity, velocity_counts
 from musictx.io.token_store import DatasetFormatError, TokenArrays, load_tokenizer
 from musictx.models.transformer import CONTEXT
 from musictx.training.infill_windows import InfillCurriculum
@@ -141,6 +142,16 @@ class MusicDataModule(L.LightningDataModule):
             played = np.bincount(TokenArrays(data_dir, "train").tokens, minlength=len(program_of)) > 0  # (V,)
             found |= set(program_of[played & (program_of != NOT_A_PROGRAM)].tolist())
         return sorted(found)
+
+    def velocity(self) -> float | None:
+        """How loud the train split (and the mix's) is played: the median velocity of its notes
+        (`musictx.io.played_level`), recorded with the weights; None where it strikes no note."""
+        values, counts = None, 0
+        for data_dir in [self.dir] if self.mix_dir is None else [self.dir, self.mix_dir]:
+            arrays = TokenArrays(data_dir, "train")
+            values, found = velocity_counts(self.tokenizer, arrays.tokens, arrays.offsets)
+            counts = counts + found  # one tokenizer (`check_mix_dir`): the same velocities
+        return None if values is None else median_velocity(values, counts)
 
     def check_split(self, split: str, data_dir: Path | None = None) -> TokenArrays:
         """The split's arrays (of ``data_dir``, default the main dataset), after checking they fit the

@@ -128,15 +128,20 @@ class MusicLitModule(L.LightningModule):
         # The data seed (the config's `seed`), else the one seed_everything gave torch: the same on every rank.
         seed = getattr(self.trainer.datamodule, "seed", None)
         self._rng_seed = int(seed if seed is not None else torch.initial_seed())
-        self._learn_programs()
+        self._learn_parts_and_level()
 
-    def _learn_programs(self) -> None:
-        """The parts the net learns (``net.learnt_programs``, saved with it): the Programs of the train data, with
-        those of the weights it started from (`init_from`); a continuation writes no track of another program."""
+    def _learn_parts_and_level(self) -> None:
+        """What the net learns besides its weights, saved with them: the parts (``net.learnt_programs``: the
+        Programs of the train data, with those of the weights it started from, `init_from`; a continuation writes
+        no track of another program) and how loud the music is played (``net.heard_velocity``: the train data's
+        median velocity; a soft seed is heard at it, `musictx.io.dynamics`)."""
         datamodule = self.trainer.datamodule
         found = datamodule.programs() if hasattr(datamodule, "programs") else None
         if found is not None:
             self.net.learnt_programs = tuple(sorted({*(getattr(self.net, "learnt_programs", None) or ()), *found}))
+        level = datamodule.velocity() if hasattr(datamodule, "velocity") else None
+        if level is not None:
+            self.net.heard_velocity = level
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # seed_everything seeds every DDP rank alike, so without this every rank would drop the same units.
