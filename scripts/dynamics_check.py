@@ -1,9 +1,11 @@
 """Does a continuation keep its seed's dynamics? Validation files played softer and louder (every pitched
 velocity times a factor, as the same music played pp or ff), continued as ``musictx-generate`` does (10 s seed
 from 20 s, 10 s new, two samples): per factor, the median velocity of the seed, of the real next 10 s and of the
-new notes, and how far the new notes' median is from the real's. Prints a table.
+new notes, and how far the new notes' median is from the real's. Prints a table. A factor written ``=V`` sets every
+pitched velocity to V instead (a file written at one velocity, as notation programs export).
 
     python scripts/dynamics_check.py --model piano --data data/piano --files 16 [--set soft_seed_velocity=null]
+    python scripts/dynamics_check.py --factors 1,1.5,=100,=127 [--set loud_seed_ratio=null]
 """
 
 from __future__ import annotations
@@ -22,14 +24,20 @@ SOURCES = {"piano": Path("../shared/data/piano"), "pop": Path("../shared/data/po
 SEED_FROM, SEED_SECONDS, NEW_SECONDS = 20.0, 10.0, 10.0
 
 
-def scaled(path: Path, factor: float, out: Path) -> Path:
-    """``path`` with every pitched velocity times ``factor`` (1..127; `musictx.io.dynamics.scale_score`); its beat
-    and chord files beside it, as POP909's."""
+def scaled(path: Path, factor: str, out: Path) -> Path:
+    """``path`` with every pitched velocity times ``factor`` (1..127; `musictx.io.dynamics.scale_score`), or set to
+    V where it reads ``=V``; its beat and chord files beside it, as POP909's."""
     from symusic import Score
 
     from musictx.io.dynamics import scale_score
 
-    score = scale_score(Score(str(path)), factor)
+    score = Score(str(path))
+    if factor.startswith("="):
+        for track in (t for t in score.tracks if not t.is_drum):
+            for note in track.notes:
+                note.velocity = int(factor[1:])
+    else:
+        score = scale_score(score, float(factor))
     out.mkdir(parents=True, exist_ok=True)
     for side in ("beat_midi.txt", "chord_midi.txt"):
         if (path.parent / side).is_file():
@@ -100,7 +108,7 @@ def main() -> None:
     print("| velocities x | seed median | real next 10 s | new notes | new - real (mean abs) | new / seed |")
     print("|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
-        for factor in (float(f) for f in args.factors.split(",")):
+        for factor in args.factors.split(","):
             seeds, reals, news = [], [], []
             for k, name in enumerate(names[: args.files]):
                 path = scaled(SOURCES[kind] / name, factor, Path(tmp, f"{factor}", str(k)))
@@ -112,7 +120,7 @@ def main() -> None:
                     reals.append(real_next(path, SEED_FROM + seed_end))
             s, r, n = (np.array(x) for x in (seeds, reals, news))
             ok = ~np.isnan(r) & ~np.isnan(n)
-            print(f"| {factor:g} | {np.mean(s):.1f} | {np.nanmean(r):.1f} | {np.nanmean(n):.1f} | "
+            print(f"| {factor} | {np.mean(s):.1f} | {np.nanmean(r):.1f} | {np.nanmean(n):.1f} | "
                   f"{np.mean(np.abs(n[ok] - r[ok])):.1f} | {np.nanmean(n / s):.2f} |", flush=True)
 
 

@@ -1,6 +1,8 @@
 """A seed played softer than the models ever heard (pp) is heard as loud as ``soft_seed_velocity`` and its new notes
-written back as softly: before, both shipped models answered a seed at velocity 9 at mf (median 29-71). A seed
-played mf or louder is read as it is, byte for byte."""
+written back as softly: before, both shipped models answered a seed at velocity 9 at mf (median 29-71). One played
+louder than ``loud_seed_ratio`` times the model's own level (a file written at one velocity, 100 or 127) is heard at
+that level and its new notes written back as loudly: before, the piano answered it at 41-69. A seed played between
+is read as it is, byte for byte."""
 
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def test_a_soft_seed_is_scaled_to_the_floor_and_back():
     assert quiet.back(np.array([40, 50, 55, 2])).tolist() == [8, 10, 11, 1]
     assert quiet.line() == ("the seed is played softly (median velocity 10): heard at 50, its new notes written back "
                             "as softly (soft_seed_velocity=null: heard as it is)")
-    assert Dynamics().line() == "" and "null" not in quiet.line(None)
+    assert Dynamics().line() == "" and "null" not in quiet.line(say_off=False)
 
 
 def test_a_soft_seed_is_heard_at_the_models_own_level():
@@ -55,6 +57,19 @@ def test_a_soft_seed_is_heard_at_the_models_own_level():
     assert soft_seeds(70, piano) == SoftSeeds(70.0, 70.0)  # never under the floor
     assert soft_seeds(50, object()) == SoftSeeds(50.0, 50.0)  # a model that records no level: the floor
     assert soft_seeds(None, pop) is None
+    assert soft_seeds(50, piano, 1.3) == SoftSeeds(50.0, 63.0, 63.0 * 1.3)  # and a ceiling, over the model's level
+    assert soft_seeds(None, piano, 1.3) == SoftSeeds(0.0, 63.0, 63.0 * 1.3)
+    assert soft_seeds(50, object(), 1.3) == SoftSeeds(50.0, 50.0)  # no level recorded: no ceiling
+
+
+def test_a_loud_seed_is_scaled_down_to_the_models_level_and_back_up():
+    rule = SoftSeeds(50.0, 63.0, 81.9)
+    assert soft_seed(np.array([70, 80, 81]), rule) == Dynamics(1.0, 80.0)  # under the ceiling: as it is
+    loud = soft_seed(np.array([120, 126, 127]), rule)
+    assert loud.scale == pytest.approx(63 / 126) and loud.median == 126
+    assert loud.back(np.array([63, 40, 90])).tolist() == [126, 80, 127]  # within MIDI's velocities
+    assert loud.line() == ("the seed is played loudly (median velocity 126): heard at 63, its new notes written back "
+                           "as loudly (loud_seed_ratio=null: heard as it is)")
 
 
 def test_a_seed_played_mf_is_read_as_it_is():
@@ -139,13 +154,34 @@ def test_bars_filled_or_accompanied_in_a_pp_song_are_written_as_softly(tmp_path,
     assert medians[50.0] <= 30 < medians[None]
 
 
-@pytest.mark.parametrize(("value", "said"), [(0, "soft_seed_velocity must be in 1..127 or null, got 0"),
-                                             (float("nan"), "soft_seed_velocity")])
-def test_a_floor_outside_midis_velocities_is_refused_in_one_line(value, said):
+@pytest.mark.parametrize(("option", "said"), [
+    ({"soft_seed_velocity": 0}, "soft_seed_velocity must be in 1..127 or null, got 0"),
+    ({"soft_seed_velocity": float("nan")}, "soft_seed_velocity"),
+    ({"loud_seed_ratio": 0.8}, "loud_seed_ratio must be > 1 .* got 0.8")])
+def test_a_floor_outside_midis_velocities_or_a_ceiling_under_the_level_is_refused_in_one_line(option, said):
     from musictx.decoding.errors import GenerateError
 
     with pytest.raises(GenerateError, match=said):
-        GenerateOptions(soft_seed_velocity=value).check_sampling()
+        GenerateOptions(**option).check_sampling()
+
+
+def test_a_seed_written_at_one_loud_velocity_is_continued_as_loudly(tmp_path, capsys):
+    """Every note at 127, as notation programs export: the piano model, heard as it is, answered at 41-61."""
+    pm = pretty_midi.PrettyMIDI(str(whisper(tmp_path / "whisper.mid")))
+    for note in pm.instruments[0].notes:
+        note.velocity = 127
+    pm.write(str(tmp_path / "loud.mid"))
+    medians = {}
+    for ratio in (1.3, None):
+        out = tmp_path / f"out_{ratio}"
+        record = run(GenerateOptions(seed_midi=str(tmp_path / "loud.mid"), checkpoint="piano", num_samples=1,
+                                     length_seconds=8, loud_seed_ratio=ratio, audio=False, output_dir=str(out),
+                                     progress_every_s=None, seed=1))
+        seed_v, new_v = velocities(out, record)
+        medians[ratio] = np.median(new_v)
+        assert np.min(seed_v) >= 125  # the seed written back as it was played, within a velocity bin
+    assert "the seed is played loudly (median velocity 125): heard at 63" in capsys.readouterr().out
+    assert medians[1.3] >= 100 and medians[None] <= 80
 
 
 def test_a_models_level_goes_with_its_folder_and_a_bad_one_is_refused(tmp_path):

@@ -37,7 +37,7 @@ from musictx.decoding import HOLD_SECONDS, GenerateError, parse_density
 from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plot_arcs
 from musictx.generation import GenerateOptions, apply_programs, parse_programs, write_take
 from musictx.io.audio import audio_unavailable
-from musictx.io.dynamics import soft_seeds
+from musictx.io.dynamics import seed_rule
 from musictx.io.midi_io import MidiReadError, file_problem, read_notes
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
@@ -200,7 +200,7 @@ class Continuer:
         seed = self._seed(seed_path, opts, tok, net)
         tracks = track_merge(tok, seed_path)
         said = [tracks.line()] if tracks.changed_anything else []
-        said += [soft] if (soft := seed.dynamics.line(None)) else []  # a pp seed heard louder, written back softly
+        said += [soft] if (soft := seed.dynamics.line(say_off=False)) else []  # a pp (ff) seed heard louder (softer)
         note = "; ".join(said) + "." if said else ""
         pieces = sample_continuations(net, tok, seed, opts, num_samples=opts.num_samples,
                                       length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
@@ -250,7 +250,7 @@ class Continuer:
 
     def _seed(self, seed_path: Path, opts: GenerateOptions, tokenizer, net) -> Seed:
         """The seed cut from ``seed_path`` as ``opts`` say for ``net``, or GenerateError in the page's words."""
-        soft = soft_seeds(opts.soft_seed_velocity, net)  # a pp seed heard at the model's own level
+        soft = seed_rule(opts, net)  # a pp or ff seed heard at the model's own level
         try:
             seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from, soft)
         except GenerateError as err:  # name the file, not the server's temporary path

@@ -19,7 +19,7 @@ from musictx.app.models import Choice, Loaded
 from musictx.decoding import GenerateError
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
-from musictx.io.dynamics import soft_seeds
+from musictx.io.dynamics import seed_rule
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_write import write_score
 from musictx.io.piano_roll import MARKED_SHADE, piano_roll_figure, save_figure
@@ -106,7 +106,7 @@ class Filler:
         per_bar = beats_number(beats)
         learnt = getattr(choice.model.net, "learnt_programs", None)  # a band's other tracks played as those parts
         song = _for_file(midi, task_named(task).read, choice.model.tokenizer, midi, per_bar or "auto", anew, learnt,
-                         soft_seeds(self.cont.base.soft_seed_velocity, choice.model.net))
+                         seed_rule(self.cont.base, choice.model.net))
         return midi, song, choice
 
     def _bars(self, midi: Path, song: SongBars, first, last, most: int) -> tuple[int, int]:
@@ -216,7 +216,7 @@ class Filler:
                 raise
             cont._newest = out
         cont.prune()
-        return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song, None)}",
+        return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song, False)}",
                       seed_note=note(), model_line=choice.line())
 
 

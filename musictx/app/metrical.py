@@ -10,7 +10,7 @@ from torch import Tensor
 
 from musictx.app.settings import DRUMS_BOX
 from musictx.generation import apply_programs, parse_programs, sample_name, write_take
-from musictx.io.dynamics import soft_seeds
+from musictx.io.dynamics import seed_rule
 from musictx.tasks import bars_for, metrical_take, parts_line, sample_bars, seed_drum_loop, seed_of
 
 
@@ -33,7 +33,7 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     a seed too long; the caller makes the page's results."""
     tok = model.tokenizer
     net = model.net
-    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), soft_seeds(opts.soft_seed_velocity, net))
+    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), seed_rule(opts, net))
     check_seconds(seed.seconds)
     loop = seed_drum_loop(model.net, tok, seed, opts.drums, opts.ending)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
@@ -54,4 +54,4 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
         rec.update(midi=f"{name}.mid", png=f"{name}.png", wav=f"{name}.wav" if rec["wav"] else None)
         written.append((rec, np.concatenate([seed.ids, ids])))
     stop = f'untick "{DRUMS_BOX}": they stop where the seed does'
-    return seed, written, parts_line(model.net, seed, loop, stop, soft_off=None) or ""
+    return seed, written, parts_line(model.net, seed, loop, stop, soft_off=False) or ""

@@ -55,6 +55,7 @@ class GenerateOptions(SamplingOptions):
     ending: bool = False  # continue: the piece closes on its key's chord (musictx.decoding.hooks.cadence, final_chord)
     soft_seed_velocity: float | None = 50.0  # a seed or song played softer (its notes' median velocity) is heard at
     # the model's own level and its new notes written back as softly (musictx.io.dynamics); None: heard as it is
+    loud_seed_ratio: float | None = 1.3  # one played louder than this times the model's own level: the same, loudly
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: torch's default
@@ -120,7 +121,8 @@ class GenerateOptions(SamplingOptions):
             if self.seed_from.strip().lower() != "end":
                 raise GenerateError(f"seed_from must be seconds into the seed file or end, got {self.seed_from!r}")
             self.seed_from = "end"
-        for name in ("seed_seconds", "seed_from", "length_seconds", "progress_every_s", "soft_seed_velocity"):
+        for name in ("seed_seconds", "seed_from", "length_seconds", "progress_every_s", "soft_seed_velocity",
+                     "loud_seed_ratio"):
             if getattr(self, name) != "end":
                 finite_number(name, getattr(self, name), nullable=name != "seed_from")
         seed_from = 0.0 if self.seed_from == "end" else self.seed_from
@@ -144,6 +146,8 @@ class GenerateOptions(SamplingOptions):
             (not 1 <= self.start_velocity <= 127, f"start_velocity must be in 1..127, got {self.start_velocity}"),
             (self.soft_seed_velocity is not None and not 1 <= self.soft_seed_velocity <= 127,
              f"soft_seed_velocity must be in 1..127 or null, got {self.soft_seed_velocity}"),
+            (self.loud_seed_ratio is not None and not self.loud_seed_ratio > 1,
+             f"loud_seed_ratio must be > 1 (times the model's own level) or null, got {self.loud_seed_ratio}"),
             (self.threads is not None and self.threads < 1, f"threads must be >= 1 or null, got {self.threads}"),
             (self.progress_every_s is not None and self.progress_every_s <= 0,
              f"progress_every_s must be > 0 or null, got {self.progress_every_s}"),

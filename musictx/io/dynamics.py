@@ -31,49 +31,61 @@ class Dynamics:
     median: float = 0.0  # the seed's median velocity, as played
 
     def back_one(self, velocity: int) -> int:
-        """One velocity the model wrote, as softly as the seed was played (`back`)."""
+        """One velocity the model wrote, as softly (or loudly) as the seed was played (`back`)."""
         return velocity if self.scale == 1.0 else int(scaled(np.array([velocity]), 1.0 / self.scale)[0])
 
     def back(self, velocity: np.ndarray) -> np.ndarray:
-        """Velocities the model wrote, (N,), as softly as the seed was played."""
+        """Velocities the model wrote, (N,), as softly (or loudly) as the seed was played."""
         return velocity if self.scale == 1.0 else scaled(velocity, 1.0 / self.scale)
 
-    def line(self, option: str | None = "soft_seed_velocity=null", what: str = "the seed") -> str:
-        """E.g. ``the seed is played softly (median velocity 23): heard at 50, its new notes written back as softly
-        (soft_seed_velocity=null: heard as it is)``; "" where it was heard as it is. ``option``: how to turn it off
-        (None: not said, where the user has no such switch); ``what``: what was played softly."""
+    def line(self, say_off: bool = True, what: str = "the seed") -> str:
+        """E.g. ``the seed is played softly (median velocity 23): heard at 63, its new notes written back as softly
+        (soft_seed_velocity=null: heard as it is)``; "" where it was heard as it is. ``say_off``: name the option
+        that turns it off (False where the user has no such switch); ``what``: what was played so."""
         if self.scale == 1.0:
             return ""
-        off = f" ({option}: heard as it is)" if option else ""
-        return (f"{what} is played softly (median velocity {self.median:.0f}): heard at "
-                f"{self.median * self.scale:.0f}, its new notes written back as softly{off}")
+        how, option = ("softly", "soft_seed_velocity") if self.scale > 1.0 else ("loudly", "loud_seed_ratio")
+        off = f" ({option}=null: heard as it is)" if say_off else ""
+        return (f"{what} is played {how} (median velocity {self.median:.0f}): heard at "
+                f"{self.median * self.scale:.0f}, its new notes written back as {how}{off}")
 
 
 @dataclass(frozen=True)
 class SoftSeeds:
-    """When a seed is played softly (its median velocity under ``floor``) and how loud it is then heard: at the
-    model's own level (`heard_velocity`: its training music's median), at least the floor."""
+    """When a seed is heard at another level, and which: one played softly (its median velocity under ``floor``)
+    or loudly (over ``ceiling``; None: never) is heard at the model's own level (`heard_velocity`: its training
+    music's median), at least the floor."""
 
     floor: float
     heard_at: float
+    ceiling: float | None = None
 
 
-def soft_seeds(floor: float | None, net) -> SoftSeeds | None:
-    """The rule for ``net`` (its ``heard_velocity``, None where it records none: the floor) under a run's
-    ``soft_seed_velocity`` (``floor``; None: every seed heard as it is)."""
-    if floor is None:
-        return None
+def soft_seeds(floor: float | None, net, loud_ratio: float | None = None) -> SoftSeeds | None:
+    """The rule for ``net`` (its ``heard_velocity``, None where it records none: the floor, and no ceiling) under a
+    run's ``soft_seed_velocity`` (``floor``) and ``loud_seed_ratio`` (the ceiling as a multiple of the model's
+    level); None where neither applies: every seed heard as it is."""
     level = getattr(net, "heard_velocity", None)
-    return SoftSeeds(float(floor), max(float(floor), level or 0.0))
+    ceiling = None if level is None or loud_ratio is None else level * loud_ratio
+    if floor is None and ceiling is None:
+        return None
+    floor = 0.0 if floor is None else float(floor)
+    return SoftSeeds(floor, max(floor, level or 0.0), ceiling)
+
+
+def seed_rule(opts, net) -> SoftSeeds | None:
+    """`soft_seeds` under a run's options (``soft_seed_velocity``, ``loud_seed_ratio``)."""
+    return soft_seeds(opts.soft_seed_velocity, net, opts.loud_seed_ratio)
 
 
 def soft_seed(velocity: np.ndarray, rule: SoftSeeds | None) -> Dynamics:
     """How to hear a seed whose pitched notes have ``velocity`` (N,): scaled so that their median is the rule's
-    ``heard_at`` where it is under its floor (None: never)."""
+    ``heard_at`` where it is under its floor or over its ceiling (None: never)."""
     if rule is None or not len(velocity):
         return Dynamics()
     median = float(np.median(velocity))
-    return Dynamics(rule.heard_at / median, median) if 0 < median < rule.floor else Dynamics(1.0, median)
+    loud = rule.ceiling is not None and median > rule.ceiling
+    return Dynamics(rule.heard_at / median, median) if 0 < median < rule.floor or loud else Dynamics(1.0, median)
 
 
 def scaled(velocity: np.ndarray, scale: float) -> np.ndarray:

@@ -17,7 +17,7 @@ from musictx.decoding.hook import HookInputs
 from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
-from musictx.io.dynamics import soft_seeds
+from musictx.io.dynamics import seed_rule
 from musictx.tasks.critic_choice import candidates_per_sample, choose
 from musictx.tasks.drum_loop import DrumLoop, drum_loop, loop_drums, loop_words
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
@@ -51,12 +51,12 @@ def playable_programs(net, seed: MetricalSeed) -> list[int]:
 
 
 def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None, drums_off: str | None = None,
-               soft_off: str | None = "soft_seed_velocity=null") -> str | None:
+               soft_off: bool = True) -> str | None:
     """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`), which it
     leaves silent, and why, that its drums ``loop`` where they do (``drums_off``: how to stop them, where not the
     command's option), which it hears by octaves into its pitches (`seed.registers`), and whether it hears a soft
-    seed louder (`seed.dynamics`; ``soft_off``: how to stop that, None: not said); None where there is nothing to
-    say."""
+    seed louder (or a loud one softer: `seed.dynamics`; ``soft_off``: whether to name the option that stops it);
+    None where there is nothing to say."""
     parts = parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts,
                        drums=loop_words(loop, drums_off))
     moved = seed.registers.line() if seed.registers else ""  # tracks heard by octaves into the tokens' pitches
@@ -110,7 +110,7 @@ def metrical_job(opts, net, tok) -> Job:
     """``musictx-generate``'s run on a metrical model, as its options (`GenerateOptions`) ask: the seed read
     (`musictx.tasks.metrical_seeds.seed_of`), its continuations' prompt, whole bars each; a Ctrl-C keeps
     the partial samples."""
-    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), soft_seeds(opts.soft_seed_velocity, net))
+    seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), seed_rule(opts, net))
     playable_programs(net, seed)  # refused before anything else is said where the model can play none of it
     loop = seed_drum_loop(net, tok, seed, opts.drums, opts.ending)
     if line := parts_line(net, seed, loop):

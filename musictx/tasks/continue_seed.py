@@ -15,7 +15,7 @@ import torch
 
 from musictx.decoding.hook import HookInputs
 from musictx.decoding.sampling_options import SamplingOptions
-from musictx.io.dynamics import soft_seeds
+from musictx.io.dynamics import seed_rule
 from musictx.io.midi_io import Notes
 from musictx.io.midi_timing import MidiTiming
 from musictx.io.tokenizer import EventTokenizer
@@ -72,7 +72,12 @@ def piece_notes(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, incl
     """Notes of seed + continuation; with ``include_seed=False`` only the notes struck after the seed,
     moved to start at 0 (velocities still follow from the seed's last VELOCITY event)."""
     notes = tokenizer.decode_notes(np.concatenate([seed.ids, new_ids]))
-    notes.velocity = seed.dynamics.back(notes.velocity)  # a soft seed's notes, and the new ones, as it was played
+    notes.velocity = seed.dynamics.back(notes.velocity)  # a pp (ff) seed: new notes as softly (loudly) as it is played
+    if seed.played_ids is not None:  # and its own notes as played, not heard and scaled back (a bin's rounding times
+        played = tokenizer.decode_notes(seed.played_ids)  # the scale): the first notes (struck by then, in order)
+        k = len(played.pitch)
+        if np.array_equal(notes.pitch[:k], played.pitch) and np.allclose(notes.start[:k], played.start):
+            notes.velocity[:k] = played.velocity
     if include_seed:
         return notes
     step = tokenizer.config.time_step
@@ -100,7 +105,7 @@ def performance_job(opts, net, tokenizer: EventTokenizer) -> Job:
     """``musictx-generate``'s run on a Performance model, as its options (`GenerateOptions`) ask: the seed
     read (`musictx.tasks.seeds.seed_for`), its continuations' prompt, a progress bar in seconds of
     music; a Ctrl-C keeps the partial samples."""
-    seed, tracks = seed_for(tokenizer, opts, soft_seeds(opts.soft_seed_velocity, net))
+    seed, tracks = seed_for(tokenizer, opts, seed_rule(opts, net))
     prompt = continuation_prompt(net, tokenizer, seed, opts, num_samples=opts.num_samples,
                                  length_seconds=opts.length_seconds, max_tokens=opts.max_tokens, ending=opts.ending)
     about = {"seed": {"midi": seed.path, "seconds": seed.seconds, "tokens": len(seed.ids),

@@ -34,7 +34,9 @@ class Seed:
     silence_dropped: float = 0.0  # seconds of the file before the seed's first note (silence; with seed_from,
     # the music before it too), left out: where the seed starts in the file
     timing: MidiTiming | None = None  # the seed file's tempo map and metre over the seed; None: 120 bpm, 4/4
-    dynamics: Dynamics = field(default_factory=Dynamics)  # a soft seed heard louder (`musictx.io.dynamics`)
+    dynamics: Dynamics = field(default_factory=Dynamics)  # a pp (ff) seed heard louder (softer): `musictx.io.dynamics`
+    played_ids: np.ndarray | None = None  # an ff seed's ids as played, to write its own notes back (heard softer, its
+    # velocities' bins are coarser than as played; a pp seed's finer: it is written back from ``ids``); None: ``ids``
 
 
 def drop_leading_silence(tokenizer: EventTokenizer, ids: np.ndarray) -> tuple[np.ndarray, int]:
@@ -78,13 +80,14 @@ def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seco
     if Path(path).suffix.lower() in AUDIO_SUFFIXES and Path(path).is_file():
         raise GenerateError(f"seed_midi={path}: an audio file; musictx continues MIDI files (.mid/.midi)")
     ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from)
-    dynamics = soft_seed(tokenizer.decode_notes(ids).velocity, soft)
-    if dynamics.scale != 1.0:  # the same notes, each velocity id louder
+    dynamics, played = soft_seed(tokenizer.decode_notes(ids).velocity, soft), None
+    if dynamics.scale != 1.0:  # the same notes, each velocity id louder (softer)
+        played = ids if dynamics.scale < 1.0 else None
         ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from, dynamics.scale)
     step = tokenizer.config.time_step
     seconds, dropped = tokenizer.split_time_shifts(ids)[2] * step, silent_steps * step
     timing = read_timing(path).window(dropped, dropped + seconds)
-    return Seed(ids, seconds, str(Path(path).resolve()), dropped, timing, dynamics)
+    return Seed(ids, seconds, str(Path(path).resolve()), dropped, timing, dynamics, played)
 
 
 def _seed_ids(tokenizer: EventTokenizer, path, seed_seconds: float | None, seed_from: float, scale: float = 1.0

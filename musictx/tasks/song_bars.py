@@ -91,12 +91,12 @@ def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats
                     parts=plan, dynamics=dynamics)
 
 
-def reading_said(song: SongBars, soft_off: str | None = "soft_seed_velocity=null") -> str:
+def reading_said(song: SongBars, soft_off: bool = True) -> str:
     """What reading the song did that the user should hear of, as clauses ("; ..."), "" for none: its tracks moved
     by octaves into the tokens' pitches (`musictx.io.registers`), and its meter where that makes every bar one
     beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not found
     beside it), so the model writes a bar's music into each beat; and a song played pp heard louder
-    (`musictx.io.dynamics`; ``soft_off``: how to stop that, None: not said)."""
+    (or ff softer: `musictx.io.dynamics`; ``soft_off``: whether to name the option that stops it)."""
     moved = f"; {line}" if song.read.registers and (line := song.read.registers.line()) else ""
     soft = f"; {line}" if (line := song.dynamics.line(soft_off, "the song")) else ""
     return moved + soft + _meter_said(song)

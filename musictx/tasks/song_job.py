@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from musictx.decoding.errors import GenerateError
 from musictx.io.chord_labels import Chords
-from musictx.io.dynamics import SoftSeeds, soft_seeds
+from musictx.io.dynamics import SoftSeeds, seed_rule
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.prompt import Job, new_rows
 from musictx.tasks.song_bars import parse_bars, reading_said
@@ -30,7 +30,7 @@ def song_job(task, opts, net, tok) -> Job:
     prompt drawn as one batch with seed ``opts.seed``, a progress bar in bars. A Ctrl-C ends the run with
     nothing written."""
     task.check_model(opts.checkpoint, tok)
-    request = _request(task, opts, tok, getattr(net, "learnt_programs", None), soft_seeds(opts.soft_seed_velocity, net))
+    request = _request(task, opts, tok, getattr(net, "learnt_programs", None), seed_rule(opts, net))
     what = task.describe(request, opts) + reading_said(request.song)
     prompt = request.prompt(net, tok, opts, opts.num_samples)
 
