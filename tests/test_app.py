@@ -116,7 +116,9 @@ def test_seed_from_and_the_merged_tracks_line(continuer, tmp_path):
     settings = Settings(seed_seconds=1.0, length_seconds=1, num_samples=1, seed=4, seed_from=2.2)
     results, message = run_request(lambda: continuer.continue_file(tmp_path / "band.mid", settings))
     assert message == (f"1 continuation(s) ready. {PINNED}\n\nband.mid: merged 2 tracks (melody [Flute], piano; "
-                       "16 notes) into one piano stream; dropped 1 drum track (drums, 16 notes).")
+                       "16 notes) into one piano stream; dropped 1 drum track (drums, 16 notes); the seed is played "
+                       "loudly (median velocity 89): heard at 63, its new notes written back as loudly.")  # at 90: ff
+                       # for the piano model, whose music's level is 63 (loud_seed_ratio, in the page's words)
     notes = continuer.first_model().tokenizer.read(results[0].midi)
     seed_part = sorted(zip(notes.start[notes.start < 0.99].round(2).tolist(), notes.pitch[notes.start < 0.99].tolist(),
                            strict=True))
