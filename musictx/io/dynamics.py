@@ -1,17 +1,15 @@
-"""A seed played softer than any the models learnt from, heard at the model's own level, and its new notes written
-back as softly.
+"""A seed played softer (or louder) than the music a model learnt from, heard at the model's own level, and its new
+notes written back as softly (or loudly).
 
-The shipped models learnt from music played mf and up: the median velocity of a 10 s window of their training
-music is 63 (piano) and 87 (pop). Given a pp seed they did not follow it down: validation performances played at
-0.35x their velocities (a seed's median 23) were continued at median 49, twice the seed's loudness, where the music
-itself goes on at 24 (`scripts/dynamics_check.py`); a pop accompaniment written for a song at 30 came at 85. So a
-seed (or a song to fill or accompany) whose pitched notes' median velocity is under a floor (`soft_seed_velocity`)
-has every pitched velocity scaled by one factor, its median to the model's own level (`SoftSeeds`: the model's
-``heard_velocity``, recorded in its config.json at training, `musictx.io.played_level`; the floor where it
-records none): the model hears the same music as loud as the music it learnt, and the new notes are scaled back
-down by the same factor (`Dynamics.back`), the seed's with them. A scale, not a shift, so that accents and swells
-keep their proportions. Drums keep their own velocities. docs/generation.md, "A seed played pp goes on pp", has
-the measurements.
+The models did not follow a seed far from their own level: a pp seed was answered at mf, and a file written at one
+loud velocity (100 or 127, as notation programs export) was answered by the piano at its own mf. So a seed (or a
+song to fill or accompany) whose pitched notes' median velocity is under a floor (`soft_seed_velocity`), or over a
+ceiling (`loud_seed_ratio` times the model's level), has every pitched velocity scaled by one factor, its median to
+the model's own level (`SoftSeeds`: the model's ``heard_velocity``, recorded in its config.json at training,
+`musictx.io.played_level`; the floor where it records none, and then no ceiling): the model hears the music as
+loud as the music it learnt, and the new notes are scaled back by the same factor (`Dynamics.back`). A scale, not
+a shift, so that accents and swells keep their proportions. Drums keep their own velocities. docs/generation.md,
+"A seed played pp goes on pp", has the measurements.
 """
 
 from __future__ import annotations
