@@ -62,6 +62,21 @@ def test_a_soft_seed_is_heard_at_the_models_own_level():
     assert soft_seeds(50, object(), 1.3) == SoftSeeds(50.0, 50.0)  # no level recorded: no ceiling
 
 
+def test_a_seed_written_at_one_velocity_is_heard_at_the_models_level():
+    rule = SoftSeeds(50.0, 63.0, 81.9, flat=True)
+    flat = soft_seed(np.array([77, 77, 77, 77]), rule)
+    assert flat == Dynamics(63 / 77, 77.0, flat=True) and flat.back(np.array([63])).tolist() == [77]
+    assert flat.line() == ("the seed is written at one velocity (77): heard at 63, its new notes written back at its "
+                           "level (flat_seed_level=false: heard as it is)")
+    for as_it_is in ([77, 78, 77], [63, 63], [77]):  # some dynamics; the model's own level; one note
+        assert soft_seed(np.array(as_it_is), rule).scale == 1.0
+    assert soft_seed(np.array([77] * 4), SoftSeeds(50.0, 63.0, 81.9)).scale == 1.0  # flat_seed_level=false
+    assert soft_seed(np.array([125] * 4), rule).line().startswith("the seed is played loudly")  # loud comes first
+    piano, _ = load_pretrained("piano")
+    assert soft_seeds(50, piano, 1.3, True).flat and not soft_seeds(50, object(), 1.3, True).flat  # needs a level
+    assert soft_seeds(None, object(), None, True) is None
+
+
 def test_a_loud_seed_is_scaled_down_to_the_models_level_and_back_up():
     rule = SoftSeeds(50.0, 63.0, 81.9)
     assert soft_seed(np.array([70, 80, 81]), rule) == Dynamics(1.0, 80.0)  # under the ceiling: as it is
@@ -80,9 +95,9 @@ def test_a_seed_played_mf_is_read_as_it_is():
     assert floored.dynamics.scale == 1.0 and np.array_equal(as_is.ids, floored.ids)
 
 
-def velocities(out: Path, record: dict) -> tuple[list[int], list[int]]:
-    """(the seed's velocities, the new notes') of a run's first sample."""
-    sample = record["samples"][0]
+def velocities(out: Path, record: dict, k: int = 0) -> tuple[list[int], list[int]]:
+    """(the seed's velocities, the new notes') of a run's ``k``-th sample."""
+    sample = record["samples"][k]
     seed_end = sample["total_seconds"] - sample["new_seconds"] - 0.01
     notes = [n for i in pretty_midi.PrettyMIDI(str(out / sample["midi"])).instruments for n in i.notes]
     return [n.velocity for n in notes if n.start < seed_end], [n.velocity for n in notes if n.start >= seed_end]
@@ -141,7 +156,8 @@ def test_bars_filled_or_accompanied_in_a_pp_song_are_written_as_softly(tmp_path,
         out = tmp_path / f"out_{floor}"
         extra = {"tracks": ["bridge"]} if task == "accompany" else {"hooks": {"copy_cache": {"strength": 0.0}}}
         run(GenerateOptions(seed_midi=str(song), task=task, bars="3-6", num_samples=1, soft_seed_velocity=floor,
-                            audio=False, output_dir=str(out), progress_every_s=None, **extra))
+                            flat_seed_level=floor is not None, audio=False, output_dir=str(out),
+                            progress_every_s=None, **extra))  # at one velocity: off means the flat rule too
         written = [(i.name, n) for i in pretty_midi.PrettyMIDI(str(out / "sample_00.mid")).instruments
                    for n in i.notes]
         inside = [n for name, n in written if 2 * bar - 0.01 <= n.start < 6 * bar - 0.01]
@@ -152,6 +168,23 @@ def test_bars_filled_or_accompanied_in_a_pp_song_are_written_as_softly(tmp_path,
         medians[floor] = np.median(new)
     assert "the song is played softly (median velocity 12): heard at 87" in capsys.readouterr().out
     assert medians[50.0] <= 30 < medians[None]
+
+
+def test_a_seed_written_at_one_mf_velocity_is_continued_at_it(tmp_path, capsys):
+    """Every note at 80 (a notation program's mf): the piano model, heard as it is, answered at its own 63."""
+    pm = pretty_midi.PrettyMIDI(str(whisper(tmp_path / "whisper.mid")))
+    for note in pm.instruments[0].notes:
+        note.velocity = 80
+    pm.write(str(tmp_path / "mf.mid"))
+    medians = {}
+    for flat in (True, False):
+        out = tmp_path / f"out_{flat}"
+        record = run(GenerateOptions(seed_midi=str(tmp_path / "mf.mid"), checkpoint="piano", num_samples=4,
+                                     length_seconds=8, flat_seed_level=flat, audio=False, output_dir=str(out),
+                                     progress_every_s=None, seed=1))
+        medians[flat] = np.median([v for k in range(4) for v in velocities(out, record, k)[1]])
+    assert "the seed is written at one velocity (77): heard at 63" in capsys.readouterr().out
+    assert medians[True] >= 70 and medians[False] <= 66  # 75 and 61 when written
 
 
 @pytest.mark.parametrize(("option", "said"), [
@@ -175,8 +208,8 @@ def test_a_seed_written_at_one_loud_velocity_is_continued_as_loudly(tmp_path, ca
     for ratio in (1.3, None):
         out = tmp_path / f"out_{ratio}"
         record = run(GenerateOptions(seed_midi=str(tmp_path / "loud.mid"), checkpoint="piano", num_samples=1,
-                                     length_seconds=8, loud_seed_ratio=ratio, audio=False, output_dir=str(out),
-                                     progress_every_s=None, seed=1))
+                                     length_seconds=8, loud_seed_ratio=ratio, flat_seed_level=ratio is not None,
+                                     audio=False, output_dir=str(out), progress_every_s=None, seed=1))
         seed_v, new_v = velocities(out, record)
         medians[ratio] = np.median(new_v)
         assert np.min(seed_v) >= 125  # the seed written back as it was played, within a velocity bin

@@ -56,6 +56,7 @@ class GenerateOptions(SamplingOptions):
     soft_seed_velocity: float | None = 50.0  # a seed or song played softer (its notes' median velocity) is heard at
     # the model's own level and its new notes written back as softly (musictx.io.dynamics); None: heard as it is
     loud_seed_ratio: float | None = 1.3  # one played louder than this times the model's own level: the same, loudly
+    flat_seed_level: bool = True  # one written at one velocity (no dynamics): heard at that level, likewise
     start_velocity: int = 64  # unconditional prompt: the VELOCITY event of this velocity
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: torch's default
