@@ -170,16 +170,22 @@ def test_bars_filled_or_accompanied_in_a_pp_song_are_written_as_softly(tmp_path,
     assert medians[50.0] <= 30 < medians[None]
 
 
+def at_one_velocity(path: Path, velocity: int) -> Path:
+    """`whisper`'s arpeggio with every note at ``velocity`` (as a notation program writes it: no dynamics)."""
+    pm = pretty_midi.PrettyMIDI(str(whisper(path)))
+    for note in pm.instruments[0].notes:
+        note.velocity = velocity
+    pm.write(str(path))
+    return path
+
+
 def test_a_seed_written_at_one_mf_velocity_is_continued_at_it(tmp_path, capsys):
     """Every note at 80 (a notation program's mf): the piano model, heard as it is, answered at its own 63."""
-    pm = pretty_midi.PrettyMIDI(str(whisper(tmp_path / "whisper.mid")))
-    for note in pm.instruments[0].notes:
-        note.velocity = 80
-    pm.write(str(tmp_path / "mf.mid"))
+    seed = at_one_velocity(tmp_path / "mf.mid", 80)
     medians = {}
     for flat in (True, False):
         out = tmp_path / f"out_{flat}"
-        record = run(GenerateOptions(seed_midi=str(tmp_path / "mf.mid"), checkpoint="piano", num_samples=4,
+        record = run(GenerateOptions(seed_midi=str(seed), checkpoint="piano", num_samples=4,
                                      length_seconds=8, flat_seed_level=flat, audio=False, output_dir=str(out),
                                      progress_every_s=None, seed=1))
         medians[flat] = np.median([v for k in range(4) for v in velocities(out, record, k)[1]])
@@ -200,14 +206,11 @@ def test_a_floor_outside_midis_velocities_or_a_ceiling_under_the_level_is_refuse
 
 def test_a_seed_written_at_one_loud_velocity_is_continued_as_loudly(tmp_path, capsys):
     """Every note at 127, as notation programs export: the piano model, heard as it is, answered at 41-61."""
-    pm = pretty_midi.PrettyMIDI(str(whisper(tmp_path / "whisper.mid")))
-    for note in pm.instruments[0].notes:
-        note.velocity = 127
-    pm.write(str(tmp_path / "loud.mid"))
+    seed = at_one_velocity(tmp_path / "loud.mid", 127)
     medians = {}
     for ratio in (1.3, None):
         out = tmp_path / f"out_{ratio}"
-        record = run(GenerateOptions(seed_midi=str(tmp_path / "loud.mid"), checkpoint="piano", num_samples=1,
+        record = run(GenerateOptions(seed_midi=str(seed), checkpoint="piano", num_samples=1,
                                      length_seconds=8, loud_seed_ratio=ratio, flat_seed_level=ratio is not None,
                                      audio=False, output_dir=str(out), progress_every_s=None, seed=1))
         seed_v, new_v = velocities(out, record)
