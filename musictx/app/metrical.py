@@ -35,9 +35,9 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     net = model.net
     seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), seed_rule(opts, net))
     check_seconds(seed.seconds)
-    loop = seed_drum_loop(model.net, tok, seed, opts.drums, opts.ending)
+    loop = seed_drum_loop(net, tok, seed, opts.drums, opts.ending)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
-    pieces = sample_bars(model.net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
+    pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
                          on_step=BarProgress(tok.bar_id, bars, report), ending=opts.ending)
     out.mkdir(parents=True)
     written = []
@@ -54,4 +54,4 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
         rec.update(midi=f"{name}.mid", png=f"{name}.png", wav=f"{name}.wav" if rec["wav"] else None)
         written.append((rec, np.concatenate([seed.ids, ids])))
     stop = f'untick "{DRUMS_BOX}": they stop where the seed does'
-    return seed, written, parts_line(model.net, seed, loop, stop, soft_off=False) or ""
+    return seed, written, parts_line(net, seed, loop, stop, soft_off=False) or ""

@@ -57,9 +57,9 @@ class Dynamics:
 
 @dataclass(frozen=True)
 class SoftSeeds:
-    """When a seed is heard at another level, and which: one played softly (its median velocity under ``floor``)
-    or loudly (over ``ceiling``; None: never) is heard at the model's own level (`heard_velocity`: its training
-    music's median), at least the floor."""
+    """When a seed is heard at another level, and which: one played softly (its median velocity under ``floor``),
+    loudly (over ``ceiling``; None: never) or at one velocity (``flat``) is heard at the model's own level
+    (`heard_velocity`: its training music's median), at least the floor."""
 
     floor: float
     heard_at: float

@@ -70,10 +70,14 @@ class TokenizerConfig:
     def velocity_bin_size(self) -> int:
         return math.ceil(127 / self.velocity_bins)
 
+    def velocity_bin(self, velocity):
+        """The bin (1-based) of a MIDI velocity, or of each of an array of them."""
+        return np.clip((velocity - 1) // self.velocity_bin_size + 1, 1, self.velocity_bins)
+
     @property
     def default_velocity_bin(self) -> int:
         """The bin of a piece's notes until its first VELOCITY event: mezzo-forte (64)."""
-        return (64 - 1) // self.velocity_bin_size + 1
+        return int(self.velocity_bin(64))
 
     def bin_velocity(self, vbin: np.ndarray) -> np.ndarray:
         """The MIDI velocity each bin (1-based) decodes to: its softest."""
@@ -205,7 +209,7 @@ class EventTokenizer:
         on = np.maximum(on, 0)
         off = np.maximum(off, on + 1)  # a note lasts at least one step
         pitch = notes.pitch[keep].astype(np.int64)
-        vbin = np.clip((notes.velocity[keep] - 1) // c.velocity_bin_size + 1, 1, c.velocity_bins)
+        vbin = c.velocity_bin(notes.velocity[keep])
         order = np.lexsort((off, on, pitch))
         on, off, pitch, vbin = on[order], off[order], pitch[order], vbin[order]
         # Of notes struck together on one pitch keep the longest (the last after sorting by off).

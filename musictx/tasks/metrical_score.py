@@ -34,7 +34,7 @@ def continuation_score(tok, seed: MetricalSeed, new_ids: np.ndarray, include_see
     score = hand_back(score, seed.parts, grid_ticks(tok, score), seed_end)  # tracks that shared a part, apart
     if seed.registers is not None:
         seed.registers.back(score)  # a track read by octaves into the tokens' pitches goes on where it was
-    scale_score(score, 1.0 / seed.dynamics.scale)  # a soft seed's notes, and the new ones, as softly as it was played
+    scale_score(score, 1.0 / seed.dynamics.scale)  # a pp (ff) seed's notes, and the new ones, as it was played
     # every seed track stays in the file, even one the continuation left silent
     present = {t.name for t in score.tracks}
     for info in seed.tracks.tracks:

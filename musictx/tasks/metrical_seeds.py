@@ -70,7 +70,7 @@ class MetricalSeed:
     song_ids: np.ndarray | None = field(default=None, repr=False)  # the whole file's ids, as the seed's were made
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
     registers: Registers | None = None  # tracks read by octaves into the tokens' pitches, written back moved back
-    dynamics: Dynamics = field(default_factory=Dynamics)  # a soft seed heard louder, its new notes written back softly
+    dynamics: Dynamics = field(default_factory=Dynamics)  # a pp (ff, flat) seed heard at the model's level
 
     @property
     def silence_dropped(self) -> float:
@@ -135,7 +135,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
     to the nearest bar line (all to the end when None). ``learnt``: the parts (programs) the model learnt; a
     track of another part is played as one of them (`musictx.tasks.played_as`). ``soft``: when a seed is
-    played softly and how loud it is then heard (`musictx.io.dynamics.SoftSeeds`; None: as it is)."""
+    heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.SoftSeeds`; None: as it is)."""
     read = tok.fit_registers(tok.read(path, beats))  # a piccolo's top octave is heard an octave down
     plan = None
     if learnt is not None:
@@ -161,7 +161,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
         count = n_bars - first
     count = min(count, n_bars - first)
     dynamics = soft_seed(score_velocities(score, int(lines[first]), int(lines[first + count])), soft)
-    if dynamics.scale != 1.0:  # the same bars, each velocity id louder
+    if dynamics.scale != 1.0:  # the same bars, each velocity id louder (softer)
         ids = tok.encode_read(read._replace(score=scale_score(score, dynamics.scale)), path)
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
     remember_seed_notes(plan, score, int(lines[first]), grid_ticks(tok, score, int(lines[first])))

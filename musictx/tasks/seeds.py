@@ -76,7 +76,7 @@ def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seco
     timeline shows them) starts the seed mid-file: at the first note struck at or after it, notes struck
     earlier being left out, held or not. The file's tempo map and time signatures over that same span come
     with it (`MidiTiming.window`): the ones in force at the seed's first note move to time 0. ``soft``: when a
-    seed is played softly and how loud it is then heard (`musictx.io.dynamics.SoftSeeds`; None: as it is)."""
+    seed is heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.SoftSeeds`; None: as it is)."""
     if Path(path).suffix.lower() in AUDIO_SUFFIXES and Path(path).is_file():
         raise GenerateError(f"seed_midi={path}: an audio file; musictx continues MIDI files (.mid/.midi)")
     ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from)
@@ -137,7 +137,7 @@ LONG_SEED_SECONDS = 60.0  # a whole-file seed longer than this is said to be one
 
 def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
     """A one-id prompt: the VELOCITY event of ``velocity`` (as a piece's first note would carry)."""
-    vbin = min((velocity - 1) // tokenizer.config.velocity_bin_size + 1, tokenizer.config.velocity_bins)
+    vbin = int(tokenizer.config.velocity_bin(velocity))
     return Seed(np.array([tokenizer.layout.velocity + vbin - 1], dtype=np.int64), 0.0, None)
 
 

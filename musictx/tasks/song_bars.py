@@ -41,7 +41,7 @@ class SongBars:
     learnt: tuple[int, ...] | None = None  # the parts (programs) the model learnt; None: it records none
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
     strangers: tuple[str, ...] = ()  # accompanied: tracks of parts the model never learnt, kept as they are (described)
-    dynamics: Dynamics = field(default_factory=Dynamics)  # a song played pp heard louder, its new notes written softly
+    dynamics: Dynamics = field(default_factory=Dynamics)  # a pp (ff, flat) song heard at the model's level
 
     @property
     def n_bars(self) -> int:
@@ -64,8 +64,8 @@ class SongBars:
 def read_fitted(tok, path: str | os.PathLike, beats="auto", soft: SoftSeeds | None = None
                 ) -> tuple[ReadScore, Dynamics]:
     """``path`` read for a song task (``beats``: see `MetricalTokenizer.read`): its tracks moved by octaves into the
-    tokens' pitches (`musictx.io.registers`) and, where the song is played softly by the rule ``soft`` (its pitched
-    notes' median velocity), every pitched velocity scaled up (`musictx.io.dynamics.SoftSeeds`; None: never)."""
+    tokens' pitches (`musictx.io.registers`) and, where the rule ``soft`` hears the song at the model's level (pp,
+    ff, one velocity), every pitched velocity scaled to it (`musictx.io.dynamics.SoftSeeds`; None: never)."""
     read = tok.fit_registers(tok.read(path, beats))
     dynamics = soft_seed(score_velocities(read.score), soft)
     scale_score(read.score, dynamics.scale)
@@ -77,7 +77,7 @@ def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats
     """``path`` read as the tokenizer reads it (`read_fitted`: POP909's beat file applied; ``beats``: see
     `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here.
     ``learnt``: the parts (programs) the model learnt; a track of another part is played as one of them.
-    ``soft``: when a song is played softly and how loud it is then heard (`read_fitted`)."""
+    ``soft``: when a song is heard at the model's level (`read_fitted`)."""
     dynamics = Dynamics()
     if read is None:
         read, dynamics = read_fitted(tok, path, beats, soft)
@@ -95,8 +95,8 @@ def reading_said(song: SongBars, soft_off: bool = True) -> str:
     """What reading the song did that the user should hear of, as clauses ("; ..."), "" for none: its tracks moved
     by octaves into the tokens' pitches (`musictx.io.registers`), and its meter where that makes every bar one
     beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not found
-    beside it), so the model writes a bar's music into each beat; and a song played pp heard louder
-    (or ff softer: `musictx.io.dynamics`; ``soft_off``: whether to name the option that stops it)."""
+    beside it), so the model writes a bar's music into each beat; and a song heard at the model's level (pp, ff,
+    one velocity: `musictx.io.dynamics`; ``soft_off``: whether to name the option that stops it)."""
     moved = f"; {line}" if song.read.registers and (line := song.read.registers.line()) else ""
     soft = f"; {line}" if (line := song.dynamics.line(soft_off, "the song")) else ""
     return moved + soft + _meter_said(song)

@@ -42,7 +42,7 @@ class SongTask(Task):
              learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None):
         """The song this task works on (`musictx.tasks.song_bars.SongBars`); MidiReadError names the file's
         problem. ``learnt``: the parts (programs) the model learnt (``net.learnt_programs``; None: not recorded);
-        ``soft``: when a song is played softly and how loud it is then heard (`musictx.tasks.song_bars.read_fitted`)."""
+        ``soft``: when a song is heard at the model's level (`musictx.tasks.song_bars.read_fitted`)."""
         raise NotImplementedError
 
     def tracks_of(self, song, names) -> Any:

@@ -134,7 +134,7 @@ class MusicLitModule(L.LightningModule):
         """What the net learns besides its weights, saved with them: the parts (``net.learnt_programs``: the
         Programs of the train data, with those of the weights it started from, `init_from`; a continuation writes
         no track of another program) and how loud the music is played (``net.heard_velocity``: the train data's
-        median velocity; a soft seed is heard at it, `musictx.io.dynamics`)."""
+        median velocity; a pp, ff or flat seed is heard at it, `musictx.io.dynamics`)."""
         datamodule = self.trainer.datamodule
         found = datamodule.programs() if hasattr(datamodule, "programs") else None
         if found is not None:
