@@ -243,6 +243,28 @@ def test_a_branch_catching_up_in_the_same_pass_equals_the_general_forward(batch,
             torch.testing.assert_close(behind.layers[layer].v, reference.layers[layer].v, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("batch", "cached", "known"), [(1, 30, 2), (2, 9, 3), (1, 50, 2)])
+def test_ids_known_ahead_fed_in_one_pass_equal_the_general_forward(batch, cached, known):
+    """An id the grammar leaves alone is fed with the next one (`step_many`), alone or beside a catching-up
+    branch (`step_catching_up` with several ids of its own): the logits after them and the keys are the general
+    forward's, within the relative table's distances and past them."""
+    net = _net("music_transformer")
+    ids = torch.randint(0, VOCAB, (batch, cached + known), generator=torch.Generator().manual_seed(8))
+    full = net(ids)  # (B, T, V)
+    with torch.inference_mode():
+        decoder = FastDecoder(net)
+        alone = net(ids[:, :cached], cache=decoder.init_cache())[1]
+        torch.testing.assert_close(decoder.step_many(ids[:, cached:], alone), full[:, -1], rtol=1e-5, atol=1e-5)
+        ahead, behind = (net(ids[:, :n], cache=decoder.init_cache())[1] for n in (cached, cached - 4))
+        mine, theirs = decoder.step_catching_up(ids[:, cached:], ahead, ids[:, cached - 4 :], behind)
+        torch.testing.assert_close(mine, full[:, -1], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(theirs, full[:, -1], rtol=1e-5, atol=1e-5)
+        reference = net(ids, cache=decoder.init_cache())[1]
+        for cache in (alone, ahead, behind):
+            assert cache.length == cached + known
+            torch.testing.assert_close(cache.layers[-1].v, reference.layers[-1].v, rtol=1e-5, atol=1e-5)
+
+
 def test_a_branch_restarting_in_the_same_pass_equals_the_general_forward():
     """A fresh cache takes a whole window of ids in the pass of another cache's step (recall guidance's
     branch starting again): its logits are those of the net run on the window alone."""

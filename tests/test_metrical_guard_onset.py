@@ -44,3 +44,19 @@ def test_a_track_stops_at_the_cap_and_the_others_go_on():
     assert "Program_0" not in allowed and "Program_80" in allowed and "Position_4" in allowed
     step(guard, tok, "Bar_None", "TimeSig_4/4", "Position_0")
     assert "Program_0" in _allowed(guard, tok)
+
+
+def test_the_guard_names_the_one_id_its_grammar_leaves_and_only_then():
+    """`only_choice`: the sampler writes such an id without asking the net (and feeds it with the next one)."""
+    tok = load_model("pop")[1]
+    one_track = started_on_bars(RemiGuard(tok, programs=[PIANO]), tok, [remi_bar((0, [(PIANO, 48, WHOLE)]))])
+    two_tracks = started_on_bars(RemiGuard(tok, programs=[PIANO, MELODY]), tok, [remi_bar((0, [(PIANO, 48, WHOLE)]))])
+    for guard, after_position in ((one_track, ["Program_0"]), (two_tracks, None)):
+        assert [tok.id_to_token(i) for i in guard.only_choice()] == ["TimeSig_4/4"]  # after a Bar: the seed's meter
+        assert _allowed(guard, tok) == {"TimeSig_4/4"}
+        step(guard, tok, "TimeSig_4/4")
+        assert guard.only_choice() is None  # any position of the bar
+        step(guard, tok, "Position_0")
+        only = guard.only_choice()
+        assert (only and [tok.id_to_token(i) for i in only]) == after_position
+        assert len(_allowed(guard, tok)) == (1 if after_position else 2)

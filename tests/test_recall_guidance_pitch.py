@@ -10,6 +10,7 @@ import pytest
 from musictx.checkpoints.model_store import load_model
 from musictx.decoding import FastDecoder, reference_steps
 from musictx.decoding.hooks.recall_guidance import RecallGuidance
+from musictx.decoding.sampling import _Drawer
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.tokenizer import EventTokenizer
 from musictx.paths import BUNDLED_MOTIF
@@ -60,20 +61,39 @@ def test_pop_is_guided_at_each_pitch_draw_and_only_there(pop, monkeypatch):
     assert len(ids) > 3 * decoder.guided_steps  # most draws pay for no second branch
 
 
-def test_pitch_only_guidance_samples_as_the_general_forward_does(pop, monkeypatch):
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pitch_only_guidance_samples_as_the_general_forward_does(pop, monkeypatch, batch):
     """The engine's catch-up pass against the general forward (the branch fed its skipped ids by the net's
-    own cached forward): the same ids for a batch of 2 whose rows are guided at different draws."""
-    fast, _ = _continue(pop, monkeypatch, "pitch", batch=2)
+    own cached forward; every id asked of the net): the same ids for one sample, whose TimeSig and Program ids
+    the engine feeds with the next id, and for a batch of 2 whose rows are guided at different draws."""
+    skipped = _count_skips(monkeypatch)
+    fast, _ = _continue(pop, monkeypatch, "pitch", batch=batch)
+    folded = len(skipped)
     with reference_steps():
-        general, _ = _continue(pop, monkeypatch, "pitch", batch=2)
+        general, _ = _continue(pop, monkeypatch, "pitch", batch=batch)
     assert all(len(a) == len(b) and (a == b).all() for a, b in zip(fast, general, strict=True))
-    assert not (len(fast[0]) == len(fast[1]) and (fast[0] == fast[1]).all())
+    assert len(skipped) == folded and (folded > 10 if batch == 1 else True)
+    assert batch == 1 or not (len(fast[0]) == len(fast[1]) and (fast[0] == fast[1]).all())
+
+
+def _count_skips(monkeypatch) -> list:
+    """The draws that the sampler skips from now on (an id its grammar leaves alone), one entry each."""
+    skipped, skip = [], _Drawer.skip
+
+    def counted(self, shape):
+        skipped.append(shape)
+        skip(self, shape)
+
+    monkeypatch.setattr(_Drawer, "skip", counted)
+    return skipped
 
 
 def test_every_draw_is_guided_when_asked_and_a_performance_model_always_is(pop, monkeypatch):
+    skipped = _count_skips(monkeypatch)
     (ids,), (decoder,) = _continue(pop, monkeypatch, "every")
-    # every draw: the ids after the opening Bar (the prompt's own) and the Bar that would open one bar more (cut)
-    assert decoder.guided_steps == len(ids)
+    # every draw the net is asked for: the ids after the opening Bar (the prompt's own) and the Bar that would open
+    # one bar more (cut), less those the grammar leaves alone (a TimeSig after a Bar, the one track's Program)
+    assert decoder.guided_steps == len(ids) - len(skipped) and len(skipped) > 3
     pitch_only, _ = _continue(pop, monkeypatch, "pitch")
     assert not (len(pitch_only[0]) == len(ids) and (pitch_only[0] == ids).all())  # it changes the music
     options = SamplingOptions(hooks={"recall_guidance": {"draws": "pitch"}})

@@ -9,6 +9,7 @@ fast path off for a block, so that a bench can time the general forward against 
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,23 +84,35 @@ class FastDecoder:
         """Whether `step_catching_up` runs in one pass (relative attention; absolute positions step alone)."""
         return self.weights.positions is None and self.weights.blocks[0].attn.table is not None
 
+    def step_many(self, ids: Tensor, cache: DecoderCache) -> Tensor:
+        """Logits (B, V) after t new ids per sample, ids (B, t), fed to ``cache`` in one pass (ids that the
+        sampler knew before the net ran: `musictx.decoding.sampling`). Needs `catches_up`."""
+        return self._passes([ids], [cache])[0]
+
     def step_catching_up(self, ids: Tensor, cache: DecoderCache, other_ids: Tensor, other: DecoderCache
                          ) -> tuple[Tensor, Tensor]:
-        """`step` of ``cache`` with the new ids (B,), and ``other`` fed several ids at once, other_ids (B, t)
-        (a branch catching up on the ids it skipped), in one pass: the logits (B, V) after each. Needs
-        `catches_up`."""
-        B, t = other_ids.shape
-        self._check_room(cache)
-        self._check_room(other, t)
+        """`step` of ``cache`` with the new ids (B,) (or `step_many`'s (B, t1)), and ``other`` fed several ids
+        at once, other_ids (B, t) (a branch catching up on the ids it skipped), in one pass: the logits (B, V)
+        after each. Needs `catches_up`."""
+        mine, theirs = self._passes([ids.view(len(ids), -1), other_ids], [cache, other])
+        return mine, theirs
+
+    def _passes(self, groups: list[Tensor], caches: list[DecoderCache]) -> list[Tensor]:
+        """Group i's ids (B, t_i) fed to ``caches[i]``, every group in one pass: the logits (B, V) after each
+        group's last ids. Its rows are the groups in turn, each sample-major (sample b's t_i ids together)."""
+        B, ts = len(groups[0]), [len(g[0]) for g in groups]
+        for cache, t in zip(caches, ts, strict=True):
+            self._check_room(cache, t)
         w = self.weights
         with without_onednn(w.emb.dtype == torch.float32):
-            x = w.emb.index_select(0, torch.cat([ids, other_ids.reshape(-1)]))  # (B + B * t, d_model)
-            attention = partial(_attention_catching_up, B=B)
-            for block, layers, other_layers in zip(w.blocks, cache.layers, other.layers, strict=True):
-                x = block_step(x, [layers, other_layers], block, attention)
-            last = torch.cat([x[:B], x[B + t - 1 :: t]])  # (2B, d_model): each cache's last row per sample
+            x = w.emb.index_select(0, torch.cat([g.reshape(-1) for g in groups]))  # (B * sum(ts), d_model)
+            attention = partial(_attention_in_groups, B=B, ts=ts)
+            for block, *layers in zip(w.blocks, *[c.layers for c in caches], strict=True):
+                x = block_step(x, layers, block, attention)
+            starts = list(itertools.accumulate([0, *(B * t for t in ts[:-1])]))  # each group's first row
+            last = torch.cat([x[at + t - 1 : at + B * t : t] for at, t in zip(starts, ts, strict=True)])  # (n * B, d)
             logits = torch.mm(torch.layer_norm(last, w.ln_shape, w.ln_w, w.ln_b, w.ln_eps), w.head_t)
-        return logits[:B], logits[B:]
+        return list(logits.split(B))
 
     def _check_room(self, cache: DecoderCache, new: int = 1) -> None:
         if cache.length + new > self.net.max_seq_len:
@@ -155,16 +168,20 @@ def attention_step(x: Tensor, caches: list[StepKVCache], w: AttentionWeights) ->
     return _product(out, w.proj_wt, w.proj_b, w.proj_int8)
 
 
-def _attention_catching_up(x: Tensor, caches: list[StepKVCache], w: AttentionWeights, B: int) -> Tensor:
-    """`attention_step` of `FastDecoder.step_catching_up`'s rows: B rows of one new id for ``caches[0]``,
-    then B * t rows, t new ids per sample, for ``caches[1]``."""
-    qkv = _product(x, w.qkv_wt, w.qkv_b, w.qkv_int8)  # (B + B * t, 3 * H * D)
-    mine, theirs = qkv[:B], qkv[B:]
-    t, H, D = len(theirs) // B, w.n_heads, w.d_head
-    q, k_new, v_new = theirs.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
-    caches[1].append(k_new, v_new)  # KVCache's own append: several entries at once
-    out = torch.cat([_attend_step(mine, caches[0], w), catch_up_attention(q, caches[1], w.table).view(B * t, H * D)])
-    return _product(out, w.proj_wt, w.proj_b, w.proj_int8)
+def _attention_in_groups(x: Tensor, caches: list[StepKVCache], w: AttentionWeights, B: int, ts: list[int]
+                         ) -> Tensor:
+    """`attention_step` of `FastDecoder._passes`'s rows: B * ts[i] rows for ``caches[i]`` in turn, t new ids
+    per sample (one id: `_attend_step`; several: `catch_up_attention`, each seeing the keys up to its own)."""
+    qkv = _product(x, w.qkv_wt, w.qkv_b, w.qkv_int8)  # (B * sum(ts), 3 * H * D)
+    H, D, out = w.n_heads, w.d_head, []
+    for rows, cache, t in zip(qkv.split([B * t for t in ts]), caches, ts, strict=True):
+        if t == 1:
+            out.append(_attend_step(rows, cache, w))
+            continue
+        q, k_new, v_new = rows.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
+        cache.append(k_new, v_new)  # KVCache's own append: several entries at once
+        out.append(catch_up_attention(q, cache, w.table).view(B * t, H * D))
+    return _product(torch.cat(out) if len(out) > 1 else out[0], w.proj_wt, w.proj_b, w.proj_int8)
 
 
 def _attend_step(qkv: Tensor, cache: StepKVCache, w: AttentionWeights) -> Tensor:

@@ -14,6 +14,7 @@ A hook comes in one of three kinds, and `generate` calls, for each hook in order
     logits = hook(logits)                # every step: (B, V) -> (B, V), forbidden ids at -inf
     done |= hook.finished(next_ids)      # a StopRule, every step: the samples it completes, (B,) bool
     hook.update(next_ids, done)          # every step: the ids drawn (B,), and which samples are complete (B,)
+    ids = hook.only_choice()             # after the updates: the next ids, where a grammar leaves one (or None)
 
 A `LogitsHook` leaves the ids and the logits as they are unless it overrides ``__call__``/``update``; `generate`
 calls neither where it is not overridden. A hook that reshapes only some draws says after which ids in
@@ -52,6 +53,12 @@ class LogitsHook:
 
     def update(self, next_ids: Tensor, done: Tensor) -> None:
         """Follow the ids just drawn (B,); ``done`` (B,) bool: samples complete after them."""
+
+    def only_choice(self) -> list[int] | None:
+        """Each row's one id allowed next, where this hook can tell from the ids so far (a grammar that leaves a
+        single id); None where some row has more. `generate` then writes those ids without asking the net or
+        the later hooks (the net's logits could not change the draw) and feeds them with the next ids."""
+        return None
 
 
 class StopRule(LogitsHook):

@@ -121,28 +121,39 @@ def _noise_stream(generator: torch.Generator | None, device: torch.device, tempe
     return NoiseStream(generator, draws) if on_cpu and temperature != 0 else None
 
 
-def _drawer(opts: DecodingOptions, device: torch.device, draws: int, pad_id: int | None, tokenizer=None
-            ) -> tuple[Callable[..., Tensor], NoiseStream | None]:
+class _Drawer:
     """``draw(logits (B, V), done, hooks, last) -> ids (B,)`` as ``opts`` says, from a generator seeded with
-    ``opts.seed``, and the noise it takes ahead (to close after the loop; None where none is taken ahead). A draw
-    masks PAD, runs each hook of ``hooks`` (`_callers`) that acts after a row's ``last`` id, then draws;
+    ``opts.seed``; ``noise``: the noise it takes ahead (to close after the loop; None where none is taken ahead).
+    A draw masks PAD, runs each hook of ``hooks`` (`_callers`) that acts after a row's ``last`` id, then draws;
     complete samples (``done``; None: none can be) get ``pad_id``."""
-    generator = torch.Generator(device=device).manual_seed(opts.seed)
-    noise = _noise_stream(generator, device, opts.temperature, draws)
-    velocities = velocity_family(tokenizer, device) if getattr(opts, "full_velocity", False) and opts.top_p else None
 
-    def draw(logits: Tensor, done: Tensor | None, hooks: Sequence[tuple[LogitsHook, list | None]],
-             last: list[int]) -> Tensor:
-        if pad_id is not None:
-            logits.select(1, pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
+    def __init__(self, opts: DecodingOptions, device: torch.device, draws: int, pad_id: int | None, tokenizer=None):
+        self.opts, self.pad_id = opts, pad_id
+        self.generator = torch.Generator(device=device).manual_seed(opts.seed)
+        self.noise = _noise_stream(self.generator, device, opts.temperature, draws)
+        wanted = getattr(opts, "full_velocity", False) and opts.top_p
+        self.velocities = velocity_family(tokenizer, device) if wanted else None
+
+    def __call__(self, logits: Tensor, done: Tensor | None, hooks: Sequence[tuple[LogitsHook, list | None]],
+                 last: list[int]) -> Tensor:
+        opts, noise = self.opts, self.noise
+        if self.pad_id is not None:
+            logits.select(1, self.pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
         for hook, after in hooks:
             if after is None or any(after[i] for i in last):
                 logits = hook(logits)
-        nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, generator,
-                          noise and noise.next(logits.shape), velocities)  # a velocity's value past the nucleus
-        return nxt if pad_id is None or done is None else nxt.masked_fill(done, pad_id)
+        nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, self.generator,
+                          noise and noise.next(logits.shape), self.velocities)  # a velocity's value past the nucleus
+        return nxt if self.pad_id is None or done is None else nxt.masked_fill(done, self.pad_id)
 
-    return draw, noise
+    def skip(self, shape: torch.Size) -> None:
+        """Take the numbers a draw of ``shape`` (B, V) would, without drawing (an id the grammar leaves alone)."""
+        if self.opts.temperature == 0:
+            return
+        if self.noise is not None:
+            self.noise.next(shape)
+        else:
+            torch.empty(shape, device=self.generator.device).exponential_(generator=self.generator)
 
 
 def _callers(hooks: Sequence[LogitsHook]) -> list[tuple[LogitsHook, list | None]]:
@@ -152,6 +163,19 @@ def _callers(hooks: Sequence[LogitsHook]) -> list[tuple[LogitsHook, list | None]
     return [(hook, None if hook.acts_after is None else np.asarray(hook.acts_after, dtype=bool).tolist())
             for hook in hooks if type(hook).__call__ is not LogitsHook.__call__
             and (hook.acts_after is None or np.any(hook.acts_after))]
+
+
+def _only_choice(forcers: Sequence[LogitsHook], window: SlidingWindow, length: int, done: Tensor,
+                 device: torch.device) -> Tensor | None:
+    """The next ids (B,) where a hook leaves each row one id (`LogitsHook.only_choice`) and the window after
+    ``length`` ids would be a plain step (`SlidingWindow.steps_at`); else None: the net is asked."""
+    if not forcers or bool(done.any()) or not window.steps_at(length):
+        return None
+    for hook in forcers:
+        only = hook.only_choice()
+        if only is not None:
+            return torch.tensor(only, device=device)
+    return None
 
 
 def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:
@@ -185,13 +209,15 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
     can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
-    draw, noise = _drawer(opts, device, max_new_tokens, pad_id, tokenizer)
+    draw = _Drawer(opts, device, max_new_tokens, pad_id, tokenizer)
+    noise = draw.noise
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])
         if isinstance(hook, DecoderWrapper):
             window.decoder = hook.around(window.decoder, net, window.pin)
     callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
+    forcers = [hook for hook in hooks if type(hook).only_choice is not LogitsHook.only_choice]
     gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
@@ -200,17 +226,22 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
         while length < total:
             logits = window.logits(ids, length)  # (B, V)
             nxt = draw(logits, done if can_stop else None, callers, last)  # (B,)
-            if length == ids.shape[1]:
-                ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
-            ids.select(1, length).copy_(nxt)
-            length += 1
-            done = _mark_done(done, nxt, eos_id, stoppers)
-            for hook in followers:
-                hook.update(nxt, done)
-            if gated:
-                last = nxt.tolist()
-            if length == total or (can_stop and bool(done.all())):
-                break
+            while True:  # the id drawn, then any that a grammar leaves alone (fed to the net with the next draw's)
+                if length == ids.shape[1]:
+                    ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
+                ids.select(1, length).copy_(nxt)
+                length += 1
+                done = _mark_done(done, nxt, eos_id, stoppers)
+                for hook in followers:
+                    hook.update(nxt, done)
+                if gated:
+                    last = nxt.tolist()
+                if length == total or (can_stop and bool(done.all())):
+                    return ids[:, :length]
+                nxt = _only_choice(forcers, window, length, done, device)
+                if nxt is None:
+                    break
+                draw.skip(logits.shape)  # the numbers its draw would have taken: later draws as without the skip
             if pressed():
                 raise KeyboardInterrupt
     return ids[:, :length]

@@ -69,30 +69,40 @@ class WindowDecoder:
             logits = self.net(window)
         return logits[:, -1]
 
-    def step(self, window: Tensor) -> Tensor:
-        """The window grew by one id at its end: logits (B, V) after it."""
+    @property
+    def folds(self) -> bool:
+        """Whether `step` feeds several new ids in one pass (a Transformer with relative attention, whose fast
+        engine catches up); elsewhere the sampler asks for the logits after every id."""
+        return self.fast is not None and self.fast.catches_up
+
+    def step(self, window: Tensor, new: int = 1) -> Tensor:
+        """The window grew by ``new`` ids at its end: logits (B, V) after them."""
         if not self.use_cache:
             return self.net(window)[:, -1]
-        if self.fast is not None:
+        if self.fast is not None and new == 1:
             return self.fast.step(window[:, -1], self.state)
-        logits, self.state = self.net(window[:, -1:], cache=self.state)
+        if self.fast is not None and self.fast.catches_up:
+            return self.fast.step_many(window[:, -new:], self.state)
+        logits, self.state = self.net(window[:, -new:], cache=self.state)
         return logits[:, -1]
 
-    def step_with(self, other: WindowDecoder, window: Tensor, other_new: Tensor, fresh: bool = False
-                  ) -> tuple[Tensor, Tensor]:
-        """`step` of this decoder over ``window``, and ``other`` (of the same net and engine, cached) fed
-        ``other_new`` (B, k), ids that end in the same new id, after its cache (``fresh``: restarted, an empty
-        one): one pass on the fast path (the weights are read once for both: `FastDecoder.step_together`, or
-        `step_catching_up` for k > 1 or a fresh cache), else one after the other."""
+    def step_with(self, other: WindowDecoder, window: Tensor, other_new: Tensor, fresh: bool = False,
+                  new: int = 1) -> tuple[Tensor, Tensor]:
+        """`step` of this decoder over ``window`` (grown by ``new`` ids), and ``other`` (of the same net and
+        engine, cached) fed ``other_new`` (B, k), ids that end in the same new id, after its cache (``fresh``:
+        restarted, an empty one): one pass on the fast path (the weights are read once for both:
+        `FastDecoder.step_together`, or `step_catching_up` for k > 1, a fresh cache or several new ids), else
+        one after the other."""
         fast = self.fast if self.fast is not None and other.fast is self.fast else None
-        if fast is not None and other_new.shape[1] == 1 and not fresh:
+        if fast is not None and other_new.shape[1] == 1 and not fresh and new == 1:
             mine, theirs = fast.step_together(window[:, -1], [self.state, other.state])  # (B, V) each
             return mine, theirs
         if fast is not None and fast.catches_up:
             if fresh:
                 other.state = fast.init_cache()
-            return fast.step_catching_up(window[:, -1], self.state, other_new, other.state)
-        return self.step(window), (other.restart(other_new) if fresh else other.extend(other_new))
+            mine = window[:, -1] if new == 1 else window[:, -new:]  # (B,) keeps the one-id step's own kernel
+            return fast.step_catching_up(mine, self.state, other_new, other.state)
+        return self.step(window, new), (other.restart(other_new) if fresh else other.extend(other_new))
 
     def extend(self, new: Tensor) -> Tensor:
         """A cached decoder fed ``new`` (B, k) ids at once through the net's forward: the logits (B, V) after them."""
@@ -112,24 +122,38 @@ class SlidingWindow:
         self.keep = keep_after_slide(self.max_len, slide)
         self.pin = pinned_length(keep_seed, t0, self.keep)
         self.pinned = self.started = False
+        self.seen = 0  # ids the decoder has been fed
         self.start = window_start(0, t0, self.max_len, self.keep)
         self.decoder = WindowDecoder(net, use_cache)
 
     def logits(self, ids: Tensor, length: int) -> Tensor:
         """The logits (B, V) after ``ids[:, :length]``: after the prompt at the first call (the decoder starts
-        on it), then one id more at each call: a decoding step, or a restart from the slid window."""
+        on it), then after the ids written since the last call (one, or more where `steps_at` said the sampler
+        could skip asking): a decoding step, or a restart from the slid window."""
+        new, self.seen = length - self.seen, length
         if not self.started:
             self.started = True
             return self.decoder.restart(ids[:, self.start : length])
         recent, slid = self.advance(ids, length)
-        return self.decoder.restart(recent) if slid else self.decoder.step(recent)
+        return self.decoder.restart(recent) if slid else self.decoder.step(recent, new)
 
-    def advance(self, ids: Tensor, length: int) -> tuple[Tensor, bool]:
-        """The window (B, <= max_len) over ``ids[:, :length]`` after one more id, and whether it slid (the
-        decoder then restarts from it)."""
+    def steps_at(self, length: int) -> bool:
+        """Whether the window over ``ids[:, :length]`` would be a step of the one before (not the prompt's first
+        call, not a slide): the sampler may then skip asking for its logits and feed its last id with the next
+        one, for the same window in the end."""
+        return self.started and self.decoder.folds and self._next_start(length)[0] == self.start
+
+    def _next_start(self, length: int) -> tuple[int, bool]:
+        """Where the window over ``ids[:, :length]`` starts, and whether the seed is pinned from then on."""
         new_start = window_start(self.start, length, self.max_len, self.keep, self.pin if self.pinned else 0, self.t0)
         if new_start != self.start and self.pin and not self.pinned:  # the first slide: from now on the seed is pinned
-            self.pinned, new_start = True, window_start(self.start, length, self.max_len, self.keep, self.pin, self.t0)
+            return window_start(self.start, length, self.max_len, self.keep, self.pin, self.t0), True
+        return new_start, self.pinned
+
+    def advance(self, ids: Tensor, length: int) -> tuple[Tensor, bool]:
+        """The window (B, <= max_len) over ``ids[:, :length]`` after more ids, and whether it slid (the
+        decoder then restarts from it)."""
+        new_start, self.pinned = self._next_start(length)
         slid, self.start = new_start != self.start, new_start
         window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
         if self.pinned:

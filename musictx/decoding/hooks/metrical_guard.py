@@ -85,6 +85,20 @@ class RemiGuard(ReadsCursor):
             elif c.pitch_of[i] >= 0:
                 self.struck[b].setdefault(int(c.program[b]), []).append(i)
 
+    def only_choice(self) -> list[int] | None:
+        """Each row's one id its grammar allows next (after a Bar, the seed's meter; after a Position in a
+        one-track continuation, its Program), or None where some row has more."""
+        out = []
+        for b in range(len(self.struck)):
+            kept = self._place(b)
+            if kept.only < 0:
+                return None
+            bad = self._with_struck(b, kept.mask)
+            if bad is not kept.mask and bad[kept.only]:  # this onset's notes forbid it: the guard's fallback
+                return None
+            out.append(kept.only)
+        return out
+
     # ----- masks ------------------------------------------------------------------------------
     def _forbidden(self, b: int) -> np.ndarray:
         """(V,) bool, what row b may not draw next."""
@@ -150,10 +164,15 @@ class RemiGuard(ReadsCursor):
 @dataclass
 class _Place:
     """One place's grammar: ``mask`` (V,) bool, the ids forbidden there; ``bias``, the same as a -inf row to add
-    to a batch-1 row of logits, made when first asked."""
+    to a batch-1 row of logits, made when first asked; ``only``, the one id allowed there (-1: several)."""
 
     mask: np.ndarray
     bias: Tensor | None = None
+    only: int = -1  # the one id allowed there; -1: more than one
+
+    def __post_init__(self):
+        allowed = np.flatnonzero(~self.mask)
+        self.only = int(allowed[0]) if len(allowed) == 1 else -1
 
 
 def _minus_inf_where(bad: np.ndarray) -> Tensor:

@@ -146,16 +146,23 @@ class GuidedDecoder:
             self.recent_logits = self._run_recent(recent_window)
         return logits
 
-    def step(self, window: Tensor) -> Tensor:
-        self.new_ids += 1
-        action, recent_window = self._plan(window)
-        self.stale |= action != "step"
+    @property
+    def folds(self) -> bool:
+        return self.decoder.folds  # the branch follows several new ids as it follows one (`step`)
+
+    def step(self, window: Tensor, new: int = 1) -> Tensor:
+        """The window grew by ``new`` ids: the whole window's logits (B, V), and the branch's where the next
+        draw is guided. The branch's bookkeeping follows the ids one by one, as if each had been a step."""
+        for back in range(new - 1, -1, -1):
+            self.new_ids += 1
+            action, recent_window = self._plan(window[:, : window.shape[1] - back])
+            self.stale |= action != "step"
         self.recent_logits = None
         if recent_window is None or not self._guided_rows(window):
-            return self.decoder.step(window)
-        # a stale branch starts again on its whole window, else it takes the new id and those it skipped
-        new = recent_window if self.stale else recent_window[:, self.fed - recent_window.shape[1]:]  # (B, >= 1)
-        logits, self.recent_logits = self.decoder.step_with(self.recent, window, new, fresh=self.stale)
+            return self.decoder.step(window, new)
+        # a stale branch starts again on its whole window, else it takes the new ids and those it skipped
+        branch = recent_window if self.stale else recent_window[:, self.fed - recent_window.shape[1]:]  # (B, >= 1)
+        logits, self.recent_logits = self.decoder.step_with(self.recent, window, branch, fresh=self.stale, new=new)
         self.stale, self.fed = False, recent_window.shape[1]
         return logits
 
