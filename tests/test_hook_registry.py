@@ -164,8 +164,51 @@ def test_a_hook_of_the_wrong_kind_is_refused_not_ignored():
         generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(), [Stops()], max_new_tokens=2)
     with pytest.raises(TypeError, match="Wraps defines around\\(\\) but is not a DecoderWrapper"):
         generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(), [Wraps()], max_new_tokens=2)
+    class Names(LogitsHook):
+        def only_choice(self):
+            return [3]
+
+    with pytest.raises(TypeError, match="Names defines only_choice\\(\\) but is not a Grammar"):
+        generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(), [Names()], max_new_tokens=2)
+
     class Ends(StopRule):  # the same method on the right kind: asked, and the sample ends after one id
         def finished(self, next_ids):
             return next_ids >= 0
 
     assert generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(), [Ends()], max_new_tokens=2).shape == (1, 3)
+
+
+def test_a_grammars_lone_id_is_written_without_asking_the_net(monkeypatch):
+    """A Grammar that leaves only id 3 after any other id: each 3 is written without a draw and fed to the net
+    with the id after it, in one pass; the draws in between are the net's, never 3. Where the window slides
+    (a context of 16) the net is asked after the 3 as well, and the ids are the same."""
+    from musictx.decoding import FastDecoder, Grammar, reference_steps
+    from musictx.decoding.sampling import SpecialIds, generate
+
+    from .gen_fixtures import tiny_net
+
+    class AfterEachId(Grammar):
+        def start(self, prompt):
+            self.last = prompt[:, -1].tolist()
+
+        def update(self, next_ids, done):
+            self.last = next_ids.tolist()
+
+        def __call__(self, logits):
+            if self.last == [3]:
+                return logits.index_fill(1, torch.tensor([3]), float("-inf"))
+            return torch.full_like(logits, float("-inf")).index_fill(1, torch.tensor([3]), 0.0)
+
+        def only_choice(self):
+            return None if self.last == [3] else [3]
+
+    passes, many = [], FastDecoder.step_many
+    monkeypatch.setattr(FastDecoder, "step_many",
+                        lambda self, ids, cache: passes.append(ids.shape) or many(self, ids, cache))
+    net, prompt = tiny_net("music_transformer"), torch.tensor([[1, 3]])
+    ids = generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(seed=1), [AfterEachId()], max_new_tokens=20)[0]
+    assert (ids[3::2] == 3).all() and not (ids[2::2] == 3).any() and len(ids) == 22
+    assert set(passes) == {(1, 2)} and 4 <= len(passes) < 9  # each 3 with the next draw's id, but at a slide
+    with reference_steps():  # the general forward: asked after every id
+        assert torch.equal(generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(seed=1), [AfterEachId()],
+                                    max_new_tokens=20)[0], ids)

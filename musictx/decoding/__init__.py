@@ -6,8 +6,8 @@ and ``--help`` read `DecodingOptions` without loading torch):
 - `generate` (``sampling``): the KV-cached sampler; `GenerationInterrupted` keeps what Ctrl-C left.
 - `DecodingOptions`, `SamplingOptions`: the draw's settings, and those plus every hook's options.
 - the hook kinds (``hook``): `LogitsHook` reshapes the logits, `StopRule` ends samples, `DecoderWrapper` wraps
-  what the sampler steps; `HookSpec` describes one; ``hooks/`` holds each hook and ``hooks.registry`` builds
-  a run's list.
+  what the sampler steps, `Grammar` also names a lone next id; `HookSpec` describes one; ``hooks/`` holds each
+  hook and ``hooks.registry`` builds a run's list.
 - `GenerateError`: bad input, the message naming the option or the file.
 
 Inside: ``engine``/``ops``/``weights`` (`FastDecoder`: batch-1 steps with fused projections), ``window`` (the
@@ -30,6 +30,7 @@ _PUBLIC = {
     "reference_steps": "engine",
     "GenerateError": "errors",
     "DecoderWrapper": "hook",
+    "Grammar": "hook",
     "HookSpec": "hook",
     "LogitsHook": "hook",
     "StopRule": "hook",
@@ -56,7 +57,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.decoding.decoding_options import DecodingOptions
     from musictx.decoding.engine import FastDecoder, fast_decoder, reference_steps
     from musictx.decoding.errors import GenerateError
-    from musictx.decoding.hook import DecoderWrapper, HookSpec, LogitsHook, StopRule
+    from musictx.decoding.hook import DecoderWrapper, Grammar, HookSpec, LogitsHook, StopRule
     from musictx.decoding.hooks.copy_cache import loose_ids, mixture_nll
     from musictx.decoding.hooks.density import parse_density
     from musictx.decoding.hooks.final_chord import HOLD_SECONDS

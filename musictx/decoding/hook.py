@@ -7,14 +7,14 @@ Each hook describes itself with a `HookSpec` in its own file: its options (a sma
 it applies to, the hooks it needs and how to make it from a run's `HookInputs` and those options.
 `musictx.decoding.hooks.registry` lists the specs; its `build_hooks` is the one place a hook list is built.
 
-A hook comes in one of three kinds, and `generate` calls, for each hook in order:
+A hook comes in one of four kinds, and `generate` calls, for each hook in order:
 
     hook.start(prompt)                   # every kind, once: the prompt (B, T0), on the net's device
     decoder = hook.around(decoder, net, pinned)   # a DecoderWrapper, once: it asks the net itself
     logits = hook(logits)                # every step: (B, V) -> (B, V), forbidden ids at -inf
     done |= hook.finished(next_ids)      # a StopRule, every step: the samples it completes, (B,) bool
     hook.update(next_ids, done)          # every step: the ids drawn (B,), and which samples are complete (B,)
-    ids = hook.only_choice()             # after the updates: the next ids, where a grammar leaves one (or None)
+    ids = hook.only_choice()             # a Grammar, after the updates: the next ids where it leaves one, or None
 
 A `LogitsHook` leaves the ids and the logits as they are unless it overrides ``__call__``/``update``; `generate`
 calls neither where it is not overridden. A hook that reshapes only some draws says after which ids in
@@ -54,18 +54,21 @@ class LogitsHook:
     def update(self, next_ids: Tensor, done: Tensor) -> None:
         """Follow the ids just drawn (B,); ``done`` (B,) bool: samples complete after them."""
 
-    def only_choice(self) -> list[int] | None:
-        """Each row's one id allowed next, where this hook can tell from the ids so far (a grammar that leaves a
-        single id); None where some row has more. `generate` then writes those ids without asking the net or
-        the later hooks (the net's logits could not change the draw) and feeds them with the next ids."""
-        return None
-
-
 class StopRule(LogitsHook):
     """A hook that ends samples (a length rule): `generate` knows then that samples may end early."""
 
     def finished(self, next_ids: Tensor) -> Tensor:
         """(B,) bool: the samples the ids just drawn (B,) complete. Called before ``update``."""
+        raise NotImplementedError
+
+
+class Grammar(LogitsHook):
+    """A hook that forbids what may not come next and can say, from the ids alone, where it leaves one id."""
+
+    def only_choice(self) -> list[int] | None:
+        """Each row's one id allowed next (after a Bar, the seed's meter); None where some row has more. Called
+        after ``update``. `generate` then writes those ids without asking the net or the later hooks (the net's
+        logits could not change the draw) and feeds them to the net with the next ids, in one pass."""
         raise NotImplementedError
 
 

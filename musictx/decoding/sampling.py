@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.filters import NoiseStream, sample_next, velocity_family
-from musictx.decoding.hook import DecoderWrapper, LogitsHook, StopRule
+from musictx.decoding.hook import DecoderWrapper, Grammar, LogitsHook, StopRule
 from musictx.decoding.window import SlidingWindow
 
 
@@ -91,8 +91,8 @@ def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
 
 def _check_kind(hook: LogitsHook) -> None:
     """TypeError for a hook that writes ``finished`` or ``around`` without being of the kind that is asked for
-    them (`StopRule`, `DecoderWrapper`): the method would never be called, silently."""
-    for method, kind in (("finished", StopRule), ("around", DecoderWrapper)):
+    them (`StopRule`, `DecoderWrapper`, `Grammar`): the method would never be called, silently."""
+    for method, kind in (("finished", StopRule), ("around", DecoderWrapper), ("only_choice", Grammar)):
         if hasattr(hook, method) and not isinstance(hook, kind):
             raise TypeError(f"{type(hook).__name__} defines {method}() but is not a {kind.__name__}: "
                             f"subclass musictx.decoding.{kind.__name__} so that generate calls it")
@@ -165,13 +165,13 @@ def _callers(hooks: Sequence[LogitsHook]) -> list[tuple[LogitsHook, list | None]
             and (hook.acts_after is None or np.any(hook.acts_after))]
 
 
-def _only_choice(forcers: Sequence[LogitsHook], window: SlidingWindow, length: int, done: Tensor,
+def _only_choice(grammars: Sequence[Grammar], window: SlidingWindow, length: int, done: Tensor,
                  device: torch.device) -> Tensor | None:
-    """The next ids (B,) where a hook leaves each row one id (`LogitsHook.only_choice`) and the window after
+    """The next ids (B,) where a grammar leaves each row one id (`Grammar.only_choice`) and the window after
     ``length`` ids would be a plain step (`SlidingWindow.steps_at`); else None: the net is asked."""
-    if not forcers or bool(done.any()) or not window.steps_at(length):
+    if not grammars or bool(done.any()) or not window.steps_at(length):
         return None
-    for hook in forcers:
+    for hook in grammars:
         only = hook.only_choice()
         if only is not None:
             return torch.tensor(only, device=device)
@@ -217,7 +217,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
         if isinstance(hook, DecoderWrapper):
             window.decoder = hook.around(window.decoder, net, window.pin)
     callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
-    forcers = [hook for hook in hooks if type(hook).only_choice is not LogitsHook.only_choice]
+    grammars = [hook for hook in hooks if isinstance(hook, Grammar)]
     gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
@@ -238,7 +238,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
                     last = nxt.tolist()
                 if length == total or (can_stop and bool(done.all())):
                     return ids[:, :length]
-                nxt = _only_choice(forcers, window, length, done, device)
+                nxt = _only_choice(grammars, window, length, done, device)
                 if nxt is None:
                     break
                 draw.skip(logits.shape)  # the numbers its draw would have taken: later draws as without the skip

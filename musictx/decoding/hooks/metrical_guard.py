@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.hook import Grammar, HookInputs, HookSpec
 from musictx.decoding.option_fields import option
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 MAX_NOTES_AT_ONSET = 10  # one track's notes at one position: 23 of POP909's 682,571 train onsets have more
 
 
-class RemiGuard(ReadsCursor):
+class RemiGuard(ReadsCursor, Grammar):
     """The grammar of a `MetricalTokenizer`'s ids; ``programs``: the seed's tracks (None: any may come, and
     tempo changes too: an unconditional sample). Where each sample stands (its last id, position, bar length
     and meter) is a `musictx.decoding.cursor.RemiCursor`: the run's shared one."""
