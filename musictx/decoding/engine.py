@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from musictx.decoding.ops import StepKVCache, catch_up_attention, decode_attention, without_onednn
+from musictx.decoding.ops import StepKVCache, catch_up_attention, catch_up_one_sample, decode_attention, without_onednn
 from musictx.decoding.weights import AttentionWeights, BlockWeights, NetWeights, net_weights
 from musictx.models.transformer import DecoderCache, MusicTransformer, VanillaTransformer
 
@@ -107,11 +107,11 @@ class FastDecoder:
         with without_onednn(w.emb.dtype == torch.float32):
             x = w.emb.index_select(0, torch.cat([g.reshape(-1) for g in groups]))  # (B * sum(ts), d_model)
             attention = partial(_attention_in_groups, B=B, ts=ts)
-            for block, *layers in zip(w.blocks, *[c.layers for c in caches], strict=True):
+            *blocks, last_block = zip(w.blocks, *[c.layers for c in caches], strict=True)
+            for block, *layers in blocks:
                 x = block_step(x, layers, block, attention)
-            starts = list(itertools.accumulate([0, *(B * t for t in ts[:-1])]))  # each group's first row
-            last = torch.cat([x[at + t - 1 : at + B * t : t] for at, t in zip(starts, ts, strict=True)])  # (n * B, d)
-            logits = torch.mm(torch.layer_norm(last, w.ln_shape, w.ln_w, w.ln_b, w.ln_eps), w.head_t)
+            x = _last_block(x, last_block[1:], last_block[0], B, ts)  # (n * B, d_model): each group's last ids
+            logits = torch.mm(torch.layer_norm(x, w.ln_shape, w.ln_w, w.ln_b, w.ln_eps), w.head_t)
         return list(logits.split(B))
 
     def _check_room(self, cache: DecoderCache, new: int = 1) -> None:
@@ -168,20 +168,52 @@ def attention_step(x: Tensor, caches: list[StepKVCache], w: AttentionWeights) ->
     return _product(out, w.proj_wt, w.proj_b, w.proj_int8)
 
 
-def _attention_in_groups(x: Tensor, caches: list[StepKVCache], w: AttentionWeights, B: int, ts: list[int]
-                         ) -> Tensor:
+def _attention_in_groups(x: Tensor, caches: list[StepKVCache], w: AttentionWeights, B: int, ts: list[int],
+                         last_only: bool = False) -> Tensor:
     """`attention_step` of `FastDecoder._passes`'s rows: B * ts[i] rows for ``caches[i]`` in turn, t new ids
-    per sample (one id: `_attend_step`; several: `catch_up_attention`, each seeing the keys up to its own)."""
+    per sample (one id: `_attend_step`; several: `catch_up_attention`, each seeing the keys up to its own).
+    ``last_only``: every row's key and value is cached, but only each sample's last id of each group attends
+    -> (B * len(ts), d_model) (the pass's last block, whose other rows lead to no logits)."""
     qkv = _product(x, w.qkv_wt, w.qkv_b, w.qkv_int8)  # (B * sum(ts), 3 * H * D)
-    H, D, out = w.n_heads, w.d_head, []
-    for rows, cache, t in zip(qkv.split([B * t for t in ts]), caches, ts, strict=True):
-        if t == 1:
-            out.append(_attend_step(rows, cache, w))
-            continue
-        q, k_new, v_new = rows.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
-        cache.append(k_new, v_new)  # KVCache's own append: several entries at once
-        out.append(catch_up_attention(q, cache, w.table).view(B * t, H * D))
+    out = [_attend_group(rows, cache, w, B, t, last_only)
+           for rows, cache, t in zip(qkv.split([B * t for t in ts]), caches, ts, strict=True)]
     return _product(torch.cat(out) if len(out) > 1 else out[0], w.proj_wt, w.proj_b, w.proj_int8)
+
+
+def _attend_group(rows: Tensor, cache: StepKVCache, w: AttentionWeights, B: int, t: int, last_only: bool) -> Tensor:
+    """One group's t new ids per sample, their projections ``rows`` (B * t, 3 * H * D), into ``cache``: the
+    attention of each (B * t, H * D), or of each sample's last only (B, H * D)."""
+    H, D = w.n_heads, w.d_head
+    if t == 1:
+        return _attend_step(rows, cache, w)
+    if B == 1:  # the projections viewed heads first: (3, H, t, D)
+        q_k_v = rows.view(t, 3, H, D).permute(1, 2, 0, 3)
+        if not last_only:
+            return catch_up_one_sample(q_k_v, cache, w.table)
+        cache.push_pairs(q_k_v[1:])
+        return decode_attention(q_k_v[0].narrow(1, t - 1, 1), cache, w.table)  # (1, H * D)
+    q, k_new, v_new = rows.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
+    cache.append(k_new, v_new)  # KVCache's own append: several entries at once
+    if last_only:
+        return decode_attention(q[:, :, -1].transpose(0, 1), cache, w.table)  # (B, H * D)
+    return catch_up_attention(q, cache, w.table).view(B * t, H * D)
+
+
+def _last_block(x: Tensor, caches: list[StepKVCache], w: BlockWeights, B: int, ts: list[int]) -> Tensor:
+    """`block_step` of `FastDecoder._passes`'s last block: every row's key and value cached, but only each
+    group's last rows (`_last_rows`) go on -> (B * len(ts), d_model), in the order of the logits."""
+    shape = x.shape[-1:]
+    attended = _attention_in_groups(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn, B, ts,
+                                    last_only=True)
+    x = attended.add_(_last_rows(x, B, ts))
+    h = F.gelu(_product(torch.layer_norm(x, shape, w.ln2_w, w.ln2_b, w.ln2_eps), w.fc1_wt, w.fc1_b, w.fc1_int8))
+    return _product(h, w.fc2_wt, w.fc2_b, w.fc2_int8).add_(x)
+
+
+def _last_rows(x: Tensor, B: int, ts: list[int]) -> Tensor:
+    """Each group's last row per sample of the pass's rows x (B * sum(ts), d) -> (B * len(ts), d)."""
+    starts = itertools.accumulate([0, *(B * t for t in ts[:-1])])  # each group's first row
+    return torch.cat([x[at + t - 1 : at + B * t : t] for at, t in zip(starts, ts, strict=True)])
 
 
 def _attend_step(qkv: Tensor, cache: StepKVCache, w: AttentionWeights) -> Tensor:

@@ -50,6 +50,14 @@ class StepKVCache(KVCache):
         self._pairs.narrow(2, self.n, 1).copy_(pair)
         self.n += 1
 
+    def push_pairs(self, pairs: Tensor) -> None:
+        """`push_pair` of t entries at batch 1 in one copy: ``pairs`` (2, H, t, D), the new keys then values."""
+        t = pairs.shape[2]
+        if self._k is None or self.n + t > self._k.shape[2]:
+            self._grow(pairs[0].unsqueeze(0), self.n + t)
+        self._pairs.narrow(2, self.n, t).copy_(pairs)
+        self.n += t
+
     def _make_room_for_one(self, like: Tensor) -> None:
         """Grow the buffers when they are full; ``like`` (B, H, 1, D) gives the shape of a new entry."""
         if self._k is None or self.n == self._k.shape[2]:
@@ -162,3 +170,21 @@ def catch_up_attention(q: Tensor, cache: StepKVCache, table: Tensor) -> Tensor:
     logits = torch.baddbmm(rel, q.reshape(B * H, t, D), cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)
     out = torch.bmm(logits.softmax(dim=-1), cache.values.narrow(1, 0, t_k))  # (B*H, t, D)
     return out.view(B, H, t, D).transpose(1, 2).reshape(B, t, H * D)
+
+
+def catch_up_one_sample(q_k_v: Tensor, cache: StepKVCache, table: Tensor) -> Tensor:
+    """`catch_up_attention` at batch 1 from the projections as they come, q_k_v (3, H, t, D) (a view of the pass's
+    rows): the keys and values go in with one copy, and the queries stay heads first, which saves the
+    batch's reshapes -> (t, H * D)."""
+    _, H, t, D = q_k_v.shape
+    cache.push_pairs(q_k_v[1:])
+    t_k = cache.n
+    q = q_k_v[0]  # (H, t, D)
+    rel = torch.bmm(q, relative_table_for(table, t_k))  # (H, t, Tk): distance Tk - 1 - column for the last query
+    rel = torch.constant_pad_nd(rel, (0, t), float("-inf"))  # (H, t, Tk + t): -inf past the end (see above)
+    width = t_k + t
+    rel = rel.as_strided((H, t, t_k), (t * width, width - 1, 1), t - 1)  # row i shifted left by t - 1 - i
+    scale = 1.0 / math.sqrt(D)
+    logits = torch.baddbmm(rel, q, cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)  # (H, t, Tk)
+    out = torch.bmm(logits.softmax(dim=-1), cache.values.narrow(1, 0, t_k))  # (H, t, D)
+    return out.transpose(0, 1).reshape(t, H * D)
