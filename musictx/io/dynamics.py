@@ -124,7 +124,7 @@ def score_velocities(score, start: int = 0, end: int | None = None) -> np.ndarra
 
 def scale_score(score, scale: float):
     """``score`` (symusic, in place) with every pitched note's velocity times ``scale`` (`scaled`)."""
-    from symusic import Note
+    from musictx.io.score_io import note_list  # symusic: not at import
 
     if scale == 1.0:
         return score
@@ -132,6 +132,5 @@ def scale_score(score, scale: float):
         if track.is_drum or not len(track.notes):
             continue
         a = track.notes.numpy()
-        track.notes = Note.from_numpy(*(np.asarray(c, dtype=np.int32) for c in (
-            a["time"], a["duration"], a["pitch"], scaled(a["velocity"], scale))))
+        track.notes = note_list(a["time"], a["duration"], a["pitch"], scaled(a["velocity"], scale))
     return score

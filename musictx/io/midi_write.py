@@ -43,6 +43,8 @@ def notes_score(notes: Notes, program: int = 0, timing: MidiTiming | None = None
     Python object per note) takes minutes."""
     import symusic
 
+    from musictx.io.score_io import note_list
+
     timing = (timing or MidiTiming()).fine()
     score = symusic.Score(timing.tpq)
     for t in timing.tempos:
@@ -52,8 +54,7 @@ def notes_score(notes: Notes, program: int = 0, timing: MidiTiming | None = None
     track = symusic.Track(name=name, program=program)
     on = timing.ticks(notes.start).astype(np.int32)
     off = np.maximum(timing.ticks(notes.end).astype(np.int32), on + 1)  # a note lasts at least one tick
-    track.notes = symusic.Note.from_numpy(on, off - on, notes.pitch.astype(np.int8),
-                                          np.clip(notes.velocity, 1, 127).astype(np.int8))
+    track.notes = note_list(on, off - on, notes.pitch, np.clip(notes.velocity, 1, 127))
     score.tracks.append(track)
     return score
 

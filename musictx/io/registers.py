@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from symusic import Note, Score
+from symusic import Score
+
+from musictx.io.score_io import note_list
 
 OCTAVE = 12
 MIDI_PITCHES = (0, 127)
@@ -101,8 +103,7 @@ def _moved_notes(notes, semitones: int, keep: np.ndarray | None = None):
     a = notes.numpy()
     pitch = _within_midi(a["pitch"].astype(np.int64) + semitones)
     rows = slice(None) if keep is None else keep
-    return Note.from_numpy(*(np.asarray(c, dtype=np.int32) for c in (a["time"][rows], a["duration"][rows],
-                                                                      pitch[rows], a["velocity"][rows])))
+    return note_list(a["time"][rows], a["duration"][rows], pitch[rows], a["velocity"][rows])
 
 
 def _within_midi(pitch: np.ndarray) -> np.ndarray:

@@ -6,12 +6,19 @@ import io
 import os
 from typing import TYPE_CHECKING
 
-from symusic import Score
+import numpy as np
+from symusic import Note, Score
 
 from musictx.io.zero_tempos import tell_zero_tempos
 
 if TYPE_CHECKING:
     import pretty_midi
+
+
+def note_list(time, duration, pitch, velocity):
+    """A symusic note list from four columns of ticks and numbers (any integer arrays or sequences, one entry a
+    note; empty columns: no notes)."""
+    return Note.from_numpy(*(np.asarray(column, dtype=np.int32) for column in (time, duration, pitch, velocity)))
 
 
 def without_zero_tempos(score: Score) -> Score:

@@ -10,7 +10,7 @@ import numpy as np
 from symusic import Note, Score, Track
 
 from musictx.io.metrical_tokenizer import ReadScore
-from musictx.io.score_io import read_score
+from musictx.io.score_io import note_list, read_score
 from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
 from musictx.io.score_prep import Track as TrackInfo
 from musictx.tasks.played_as import shares
@@ -75,8 +75,7 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
                 zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
         rows += [(n.time, n.duration, n.pitch, n.velocity) for n in notes]
         rows.sort(key=lambda r: (r[0], r[2]))
-        track.notes = Note.from_numpy(*(np.array(c, dtype=np.int32) for c in zip(*rows, strict=True))) \
-            if rows else Note.from_numpy(*(np.zeros(0, np.int32),) * 4)
+        track.notes = note_list(*(zip(*rows, strict=True) if rows else ([],) * 4))
     return original
 
 
