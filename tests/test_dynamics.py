@@ -15,7 +15,7 @@ import pytest
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
-from musictx.io.dynamics import Dynamics, SoftSeeds, scaled, soft_seed, soft_seeds
+from musictx.io.dynamics import Dynamics, LevelRule, heard_dynamics, level_rule, scaled
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks import metrical_seed, seed_from_midi
 
@@ -37,10 +37,10 @@ def whisper(path: Path, velocity: int = 8) -> Path:
 
 
 def test_a_soft_seed_is_scaled_to_the_floor_and_back():
-    at_floor = SoftSeeds(50.0, 50.0)
-    assert soft_seed(np.array([60, 70, 80]), at_floor) == Dynamics(1.0, 70.0)
-    assert soft_seed(np.array([60]), None) == Dynamics()
-    quiet = soft_seed(np.array([8, 10, 12]), at_floor)
+    at_floor = LevelRule(50.0, 50.0)
+    assert heard_dynamics(np.array([60, 70, 80]), at_floor) == Dynamics(1.0, 70.0)
+    assert heard_dynamics(np.array([60]), None) == Dynamics()
+    quiet = heard_dynamics(np.array([8, 10, 12]), at_floor)
     assert quiet.scale == pytest.approx(5.0) and quiet.median == 10
     assert scaled(np.array([8, 10, 30]), quiet.scale).tolist() == [40, 50, 127]  # within MIDI's velocities
     assert quiet.back(np.array([40, 50, 55, 2])).tolist() == [8, 10, 11, 1]
@@ -53,34 +53,34 @@ def test_a_soft_seed_is_heard_at_the_models_own_level():
     pop, _ = load_pretrained("pop")
     piano, _ = load_pretrained("piano")
     assert (pop.heard_velocity, piano.heard_velocity) == (87.0, 63.0)  # their training music's median, in config.json
-    assert soft_seeds(50, pop) == SoftSeeds(50.0, 87.0) and soft_seeds(50, piano) == SoftSeeds(50.0, 63.0)
-    assert soft_seeds(70, piano) == SoftSeeds(70.0, 70.0)  # never under the floor
-    assert soft_seeds(50, object()) == SoftSeeds(50.0, 50.0)  # a model that records no level: the floor
-    assert soft_seeds(None, pop) is None
-    assert soft_seeds(50, piano, 1.3) == SoftSeeds(50.0, 63.0, 63.0 * 1.3)  # and a ceiling, over the model's level
-    assert soft_seeds(None, piano, 1.3) == SoftSeeds(0.0, 63.0, 63.0 * 1.3)
-    assert soft_seeds(50, object(), 1.3) == SoftSeeds(50.0, 50.0)  # no level recorded: no ceiling
+    assert level_rule(50, pop) == LevelRule(50.0, 87.0) and level_rule(50, piano) == LevelRule(50.0, 63.0)
+    assert level_rule(70, piano) == LevelRule(70.0, 70.0)  # never under the floor
+    assert level_rule(50, object()) == LevelRule(50.0, 50.0)  # a model that records no level: the floor
+    assert level_rule(None, pop) is None
+    assert level_rule(50, piano, 1.3) == LevelRule(50.0, 63.0, 63.0 * 1.3)  # and a ceiling, over the model's level
+    assert level_rule(None, piano, 1.3) == LevelRule(0.0, 63.0, 63.0 * 1.3)
+    assert level_rule(50, object(), 1.3) == LevelRule(50.0, 50.0)  # no level recorded: no ceiling
 
 
 def test_a_seed_written_at_one_velocity_is_heard_at_the_models_level():
-    rule = SoftSeeds(50.0, 63.0, 81.9, flat=True)
-    flat = soft_seed(np.array([77, 77, 77, 77]), rule)
+    rule = LevelRule(50.0, 63.0, 81.9, flat=True)
+    flat = heard_dynamics(np.array([77, 77, 77, 77]), rule)
     assert flat == Dynamics(63 / 77, 77.0, flat=True) and flat.back(np.array([63])).tolist() == [77]
     assert flat.line() == ("the seed is written at one velocity (77): heard at 63, its new notes written back at its "
                            "level (flat_seed_level=false: heard as it is)")
     for as_it_is in ([77, 78, 77], [63, 63], [77]):  # some dynamics; the model's own level; one note
-        assert soft_seed(np.array(as_it_is), rule).scale == 1.0
-    assert soft_seed(np.array([77] * 4), SoftSeeds(50.0, 63.0, 81.9)).scale == 1.0  # flat_seed_level=false
-    assert soft_seed(np.array([125] * 4), rule).line().startswith("the seed is played loudly")  # loud comes first
+        assert heard_dynamics(np.array(as_it_is), rule).scale == 1.0
+    assert heard_dynamics(np.array([77] * 4), LevelRule(50.0, 63.0, 81.9)).scale == 1.0  # flat_seed_level=false
+    assert heard_dynamics(np.array([125] * 4), rule).line().startswith("the seed is played loudly")  # loud comes first
     piano, _ = load_pretrained("piano")
-    assert soft_seeds(50, piano, 1.3, True).flat and not soft_seeds(50, object(), 1.3, True).flat  # needs a level
-    assert soft_seeds(None, object(), None, True) is None
+    assert level_rule(50, piano, 1.3, True).flat and not level_rule(50, object(), 1.3, True).flat  # needs a level
+    assert level_rule(None, object(), None, True) is None
 
 
 def test_a_loud_seed_is_scaled_down_to_the_models_level_and_back_up():
-    rule = SoftSeeds(50.0, 63.0, 81.9)
-    assert soft_seed(np.array([70, 80, 81]), rule) == Dynamics(1.0, 80.0)  # under the ceiling: as it is
-    loud = soft_seed(np.array([120, 126, 127]), rule)
+    rule = LevelRule(50.0, 63.0, 81.9)
+    assert heard_dynamics(np.array([70, 80, 81]), rule) == Dynamics(1.0, 80.0)  # under the ceiling: as it is
+    loud = heard_dynamics(np.array([120, 126, 127]), rule)
     assert loud.scale == pytest.approx(63 / 126) and loud.median == 126
     assert loud.back(np.array([63, 40, 90])).tolist() == [126, 80, 127]  # within MIDI's velocities
     assert loud.line() == ("the seed is played loudly (median velocity 126): heard at 63, its new notes written back "
@@ -89,9 +89,9 @@ def test_a_loud_seed_is_scaled_down_to_the_models_level_and_back_up():
 
 def test_a_seed_played_mf_is_read_as_it_is():
     _, tok = load_pretrained("pop")
-    assert metrical_seed(tok, BUNDLED_MOTIF, soft=SoftSeeds(50.0, 87.0)).dynamics.scale == 1.0
+    assert metrical_seed(tok, BUNDLED_MOTIF, level=LevelRule(50.0, 87.0)).dynamics.scale == 1.0
     _, piano = load_pretrained("piano")
-    as_is, floored = seed_from_midi(piano, BUNDLED_MOTIF), seed_from_midi(piano, BUNDLED_MOTIF, soft=SoftSeeds(50, 63))
+    as_is, floored = seed_from_midi(piano, BUNDLED_MOTIF), seed_from_midi(piano, BUNDLED_MOTIF, level=LevelRule(50, 63))
     assert floored.dynamics.scale == 1.0 and np.array_equal(as_is.ids, floored.ids)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pretty_midi
 
 from musictx.checkpoints.model_store import load_model, load_pretrained, save_model_folder
-from musictx.io.dynamics import soft_seeds
+from musictx.io.dynamics import level_rule
 from musictx.io.played_level import median_velocity, velocity_counts
 from musictx.io.token_store import TokenArrays, load_tokenizer
 from musictx.io.tokenizer import EventTokenizer
@@ -78,6 +78,6 @@ def test_training_records_how_loud_its_music_is_played_and_a_soft_seed_is_heard_
     assert net.heard_velocity == level is not None and 70 <= level <= 95
     folder = save_model_folder(net, tok, tmp_path / "model")
     assert load_model(str(folder))[0].heard_velocity == level  # config.json's "velocity"
-    assert soft_seeds(50, load_model(str(folder))[0]).heard_at == level
+    assert level_rule(50, load_model(str(folder))[0]).heard_at == level
     shipped, _ = load_pretrained("pop")
     assert shipped.heard_velocity == 87  # as recorded (its train split's notes read this way: 87 too)

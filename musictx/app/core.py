@@ -200,7 +200,7 @@ class Continuer:
         seed = self._seed(seed_path, opts, tok, net)
         tracks = track_merge(tok, seed_path)
         said = [tracks.line()] if tracks.changed_anything else []
-        said += [soft] if (soft := seed.dynamics.line(say_off=False)) else []  # a pp (ff) seed heard louder (softer)
+        said += [heard] if (heard := seed.dynamics.line(say_off=False)) else []  # a pp (ff) seed heard louder (softer)
         note = "; ".join(said) + "." if said else ""
         pieces = sample_continuations(net, tok, seed, opts, num_samples=opts.num_samples,
                                       length_seconds=opts.length_seconds, max_tokens=opts.max_tokens,
@@ -250,9 +250,9 @@ class Continuer:
 
     def _seed(self, seed_path: Path, opts: GenerateOptions, tokenizer, net) -> Seed:
         """The seed cut from ``seed_path`` as ``opts`` say for ``net``, or GenerateError in the page's words."""
-        soft = seed_rule(opts, net)  # a pp or ff seed heard at the model's own level
+        level = seed_rule(opts, net)  # a pp or ff seed heard at the model's own level
         try:
-            seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from, soft)
+            seed = seed_from_midi(tokenizer, seed_path, opts.seed_seconds, opts.seed_from, level)
         except GenerateError as err:  # name the file, not the server's temporary path
             raise GenerateError(for_the_page(err, seed_path)) from None
         _check_length(seed_path, seed.seconds)

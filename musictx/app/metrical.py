@@ -54,4 +54,4 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
         rec.update(midi=f"{name}.mid", png=f"{name}.png", wav=f"{name}.wav" if rec["wav"] else None)
         written.append((rec, np.concatenate([seed.ids, ids])))
     stop = f'untick "{DRUMS_BOX}": they stop where the seed does'
-    return seed, written, parts_line(net, seed, loop, stop, soft_off=False) or ""
+    return seed, written, parts_line(net, seed, loop, stop, say_off=False) or ""

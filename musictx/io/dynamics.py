@@ -6,7 +6,7 @@ loud velocity (100 or 127, as notation programs export) was answered by the pian
 song to fill or accompany) whose pitched notes' median velocity is under a floor (`soft_seed_velocity`), or over a
 ceiling (`loud_seed_ratio` times the model's level), or whose notes all have one velocity (`flat_seed_level`: no
 dynamics, as a notation program writes it; the piano answered every note at 80 at its own 63), has every pitched
-velocity scaled by one factor, its median to the model's own level (`SoftSeeds`: the model's ``heard_velocity``,
+velocity scaled by one factor, its median to the model's own level (`LevelRule`: the model's ``heard_velocity``,
 recorded in its config.json at training, `musictx.io.played_level`; the floor where it records none, and then no
 ceiling and no flat rule): the model hears the music as loud as the music it learnt, and the new notes are scaled
 back by the same factor (`Dynamics.back`). A scale, not a shift, so that accents and swells keep their
@@ -29,7 +29,7 @@ class Dynamics:
 
     scale: float = 1.0
     median: float = 0.0  # the seed's median velocity, as played
-    flat: bool = False  # heard at the model's level because every note has one velocity (`SoftSeeds.flat`)
+    flat: bool = False  # heard at the model's level because every note has one velocity (`LevelRule.flat`)
 
     def back_one(self, velocity: int) -> int:
         """One velocity the model wrote, as softly (or loudly) as the seed was played (`back`)."""
@@ -56,7 +56,7 @@ class Dynamics:
 
 
 @dataclass(frozen=True)
-class SoftSeeds:
+class LevelRule:
     """When a seed is heard at another level, and which: one played softly (its median velocity under ``floor``),
     loudly (over ``ceiling``; None: never) or at one velocity (``flat``) is heard at the model's own level
     (`heard_velocity`: its training music's median), at least the floor."""
@@ -68,7 +68,7 @@ class SoftSeeds:
     # is heard at the model's level too: the piano answered every note at 80 at its own 63
 
 
-def soft_seeds(floor: float | None, net, loud_ratio: float | None = None, flat: bool = False) -> SoftSeeds | None:
+def level_rule(floor: float | None, net, loud_ratio: float | None = None, flat: bool = False) -> LevelRule | None:
     """The rule for ``net`` (its ``heard_velocity``, None where it records none: the floor, and no ceiling) under a
     run's ``soft_seed_velocity`` (``floor``) and ``loud_seed_ratio`` (the ceiling as a multiple of the model's
     level) and ``flat_seed_level`` (``flat``; needs a recorded level); None where none applies: every seed heard as
@@ -79,15 +79,15 @@ def soft_seeds(floor: float | None, net, loud_ratio: float | None = None, flat: 
     if floor is None and ceiling is None and not flat:
         return None
     floor = 0.0 if floor is None else float(floor)
-    return SoftSeeds(floor, max(floor, level or 0.0), ceiling, flat)
+    return LevelRule(floor, max(floor, level or 0.0), ceiling, flat)
 
 
-def seed_rule(opts, net) -> SoftSeeds | None:
-    """`soft_seeds` under a run's options (``soft_seed_velocity``, ``loud_seed_ratio``, ``flat_seed_level``)."""
-    return soft_seeds(opts.soft_seed_velocity, net, opts.loud_seed_ratio, opts.flat_seed_level)
+def seed_rule(opts, net) -> LevelRule | None:
+    """`level_rule` under a run's options (``soft_seed_velocity``, ``loud_seed_ratio``, ``flat_seed_level``)."""
+    return level_rule(opts.soft_seed_velocity, net, opts.loud_seed_ratio, opts.flat_seed_level)
 
 
-def soft_seed(velocity: np.ndarray, rule: SoftSeeds | None) -> Dynamics:
+def heard_dynamics(velocity: np.ndarray, rule: LevelRule | None) -> Dynamics:
     """How to hear a seed whose pitched notes have ``velocity`` (N,): scaled so that their median is the rule's
     ``heard_at`` where it is under its floor or over its ceiling, or, with the rule's ``flat``, where every note has
     one velocity (None: never)."""

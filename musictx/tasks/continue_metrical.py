@@ -51,16 +51,16 @@ def playable_programs(net, seed: MetricalSeed) -> list[int]:
 
 
 def parts_line(net, seed: MetricalSeed, loop: DrumLoop | None = None, drums_off: str | None = None,
-               soft_off: bool = True) -> str | None:
+               say_off: bool = True) -> str | None:
     """The one line that says which seed tracks are played as a part the model learnt (`seed.parts`), which it
     leaves silent, and why, that its drums ``loop`` where they do (``drums_off``: how to stop them, where not the
     command's option), which it hears by octaves into its pitches (`seed.registers`), and whether it hears a soft
-    seed louder (or a loud one softer: `seed.dynamics`; ``soft_off``: whether to name the option that stops it);
+    seed louder (or a loud one softer: `seed.dynamics`; ``say_off``: whether to name the option that stops it);
     None where there is nothing to say."""
     parts = parts_said(getattr(net, "learnt_programs", None), seed.tracks, seed.score, seed.parts,
                        drums=loop_words(loop, drums_off))
     moved = seed.registers.line() if seed.registers else ""  # tracks heard by octaves into the tokens' pitches
-    return "; ".join(text for text in (parts, moved, seed.dynamics.line(soft_off)) if text) or None
+    return "; ".join(text for text in (parts, moved, seed.dynamics.line(say_off)) if text) or None
 
 
 def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str, ending: bool = False) -> DrumLoop | None:

@@ -16,7 +16,7 @@ import numpy as np
 from symusic import Score, Tempo, TimeSignature
 
 from musictx.decoding.errors import GenerateError
-from musictx.io.dynamics import Dynamics, SoftSeeds, scale_score, score_velocities, soft_seed
+from musictx.io.dynamics import Dynamics, LevelRule, heard_dynamics, scale_score, score_velocities
 from musictx.io.midi_io import MidiReadError
 from musictx.io.registers import Registers
 from musictx.io.score_prep import TrackMap
@@ -131,11 +131,11 @@ def _from_tick(events, start: int) -> list:
 
 def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = None,
                   seed_from: float = 0.0, beats="auto", learnt: tuple[int, ...] | None = None,
-                  soft: SoftSeeds | None = None) -> MetricalSeed:
+                  level: LevelRule | None = None) -> MetricalSeed:
     """The seed of ``path``: whole bars from the bar line nearest ``seed_from`` (s), ``seed_seconds`` long
     to the nearest bar line (all to the end when None). ``learnt``: the parts (programs) the model learnt; a
-    track of another part is played as one of them (`musictx.tasks.played_as`). ``soft``: when a seed is
-    heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.SoftSeeds`; None: as it is)."""
+    track of another part is played as one of them (`musictx.tasks.played_as`). ``level``: when a seed is
+    heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.LevelRule`; None: as it is)."""
     read = tok.fit_registers(tok.read(path, beats))  # a piccolo's top octave is heard an octave down
     plan = None
     if learnt is not None:
@@ -160,7 +160,7 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     else:
         count = n_bars - first
     count = min(count, n_bars - first)
-    dynamics = soft_seed(score_velocities(score, int(lines[first]), int(lines[first + count])), soft)
+    dynamics = heard_dynamics(score_velocities(score, int(lines[first]), int(lines[first + count])), level)
     if dynamics.scale != 1.0:  # the same bars, each velocity id louder (softer)
         ids = tok.encode_read(read._replace(score=scale_score(score, dynamics.scale)), path)
     stop = bar_at[first + count] if first + count < len(bar_at) else len(ids)
@@ -213,14 +213,14 @@ def bars_for(seed: MetricalSeed, length_seconds: float | None, length_bars: int 
     return max(1, math.ceil((length_seconds or 30.0) / seed.bar_seconds() - 1e-6))
 
 
-def seed_of(tok, opts, learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None) -> MetricalSeed:
+def seed_of(tok, opts, learnt: tuple[int, ...] | None = None, level: LevelRule | None = None) -> MetricalSeed:
     """``musictx-generate``'s seed for a metrical model as its options (`GenerateOptions`) ask, said in one
-    printed line; a metrical model always continues a seed file. ``learnt``, ``soft``: as `metrical_seed`'s."""
+    printed line; a metrical model always continues a seed file. ``learnt``, ``level``: as `metrical_seed`'s."""
     if not opts.seed_midi:
         raise GenerateError("a metrical model continues a seed: give seed_midi=<file>")
     try:
         seed = metrical_seed(tok, opts.seed_midi, opts.seed_seconds, opts.seed_from, opts.beats_per_bar or "auto",
-                             learnt, soft)
+                             learnt, level)
     except GenerateError:
         raise  # the seed's own refusals (seed_from past the end) name the file and the option already
     except ValueError as err:  # a broken beat file beside the seed

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from musictx.decoding.errors import GenerateError
-from musictx.io.dynamics import Dynamics, SoftSeeds, scaled, soft_seed
+from musictx.io.dynamics import Dynamics, LevelRule, heard_dynamics, scaled
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import MidiTiming, read_timing
 from musictx.io.pedal_ids import pedal_after
@@ -70,17 +70,17 @@ def cut_at_seconds(tokenizer: EventTokenizer, ids: np.ndarray, seconds: float) -
 
 
 def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seconds: float | None = None,
-                   seed_from: float = 0.0, soft: SoftSeeds | None = None) -> Seed:
+                   seed_from: float = 0.0, level: LevelRule | None = None) -> Seed:
     """Encode a seed file with the checkpoint's tokenizer, counted from its first note (leading silence is
     dropped), and keep its first ``seed_seconds`` from there. ``seed_from`` (seconds of the file, as a DAW's
     timeline shows them) starts the seed mid-file: at the first note struck at or after it, notes struck
     earlier being left out, held or not. The file's tempo map and time signatures over that same span come
-    with it (`MidiTiming.window`): the ones in force at the seed's first note move to time 0. ``soft``: when a
-    seed is heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.SoftSeeds`; None: as it is)."""
+    with it (`MidiTiming.window`): the ones in force at the seed's first note move to time 0. ``level``: when a
+    seed is heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.LevelRule`; None: as it is)."""
     if Path(path).suffix.lower() in AUDIO_SUFFIXES and Path(path).is_file():
         raise GenerateError(f"seed_midi={path}: an audio file; musictx continues MIDI files (.mid/.midi)")
     ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from)
-    dynamics, played = soft_seed(tokenizer.decode_notes(ids).velocity, soft), None
+    dynamics, played = heard_dynamics(tokenizer.decode_notes(ids).velocity, level), None
     if dynamics.scale != 1.0:  # the same notes, each velocity id louder (softer)
         played = ids if dynamics.scale < 1.0 else None
         ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from, dynamics.scale)
@@ -141,13 +141,13 @@ def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
     return Seed(np.array([tokenizer.layout.velocity + vbin - 1], dtype=np.int64), 0.0, None)
 
 
-def seed_for(tokenizer: EventTokenizer, opts, soft: SoftSeeds | None = None) -> tuple[Seed, str | None]:
+def seed_for(tokenizer: EventTokenizer, opts, level: LevelRule | None = None) -> tuple[Seed, str | None]:
     """``musictx-generate``'s seed as its options (`GenerateOptions`) ask, and the line saying how the seed
     file's tracks were read (printed, as are where the seed starts and the silence left out; None without a
-    seed file). ``soft``: as `seed_from_midi`'s."""
+    seed file). ``level``: as `seed_from_midi`'s."""
     if not opts.seed_midi:
         return unconditional_seed(tokenizer, opts.start_velocity), None
-    seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds, opts.seed_from, soft)
+    seed = seed_from_midi(tokenizer, opts.seed_midi, opts.seed_seconds, opts.seed_from, level)
     tracks = track_merge(tokenizer, opts.seed_midi).line()
     print(tracks)
     if said := seed.dynamics.line():

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from musictx.decoding.errors import GenerateError
-from musictx.io.dynamics import Dynamics, SoftSeeds, scale_score, score_velocities, soft_seed
+from musictx.io.dynamics import Dynamics, LevelRule, heard_dynamics, scale_score, score_velocities
 from musictx.io.infill_format import bar_starts
 from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.midi_io import MidiReadError
@@ -61,26 +61,26 @@ class SongBars:
         return int(self.starts[b]) if b < self.n_bars else len(self.ids)
 
 
-def read_fitted(tok, path: str | os.PathLike, beats="auto", soft: SoftSeeds | None = None
+def read_fitted(tok, path: str | os.PathLike, beats="auto", level: LevelRule | None = None
                 ) -> tuple[ReadScore, Dynamics]:
     """``path`` read for a song task (``beats``: see `MetricalTokenizer.read`): its tracks moved by octaves into the
-    tokens' pitches (`musictx.io.registers`) and, where the rule ``soft`` hears the song at the model's level (pp,
-    ff, one velocity), every pitched velocity scaled to it (`musictx.io.dynamics.SoftSeeds`; None: never)."""
+    tokens' pitches (`musictx.io.registers`) and, where the rule ``level`` hears the song at the model's level (pp,
+    ff, one velocity), every pitched velocity scaled to it (`musictx.io.dynamics.LevelRule`; None: never)."""
     read = tok.fit_registers(tok.read(path, beats))
-    dynamics = soft_seed(score_velocities(read.score), soft)
+    dynamics = heard_dynamics(score_velocities(read.score), level)
     scale_score(read.score, dynamics.scale)
     return read, dynamics
 
 
 def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats="auto",
-              learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None) -> SongBars:
+              learnt: tuple[int, ...] | None = None, level: LevelRule | None = None) -> SongBars:
     """``path`` read as the tokenizer reads it (`read_fitted`: POP909's beat file applied; ``beats``: see
     `MetricalTokenizer.read`, a number for the user's beats per bar); ``read`` to use a score made here.
     ``learnt``: the parts (programs) the model learnt; a track of another part is played as one of them.
-    ``soft``: when a song is heard at the model's level (`read_fitted`)."""
+    ``level``: when a song is heard at the model's level (`read_fitted`)."""
     dynamics = Dynamics()
     if read is None:
-        read, dynamics = read_fitted(tok, path, beats, soft)
+        read, dynamics = read_fitted(tok, path, beats, level)
     plan = None
     if learnt is not None:
         tracks, plan = play_as_learnt(read.score, read.tracks, learnt)
@@ -91,15 +91,15 @@ def read_song(tok, path: str | os.PathLike, read: ReadScore | None = None, beats
                     parts=plan, dynamics=dynamics)
 
 
-def reading_said(song: SongBars, soft_off: bool = True) -> str:
+def reading_said(song: SongBars, say_off: bool = True) -> str:
     """What reading the song did that the user should hear of, as clauses ("; ..."), "" for none: its tracks moved
     by octaves into the tokens' pitches (`musictx.io.registers`), and its meter where that makes every bar one
     beat long (POP909's MIDI files say 1/4 and keep their real bars in ``beat_midi.txt``, which was not found
     beside it), so the model writes a bar's music into each beat; and a song heard at the model's level (pp, ff,
-    one velocity: `musictx.io.dynamics`; ``soft_off``: whether to name the option that stops it)."""
+    one velocity: `musictx.io.dynamics`; ``say_off``: whether to name the option that stops it)."""
     moved = f"; {line}" if song.read.registers and (line := song.read.registers.line()) else ""
-    soft = f"; {line}" if (line := song.dynamics.line(soft_off, "the song")) else ""
-    return moved + soft + _meter_said(song)
+    heard = f"; {line}" if (line := song.dynamics.line(say_off, "the song")) else ""
+    return moved + heard + _meter_said(song)
 
 
 def _meter_said(song: SongBars) -> str:
@@ -167,14 +167,14 @@ def programs_of(song: SongBars, named: list[int] | None) -> set[int] | None:
 
 
 def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
-                learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None) -> SongBars:
+                learnt: tuple[int, ...] | None = None, level: LevelRule | None = None) -> SongBars:
     """``path`` read for accompaniment. Its melody is the track whose name says so (melody, vocal, lead ...);
     a file of one unnamed track is taken as the melody; otherwise it is an error naming the file. ``anew``: a
     whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again. ``learnt``:
     the parts (programs) the model learnt; a track of another part (a band's bass, its drums) is heard as it is
     (its notes' pitches and times are ids the model knows; the tracks' harmony then sounds in the accompaniment:
     docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`)."""
-    read, dynamics = read_fitted(tok, path, beats, soft)  # tracks by octaves into the pitches, a pp song louder
+    read, dynamics = read_fitted(tok, path, beats, level)  # tracks by octaves into the pitches, a pp song louder
     left_out: tuple[str, ...] = ()
     if anew and is_whole_song(read):
         keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]

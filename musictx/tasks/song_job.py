@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from musictx.decoding.errors import GenerateError
 from musictx.io.chord_labels import Chords
-from musictx.io.dynamics import SoftSeeds, seed_rule
+from musictx.io.dynamics import LevelRule, seed_rule
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.prompt import Job, new_rows
 from musictx.tasks.song_bars import parse_bars, reading_said
@@ -66,12 +66,12 @@ def check_range(opts, song, s: int, e: int) -> None:
                             "bars=FIRST-LAST for a part of it")
 
 
-def _request(task, opts, tok, learnt: tuple[int, ...] | None, soft: SoftSeeds | None = None):
+def _request(task, opts, tok, learnt: tuple[int, ...] | None, level: LevelRule | None = None):
     """The run's request (`musictx.tasks.song_task.SongRequest`): the song read the task's way for a model that
     learnt the parts ``learnt``, its bars (bars=, or the whole song where the task allows) and tracks; accompany
     with no tracks named writes a whole song's accompaniment anew."""
     song = task.read(tok, opts.seed_midi, opts.beats_per_bar or "auto", anew=not opts.tracks, learnt=learnt,
-                     soft=soft)
+                     level=level)
     s, e = parse_bars(opts.bars, song) if task.needs_bars or opts.bars is not None else (0, song.n_bars)
     check_range(opts, song, s, e)
     request = task.request(song, s, e, opts.tracks)

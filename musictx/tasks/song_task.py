@@ -18,7 +18,7 @@ from musictx.tasks.limits import BOUNDS
 from musictx.tasks.task import Task
 
 if TYPE_CHECKING:
-    from musictx.io.dynamics import SoftSeeds
+    from musictx.io.dynamics import LevelRule
 
 
 class SongTask(Task):
@@ -39,10 +39,10 @@ class SongTask(Task):
             check_bars_form(opts.bars)
 
     def read(self, tok, path: str | os.PathLike, beats="auto", anew: bool = False,
-             learnt: tuple[int, ...] | None = None, soft: SoftSeeds | None = None):
+             learnt: tuple[int, ...] | None = None, level: LevelRule | None = None):
         """The song this task works on (`musictx.tasks.song_bars.SongBars`); MidiReadError names the file's
         problem. ``learnt``: the parts (programs) the model learnt (``net.learnt_programs``; None: not recorded);
-        ``soft``: when a song is heard at the model's level (`musictx.tasks.song_bars.read_fitted`)."""
+        ``level``: when a song is heard at the model's level (`musictx.tasks.song_bars.read_fitted`)."""
         raise NotImplementedError
 
     def tracks_of(self, song, names) -> Any:

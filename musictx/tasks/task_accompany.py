@@ -14,10 +14,10 @@ class Accompany(SongTask):
     why_model = "task=accompany: the pop model writes the accompaniment"
     progress_word = "accompanying"
 
-    def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, soft=None):
+    def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, level=None):
         from musictx.tasks.song_bars import melody_song
 
-        return melody_song(tok, path, beats, anew, learnt, soft)
+        return melody_song(tok, path, beats, anew, learnt, level)
 
     def tracks_of(self, song, names):
         from musictx.tasks.song_bars import roles_to_write

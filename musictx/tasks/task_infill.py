@@ -30,10 +30,10 @@ class Infill(SongTask):
     needs_bars = True
     progress_word = "filling"
 
-    def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, soft=None):
+    def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, level=None):
         from musictx.tasks.song_bars import read_song
 
-        return read_song(tok, path, beats=beats, learnt=learnt, soft=soft)
+        return read_song(tok, path, beats=beats, learnt=learnt, level=level)
 
     def tracks_of(self, song, names):
         from musictx.tasks.song_bars import programs_of_names
