@@ -15,8 +15,10 @@ import torch
 from symusic import Note, Score
 
 from musictx.checkpoints.model_store import load_pretrained
+from musictx.decoding import reference_steps
 from musictx.decoding.hooks.given_notes import given_onsets
 from musictx.decoding.hooks.repeat_echo import repeat_plan
+from musictx.decoding.sampling import _Drawer
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.paths import BUNDLED_MOTIF
@@ -79,6 +81,23 @@ def test_the_melody_goes_into_the_stream_note_for_note(pop, tmp_path, harmony):
     n_melody = sum(len(given_onsets(tok, song.bar_ids(b), {MELODY})) for b in range(s, e))
     played = sum(len(given_onsets(tok, bar, {MELODY})) for bar in bars)
     assert played == n_melody > 0
+
+
+def test_the_melodys_ids_are_written_without_asking_the_net(pop, tmp_path, monkeypatch):
+    """Each given note's ids are the only ones left (`GivenNotes.only_choice`): written without a draw and fed to the
+    net with the next id. The accompaniment is the one of the general forward, which asks the net after every id."""
+    net, tok = pop
+    song = melody_song(tok, melody_alone(band_song(tmp_path / "s.mid", bars=8, seed=4), tmp_path / "m.mid"))
+    s, e = parse_bars("3-6", song)
+    skipped, skip = [], _Drawer.skip
+    monkeypatch.setattr(_Drawer, "skip", lambda self, shape: skipped.append(shape) or skip(self, shape))
+    fast = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=2))[0]
+    folded = len(skipped)
+    with reference_steps():
+        general = lead_ids(net, tok, song, ["PIANO"], s, e, SamplingOptions(seed=2))[0]
+    given = sum(len(notes) for b in range(s, e) for _, notes in given_onsets(tok, song.bar_ids(b), {MELODY}))
+    assert np.array_equal(fast, general) and len(skipped) == folded  # the general forward folds nothing
+    assert given <= folded <= given + (e - s)  # every given id, and the guard's TimeSig after each new Bar
 
 
 @needs_pop

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
+from musictx.decoding.hook import Grammar, HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import option, strength_option
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
@@ -68,7 +68,7 @@ def _add(onsets: list[Onset], pos: int, note: list[int]) -> None:
         onsets.append((pos, list(note)))
 
 
-class GivenNotes(ReadsCursor):
+class GivenNotes(ReadsCursor, Grammar):
     """Plays ``bars`` (a list of `Onset` per new bar; the prompt's last id is the Bar of the first) of the
     given ``programs`` into every sample of the batch. The bar and position each sample is at are the cursor's."""
 
@@ -125,6 +125,11 @@ class GivenNotes(ReadsCursor):
             if torch.isinf(out[b]).all():  # nothing the other hooks allow is left: go to the onset
                 out[b, self.id_of_position[onset[0]]] = 0.0
         return out
+
+    def only_choice(self) -> list[int] | None:
+        """Each row's next given id, where every row is playing a given note (its Program, Pitch, Velocity and
+        Duration come one id a step, each the only one `__call__` leaves)."""
+        return [queue[0] for queue in self.queue] if all(self.queue) else None
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
