@@ -180,9 +180,11 @@ def _only_choice(grammars: Sequence[Grammar], window: SlidingWindow, length: int
     return None
 
 
-def _mark_done(done: Tensor, nxt: Tensor, eos_id: int | None, stoppers: Sequence[LogitsHook]) -> Tensor:
-    """``done`` (B,) bool, updated in place: samples that just emitted EOS or that a stopper completes."""
-    if eos_id is not None:
+def _mark_done(done: Tensor, nxt: Tensor, written: list[int], eos_id: int | None, stoppers: Sequence[LogitsHook]
+               ) -> Tensor:
+    """``done`` (B,) bool, updated in place: samples that just emitted EOS (``written``: the ids ``nxt`` on the
+    host) or that a stopper completes."""
+    if eos_id is not None and eos_id in written:
         done |= nxt == eos_id
     for hook in stoppers:
         done |= hook.finished(nxt)
@@ -233,11 +235,12 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
                     ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
                 ids.select(1, length).copy_(nxt)
                 length += 1
-                done = _mark_done(done, nxt, eos_id, stoppers)
+                written = nxt.tolist()
+                done = _mark_done(done, nxt, written, eos_id, stoppers)
                 for hook in followers:
                     hook.update(nxt, done)
                 if gated:
-                    last = nxt.tolist()
+                    last = written
                 if length == total or (can_stop and bool(done.all())):
                     return ids[:, :length]
                 nxt = _only_choice(grammars, window, length, done, device)

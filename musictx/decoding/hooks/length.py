@@ -86,12 +86,21 @@ class BarLimit(StopRule):
 
     def __init__(self, bar_id: int, bars: int):
         self.bar_id, self.bars = bar_id, bars
-        self.count: torch.Tensor | None = None  # (B,) Bar ids drawn so far
+        self.count: list[int] | None = None  # per sample, the Bar ids drawn so far
+        self._none: torch.Tensor | None = None  # (B,) all False: what most draws return, made once
 
     def finished(self, next_ids: torch.Tensor) -> torch.Tensor:
-        is_bar = next_ids == self.bar_id  # (B,) on the ids' device
-        self.count = is_bar.long() if self.count is None else self.count.add_(is_bar)
-        return self.count > self.bars
+        ids = next_ids.tolist()  # counted on the host: a few tensor ops would cost more at every draw
+        if self.count is None:
+            self.count = [0] * len(ids)
+        for b, i in enumerate(ids):
+            self.count[b] += i == self.bar_id
+        over = [n > self.bars for n in self.count]
+        if any(over):
+            return torch.tensor(over, device=next_ids.device)
+        if self._none is None:
+            self._none = torch.zeros(len(ids), dtype=torch.bool, device=next_ids.device)
+        return self._none
 
 
 def _make(inputs: HookInputs, _options) -> LogitsHook | None:

@@ -75,9 +75,11 @@ class RemiGuard(ReadsCursor, Grammar):
         # per row: {track: Pitch ids} struck at the current position (from the first new id on)
         self.struck: list[dict[int, list[int]]] = [{} for _ in range(prompt.shape[0])]
         self._by_place: dict[tuple[int, int, int, int], _Place] = {}  # the grammar's masks (`_place`)
+        self._placed: list[_Place | None] = [None] * prompt.shape[0]  # each row's place until its next id
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
+        self._placed = [None] * len(self._placed)  # `only_choice` and the draw's call then look each up once
         c = self.cursor
         for b, i in enumerate(next_ids.tolist()):
             if i == c.bar_id or self.position_of[i] >= 0:
@@ -106,12 +108,15 @@ class RemiGuard(ReadsCursor, Grammar):
 
     def _place(self, b: int) -> _Place:
         """The grammar's mask where row b stands: made once per place and kept (a run visits a few hundred)."""
+        if self._placed[b] is not None:
+            return self._placed[b]
         c = self.cursor
         last = int(c.last[b])
         place = (self._types[last] if last >= 0 else 0, int(c.pos[b]), int(c.bar_len[b]), int(c.meter[b]))
         kept = self._by_place.get(place)
         if kept is None:
             kept = self._by_place[place] = _Place(self._grammar(*place))
+        self._placed[b] = kept
         return kept
 
     def _grammar(self, last_type: int, pos: int, bar_len: int, meter: int) -> np.ndarray:

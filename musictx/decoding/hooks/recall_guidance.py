@@ -86,6 +86,7 @@ class RecallGuidance(DecoderWrapper):
             raise ValueError(f"recall guidance plausible must be in (0, 1], got {plausible}")
         self.weight, self.local, self.plausible, self.against = weight, local, plausible, against
         self.leads = None if leads is None else np.asarray(leads, dtype=bool)
+        self.lead_list = None if leads is None else self.leads.tolist()  # the same, read per step at batch 1
         self.acts_after = self.leads  # a draw is guided only after a lead id
         self.family = family
         self.decoder: GuidedDecoder | None = None
@@ -171,7 +172,11 @@ class GuidedDecoder:
         leads = self.guidance.leads
         if leads is None:
             return True
-        guided = leads[window[:, -1].tolist()]  # (B,) numpy: a host lookup, cheaper than a tensor index at batch 1
+        last = window[:, -1].tolist()
+        if len(last) == 1:  # batch 1: a list's item, cheaper than numpy's indexing here
+            self.rows = None
+            return self.guidance.lead_list[last[0]]
+        guided = leads[last]  # (B,) numpy: a host lookup, cheaper than a tensor index
         self.rows = None if guided.all() else torch.from_numpy(guided).to(window.device)
         return bool(guided.any())
 
