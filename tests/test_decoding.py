@@ -265,11 +265,12 @@ def test_ids_known_ahead_fed_in_one_pass_equal_the_general_forward(batch, cached
             torch.testing.assert_close(cache.layers[-1].v, reference.layers[-1].v, rtol=1e-5, atol=1e-5)
 
 
-def test_a_branch_restarting_in_the_same_pass_equals_the_general_forward():
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_branch_restarting_in_the_same_pass_equals_the_general_forward(batch):
     """A fresh cache takes a whole window of ids in the pass of another cache's step (recall guidance's
     branch starting again): its logits are those of the net run on the window alone."""
     net = _net("music_transformer")
-    ids = torch.randint(0, VOCAB, (2, 40), generator=torch.Generator().manual_seed(6))
+    ids = torch.randint(0, VOCAB, (batch, 40), generator=torch.Generator().manual_seed(6))
     with torch.inference_mode():
         decoder = FastDecoder(net)
         ahead, fresh = net(ids[:, :-1], cache=decoder.init_cache())[1], decoder.init_cache()
