@@ -13,7 +13,9 @@ settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine 
 - ``engine alone``: the same decoding engine (`musictx.decoding.FastDecoder`) stepping as many new ids as
   ``shipped`` drew, after a prompt as long as the seed's, each step's argmax fed back: no hooks, no filters,
   no draw. Its share is the limit the sampler's logic leaves (issue 67 asks ``shipped`` >= 0.8x of it). It runs
-  next to ``shipped`` in every round, and their ratio is also printed round by round (median and range).
+  next to ``shipped`` in every round, and their ratio is also printed round by round (median and range). The
+  sampler feeds an id its grammar leaves alone with the next one, in one pass (`musictx.decoding.hook.Grammar`):
+  on the one-track motif about a fifth of its ids, which the engine alone still steps one by one.
 
 Each arm continues ``--seeds`` seeds per round; a row gives new tokens per second of its runs' median and of
 its fastest (the least disturbed) over ``--repeats`` rounds, and each as a share of ``off``'s; then the same
