@@ -182,7 +182,7 @@ def test_a_grammars_lone_id_is_written_without_asking_the_net(monkeypatch):
     """A Grammar that leaves only id 3 after any other id: each 3 is written without a draw and fed to the net
     with the id after it, in one pass; the draws in between are the net's, never 3. Where the window slides
     (a context of 16) the net is asked after the 3 as well, and the ids are the same."""
-    from musictx.decoding import FastDecoder, Grammar, reference_steps
+    from musictx.decoding import DecoderWrapper, FastDecoder, Grammar, reference_steps
     from musictx.decoding.sampling import SpecialIds, generate
 
     from .gen_fixtures import tiny_net
@@ -212,3 +212,24 @@ def test_a_grammars_lone_id_is_written_without_asking_the_net(monkeypatch):
     with reference_steps():  # the general forward: asked after every id
         assert torch.equal(generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(seed=1), [AfterEachId()],
                                     max_new_tokens=20)[0], ids)
+
+    class OneIdAStep:  # a hook's own decoder that knows nothing of several ids: asked after each
+        def __init__(self, inner):
+            self.inner, self.steps = inner, 0
+
+        def restart(self, window):
+            return self.inner.restart(window)
+
+        def step(self, window):
+            self.steps += 1
+            return self.inner.step(window)
+
+    class Wraps(DecoderWrapper):
+        def around(self, decoder, net, pinned):
+            self.decoder = OneIdAStep(decoder)
+            return self.decoder
+
+    wraps = Wraps()
+    wrapped = generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(seed=1), [AfterEachId(), wraps],
+                       max_new_tokens=20)[0]
+    assert torch.equal(wrapped, ids) and wraps.decoder.steps > 2 * len(passes)  # asked after each id, a slide aside

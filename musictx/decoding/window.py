@@ -135,13 +135,16 @@ class SlidingWindow:
             self.started = True
             return self.decoder.restart(ids[:, self.start : length])
         recent, slid = self.advance(ids, length)
-        return self.decoder.restart(recent) if slid else self.decoder.step(recent, new)
+        if slid:
+            return self.decoder.restart(recent)
+        return self.decoder.step(recent) if new == 1 else self.decoder.step(recent, new)  # several: `folds` said so
 
     def steps_at(self, length: int) -> bool:
         """Whether the window over ``ids[:, :length]`` would be a step of the one before (not the prompt's first
         call, not a slide): the sampler may then skip asking for its logits and feed its last id with the next
         one, for the same window in the end."""
-        return self.started and self.decoder.folds and self._next_start(length)[0] == self.start
+        folds = getattr(self.decoder, "folds", False)  # a hook's own decoder may take one id a step only
+        return self.started and folds and self._next_start(length)[0] == self.start
 
     def _next_start(self, length: int) -> tuple[int, bool]:
         """Where the window over ``ids[:, :length]`` starts, and whether the seed is pinned from then on."""
