@@ -346,7 +346,7 @@ def test_push_one_equals_append_and_the_views_follow_the_buffer():
     assert torch.equal(one.values[:, :20], v.reshape(6, 20, 4))
 
 
-def test_push_pair_equals_push_one_at_batch_one():
+def test_push_pair_equals_push_one_at_batch_one_one_entry_or_several():
     one, pairs = StepKVCache(capacity=None), StepKVCache(capacity=None)
     k, v = torch.randn(1, 3, 20, 4), torch.randn(1, 3, 20, 4)
     for t in range(20):
@@ -356,6 +356,11 @@ def test_push_pair_equals_push_one_at_batch_one():
     assert torch.equal(pairs.k, one.k) and torch.equal(pairs.v, one.v)
     assert torch.equal(pairs.keys_t[:, :, :20], one.keys_t[:, :, :20])
     assert torch.equal(pairs.values[:, :20], one.values[:, :20])
+    several = StepKVCache(capacity=None)  # a catch-up's entries in one copy: 3, then 14 (grown 16 -> 32), then 3
+    for a, z in ((0, 3), (3, 17), (17, 20)):
+        several.push_pair(torch.stack([k[0, :, a:z], v[0, :, a:z]]))  # (2, H, z - a, D)
+    assert several.n == 20 and torch.equal(several.k, one.k) and torch.equal(several.v, one.v)
+    assert torch.equal(several.keys_t[:, :, :20], one.keys_t[:, :, :20])
 
 
 @pytest.mark.parametrize("batch", [1, 2])

@@ -110,7 +110,9 @@ class FastDecoder:
             *blocks, last_block = zip(w.blocks, *[c.layers for c in caches], strict=True)
             for block, *layers in blocks:
                 x = block_step(x, layers, block, attention)
-            x = _last_block(x, last_block[1:], last_block[0], B, ts)  # (n * B, d_model): each group's last ids
+            # the last block: every id's key and value cached, but only each group's last ids go on to the logits
+            x = block_step(x, last_block[1:], last_block[0], partial(attention, last_only=True),
+                           partial(_last_rows, B=B, ts=ts))  # (n * B, d_model)
             logits = torch.mm(torch.layer_norm(x, w.ln_shape, w.ln_w, w.ln_b, w.ln_eps), w.head_t)
         return list(logits.split(B))
 
@@ -141,12 +143,14 @@ def _positions_at(table: Tensor, starts: list[int], rows: int) -> Tensor:
     return table[at]
 
 
-def block_step(x: Tensor, caches: list[StepKVCache], w: BlockWeights, attention=None) -> Tensor:
+def block_step(x: Tensor, caches: list[StepKVCache], w: BlockWeights, attention=None, going_on=None) -> Tensor:
     """`Block.forward` of one token per sample and cache in eval mode (no dropout), x (n * B, d_model) the
-    rows of the n ``caches`` in turn (``attention``: `attention_step` unless the rows are laid out otherwise)."""
+    rows of the n ``caches`` in turn (``attention``: `attention_step` unless the rows are laid out otherwise;
+    ``going_on``: which of x's rows the attention's output stands for, where it keeps fewer: a pass's last block)."""
     shape = x.shape[-1:]
     # torch.layer_norm: the op itself, without F.layer_norm's Python checks, which cost as much at batch 1
-    x = (attention or attention_step)(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn).add_(x)
+    attended = (attention or attention_step)(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn)
+    x = attended.add_(x if going_on is None else going_on(x))
     h = F.gelu(_product(torch.layer_norm(x, shape, w.ln2_w, w.ln2_b, w.ln2_eps), w.fc1_wt, w.fc1_b, w.fc1_int8))
     return _product(h, w.fc2_wt, w.fc2_b, w.fc2_int8).add_(x)  # (., d_model)
 
@@ -190,7 +194,7 @@ def _attend_group(rows: Tensor, cache: StepKVCache, w: AttentionWeights, B: int,
         q_k_v = rows.view(t, 3, H, D).permute(1, 2, 0, 3)
         if not last_only:
             return catch_up_one_sample(q_k_v, cache, w.table)
-        cache.push_pairs(q_k_v[1:])
+        cache.push_pair(q_k_v[1:])
         return decode_attention(q_k_v[0].narrow(1, t - 1, 1), cache, w.table)  # (1, H * D)
     q, k_new, v_new = rows.view(B, t, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, t, D) each
     cache.append(k_new, v_new)  # KVCache's own append: several entries at once
@@ -199,19 +203,9 @@ def _attend_group(rows: Tensor, cache: StepKVCache, w: AttentionWeights, B: int,
     return catch_up_attention(q, cache, w.table).view(B * t, H * D)
 
 
-def _last_block(x: Tensor, caches: list[StepKVCache], w: BlockWeights, B: int, ts: list[int]) -> Tensor:
-    """`block_step` of `FastDecoder._passes`'s last block: every row's key and value cached, but only each
-    group's last rows (`_last_rows`) go on -> (B * len(ts), d_model), in the order of the logits."""
-    shape = x.shape[-1:]
-    attended = _attention_in_groups(torch.layer_norm(x, shape, w.ln1_w, w.ln1_b, w.ln1_eps), caches, w.attn, B, ts,
-                                    last_only=True)
-    x = attended.add_(_last_rows(x, B, ts))
-    h = F.gelu(_product(torch.layer_norm(x, shape, w.ln2_w, w.ln2_b, w.ln2_eps), w.fc1_wt, w.fc1_b, w.fc1_int8))
-    return _product(h, w.fc2_wt, w.fc2_b, w.fc2_int8).add_(x)
-
-
 def _last_rows(x: Tensor, B: int, ts: list[int]) -> Tensor:
-    """Each group's last row per sample of the pass's rows x (B * sum(ts), d) -> (B * len(ts), d)."""
+    """Each group's last row per sample of the pass's rows x (B * sum(ts), d) -> (B * len(ts), d), in the order of
+    the logits."""
     starts = itertools.accumulate([0, *(B * t for t in ts[:-1])])  # each group's first row
     return torch.cat([x[at + t - 1 : at + B * t : t] for at, t in zip(starts, ts, strict=True)])
 

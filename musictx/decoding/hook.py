@@ -54,6 +54,7 @@ class LogitsHook:
     def update(self, next_ids: Tensor, done: Tensor) -> None:
         """Follow the ids just drawn (B,); ``done`` (B,) bool: samples complete after them."""
 
+
 class StopRule(LogitsHook):
     """A hook that ends samples (a length rule): `generate` knows then that samples may end early."""
 

@@ -38,30 +38,23 @@ class StepKVCache(KVCache):
     def push_one(self, k: Tensor, v: Tensor) -> None:
         """Add one key and value per sample and head, (B, H, D) each, in place: `append` for a step that
         reads the buffers itself (no views returned)."""
-        self._make_room_for_one(k[:, :, None])
+        self._make_room(k[:, :, None])
         self._k.select(2, self.n).copy_(k)
         self._v.select(2, self.n).copy_(v)
         self.n += 1
 
-    def push_pair(self, pair: Tensor) -> None:
-        """`push_one` at batch 1 in one copy: ``pair`` (2, H, 1, D) holds the new key and value of each head
-        (a view of the step's projections)."""
-        self._make_room_for_one(pair[0].unsqueeze(0))
-        self._pairs.narrow(2, self.n, 1).copy_(pair)
-        self.n += 1
-
-    def push_pairs(self, pairs: Tensor) -> None:
-        """`push_pair` of t entries at batch 1 in one copy: ``pairs`` (2, H, t, D), the new keys then values."""
+    def push_pair(self, pairs: Tensor) -> None:
+        """`push_one` at batch 1 in one copy, of one entry or several: ``pairs`` (2, H, t, D) holds the new keys
+        of each head, then the values (a view of the pass's projections)."""
         t = pairs.shape[2]
-        if self._k is None or self.n + t > self._k.shape[2]:
-            self._grow(pairs[0].unsqueeze(0), self.n + t)
+        self._make_room(pairs[0].unsqueeze(0), t)
         self._pairs.narrow(2, self.n, t).copy_(pairs)
         self.n += t
 
-    def _make_room_for_one(self, like: Tensor) -> None:
-        """Grow the buffers when they are full; ``like`` (B, H, 1, D) gives the shape of a new entry."""
-        if self._k is None or self.n == self._k.shape[2]:
-            self._grow(like, self.n + 1)
+    def _make_room(self, like: Tensor, new: int = 1) -> None:
+        """Grow the buffers where ``new`` more entries would not fit; ``like`` (B, H, ., D) gives their shape."""
+        if self._k is None or self.n + new > self._k.shape[2]:
+            self._grow(like, self.n + new)
 
 
 class _OneDNNOff:
@@ -148,6 +141,17 @@ def relative_table_for(table: Tensor, t_k: int) -> Tensor:
     return torch.cat([table[:, :, :1].expand(-1, -1, t_k - n_dist), table], dim=2)
 
 
+def shifted_to_each_query(rel: Tensor) -> Tensor:
+    """The relative term of the last ``t`` tokens' queries, rel (N, t, Tk), each row computed as for the last query
+    (column c: distance Tk - 1 - c), shifted to its own: row i sits ``t - 1 - i`` tokens before the last, so its
+    columns move left by that much, and those that fall off the end, the keys after it, are -inf."""
+    n, t, t_k = rel.shape
+    rel = torch.constant_pad_nd(rel, (0, t), float("-inf"))  # (N, t, Tk + t)
+    width = t_k + t
+    # row i starts t - 1 - i columns in: element (i, j) is column j + t - 1 - i of the padded row i
+    return rel.as_strided((n, t, t_k), (t * width, width - 1, 1), t - 1)
+
+
 def catch_up_attention(q: Tensor, cache: StepKVCache, table: Tensor) -> Tensor:
     """The last ``t`` cached tokens' queries q (B, H, t, D) against every cached key (theirs already pushed),
     each seeing only the keys up to its own -> (B, t, H * D): `decode_attention` for several new tokens of
@@ -160,11 +164,7 @@ def catch_up_attention(q: Tensor, cache: StepKVCache, table: Tensor) -> Tensor:
     t_k = cache.n
     q_heads = q.transpose(0, 1).reshape(H, B * t, D)
     rel = torch.bmm(q_heads, relative_table_for(table, t_k))  # (H, B * t, Tk): distance Tk - 1 - column
-    # -inf past the end: after the shift, exactly the keys that come after each query
-    rel = torch.constant_pad_nd(rel.view(H * B, t, t_k), (0, t), float("-inf"))  # (H * B, t, Tk + t)
-    width = t_k + t
-    # row i starts t - 1 - i columns in: element (i, j) is column j + t - 1 - i of the padded row i
-    rel = rel.as_strided((H * B, t, t_k), (t * width, width - 1, 1), t - 1)
+    rel = shifted_to_each_query(rel.view(H * B, t, t_k))
     rel = rel.reshape(H, B, t, t_k).transpose(0, 1).reshape(B * H, t, t_k)
     scale = 1.0 / math.sqrt(D)
     logits = torch.baddbmm(rel, q.reshape(B * H, t, D), cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)
@@ -177,13 +177,10 @@ def catch_up_one_sample(q_k_v: Tensor, cache: StepKVCache, table: Tensor) -> Ten
     rows): the keys and values go in with one copy, and the queries stay heads first, which saves the
     batch's reshapes -> (t, H * D)."""
     _, H, t, D = q_k_v.shape
-    cache.push_pairs(q_k_v[1:])
+    cache.push_pair(q_k_v[1:])
     t_k = cache.n
     q = q_k_v[0]  # (H, t, D)
-    rel = torch.bmm(q, relative_table_for(table, t_k))  # (H, t, Tk): distance Tk - 1 - column for the last query
-    rel = torch.constant_pad_nd(rel, (0, t), float("-inf"))  # (H, t, Tk + t): -inf past the end (see above)
-    width = t_k + t
-    rel = rel.as_strided((H, t, t_k), (t * width, width - 1, 1), t - 1)  # row i shifted left by t - 1 - i
+    rel = shifted_to_each_query(torch.bmm(q, relative_table_for(table, t_k)))  # (H, t, Tk)
     scale = 1.0 / math.sqrt(D)
     logits = torch.baddbmm(rel, q, cache.keys_t.narrow(2, 0, t_k), beta=scale, alpha=scale)  # (H, t, Tk)
     out = torch.bmm(logits.softmax(dim=-1), cache.values.narrow(1, 0, t_k))  # (H, t, D)

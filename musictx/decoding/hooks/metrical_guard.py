@@ -18,7 +18,7 @@ hook (`musictx.decoding.hook`) that reads the run's shared cursor (`musictx.deco
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -173,7 +173,7 @@ class _Place:
 
     mask: np.ndarray
     bias: Tensor | None = None
-    only: int = -1  # the one id allowed there; -1: more than one
+    only: int = field(init=False)  # the one id allowed there; -1: more than one
 
     def __post_init__(self):
         allowed = np.flatnonzero(~self.mask)
