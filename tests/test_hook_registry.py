@@ -136,7 +136,8 @@ def test_the_length_rule_is_a_hook_that_build_hooks_makes():
     bars = build_hooks(HookInputs("infill", METRICAL, SamplingOptions(), programs=[0], stop_after_bars=3))
     assert names(bars)[-1] == "BarLimit" and isinstance(bars[-1], StopRule)
     ids = torch.tensor([METRICAL.bar_id, 5])
-    assert [bars[-1].finished(ids).tolist() for _ in range(4)][-1] == [True, False]  # the 4th Bar ends row 0
+    done = [bars[-1].finished(ids) for _ in range(4)]
+    assert done[:3] == [None] * 3 and done[3].tolist() == [True, False]  # the 4th Bar ends row 0; None: none ends
     notes = Notes(np.array([0.0]), np.array([0.5]), np.array([60]), np.array([80]))
     seed = Seed(PERFORMANCE.encode_notes(notes), 1.0, None, 0.0, None)
     timed = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed, length_seconds=2.0))

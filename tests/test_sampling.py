@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from musictx.decoding.filters import NoiseStream, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
+from musictx.decoding.filters import NoiseStream, add_at, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
 from musictx.decoding.hooks.length import SecondsLimit
 from musictx.decoding.sampling import SpecialIds, generate
 from musictx.decoding.sampling_options import DecodingOptions, SamplingOptions
@@ -269,13 +269,28 @@ def test_noise_stream_draws_what_one_call_per_draw_draws(draws):
     assert torch.equal(ahead.get_state(), per_call.get_state())
 
 
+def test_add_at_is_indexing_plus_equals_bit_for_bit():
+    """The hooks' lean (`add_at`): a place named twice gains the bonus once, -inf stays -inf, and every other logit
+    is the very float it was, as ``logits[rows, cols] += value`` gives."""
+    logits = torch.randn(3, 40, generator=torch.Generator().manual_seed(0)) * 7
+    logits[1, 5] = float("-inf")
+    rows, cols = [0, 0, 1, 2, 2], [3, 3, 5, 39, 0]
+    for value in (4.0, 0.3, -2.0):
+        expected = logits.clone()
+        expected[torch.tensor(rows), torch.tensor(cols)] += value
+        got = add_at(logits, rows, cols, value)
+        assert torch.equal(got, expected) and got is not logits
+        assert got[0, 3] == logits[0, 3] + value  # once, though named twice
+    assert torch.isneginf(add_at(logits, [1], [5], 4.0)[1, 5])
+
+
 def test_seconds_limit_counts_time_shifts_per_sample():
     lay = TOK.layout
     limit = SecondsLimit.of(TOK, 1.5)  # 150 steps of 10 ms
     shift = lambda steps: lay.time_shift + steps - 1  # noqa: E731
     rows = [[shift(100), 60, shift(49), shift(1)], [60, 61, shift(100), shift(100)]]
-    done = [limit.finished(torch.tensor(col)).tolist() for col in zip(*rows, strict=True)]
-    assert done == [[False, False], [False, False], [False, False], [True, True]]
+    done = [limit.finished(torch.tensor(col)) for col in zip(*rows, strict=True)]
+    assert done[:3] == [None, None, None] and done[3].tolist() == [True, True]  # None: no sample completes
     assert limit.steps.tolist() == [150, 200]
     # every id of the vocabulary: only TIME_SHIFTs move the clock, by their steps (VELOCITY, PAD, EOS: none)
     every = SecondsLimit.of(TOK, 1e6)

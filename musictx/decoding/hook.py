@@ -12,7 +12,7 @@ A hook comes in one of four kinds, and `generate` calls, for each hook in order:
     hook.start(prompt)                   # every kind, once: the prompt (B, T0), on the net's device
     decoder = hook.around(decoder, net, pinned)   # a DecoderWrapper, once: it asks the net itself
     logits = hook(logits)                # every step: (B, V) -> (B, V), forbidden ids at -inf
-    done |= hook.finished(next_ids)      # a StopRule, every step: the samples it completes, (B,) bool
+    done |= hook.finished(next_ids)      # a StopRule, every step: the samples it completes, (B,) bool (None: none)
     hook.update(next_ids, done)          # every step: the ids drawn (B,), and which samples are complete (B,)
     ids = hook.only_choice()             # a Grammar, after the updates: the next ids where it leaves one, or None
 
@@ -59,7 +59,8 @@ class StopRule(LogitsHook):
     """A hook that ends samples (a length rule): `generate` knows then that samples may end early."""
 
     def finished(self, next_ids: Tensor) -> Tensor:
-        """(B,) bool: the samples the ids just drawn (B,) complete. Called before ``update``."""
+        """(B,) bool: the samples the ids just drawn (B,) complete, or None where they complete none (most draws:
+        `generate` then runs no op on its flags). Called before ``update``."""
         raise NotImplementedError
 
 

@@ -125,7 +125,7 @@ class _Drawer:
     """``draw(logits (B, V), done, hooks, last) -> ids (B,)`` as ``opts`` says, from a generator seeded with
     ``opts.seed``; ``noise``: the noise it takes ahead (to close after the loop; None where none is taken ahead).
     A draw masks PAD, runs each hook of ``hooks`` (`_callers`) that acts after a row's ``last`` id, then draws;
-    complete samples (``done``; None: none can be) get ``pad_id``."""
+    complete samples (``done``; None: none is) get ``pad_id``."""
 
     def __init__(self, opts: DecodingOptions, device: torch.device, draws: int, pad_id: int | None, tokenizer=None):
         self.opts, self.pad_id = opts, pad_id
@@ -165,13 +165,14 @@ def _callers(hooks: Sequence[LogitsHook]) -> list[tuple[LogitsHook, list | None]
             and (hook.acts_after is None or np.any(hook.acts_after))]
 
 
-def _only_choice(grammars: Sequence[Grammar], window: SlidingWindow, length: int, done: Tensor,
+def _only_choice(grammars: Sequence[Grammar], window: SlidingWindow, length: int, any_done: bool,
                  device: torch.device) -> Tensor | None:
     """The next ids (B,) where a grammar leaves each row one id (`Grammar.only_choice`) and the window after
-    ``length`` ids would be a plain step (`SlidingWindow.steps_at`); else None: the net is asked. The last such
+    ``length`` ids would be a plain step (`SlidingWindow.steps_at`) and no row is complete (``any_done``); else None:
+    the net is asked. The last such
     grammar in the hooks' order is asked first: a later hook's call overrides what an earlier one left (the given
     notes of an accompaniment play over the guard)."""
-    if not grammars or bool(done.any()) or not window.steps_at(length):
+    if not grammars or any_done or not window.steps_at(length):
         return None
     for hook in reversed(grammars):
         only = hook.only_choice()
@@ -180,15 +181,20 @@ def _only_choice(grammars: Sequence[Grammar], window: SlidingWindow, length: int
     return None
 
 
-def _mark_done(done: Tensor, nxt: Tensor, written: list[int], eos_id: int | None, stoppers: Sequence[LogitsHook]
-               ) -> Tensor:
-    """``done`` (B,) bool, updated in place: samples that just emitted EOS (``written``: the ids ``nxt`` on the
-    host) or that a stopper completes."""
+def _mark_done(done: Tensor, nxt: Tensor, written: list[int], eos_id: int | None, stoppers: Sequence[StopRule]
+               ) -> bool:
+    """Update ``done`` (B,) bool in place with the samples that just emitted EOS (``written``: the ids ``nxt`` on
+    the host) or that a stopper completes; whether any did (told on the host: most draws run no op here)."""
+    marked = False
     if eos_id is not None and eos_id in written:
         done |= nxt == eos_id
+        marked = True
     for hook in stoppers:
-        done |= hook.finished(nxt)
-    return done
+        finished = hook.finished(nxt)
+        if finished is not None:
+            done |= finished
+            marked = True
+    return marked
 
 
 @torch.inference_mode()
@@ -212,6 +218,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     total, fill = t0 + max_new_tokens, 0 if pad_id is None else pad_id
     ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
+    any_done = False  # whether some sample is complete: ``done`` is read only then
     can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
     draw = _Drawer(opts, device, max_new_tokens, pad_id, tokenizer)
     noise = draw.noise
@@ -229,21 +236,22 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
         while length < total:
             logits = window.logits(ids, length)  # (B, V)
-            nxt = draw(logits, done if can_stop else None, callers, last)  # (B,)
+            nxt = draw(logits, done if any_done else None, callers, last)  # (B,)
             while True:  # the id drawn, then any that a grammar leaves alone (fed to the net with the next draw's)
                 if length == ids.shape[1]:
                     ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
                 ids.select(1, length).copy_(nxt)
                 length += 1
                 written = nxt.tolist()
-                done = _mark_done(done, nxt, written, eos_id, stoppers)
+                if can_stop and _mark_done(done, nxt, written, eos_id, stoppers):
+                    any_done = True
                 for hook in followers:
                     hook.update(nxt, done)
                 if gated:
                     last = written
-                if length == total or (can_stop and bool(done.all())):
+                if length == total or (any_done and bool(done.all())):
                     return ids[:, :length]
-                nxt = _only_choice(grammars, window, length, done, device)
+                nxt = _only_choice(grammars, window, length, any_done, device)
                 if nxt is None:
                     break
                 draw.skip(logits.shape)  # the numbers its draw would have taken: later draws as without the skip

@@ -41,7 +41,7 @@ class BarRepeatLimit(ReadsCursor):
         self._repeated: list[list[int] | None] = [None] * prompt.shape[0]
 
     def __call__(self, logits: Tensor) -> Tensor:
-        for b in range(len(logits)):
+        for b in range(logits.shape[0]):
             nxt = self._loop_breaker(b)
             # never forbid the last id a sample may draw: the grammar leaves at least one
             if nxt is not None and int(torch.isfinite(logits[b]).sum()) > 1:

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.filters import add_at
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 from musictx.io.score_prep import BASS_CEILING
-from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -140,10 +140,7 @@ class BassLean(ReadsCursor):
             ids = self.wanted(b)
             rows += [b] * len(ids)
             cols += ids.tolist()
-        if rows:
-            logits = logits.clone()
-            logits[torch.tensor(rows), torch.tensor(cols)] += self.strength
-        return logits
+        return add_at(logits, rows, cols, self.strength) if rows else logits
 
 
 @dataclass

@@ -76,8 +76,9 @@ class SecondsLimit(StopRule):
         """(B,) steps generated so far; None before the first call."""
         return self.clock.steps
 
-    def finished(self, next_ids: Tensor) -> Tensor:
-        return torch.from_numpy(self.clock.add(next_ids) >= self.limit_steps).to(next_ids.device)
+    def finished(self, next_ids: Tensor) -> Tensor | None:
+        over = self.clock.add(next_ids) >= self.limit_steps  # (B,) numpy
+        return torch.from_numpy(over).to(next_ids.device) if over.any() else None
 
 
 class BarLimit(StopRule):
@@ -87,20 +88,15 @@ class BarLimit(StopRule):
     def __init__(self, bar_id: int, bars: int):
         self.bar_id, self.bars = bar_id, bars
         self.count: list[int] | None = None  # per sample, the Bar ids drawn so far
-        self._none: torch.Tensor | None = None  # (B,) all False: what most draws return, made once
 
-    def finished(self, next_ids: torch.Tensor) -> torch.Tensor:
+    def finished(self, next_ids: torch.Tensor) -> torch.Tensor | None:
         ids = next_ids.tolist()  # counted on the host: a few tensor ops would cost more at every draw
         if self.count is None:
             self.count = [0] * len(ids)
         for b, i in enumerate(ids):
             self.count[b] += i == self.bar_id
         over = [n > self.bars for n in self.count]
-        if any(over):
-            return torch.tensor(over, device=next_ids.device)
-        if self._none is None:
-            self._none = torch.zeros(len(ids), dtype=torch.bool, device=next_ids.device)
-        return self._none
+        return torch.tensor(over, device=next_ids.device) if any(over) else None
 
 
 def _make(inputs: HookInputs, _options) -> LogitsHook | None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.filters import add_at
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 from musictx.io.score_prep import ROLE_PROGRAMS
@@ -85,9 +86,7 @@ class MelodyPresence(ReadsCursor):
         rows = np.flatnonzero(self.resting())
         if not len(rows):
             return logits
-        out = logits.clone()
-        out[rows.tolist(), self.program_id] += self.strength
-        return out
+        return add_at(logits, rows, self.program_id, self.strength)
 
 
 @dataclass

@@ -76,10 +76,12 @@ class RemiGuard(ReadsCursor, Grammar):
         self.struck: list[dict[int, list[int]]] = [{} for _ in range(prompt.shape[0])]
         self._by_place: dict[tuple[int, int, int, int], _Place] = {}  # the grammar's masks (`_place`)
         self._placed: list[_Place | None] = [None] * prompt.shape[0]  # each row's place until its next id
+        self._barred: list[np.ndarray | None] = [None] * prompt.shape[0]  # each row's `_forbidden` until its next id
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
         self._placed = [None] * len(self._placed)  # `only_choice` and the draw's call then look each up once
+        self._barred = [None] * len(self._barred)
         c = self.cursor
         for b, i in enumerate(next_ids.tolist()):
             if i == c.bar_id or self.position_of[i] >= 0:
@@ -95,7 +97,7 @@ class RemiGuard(ReadsCursor, Grammar):
             kept = self._place(b)
             if kept.only < 0:
                 return None
-            bad = self._with_struck(b, kept.mask)
+            bad = self._forbidden(b)
             if bad is not kept.mask and bad[kept.only]:  # this onset's notes forbid it: the guard's fallback
                 return None
             out.append(kept.only)
@@ -103,8 +105,11 @@ class RemiGuard(ReadsCursor, Grammar):
 
     # ----- masks ------------------------------------------------------------------------------
     def _forbidden(self, b: int) -> np.ndarray:
-        """(V,) bool, what row b may not draw next."""
-        return self._with_struck(b, self._place(b).mask)
+        """(V,) bool, what row b may not draw next (the place's own mask where its onset adds nothing): made once
+        between two ids, which `only_choice` and the draw both read."""
+        if self._barred[b] is None:
+            self._barred[b] = self._with_struck(b, self._place(b).mask)
+        return self._barred[b]
 
     def _place(self, b: int) -> _Place:
         """The grammar's mask where row b stands: made once per place and kept (a run visits a few hundred)."""
@@ -132,12 +137,12 @@ class RemiGuard(ReadsCursor, Grammar):
     def _with_struck(self, b: int, kept: np.ndarray) -> np.ndarray:
         """``kept`` and what this onset's notes so far forbid: a full track, a pitch its next note already
         struck (a copy where they add anything; ``kept`` itself where not)."""
-        c, bad = self.cursor, kept
+        bad, last = kept, int(self.cursor.last[b])
         for track, pitch_ids in self.struck[b].items():  # track by track
             program_id = self.program_id.get(track)  # None: a track without a Program id of its own
             if program_id is None:
                 continue
-            full, next_note = len(pitch_ids) >= MAX_NOTES_AT_ONSET, c.last[b] == program_id
+            full, next_note = len(pitch_ids) >= MAX_NOTES_AT_ONSET, last == program_id
             if (full or next_note) and bad is kept:
                 bad = kept.copy()
             if full:  # the track is full here
@@ -155,8 +160,7 @@ class RemiGuard(ReadsCursor, Grammar):
     def __call__(self, logits: Tensor) -> Tensor:
         """Logits (B, V) with the ids the grammar forbids at -inf (a new tensor)."""
         if logits.shape[0] == 1:  # batch 1: one add of the place's -inf row (an op costs more than its work here)
-            kept = self._place(0)
-            bad = self._with_struck(0, kept.mask)
+            kept, bad = self._place(0), self._forbidden(0)
             if bad is not kept.mask:
                 return logits + _minus_inf_where(bad).to(logits.device, logits.dtype)
             if kept.bias is None or kept.bias.device != logits.device or kept.bias.dtype != logits.dtype:

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.filters import add_at
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
-from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -121,10 +121,7 @@ class RepeatEcho(ReadsCursor):
             for i in self.wanted(b):
                 rows.append(b)
                 cols.append(i)
-        if rows:
-            logits = logits.clone()
-            logits[torch.tensor(rows), torch.tensor(cols)] += self.strength
-        return logits
+        return add_at(logits, rows, cols, self.strength) if rows else logits
 
 
 def _ids_by_number(numbers: np.ndarray) -> dict[int, int]:

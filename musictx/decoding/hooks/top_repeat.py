@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from musictx.decoding.filters import add_at
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import strength_option
-from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -78,10 +78,7 @@ class TopRepeat(LogitsHook):
         rows = np.flatnonzero(pitch != NONE)
         if not len(rows):
             return logits
-        out = logits.clone()
-        r, ids = torch.from_numpy(rows), torch.from_numpy(self.on + pitch[rows])
-        out[r, ids] -= self.strength  # -inf stays -inf
-        return out
+        return add_at(logits, rows, self.on + pitch[rows], -self.strength)  # -inf stays -inf
 
 
 @dataclass
