@@ -60,6 +60,9 @@ class FastDecoder:
         """``int8``: the blocks' products in int8 (`musictx.decoding.weights.Int8Product`; CPU)."""
         self.net = net
         self.weights: NetWeights = net_weights(net, int8)
+        # whether `step_catching_up` runs in one pass (relative attention; absolute positions step alone): read
+        # between most draws (`musictx.decoding.window.SlidingWindow.steps_at`), so told once
+        self.catches_up = self.weights.positions is None and self.weights.blocks[0].attn.table is not None
 
     def init_cache(self) -> DecoderCache:
         """An empty state whose layers keep the buffer layout that the steps read (`StepKVCache`)."""
@@ -78,11 +81,6 @@ class FastDecoder:
             self._check_room(cache)
         logits = self._rows(ids.repeat(len(caches)), [c.length for c in caches], [c.layers for c in caches])
         return list(logits.view(len(caches), len(ids), -1).unbind(0))  # (B, V) each
-
-    @property
-    def catches_up(self) -> bool:
-        """Whether `step_catching_up` runs in one pass (relative attention; absolute positions step alone)."""
-        return self.weights.positions is None and self.weights.blocks[0].attn.table is not None
 
     def step_many(self, ids: Tensor, cache: DecoderCache) -> Tensor:
         """Logits (B, V) after t new ids per sample, ids (B, t), fed to ``cache`` in one pass (ids that the

@@ -58,14 +58,18 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     _check_top_p(p)
     if p == 1:
         return logits
+    return logits.masked_fill(outside_nucleus(logits, p), float("-inf"))
+
+
+def outside_nucleus(logits: Tensor, p: float) -> Tensor:
+    """(..., V) bool: the ids `top_p_filter` drops at ``p`` < 1 (those it sets to -inf, but for ids already -inf)."""
     # stable: tied tokens keep their vocabulary order (the lower id ranks first), and on a vocabulary's
     # row the stable sort is also the cheaper one
     sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)
     probs = sorted_logits.softmax(dim=-1)
     mass_above = probs.cumsum(dim=-1) - probs  # (..., V) probability of the better-ranked tokens
     drop_sorted = mass_above >= p
-    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
-    return logits.masked_fill(drop, float("-inf"))
+    return drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
 
 
 # How far inside the nucleus a shortcut's bound must be: far above the float rounding of the filter's

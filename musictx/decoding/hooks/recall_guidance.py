@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from musictx.decoding.filters import top_p_filter, velocity_family
+from musictx.decoding.filters import outside_nucleus, velocity_family
 from musictx.decoding.hook import KINDS, DecoderWrapper, HookInputs, HookSpec
 from musictx.decoding.option_fields import option, strength_option
 from musictx.decoding.window import WindowDecoder
@@ -208,22 +208,33 @@ class GuidedDecoder:
         self.recent_len, self.whole_continuation = n, True
         return ("step" if grows else "restart"), window[:, -n:]
 
+    def _velocities_alike(self, implausible: Tensor) -> Tensor:
+        """``implausible`` (B, V) bool with every velocity (the guidance's ``family``) plausible in a row where one
+        is; in place on the host for a CPU row (boolean ops on one row cost less there than torch's dispatch)."""
+        family = self.guidance.family
+        if implausible.device.type == "cpu":
+            bad, kin = implausible.numpy(), family.cpu().numpy()  # views: the tensor changes with ``bad``
+            bad &= ~(kin & (kin & ~bad).any(axis=-1, keepdims=True))
+            return implausible
+        if family.device != implausible.device:  # moved once, not at every guided draw
+            self.guidance.family = family = family.to(implausible.device)
+        return implausible & ~(family & (family & ~implausible).any(dim=-1, keepdim=True))
+
     def guide(self, logits: Tensor) -> Tensor:
         """The whole window's ``logits`` (B, V), forbidden ids already -inf, guided against the recent
         branch over the ids still allowed; unchanged where this step has no recent branch."""
         if self.recent_logits is None:
             return logits
         self.guided_steps += 1
-        forbidden = logits.isneginf()
+        forbidden = logits.isneginf()  # (B, V), also where log_all is -inf: a finite logit's log-softmax is finite
         log_all = logits.float().log_softmax(dim=-1)
         log_recent = self.recent_logits.float().masked_fill(forbidden, float("-inf")).log_softmax(dim=-1)
-        guided = log_all + self.guidance.weight * (log_all - log_recent)  # NaN where both are -inf: masked
-        implausible = top_p_filter(log_all, self.guidance.plausible).isneginf()  # (B, V)
-        family = self.guidance.family
-        if family is not None:  # every velocity plausible where one is: the sampler draws its value past the nucleus
-            if family.device != logits.device:  # moved once, not at every guided draw
-                self.guidance.family = family = family.to(logits.device)
-            implausible &= ~(family & (family & ~implausible).any(dim=-1, keepdim=True))
+        weight, apart = self.guidance.weight, log_all - log_recent
+        guided = log_all + (apart if weight == 1 else weight * apart)  # NaN where both are -inf: masked; x 1 is exact
+        plausible = self.guidance.plausible
+        implausible = forbidden | outside_nucleus(log_all, plausible) if plausible < 1 else forbidden  # (B, V)
+        if self.guidance.family is not None:  # every velocity plausible where one is: drawn past the nucleus
+            implausible = self._velocities_alike(implausible)
         guided = guided.masked_fill(implausible, float("-inf"))
         return guided if self.rows is None else torch.where(self.rows[:, None], guided, logits)
 

@@ -21,7 +21,6 @@ A hook of `musictx.decoding.sampling.generate`, for REMI ids (Bar, Position, Pro
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -101,12 +100,12 @@ class RepeatEcho(ReadsCursor):
         notes ``drawn`` here so far given, after an id of family ``last_kind`` (not a Pitch)."""
         wanted = ref.get(pos, [])
         if last_kind == "program":  # the reference's pitches of this track here, not drawn yet
-            return [self.pitch_id[p] for (t, p) in Counter(wanted) - Counter(drawn)
+            return [self.pitch_id[p] for (t, p) in _more_often(wanted, drawn)
                     if t == self.cursor.program[b] and p in self.pitch_id]
         # the tracks with fewer notes here than the reference (counted, so that a chord drawn at other pitches
         # is not pushed on and on), and equally the reference's next onset: finishing the chord first
         # copied longer stretches for the same reuse on validation songs
-        short = Counter(t for t, _ in wanted) - Counter(t for t, _ in drawn)
+        short = _more_often([t for t, _ in wanted], [t for t, _ in drawn])
         ids = [self.program_id[t] for t in short if t in self.program_id]
         later = [p for p in ref if p > pos]
         if later:
@@ -122,6 +121,12 @@ class RepeatEcho(ReadsCursor):
                 rows.append(b)
                 cols.append(i)
         return add_at(logits, rows, cols, self.strength) if rows else logits
+
+
+def _more_often(items: list, than: list) -> list:
+    """The distinct ``items`` that come more often there than in ``than``, in their first order: the keys of
+    ``Counter(items) - Counter(than)``, counted on the few notes of an onset without two Counters' cost."""
+    return [x for x in dict.fromkeys(items) if items.count(x) > than.count(x)]
 
 
 def _ids_by_number(numbers: np.ndarray) -> dict[int, int]:
