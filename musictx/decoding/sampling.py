@@ -139,8 +139,9 @@ class _Drawer:
         opts, noise = self.opts, self.noise
         if self.pad_id is not None:
             logits.select(1, self.pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
+        one = last[0] if len(last) == 1 else None  # batch 1: a list's item, not a generator per hook
         for hook, after in hooks:
-            if after is None or any(after[i] for i in last):
+            if after is None or (after[one] if one is not None else any(after[i] for i in last)):
                 logits = hook(logits)
         nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, self.generator,
                           noise and noise.next(logits.shape), self.velocities)  # a velocity's value past the nucleus

@@ -156,7 +156,7 @@ class GuidedDecoder:
         draw is guided. The branch's bookkeeping follows the ids one by one, as if each had been a step."""
         for back in range(new - 1, -1, -1):
             self.new_ids += 1
-            action, recent_window = self._plan(window[:, : window.shape[1] - back])
+            action, recent_window = self._plan(window[:, : window.shape[1] - back] if back else window)
             self.stale |= action != "step"
         self.recent_logits = None
         if recent_window is None or not self._guided_rows(window):
