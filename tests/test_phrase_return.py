@@ -182,3 +182,19 @@ def test_a_continuation_that_follows_a_lead_sheet_never_replays(pop, tmp_path):
     prompt = bars_prompt(net, tok, seed, sampling, num_samples=4, bars=4, candidates=4, chords=Chords.read(lab))
     (hook,) = [h for h in _built(prompt) if isinstance(h, PhraseReturn)]
     assert hook.plans == [{}] * 4
+
+
+def test_an_onsets_notes_short_of_the_reference_are_counted_as_counters_would():
+    """The repeat echo's count of what an onset still lacks (`_more_often`) keeps exactly the keys, in their order,
+    of ``Counter(wanted) - Counter(drawn)``, on random onsets of (track, pitch) notes and of tracks alone."""
+    from collections import Counter
+
+    from musictx.decoding.hooks.repeat_echo import _more_often
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        wanted = [(int(t), int(p)) for t, p in rng.integers(0, 3, size=(rng.integers(0, 7), 2))]
+        drawn = [(int(t), int(p)) for t, p in rng.integers(0, 3, size=(rng.integers(0, 5), 2))]
+        assert _more_often(wanted, drawn) == list(Counter(wanted) - Counter(drawn))
+        tracks, played = [t for t, _ in wanted], [t for t, _ in drawn]
+        assert _more_often(tracks, played) == list(Counter(tracks) - Counter(played))
