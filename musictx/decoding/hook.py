@@ -58,7 +58,7 @@ class LogitsHook:
 class StopRule(LogitsHook):
     """A hook that ends samples (a length rule): `generate` knows then that samples may end early."""
 
-    def finished(self, next_ids: Tensor) -> Tensor:
+    def finished(self, next_ids: Tensor) -> Tensor | None:
         """(B,) bool: the samples the ids just drawn (B,) complete, or None where they complete none (most draws:
         `generate` then runs no op on its flags). Called before ``update``."""
         raise NotImplementedError
