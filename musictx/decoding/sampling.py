@@ -168,11 +168,10 @@ def _callers(hooks: Sequence[LogitsHook]) -> list[tuple[LogitsHook, list | None]
 
 def _only_choice(grammars: Sequence[Grammar], window: SlidingWindow, length: int, any_done: bool,
                  device: torch.device) -> Tensor | None:
-    """The next ids (B,) where a grammar leaves each row one id (`Grammar.only_choice`) and the window after
-    ``length`` ids would be a plain step (`SlidingWindow.steps_at`) and no row is complete (``any_done``); else None:
-    the net is asked. The last such
-    grammar in the hooks' order is asked first: a later hook's call overrides what an earlier one left (the given
-    notes of an accompaniment play over the guard)."""
+    """The next ids (B,) where a grammar leaves each row one id (`Grammar.only_choice`), the window after ``length``
+    ids would be a plain step (`SlidingWindow.steps_at`) and no row is complete (``any_done``); else None: the net
+    is asked. The last such grammar in the hooks' order is asked first: a later hook's call overrides what an
+    earlier one left (the given notes of an accompaniment play over the guard)."""
     if not grammars or any_done or not window.steps_at(length):
         return None
     for hook in reversed(grammars):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.filters import add_at
 from musictx.decoding.hook import Grammar, HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import option, strength_option
 from musictx.lazy import torch  # imported on first use: --help reads this module
@@ -220,11 +221,7 @@ class CounterRest(LogitsHook):
         g, pos = self.given, self.given.cursor.pos
         rows = [b for b in range(logits.shape[0]) if not g.queue[b] and g.bar(b) < len(self.sounding)
                 and pos[b] >= 0 and self.sounding[g.bar(b)][min(int(pos[b]), len(self.sounding[g.bar(b)]) - 1)]]
-        if not rows:
-            return logits
-        out = logits.clone()
-        out[rows, self.program_id] -= self.penalty
-        return out
+        return add_at(logits, rows, self.program_id, -self.penalty) if rows else logits
 
 
 @dataclass
