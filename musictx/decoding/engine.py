@@ -92,13 +92,13 @@ class FastDecoder:
         """`step` of ``cache`` with the new ids (B,) (or `step_many`'s (B, t1)), and ``other`` fed several ids
         at once, other_ids (B, t) (a branch catching up on the ids it skipped), in one pass: the logits (B, V)
         after each. Needs `catches_up`."""
-        mine, theirs = self._passes([ids.view(len(ids), -1), other_ids], [cache, other])
+        mine, theirs = self._passes([ids.view(ids.shape[0], -1), other_ids], [cache, other])
         return mine, theirs
 
     def _passes(self, groups: list[Tensor], caches: list[DecoderCache]) -> list[Tensor]:
         """Group i's ids (B, t_i) fed to ``caches[i]``, every group in one pass: the logits (B, V) after each
         group's last ids. Its rows are the groups in turn, each sample-major (sample b's t_i ids together)."""
-        B, ts = len(groups[0]), [len(g[0]) for g in groups]
+        B, ts = groups[0].shape[0], [g.shape[1] for g in groups]  # shapes, not len(): Tensor.__len__ is Python
         for cache, t in zip(caches, ts, strict=True):
             self._check_room(cache, t)
         w = self.weights
@@ -112,7 +112,7 @@ class FastDecoder:
             x = block_step(x, last_block[1:], last_block[0], partial(attention, last_only=True),
                            partial(_last_rows, B=B, ts=ts))  # (n * B, d_model)
             logits = torch.mm(torch.layer_norm(x, w.ln_shape, w.ln_w, w.ln_b, w.ln_eps), w.head_t)
-        return list(logits.split(B))
+        return list(logits.split_with_sizes([B] * len(ts)))  # the op itself: Tensor.split's Python costs more
 
     def _check_room(self, cache: DecoderCache, new: int = 1) -> None:
         if cache.length + new > self.net.max_seq_len:
@@ -178,7 +178,7 @@ def _attention_in_groups(x: Tensor, caches: list[StepKVCache], w: AttentionWeigh
     -> (B * len(ts), d_model) (the pass's last block, whose other rows lead to no logits)."""
     qkv = _product(x, w.qkv_wt, w.qkv_b, w.qkv_int8)  # (B * sum(ts), 3 * H * D)
     out = [_attend_group(rows, cache, w, B, t, last_only)
-           for rows, cache, t in zip(qkv.split([B * t for t in ts]), caches, ts, strict=True)]
+           for rows, cache, t in zip(qkv.split_with_sizes([B * t for t in ts]), caches, ts, strict=True)]
     return _product(torch.cat(out) if len(out) > 1 else out[0], w.proj_wt, w.proj_b, w.proj_int8)
 
 
@@ -204,13 +204,15 @@ def _attend_group(rows: Tensor, cache: StepKVCache, w: AttentionWeights, B: int,
 def _last_rows(x: Tensor, B: int, ts: list[int]) -> Tensor:
     """Each group's last row per sample of the pass's rows x (B * sum(ts), d) -> (B * len(ts), d), in the order of
     the logits."""
+    if B == 1 and len(ts) == 2:  # one strided view, no copy: rows ts[0] - 1 and ts[0] + ts[1] - 1
+        return x[ts[0] - 1 :: ts[1]]
     starts = itertools.accumulate([0, *(B * t for t in ts[:-1])])  # each group's first row
     return torch.cat([x[at + t - 1 : at + B * t : t] for at, t in zip(starts, ts, strict=True)])
 
 
 def _attend_step(qkv: Tensor, cache: StepKVCache, w: AttentionWeights) -> Tensor:
     """Append the new keys and values of ``qkv`` (B, 3 * H * D) to the cache; attend its queries -> (B, H * D)."""
-    B, H, D = len(qkv), w.n_heads, w.d_head
+    B, H, D = qkv.shape[0], w.n_heads, w.d_head
     if w.table is not None and B == 1:
         # viewed as (3, H, 1, D), the queries are already heads first, and the keys and values go in with one copy
         q_k_v = qkv.view(3, H, 1, D)

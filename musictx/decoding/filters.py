@@ -164,16 +164,17 @@ class NoiseStream:
     def __init__(self, generator: torch.Generator | None, draws_left: int, chunk: int = 64):
         self.generator = generator if generator is not None else torch.default_generator
         self.draws_left, self.chunk = draws_left, chunk
-        self.rows: Tensor | None = None  # (n, *shape): the draws of the current chunk
+        self.rows: tuple[Tensor, ...] = ()  # the draws of the current chunk, each of the draws' shape
         self.taken = 0  # of them
         self.state_before: Tensor | None = None  # the generator's state before the current chunk
 
     def next(self, shape: torch.Size) -> Tensor:
         """The next draw, of ``shape`` (the same at every call)."""
-        if self.rows is None or self.taken == len(self.rows):
+        if self.taken == len(self.rows):
             n = max(1, min(self.chunk, self.draws_left))
             self.state_before = self.generator.get_state()
-            self.rows = torch.empty((n, *shape)).exponential_(generator=self.generator)
+            # the chunk's draws as views made in one op: a draw then takes one from a tuple, no op
+            self.rows = torch.empty((n, *shape)).exponential_(generator=self.generator).unbind(0)
             self.taken = 0
         self.taken += 1
         self.draws_left -= 1
@@ -181,7 +182,7 @@ class NoiseStream:
 
     def close(self) -> None:
         """Put the generator where one call per draw taken would have left it."""
-        if self.rows is not None and self.taken < len(self.rows):
+        if self.taken < len(self.rows):
             self.generator.set_state(self.state_before)
-            torch.empty((self.taken, *self.rows.shape[1:])).exponential_(generator=self.generator)
-        self.rows = None
+            torch.empty((self.taken, *self.rows[0].shape)).exponential_(generator=self.generator)
+        self.rows = ()

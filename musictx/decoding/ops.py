@@ -47,7 +47,8 @@ class StepKVCache(KVCache):
         """`push_one` at batch 1 in one copy, of one entry or several: ``pairs`` (2, H, t, D) holds the new keys
         of each head, then the values (a view of the pass's projections)."""
         t = pairs.shape[2]
-        self._make_room(pairs[0].unsqueeze(0), t)
+        if self._k is None or self.n + t > self._k.shape[2]:  # checked here: the shape's view is made only to grow
+            self._grow(pairs[0].unsqueeze(0), self.n + t)
         self._pairs.narrow(2, self.n, t).copy_(pairs)
         self.n += t
 

@@ -141,10 +141,10 @@ class GuidedDecoder:
         self.new_ids += 1
         self.recent_len = 0
         logits = self.decoder.restart(window)
-        recent_window = self._plan(window)[1]  # a fresh branch never steps
+        held = self._plan(window.shape[1])[1]  # a fresh branch never steps
         self.stale, self.recent_logits = True, None
-        if recent_window is not None and self._guided_rows(window):
-            self.recent_logits = self._run_recent(recent_window)
+        if held is not None and self._guided_rows(window):
+            self.recent_logits = self._run_recent(window[:, -held:])
         return logits
 
     @property
@@ -154,17 +154,20 @@ class GuidedDecoder:
     def step(self, window: Tensor, new: int = 1) -> Tensor:
         """The window grew by ``new`` ids: the whole window's logits (B, V), and the branch's where the next
         draw is guided. The branch's bookkeeping follows the ids one by one, as if each had been a step."""
+        length = window.shape[1]
         for back in range(new - 1, -1, -1):
             self.new_ids += 1
-            action, recent_window = self._plan(window[:, : window.shape[1] - back] if back else window)
+            action, held = self._plan(length - back)
             self.stale |= action != "step"
         self.recent_logits = None
-        if recent_window is None or not self._guided_rows(window):
+        if held is None or not self._guided_rows(window):
             return self.decoder.step(window, new)
-        # a stale branch starts again on its whole window, else it takes the new ids and those it skipped
-        branch = recent_window if self.stale else recent_window[:, self.fed - recent_window.shape[1]:]  # (B, >= 1)
-        logits, self.recent_logits = self.decoder.step_with(self.recent, window, branch, fresh=self.stale, new=new)
-        self.stale, self.fed = False, recent_window.shape[1]
+        # a stale branch starts again on the ids it holds, else it takes the new ids and those it skipped (between
+        # restarts it grows by one id a step); the view is made only here: most steps are not guided
+        fed = held if self.stale else held - self.fed
+        logits, self.recent_logits = self.decoder.step_with(self.recent, window, window[:, -fed:], fresh=self.stale,
+                                                            new=new)  # the branch's ids (B, fed >= 1)
+        self.stale, self.fed = False, held
         return logits
 
     def _guided_rows(self, window: Tensor) -> bool:
@@ -185,28 +188,29 @@ class GuidedDecoder:
         self.stale, self.fed = False, recent_window.shape[1]
         return self.recent.restart(recent_window)
 
-    def _plan(self, window: Tensor) -> tuple[str | None, Tensor | None]:
-        """What the recent branch does for ``window`` (B, T): ("restart" or "step", the ids it then holds),
-        or (None, None) where guidance does not apply; keeps the branch's bookkeeping."""
+    def _plan(self, length: int) -> tuple[str | None, int | None]:
+        """What the recent branch does for a window of ``length`` ids: ("restart" or "step", how many of the
+        window's last ids it then holds), or (None, None) where guidance does not apply; keeps the branch's
+        bookkeeping."""
         local = self.guidance.local
-        new_in_window = min(self.new_ids, window.shape[1] - self.pinned)  # new ids are the window's tail
-        if self.guidance.weight == 0 or window.shape[1] <= local:
+        new_in_window = min(self.new_ids, length - self.pinned)  # new ids are the window's tail
+        if self.guidance.weight == 0 or length <= local:
             self.recent_len = 0  # the branch starts once the window outgrows it
             return None, None
-        if self.guidance.against == "continuation" and local <= new_in_window < window.shape[1]:
-            return self._continuation_plan(window, new_in_window)
+        if self.guidance.against == "continuation" and local <= new_in_window < length:
+            return self._continuation_plan(new_in_window)
         if self.recent_len == 0 or self.whole_continuation or self.recent_len + 1 >= 2 * local:
             self.whole_continuation, self.recent_len = False, local
-            return "restart", window[:, -local:]
+            return "restart", local
         self.recent_len += 1
-        return "step", window[:, -self.recent_len :]
+        return "step", self.recent_len
 
-    def _continuation_plan(self, window: Tensor, n: int) -> tuple[str, Tensor]:
+    def _continuation_plan(self, n: int) -> tuple[str, int]:
         """The branch over the window's last ``n`` ids, all generated: it steps while it grows by one id
         with the window, and restarts when the window slid (or the branch held only recent ids)."""
         grows = self.whole_continuation and self.recent_len and n == self.recent_len + 1
         self.recent_len, self.whole_continuation = n, True
-        return ("step" if grows else "restart"), window[:, -n:]
+        return ("step" if grows else "restart"), n
 
     def _velocities_alike(self, implausible: Tensor) -> Tensor:
         """``implausible`` (B, V) bool with every velocity (the guidance's ``family``) plausible in a row where one
