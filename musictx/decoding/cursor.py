@@ -64,6 +64,10 @@ class RemiCursor(LogitsHook):
         for i in tok.ids_of_type("TimeSig"):
             num = int(tok.id_to_token(int(i)).split("_")[1].split("/")[0])
             self.bar_positions[i] = num * per_beat  # MidiTok counts positions per beat of the denominator
+        # the same tables as lists for `_follow`, which reads a few of them at every id: a list's item costs a
+        # fraction of a numpy scalar's read and compare
+        self._tables = (self.position_of.tolist(), self.program_of.tolist(), self.pitch_of.tolist(),
+                        self.beats_of.tolist(), np.isfinite(self.beats_of).tolist(), self.is_timesig.tolist())
 
     def start(self, prompt: Tensor) -> None:
         rows = prompt.cpu().numpy()
@@ -84,8 +88,8 @@ class RemiCursor(LogitsHook):
         self.prompt_bars = np.array([len(bars) for bars in self.bars])  # (B,)
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
-        for b, i in enumerate(next_ids.tolist()):
-            self._follow(b, int(i))
+        for b, i in enumerate(next_ids.tolist()):  # Python ints
+            self._follow(b, i)
 
     def _follow(self, b: int, i: int) -> None:
         self.last[b], self.ended[b] = i, -1
@@ -95,19 +99,20 @@ class RemiCursor(LogitsHook):
             return
         bars = self.bars[b]
         (bars[-1].ids if bars else self.preamble[b]).append(i)
-        if self.position_of[i] >= 0:
-            self.pos[b] = self.position_of[i]
-        elif self.program_of[i] >= 0:
-            self.program[b] = self.program_of[i]
-        elif self.pitch_of[i] >= 0:
-            self.pitch[b] = self.pitch_of[i]
+        position_of, program_of, pitch_of, beats_of, has_beats, is_timesig = self._tables
+        if position_of[i] >= 0:
+            self.pos[b] = position_of[i]
+        elif program_of[i] >= 0:
+            self.program[b] = program_of[i]
+        elif pitch_of[i] >= 0:
+            self.pitch[b] = pitch_of[i]
             if bars:
                 bars[-1].notes.append([int(self.pos[b]), int(self.program[b]), int(self.pitch[b]), np.nan])
-        elif np.isfinite(self.beats_of[i]) and self.pitch[b] >= 0:
+        elif has_beats[i] and self.pitch[b] >= 0:
             if bars and bars[-1].notes:
-                bars[-1].notes[-1][3] = float(self.beats_of[i])
+                bars[-1].notes[-1][3] = beats_of[i]
             self.ended[b], self.pitch[b] = self.pitch[b], -1
-        elif self.is_timesig[i]:
+        elif is_timesig[i]:
             self.bar_len[b], self.meter[b] = max(int(self.bar_positions[i]), 1), i
 
     # ----- views ------------------------------------------------------------------------------

@@ -135,12 +135,13 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     if noise is None:
         gen_device = generator.device if generator is not None else probs.device
         noise = torch.empty(probs.shape, device=gen_device).exponential_(generator=generator)
-    noise = noise.to(probs.device)
+    if not (noise.is_cpu and probs.is_cpu):  # on the host both: no op (a device is made at each read)
+        noise = noise.to(probs.device)
     scores = probs / noise  # (B, V)
     picks = scores.argmax(dim=-1)  # (B,)
     if top_p is None or top_p == 1:
         return picks
-    if probs.device.type == "cpu" and surely_in_nucleus(probs, picks, top_p):
+    if probs.is_cpu and surely_in_nucleus(probs, picks, top_p):
         return picks  # also right where it is of the family: the best of all is the best of its family
     nucleus = (top_p_filter(logits, top_p).softmax(dim=-1) / noise).argmax(dim=-1)
     if family is None:

@@ -43,6 +43,9 @@ class LogitsHook:
     # (V,) bool: the ids after which ``__call__`` may change the logits (a row's last id, the prompt's at the first
     # draw); None: after any. `generate` reads it once, after ``start``, and skips the call where no row's is one.
     acts_after: np.ndarray | None = None
+    # ids that ``__call__`` sets to -inf at every draw, whatever the logits held (a grammar's PAD): where the first
+    # hook called at every draw names PAD here, the sampler leaves masking it to that hook
+    always_forbids: frozenset[int] = frozenset()
 
     def start(self, prompt: Tensor) -> None:
         """Follow the prompt (B, T0) before the first draw."""

@@ -129,6 +129,7 @@ class _Drawer:
 
     def __init__(self, opts: DecodingOptions, device: torch.device, draws: int, pad_id: int | None, tokenizer=None):
         self.opts, self.pad_id = opts, pad_id
+        self.masks_pad = pad_id is not None  # False where the first hook masks it at every draw (`leave_pad_to`)
         self.generator = torch.Generator(device=device).manual_seed(opts.seed)
         self.noise = _noise_stream(self.generator, device, opts.temperature, draws)
         wanted = getattr(opts, "full_velocity", False) and opts.top_p
@@ -137,7 +138,7 @@ class _Drawer:
     def __call__(self, logits: Tensor, done: Tensor | None, hooks: Sequence[tuple[LogitsHook, list | None]],
                  last: list[int]) -> Tensor:
         opts, noise = self.opts, self.noise
-        if self.pad_id is not None:
+        if self.masks_pad:
             logits.select(1, self.pad_id).fill_(float("-inf"))  # in place, without indexing's Python overhead
         one = last[0] if len(last) == 1 else None  # batch 1: a list's item, not a generator per hook
         for hook, after in hooks:
@@ -146,6 +147,12 @@ class _Drawer:
         nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, self.generator,
                           noise and noise.next(logits.shape), self.velocities)  # a velocity's value past the nucleus
         return nxt if self.pad_id is None or done is None else nxt.masked_fill(done, self.pad_id)
+
+    def leave_pad_to(self, callers: Sequence[tuple[LogitsHook, list | None]]) -> None:
+        """Leave masking PAD to the first of ``callers`` where it is called at every draw and always sets PAD to
+        -inf (`LogitsHook.always_forbids`): no hook before it reads the logits, so the draw is the same."""
+        if callers and callers[0][1] is None and self.pad_id in callers[0][0].always_forbids:
+            self.masks_pad = False
 
     def skip(self, shape: torch.Size) -> None:
         """Take the numbers a draw of ``shape`` (B, V) would, without drawing (an id the grammar leaves alone)."""
@@ -228,6 +235,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
         if isinstance(hook, DecoderWrapper):
             window.decoder = hook.around(window.decoder, net, window.pin)
     callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
+    draw.leave_pad_to(callers)
     grammars = [hook for hook in hooks if isinstance(hook, Grammar)]
     gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids

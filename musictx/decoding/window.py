@@ -80,9 +80,9 @@ class WindowDecoder:
         if not self.use_cache:
             return self.net(window)[:, -1]
         if self.fast is not None and new == 1:
-            return self.fast.step(window[:, -1], self.state)
+            return self.fast.step(window.select(1, -1), self.state)  # select/narrow: cheaper than indexing
         if self.fast is not None and self.fast.catches_up:
-            return self.fast.step_many(window[:, -new:], self.state)
+            return self.fast.step_many(window.narrow(1, window.shape[1] - new, new), self.state)
         logits, self.state = self.net(window[:, -new:], cache=self.state)
         return logits[:, -1]
 
@@ -95,12 +95,13 @@ class WindowDecoder:
         one after the other."""
         fast = self.fast if self.fast is not None and other.fast is self.fast else None
         if fast is not None and other_new.shape[1] == 1 and not fresh and new == 1:
-            mine, theirs = fast.step_together(window[:, -1], [self.state, other.state])  # (B, V) each
+            mine, theirs = fast.step_together(window.select(1, -1), [self.state, other.state])  # (B, V) each
             return mine, theirs
         if fast is not None and fast.catches_up:
             if fresh:
                 other.state = fast.init_cache()
-            mine = window[:, -1] if new == 1 else window[:, -new:]  # (B,) keeps the one-id step's own kernel
+            # (B,) keeps the one-id step's own kernel
+            mine = window.select(1, -1) if new == 1 else window.narrow(1, window.shape[1] - new, new)
             return fast.step_catching_up(mine, self.state, other_new, other.state)
         return self.step(window, new), (other.restart(other_new) if fresh else other.extend(other_new))
 
@@ -158,7 +159,7 @@ class SlidingWindow:
         decoder then restarts from it)."""
         new_start, self.pinned = self._next_start(length)
         slid, self.start = new_start != self.start, new_start
-        window = ids[:, new_start:length]  # (B, <= max_len - pinned ids)
+        window = ids.narrow(1, new_start, length - new_start)  # (B, <= max_len - pinned ids)
         if self.pinned:
             window = torch.cat([ids[:, self.t0 - self.pin : self.t0], window], dim=1)  # the seed, then the recent music
         return window, slid

@@ -56,6 +56,7 @@ class RemiGuard(ReadsCursor, Grammar):
             self.allowed[self._type_index["Position"]] |= tok.type_of == "Chord"
             self.allowed[self._type_index["Chord"]] = np.isin(tok.type_of, ["Program", "Tempo", "Position", "Bar"])
         self.allowed[:, tok.pad_id] = False
+        self.always_forbids = frozenset({tok.pad_id})  # nothing allows it again (`_something_left` only a Bar)
         self.allowed[:, tok.eos_id] = False  # a continuation runs the length asked for; the bars stop it
         self.position_of = tok.numbers_of("Position")  # (V,) position of a Position id, else -1
         if programs is not None:

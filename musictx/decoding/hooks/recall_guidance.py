@@ -165,8 +165,8 @@ class GuidedDecoder:
         # a stale branch starts again on the ids it holds, else it takes the new ids and those it skipped (between
         # restarts it grows by one id a step); the view is made only here: most steps are not guided
         fed = held if self.stale else held - self.fed
-        logits, self.recent_logits = self.decoder.step_with(self.recent, window, window[:, -fed:], fresh=self.stale,
-                                                            new=new)  # the branch's ids (B, fed >= 1)
+        branch = window.narrow(1, length - fed, fed)  # (B, fed >= 1)
+        logits, self.recent_logits = self.decoder.step_with(self.recent, window, branch, fresh=self.stale, new=new)
         self.stale, self.fed = False, held
         return logits
 
@@ -175,7 +175,7 @@ class GuidedDecoder:
         leads = self.guidance.leads
         if leads is None:
             return True
-        last = window[:, -1].tolist()
+        last = window.select(1, -1).tolist()
         if len(last) == 1:  # batch 1: a list's item, cheaper than numpy's indexing here
             self.rows = None
             return self.guidance.lead_list[last[0]]
