@@ -12,8 +12,9 @@ import torch
 
 from musictx.checkpoints.model_store import load_pretrained
 from musictx.decoding.hook import DecoderWrapper, LogitsHook, StopRule
+from musictx.decoding.hooks.metrical_guard import RemiGuard
 from musictx.decoding.hooks.registry import build_hooks
-from musictx.decoding.sampling import generate
+from musictx.decoding.sampling import _Drawer, generate
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks import metrical_seed
@@ -98,3 +99,27 @@ def test_a_hook_is_called_only_after_the_ids_it_names(motif_prompt):
     drawn_after = out[0, prompt.ids.shape[1] - 1:-1].tolist()  # the id before each draw
     assert spy.called_after == [i for i in drawn_after if after_program[i]]
     assert len(spy.called_after) > 10
+
+
+def test_the_guard_masks_pad_for_the_sampler_and_the_tokens_stay_the_same(motif_prompt):
+    """The REMI guard always sets PAD to -inf and is called first at every draw, so the sampler leaves PAD to it
+    (`_Drawer.leave_pad_to`); with the guard not saying so, the sampler masks PAD itself: the same tokens."""
+    net, tok, make = motif_prompt
+    prompt = make()
+    hooks = build_hooks(prompt.hooks)
+    guard = next(h for h in hooks if isinstance(h, RemiGuard))
+    assert tok.pad_id in guard.always_forbids
+    drawer = _Drawer(prompt.hooks.sampling, torch.device("cpu"), 10, tok.pad_id, tok)
+    drawer.leave_pad_to([(LogitsHook(), None), (guard, None)])  # a hook before it would see PAD's logit
+    assert drawer.masks_pad
+    drawer.leave_pad_to([(guard, None)])
+    assert not drawer.masks_pad
+    left = generate(net, tok, prompt.ids, prompt.hooks.sampling, hooks, max_new_tokens=prompt.max_new_tokens)
+    fresh = make()
+    hooks = build_hooks(fresh.hooks)
+    next(h for h in hooks if isinstance(h, RemiGuard)).always_forbids = frozenset()  # the sampler masks PAD itself
+    masked = generate(net, tok, fresh.ids, fresh.hooks.sampling, hooks, max_new_tokens=fresh.max_new_tokens)
+    assert torch.equal(left, masked)
+    for row in left[:, prompt.ids.shape[1]:].tolist():  # PAD only fills a sample after it completes
+        drawn = row[: row.index(tok.pad_id)] if tok.pad_id in row else row
+        assert len(drawn) > 50 and all(i == tok.pad_id for i in row[len(drawn):])
