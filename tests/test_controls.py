@@ -67,6 +67,26 @@ def test_a_folder_of_seeds_is_continued_file_by_file_with_one_summary(tmp_path, 
         run(GenerateOptions(seed_midi=str(tmp_path / "empty"), output_dir=str(tmp_path / "o2")))
 
 
+def test_a_second_folder_run_into_the_same_output_keeps_the_first_and_says_so(tmp_path, capsys):
+    """Its samples take the next numbers and its summary the next name, reserved before any seed is continued: the
+    end of a long run cannot be refused for a name the folder already held."""
+    import json
+
+    seeds, out = tmp_path / "seeds", tmp_path / "out"
+    seeds.mkdir()
+    (seeds / "a.mid").write_bytes(BUNDLED_MOTIF.read_bytes())
+    opts = GenerateOptions(checkpoint="piano", seed_midi=str(seeds), seed_seconds=2, length_seconds=1,
+                           num_samples=1, audio=False, output_dir=str(out))
+    first = run(opts)
+    second = run(opts)
+    assert json.loads((out / "seeds.json").read_text()) == first
+    assert json.loads((out / "seeds_2.json").read_text()) == second
+    assert [d["samples"] for d in first["continued"] + second["continued"]] == [["sample_00.mid"], ["sample_01.mid"]]
+    said = capsys.readouterr().out
+    assert f"continued into {out} (seeds.json of an earlier run kept: this run's is seeds_2.json)" in said
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no claim left behind
+
+
 @needs_shared
 def test_a_whole_long_seed_is_said_to_be_one(tmp_path, capsys):
     performance = SHARED_DATA / "piano" / "asap" / "Bach" / "Prelude" / "bwv_860" / "ZhangH04M.mid"  # about 50 s
