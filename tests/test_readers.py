@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from musictx.io.midi_io import MidiReadError, Notes, pair_note_events, read_notes
+from musictx.io.midi_io import MidiReadError, Notes, pair_note_events, read_notes, unreadable
 from musictx.io.tokenizer import EventTokenizer
 from tests import midi_fixtures as mf
 from tests.helpers import EDGE_DIR, SHARED_DATA, needs_shared, piano_files
@@ -248,3 +248,31 @@ def test_where_the_rules_coincide_reading_matches_pretty_midi():
     track, so pretty_midi's own reading (the one Magenta uses) gives the same tokens."""
     for f in random.Random(1).sample(piano_files(), 6):
         np.testing.assert_array_equal(TOK.encode(pretty_midi.PrettyMIDI(str(f))), TOK.encode(f), err_msg=str(f))
+
+
+LIBRARY_WORDS = ("MiniMidi", "iostream", "Invaild", "RuntimeError")
+
+
+@needs_shared
+def test_a_broken_edge_file_is_refused_in_plain_words_naming_it():
+    """What the readers fail on is said as a reader would say it, not in the library's words (symusic's MiniMidi:
+    "Invaild midi file! File header is not MThd!: iostream error")."""
+    said = {}
+    for f in midi_files_below(EDGE_DIR):
+        try:
+            read_notes(f)
+        except MidiReadError as err:
+            if "unreadable MIDI" in str(err):
+                said[f.name] = str(err)
+    assert len(said) >= 15
+    for name, text in said.items():
+        assert name in text and not any(word in text for word in LIBRARY_WORDS), text
+    assert said["test-illegal-message-f4.mid"].endswith("unreadable MIDI (an illegal MIDI message, status byte 0xf4)")
+    assert "not a MIDI file" in said["MIDIBadHeaderChunk.mid"] and "cut short" in said["MIDIBadTrackLength.mid"]
+
+
+def test_a_reader_error_no_entry_knows_is_quoted_as_it_came():
+    assert unreadable(RuntimeError("MiniMidi: Invaild midi file! File header is not MThd!: iostream error")) == (
+        "unreadable MIDI (not a MIDI file: it does not start with a MIDI header)")
+    assert unreadable(ValueError("  something\n new ")) == "unreadable MIDI (something new)"
+    assert unreadable(EOFError()) == "unreadable MIDI (EOFError)"

@@ -38,7 +38,7 @@ from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plo
 from musictx.generation import GenerateOptions, apply_programs, parse_programs, write_take
 from musictx.io.audio import audio_unavailable
 from musictx.io.dynamics import seed_rule
-from musictx.io.midi_io import MidiReadError, file_problem, read_notes
+from musictx.io.midi_io import MidiReadError, file_problem, read_notes, unreadable
 from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
@@ -374,7 +374,7 @@ def _for_page(midi: Path, read):
     try:
         return read()
     except Exception as err:  # noqa: BLE001 - symusic's own errors are terse RuntimeErrors
-        raise GenerateError(f"{midi.name}: unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
+        raise GenerateError(f"{midi.name}: {unreadable(err)}") from None
 
 
 def _safe_stem(path: Path) -> str:

@@ -19,7 +19,7 @@ from musictx.decoding.option_fields import finite_number, raise_first, whole_num
 from musictx.decoding.sampling_options import SamplingOptions, hook_option_hint
 from musictx.decoding.window import context_length
 from musictx.generation.programs import parse_programs
-from musictx.io.midi_io import file_problem
+from musictx.io.midi_io import file_problem, unreadable
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
 from musictx.safe_output import target_problem
@@ -278,7 +278,7 @@ def seed_at_end(path, seed_seconds: float | None) -> tuple[float, float, str]:
     try:
         score = Score(str(path))
     except Exception as err:  # the seed's own reader says it best, later; here only its length is wanted
-        raise GenerateError(f"seed_midi={path}: unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
+        raise GenerateError(f"seed_midi={path}: {unreadable(err)}") from None
     end = float(ticks_to_seconds(score, [max(score.end(), 0)])[0])
     take = min(seed_seconds or END_SEED_SECONDS, end)
     start = max(end - take, 0.0)

@@ -43,6 +43,7 @@ import tempfile
 from pathlib import Path
 
 from musictx.io.audio_chunks import render_chunked
+from musictx.io.midi_io import unreadable
 from musictx.io.midi_timing import MAX_TPQ
 from musictx.io.wav_io import (  # noqa: F401  (read_wav, resample, write_wav: used through this module)
     FADE_SECONDS,
@@ -155,7 +156,7 @@ def _load_midi(midi_path):
     try:
         midi = mido.MidiFile(str(midi_path))
     except Exception as err:  # mido raises OSError, EOFError, ValueError, KeyError... on broken files
-        raise AudioRenderError(f"cannot render {midi_path}: unreadable MIDI ({type(err).__name__}: {err})") from None
+        raise AudioRenderError(f"cannot render {midi_path}: {unreadable(err)}") from None
     if not 0 < midi.ticks_per_beat <= MAX_TPQ:  # SMPTE-timed files read as a huge count
         raise AudioRenderError(f"cannot render {midi_path}: not timed in ticks per quarter note")
     if midi.type == 2:  # independent sequences: no one clock to play them on

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from musictx.io.midi_io import unreadable
 from musictx.io.wav_io import FADE_SECONDS, AudioRenderError, WavWriter, fade_gain
 
 CHUNK_SECONDS = 120.0
@@ -102,7 +103,7 @@ def _timed_events(data: bytes) -> tuple[list[tuple[float, object]], float]:
     try:
         midi = mido.MidiFile(file=io.BytesIO(data))
     except Exception as err:  # mido raises OSError, EOFError, ValueError, KeyError... on broken files
-        raise AudioRenderError(f"unreadable MIDI ({type(err).__name__}: {err})") from None
+        raise AudioRenderError(unreadable(err)) from None
     t, events = 0.0, []
     for msg in midi:  # all tracks merged, msg.time: seconds since the previous message
         t += msg.time

@@ -26,7 +26,7 @@ from symusic import Score
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, insert_chords, moved_chord
 from musictx.io.meter_guess import apply_bars
-from musictx.io.midi_io import MidiReadError, Notes
+from musictx.io.midi_io import MidiReadError, Notes, unreadable
 from musictx.io.midi_timing import read_timing
 from musictx.io.registers import Registers, fit_registers
 from musictx.io.score_io import read_score
@@ -259,7 +259,7 @@ class MetricalTokenizer:
             try:
                 score = read_score(path)
             except Exception as err:  # symusic raises RuntimeError / ValueError with terse text
-                raise MidiReadError(str(path), f"unreadable MIDI ({str(err).strip() or type(err).__name__})") from None
+                raise MidiReadError(str(path), unreadable(err)) from None
         if score.note_num() == 0:
             raise MidiReadError(str(path), "no notes")
         shift, found = apply_bars(score, path, beats)
