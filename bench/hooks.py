@@ -12,8 +12,10 @@ settings timed interleaved (A B C D, then D C B A, ...) so that a noisy machine 
   limit and the length rule stay (without them there is no piece to time);
 - ``engine alone``: the same decoding engine (`musictx.decoding.FastDecoder`) stepping as many new ids as
   ``shipped`` drew, after a prompt as long as the seed's, each step's argmax fed back: no hooks, no filters,
-  no draw. Its share is the limit the sampler's logic leaves (issue 67 asks ``shipped`` >= 0.8x of it). It runs
-  next to ``shipped`` in every round, and their ratio is also printed round by round (median and range). The
+  no draw. Like each continuation of the other arms, it lays its weights out for steps first (`fast_decoder`:
+  timed in both since 2026-11-30; before, only the other arms' was). Its share is the limit the sampler's logic
+  leaves (issue 67 asks ``shipped`` >= 0.8x of it). It runs next to ``shipped`` in every round, and their ratio
+  is also printed round by round (median and range). The
   sampler feeds an id its grammar leaves alone with the next one, in one pass (`musictx.decoding.hook.Grammar`):
   on the one-track motif about a fifth of its ids, which the engine alone still steps one by one.
 
@@ -87,18 +89,19 @@ def paired(timed: dict[str, dict], arm: str, base: str) -> list[float]:
 
 
 def engine_alone(net, steps: int, batch: int, prompt_len: int = PROMPT_IDS) -> tuple[float, float, int]:
-    """(wall s, 0, new ids) of the decoding engine alone: a random prompt of ``prompt_len`` ids through the
-    net's forward into a step cache, then ``steps`` one-id steps, each step's argmax fed back."""
+    """(wall s, 0, new ids) of the decoding engine alone: its weights laid out for steps (`fast_decoder`, as each
+    continuation of the other arms makes them), a random prompt of ``prompt_len`` ids through the net's forward
+    into a step cache, then ``steps`` one-id steps, each step's argmax fed back."""
     import time
 
     import torch
 
     from musictx.decoding import fast_decoder
 
+    t0 = time.perf_counter()
     decoder = fast_decoder(net)
     if decoder is None:
         raise SystemExit(f"{type(net).__name__} has no fast decoding engine (a Transformer has)")
-    t0 = time.perf_counter()
     with torch.inference_mode():
         cache = decoder.init_cache()
         out = net(torch.randint(0, net.vocab_size, (batch, prompt_len)), cache=cache)
