@@ -55,13 +55,28 @@ class GenerationInterrupted(KeyboardInterrupt):
 
 @contextmanager
 def _eval_mode(net: nn.Module) -> Iterator[None]:
-    """Eval mode for the block; the net's train flag is put back."""
+    """Eval mode for the block; the net's train flag is put back. A net already all in eval mode (the usual case) is
+    left alone: setting the flag walks every module, twice."""
+    if not any(module.training for module in net.modules()):
+        yield
+        return
     was_training = net.training
     net.eval()
     try:
         yield
     finally:
         net.train(was_training)
+
+
+def _write(ids: Tensor, host, length: int, nxt: Tensor, written: list[int]) -> None:
+    """The ids drawn, ``nxt`` (B,) (``written`` on the host), into column ``length`` of ``ids`` (B, capacity): through
+    its numpy view ``host`` where it is on the CPU (no op), else by a copy."""
+    if host is None:
+        ids.select(1, length).copy_(nxt)
+    elif len(written) == 1:
+        host[0, length] = written[0]
+    else:
+        host[:, length] = written
 
 
 @contextmanager
@@ -240,6 +255,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
+    host = ids.numpy() if ids.device.type == "cpu" else None  # a view: the ids written with no op (`_write`)
     with (_eval_mode(net), closing(noise) if noise else nullcontext(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
         while length < total:
@@ -248,9 +264,10 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
             while True:  # the id drawn, then any that a grammar leaves alone (fed to the net with the next draw's)
                 if length == ids.shape[1]:
                     ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
-                ids.select(1, length).copy_(nxt)
-                length += 1
+                    host = None if host is None else ids.numpy()
                 written = nxt.tolist()
+                _write(ids, host, length, nxt, written)
+                length += 1
                 if can_stop and _mark_done(done, nxt, written, eos_id, stoppers):
                     any_done = True
                 for hook in followers:

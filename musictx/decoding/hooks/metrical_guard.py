@@ -162,22 +162,23 @@ class RemiGuard(ReadsCursor, Grammar):
         """Logits (B, V) with the ids the grammar forbids at -inf (a new tensor)."""
         if logits.shape[0] == 1:  # batch 1: one add of the place's -inf row (an op costs more than its work here)
             kept, bad = self._place(0), self._forbidden(0)
-            if bad is not kept.mask:
-                return logits + _minus_inf_where(bad).to(logits.device, logits.dtype)
-            if kept.bias is None or kept.bias.device != logits.device or kept.bias.dtype != logits.dtype:
-                kept.bias = _minus_inf_where(bad).to(logits.device, logits.dtype)
-            return logits + kept.bias
+            key = None if bad is kept.mask else bad.tobytes()  # None: the place's own row; else what the onset adds
+            bias = kept.biases.get(key)
+            if bias is None or bias.device != logits.device or bias.dtype != logits.dtype:
+                bias = kept.biases[key] = _minus_inf_where(bad).to(logits.device, logits.dtype)
+            return logits + bias
         bad = torch.from_numpy(np.stack([self._forbidden(b) for b in range(logits.shape[0])]))  # (B, V)
         return logits.masked_fill(bad.to(logits.device), float("-inf"))
 
 
 @dataclass
 class _Place:
-    """One place's grammar: ``mask`` (V,) bool, the ids forbidden there; ``bias``, the same as a -inf row to add
-    to a batch-1 row of logits, made when first asked; ``only``, the one id allowed there (-1: several)."""
+    """One place's grammar: ``mask`` (V,) bool, the ids forbidden there; ``biases``, -inf rows to add to a batch-1
+    row of logits, each made when first asked: the mask's (key None), and the mask with what an onset's notes add
+    (key: its bytes; an onset's few notes make few); ``only``, the one id allowed there (-1: several)."""
 
     mask: np.ndarray
-    bias: Tensor | None = None
+    biases: dict[bytes | None, Tensor] = field(default_factory=dict)
     only: int = field(init=False)  # the one id allowed there; -1: more than one
 
     def __post_init__(self):
