@@ -34,6 +34,17 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+def like_logits(row: Tensor, logits: Tensor) -> Tensor:
+    """``row``, made on the host in float32, on the device and in the dtype of ``logits``: itself for CPU float32
+    logits, told without a dispatched ``to`` or a device object (in the decoding loop each costs microseconds)."""
+    return row if logits.is_cpu and logits.dtype == torch.float32 else row.to(logits.device, logits.dtype)
+
+
+def as_float(logits: Tensor) -> Tensor:
+    """``logits`` in float32: itself where they are (as ``.float()`` returns, without dispatching it)."""
+    return logits if logits.dtype == torch.float32 else logits.float()
+
+
 def add_at(logits: Tensor, rows, cols, value: float) -> Tensor:
     """``logits`` (B, V) plus ``value`` at each place (rows[i], cols[i]), once however often it is named (as
     ``logits[rows, cols] += value`` would), as a new tensor: one add of a (B, V) row of bonuses made on the host,
@@ -41,7 +52,7 @@ def add_at(logits: Tensor, rows, cols, value: float) -> Tensor:
     each logit as it was (-inf too)."""
     bonus = np.zeros(tuple(logits.shape), dtype=np.float32)
     bonus[rows, cols] = value
-    return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
+    return logits + like_logits(torch.from_numpy(bonus), logits)
 
 
 def _check_top_p(p: float) -> None:
@@ -125,7 +136,7 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
     """
     if top_p is not None:
         _check_top_p(top_p)
-    logits = logits.float()
+    logits = as_float(logits)
     if temperature == 0:
         return logits.argmax(dim=-1)
     logits = apply_temperature(logits, temperature)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.filters import like_logits
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 from musictx.lazy import torch  # imported on first use: --help reads this module
@@ -72,7 +73,7 @@ class ChordLean(ReadsCursor):
         bonus = np.zeros(tuple(logits.shape), dtype=np.float32)
         for b, w in leans:
             bonus[b, self.pitch_ids] = self.strength * w[self.pitch_class]
-        return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
+        return logits + like_logits(torch.from_numpy(bonus), logits)
 
 
 @dataclass

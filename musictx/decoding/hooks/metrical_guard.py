@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.filters import like_logits
 from musictx.decoding.hook import Grammar, HookInputs, HookSpec
 from musictx.decoding.option_fields import option
 from musictx.lazy import torch  # imported on first use: --help reads this module
@@ -153,7 +154,8 @@ class RemiGuard(ReadsCursor, Grammar):
         return bad if bad is kept else self._something_left(bad)
 
     def _something_left(self, bad: np.ndarray) -> np.ndarray:
-        if bad.all():  # never leave nothing to draw: a new bar is always valid
+        if b"\x00" not in bad.tobytes():  # all forbidden (read as bytes: numpy's reduction is slow in the loop)
+            # never leave nothing to draw: a new bar is always valid
             bad = np.ones_like(bad)
             bad[self.tok.bar_id] = False
         return bad
@@ -164,8 +166,9 @@ class RemiGuard(ReadsCursor, Grammar):
             kept, bad = self._place(0), self._forbidden(0)
             key = None if bad is kept.mask else bad.tobytes()  # None: the place's own row; else what the onset adds
             bias = kept.biases.get(key)
-            if bias is None or bias.device != logits.device or bias.dtype != logits.dtype:
-                bias = kept.biases[key] = _minus_inf_where(bad).to(logits.device, logits.dtype)
+            if bias is None or bias.dtype != logits.dtype or not (bias.is_cpu and logits.is_cpu
+                                                                  or bias.device == logits.device):
+                bias = kept.biases[key] = like_logits(_minus_inf_where(bad), logits)
             return logits + bias
         bad = torch.from_numpy(np.stack([self._forbidden(b) for b in range(logits.shape[0])]))  # (B, V)
         return logits.masked_fill(bad.to(logits.device), float("-inf"))

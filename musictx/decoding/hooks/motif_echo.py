@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
+from musictx.decoding.filters import like_logits
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 from musictx.lazy import torch  # imported on first use: --help reads this module
@@ -52,11 +53,16 @@ class MotifEcho(ReadsCursor):
         # drums (REMI's Program_-1) are not echoed: -1 is also "not a Program id" in program_of
         self.programs = set(int(p) for p in programs if int(p) >= 0)
         self.acts_after = np.isin(self.program_of, list(self.programs))  # (V,) a pitch of an echoed track comes next
+        # the tables read at every id, as lists: in the decoding loop a numpy call costs tens of microseconds
+        # (its code is cold after each net pass), a list's item a fraction of one
+        self._program_list, self._pitch_list = self.program_of.tolist(), self.pitch_of.tolist()
+        self._pitch_id_list = self.pitch_id.tolist()
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
         c = self.cursor
-        self.pitch_next = np.isin(self.program_of[c.last], list(self.programs))  # (B,) a pitch of an echoed track comes
+        # per row: a pitch of an echoed track comes next
+        self.pitch_next = [self._program_list[i] in self.programs for i in c.last.tolist()]
         self.lines = [{p: [n[2] for bar in bars for n in bar.notes if n[1] == p] for p in self.programs}
                       for bars in c.bars]  # row: track: pitches
         # row -> program -> {the seed's intervals before a point (1 to max_order of them): how often each
@@ -68,9 +74,10 @@ class MotifEcho(ReadsCursor):
         super().update(next_ids, done)
         c = self.cursor
         for b, i in enumerate(next_ids.tolist()):
-            self.pitch_next[b] = self.program_of[i] in self.programs  # REMI: every note's Program id precedes its Pitch
-            if self.pitch_of[i] >= 0 and c.program[b] in self.programs:
-                self.lines[b][int(c.program[b])].append(int(self.pitch_of[i]))
+            self.pitch_next[b] = self._program_list[i] in self.programs  # REMI: a note's Program id precedes its Pitch
+            pitch = self._pitch_list[i]
+            if pitch >= 0 and (program := int(c.program[b])) in self.programs:
+                self.lines[b][program].append(pitch)
 
     def next_intervals(self, b: int) -> Counter:
         """How often each interval followed the seed's line of the track being written where it matches the
@@ -88,7 +95,7 @@ class MotifEcho(ReadsCursor):
         return Counter()
 
     def __call__(self, logits: Tensor) -> Tensor:
-        if self.strength == 0 or not self.pitch_next.any():  # most steps draw no pitch: nothing to add
+        if self.strength == 0 or not any(self.pitch_next):  # most steps draw no pitch: nothing to add
             return logits
         bonus = np.zeros(tuple(logits.shape), dtype=np.float32)  # (B, V)
         for b in range(logits.shape[0]):
@@ -101,9 +108,9 @@ class MotifEcho(ReadsCursor):
             total = sum(counts.values())
             for step, n in counts.items():
                 pitch = line[-1] + step
-                if 0 <= pitch < 128 and self.pitch_id[pitch] >= 0:
-                    bonus[b, self.pitch_id[pitch]] += self.strength * n / total
-        return logits + torch.from_numpy(bonus).to(logits.device, logits.dtype)
+                if 0 <= pitch < 128 and self._pitch_id_list[pitch] >= 0:
+                    bonus[b, self._pitch_id_list[pitch]] += self.strength * n / total
+        return logits + like_logits(torch.from_numpy(bonus), logits)
 
 
 def _next_interval_table(seed: np.ndarray, max_order: int) -> dict[tuple[int, ...], Counter]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from musictx.decoding.filters import like_logits
 from musictx.decoding.hook import HookInputs, HookSpec, LogitsHook
 from musictx.decoding.option_fields import strength_option
 from musictx.lazy import torch  # imported on first use: --help reads this module
@@ -92,7 +93,7 @@ class NoteEcho(LogitsHook):
             return logits
         ons = slice(self.note_on, self.note_on + self.n_pitches)
         old = logits[:, ons]  # (B, n_pitches)
-        new = old + torch.from_numpy(bonus).to(logits.device, logits.dtype)
+        new = old + like_logits(torch.from_numpy(bonus), logits)
         keep = torch.logsumexp(old, dim=1, keepdim=True) - torch.logsumexp(new, dim=1, keepdim=True)  # (B, 1)
         out = logits.clone()
         out[:, ons] = torch.where(torch.isfinite(keep), new + keep, old)  # a row with no NOTE_ON allowed: as it was

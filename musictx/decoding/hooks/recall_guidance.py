@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from musictx.decoding.filters import outside_nucleus, velocity_family
+from musictx.decoding.filters import as_float, outside_nucleus, velocity_family
 from musictx.decoding.hook import KINDS, DecoderWrapper, HookInputs, HookSpec
 from musictx.decoding.option_fields import option, strength_option
 from musictx.decoding.window import WindowDecoder
@@ -231,8 +231,8 @@ class GuidedDecoder:
             return logits
         self.guided_steps += 1
         forbidden = logits.isneginf()  # (B, V), also where log_all is -inf: a finite logit's log-softmax is finite
-        log_all = logits.float().log_softmax(dim=-1)
-        log_recent = self.recent_logits.float().masked_fill(forbidden, float("-inf")).log_softmax(dim=-1)
+        log_all = as_float(logits).log_softmax(dim=-1)
+        log_recent = as_float(self.recent_logits).masked_fill(forbidden, float("-inf")).log_softmax(dim=-1)
         weight, apart = self.guidance.weight, log_all - log_recent
         guided = log_all + (apart if weight == 1 else weight * apart)  # NaN where both are -inf: masked; x 1 is exact
         plausible = self.guidance.plausible
