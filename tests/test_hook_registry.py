@@ -234,3 +234,17 @@ def test_a_grammars_lone_id_is_written_without_asking_the_net(monkeypatch):
     wrapped = generate(net, SpecialIds(pad_id=0), prompt, SamplingOptions(seed=1), [AfterEachId(), wraps],
                        max_new_tokens=20)[0]
     assert torch.equal(wrapped, ids) and wraps.decoder.steps > 2 * len(passes)  # asked after each id, a slide aside
+
+
+def test_the_hooks_read_the_ids_generate_read_and_any_other_ids_themselves():
+    """`generate` reads the ids it drew to the host once (`read_to_host`); a hook's ``update`` gets that same list
+    for those ids (`ids_on_host`), and reads any other tensor itself, also once the run has forgotten them."""
+    from musictx.decoding.hook import ids_on_host, read_to_host
+
+    drawn, other = torch.tensor([3, 5]), torch.tensor([3, 5])
+    kept = read_to_host(drawn)
+    assert kept == [3, 5] and ids_on_host(drawn) is kept
+    assert ids_on_host(other) == [3, 5] and ids_on_host(other) is not kept  # equal values, another tensor
+    read_to_host(None)
+    drawn[0] = 7
+    assert ids_on_host(drawn) == [7, 5]

@@ -9,11 +9,11 @@ logits: it follows the prompt once in `start` and each drawn id in `update`, in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from musictx.decoding.hook import HookInputs, LogitsHook
+from musictx.decoding.hook import HookInputs, LogitsHook, ids_on_host
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -45,6 +45,18 @@ class Bar:
         return [(max(int(n[0]), 0), int(n[1]), int(n[2]), float(n[3])) for n in self.notes if np.isfinite(n[3])]
 
 
+class IdTables(NamedTuple):
+    """Per id (lists of V): the position a Position id sets, the track a Program id opens, a Pitch id's pitch (else
+    -1 each); a Duration id's beats (else nan), whether it has them; whether the id is a TimeSig."""
+
+    position_of: list[int]
+    program_of: list[int]
+    pitch_of: list[int]
+    beats_of: list[float]
+    has_beats: list[bool]
+    is_timesig: list[bool]
+
+
 class RemiCursor(LogitsHook):
     """Per sample (row): the last id, the current Position, track (Program number), the pitch of the note being
     written (until its Duration), the pitch a Duration just ended, the bar's length in positions and the
@@ -64,10 +76,10 @@ class RemiCursor(LogitsHook):
         for i in tok.ids_of_type("TimeSig"):
             num = int(tok.id_to_token(int(i)).split("_")[1].split("/")[0])
             self.bar_positions[i] = num * per_beat  # MidiTok counts positions per beat of the denominator
-        # the same tables as lists for `_follow`, which reads a few of them at every id: a list's item costs a
-        # fraction of a numpy scalar's read and compare
-        self._tables = (self.position_of.tolist(), self.program_of.tolist(), self.pitch_of.tolist(),
-                        self.beats_of.tolist(), np.isfinite(self.beats_of).tolist(), self.is_timesig.tolist())
+        # the same tables as lists, for what reads them at every id (`_follow`, the hooks' updates): in the decoding
+        # loop a list's item costs a fraction of a numpy scalar's read and compare
+        self.lists = IdTables(self.position_of.tolist(), self.program_of.tolist(), self.pitch_of.tolist(),
+                              self.beats_of.tolist(), np.isfinite(self.beats_of).tolist(), self.is_timesig.tolist())
 
     def start(self, prompt: Tensor) -> None:
         rows = prompt.cpu().numpy()
@@ -88,7 +100,7 @@ class RemiCursor(LogitsHook):
         self.prompt_bars = np.array([len(bars) for bars in self.bars])  # (B,)
 
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
-        for b, i in enumerate(next_ids.tolist()):  # Python ints
+        for b, i in enumerate(ids_on_host(next_ids)):  # Python ints
             self._follow(b, i)
 
     def _follow(self, b: int, i: int) -> None:
@@ -99,7 +111,7 @@ class RemiCursor(LogitsHook):
             return
         bars = self.bars[b]
         (bars[-1].ids if bars else self.preamble[b]).append(i)
-        position_of, program_of, pitch_of, beats_of, has_beats, is_timesig = self._tables
+        position_of, program_of, pitch_of, beats_of, has_beats, is_timesig = self.lists
         if position_of[i] >= 0:
             self.pos[b] = position_of[i]
         elif program_of[i] >= 0:

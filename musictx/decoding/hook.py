@@ -36,6 +36,26 @@ if TYPE_CHECKING:
 
 KINDS = ("performance", "remi")  # the tokenizers' kinds (`musictx.io.tokenizers`)
 
+_ON_HOST: tuple[Any, list[int]] = (None, [])  # the ids `generate` drew last, and their list (`read_to_host`)
+
+
+def read_to_host(next_ids: Tensor | None) -> list[int]:
+    """``next_ids.tolist()``, `generate`'s one read of the ids it drew, kept for `ids_on_host` until the next (None:
+    forget them, at the end of a run)."""
+    global _ON_HOST
+    ids = [] if next_ids is None else next_ids.tolist()
+    _ON_HOST = (next_ids, ids)
+    return ids
+
+
+def ids_on_host(next_ids: Tensor) -> list[int]:
+    """``next_ids.tolist()``: the list `generate` read (`read_to_host`) where these are the ids it drew, which the
+    hooks that follow the ids (``update``, ``finished``) must not change; else read now. In the decoding loop
+    each tolist costs microseconds. Told by the tensor's identity: a thread that draws at the same time, or a
+    caller of its own, reads its ids itself."""
+    tensor, ids = _ON_HOST
+    return ids if tensor is next_ids else next_ids.tolist()
+
 
 class LogitsHook:
     """A hook that does nothing; subclasses override what they need."""

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.filters import NoiseStream, sample_next, velocity_family
-from musictx.decoding.hook import DecoderWrapper, Grammar, LogitsHook, StopRule
+from musictx.decoding.hook import DecoderWrapper, Grammar, LogitsHook, StopRule, read_to_host
 from musictx.decoding.window import SlidingWindow
 
 
@@ -66,6 +66,15 @@ def _eval_mode(net: nn.Module) -> Iterator[None]:
         yield
     finally:
         net.train(was_training)
+
+
+@contextmanager
+def _forget_host_ids() -> Iterator[None]:
+    """The ids drawn last, kept for the hooks (`read_to_host`), forgotten when the run ends."""
+    try:
+        yield
+    finally:
+        read_to_host(None)
 
 
 def _write(ids: Tensor, host, length: int, nxt: Tensor, written: list[int]) -> None:
@@ -256,7 +265,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
     host = ids.numpy() if ids.device.type == "cpu" else None  # a view: the ids written with no op (`_write`)
-    with (_eval_mode(net), closing(noise) if noise else nullcontext(),
+    with (_eval_mode(net), closing(noise) if noise else nullcontext(), _forget_host_ids(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
         while length < total:
             logits = window.logits(ids, length)  # (B, V)
@@ -265,7 +274,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
                 if length == ids.shape[1]:
                     ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
                     host = None if host is None else ids.numpy()
-                written = nxt.tolist()
+                written = read_to_host(nxt)  # the hooks that follow the ids read the same list
                 _write(ids, host, length, nxt, written)
                 length += 1
                 if can_stop and _mark_done(done, nxt, written, eos_id, stoppers):

@@ -29,7 +29,7 @@ import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.filters import add_at
-from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.hook import HookInputs, HookSpec, ids_on_host
 from musictx.decoding.option_fields import strength_option
 from musictx.io.score_prep import BASS_CEILING
 
@@ -105,7 +105,7 @@ class BassLean(ReadsCursor):
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
         c = self.cursor
-        for b, i in enumerate(next_ids.tolist()):
+        for b, i in enumerate(ids_on_host(next_ids)):
             if i == c.bar_id:
                 self.has_bass[b] = False
             elif c.ended[b] >= 0 and c.pos[b] == 0 and self._in_range(b, int(c.ended[b])):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from musictx.decoding.hook import KINDS, HookInputs, HookSpec, LogitsHook, StopRule
+from musictx.decoding.hook import KINDS, HookInputs, HookSpec, LogitsHook, StopRule, ids_on_host
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class BarLimit(StopRule):
         self.count: list[int] | None = None  # per sample, the Bar ids drawn so far
 
     def finished(self, next_ids: torch.Tensor) -> torch.Tensor | None:
-        ids = next_ids.tolist()  # counted on the host: a few tensor ops would cost more at every draw
+        ids = ids_on_host(next_ids)  # counted on the host: a few tensor ops would cost more at every draw
         if self.count is None:
             self.count = [0] * len(ids)
         for b, i in enumerate(ids):

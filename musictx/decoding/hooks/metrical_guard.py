@@ -25,7 +25,7 @@ import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.filters import like_logits
-from musictx.decoding.hook import Grammar, HookInputs, HookSpec
+from musictx.decoding.hook import Grammar, HookInputs, HookSpec, ids_on_host
 from musictx.decoding.option_fields import option
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
@@ -85,10 +85,11 @@ class RemiGuard(ReadsCursor, Grammar):
         self._placed = [None] * len(self._placed)  # `only_choice` and the draw's call then look each up once
         self._barred = [None] * len(self._barred)
         c = self.cursor
-        for b, i in enumerate(next_ids.tolist()):
-            if i == c.bar_id or self.position_of[i] >= 0:
+        positions, pitches = c.lists.position_of, c.lists.pitch_of
+        for b, i in enumerate(ids_on_host(next_ids)):
+            if i == c.bar_id or positions[i] >= 0:
                 self.struck[b] = {}
-            elif c.pitch_of[i] >= 0:
+            elif pitches[i] >= 0:
                 self.struck[b].setdefault(int(c.program[b]), []).append(i)
 
     def only_choice(self) -> list[int] | None:

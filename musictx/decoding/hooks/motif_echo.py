@@ -27,7 +27,7 @@ import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
 from musictx.decoding.filters import like_logits
-from musictx.decoding.hook import HookInputs, HookSpec
+from musictx.decoding.hook import HookInputs, HookSpec, ids_on_host
 from musictx.decoding.option_fields import strength_option
 from musictx.lazy import torch  # imported on first use: --help reads this module
 
@@ -73,7 +73,7 @@ class MotifEcho(ReadsCursor):
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
         c = self.cursor
-        for b, i in enumerate(next_ids.tolist()):
+        for b, i in enumerate(ids_on_host(next_ids)):
             self.pitch_next[b] = self._program_list[i] in self.programs  # REMI: a note's Program id precedes its Pitch
             pitch = self._pitch_list[i]
             if pitch >= 0 and (program := int(c.program[b])) in self.programs:
