@@ -138,6 +138,8 @@ def test_the_length_rule_is_a_hook_that_build_hooks_makes():
     ids = torch.tensor([METRICAL.bar_id, 5])
     done = [bars[-1].finished(ids) for _ in range(4)]
     assert done[:3] == [None] * 3 and done[3].tolist() == [True, False]  # the 4th Bar ends row 0; None: none ends
+    assert bars[-1].finished(torch.tensor([5, 5])) is None  # no Bar: nothing new ends (row 0 stays done in generate)
+    assert bars[-1].finished(torch.tensor([5, METRICAL.bar_id])).tolist() == [True, False]  # row 1's 2nd Bar
     notes = Notes(np.array([0.0]), np.array([0.5]), np.array([60]), np.array([80]))
     seed = Seed(PERFORMANCE.encode_notes(notes), 1.0, None, 0.0, None)
     timed = build_hooks(HookInputs("continue", PERFORMANCE, SamplingOptions(), seed=seed, length_seconds=2.0))

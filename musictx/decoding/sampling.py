@@ -203,12 +203,12 @@ def _only_choice(grammars: Sequence[Grammar], window: SlidingWindow, length: int
     ids would be a plain step (`SlidingWindow.steps_at`) and no row is complete (``any_done``); else None: the net
     is asked. The last such grammar in the hooks' order is asked first: a later hook's call overrides what an
     earlier one left (the given notes of an accompaniment play over the guard)."""
-    if not grammars or any_done or not window.steps_at(length):
+    if not grammars or any_done:
         return None
     for hook in reversed(grammars):
-        only = hook.only_choice()
-        if only is not None:
-            return torch.tensor(only, device=device)
+        only = hook.only_choice()  # a read: the guard keeps what it found for the draw
+        if only is not None:  # the window asked only now: most ids have more than one choice
+            return torch.tensor(only, device=device) if window.steps_at(length) else None
     return None
 
 

@@ -93,6 +93,8 @@ class BarLimit(StopRule):
         ids = ids_on_host(next_ids)  # counted on the host: a few tensor ops would cost more at every draw
         if self.count is None:
             self.count = [0] * len(ids)
+        if self.bar_id not in ids:  # most draws: no count moves, and none was over before (it would be done)
+            return None
         for b, i in enumerate(ids):
             self.count[b] += i == self.bar_id
         over = [n > self.bars for n in self.count]
