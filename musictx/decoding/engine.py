@@ -68,6 +68,14 @@ class FastDecoder:
         """An empty state whose layers keep the buffer layout that the steps read (`StepKVCache`)."""
         return self.net.init_cache(StepKVCache)
 
+    @staticmethod
+    def emptied(cache: DecoderCache) -> DecoderCache:
+        """``cache`` emptied in place, its buffers kept: a cache that starts again (recall guidance's branch, every
+        64 ids) then allocates and first-touches no memory. Nothing past a layer's length is ever read."""
+        for layer in cache.layers:
+            layer.n = 0
+        return cache
+
     def step(self, ids: Tensor, cache: DecoderCache) -> Tensor:
         """Logits (B, V) after one new id per sample, ids (B,), fed to ``cache``."""
         self._check_room(cache)

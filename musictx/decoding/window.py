@@ -98,8 +98,8 @@ class WindowDecoder:
             mine, theirs = fast.step_together(window.select(1, -1), [self.state, other.state])  # (B, V) each
             return mine, theirs
         if fast is not None and fast.catches_up:
-            if fresh:
-                other.state = fast.init_cache()
+            if fresh:  # an empty cache: the old one's buffers, emptied (the branch starts again every 64 ids)
+                other.state = fast.init_cache() if other.state is None else fast.emptied(other.state)
             # (B,) keeps the one-id step's own kernel
             mine = window.select(1, -1) if new == 1 else window.narrow(1, window.shape[1] - new, new)
             return fast.step_catching_up(mine, self.state, other_new, other.state)
