@@ -278,6 +278,12 @@ def test_a_branch_restarting_in_the_same_pass_equals_the_general_forward(batch):
         torch.testing.assert_close(mine, net(ids)[:, -1], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(theirs, net(ids[:, -20:])[:, -1], rtol=1e-5, atol=1e-5)
         assert fresh.length == 20
+        # starting again in the same cache, emptied (the branch every 64 ids): the floats of a new one, bit for bit
+        again = decoder.step_catching_up(ids[:, -1], net(ids[:, :-1], cache=decoder.init_cache())[1],
+                                         ids[:, -12:], decoder.emptied(fresh))
+        new = decoder.step_catching_up(ids[:, -1], net(ids[:, :-1], cache=decoder.init_cache())[1],
+                                       ids[:, -12:], decoder.init_cache())
+        assert fresh.length == 12 and all(torch.equal(a, b) for a, b in zip(again, new, strict=True))
 
 
 def test_the_engine_serves_the_transformers_outside_reference_steps():
