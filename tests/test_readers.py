@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from musictx.io.midi_io import MidiReadError, Notes, pair_note_events, read_notes, unreadable
+from musictx.io.midi_io import MidiReadError, Notes, pair_note_events, read_notes
+from musictx.io.read_errors import unreadable
 from musictx.io.tokenizer import EventTokenizer
 from tests import midi_fixtures as mf
 from tests.helpers import EDGE_DIR, SHARED_DATA, needs_shared, piano_files

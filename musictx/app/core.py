@@ -38,8 +38,9 @@ from musictx.evaluation.arcs import ArcChoice, arcs_of_midi, attention_arcs, plo
 from musictx.generation import GenerateOptions, apply_programs, parse_programs, write_take
 from musictx.io.audio import audio_unavailable
 from musictx.io.dynamics import seed_rule
-from musictx.io.midi_io import MidiReadError, file_problem, read_notes, unreadable
+from musictx.io.midi_io import MidiReadError, file_problem, read_notes
 from musictx.io.piano_roll import plot_piano_roll
+from musictx.io.read_errors import unreadable
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
 from musictx.paths import BUNDLED_MOTIF

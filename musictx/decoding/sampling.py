@@ -106,11 +106,12 @@ def _keep_on_interrupt(ids_so_far: Callable[[], Tensor]) -> Iterator[Callable[[]
 FIRST_CHUNK = 1024
 
 
-def _grow(ids: Tensor, capacity: int, fill: int) -> Tensor:
-    """``ids`` (B, T) copied into a new (B, capacity) buffer, the rest ``fill``."""
+def _grow(ids: Tensor, capacity: int, fill: int) -> tuple[Tensor, np.ndarray | None]:
+    """``ids`` (B, T) copied into a new (B, capacity) buffer, the rest ``fill``; and its numpy view where it is on
+    the CPU, which the ids drawn are written through (`_write`)."""
     out = torch.full((ids.shape[0], capacity), fill, dtype=torch.long, device=ids.device)
     out[:, : ids.shape[1]] = ids
-    return out
+    return out, (out.numpy() if out.is_cpu else None)
 
 
 def _check_kind(hook: LogitsHook) -> None:
@@ -151,9 +152,11 @@ class _Drawer:
     A draw masks PAD, runs each hook of ``hooks`` (`_callers`) that acts after a row's ``last`` id, then draws;
     complete samples (``done``; None: none is) get ``pad_id``."""
 
-    def __init__(self, opts: DecodingOptions, device: torch.device, draws: int, pad_id: int | None, tokenizer=None):
+    def __init__(self, opts: DecodingOptions, device: torch.device, draws: int, pad_id: int | None, tokenizer=None,
+                 callers: Sequence[tuple[LogitsHook, list | None]] = ()):
         self.opts, self.pad_id = opts, pad_id
         self.masks_pad = pad_id is not None  # False where the first hook masks it at every draw (`leave_pad_to`)
+        self.leave_pad_to(callers)
         self.generator = torch.Generator(device=device).manual_seed(opts.seed)
         self.noise = _noise_stream(self.generator, device, opts.temperature, draws)
         wanted = getattr(opts, "full_velocity", False) and opts.top_p
@@ -247,24 +250,22 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     device = next(net.parameters()).device
     B, t0 = prompt.shape
     total, fill = t0 + max_new_tokens, 0 if pad_id is None else pad_id
-    ids = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
+    ids, host = _grow(prompt.to(device), min(total, t0 + FIRST_CHUNK), fill)  # (B, capacity), grown as needed
     done = torch.zeros(B, dtype=torch.bool, device=device)
     any_done = False  # whether some sample is complete: ``done`` is read only then
     can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
-    draw = _Drawer(opts, device, max_new_tokens, pad_id, tokenizer)
-    noise = draw.noise
     window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])
         if isinstance(hook, DecoderWrapper):
             window.decoder = hook.around(window.decoder, net, window.pin)
     callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
-    draw.leave_pad_to(callers)
+    draw = _Drawer(opts, device, max_new_tokens, pad_id, tokenizer, callers)
+    noise = draw.noise
     grammars = [hook for hook in hooks if isinstance(hook, Grammar)]
     gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
-    host = ids.numpy() if ids.device.type == "cpu" else None  # a view: the ids written with no op (`_write`)
     with (_eval_mode(net), closing(noise) if noise else nullcontext(), _forget_host_ids(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
         while length < total:
@@ -272,8 +273,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
             nxt = draw(logits, done if any_done else None, callers, last)  # (B,)
             while True:  # the id drawn, then any that a grammar leaves alone (fed to the net with the next draw's)
                 if length == ids.shape[1]:
-                    ids = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
-                    host = None if host is None else ids.numpy()
+                    ids, host = _grow(ids, min(total, length + max(FIRST_CHUNK, length - t0)), fill)
                 written = read_to_host(nxt)  # the hooks that follow the ids read the same list
                 _write(ids, host, length, nxt, written)
                 length += 1

@@ -19,7 +19,8 @@ from musictx.decoding.option_fields import finite_number, raise_first, whole_num
 from musictx.decoding.sampling_options import SamplingOptions, hook_option_hint
 from musictx.decoding.window import context_length
 from musictx.generation.programs import parse_programs
-from musictx.io.midi_io import file_problem, unreadable
+from musictx.io.midi_io import file_problem
+from musictx.io.read_errors import unreadable
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import load_tokenizer_file
 from musictx.safe_output import target_problem

@@ -43,8 +43,8 @@ import tempfile
 from pathlib import Path
 
 from musictx.io.audio_chunks import render_chunked
-from musictx.io.midi_io import unreadable
 from musictx.io.midi_timing import MAX_TPQ
+from musictx.io.read_errors import unreadable
 from musictx.io.wav_io import (  # noqa: F401  (read_wav, resample, write_wav: used through this module)
     FADE_SECONDS,
     MAX_AUDIO_SECONDS,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from musictx.io.midi_io import unreadable
+from musictx.io.read_errors import unreadable
 from musictx.io.wav_io import FADE_SECONDS, AudioRenderError, WavWriter, fade_gain
 
 CHUNK_SECONDS = 120.0

@@ -26,8 +26,9 @@ from symusic import Score
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, insert_chords, moved_chord
 from musictx.io.meter_guess import apply_bars
-from musictx.io.midi_io import MidiReadError, Notes, unreadable
+from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
+from musictx.io.read_errors import unreadable
 from musictx.io.registers import Registers, fit_registers
 from musictx.io.score_io import read_score
 from musictx.io.score_prep import (
