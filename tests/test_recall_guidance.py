@@ -10,7 +10,7 @@ import torch
 from musictx.decoding import FastDecoder, reference_steps
 from musictx.decoding.errors import GenerateError
 from musictx.decoding.filters import top_p_filter
-from musictx.decoding.hooks.recall_guidance import RecallGuidance
+from musictx.decoding.hooks.recall_guidance import GuidedDecoder, RecallGuidance
 from musictx.decoding.sampling import generate
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.decoding.window import WindowDecoder
@@ -230,3 +230,23 @@ def test_the_bundled_motif_continued_through_the_options_is_guided_only_when_ask
     plain = continuations(strength=0.0, local=8)
     assert continuations(strength=0.0) == plain  # off: the local length changes nothing
     assert continuations(strength=3.0, local=8) != plain
+
+
+def test_the_velocities_made_plausible_together_on_their_span_equal_the_mask_expression():
+    """Where the velocities' ids run in a row, each row's are made plausible together in place on that span; the
+    same bools as the expression over the whole family (a family that does not run in a row takes that one)."""
+    family = torch.zeros(60, dtype=torch.bool)
+    family[20:32] = True
+    spans, whole = (GuidedDecoder.__new__(GuidedDecoder) for _ in range(2))
+    spans.guidance, whole.guidance = (RecallGuidance(1.0, 8, 0.9, "recent", None, family) for _ in range(2))
+    whole.guidance.family_span = None
+    assert spans.guidance.family_span == (20, 32)
+    gaps = family.clone()
+    gaps[25] = False
+    assert RecallGuidance(1.0, 8, 0.9, "recent", None, gaps).family_span is None
+    g = torch.Generator().manual_seed(0)
+    for batch, share in [(1, 0.97), (1, 0.5), (3, 0.97), (3, 0.999)]:
+        implausible = torch.rand(batch, 60, generator=g) < share
+        implausible[0, 20:32] = True  # a row without a plausible velocity stays so
+        expected = whole._velocities_alike(implausible.clone())
+        assert torch.equal(spans._velocities_alike(implausible.clone()), expected)

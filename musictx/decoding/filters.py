@@ -93,11 +93,15 @@ def surely_in_nucleus(probs: Tensor, picks: Tensor, p: float) -> bool:
     without its sort: the mass ranked above an id is at most 1 - its probability, and at most the mass of
     the ids at least as likely, less its own. False when either bound is within `NUCLEUS_MARGIN` of ``p``
     (the caller then filters). On numpy views: at batch 1 this is a few microseconds."""
-    rows, ids = probs.detach().numpy(), picks.numpy()  # (B, V), (B,): views, no copies
     limit = p - NUCLEUS_MARGIN
-    if len(ids) == 1:  # batch 1 on Python floats: each numpy call costs more than its arithmetic here
-        row, mine_one = rows[0], float(rows[0, ids[0]])
-        return 1.0 - mine_one < limit or float(row[row >= mine_one].sum()) - mine_one < limit
+    if picks.shape[0] == 1:  # batch 1 on Python floats; the pick's probability read by torch's ops, which the
+        # decoding loop keeps warm (numpy's are cold there): most draws end at the first test
+        mine_one = probs.select(1, picks.item()).item()
+        if 1.0 - mine_one < limit:
+            return True
+        row = probs.detach().numpy()[0]
+        return float(row[row >= mine_one].sum()) - mine_one < limit
+    rows, ids = probs.detach().numpy(), picks.numpy()  # (B, V), (B,): views, no copies
     mine = rows[np.arange(len(ids)), ids]  # (B,)
     if (1.0 - mine < limit).all():  # most decoding steps: the id is likely enough on its own
         return True
