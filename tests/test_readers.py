@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from musictx.io import read_errors
 from musictx.io.midi_io import MidiReadError, Notes, pair_note_events, read_notes
-from musictx.io.read_errors import unreadable
 from musictx.io.tokenizer import EventTokenizer
 from tests import midi_fixtures as mf
 from tests.helpers import EDGE_DIR, SHARED_DATA, needs_shared, piano_files
@@ -273,7 +273,7 @@ def test_a_broken_edge_file_is_refused_in_plain_words_naming_it():
 
 
 def test_a_reader_error_no_entry_knows_is_quoted_as_it_came():
-    assert unreadable(RuntimeError("MiniMidi: Invaild midi file! File header is not MThd!: iostream error")) == (
-        "unreadable MIDI (not a MIDI file: it does not start with a MIDI header)")
-    assert unreadable(ValueError("  something\n new ")) == "unreadable MIDI (something new)"
-    assert unreadable(EOFError()) == "unreadable MIDI (EOFError)"
+    library = RuntimeError("MiniMidi: Invaild midi file! File header is not MThd!: iostream error")
+    assert read_errors.unreadable(library) == "unreadable MIDI (not a MIDI file: it does not start with a MIDI header)"
+    assert read_errors.unreadable(ValueError("  something\n new ")) == "unreadable MIDI (something new)"
+    assert read_errors.unreadable(EOFError()) == "unreadable MIDI (EOFError)"
