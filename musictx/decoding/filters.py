@@ -34,10 +34,16 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+def fits_logits(row: Tensor, logits: Tensor) -> bool:
+    """Whether ``row`` is on the device and in the dtype of ``logits``, told for CPU tensors without making device
+    objects (in the decoding loop each costs microseconds)."""
+    return row.dtype == logits.dtype and (row.is_cpu and logits.is_cpu or row.device == logits.device)
+
+
 def like_logits(row: Tensor, logits: Tensor) -> Tensor:
-    """``row``, made on the host in float32, on the device and in the dtype of ``logits``: itself for CPU float32
-    logits, told without a dispatched ``to`` or a device object (in the decoding loop each costs microseconds)."""
-    return row if logits.is_cpu and logits.dtype == torch.float32 else row.to(logits.device, logits.dtype)
+    """``row``, made on the host, on the device and in the dtype of ``logits``: itself where it fits them already (CPU
+    float32 logits), without a dispatched ``to``."""
+    return row if fits_logits(row, logits) else row.to(logits.device, logits.dtype)
 
 
 def as_float(logits: Tensor) -> Tensor:
@@ -92,7 +98,8 @@ def surely_in_nucleus(probs: Tensor, picks: Tensor, p: float) -> bool:
     """Whether `top_p_filter` at ``p`` keeps the id ``picks[b]`` of every row b of ``probs`` (B, V), told
     without its sort: the mass ranked above an id is at most 1 - its probability, and at most the mass of
     the ids at least as likely, less its own. False when either bound is within `NUCLEUS_MARGIN` of ``p``
-    (the caller then filters). On numpy views: at batch 1 this is a few microseconds."""
+    (the caller then filters). At batch 1 the pick's probability is read by torch (its ops are warm in the decoding
+    loop) and the second bound, where needed, on a numpy view; at several rows both on numpy views."""
     limit = p - NUCLEUS_MARGIN
     if picks.shape[0] == 1:  # batch 1 on Python floats; the pick's probability read by torch's ops, which the
         # decoding loop keeps warm (numpy's are cold there): most draws end at the first test

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-# The MIDI readers' terse errors (symusic's MiniMidi: "Invaild midi file! File header is not MThd!: iostream error")
-# in a reader's words: (what the library says, what it means); text no entry matches is quoted as it came.
+# (what a reader says, what it means); text no entry matches is quoted as it came
 _READ_ERRORS = (
     (r"header is not MThd|Unknown file format", "not a MIDI file: it does not start with a MIDI header"),
     (r"first chunk length is not 6, but (\d+)", r"a damaged MIDI header: its length says \1 bytes, not 6"),

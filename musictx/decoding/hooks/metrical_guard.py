@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.filters import like_logits
+from musictx.decoding.filters import fits_logits, like_logits
 from musictx.decoding.hook import Grammar, HookInputs, HookSpec, ids_on_host
 from musictx.decoding.option_fields import option
 from musictx.lazy import torch  # imported on first use: --help reads this module
@@ -167,8 +167,7 @@ class RemiGuard(ReadsCursor, Grammar):
             kept, bad = self._place(0), self._forbidden(0)
             key = None if bad is kept.mask else bad.tobytes()  # None: the place's own row; else what the onset adds
             bias = kept.biases.get(key)
-            if bias is None or bias.dtype != logits.dtype or not (bias.is_cpu and logits.is_cpu
-                                                                  or bias.device == logits.device):
+            if bias is None or not fits_logits(bias, logits):
                 bias = kept.biases[key] = like_logits(_minus_inf_where(bad), logits)
             return logits + bias
         bad = torch.from_numpy(np.stack([self._forbidden(b) for b in range(logits.shape[0])]))  # (B, V)

@@ -53,16 +53,15 @@ class MotifEcho(ReadsCursor):
         # drums (REMI's Program_-1) are not echoed: -1 is also "not a Program id" in program_of
         self.programs = set(int(p) for p in programs if int(p) >= 0)
         self.acts_after = np.isin(self.program_of, list(self.programs))  # (V,) a pitch of an echoed track comes next
-        # the tables read at every id, as lists: in the decoding loop a numpy call costs tens of microseconds
-        # (its code is cold after each net pass), a list's item a fraction of one
-        self._program_list, self._pitch_list = self.program_of.tolist(), self.pitch_of.tolist()
+        # read at every id, as a list (the cursor's id tables are lists too, `RemiCursor.lists`): in the decoding
+        # loop a numpy call costs tens of microseconds (its code is cold after each net pass), a list's item a fraction
         self._pitch_id_list = self.pitch_id.tolist()
 
     def start(self, prompt: Tensor) -> None:
         super().start(prompt)
         c = self.cursor
         # per row: a pitch of an echoed track comes next
-        self.pitch_next = [self._program_list[i] in self.programs for i in c.last.tolist()]
+        self.pitch_next = [c.lists.program_of[i] in self.programs for i in c.last.tolist()]
         self.lines = [{p: [n[2] for bar in bars for n in bar.notes if n[1] == p] for p in self.programs}
                       for bars in c.bars]  # row: track: pitches
         # row -> program -> {the seed's intervals before a point (1 to max_order of them): how often each
@@ -73,9 +72,10 @@ class MotifEcho(ReadsCursor):
     def update(self, next_ids: Tensor, done: Tensor | None = None) -> None:
         super().update(next_ids, done)
         c = self.cursor
+        program_of, pitch_of = c.lists.program_of, c.lists.pitch_of
         for b, i in enumerate(ids_on_host(next_ids)):
-            self.pitch_next[b] = self._program_list[i] in self.programs  # REMI: a note's Program id precedes its Pitch
-            pitch = self._pitch_list[i]
+            self.pitch_next[b] = program_of[i] in self.programs  # REMI: a note's Program id precedes its Pitch
+            pitch = pitch_of[i]
             if pitch >= 0 and (program := int(c.program[b])) in self.programs:
                 self.lines[b][program].append(pitch)
 
