@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from musictx.decoding.filters import NoiseStream, add_at, sample_next, surely_in_nucleus, top_k_filter, top_p_filter
+from musictx.decoding.filters import (
+    KeptLeans,
+    NoiseStream,
+    add_at,
+    exponential_like_torch,
+    sample_next,
+    surely_in_nucleus,
+    top_k_filter,
+    top_p_filter,
+)
 
 INF = float("-inf")
 
@@ -121,6 +130,18 @@ def test_noise_stream_draws_what_one_call_per_draw_draws(draws):
     assert torch.equal(ahead.get_state(), per_call.get_state())
 
 
+@pytest.mark.parametrize("seed", [0, 7, 2026])
+def test_the_noise_is_torchs_exponential_number_for_number(seed):
+    """The noise streams' numbers (`exponential_like_torch`: uniform doubles, then their logarithm in vector ops) are
+    torch's own ``exponential_`` floats, bit for bit, 2 M of them a seed, and leave the generator where it would."""
+    mine, torchs = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+    got = exponential_like_torch((1000, 2000), mine)
+    expected = torch.empty(1000, 2000).exponential_(generator=torchs)
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    assert torch.equal(got, expected)
+    assert torch.equal(mine.get_state(), torchs.get_state())
+
+
 def test_add_at_is_indexing_plus_equals_bit_for_bit():
     """The hooks' lean (`add_at`): a place named twice gains the bonus once, -inf stays -inf, and every other logit
     is the very float it was, as ``logits[rows, cols] += value`` gives."""
@@ -134,6 +155,19 @@ def test_add_at_is_indexing_plus_equals_bit_for_bit():
         assert torch.equal(got, expected) and got is not logits
         assert got[0, 3] == logits[0, 3] + value  # once, though named twice
     assert torch.isneginf(add_at(logits, [1], [5], 4.0)[1, 5])
+
+
+def test_kept_leans_add_what_add_at_adds_and_keep_each_row_once():
+    """A hook's kept bonus rows (`KeptLeans`) give `add_at`'s floats call after call; a row is made once per id set
+    and value, and made again for logits of another dtype."""
+    leans, gen = KeptLeans(), torch.Generator().manual_seed(1)
+    for rows, cols, value in [([0], [3], 2.0), ([0, 0], [3, 9], 2.0), ([0], [3], 2.0), ([0], [3], -1.5)] * 2:
+        logits = torch.randn(1, 40, generator=gen)
+        assert torch.equal(leans(logits, rows, cols, value), add_at(logits, rows, cols, value))
+    assert len(leans.kept) == 3
+    half = torch.randn(1, 40, generator=gen).bfloat16()
+    got = leans(half, [0], [3], 2.0)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, add_at(half, [0], [3], 2.0))
 
 
 def test_a_familys_value_is_drawn_past_the_nucleus_once_the_nucleus_draws_one_of_them():

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.filters import add_at
+from musictx.decoding.filters import KeptLeans
 from musictx.decoding.hook import HookInputs, HookSpec, ids_on_host
 from musictx.decoding.option_fields import strength_option
 from musictx.io.score_prep import BASS_CEILING
@@ -74,6 +74,7 @@ class BassLean(ReadsCursor):
     def __init__(self, tokenizer, strength: float, cursor: RemiCursor | None = None):
         tok = tokenizer
         self.strength = float(strength)
+        self.leans = KeptLeans()  # the bonus rows, kept once made
         self._read(tok, cursor)
         self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
         self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1
@@ -140,7 +141,7 @@ class BassLean(ReadsCursor):
             ids = self.wanted(b)
             rows += [b] * len(ids)
             cols += ids.tolist()
-        return add_at(logits, rows, cols, self.strength) if rows else logits
+        return self.leans(logits, rows, cols, self.strength) if rows else logits
 
 
 @dataclass

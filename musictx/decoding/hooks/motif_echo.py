@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.filters import like_logits
+from musictx.decoding.filters import KeptLeans
 from musictx.decoding.hook import HookInputs, HookSpec, ids_on_host
 from musictx.decoding.option_fields import strength_option
-from musictx.lazy import torch  # imported on first use: --help reads this module
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -45,6 +44,7 @@ class MotifEcho(ReadsCursor):
         tok = tokenizer
         self._read(tok, cursor)
         self.tok, self.strength, self.max_order = tok, float(strength), max_order
+        self.leans = KeptLeans()  # the bonus rows, kept once made
         self.pitch_of = tok.numbers_of("Pitch")  # (V,) pitch of a Pitch id, else -1
         self.pitch_id = np.full(128, -1, dtype=np.int64)  # (128,) id of Pitch_n, -1 where none
         pitch_ids = tok.ids_of_type("Pitch")
@@ -97,7 +97,7 @@ class MotifEcho(ReadsCursor):
     def __call__(self, logits: Tensor) -> Tensor:
         if self.strength == 0 or not any(self.pitch_next):  # most steps draw no pitch: nothing to add
             return logits
-        bonus = np.zeros(tuple(logits.shape), dtype=np.float32)  # (B, V)
+        leans = []  # (row, Pitch id, times the interval came, times any came), in the order they are added
         for b in range(logits.shape[0]):
             if not self.pitch_next[b]:
                 continue
@@ -109,8 +109,15 @@ class MotifEcho(ReadsCursor):
             for step, n in counts.items():
                 pitch = line[-1] + step
                 if 0 <= pitch < 128 and self._pitch_id_list[pitch] >= 0:
-                    bonus[b, self._pitch_id_list[pitch]] += self.strength * n / total
-        return logits + like_logits(torch.from_numpy(bonus), logits)
+                    leans.append((b, self._pitch_id_list[pitch], n, total))
+        if not leans:
+            return logits
+
+        def write(bonus: np.ndarray) -> None:  # (B, V)
+            for b, i, n, total in leans:
+                bonus[b, i] += self.strength * n / total
+
+        return self.leans.add(logits, (self.strength, tuple(leans)), write)  # a line's next pitches: a few sets
 
 
 def _next_interval_table(seed: np.ndarray, max_order: int) -> dict[tuple[int, ...], Counter]:

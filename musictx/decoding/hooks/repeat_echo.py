@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.filters import add_at
+from musictx.decoding.filters import KeptLeans
 from musictx.decoding.hook import HookInputs, HookSpec
 from musictx.decoding.option_fields import strength_option
 
@@ -43,6 +43,7 @@ class RepeatEcho(ReadsCursor):
         that bar as sampled, and the others echo nothing."""
         tok = tokenizer
         self.strength, self.bar_id, self.plan = float(strength), tok.bar_id, plan
+        self.leans = KeptLeans()  # the bonus rows, kept once made
         self.position_of = tok.numbers_of("Position")  # (V,) the position a Position id sets, else -1
         self.program_of = tok.numbers_of("Program")  # (V,) the track a Program id opens, else -1 (drums too)
         self.pitch_of = tok.numbers_of("Pitch")  # (V,) the pitch of a Pitch id, else -1
@@ -61,6 +62,8 @@ class RepeatEcho(ReadsCursor):
         self.seed_bars = [[bar.by_position() for bar in bars[:-1]] for bars in self.cursor.bars]
         self._references: dict[tuple[int, int], dict] = {}  # (row, bar) -> a finished bar's notes by position
         self.acts_after = self._echoes_after()
+        self._last_planned: list[int] | None = None  # row -> its plan's last new bar (`_plans_behind`)
+        self.done = False  # every row's plan is behind it
 
     def _echoes_after(self) -> np.ndarray:
         """(V,) bool: no echo right after a Pitch id (`wanted`), nor ever without a plan."""
@@ -75,10 +78,21 @@ class RepeatEcho(ReadsCursor):
         """Row b's plan: new bar -> the bar it echoes, counted from the first new bar (a seed bar below 0)."""
         return self.plan
 
+    def _new_bar(self, b: int) -> int:
+        """The new bar row b is writing, 0 the first."""
+        return len(self.cursor.bars[b]) - 1 - len(self.seed_bars[b])
+
+    def _plans_behind(self, rows: int) -> bool:
+        """Whether every row writes a bar after its plan's last: bars only come, so the hook has nothing more to
+        echo in this run (a phrase return's plan covers its first few new bars), and says so without a look up."""
+        if self._last_planned is None:  # the plans are read once they are all made (a subclass makes its own)
+            self._last_planned = [max(self.plan_of(b), default=-1) for b in range(rows)]
+        return all(self._new_bar(b) > last for b, last in enumerate(self._last_planned))
+
     def reference(self, b: int) -> dict[int, list[tuple[int, int]]] | None:
         """The earlier bar that row b's bar being written echoes (position -> [(program, pitch)]), or None."""
         seed, bars, plan = self.seed_bars[b], self.cursor.bars[b], self.plan_of(b)
-        k = len(bars) - 1 - len(seed)  # 0 for the first new bar
+        k = self._new_bar(b)
         if k not in plan or plan[k] >= k:
             return None
         at = len(seed) + plan[k]  # a bar before the one being written: finished, so read once
@@ -113,14 +127,17 @@ class RepeatEcho(ReadsCursor):
         return ids + ([self.bar_id] if last_kind != "bar" else [])
 
     def __call__(self, logits: Tensor) -> Tensor:
-        if self.strength == 0:
+        if self.strength == 0 or self.done:
+            return logits
+        if self._plans_behind(logits.shape[0]):
+            self.done = True  # from here on each call returns at once: most of a continuation's draws
             return logits
         rows, cols = [], []
         for b in range(logits.shape[0]):
             for i in self.wanted(b):
                 rows.append(b)
                 cols.append(i)
-        return add_at(logits, rows, cols, self.strength) if rows else logits
+        return self.leans(logits, rows, cols, self.strength) if rows else logits
 
 
 def _more_often(items: list, than: list) -> list:
