@@ -198,3 +198,21 @@ def test_an_onsets_notes_short_of_the_reference_are_counted_as_counters_would():
         assert _more_often(wanted, drawn) == list(Counter(wanted) - Counter(drawn))
         tracks, played = [t for t, _ in wanted], [t for t, _ in drawn]
         assert _more_often(tracks, played) == list(Counter(tracks) - Counter(played))
+
+
+def test_once_every_rows_phrase_is_played_the_hook_hands_the_logits_back_untouched(pop):
+    """The motif's plan covers the first 4 new bars: there the hook leans (a new tensor); from the fifth on it returns
+    the very logits it was given, without looking anything up again (`done`)."""
+    net, tok = pop
+    seed = metrical_seed(tok, BUNDLED_MOTIF, 20.0, 0.0)
+    prompt = bars_prompt(net, tok, seed, SamplingOptions(seed=0, best_of=1), num_samples=1, bars=8)
+    hooks = _built(prompt)
+    (hook,) = [h for h in hooks if isinstance(h, PhraseReturn)]
+    (cursor,) = [h for h in hooks if isinstance(h, RemiCursor)]
+    assert hook.plans == [{0: -4, 1: -3, 2: -2, 3: -1}]
+    logits = torch.zeros(1, tok.vocab_size)
+    assert hook(logits) is not logits and not hook.done  # new bar 0, after its Bar id: the phrase's first onset
+    for _ in range(4):  # new bars 1 to 4
+        cursor.update(torch.tensor([tok.bar_id]))
+    assert hook(logits) is logits and hook.done
+    assert hook(logits) is logits
