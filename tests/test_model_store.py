@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -20,6 +21,7 @@ from safetensors.torch import load_file
 from musictx.checkpoints.export import export
 from musictx.checkpoints.model_store import (
     CONFIG_FILE,
+    CRITIC_FILE,
     WEIGHTS_FILE,
     ModelLoadError,
     build_net,
@@ -267,3 +269,25 @@ def test_unreadable_checkpoints_are_model_load_errors(damage, tiny_checkpoint, t
         torch.save(ckpt, path)
     with pytest.raises(ModelLoadError, match=r"damaged\.ckpt: (not a usable musictx checkpoint|no 'state_dict')"):
         load_checkpoint(path)
+
+
+def test_a_shipped_model_exported_by_name_keeps_its_critic_and_says_its_card_stays(tmp_path):
+    """``musictx-export pop DIR``: the shipped name is read as its folder; the critic that best_of chooses by goes with
+    the weights (a model without it refuses best_of), and the model card, whose figures are the source weights', is
+    left out in one line."""
+    out = tmp_path / "pop_fp32"
+    done = subprocess.run([sys.executable, "-m", "musictx.commands.export", "pop", str(out), "--dtype", "float32"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (out / CRITIC_FILE).is_file() and not (out / "README.md").exists()
+    assert "model card" in done.stdout and "README.md" in done.stdout and "not copied" in done.stdout
+    net, _, _ = load_model(str(out))
+    shipped, _, _ = load_model("pop")
+    assert net.critic is not None and net.critic.names == shipped.critic.names
+    assert np.array_equal(net.critic.coef, shipped.critic.coef) and net.critic.best_of == shipped.critic.best_of
+    for path in out.iterdir():  # a folder holding a critic alone: an export would replace it
+        if path.name != CRITIC_FILE:
+            path.unlink()
+    again = subprocess.run([sys.executable, "-m", "musictx.commands.export", "pop", str(out)], capture_output=True,
+                           text=True)
+    assert again.returncode != 0 and f"{CRITIC_FILE} already exists" in again.stderr

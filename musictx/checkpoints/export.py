@@ -10,17 +10,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from musictx.checkpoints.model_store import ModelLoadError, load_checkpoint, load_model_folder, save_model_folder
+from musictx.checkpoints.model_store import (
+    ModelLoadError,
+    load_checkpoint,
+    load_model_folder,
+    resolve,
+    save_model_folder,
+)
+
+MODEL_CARD = "README.md"  # a model folder's card: its figures are those of its own weights
 
 
 def export(checkpoint: str, output_dir: str, dtype: str = "float16", info: dict | None = None,
            max_shard_mb: float | None = None):
-    """Write the model folder of ``checkpoint`` (a .ckpt, or a model folder: its info kept); ``info`` joins the
-    step and source in config.json; with ``max_shard_mb``, weights larger than that are split into files of at
-    most that size."""
-    if Path(checkpoint).is_dir():
-        net, tokenizer, meta = load_model_folder(checkpoint)
-        info = {**meta["info"], "source_folder": str(checkpoint), **(info or {})}
+    """Write the model folder of ``checkpoint`` (a .ckpt, a model folder or a shipped model's name: a folder's info
+    and critic kept); ``info`` joins the step and source in config.json; with ``max_shard_mb``, weights larger than
+    that are split into files of at most that size."""
+    kind, path = resolve(checkpoint)
+    if kind != "checkpoint":
+        net, tokenizer, meta = load_model_folder(path)
+        info = {**meta["info"], "source_folder": str(path), **(info or {})}
     else:
         net, tokenizer, meta = load_checkpoint(checkpoint)
         info = {"global_step": meta.get("global_step"), "source_checkpoint": str(checkpoint), **(info or {})}
@@ -28,3 +37,11 @@ def export(checkpoint: str, output_dir: str, dtype: str = "float16", info: dict 
         return save_model_folder(net, tokenizer, output_dir, dtype=dtype, info=info, max_shard_mb=max_shard_mb)
     except ValueError as err:  # a dtype the net cannot be stored in (int8 for an LSTM)
         raise ModelLoadError(f"{checkpoint}: {err}") from None
+
+
+def card_left_out(checkpoint: str) -> Path | None:
+    """The model card of the folder ``checkpoint`` names, which an export does not copy (its figures are those of the
+    source's weights, not of the new dtype's); None where there is none."""
+    kind, path = resolve(checkpoint)
+    card = path / MODEL_CARD
+    return card if kind != "checkpoint" and card.is_file() else None

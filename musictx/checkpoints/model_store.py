@@ -274,6 +274,9 @@ def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | 
     if hasattr(tokenizer, "save_native"):  # MidiTok's own parameter file too, for MidiTok users
         with atomic_path(out / NATIVE_TOKENIZER_FILE, "output_dir") as tmp:
             tokenizer.save_native(tmp)
+    if getattr(net, "critic", None) is not None:  # what best_of chooses by goes with the net (`load_model_folder`)
+        with atomic_path(out / CRITIC_FILE, "output_dir") as tmp:
+            net.critic.save(tmp)
     return out
 
 

@@ -13,10 +13,16 @@ whole or not at all.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-from musictx.checkpoints.export import export
-from musictx.checkpoints.model_store import CONFIG_FILE, NATIVE_TOKENIZER_FILE, STORED_DTYPES, WEIGHTS_FILE
+from musictx.checkpoints.export import card_left_out, export
+from musictx.checkpoints.model_store import (
+    CONFIG_FILE,
+    CRITIC_FILE,
+    NATIVE_TOKENIZER_FILE,
+    STORED_DTYPES,
+    WEIGHTS_FILE,
+    resolve,
+)
 from musictx.console.args import OneLineParser
 from musictx.console.guard import command_guard
 from musictx.safe_output import check_new, check_target
@@ -26,10 +32,10 @@ PROG = "musictx-export"
 
 def check_output(checkpoint: str, output_dir: str, overwrite: bool) -> None:
     """OutputError when ``output_dir`` is refused or holds model files this export would replace."""
-    source = Path(checkpoint)
-    out = check_target(output_dir, "output_dir", inputs={"checkpoint": source if source.is_dir() else None})
+    kind, source = resolve(checkpoint)  # a shipped name: its folder
+    out = check_target(output_dir, "output_dir", inputs={"checkpoint": source if kind != "checkpoint" else None})
     if not overwrite:
-        names = [CONFIG_FILE, WEIGHTS_FILE, NATIVE_TOKENIZER_FILE]
+        names = [CONFIG_FILE, WEIGHTS_FILE, NATIVE_TOKENIZER_FILE, CRITIC_FILE]
         check_new([out / n for n in names] + sorted(out.glob("model-*-of-*.safetensors")), "output_dir")
 
 
@@ -48,7 +54,10 @@ def main(argv: list[str] | None = None) -> None:
     with command_guard(PROG, overwrite=args.overwrite, flag="--overwrite"):
         check_output(args.checkpoint, args.output_dir, args.overwrite)
         out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
+        card = card_left_out(args.checkpoint)
     print(f"wrote {out}")
+    if card is not None:
+        print(f"{PROG}: its model card ({card}) is not copied: its figures are the source weights'")
 
 
 if __name__ == "__main__":
