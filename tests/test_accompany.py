@@ -369,3 +369,28 @@ def test_the_bundled_motif_gets_a_piano_in_every_sample(pop):
     per_bar = [sum(len(t.notes) for t in score.tracks if t.name == "PIANO") / song.n_bars
                for score, _ in takes]
     assert all(abs(n / target[ROLE_PROGRAMS["PIANO"]] - 1) < 0.25 for n in per_bar), (per_bar, target)
+
+
+def test_a_whole_song_accompanied_anew_keeps_its_bars_after_the_melodys_last(pop, tmp_path):
+    """A song whose piano plays on after the last sung note: accompanied anew, its melody alone still has every bar of
+    the song (the outro's empty bars, its meter kept), so the new accompaniment runs to the song's end, where the
+    melody's own bars cut the song there, and bars= takes the outro's bars."""
+    import pretty_midi
+
+    _, tok = pop
+    path = band_song(tmp_path / "song.mid", bars=8, beats_per_bar=4, names=("MELODY", "PIANO"))
+    pm = pretty_midi.PrettyMIDI(str(path))
+    melody, piano = pm.instruments
+    bar_seconds = 4 * 60.0 / 100.0
+    melody.notes = [n for n in melody.notes if n.start < 4 * bar_seconds]  # sung in bars 1-4 only
+    bridge = pretty_midi.Instrument(0, name="BRIDGE")
+    bridge.notes = [pretty_midi.Note(80, 76, 0.0, 1.0)]
+    pm.instruments.append(bridge)
+    pm.write(str(path))
+    song, as_given = melody_song(tok, path, anew=True), melody_song(tok, path)
+    assert set(song.left_out) == {"PIANO", "BRIDGE"}
+    assert song.n_bars == as_given.n_bars == 8 and len(song.lines) == len(as_given.lines)
+    sung = bars_of(tok, song.ids)
+    assert all(len(bar) > 2 for bar in sung[:4]) and all(list(bar) == list(sung[4]) for bar in sung[4:])
+    assert [tok.id_to_token(int(i)) for i in sung[-1]] == ["Bar_None", "TimeSig_4/4"]
+    assert parse_bars("7-8", song) == (6, 8)

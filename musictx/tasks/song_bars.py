@@ -176,7 +176,9 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
     docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`)."""
     read, dynamics = read_fitted(tok, path, beats, level)  # tracks by octaves into the pitches, a pp song louder
     left_out: tuple[str, ...] = ()
+    whole: tuple[int, np.ndarray] | None = None  # a whole song's bars and bar lines, before its accompaniment goes
     if anew and is_whole_song(read):
+        whole = _bar_count(tok, read), bar_lines(read.score)
         keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]
         left_out = tuple(t.name for k, t in enumerate(read.tracks.tracks) if k not in keep)
         read.score.tracks = [read.score.tracks[k] for k in keep]
@@ -192,7 +194,26 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
         infos[k] = TrackInfo(ROLE_PROGRAMS[MELODY], infos[k].name, infos[k].real_program)
         read = read._replace(tracks=TrackMap(tuple(infos)))  # its meter line kept
     strangers = tuple(t.describe() for t in unlearnt(learnt, read.tracks, read.score))
-    return replace(read_song(tok, path, read), left_out=left_out, learnt=learnt, strangers=strangers, dynamics=dynamics)
+    song = replace(read_song(tok, path, read), left_out=left_out, learnt=learnt, strangers=strangers, dynamics=dynamics)
+    return song if whole is None else _as_long_as(tok, song, *whole)
+
+
+def _bar_count(tok, read: ReadScore) -> int:
+    """How many bars the tokenizer writes for ``read`` (up to its last note's)."""
+    return int(np.count_nonzero(tok.encode_score(read.score.copy()) == tok.bar_id))
+
+
+def _as_long_as(tok, song: SongBars, bars: int, lines: np.ndarray) -> SongBars:
+    """``song`` (a whole song's melody alone) with empty bars after its melody's last up to ``bars``, the whole song's,
+    and that song's bar lines: an outro after the last sung note is accompanied too, where the melody's own bars
+    would end the song there (its old accompaniment left out)."""
+    missing = bars - song.n_bars
+    if missing <= 0:
+        return song
+    meter = song.ids[tok.type_of[song.ids] == "TimeSig"][-1:]  # an empty bar: its Bar id, then the meter's
+    empty = np.concatenate([[tok.bar_id], meter]).astype(song.ids.dtype)
+    ids = np.concatenate([song.ids, np.tile(empty, missing)])
+    return replace(song, ids=ids, starts=bar_starts(ids, tok.bar_id), lines=lines)
 
 
 def is_whole_song(read: ReadScore) -> bool:
