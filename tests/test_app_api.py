@@ -103,6 +103,28 @@ def test_a_bad_request_gets_one_line(api, path, fields, status, said):
     assert int(code) == status and said in body and len(body.strip().splitlines()) == 1, (code, body)
 
 
+@needs_pop
+@pytest.mark.parametrize("method, path, args, status, said", [
+    ("GET", "/api/continue", [], 405, "error: /api/continue takes POST"),
+    ("POST", "/api/health", [], 405, "error: /api/health takes GET"),
+    ("PUT", "/api/health", [], 405, "error: /api/health takes GET"),
+    ("POST", "/api/continue/x", [], 404, "error: no endpoint /api/continue/x; there are continue, infill, accompany"),
+    ("GET", "/api/nothing", [], 404, "error: no endpoint /api/nothing"),
+    ("POST", "/api/continue", ["-Ffile=@song.mid", "-Ffile=@song.mid"], 400, "error: continue: Too many files"),
+    ("POST", "/api/continue", ["-H", "Content-Type: multipart/form-data; boundary=xyz", "--data-binary", "garbage"],
+     400, "error: continue: "),
+])
+def test_a_wrong_method_or_path_or_form_gets_one_line_too(api, method, path, args, status, said):
+    """Whatever reaches /api/ is answered in the API's words, one line: a wrong method 405 (the one it takes named), a
+    path under no endpoint 404, a form the server's own parser refuses 400 with its reason, never a 500."""
+    url, folder = api
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on PATH")
+    cmd = ["curl", "-s", "-X", method, "-o", "-", "-w", "\n%{http_code}", *args, url + path]
+    body, code = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=120).stdout.rsplit("\n", 1)
+    assert int(code) == status and body.startswith(said) and len(body.strip().splitlines()) == 1, (code, body)
+
+
 def test_the_queue_answers_busy_past_its_room():
     queue, started, release = Queue(waiting=1), threading.Event(), threading.Event()
 

@@ -8,8 +8,9 @@
 Each call does what the page's tab does, through the same `Continuer` and `Filler`: the model is chosen per
 upload and task (``--model`` pins one), the same size limit, the same disk allowance (the app's upload guard
 weighs every request first), and the same queue: one request works at a time, ``--max-queue`` may wait, one
-more is answered 503 at once. A refusal is status 400 (413 for a file too large, 503 when busy) with one line
-of text, ``error: <what>``; the response's ``X-Musictx-Model`` header names the model that wrote it.
+more is answered 503 at once. A refusal is status 400 (413 for a file too large, 404 for no such endpoint, 405 for
+another method than the endpoint's, 503 when busy) with one line of text, ``error: <what>``; the response's
+``X-Musictx-Model`` header names the model that wrote it.
 It binds where the page binds: loopback unless ``--host`` says otherwise.
 """
 
@@ -23,6 +24,7 @@ import uuid
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -136,8 +138,12 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
 
     async def endpoint(request: Request) -> Response:
         task = request.path_params["task"]
+        if task == HEALTH:  # its own route takes GET: any other method comes here
+            return _wrong_method(task, "GET")
         if task not in FIELDS:
-            return PlainTextResponse(f"error: no endpoint /api/{task}; there are {', '.join(FIELDS)}\n", 404)
+            return await unknown(request)
+        if request.method != "POST":
+            return _wrong_method(task, "POST")
         try:
             form = await request.form(max_files=1, max_fields=len(FIELDS[task]) + 1)
             upload = form.get("file")
@@ -158,6 +164,8 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
                 shutil.rmtree(own, ignore_errors=True)  # the results are files of their own
         except Busy as err:
             return PlainTextResponse(f"{err}\n", 503)
+        except HTTPException as err:  # the form's own refusals: more files or fields than it takes, a broken body
+            return PlainTextResponse(f"error: {task}: {err.detail}\n", err.status_code)
         except USER_ERRORS as err:
             return PlainTextResponse("error: " + " ".join(str(err).split()) + "\n", 400)
         except Exception as err:  # noqa: BLE001 - a bug: one line to the caller, the traceback in the server log
@@ -172,7 +180,21 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
         return JSONResponse({"ok": True, "endpoints": [f"/api/{t}" for t in FIELDS],
                              "model": cont.models.pinned or "chosen per upload and task"})
 
-    return [Route("/api/health", health, methods=["GET"]), Route("/api/{task}", endpoint, methods=["POST"])]
+    async def unknown(request: Request) -> Response:
+        return PlainTextResponse(f"error: no endpoint {request.url.path}; there are {', '.join(FIELDS)} (POST) and "
+                                 f"{HEALTH} (GET)\n", 404)
+
+    # every path under /api/ answers in the API's own words (one line): no framework's JSON for a wrong method or path
+    return [Route(f"/api/{HEALTH}", health, methods=["GET"]), Route("/api/{task}", endpoint, methods=METHODS),
+            Route("/api/{rest:path}", unknown, methods=METHODS)]
+
+
+HEALTH = "health"
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+def _wrong_method(task: str, method: str) -> Response:
+    return PlainTextResponse(f"error: /api/{task} takes {method}\n", 405, headers={"Allow": method})
 
 
 def _run(queue: Queue, cont: Continuer, filler: Filler, task: str, upload: Path, values: dict):
