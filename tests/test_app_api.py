@@ -72,6 +72,21 @@ def test_the_documented_curl_commands_continue_fill_and_accompany_a_song(api):
 
 
 @needs_pop
+def test_a_fill_without_bars_says_where_it_stopped(api):
+    """Empty bar fields fill from bar 1 as far as one request may (16 bars); the song is longer, and the response's
+    X-Musictx-Said header says so as the page's title does."""
+    url, folder = api
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on PATH")
+    shutil.copyfile(API_SONG.parents[1] / "007" / "007.mid", folder / "long.mid")  # 4 minutes: far over 16 bars
+    cmd = ["curl", "-sf", "-D", "-", "-o", "whole.mid", "-F", "file=@long.mid", url + "/api/infill"]
+    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stdout.splitlines() if line.lower().startswith("x-musictx-said:")]
+    assert len(said) == 1 and re.search(r"bars 1-16 of \d+ \(at most 16 bars at a time\)", said[0]), done.stdout
+
+
+@needs_pop
 def test_the_documented_python_example_runs_as_written(api):
     url, folder = api
     code = _blocks("python")[0].replace(DOC_URL, url)

@@ -10,7 +10,8 @@ upload and task (``--model`` pins one), the same size limit, the same disk allow
 weighs every request first), and the same queue: one request works at a time, ``--max-queue`` may wait, one
 more is answered 503 at once. A refusal is status 400 (413 for a file too large, 404 for no such endpoint, 405 for
 another method than the endpoint's, 503 when busy) with one line of text, ``error: <what>``; the response's
-``X-Musictx-Model`` header names the model that wrote it.
+``X-Musictx-Model`` header names the model that wrote it, and ``X-Musictx-Said`` what it wrote (the bars, and where
+an empty To box stopped short of the piece's end).
 It binds where the page binds: loopback unless ``--host`` says otherwise.
 """
 
@@ -174,7 +175,9 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
                                      500)
         return Response(result.midi.read_bytes(), media_type="audio/midi", headers={
             "Content-Disposition": f'attachment; filename="{result.midi.name}"',
-            "X-Musictx-Model": " ".join((result.model_line or "").replace("`", "").split())[:300]})
+            "X-Musictx-Model": _header_line(result.model_line, 300),
+            # what was written, as the page's title says it: the bars an empty box reached (a cut included)
+            "X-Musictx-Said": _header_line(". ".join(x for x in (result.title, result.seed_note) if x), 1000)})
 
     async def health(_request: Request) -> Response:
         return JSONResponse({"ok": True, "endpoints": [f"/api/{t}" for t in FIELDS],
@@ -191,6 +194,12 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
 
 HEALTH = "health"
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+def _header_line(text: str | None, most: int) -> str:
+    """``text`` as one header line of at most ``most`` characters, in the Latin-1 a header carries (others as ?)."""
+    line = " ".join((text or "").replace("`", "").split())[:most]
+    return line.encode("latin-1", "replace").decode("latin-1")
 
 
 def _wrong_method(task: str, method: str) -> Response:
