@@ -29,6 +29,19 @@ def test_a_lab_file_gives_the_chord_sounding_at_each_time(tmp_path):
     assert chords.at(4.5) == frozenset() and chords.at(9.0) == frozenset()
 
 
+def test_a_lead_sheet_that_stops_before_the_span_does_is_said_in_one_line(tmp_path):
+    lab = tmp_path / "sheet.lab"
+    lab.write_text("0.0 2.0 N\n2.0 4.0 C:maj\n4.0 6.0 G:maj\n")
+    chords = Chords.read(lab)
+    assert chords.short_of(2.0, 6.0, "the new music") is None  # the last chord lasts to the end
+    assert chords.short_of(0.0, 5.0, "the new music") is None  # a gap at the start is the sheet's own N
+    assert chords.short_of(5.0, 9.0, "the new music") == ("the new music (5.0-9.0 s): the lead sheet's chords end at "
+                                                          "6.0 s, so the last 3.0 s follow none")
+    for start, end in ((7.0, 9.0), (0.0, 1.5)):  # after its last chord, or before its first (N does not count)
+        said = chords.short_of(start, end, "x")
+        assert said.endswith("no chord of the lead sheet falls there (its chords run 2.0-6.0 s)")
+
+
 @pytest.mark.parametrize("text, problem", [
     ("0.0 2.0\n", "line 1: a line needs three fields"),
     ("0.0 2.0 C:maj\nzero 1 G\n", "line 2: START and END must be numbers"),

@@ -71,7 +71,7 @@ def test_a_lead_sheet_leads_the_continuation_of_a_user_file(pop, tmp_path):
     assert with_chords > 0.6 and with_chords > alone + 0.3, (with_chords, alone)
 
 
-def test_the_command_takes_chords_for_a_metrical_continuation_and_refuses_them_for_piano(tmp_path):
+def test_the_command_takes_chords_for_a_metrical_continuation_and_refuses_them_for_piano(tmp_path, capsys):
     from musictx.generation.continue_midi import run
     from musictx.generation.generate_options import GenerateOptions
 
@@ -82,5 +82,9 @@ def test_the_command_takes_chords_for_a_metrical_continuation_and_refuses_them_f
     record = run(GenerateOptions(**base, checkpoint="pop", chords=str(lab), output_dir=str(tmp_path / "led")))
     written = json.loads((tmp_path / "led" / "generation.json").read_text())
     assert written["settings"]["chords"] == str(lab) and record["samples"][0]["notes"] > 0
+    assert "lead sheet" not in capsys.readouterr().out  # the sheet runs past the new bars: nothing to say
+    lab.write_text("0 1 D:min\n")  # a sheet that ends before the new music starts: said, not silently ignored
+    run(GenerateOptions(**base, checkpoint="pop", chords=str(lab), output_dir=str(tmp_path / "short")))
+    assert f"chords={lab}: the new music (" in capsys.readouterr().out
     with pytest.raises(GenerateError, match="a lead sheet leads a metrical .REMI. model's music; checkpoint=piano"):
         run(GenerateOptions(**base, checkpoint="piano", chords=str(lab), output_dir=str(tmp_path / "p")))

@@ -87,6 +87,21 @@ class Chords:
         k = int(np.searchsorted(self.starts, t, side="right")) - 1
         return self.labels[k] if 0 <= k < len(self.labels) and t < self.ends[k] else "N"
 
+    def short_of(self, start: float, end: float, what: str) -> str | None:
+        """One line where these chords leave the end of the span ``start``-``end`` (seconds) without a chord: none of
+        them reaches it, or they stop before its end; None where the last chord lasts to its end. ``what`` names the
+        lead sheet and the span (e.g. "chords=sheet.lab ... the new music")."""
+        sounding = [k for k, tones in enumerate(self.tones) if tones]
+        first = min((float(self.starts[k]) for k in sounding), default=float("inf"))
+        last = max((float(self.ends[k]) for k in sounding), default=float("-inf"))
+        span = f"{start:.1f}-{end:.1f} s"
+        if last <= start or first >= end:
+            return f"{what} ({span}): no chord of the lead sheet falls there (its chords run {first:.1f}-{last:.1f} s)"
+        if last < end - 1e-3:
+            return (f"{what} ({span}): the lead sheet's chords end at {last:.1f} s, so the last {end - last:.1f} s "
+                    "follow none")
+        return None
+
     @classmethod
     def read_option(cls, path: str | os.PathLike | None, option: str = "chords") -> Chords | None:
         """A user's lead sheet given as ``option=path`` (None: no lead sheet): a bad file is a `ChordFileError`

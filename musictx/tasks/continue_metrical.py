@@ -117,6 +117,10 @@ def metrical_job(opts, net, tok) -> Job:
         print(line)
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     chords = Chords.read_option(opts.chords)  # a folder, a FIFO, a bad line: one line naming it, before any sampling
+    if chords is not None:
+        lines = seed.new_bar_lines_seconds(bars)  # (bars + 1,) on the seed file's clock, as the lead sheet's
+        if short := chords.short_of(float(lines[0]), float(lines[-1]), f"chords={opts.chords}: the new music"):
+            print(short)
     critic = getattr(net, "critic", None)
     k = candidates_per_sample(opts.best_of, critic)
     if k > 1:

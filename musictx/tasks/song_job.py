@@ -77,6 +77,10 @@ def _request(task, opts, tok, learnt: tuple[int, ...] | None, level: LevelRule |
     request = task.request(song, s, e, opts.tracks)
     if task.takes_chords:
         request.chords = Chords.read_option(opts.chords)
+        if request.chords is not None:  # the bars written, on the song file's clock as the lead sheet's
+            start, end = (float(t) for t in song.line_seconds([s, e]))
+            if short := request.chords.short_of(start, end, f"chords={opts.chords}: bars {s + 1}-{e}"):
+                print(short)
     return request
 
 
