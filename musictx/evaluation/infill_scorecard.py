@@ -29,7 +29,7 @@ import torch
 from symusic import Score
 
 from musictx.decoding import SamplingOptions, context_length, loose_ids, mixture_nll, repeat_plan
-from musictx.evaluation.checks import ACCOMPANY_FROM, each_song
+from musictx.evaluation.checks import ACCOMPANY_FROM, EvaluateError, each_song
 from musictx.evaluation.chords import Harmony
 from musictx.evaluation.scorecard import song_grid
 from musictx.io.chord_labels import Chords
@@ -311,6 +311,9 @@ INFILL_MODE = "infill"  # mode=infill's scorecard; the other is accompany's
 def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progress=print) -> dict:
     """The infill or accompany scorecard over ``songs`` (the i-th uses sampling seed + i)."""
     sampling = SamplingOptions.from_mapping(opts)
+    if task == INFILL_MODE and len(songs) < 2:  # the chance column would be the song itself
+        raise EvaluateError(f"mode=infill needs 2 songs or more: its chance column pastes the same bars of another "
+                            f"song; {len(songs)} given (infill.max_songs={opts.get('max_songs')})")
     skipped: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         cards = {  # each mode's card of song k (an infill card also reads the next song, for chance)
