@@ -12,6 +12,7 @@ import torch
 from symusic import Score
 
 from musictx.checkpoints.model_store import load_model
+from musictx.decoding.errors import GenerateError
 from musictx.decoding.hooks.bar_repeats import BarRepeatLimit
 from musictx.decoding.hooks.metrical_guard import RemiGuard
 from musictx.evaluation.scorecard import run_scorecard
@@ -192,6 +193,13 @@ def test_shipped_model_choice_follows_the_seed(tmp_path):
     assert choose_model(band, ["piano"]) == ("piano", "the only shipped model")
     # a melody to accompany goes to pop, played in time or not (the accompaniment is written on bars)
     assert choose_model(tmp_path / "perf.mid", ["piano", "pop"], task="accompany")[0] == "pop"
+    # a seed that cannot be continued is refused as its reader says it, before any model is named for it
+    (tmp_path / "broken.mid").write_bytes(b"MThd\x00\x00\x00\x06\x00\x01\x00\x01\x01\xe0MTrk\x00\xff\x00\x3b")
+    pretty_midi.PrettyMIDI().write(str(tmp_path / "empty.mid"))
+    with pytest.raises(GenerateError, match=r"broken.mid: unreadable MIDI \(cut short or damaged"):
+        choose_model(tmp_path / "broken.mid", ["piano", "pop"])
+    with pytest.raises(GenerateError, match="empty.mid: no notes; nothing to continue"):
+        choose_model(tmp_path / "empty.mid", ["piano", "pop"])
 
 
 def test_scorecard_compares_with_the_real_continuation(remi_checkpoint, remi_dir, band_dir):

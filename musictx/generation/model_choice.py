@@ -10,8 +10,10 @@ import os
 import numpy as np
 from symusic import Score
 
+from musictx.io.read_errors import unreadable
 from musictx.io.score_prep import beats_file_of, role_of
 from musictx.tasks.registry import task_named
+from musictx.tasks.seeds import seed_refused
 
 GRID_SHARE = 0.8  # share of onsets within 1/32 beat of the 16th grid above which a file is metrical
 BAND_TRACKS = 3  # pitched tracks from which a file is a band's song, whatever its timing (two: a piano's hands)
@@ -46,8 +48,10 @@ def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str], task: 
         return "pop", "a POP909 beat file lies beside the seed"
     try:
         score = Score(str(seed_midi))
-    except Exception:  # unreadable: the seed's own reader says why, later, in one line
-        return "piano", "the seed could not be read to judge it"
+    except Exception as err:  # noqa: BLE001 - any reader error: said as the seed's readers say it, before a model is named
+        raise seed_refused(seed_midi, unreadable(err)) from None
+    if not any(len(t.notes) for t in score.tracks):
+        raise seed_refused(seed_midi, "no notes")
     pitched = [t for t in score.tracks if len(t.notes) and not t.is_drum]
     roles = sorted({r for t in pitched if (r := role_of(t.name))})
     if len(roles) >= 2 or len(pitched) >= BAND_TRACKS:  # a band's tracks: the piano model would merge them

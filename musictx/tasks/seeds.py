@@ -103,6 +103,14 @@ def _seed_ids(tokenizer: EventTokenizer, path, seed_seconds: float | None, seed_
     return ids, silent_steps
 
 
+def seed_refused(path, reason: str) -> GenerateError:
+    """The error of a seed file that cannot be continued, for ``reason`` (unreadable, no notes) as its reader says."""
+    if "notes" in reason:  # readable, but nothing to continue
+        return GenerateError(f"seed_midi={path}: {reason}; nothing to continue. Leave seed_midi unset for "
+                             "unconditional generation.")
+    return GenerateError(f"seed_midi={path}: {reason}")
+
+
 def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: float, scale: float = 1.0
                  ) -> np.ndarray:
     """Ids of the notes of ``path`` struck at or after ``seed_from`` seconds (on the tokenizer's grid), time
@@ -111,10 +119,7 @@ def _encode_from(tokenizer: EventTokenizer, path: str | os.PathLike, seed_from: 
     try:
         notes = tokenizer.read(path)
     except MidiReadError as err:
-        if "notes" in err.reason:  # readable, but nothing to continue
-            raise GenerateError(f"seed_midi={path}: {err.reason}; nothing to continue. Leave seed_midi unset "
-                                "for unconditional generation.") from None
-        raise GenerateError(f"seed_midi={path}: {err.reason}") from None
+        raise seed_refused(path, err.reason) from None
     if seed_from:
         step = tokenizer.config.time_step
         later = np.floor(notes.start / step + 0.5) >= np.floor(seed_from / step + 0.5)  # the grid encode uses
