@@ -9,11 +9,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pretty_midi
 import pytest
 import torch
 
 from musictx.checkpoints.model_store import save_model_folder
 from musictx.evaluation.arcs import ArcChoice, attention_arcs, notes_with_tokens, plot_arcs, share_on_span
+from musictx.evaluation.attention_view import AttentionOptions, draw_attention, summary_lines
+from musictx.io.midi_io import MidiReadError
 from musictx.io.tokenizer import EventTokenizer
 from musictx.models.attention import causal_allowed, clipped_table, naive_logits
 from musictx.paths import BUNDLED_MOTIF
@@ -167,3 +170,26 @@ def test_console_says_which_span_of_a_long_piece_it_draws(tmp_path):
     assert span["start_s"] > 1 and f"drawing {span['start_s']:.1f}-" in done.stdout
     assert "the model's context is 64 tokens" in done.stdout and "0% on the seed" in done.stdout
     assert record["share_on_seed"] == 0 and min(a["to_s"] for a in record["arcs"]) >= span["start_s"]
+
+
+def _options(tmp_path, **given) -> AttentionOptions:
+    base = dict(checkpoint="piano", midi=None, layer=None, head=None, last_notes=4, from_seconds=None, top=2,
+                takeover=None, until_seconds=None, output=str(tmp_path / "arcs.png"), threads=1)
+    return AttentionOptions(**{**base, **given})
+
+
+@pytest.mark.parametrize("given, message", [({"last_notes": 0}, "last_notes=0: ask for at least 1 query note"),
+                                            ({"takeover": -5.0}, r"takeover=-5.0: give seconds >= 0"),
+                                            ({"until_seconds": -1.0}, r"until_seconds=-1.0: give seconds >= 0")])
+def test_the_commands_options_are_checked_before_a_model_loads(tmp_path, given, message):
+    with pytest.raises(ValueError, match=message):
+        draw_attention(_options(tmp_path, checkpoint="no-such-model", **given))
+
+
+def test_a_file_without_notes_is_said_as_the_files_problem_and_a_remi_model_counts_pitch_tokens(tmp_path):
+    empty = tmp_path / "empty.mid"
+    pretty_midi.PrettyMIDI().write(str(empty))
+    with pytest.raises(MidiReadError, match="empty.mid: no notes$"):
+        draw_attention(_options(tmp_path, midi=str(empty)))
+    summary = draw_attention(_options(tmp_path, checkpoint="pop"))
+    assert summary["note_token"] == "Pitch" and "of their attention on Pitch tokens" in summary_lines(summary)

@@ -104,6 +104,7 @@ class ArcMap:
     on_notes: np.ndarray       # (Q,) share of the row's attention that lands on NOTE_ON tokens at all
     label: str                 # "layer 2, head 0" / "mean of 3 layers, all heads"
     span: Span                 # the tokens and seconds of the piece the window covers
+    note_token: str = "NOTE_ON"  # the token a note starts with: NOTE_ON (Performance events), Pitch (metrical)
 
     def top_arcs(self, top: int) -> list[tuple[int, int, float]]:
         """(query note, key note, weight) of the `top` heaviest keys per query note."""
@@ -174,7 +175,8 @@ def attention_arcs(net, tokenizer: EventTokenizer, ids: np.ndarray, choice: ArcC
     p = p.cpu().numpy()  # (Q, T)
     weights = p[:, on_index]  # (Q, N): mass on each note's NOTE_ON token (0 for notes after the row)
     on_notes = weights.sum(axis=1)
-    return ArcMap(notes, on_index, queries, weights, on_notes, label, span)
+    return ArcMap(notes, on_index, queries, weights, on_notes, label, span,
+                  "NOTE_ON" if tokenizer.kind == "performance" else "Pitch")
 
 
 def arcs_of_midi(net, tokenizer: EventTokenizer, midi: str | os.PathLike, choice: ArcChoice) -> ArcMap:
@@ -182,6 +184,7 @@ def arcs_of_midi(net, tokenizer: EventTokenizer, midi: str | os.PathLike, choice
     or MidiReadError naming it)."""
     if tokenizer.kind != "performance":
         return attention_arcs(net, tokenizer, tokenizer.encode(midi), choice)
+    tokenizer.read(midi)  # a file without notes (or unreadable) is said as the file's problem, not a seed's
     return attention_arcs(net, tokenizer, seed_from_midi(tokenizer, midi).ids, choice)
 
 
@@ -222,5 +225,6 @@ def plot_arcs(arc_map: ArcMap, path: str | os.PathLike, top: int = 3, takeover: 
     ax.legend(loc="upper left", fontsize="small")
     share = float(arc_map.on_notes.mean())
     ax.set_title(title or f"attention arcs: {arc_map.label}, top {top} per query note\n"
-                          f"({share:.0%} of the query rows' attention is on NOTE_ON tokens)", fontsize="medium")
+                          f"({share:.0%} of the query rows' attention is on {arc_map.note_token} tokens)",
+                 fontsize="medium")
     return save_figure(fig, path)

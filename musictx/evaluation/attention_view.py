@@ -39,6 +39,11 @@ def draw_attention(opts: AttentionOptions) -> dict:
     """Load the model, read the piece, draw the arcs; returns the summary written to the JSON."""
     if opts.top < 1:
         raise ValueError(f"top={opts.top}: draw at least one arc per note")
+    if opts.from_seconds is None and opts.last_notes < 1:
+        raise ValueError(f"last_notes={opts.last_notes}: ask for at least 1 query note (or from_seconds=S)")
+    for name in ("takeover", "from_seconds", "until_seconds"):
+        if (value := getattr(opts, name)) is not None and not value >= 0:
+            raise ValueError(f"{name}={value}: give seconds >= 0 (or null)")
     if opts.threads:
         torch.set_num_threads(opts.threads)
     net, tokenizer, meta = load_model(opts.checkpoint)
@@ -47,7 +52,8 @@ def draw_attention(opts: AttentionOptions) -> dict:
     png = plot_arcs(arc_map, opts.output, opts.top, opts.takeover)
     summary = {"model": meta["ref"], "midi": midi, "view": arc_map.label, "png": str(png),
                "drawn": arc_map.span.describe(), "span": asdict(arc_map.span),
-               "query_notes": len(arc_map.queries), "share_on_note_on_tokens": float(arc_map.on_notes.mean()),
+               "query_notes": len(arc_map.queries), "note_token": arc_map.note_token,
+               "share_on_note_on_tokens": float(arc_map.on_notes.mean()),
                "arcs": [{"from_note": q, "to_note": k, "weight": w, "from_s": float(arc_map.notes.start[q]),
                          "to_s": float(arc_map.notes.start[k]), "from_pitch": int(arc_map.notes.pitch[q]),
                          "to_pitch": int(arc_map.notes.pitch[k])} for q, k, w in arc_map.top_arcs(opts.top)]}
@@ -61,5 +67,6 @@ def summary_lines(summary: dict) -> str:
     """What the command prints: the span drawn, then the arcs and where their attention went."""
     on_seed = f", {summary['share_on_seed']:.0%} on the seed" if "share_on_seed" in summary else ""
     return (f"{summary['drawn']}\n{summary['png']}: {len(summary['arcs'])} arcs from {summary['query_notes']} notes "
-            f"({summary['view']}); {summary['share_on_note_on_tokens']:.0%} of their attention on NOTE_ON tokens"
+            f"({summary['view']}); {summary['share_on_note_on_tokens']:.0%} of their attention on "
+            f"{summary['note_token']} tokens"
             + on_seed)
