@@ -87,6 +87,30 @@ def test_a_fill_without_bars_says_where_it_stopped(api):
 
 
 @needs_pop
+def test_seed_from_end_continues_the_uploads_last_seconds(api):
+    """seed_from=end, as musictx-generate takes it: the seed is the upload's last seed_seconds, and the result is that
+    seed and its continuation (so it ends well past the song's own length less the seed)."""
+    url, folder = api
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on PATH")
+    cmd = ["curl", "-sf", "-D", "-", "-o", "end.mid", "-F", "file=@song.mid", "-F", "seed_from=end", "-F",
+           "seed_seconds=6", "-F", "seconds=4", url + "/api/continue"]
+    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    import pretty_midi
+
+    def pitches(path: Path, start: float, end: float) -> set[tuple[str, int]]:
+        pm = pretty_midi.PrettyMIDI(str(path))
+        return {(i.name, n.pitch) for i in pm.instruments for n in i.notes if start <= n.start < end}
+
+    song_end = _seconds(folder / "song.mid")
+    seed = pitches(folder / "end.mid", 0.0, 4.0)  # the seed's first seconds, as the result has them
+    near_end, start = pitches(folder / "song.mid", song_end - 8, song_end), pitches(folder / "song.mid", 0.0, 8.0)
+    assert _seconds(folder / "end.mid") < 6 + 4 + 3  # the 6 s seed and 4 s new, in whole bars
+    assert len(seed & near_end) > len(seed & start) and len(seed - near_end) <= len(seed) // 4, (seed, near_end)
+
+
+@needs_pop
 def test_the_documented_python_example_runs_as_written(api):
     url, folder = api
     code = _blocks("python")[0].replace(DOC_URL, url)
@@ -103,6 +127,7 @@ def test_the_documented_python_example_runs_as_written(api):
     ("/api/continue", {"seconds": "600", "file": "song.mid"}, 400, "error: seconds to add must be at most 60"),
     ("/api/continue", {"drums": "groove", "file": "song.mid"}, 400, "error: drums=groove: give one of loop, seed"),
     ("/api/infill", {"first": "900", "file": "song.mid"}, 400, "outside the song's bars"),
+    ("/api/infill", {"first": "3", "last": "2", "file": "song.mid"}, 400, "bars 3-2: the From bar comes after the To"),
     ("/api/infill", {"file": "notes.txt"}, 400, "error: "),
     ("/api/remix", {"file": "song.mid"}, 404, "error: no endpoint /api/remix; there are continue, infill, accompany"),
 ])

@@ -185,3 +185,11 @@ def test_cli_defaults_bind_localhost_and_the_shipped_model():
     args = parse_args([])
     assert args.host == "127.0.0.1" and args.model is None
     assert parse_args(["--model", "some/folder", "--port", "9000"]).model == "some/folder"
+
+
+def test_a_file_just_over_the_limit_is_refused_in_numbers_that_differ():
+    from musictx.app.core import too_large
+
+    said = too_large(5 * 2**20 + 4000, 5.0)
+    assert said == "5.004 MB (5,246,880 bytes) is larger than the 5 MB (5,242,880 bytes) allowed"
+    assert too_large(1200, 0.001).startswith("0.001 MB (1,200 bytes) is larger than the 0.001 MB (1,048 bytes)")

@@ -233,6 +233,10 @@ def test_bad_requests_name_the_file_and_the_problem(grown, tmp_path):
     song = read_song(tok, path)
     with pytest.raises(MidiReadError, match=r"mine\.mid.*bars=9-12 is outside the song's bars 1-8"):
         parse_bars("9-12", song)
+    from musictx.decoding.errors import GenerateError
+
+    with pytest.raises(GenerateError, match=r"bars=6-4: the first bar comes after the last \(.*bars=4-6\)"):
+        parse_bars("6-4", song)
     with pytest.raises(MidiReadError, match=r"mine\.mid.*no track named drums \(tracks: Melody, Piano\)"):
         programs_of_names(song, "drums")
     two = Score(str(path))

@@ -30,9 +30,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from musictx.app.core import USER_ERRORS, Continuer, Settings
+from musictx.app.core import USER_ERRORS, Continuer, Settings, too_large
 from musictx.app.infill_tab import Filler
 from musictx.decoding import GenerateError
+from musictx.generation.generate_options import seed_at_end
 
 log = logging.getLogger("musictx.app")
 
@@ -46,8 +47,17 @@ def _flag(text: str) -> bool:
 
 
 _flag.__name__ = "true or false"  # the refusal says "ending=maybe: not a true or false"
+
+
+def _seconds_or_end(text: str) -> float | str:
+    """``seed_from``: seconds, or ``end`` (the file's last seed_seconds, as ``musictx-generate`` takes it)."""
+    return "end" if text.lower() == "end" else float(text)
+
+
+_seconds_or_end.__name__ = "number of seconds or end"
 FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read
-    "continue": {"seconds": float, "seed_seconds": float, "seed_from": float, "seed": int, "temperature": float,
+    "continue": {"seconds": float, "seed_seconds": float, "seed_from": _seconds_or_end, "seed": int,
+                 "temperature": float,
                  "top_p": float, "density": str, "instruments": str, "drums": str,
                  "ending": _flag},
     "infill": {"first": str, "last": str, "tracks": str, "beats": str, "seed": int},
@@ -105,6 +115,9 @@ def _fields(form, task: str) -> dict:
 
 
 def _continue(cont: Continuer, _filler: Filler, upload: Path, values: dict):
+    if values.get("seed_from") == "end":  # the upload's last seed_seconds (the page's 20 s unless given)
+        values = {**values, "seed_seconds": values.get("seed_seconds", Settings.seed_seconds)}
+        values["seed_from"], values["seed_seconds"], _ = seed_at_end(upload, values["seed_seconds"])
     settings = Settings(num_samples=1, **{k: v for k, v in values.items() if k in
                                           ("seed_seconds", "seed_from", "seed", "temperature", "top_p",
                                            "density", "instruments", "drums", "ending")})
@@ -152,8 +165,7 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
                 raise GenerateError(f"{task}: no MIDI file: send it as the form field 'file' (curl -F file=@song.mid)")
             data = await upload.read()
             if len(data) > cont.max_upload_mb * 2**20:
-                return PlainTextResponse(f"error: {upload.filename}: {len(data) / 2**20:.1f} MB is larger than the "
-                                         f"{cont.max_upload_mb:g} MB allowed\n", 413)
+                return PlainTextResponse(f"error: {upload.filename}: {too_large(len(data), cont.max_upload_mb)}\n", 413)
             values = _fields(form, task)
             own = folder / uuid.uuid4().hex  # the upload keeps its name: the results are named after it
             own.mkdir(parents=True)

@@ -54,6 +54,12 @@ MAX_UPLOAD_MB = 5.0
 UPLOAD_FORM_BYTES = 64 * 2**10  # an upload request's multipart headers around the file
 
 
+def too_large(size: int, max_mb: float) -> str:
+    """The refusal of a file of ``size`` bytes over ``max_mb`` MB, in numbers that differ however close they are."""
+    allowed = int(max_mb * 2**20)
+    return f"{size / 2**20:.3f} MB ({size:,} bytes) is larger than the {max_mb:g} MB ({allowed:,} bytes) allowed"
+
+
 @dataclass
 class Result:
     """One continuation as files on disk, a line that describes it, and one about its seed's tracks when
@@ -123,9 +129,8 @@ class Continuer:
         problem = file_problem(p) if p.exists() else "the uploaded file is gone; upload it again"
         if problem:
             raise GenerateError(f"{p.name}: {problem}")
-        size_mb = p.stat().st_size / 2**20
-        if size_mb > self.max_upload_mb:
-            raise GenerateError(f"{p.name}: {size_mb:.1f} MB is larger than the {self.max_upload_mb:g} MB allowed")
+        if (size := p.stat().st_size) > self.max_upload_mb * 2**20:
+            raise GenerateError(f"{p.name}: {too_large(size, self.max_upload_mb)}")
         problem = header_problem(p)
         if problem:
             raise GenerateError(f"{p.name}: {problem}")

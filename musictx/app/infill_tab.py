@@ -114,6 +114,8 @@ class Filler:
         the piece's edge: From the first bar, To the last, as far as ``most`` bars from From."""
         first, last = bar_number(first, "From"), bar_number(last, "To")
         first = 1 if first is None else first
+        if last is not None and first > last:  # both given, the wrong way round (an empty To follows From)
+            raise GenerateError(f"bars {first}-{last}: the From bar comes after the To bar")
         last = min(song.n_bars, first + most - 1) if last is None else last
         try:
             s, e = parse_bars(f"{first}-{last}", song)

@@ -121,6 +121,8 @@ def parse_bars(spec, song: SongBars) -> tuple[int, int]:
         first, last = int(a), int(b or a)
     except ValueError:
         raise GenerateError(f"bars={spec}: give a bar range as FIRST-LAST, e.g. bars=9-12") from None
+    if 1 <= last < first <= song.n_bars:  # both in the song, the wrong way round
+        raise GenerateError(f"bars={spec}: the first bar comes after the last (give FIRST-LAST: bars={last}-{first})")
     if not 1 <= first <= last <= song.n_bars:
         raise MidiReadError(song.path, f"bars={spec} is outside the song's bars 1-{song.n_bars}")
     return first - 1, last
