@@ -291,3 +291,15 @@ def test_a_shipped_model_exported_by_name_keeps_its_critic_and_says_its_card_sta
     again = subprocess.run([sys.executable, "-m", "musictx.commands.export", "pop", str(out)], capture_output=True,
                            text=True)
     assert again.returncode != 0 and f"{CRITIC_FILE} already exists" in again.stderr
+
+
+def test_a_text_file_given_as_a_checkpoint_and_a_file_as_the_output_folder_are_said_plainly(tmp_path):
+    from musictx.commands.export import check_output
+    from musictx.safe_output import OutputError
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\n")
+    with pytest.raises(ModelLoadError, match=r"notes.txt: a text file, not a checkpoint \(.ckpt\)"):
+        read_checkpoint(notes)
+    with pytest.raises(OutputError, match=r"output_dir=.*notes.txt: .*notes.txt is a file, not a folder"):
+        check_output("pop", str(notes), overwrite=False)

@@ -14,6 +14,7 @@ with safetensors (no pickle at all).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import pickle
@@ -163,6 +164,8 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated zip, not a zip, pickled code, unreadable file: many types
+        if _is_text(path):  # torch's own words for it are a KeyError of its first byte
+            raise ModelLoadError(f"{path}: a text file, not a checkpoint (.ckpt) written by musictx-train") from None
         raise ModelLoadError(f"{path}: not a usable musictx checkpoint ({type(err).__name__}: "
                              f"{_first_line(err)})") from None
     block = ckpt.get(CHECKPOINT_KEY) if isinstance(ckpt, dict) else None
@@ -175,6 +178,13 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise ModelLoadError(f"{path}: no 'state_dict' of weights; not a checkpoint written by musictx-train")
     check_finite(ckpt["state_dict"], path)
     return ckpt
+
+
+def _is_text(path) -> bool:
+    """Whether the file at ``path`` starts as printable text (a config, a note), which no checkpoint does."""
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        return all(32 <= b < 127 or b in b"\t\n\r" for b in f.read(512) or b"\0")
+    return False
 
 
 def check_finite(state: dict, path) -> None:
@@ -241,8 +251,7 @@ def shard_groups(state: dict[str, torch.Tensor], max_bytes: int | None) -> list[
     for key, tensor in state.items():
         nbytes = tensor.numel() * tensor.element_size()
         if max_bytes and groups[-1] and size + nbytes > max_bytes:
-            groups.append([])
-            size = 0
+            groups, size = [*groups, []], 0
         groups[-1].append(key)
         size += nbytes
     return groups

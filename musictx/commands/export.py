@@ -25,7 +25,7 @@ from musictx.checkpoints.model_store import (
 )
 from musictx.console.args import OneLineParser
 from musictx.console.guard import command_guard
-from musictx.safe_output import check_new, check_target
+from musictx.safe_output import check_new, check_target, check_writable
 
 PROG = "musictx-export"
 
@@ -34,6 +34,7 @@ def check_output(checkpoint: str, output_dir: str, overwrite: bool) -> None:
     """OutputError when ``output_dir`` is refused or holds model files this export would replace."""
     kind, source = resolve(checkpoint)  # a shipped name: its folder
     out = check_target(output_dir, "output_dir", inputs={"checkpoint": source if kind != "checkpoint" else None})
+    check_writable(out, "output_dir")  # a file there, or a read-only place: said before anything is read
     if not overwrite:
         names = [CONFIG_FILE, WEIGHTS_FILE, NATIVE_TOKENIZER_FILE, CRITIC_FILE]
         check_new([out / n for n in names] + sorted(out.glob("model-*-of-*.safetensors")), "output_dir")
