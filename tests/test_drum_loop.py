@@ -87,6 +87,16 @@ def test_a_fill_that_closes_no_phrase_of_the_seed_is_left_out_and_said(tmp_path)
     assert "without its last bar's fill" in loop_words(loop)
 
 
+def test_drums_that_come_in_after_the_seed_are_said_to_leave_nothing_to_loop(tmp_path, capsys):
+    """A kit that enters after the seed's bars: drums=loop has nothing to loop, and the run says so in one line."""
+    from musictx.generation.continue_midi import run
+
+    song = groove(tmp_path / "late.mid", [[]] * 4 + [ROCK] * 4)  # the piano alone for 4 bars, then the kit
+    run(GenerateOptions(seed_midi=str(song), seed_seconds=4 * 4 * BEAT, length_bars=1, num_samples=1, best_of=1,
+                        audio=False, drums="loop", output_dir=str(tmp_path / "out")))
+    assert "drums=loop: the file's drums play no note in the seed's bars 1-4, so none play" in capsys.readouterr().out
+
+
 def test_the_app_says_the_drums_play_on_and_its_box_stops_them(tmp_path):
     from musictx.app.core import Continuer, Settings
 

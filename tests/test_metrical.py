@@ -177,7 +177,7 @@ def test_shipped_model_choice_follows_the_seed(tmp_path):
     pm.instruments.append(inst)
     pm.write(str(tmp_path / "perf.mid"))
     name, why = choose_model(band, ["piano", "pop"])
-    assert name == "pop" and "tracks named MELODY, PIANO" in why  # its Melody and Piano tracks
+    assert name == "pop" and "tracks named Melody, Piano" in why  # as the file names them
     tune = pretty_midi.PrettyMIDI()
     tune.instruments.append(pretty_midi.Instrument(0))
     tune.instruments[0].notes += [pretty_midi.Note(80, 60 + k % 5, 0.25 * k, 0.25 * k + 0.2) for k in range(32)]

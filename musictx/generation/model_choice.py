@@ -55,7 +55,8 @@ def choose_model(seed_midi: str | os.PathLike | None, shipped: list[str], task: 
     pitched = [t for t in score.tracks if len(t.notes) and not t.is_drum]
     roles = sorted({r for t in pitched if (r := role_of(t.name))})
     if len(roles) >= 2 or len(pitched) >= BAND_TRACKS:  # a band's tracks: the piano model would merge them
-        named = f"tracks named {', '.join(roles)}" if len(roles) >= 2 else f"{len(pitched)} pitched tracks"
+        names = sorted({t.name for t in pitched if role_of(t.name)})  # as the file names them (CAU: a BRIDGE)
+        named = f"tracks named {', '.join(names)}" if len(roles) >= 2 else f"{len(pitched)} pitched tracks"
         return "pop", f"a multi-track song ({named}), kept apart by the pop model"
     share = grid_share(score)
     if share >= GRID_SHARE:

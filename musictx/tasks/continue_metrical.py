@@ -19,7 +19,7 @@ from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
 from musictx.io.dynamics import seed_rule
 from musictx.tasks.critic_choice import candidates_per_sample, choose
-from musictx.tasks.drum_loop import DrumLoop, drum_loop, loop_drums, loop_words
+from musictx.tasks.drum_loop import DrumLoop, drum_loop, loop_drums, loop_words, no_loop_said
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
 from musictx.tasks.metrical_seeds import MetricalSeed, bars_for, grid_ticks, seed_of
 from musictx.tasks.played_as import parts_named, parts_said
@@ -67,10 +67,15 @@ def seed_drum_loop(net, tok, seed: MetricalSeed, drums: str, ending: bool = Fals
     """The seed's drums looped under the new bars (`musictx.tasks.drum_loop`) where ``drums`` asks for it and the
     model learnt no drums (it records its parts and drums are not among them); else None. ``ending``: the
     continuation ends, and the loop's last bar with it."""
-    learnt = getattr(net, "learnt_programs", None)
-    if drums != "loop" or learnt is None or -1 in learnt:
+    if drums != "loop" or not _loops_drums(net):
         return None
     return drum_loop(seed, grid_ticks(tok, seed.score, seed.start_tick), ending)
+
+
+def _loops_drums(net) -> bool:
+    """Whether the seed's drums are looped for ``net``: it records the parts it learnt, and drums are not one."""
+    learnt = getattr(net, "learnt_programs", None)
+    return learnt is not None and -1 not in learnt
 
 
 def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
@@ -115,6 +120,8 @@ def metrical_job(opts, net, tok) -> Job:
     loop = seed_drum_loop(net, tok, seed, opts.drums, opts.ending)
     if line := parts_line(net, seed, loop):
         print(line)
+    if loop is None and opts.drums == "loop" and _loops_drums(net) and (line := no_loop_said(seed)):
+        print(line)  # asked for, and nothing to loop
     bars = bars_for(seed, opts.length_seconds, opts.length_bars)
     chords = Chords.read_option(opts.chords)  # a folder, a FIFO, a bad line: one line naming it, before any sampling
     if chords is not None:

@@ -151,6 +151,16 @@ def _final_downbeat(rows: list[tuple], bar_ticks: int) -> list[tuple]:
     return down
 
 
+def no_loop_said(seed: MetricalSeed) -> str | None:
+    """Where ``drums=loop`` finds nothing to loop although the seed's file has drums: they play no note in the seed's
+    bars (they come in later, or stopped before), said in one line; None where the file has no drums."""
+    if not any(t.is_drum and len(t.notes) for t in seed.score.tracks):
+        return None
+    first, last = seed.first_bar + 1, seed.first_bar + seed.bars
+    return f"drums=loop: the file's drums play no note in the seed's bars {first}-{last}, so none play under the new " \
+           "bars"
+
+
 def loop_words(loop: DrumLoop | None, off: str | None = None) -> str:
     """How the run's line says the loop: "play their seed's last 2 bars again under the new ones", with how to turn
     it ``off`` (None: the command's option; the app names its box)."""
