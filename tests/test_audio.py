@@ -147,6 +147,9 @@ def test_unreadable_midi_is_an_audio_error(tmp_path, no_fluidsynth):
 
 def test_reasons_name_what_is_missing(tmp_path, monkeypatch, no_fluidsynth):
     assert "no.sf2" in audio_unavailable(tmp_path / "no.sf2")
+    (tmp_path / "notes.sf2").write_text("not a soundfont\n")
+    assert audio_unavailable(tmp_path / "notes.sf2") == (f"soundfont {tmp_path / 'notes.sf2'} is not a SoundFont 2 "
+                                                         "file (a .sf2 starts RIFF....sfbk)")
     assert "fluidsynth" in audio_unavailable(engine="fluidsynth")
     assert "engine" in audio_unavailable(engine="timidity")
     monkeypatch.setitem(sys.modules, "midirenderer", None)  # makes `import midirenderer` fail
@@ -161,7 +164,7 @@ def test_fluidsynth_is_preferred_when_present(tmp_path, monkeypatch):
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     font = tmp_path / "gm.sf2"
-    font.write_bytes(b"RIFF")
+    font.write_bytes(b"RIFF\x04\x00\x00\x00sfbk")  # a SoundFont 2 header
     assert choose_renderer(font) == ("fluidsynth", font)
     monkeypatch.setattr(audio, "SOUNDFONT_CANDIDATES", (str(tmp_path / "none.sf2"),))
     if audio._midirenderer_missing() is None:  # no system soundfont: the pip renderer takes over

@@ -71,6 +71,16 @@ def find_soundfont(soundfont: str | os.PathLike | None = None) -> Path | None:
     return next((Path(c) for c in SOUNDFONT_CANDIDATES if Path(c).is_file()), None)
 
 
+def is_soundfont(path: str | os.PathLike) -> bool:
+    """Whether ``path`` starts as a SoundFont 2 file does: a RIFF chunk of form ``sfbk``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    return head[:4] == b"RIFF" and head[8:12] == b"sfbk"
+
+
 def bundled_soundfont() -> Path | None:
     """pretty_midi's own General MIDI soundfont (``TimGM6mb.sf2`` inside the installed package)."""
     import pretty_midi
@@ -97,6 +107,8 @@ def choose_renderer(soundfont: str | os.PathLike | None = None, engine: str = "a
         raise AudioRenderError(f"audio engine must be one of {ENGINES}, got {engine!r}")
     if soundfont is not None and find_soundfont(soundfont) is None:
         raise AudioRenderError(f"soundfont {soundfont} not found (pass an existing .sf2 file)")
+    if soundfont is not None and not is_soundfont(soundfont):  # said before any music is made, not per WAV
+        raise AudioRenderError(f"soundfont {soundfont} is not a SoundFont 2 file (a .sf2 starts RIFF....sfbk)")
     reasons = []
     if engine in ("auto", "fluidsynth"):
         font = find_soundfont(soundfont)
@@ -222,7 +234,7 @@ def _render_fluidsynth(midi_path, data: bytes, wav_path, soundfont: Path, sample
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     wav = Path(wav_path)
     if done.returncode != 0 or not wav.is_file() or wav.stat().st_size <= 44:  # 44 bytes: a bare WAV header
-        raise AudioRenderError(f"fluidsynth failed on {midi_path} (exit {done.returncode}): "
+        raise AudioRenderError(f"fluidsynth failed on {midi_path} with {soundfont} (exit {done.returncode}): "
                                f"{(done.stderr or done.stdout).strip()[-500:]}")
     return wav
 
@@ -237,11 +249,11 @@ def _render_midirenderer(midi_path, data: bytes, wav_path, soundfont: Path, samp
         try:
             return midirenderer.render_wave_from(font, midi_bytes)
         except (RuntimeError, ValueError, OSError) as err:
-            raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
+            raise AudioRenderError(f"midirenderer failed on {midi_path} with {soundfont}: {err}") from None
         except BaseException as err:  # a Rust panic arrives as pyo3's PanicException, a BaseException
             if type(err).__name__ != "PanicException":
                 raise
-            raise AudioRenderError(f"midirenderer failed on {midi_path}: {err}") from None
+            raise AudioRenderError(f"midirenderer failed on {midi_path} with {soundfont}: {err}") from None
 
     # a minute at a time: bounded memory; the progress bar names the WAV being made, not its temporary file
     return render_chunked(render, data, wav_path, sample_rate, gain, name=name)
