@@ -99,6 +99,20 @@ def test_seed_from_midi_and_unconditional_prompt(seed_midi):
 
 
 # ----- outputs -------------------------------------------------------------------------------------------
+def test_a_continuation_that_strikes_no_note_says_so(seed_midi):
+    """New ids that only move the clock (the seed's last notes ring on) are a sample a listener calls silent: its line
+    says no new note was struck; one new NOTE_ON and it does not."""
+    from musictx.tasks.continue_seed import take_of
+
+    seed = seed_from_midi(TOK, seed_midi, seed_seconds=2.0)
+    opts = GenerateOptions(length_seconds=2.0)
+    shifts = np.full(20, LAY.time_shift + 9, dtype=np.int64)  # 20 shifts of 0.1 s: 2 s, nothing struck
+    silent = take_of(TOK, seed, shifts, opts)
+    assert silent.record["new_notes"] == 0 and "no new note struck: the seed's last notes ring on" in silent.line
+    struck = take_of(TOK, seed, np.concatenate([[LAY.note_on + 12], shifts]), opts)
+    assert struck.record["new_notes"] == 1 and "no new note" not in struck.line
+
+
 def test_output_midi_starts_with_the_whole_seed(tiny_checkpoint, seed_midi, tmp_path):
     record = run(options(tiny_checkpoint, tmp_path / "out", seed_midi=str(seed_midi), length_seconds=4.0))
     seed_notes = read_seed(seed_midi)

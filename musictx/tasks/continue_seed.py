@@ -131,8 +131,10 @@ def take_of(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, opts,
     `musictx.io.piano_roll.plot_piano_roll`."""
     notes = piece_notes(tokenizer, seed, new_ids, opts.include_seed)
     cap = token_cap(opts.max_tokens, opts.length_seconds)
+    lay = tokenizer.layout
+    struck = int(np.count_nonzero((new_ids >= lay.note_on) & (new_ids < lay.note_off)))  # the new NOTE_ON ids
     record = {"new_tokens": len(new_ids), "new_seconds": new_seconds(tokenizer, new_ids),
-              "total_seconds": notes.duration(), "notes": len(notes),
+              "total_seconds": notes.duration(), "notes": len(notes), "new_notes": struck,
               "stop": stop_reason(tokenizer, new_ids, opts.length_seconds, cap)}
     if record["stop"] == "max_tokens" and opts.length_seconds:
         line = (f"only {record['new_seconds']:.1f} s of the {opts.length_seconds:g} s asked for: stopped at "
@@ -140,6 +142,8 @@ def take_of(tokenizer: EventTokenizer, seed: Seed, new_ids: np.ndarray, opts,
     else:
         line = (f"{record['notes']} notes, {record['new_tokens']} new tokens, {record['new_seconds']:.1f} s new "
                 f"({record['stop']})")
+    if not struck and seed.path:  # the model let the seed's last notes ring on: a sample a listener calls silent
+        line += "; no new note struck: the seed's last notes ring on (another seed= draws again)"
     # written on the seed file's tempo map and metre (120 bpm, 4/4 without one); the continuation alone, moved
     # to start at 0, on those in force where the model takes over
     timing = seed.timing or MidiTiming()
