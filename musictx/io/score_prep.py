@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 from symusic import Score, TimeSignature
 
+from musictx.listed import listed
+
 # The roles a pop song's tracks play, and the internal program each one is written with. Lead-like GM
 # programs for the melodies, so that a user's piano track (program 0) reads as accompaniment.
 ROLE_PROGRAMS = {"MELODY": 80, "BRIDGE": 81, "PIANO": 0}
@@ -64,7 +66,7 @@ class TrackMap:
         return cls(tuple(Track(**r) for r in rows))
 
     def describe(self) -> str:
-        return ", ".join(t.describe() for t in self.tracks)
+        return listed(t.describe() for t in self.tracks)
 
 
 def part_name(program: int) -> str:

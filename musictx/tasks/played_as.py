@@ -31,6 +31,7 @@ import numpy as np
 from symusic import Score
 
 from musictx.io.score_prep import BASS_CEILING, ROLE_PROGRAMS, Track, TrackMap, part_name, role_of
+from musictx.listed import listed
 
 MONOPHONIC = 0.8  # the least share of a track's onsets that strike one note for it to be read as a melodic line
 MELODIC_ROLES = ("MELODY", "BRIDGE")  # the parts a melodic line may take, in this order
@@ -228,9 +229,9 @@ def parts_said(learnt: tuple[int, ...] | None, tracks: TrackMap, score: Score, p
         said.append(f"{', '.join(t.describe() for t in looped)} {drums.format(s='s' if len(looped) == 1 else '')}")
     if silent:
         keep = f"keeps its {keeps} and gets" if len(silent) == 1 else f"keep their {keeps} and get"
-        said.append(f"{', '.join(t.describe() for t in silent)} {keep} no new ones")
+        said.append(f"{listed(t.describe() for t in silent)} {keep} no new ones")
     shared = " (tracks that share a part get its new notes by register)" if plan and plan.shared else ""
-    return f"the model learnt {parts_named(learnt)} only: {'; '.join(said)}{shared}"
+    return f"the model learnt {parts_named(learnt)} only: {listed(said, '; ')}{shared}"
 
 
 def fill_parts_said(learnt: tuple[int, ...] | None, read, plan: PartPlan | None,

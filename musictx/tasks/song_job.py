@@ -18,6 +18,7 @@ from tqdm import tqdm
 from musictx.decoding.errors import GenerateError
 from musictx.io.chord_labels import Chords
 from musictx.io.dynamics import LevelRule, seed_rule
+from musictx.listed import counts_listed
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.prompt import Job, new_rows
 from musictx.tasks.song_bars import parse_bars, reading_said
@@ -91,4 +92,5 @@ def _take(score, new_ids: int, what: str, wall: float, marked: tuple[float, floa
     record["silent_tracks"] = silent
     said = f"; {', '.join(silent)}: no notes written, so no such track in the file" if silent else ""
     said += f"; {note}" if note else ""
-    return Take(score, notes, record, f"{what}; {len(notes)} notes in {tracks}{said}", parts=parts, marked=marked)
+    return Take(score, notes, record, f"{what}; {len(notes)} notes in {counts_listed(tracks)}{said}", parts=parts,
+                marked=marked)
