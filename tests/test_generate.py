@@ -211,7 +211,7 @@ BAD = {
     "missing checkpoint": (lambda d: {"checkpoint": str(d / "gone.ckpt")}, GenerateError,
                            r"checkpoint=.*gone\.ckpt: no such file"),
     "not a checkpoint": (lambda d: {"checkpoint": str(_write(d / "text.ckpt", b"hello"))}, GenerateError,
-                         r"checkpoint=.*text\.ckpt: not a usable musictx checkpoint"),
+                         r"checkpoint=.*text\.ckpt: a text file, not a checkpoint"),
     "other tokenizer": (lambda d: {"tokenizer": str(_tokenizer_json(d, velocity_bins=16))}, TokenizerMismatchError,
                         r"velocity_bins: 32 here vs 16 in tokenizer=.*other\.json"),
     "missing tokenizer": (lambda d: {"tokenizer": str(d / "none.json")}, GenerateError, r"tokenizer=.*none\.json"),

@@ -33,7 +33,7 @@ from starlette.routing import Route
 from musictx.app.core import USER_ERRORS, Continuer, Settings, too_large
 from musictx.app.infill_tab import Filler
 from musictx.decoding import GenerateError
-from musictx.generation.generate_options import seed_at_end
+from musictx.generation import seed_at_end
 
 log = logging.getLogger("musictx.app")
 

@@ -13,6 +13,7 @@ from musictx.lazy import public_face
 _PUBLIC = {
     "GenerateOptions": "generate_options",
     "device_problem": "generate_options",
+    "seed_at_end": "generate_options",
     "choose_model": "model_choice",
     "sample_name": "output_folder",
     "write_take": "output_folder",
@@ -22,7 +23,7 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:  # for readers and type checkers: where each name lives
-    from musictx.generation.generate_options import GenerateOptions, device_problem
+    from musictx.generation.generate_options import GenerateOptions, device_problem, seed_at_end
     from musictx.generation.model_choice import choose_model
     from musictx.generation.output_folder import sample_name, write_take
     from musictx.generation.programs import apply_programs, parse_programs
