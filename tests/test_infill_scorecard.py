@@ -69,10 +69,10 @@ def test_scorecards_run_on_pop909_songs(grown, task):
     assert table.count("\n| ") == (12 if task == "infill" else 10) + 1  # the header and one row per measure
 
 
-def test_an_infill_scorecard_of_one_song_is_refused_not_scored_against_itself(grown):
-    """Its chance column pastes another song's bars: with one song that would be the song itself."""
+def test_an_infill_scorecard_of_one_song_is_refused_not_scored_against_itself(tmp_path):
+    """Its chance column pastes another song's bars: with one song that would be the song itself. Refused before
+    any model or song is read."""
     from musictx.evaluation.checks import EvaluateError
 
-    net, tok = grown
     with pytest.raises(EvaluateError, match=r"mode=infill needs 2 songs or more.*1 given \(infill.max_songs=1\)"):
-        run_task_scorecard(net, tok, [POP / "006" / "006.mid"], {**SETTINGS, "max_songs": 1}, "infill")
+        run_task_scorecard(None, None, [tmp_path / "only.mid"], {**SETTINGS, "max_songs": 1}, "infill")

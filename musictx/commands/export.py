@@ -21,6 +21,7 @@ from musictx.checkpoints.model_store import (
     NATIVE_TOKENIZER_FILE,
     STORED_DTYPES,
     WEIGHTS_FILE,
+    ModelLoadError,
     resolve,
 )
 from musictx.console.args import OneLineParser
@@ -32,7 +33,10 @@ PROG = "musictx-export"
 
 def check_output(checkpoint: str, output_dir: str, overwrite: bool) -> None:
     """OutputError when ``output_dir`` is refused or holds model files this export would replace."""
-    kind, source = resolve(checkpoint)  # a shipped name: its folder
+    try:
+        kind, source = resolve(checkpoint)  # a shipped name: its folder
+    except ModelLoadError:  # no such model: said by the export, once the output is settled
+        kind, source = "checkpoint", None
     out = check_target(output_dir, "output_dir", inputs={"checkpoint": source if kind != "checkpoint" else None})
     check_writable(out, "output_dir")  # a file there, or a read-only place: said before anything is read
     if not overwrite:
