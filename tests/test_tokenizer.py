@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pretty_midi
@@ -222,3 +223,25 @@ def test_every_edge_file_encodes_or_fails_with_its_path_and_reason():
             assert str(f) in str(err) and err.reason
             outcomes["error"] += 1
     assert outcomes["ok"] > 30 and outcomes["error"] > 10
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"sustain": "no"}, "tokenizer.sustain must be true or false, got 'no'"),  # YAML's no, which Python counts true
+    ({"drop_drums": 0}, "tokenizer.drop_drums must be true or false, got 0"),
+    ({"velocity_bins": 7.5}, "tokenizer.velocity_bins must be a whole number, got 7.5"),
+    ({"time_step": "abc"}, "tokenizer.time_step must be a number, got 'abc'"),
+])
+def test_a_setting_of_the_wrong_kind_is_refused_by_name(options, said):
+    with pytest.raises(ValueError, match=re.escape(said)):
+        TokenizerConfig(**options)
+    assert TokenizerConfig(time_step=1).time_step == 1  # a whole number is a number
+
+
+@pytest.mark.parametrize("options, said", [({"positions_per_beat": 0}, "tokenizer.positions_per_beat must be"),
+                                         ({"num_tempos": 0}, "tokenizer.num_tempos must be a whole number >= 1"),
+                                         ({"pitch_min": 90, "pitch_max": 60}, "pitch_min <= pitch_max")])
+def test_a_remi_setting_out_of_range_is_refused_by_name(options, said):
+    from musictx.io.metrical_tokenizer import miditok_config
+
+    with pytest.raises(ValueError, match=re.escape(said)):
+        miditok_config(**options)

@@ -65,6 +65,12 @@ _FIXED = {
 
 def miditok_config(positions_per_beat: int = 4, num_velocities: int = 16, num_tempos: int = 64,
                    pitch_min: int = 21, pitch_max: int = 108) -> miditok.TokenizerConfig:
+    for name, value, low in (("positions_per_beat", positions_per_beat, 1), ("num_velocities", num_velocities, 1),
+                             ("num_tempos", num_tempos, 1), ("pitch_min", pitch_min, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"tokenizer.{name} must be a whole number >= {low}, got {value!r}")
+    if not pitch_min <= pitch_max <= 127:
+        raise ValueError(f"tokenizer pitches must satisfy pitch_min <= pitch_max <= 127, got {pitch_min}..{pitch_max}")
     coarse = max(positions_per_beat // 2, 1)  # durations past 4 beats at half the resolution
     return miditok.TokenizerConfig(**_FIXED, pitch_range=(pitch_min, pitch_max),
                                    beat_res={(0, 4): positions_per_beat, (4, 12): coarse},

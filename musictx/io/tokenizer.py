@@ -41,6 +41,19 @@ class TokenizerMismatchError(ValueError):
     """Data or a checkpoint was made with another tokenizer config."""
 
 
+def check_types(options, prefix: str = "") -> None:
+    """ValueError naming the first field of the dataclass ``options`` whose value is not of its declared kind: a
+    bool field takes true or false only (YAML's ``no`` reaches here as the string "no", which Python counts as true),
+    an int field a whole number, a float field a number."""
+    wanted = {"bool": (lambda v: isinstance(v, bool), "true or false"),
+              "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+              "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")}
+    for f in fields(options):
+        test, words = wanted.get(str(f.type), (None, ""))
+        if test is not None and not test(value := getattr(options, f.name)):
+            raise ValueError(f"{prefix}{f.name} must be {words}, got {value!r}")
+
+
 @dataclass(frozen=True)
 class TokenizerConfig:
     """Everything that defines the vocabulary and the quantisation."""
@@ -55,6 +68,7 @@ class TokenizerConfig:
     pedal_events: bool = False  # CC64 as PEDAL_DOWN / PEDAL_UP ids over key lengths (with sustain: false)
 
     def __post_init__(self):
+        check_types(self, "tokenizer.")
         if not (0 <= self.pitch_min <= self.pitch_max <= 127):
             raise ValueError(f"pitch range must satisfy 0 <= pitch_min <= pitch_max <= 127, got "
                              f"{self.pitch_min}..{self.pitch_max}")
