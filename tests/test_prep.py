@@ -196,12 +196,14 @@ def test_interrupted_run_keeps_the_previous_dataset(tmp_path):
 def test_console_script_runs_with_overrides(tmp_path):
     src = make_folder(tmp_path / "midi", n_good=3)
     exe = Path(sys.executable).parent / "musictx-prep"
-    cmd = [str(exe) if exe.exists() else "musictx-prep", "source=folder", f"input_dir={src}",
+    cmd = [str(exe) if exe.exists() else "musictx-prep", "source=folder", f"input_dir={src.name}",  # relative
            f"output_dir={tmp_path / 'out'}", f"hydra.run.dir={tmp_path / 'hydra'}"]
     run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "skipped 3 file(s)" in run.stdout and "broken.mid" in run.stdout
-    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["splits"]["train"]["files"] >= 1
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["splits"]["train"]["files"] >= 1
+    assert manifest["input_dir"] == str(src.resolve())  # the scorecard reads the songs from any folder
 
 
 @needs_shared
