@@ -277,3 +277,17 @@ def test_a_reader_error_no_entry_knows_is_quoted_as_it_came():
     assert read_errors.unreadable(library) == "unreadable MIDI (not a MIDI file: it does not start with a MIDI header)"
     assert read_errors.unreadable(ValueError("  something\n new ")) == "unreadable MIDI (something new)"
     assert read_errors.unreadable(EOFError()) == "unreadable MIDI (EOFError)"
+
+
+def test_a_file_too_short_for_a_midi_header_is_said_so(tmp_path):
+    """symusic's own words for a file under 14 bytes ("Invaild midi file! File size is less than 14!") in plain ones."""
+    from symusic import Score
+
+    from musictx.io import read_errors
+
+    for name, data in (("empty.mid", b""), ("mthd.mid", b"MThd"), ("text.mid", b"not midi!")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(Exception) as raised:
+            Score(str(tmp_path / name))
+        said = read_errors.unreadable(raised.value)
+        assert said == "unreadable MIDI (too short to be a MIDI file: a MIDI header alone takes 14 bytes)", name

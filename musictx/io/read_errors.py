@@ -7,6 +7,7 @@ import re
 
 # (what a reader says, what it means); text no entry matches is quoted as it came
 _READ_ERRORS = (
+    (r"File size is less than 14", "too short to be a MIDI file: a MIDI header alone takes 14 bytes"),
     (r"header is not MThd|Unknown file format", "not a MIDI file: it does not start with a MIDI header"),
     (r"first chunk length is not 6, but (\d+)", r"a damaged MIDI header: its length says \1 bytes, not 6"),
     (r"Invalid chunk length (\d+) \(remaining bytes after header: (\d+)\)",
