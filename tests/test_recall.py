@@ -93,6 +93,16 @@ def test_probes_come_from_three_pieces_and_a_split_too_small_is_refused(prepared
     assert len(draw_probes(arrays, 3, PASSAGE, 10)) == 3
 
 
+def test_a_passage_too_long_for_the_context_is_refused_with_the_way_out(prepared_dir):
+    """The default passage (128) twice does not fit a context of 128 at any gap: said, with the passage that fits."""
+    from musictx.evaluation.recall import KEYS
+
+    cfg = dict.fromkeys(KEYS, 0) | {"gaps": [0, 64], "passage": 128, "skip": 16, "num_probes": 2}
+    with pytest.raises(ValueError, match=r"no gap of recall.gaps=\[0, 64\] fits .* context of 128: lower "
+                                         r"recall.passage \(at most 64\)"):
+        evaluate_recall(None, EventTokenizer(), TokenArrays(prepared_dir, "train"), cfg, context=128)
+
+
 def test_repeated_positions_mark_targets_that_close_a_heard_ngram():
     ids = np.array([5, 6, 7, 8, 9, 5, 6, 7, 1, 5, 6])
     assert repeated_positions(ids, 3).tolist() == [False] * 7 + [True] + [False] * 3

@@ -204,6 +204,9 @@ def evaluate_recall(net, tok: EventTokenizer, arrays: TokenArrays, cfg, context:
     s = dict(cfg)
     passage, skip = int(s["passage"]), int(s["skip"])
     gaps = [int(g) for g in s["gaps"] if 2 * passage + g <= context + 1]  # probes inside the trained context
+    if not gaps:
+        raise ValueError(f"recall: no gap of recall.gaps={list(s['gaps'])} fits a passage of {passage} ids twice in "
+                         f"the model's context of {context}: lower recall.passage (at most {(context + 1) // 2})")
     probes = draw_probes(arrays, int(s["num_probes"]), passage, max(gaps, default=0), int(s["seed"]))
     copies = {}
     for step in sorted({0, int(s["transpose"])}):
