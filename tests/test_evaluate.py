@@ -138,3 +138,9 @@ def test_console_script_refuses_with_one_line(case, message, tiny_checkpoint, pr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("musictx-evaluate: error: ") and re.search(message, last), last
     assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_a_context_longer_than_the_model_takes_is_refused_before_scoring(tiny_checkpoint, prepared_dir):
+    limit = read_checkpoint(tiny_checkpoint)["musictx"]["model"]["config"]["max_seq_len"]
+    with pytest.raises(EvaluateError, match=rf"context={4 * limit}: the model takes at most {limit} tokens"):
+        run_evaluation(eval_config(tiny_checkpoint, prepared_dir, mode="nll", context=4 * limit))

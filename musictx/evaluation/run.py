@@ -118,9 +118,13 @@ def pick_device(name: str) -> torch.device:
 
 def eval_context(opts: EvaluateOptions, net, meta: dict) -> int:
     """Tokens of context per window: the option, else the model's own, else its training length."""
+    limit = getattr(net, "max_seq_len", None)
     if opts.context:
+        if limit and int(opts.context) > limit:  # said before any scoring, naming the option
+            raise EvaluateError(f"context={opts.context}: the model takes at most {limit} tokens (max_seq_len); "
+                             f"give context={limit} or less, or leave it unset")
         return int(opts.context)
-    if getattr(net, "max_seq_len", None):
+    if limit:
         return int(net.max_seq_len)
     seq_len = (meta.get("hparams") or {}).get("seq_len") or (meta.get("data") or {}).get("seq_len")
     return int(seq_len or 1024)
