@@ -155,3 +155,9 @@ def test_vocabulary_mismatch_is_reported(prepared_dir, tmp_path):
     (bad / "tokenizer.json").write_text(json.dumps(smaller.to_dict()))
     with pytest.raises(DatasetFormatError, match="vocab"):
         MusicDataModule(bad, seq_len=L, num_workers=0).setup("fit")
+
+
+def test_the_infill_curriculum_on_data_without_infill_tokens_is_refused_before_a_model_is_built(prepared_dir):
+    with pytest.raises(ValueError, match=r"data.infill.prob=0.5: the data in .* has no infill tokens; prepare it with "
+                                         r"tokenizer=remi tokenizer.infill=true"):
+        MusicDataModule(prepared_dir, num_workers=0, infill={"prob": 0.5})

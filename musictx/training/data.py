@@ -119,6 +119,10 @@ class MusicDataModule(L.LightningDataModule):
         self.infill = InfillCurriculum(**dict(infill or {}))
         # Read now: the model's vocab_size comes from here before anything is built.
         self.tokenizer = load_tokenizer(self.dir)
+        if self.infill.prob and "Infill_Start" not in getattr(self.tokenizer, "vocab", {}):  # before a model is built
+            raise ValueError(f"data.infill.prob={self.infill.prob}: the data in {self.dir} has no infill tokens; "
+                             "prepare it with tokenizer=remi tokenizer.infill=true (musictx-prep), or set "
+                             "data.infill.prob=0")
         # Checked now too, so a wrong folder or vocabulary fails before a model is built.
         self.mix = MixOptions.from_config(mix)
         self.mix_dir = check_mix_dir(self.mix.dir, self.dir, self.tokenizer) if self.mix.on else None
