@@ -319,7 +319,7 @@ def _kept(out_dir: Path) -> str:
 def _write_manifest(path: Path, opts: PrepOptions, tok, stats, n_skipped: int, moved: dict[str, str]) -> None:
     manifest = {
         "source": opts.source,
-        "input_dir": None if opts.source == "bach" else os.path.abspath(opts.input_dir),  # read from anywhere
+        "input_dir": os.path.abspath(opts.input_dir) if opts.input_dir and opts.source != "bach" else None,  # anywhere
         "reader": opts.reader,
         "split": asdict(opts.split),
         "pop_versions": opts.pop_versions,
