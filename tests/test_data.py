@@ -161,3 +161,11 @@ def test_the_infill_curriculum_on_data_without_infill_tokens_is_refused_before_a
     with pytest.raises(ValueError, match=r"data.infill.prob=0.5: the data in .* has no infill tokens; prepare it with "
                                          r"tokenizer=remi tokenizer.infill=true"):
         MusicDataModule(prepared_dir, num_workers=0, infill={"prob": 0.5})
+
+
+def test_a_file_given_as_the_data_folder_is_said_to_be_a_file(tmp_path):
+    (tmp_path / "data.txt").write_text("not a dataset\n")
+    with pytest.raises(DatasetFormatError, match=r"data.dir=.*data.txt: a file, not a folder; prepare one"):
+        MusicDataModule(tmp_path / "data.txt", num_workers=0)
+    with pytest.raises(DatasetFormatError, match=r"data.dir=.*gone: no such folder"):
+        MusicDataModule(tmp_path / "gone", num_workers=0)

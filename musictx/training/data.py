@@ -104,7 +104,8 @@ class MusicDataModule(L.LightningDataModule):
                       epoch_windows=epoch_windows, num_workers=num_workers)
         self.dir = Path(dir)
         if not self.dir.is_dir():
-            raise DatasetFormatError(f"data.dir={dir}: no such folder; prepare one with musictx-prep "
+            what = "a file, not a folder" if self.dir.exists() else "no such folder"
+            raise DatasetFormatError(f"data.dir={dir}: {what}; prepare one with musictx-prep "
                                      "(output_dir=<folder>) and pass that folder")
         self.seq_len, self.batch_size = seq_len, batch_size
         self.val_batch_size = val_batch_size or batch_size
