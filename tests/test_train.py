@@ -349,3 +349,15 @@ def test_console_script_refuses_bad_resume_files_and_sizes(override, message, pr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("musictx-train: error: ") and re.search(message, last), last
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_step_count_of_the_wrong_kind_is_refused_by_its_key():
+    from musictx.training.run import TrainPlan
+
+    base = {"seed": 0, "ckpt_dir": "c", "output_dir": "o", "data_dir": "d"}
+    assert TrainPlan.from_values({**base, "max_steps": 20}).max_steps == 20
+    for key, value, said in (("max_steps", "abc", "trainer.max_steps must be a whole number, got 'abc'"),
+                             ("warmup_steps", 2.5, "schedule.warmup_steps must be a whole number, got 2.5"),
+                             ("threads", True, "threads must be a whole number, got True")):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            TrainPlan.from_values({**base, key: value})

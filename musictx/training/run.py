@@ -71,6 +71,12 @@ class TrainPlan:
                    "init_from": "init_from", "threads": "threads", "warmup_steps": "schedule.warmup_steps",
                    "max_steps": "trainer.max_steps", "evaluate": "evaluate"}
 
+    def __post_init__(self):
+        for name in ("seed", "threads", "warmup_steps", "max_steps"):  # before Lightning or the schedule compare them
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{self.CONFIG_KEYS[name]} must be a whole number, got {value!r}")
+
     @classmethod
     def from_values(cls, values: dict) -> TrainPlan:
         """The plan of ``{field: value}`` read at `CONFIG_KEYS` (missing or None: the field's default);
