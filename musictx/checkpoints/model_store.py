@@ -251,7 +251,8 @@ def shard_groups(state: dict[str, torch.Tensor], max_bytes: int | None) -> list[
     for key, tensor in state.items():
         nbytes = tensor.numel() * tensor.element_size()
         if max_bytes and groups[-1] and size + nbytes > max_bytes:
-            groups, size = [*groups, []], 0
+            groups.append([])
+            size = 0
         groups[-1].append(key)
         size += nbytes
     return groups

@@ -57,9 +57,15 @@ def add_at(logits: Tensor, rows, cols, value: float) -> Tensor:
     ``logits[rows, cols] += value`` would), as a new tensor: one add of a (B, V) row of bonuses made on the host,
     which at batch 1 costs a quarter of indexing's clone and scatter. Everywhere else 0 is added, which leaves
     each logit as it was (-inf too)."""
+    return logits + bonus_row(logits, rows, cols, value)
+
+
+def bonus_row(logits: Tensor, rows, cols, value) -> Tensor:
+    """A (B, V) row of zeros but ``value`` (or ``value[i]``) at each place (rows[i], cols[i]), made on the host, fit for
+    ``logits``."""
     bonus = np.zeros(tuple(logits.shape), dtype=np.float32)
     bonus[rows, cols] = value
-    return logits + like_logits(torch.from_numpy(bonus), logits)
+    return like_logits(torch.from_numpy(bonus), logits)
 
 
 class KeptLeans:
@@ -74,23 +80,17 @@ class KeptLeans:
 
     def __call__(self, logits: Tensor, rows: list[int], cols: list[int], value: float) -> Tensor:
         """``logits`` (B, V) plus ``value`` at each place (rows[i], cols[i]), once however often it is named."""
+        return self.add(logits, (tuple(rows), tuple(cols), value), lambda: bonus_row(logits, rows, cols, value))
 
-        def bonus(row: np.ndarray) -> None:
-            row[rows, cols] = value
-
-        return self.add(logits, (tuple(rows), tuple(cols), value), bonus)
-
-    def add(self, logits: Tensor, key: tuple, write: Callable[[np.ndarray], None]) -> Tensor:
-        """``logits`` (B, V) plus the bonus that ``key`` stands for, which ``write`` writes into a (B, V) float32 row of
-        zeros where it is not kept yet."""
+    def add(self, logits: Tensor, key: tuple, make: Callable[[], Tensor]) -> Tensor:
+        """``logits`` (B, V) plus the bonus that ``key`` stands for, which ``make`` makes (a (B, V) row fit for
+        ``logits``) where it is not kept yet."""
         key = (logits.shape[0], *key)
         bonus = self.kept.get(key)
         if bonus is None or not fits_logits(bonus, logits):
             if len(self.kept) >= self.MAX_KEPT:
                 self.kept.clear()
-            row = np.zeros(tuple(logits.shape), dtype=np.float32)
-            write(row)
-            bonus = self.kept[key] = like_logits(torch.from_numpy(row), logits)
+            bonus = self.kept[key] = make()
         return logits + bonus
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from musictx.decoding.cursor import ReadsCursor, RemiCursor, shared_cursor
-from musictx.decoding.filters import KeptLeans
+from musictx.decoding.filters import KeptLeans, bonus_row
 from musictx.decoding.hook import HookInputs, HookSpec, ids_on_host
 from musictx.decoding.option_fields import strength_option
 
@@ -112,12 +112,10 @@ class MotifEcho(ReadsCursor):
                     leans.append((b, self._pitch_id_list[pitch], n, total))
         if not leans:
             return logits
-
-        def write(bonus: np.ndarray) -> None:  # (B, V)
-            for b, i, n, total in leans:
-                bonus[b, i] += self.strength * n / total
-
-        return self.leans.add(logits, (self.strength, tuple(leans)), write)  # a line's next pitches: a few sets
+        rows, cols, values = zip(*((b, i, self.strength * n / total) for b, i, n, total in leans), strict=True)
+        # each (row, id) once: a row's intervals are distinct, and so are the pitches they lead to
+        return self.leans.add(logits, (self.strength, tuple(leans)),  # a line's next pitches: a few sets
+                              lambda: bonus_row(logits, list(rows), list(cols), list(values)))
 
 
 def _next_interval_table(seed: np.ndarray, max_order: int) -> dict[tuple[int, ...], Counter]:
