@@ -124,14 +124,21 @@ def test_the_documented_python_example_runs_as_written(api):
     ("/api/continue", {}, 400, "error: continue: no MIDI file: send it as the form field 'file'"),
     ("/api/continue", {"seconds": "lots", "file": "song.mid"}, 400, "error: seconds=lots: not a float"),
     ("/api/continue", {"bpm": "120", "file": "song.mid"}, 400, "error: continue: unknown field(s) bpm"),
-    ("/api/continue", {"seconds": "600", "file": "song.mid"}, 400, "error: seconds to add must be at most 60"),
+    ("/api/continue", {"seconds": "600", "file": "song.mid"}, 400, "error: seconds must be at most 60, got 600"),
+    ("/api/continue", {"seconds": "0", "file": "song.mid"}, 400, "error: seconds must be > 0, got 0"),
+    ("/api/continue", {"seed_seconds": "0", "file": "song.mid"}, 400, "error: seed_seconds must be > 0, got 0"),
+    ("/api/continue", {"instruments": "zzz", "file": "song.mid"}, 400, "error: instruments=zzz: give TRACK=PROGRAM"),
     ("/api/continue", {"drums": "groove", "file": "song.mid"}, 400, "error: drums=groove: give one of loop, seed"),
     ("/api/infill", {"first": "900", "file": "song.mid"}, 400, "outside the song's bars"),
-    ("/api/infill", {"first": "3", "last": "2", "file": "song.mid"}, 400, "bars 3-2: the From bar comes after the To"),
+    ("/api/infill", {"first": "3", "last": "2", "file": "song.mid"}, 400, "bars 3-2: first comes after last"),
+    ("/api/accompany", {"first": "x", "file": "song.mid"}, 400, "error: first: 'x' is not a bar number"),
+    ("/api/infill", {"last": "0", "file": "song.mid"}, 400, "error: last: '0' is not a bar number"),
+    ("/api/infill", {"beats": "30", "file": "song.mid"}, 400, "error: beats: give a whole number from 1 to 16"),
     ("/api/infill", {"file": "notes.txt"}, 400, "error: "),
     ("/api/remix", {"file": "song.mid"}, 404, "error: no endpoint /api/remix; there are continue, infill, accompany"),
 ])
 def test_a_bad_request_gets_one_line(api, path, fields, status, said):
+    """One line, naming the API's form fields: never the page's boxes (From bar) or the command's options."""
     url, folder = api
     (folder / "notes.txt").write_text("not a MIDI file\n")
     files = {k: v for k, v in fields.items() if k == "file"}
@@ -141,6 +148,7 @@ def test_a_bad_request_gets_one_line(api, path, fields, status, said):
         pytest.skip("no curl on PATH")
     body, code = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=120).stdout.rsplit("\n", 1)
     assert int(code) == status and said in body and len(body.strip().splitlines()) == 1, (code, body)
+    assert not re.search(r"From bar|To bar|Beats per bar|length_seconds|programs=|seconds to add|or null", body), body
 
 
 @needs_pop

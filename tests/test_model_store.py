@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import subprocess
 import sys
 import zipfile
@@ -281,6 +282,11 @@ def test_a_shipped_model_exported_by_name_keeps_its_critic_and_says_its_card_sta
     assert done.returncode == 0, done.stderr
     assert (out / CRITIC_FILE).is_file() and not (out / "README.md").exists()
     assert "model card" in done.stdout and "README.md" in done.stdout and "not copied" in done.stdout
+    # every file, the weights too, readable as any file the user makes there (the umask's, not owner-only 0600)
+    (out / "plain").write_text("")
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in out.iterdir()}
+    assert set(modes.values()) == {modes.pop("plain")} and len(modes) >= 3, modes
+    (out / "plain").unlink()
     net, _, _ = load_model(str(out))
     shipped, _, _ = load_model("pop")
     assert net.critic is not None and net.critic.names == shipped.critic.names

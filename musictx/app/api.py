@@ -65,6 +65,25 @@ FIELDS = {  # each endpoint's form fields besides ``file``, and how each is read
 }
 
 
+# The page's boxes and the command's options that a shared refusal names, as the API's form fields name them: a caller
+# who sent ``first=3 last=2`` reads "first comes after last", not the page's "From bar"
+API_WORDS = (
+    ("the From bar comes after the To bar", "first comes after last"),
+    ("From bar: ", "first: "), ("To bar: ", "last: "), ("Beats per bar: ", "beats: "),
+    ("seconds to add must", "seconds must"), ("length_seconds must be > 0 or null", "seconds must be > 0"),
+    ("seed seconds must", "seed_seconds must"), (" or null (all of the seed)", ""),
+    ("programs=", "instruments="), ("End the piece:", "ending=true:"),
+    ("the Infill tab's Tracks box", "the infill endpoint's tracks field"),
+)
+
+
+def in_api_words(text: str) -> str:
+    """A refusal that the page and the command share, said with the API's field names (`API_WORDS`), on one line."""
+    for page, api in API_WORDS:
+        text = text.replace(page, api)
+    return " ".join(text.split())
+
+
 class Queue:
     """One request at a time, at most ``waiting`` more waiting; past that, `Busy` at once."""
 
@@ -180,7 +199,7 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
         except HTTPException as err:  # the form's own refusals: more files or fields than it takes, a broken body
             return PlainTextResponse(f"error: {task}: {err.detail}\n", err.status_code)
         except USER_ERRORS as err:
-            return PlainTextResponse("error: " + " ".join(str(err).split()) + "\n", 400)
+            return PlainTextResponse(f"error: {in_api_words(str(err))}\n", 400)
         except Exception as err:  # noqa: BLE001 - a bug: one line to the caller, the traceback in the server log
             log.exception("api %s failed", task)
             return PlainTextResponse(f"error: something went wrong ({type(err).__name__}); the server log has more\n",

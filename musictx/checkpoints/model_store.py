@@ -22,7 +22,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import nn
 
 from musictx.checkpoints.int8_weights import from_int8_state, to_int8_state
@@ -274,8 +274,10 @@ def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | 
     names = [WEIGHTS_FILE] if len(groups) == 1 else [
         f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
     for name, keys in zip(names, groups, strict=True):
-        with atomic_path(out / name, "output_dir") as tmp:  # whole or not at all (musictx.safe_output)
-            save_file({k: state[k] for k in keys}, tmp, metadata={"format": "musictx", "dtype": dtype})
+        # whole or not at all (musictx.safe_output); written by open(), not safetensors' save_file, whose files are
+        # private to their owner (0600) where every other file of the folder follows the user's umask
+        with atomic_path(out / name, "output_dir") as tmp:
+            tmp.write_bytes(save({k: state[k] for k in keys}, metadata={"format": "musictx", "dtype": dtype}))
     config = {"format": FOLDER_FORMAT, "model": net_spec(net), "tokenizer": tokenizer.to_dict(),
               "weights_dtype": dtype, "info": info or {}, **_programs_entry(net)}
     if len(names) > 1:
