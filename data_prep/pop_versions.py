@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from symusic import Score, Track
 
-from data_prep.sources import main_of
+from data_prep.sources import SourceFile, main_of
 from musictx.io.chord_labels import Chords
 from musictx.io.midi_timing import read_timing
 from musictx.io.score_prep import Meter, apply_meter, beats_file_of, chord_file_of, read_meter
@@ -38,6 +38,12 @@ _BY_NAME = [("MELODY", re.compile(r"melod", re.I)), ("BRIDGE", re.compile(r"cau|
             ("PIANO", re.compile(r"^\W*piano\W*$", re.I))]
 
 
+# skipped.tsv's reasons for versions left out by choice (not unusable: `choose_versions`)
+NOT_USED = "version not used: "
+OFF = f"{NOT_USED}pop_versions=skip (pop_versions=train puts the versions of train songs in train)"
+_LEAK = "in train it would leak its held-out song into training"
+
+
 class VersionSkipped(ValueError):
     """A version that is not used; the message is the one-line reason for skipped.tsv."""
 
@@ -47,6 +53,46 @@ def main_path(path: str | Path) -> Path | None:
     when ``path`` is not a version or its main file is missing."""
     main = main_of(Path(path).as_posix())
     return Path(main) if main is not None and Path(main).is_file() else None
+
+
+def versions_of(files: list[SourceFile]) -> set[str]:
+    """The relative names of the POP909 versions among ``files`` whose song's main file is listed too (a
+    ``versions/`` file without it is an ordinary file)."""
+    listed = {f.rel for f in files}
+    return {f.rel for f in files if main_of(f.rel) in listed}
+
+
+def held_out(split: str, moved: bool = False) -> str:
+    """skipped.tsv's reason for a version of a song in ``split`` (validation or test; ``moved``: moved there
+    from train to fill it, `data_prep.splits`)."""
+    where = f"was moved to the empty {split} split" if moved else f"is in {split}"
+    return f"{NOT_USED}its song {where} ({_LEAK})"
+
+
+def choose_versions(files: list[SourceFile], mode: str) -> tuple[list[SourceFile], list[tuple[str, str]]]:
+    """(``files`` with POP909's versions left out (``skip``) or kept in the train split only (``train``: a
+    version's split is its song's), (name, reason) of each version left out). The versions of validation and
+    test songs stay out, so those splits are as without versions and no held-out song is trained on."""
+    versions = versions_of(files)
+    kept, left_out = [], []
+    for f in files:
+        if f.rel not in versions or (mode == "train" and f.split == "train"):
+            kept.append(f)
+        else:
+            left_out.append((f.rel, OFF if mode != "train" else held_out(f.split)))
+    return kept, left_out
+
+
+def summary(left_out: list[tuple[str, str]]) -> str:
+    """The versions of ``left_out`` (rows of `choose_versions` and moved songs) in a few words, by cause:
+    "13 version(s) of 6 song(s) not used (pop_versions=skip)"; one line, however many there are."""
+    off = [rel for rel, why in left_out if why == OFF]
+    held = [rel for rel, why in left_out if why != OFF]
+    causes = ((off, "", "pop_versions=skip"),
+              (held, "validation/test ", "in train they would leak held-out songs into training"))
+    parts = [f"{len(rels)} version(s) of {len({main_of(r) for r in rels})} {kind}song(s) not used ({why})"
+             for rels, kind, why in causes if rels]
+    return ", ".join(parts)
 
 
 def roles_of(names: list[str]) -> list[str]:

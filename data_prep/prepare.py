@@ -4,10 +4,12 @@ config, so tests and benches run it without Hydra.
 
 Writes the format described in ``musictx.io.token_store``. A file that cannot be used (corrupt, empty,
 only drums, too long, hangs, exhausts memory) is listed in ``skipped.tsv`` with the reason and the run
-goes on. Output is byte-identical on re-runs, and written atomically: an interrupted run leaves the
-previous complete dataset (or nothing), never half of one. Options and the output folder are checked
-before any work (``data_prep.safety``): only an empty folder or a dataset musictx-prep wrote is ever
-replaced, never the input, and never by a dataset without pieces (unless ``allow_empty=true``).
+goes on; so is each POP909 version left out (`data_prep.report` says what the user is told).
+Byte-identical inputs share a split (`data_prep.identical`). Output is byte-identical on re-runs, and
+written atomically: an interrupted run leaves the previous complete dataset (or nothing), never half of
+one. Options and the output folder are checked before any work (``data_prep.safety``): only an empty
+folder or a dataset musictx-prep wrote is ever replaced, never the input, and never by a dataset without
+pieces (unless ``allow_empty=true``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ import json
 import os
 import shutil
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from data_prep import pop_versions, sources
+from data_prep import identical, pop_versions, report, sources
 from data_prep.bach import export_chorales
 from data_prep.folk import export_folk
 from data_prep.options import PrepOptions
@@ -136,13 +137,31 @@ def split_stats(pieces: list[Piece]) -> dict[str, SplitStats]:
 class PrepResult:
     out_dir: Path
     stats: dict[str, SplitStats] = field(default_factory=dict)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # unusable inputs, with the reason
     wall_s: float = 0.0
-    moved: dict[str, str] = field(default_factory=dict)  # piece key -> the empty split it was moved to
+    moved: dict[str, str] = field(default_factory=dict)  # split key -> the empty split it was moved to
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # POP909 versions not used, with why
+    notes: list[str] = field(default_factory=list)  # one line each: identical files, moves, empty splits
 
 
-def list_sources(opts: PrepOptions) -> tuple[Path, list[sources.SourceFile], list[tuple[str, str]]]:
-    """(input root, files with splits, files already known to be unusable)."""
+@dataclass
+class Listing:
+    """The inputs of a run before tokenizing, each file with its split."""
+
+    root: Path
+    files: list[sources.SourceFile]
+    skipped: list[tuple[str, str]]  # known to be unusable already (not a regular file, missing...)
+    left_out: list[tuple[str, str]]  # POP909 versions not used (`pop_versions.choose_versions`)
+    identical: list[list[str]]  # groups of byte-identical files (`data_prep.identical`)
+    shared: dict[str, str]  # piece key -> the key its split is drawn by, for the keys identical files link
+
+    def split_key(self, group_by: str):
+        """The split key of a file's relative name (`data_prep.sources.split_key`)."""
+        return lambda rel: sources.split_key(rel, group_by, self.shared)
+
+
+def _list_files(opts: PrepOptions) -> tuple[Path, list[sources.SourceFile], list[tuple[str, str]]]:
+    """(input root, files without splits but MAESTRO's, files already known to be unusable)."""
     skipped: list[tuple[str, str]] = []
     if opts.source == "bach":
         root = Path(opts.bach_cache_dir)
@@ -165,24 +184,40 @@ def list_sources(opts: PrepOptions) -> tuple[Path, list[sources.SourceFile], lis
         files, skipped = sources.list_maestro(root)
     else:
         raise PrepError(f"source must be one of {', '.join(SOURCES)}; got {opts.source!r}")
+    return root, files, skipped
+
+
+def list_sources(opts: PrepOptions) -> Listing:
+    """The inputs with their splits: byte-identical files share one (but where MAESTRO's CSV decides), and
+    POP909's versions are kept or left out by ``pop_versions`` (`data_prep.pop_versions.choose_versions`)."""
+    root, files, skipped = _list_files(opts)
     s = opts.split
-    files = sources.assign_splits(files, s.validation, s.test, s.group_by)
-    return root, with_versions(files, opts.pop_versions), skipped
+    # with pop_versions=skip no version is read: it need not share a split with anything
+    versions = pop_versions.versions_of(files) if opts.pop_versions != "train" else set()
+    groups = identical.identical_groups((f.path, f.rel) for f in files if f.rel not in versions)
+    by_key = identical.shared_keys(groups, lambda rel: sources.piece_key(rel, s.group_by))
+    shared = {} if opts.source == "maestro" else by_key  # the CSV's splits are the user's: never changed
+    files = sources.assign_splits(files, s.validation, s.test, s.group_by, shared)
+    files, left_out = pop_versions.choose_versions(files, opts.pop_versions)
+    return Listing(root, files, skipped, left_out, groups, shared)
 
 
 def with_versions(files: list[sources.SourceFile], mode: str) -> list[sources.SourceFile]:
-    """``files`` with POP909's versions (``NNN/versions/NNN-vK.mid`` whose ``NNN/NNN.mid`` is listed) left
-    out (``skip``), or kept in the train split only (``train``: a version's split is its song's, so the
-    versions of validation and test songs are left out and those splits stay as without versions)."""
-    listed = {f.rel for f in files}
-    out = []
-    for f in files:
-        main = sources.main_of(f.rel)
-        if main is None or main not in listed:
-            out.append(f)
-        elif mode == "train" and f.split == "train":
-            out.append(f)
-    return out
+    """``files`` with POP909's versions left out (``skip``) or kept in their train songs' split (``train``)."""
+    return pop_versions.choose_versions(files, mode)[0]
+
+
+def _identical_note(opts: PrepOptions, listing: Listing) -> list[str]:
+    """The line about byte-identical inputs, when there are any."""
+    if not listing.identical:
+        return []
+    if opts.source == "maestro":
+        split_of = {f.rel: f.split for f in listing.files}
+        across = sum(len({split_of.get(rel) for rel in g}) > 1 for g in listing.identical)
+        note = f"split as MAESTRO's CSV says ({across} group(s) across splits: check the CSV)"
+    else:
+        note = "each group kept in one split (copies are not merged)"
+    return [identical.describe([[report.printable(rel) for rel in g] for g in listing.identical], note)]
 
 
 def _input_dir(opts: PrepOptions) -> Path:
@@ -235,9 +270,9 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
     out_dir = check_before_work(opts)
     tok = make_tokenizer(dict(opts.tokenizer))
     clean_stale(out_dir)
-    root, files, skipped = list_sources(opts)
-    if not files:
-        raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={opts.source} under {root}")
+    listing = list_sources(opts)
+    if not listing.files:
+        raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={opts.source} under {listing.root}")
     tmp = temp_name(out_dir, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:  # from the mkdir on: a Ctrl-C right after it must not leave the empty folder behind
@@ -245,25 +280,53 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
         # A Ctrl-C that Python swallowed in a GC callback ("Exception ignored") is remembered and acted on
         # here: a fresh-clone CI run saw an interrupted prep finish and swap its dataset in, three times.
         with remembered_ctrl_c() as pressed:
-            pieces, bad = tokenize_all(files, tok, opts, tmp, progress)
+            pieces, bad = tokenize_all(listing.files, tok, opts, tmp, progress)
             if pressed():
                 raise KeyboardInterrupt
-        skipped = sorted(skipped + bad)
-        moved, pieces = _fill_empty_splits(opts, pieces, tmp)
-        stats = split_stats(pieces)
-        if not opts.allow_empty:
-            _check_not_empty(stats, skipped, out_dir)
-            _check_splits_filled(opts, stats, skipped, out_dir)
+        res = _settle_splits(opts, listing, pieces, sorted(listing.skipped + bad), tmp, out_dir)
         if is_metrical(tok):
             write_memorization_index(tok, tmp, progress)
         tok.save(tmp / "tokenizer.json")
-        _write_manifest(tmp / "manifest.json", opts, tok, stats, len(skipped), moved)
-        _write_skipped(tmp / "skipped.tsv", skipped)
+        rows = sorted(res.skipped + res.left_out)  # skipped.tsv names every input not used
+        _write_manifest(tmp / "manifest.json", opts, tok, res.stats, len(rows), res.moved)
+        report.write_skipped(tmp / "skipped.tsv", rows)
         _swap_into_place(tmp, out_dir)
     except BaseException:  # Ctrl-C included: drop the partial output, keep the previous dataset
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return PrepResult(out_dir, stats, skipped, time.perf_counter() - t0, moved)
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
+def _settle_splits(opts: PrepOptions, listing: Listing, pieces: list[Piece], skipped: list[tuple[str, str]],
+                   tmp: Path, out_dir: Path) -> PrepResult:
+    """Fill the splits the hash left empty (`data_prep.splits`) and refuse those that stay empty (unless
+    ``allow_empty``); the result, with a line for each move, each empty split and the identical inputs."""
+    fractions = {"validation": opts.split.validation, "test": opts.split.test}
+    key = listing.split_key(opts.split.group_by)
+    reasons = dict(skipped)
+    inputs = f"{len(listing.files)} input file(s) in {len({key(f.rel) for f in listing.files})} split group(s)"
+
+    def sent(split: str) -> str:
+        rels = [f.rel for f in listing.files if f.split == split]
+        return report.what_hash_sent(split, rels, inputs, reasons)
+
+    moves, dropped, notes = {}, [], _identical_note(opts, listing)
+    if opts.source != "maestro":  # MAESTRO's CSV decides its splits: nothing is moved there
+        versions = frozenset(pop_versions.versions_of(listing.files))
+        moves = choose_moves(pieces, fractions, key, versions)
+        pieces, dropped = move_pieces(tmp, pieces, moves, key, versions)
+        notes += [report.moved(k, split, sum(key(p.name) == k for p in pieces), sent(split))
+                  for k, split in moves.items()]
+    left_out = sorted(listing.left_out + [(p.name, pop_versions.held_out(p.split, moved=True)) for p in dropped])
+    stats = split_stats(pieces)
+    empty = {} if opts.source == "maestro" else report.empty_splits(
+        fractions, stats, lambda split: f"{sent(split)}, and {report.train_spare(pieces, key)}")
+    if not opts.allow_empty:
+        report.check_not_empty(stats, skipped, out_dir)
+        report.refuse_empty_splits(empty, stats, skipped, out_dir)
+    notes += [f"{line}; written anyway (allow_empty=true)" for line in empty.values()]
+    return PrepResult(out_dir, stats, skipped, 0.0, moves, left_out, notes)
 
 
 def write_memorization_index(tok, out_dir: Path, progress: bool = True) -> None:
@@ -273,47 +336,6 @@ def write_memorization_index(tok, out_dir: Path, progress: bool = True) -> None:
     hashes = [position_ngrams(*tok.pitch_positions(arrays.piece(i)))
               for i in tqdm(range(len(arrays)), desc="memorization index", unit="piece", disable=not progress)]
     save_index(build_index(hashes), out_dir / INDEX_FILE)
-
-
-def _check_not_empty(stats: dict[str, SplitStats], skipped: list[tuple[str, str]], out_dir: Path) -> None:
-    total = sum(s.files for s in stats.values())
-    if total and stats["train"].files:
-        return
-    what = "no piece at all" if not total else f"no piece in the train split ({total} in the others)"
-    common = "; ".join(f"{n} x {reason}" for reason, n in Counter(r for _, r in skipped).most_common(3))
-    raise PrepError(f"the new dataset for {out_dir} has {what}: {len(skipped)} input(s) skipped"
-                    f"{f' (most often: {common})' if common else ''}; {_kept(out_dir)}. Pass allow_empty=true to "
-                    "write it anyway")
-
-
-def _fill_empty_splits(opts: PrepOptions, pieces: list[Piece], out_dir: Path) -> tuple[dict[str, str], list[Piece]]:
-    """({piece key: split} moved out of train, the pieces after the moves); see `data_prep.splits`. MAESTRO's
-    CSV decides its splits: nothing is moved there."""
-    if opts.source == "maestro":
-        return {}, pieces
-    s = opts.split
-    moves = choose_moves(pieces, {"validation": s.validation, "test": s.test}, s.group_by)
-    return moves, move_pieces(out_dir, pieces, moves, s.group_by)
-
-
-def _check_splits_filled(opts: PrepOptions, stats: dict[str, SplitStats], skipped: list, out_dir: Path) -> None:
-    """Refuse a dataset where a split asked for (fraction > 0) still has no piece: too few usable pieces
-    to give it one (`_fill_empty_splits`)."""
-    if opts.source == "maestro":  # the CSV decides; the fractions do not apply
-        return
-    for split in ("validation", "test"):
-        fraction = getattr(opts.split, split)
-        if fraction > 0 and not stats[split].files:
-            counts = ", ".join(f"{s.files} {name}" for name, s in stats.items())
-            other = "" if split == "validation" else f", set split.{split}=0"
-            raise PrepError(f"split.{split}={fraction} left the {split} split without a piece: "
-                            f"{sum(s.files for s in stats.values())} usable piece(s) ({counts}), {len(skipped)} "
-                            f"input(s) skipped; {_kept(out_dir)}. Add pieces{other}, or pass allow_empty=true to "
-                            "write it anyway")
-
-
-def _kept(out_dir: Path) -> str:
-    return "the previous dataset there is kept" if out_dir.exists() else "nothing was written"
 
 
 def _write_manifest(path: Path, opts: PrepOptions, tok, stats, n_skipped: int, moved: dict[str, str]) -> None:
@@ -331,18 +353,6 @@ def _write_manifest(path: Path, opts: PrepOptions, tok, stats, n_skipped: int, m
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
-def printable(name: str) -> str:
-    """``name`` on one line, for people: bytes that are not UTF-8 as ``\\xff``, tabs, line breaks and
-    other control characters as escapes (the exact names are in ``<split>.files.txt``)."""
-    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
-
-
-def _write_skipped(path: Path, skipped: list[tuple[str, str]]) -> None:
-    rows = "".join(f"{printable(p)}\t{printable(r)}\n" for p, r in skipped)
-    path.write_text("path\treason\n" + rows, encoding="utf-8")
-
-
 def _swap_into_place(tmp: Path, out_dir: Path) -> None:
     check_replaceable(out_dir)  # again: the folder may have changed during the run
     old = temp_name(out_dir, "old")
@@ -352,23 +362,8 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def print_summary(res: PrepResult) -> None:
-    print(f"\nwrote {res.out_dir} in {res.wall_s:.1f} s")
-    print(f"{'split':<11}{'files':>7}{'notes':>11}{'tokens':>12}{'hours':>8}")
-    for name, s in res.stats.items():
-        print(f"{name:<11}{s.files:>7}{s.notes:>11}{s.tokens:>12}{s.seconds / 3600:>8.2f}")
-    for key, split in res.moved.items():
-        print(f"moved {printable(key)} from train to {split}: the split hash gave {split} no piece")
-    if res.skipped:
-        print(f"skipped {len(res.skipped)} file(s), reasons in {res.out_dir / 'skipped.tsv'}:")
-        for p, r in res.skipped[:10]:
-            print(f"  {printable(p)}: {printable(r)}")
-        if len(res.skipped) > 10:
-            print(f"  ... and {len(res.skipped) - 10} more")
-
-
 def run(opts: PrepOptions) -> PrepResult:
     """What ``musictx-prep`` does: write the dataset with a progress bar, then print its summary."""
     res = write_dataset(opts)
-    print_summary(res)
+    report.print_summary(res)
     return res

@@ -165,8 +165,15 @@ def list_maestro(input_dir: str | Path) -> tuple[list[SourceFile], list[tuple[st
     return sorted(files, key=lambda s: s.rel), missing
 
 
+def split_key(rel: str, group_by: str, shared: dict[str, str] | None = None) -> str:
+    """The key a file's split is drawn by: its piece key, or the key ``shared`` gives that piece key (the
+    groups of byte-identical files, `data_prep.identical.shared_keys`)."""
+    key = piece_key(rel, group_by)
+    return shared.get(key, key) if shared else key
+
+
 def assign_splits(files: list[SourceFile], val_fraction: float, test_fraction: float,
-                  group_by: str = "file") -> list[SourceFile]:
+                  group_by: str = "file", shared: dict[str, str] | None = None) -> list[SourceFile]:
     """Fill in the split of files whose source did not fix one."""
-    return [f if f.split else SourceFile(f.path, f.rel, hash_split(piece_key(f.rel, group_by), val_fraction,
-                                                                    test_fraction)) for f in files]
+    return [f if f.split else SourceFile(f.path, f.rel, hash_split(split_key(f.rel, group_by, shared),
+                                                                    val_fraction, test_fraction)) for f in files]

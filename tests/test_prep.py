@@ -122,8 +122,11 @@ def test_a_split_too_small_to_fill_is_refused_with_the_numbers(tmp_path):
     src = tmp_path / "midi"
     for i, name in enumerate(names):
         write_random_midi(src / name, seed=i, n_notes=12)
-    message = (r"split\.test=0\.1 left the test split without a piece: 2 usable piece\(s\) \(1 train, 1 "
-               r"validation, 0 test\), 0 input\(s\) skipped; nothing was written\. Add pieces, set split\.test=0")
+    # one line: the split, why it is empty (what the hash sent it, why train gave it nothing), the numbers
+    message = (r"split\.test=0\.1 left the test split without a piece: the split hash sent test none of the 2 "
+               r"input file\(s\) in 2 split group\(s\), and train had none to spare \(its 1 piece\(s\) make 1 "
+               r"split group\(s\), and it keeps one\); 2 usable piece\(s\) \(1 train, 1 validation, 0 test\), 0 "
+               r"input\(s\) skipped; nothing was written\. Add pieces, set split\.test=0")
     with pytest.raises(PrepError, match=message):
         prep(tmp_path, src, "out")
     assert not (tmp_path / "out").exists()
