@@ -10,6 +10,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from musictx.training.best_checkpoints import with_top_k_on_resume
 from musictx.training.callbacks import ValidateAtEnd
 from musictx.training.checkpoint_io import AtomicCheckpointIO
 from musictx.training.finetune import init_net_from, overridden_fields
@@ -35,7 +36,7 @@ def build(cfg: DictConfig, overrides: list[str] | None = None) -> tuple:
         report(f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}")
     module = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict(), **extra)
     loggers = instantiate_dict(cfg.get("logger"))
-    callbacks = [ValidateAtEnd(), *instantiate_dict(cfg.get("callbacks"))]
+    callbacks = with_top_k_on_resume([ValidateAtEnd(), *instantiate_dict(cfg.get("callbacks"))], say=report)
     plugins = [AtomicCheckpointIO()] if cfg.trainer.get("plugins") is None else None  # checkpoints: tmp + rename
     trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       **({"plugins": plugins} if plugins else {}))

@@ -71,6 +71,15 @@ def batch_seed(seed: int, rank: int, step: int, batch_idx: int) -> int:
     return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> 1)  # torch takes < 2**63
 
 
+def follow_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, base_lrs: list[float]) -> None:
+    """Set each parameter group's base lr to ``base_lrs`` and its lr to the scheduler's multiplier at the
+    update it takes next (``last_epoch`` updates are done)."""
+    scheduler.base_lrs = list(base_lrs)
+    for group, base, multiplier in zip(scheduler.optimizer.param_groups, base_lrs, scheduler.lr_lambdas, strict=True):
+        group["initial_lr"] = base
+        group["lr"] = base * multiplier(scheduler.last_epoch)
+
+
 class MusicLitModule(L.LightningModule):
     """Trains ``net`` (ids (B, T) -> logits (B, T, V)) with cross-entropy in nats per token, PAD ignored.
 
@@ -103,6 +112,7 @@ class MusicLitModule(L.LightningModule):
         self._rng_seed: int | None = None  # base of the per-batch torch seeds (`on_train_batch_start`)
         self._last_batch_end: float | None = None
         self._eval_sums: torch.Tensor | None = None  # (nll sum, correct, targets) of the running eval
+        self._schedule_base_lrs: list[float] | None = None  # this config's base lr of each group (`on_train_start`)
 
     def configure_model(self) -> None:
         if self.compile_net and getattr(self.net, "_compiled_call_impl", None) is None:
@@ -142,6 +152,18 @@ class MusicLitModule(L.LightningModule):
         level = datamodule.velocity() if hasattr(datamodule, "velocity") else None
         if level is not None:
             self.net.heard_velocity = level
+
+    def on_train_start(self) -> None:
+        # After Lightning restored the training state, before the first update (Lightning calls this later
+        # than on_fit_start): a resume brings back the optimizer's lr of the next update as the run's old
+        # schedule computed it, and the scheduler's base lrs. The multiplier function is this config's (a
+        # function is not saved), so every later update followed the new schedule but the first took the
+        # old one's lr: with a larger trainer.max_steps, a cosine's total steps had changed. Set from this
+        # config's schedule (its schedule.lr too), the first update follows it as well; with the config the
+        # run had, nothing changes.
+        scheduler = self.lr_schedulers()
+        if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR) and self._schedule_base_lrs is not None:
+            follow_schedule(scheduler, self._schedule_base_lrs)
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # seed_everything seeds every DDP rank alike, so without this every rank would drop the same units.
@@ -267,6 +289,7 @@ class MusicLitModule(L.LightningModule):
         schedule = make_schedule(**self.scheduler_config)
         # LambdaLR counts from 0 at construction; the k-th update (k from 1) uses schedule(k).
         lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: schedule(i + 1))
+        self._schedule_base_lrs = list(lr_scheduler.base_lrs)  # a resume restores the checkpoint's over them
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": lr_scheduler, "interval": "step"}}
 
     # ----- checkpoints --------------------------------------------------------------------------

@@ -16,10 +16,13 @@ from pathlib import Path
 from torch import nn
 
 from musictx.checkpoints.model_store import CHECKPOINT_KEY, ModelLoadError, net_spec, read_checkpoint
+from musictx.io.tokenizer import TokenizerMismatchError
 
 # ckpt_path values that Lightning resolves from state it keeps elsewhere (SLURM, its model registry).
 LIGHTNING_CKPT_NAMES = ("hpc", "registry")
 NAMED = ("last", "best")
+# How a message names the tokens of each tokenizer kind (a tokenizer dict's "kind"; none: Performance).
+KIND_WORDS = {"performance": "Performance events", "remi": "REMI tokens"}
 
 
 def resolve_resume_path(ckpt_path, ckpt_dir: str | Path) -> tuple[str | None, dict | None]:
@@ -73,3 +76,23 @@ def check_resume_fits(net: nn.Module, ckpt: dict, path) -> None:
                          if k in ours and saved[k] != ours[k])
         raise ModelLoadError(f"ckpt_path={path}: its weights do not fit the {type(net).__name__} of this config "
                              f"({diff or 'other weight names'}); resume with the settings the run had") from None
+
+
+def check_resume_tokenizer(tokenizer, ckpt: dict, path, data_dir) -> None:
+    """Raise ModelLoadError when the data's tokenizer is not the one the run trained with: of another kind
+    (Performance events against REMI tokens), named with what to do, or with other settings, named by
+    `check_compatible`. Checked before the weights, whose sizes would say only two vocabulary sizes."""
+    stored = (ckpt.get(CHECKPOINT_KEY) or {}).get("tokenizer")
+    if not isinstance(stored, dict):
+        return  # a checkpoint without its tokenizer: the weights' check still stands
+    theirs, ours = stored.get("kind", "performance"), getattr(tokenizer, "kind", "performance")
+    if theirs != ours:
+        raise ModelLoadError(f"ckpt_path={path}: the run learnt {KIND_WORDS.get(theirs, theirs)}, but data.dir="
+                             f"{data_dir} holds {KIND_WORDS.get(ours, ours)}; resume it with data.dir set to the "
+                             f"dataset it was trained on ({KIND_WORDS.get(theirs, theirs)}), or leave ckpt_path out "
+                             "to start a new run on these data")
+    try:
+        tokenizer.check_compatible(stored, what="the checkpoint")
+    except TokenizerMismatchError as err:
+        raise ModelLoadError(f"ckpt_path={path}: data.dir={data_dir}: {err}; resume it with data.dir set to the "
+                             "dataset it was trained on") from None

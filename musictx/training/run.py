@@ -16,13 +16,14 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from musictx.evaluation.run import evaluate, evaluation_options
 from musictx.training.finetune import InitFromError
 from musictx.training.orphans import sweep_orphans
-from musictx.training.resume import check_resume_fits, resolve_resume_path
+from musictx.training.resume import check_resume_fits, check_resume_tokenizer, resolve_resume_path
 
 # The run's own lines (model, resume, warnings, checkpoints) for <run>/train.log; the command gives it Hydra's
 # file handler. They are printed as well, so a run outside Hydra (tests, notebooks) still shows them.
@@ -103,6 +104,11 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     if rank_zero_only.rank == 0:  # before anything writes there: what killed runs left, said in one line
         sweep_orphans(run_folders(plan), say=report)
     ckpt_path, resumed = resolve_resume_path(plan.ckpt_path, plan.resume_dir)
+    finished = nothing_to_train(plan, ckpt_path, resumed) if resumed is not None else None
+    if finished:  # before the data, the net and the Trainer: Lightning would build them all to train no step
+        if rank_zero_only.rank == 0:
+            report(finished)
+        return {}
     if resumed is not None and ckpt_path != str(plan.ckpt_path):
         report(f"ckpt_path={plan.ckpt_path}: resuming from {ckpt_path} at step {resumed.get('global_step')}")
     warn_short_run(plan)
@@ -111,6 +117,7 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     L.seed_everything(plan.seed, workers=True)
     datamodule, module, trainer = build()
     if resumed is not None:
+        check_resume_tokenizer(datamodule.tokenizer, resumed, ckpt_path, datamodule.dir)
         check_resume_fits(module.net, resumed, ckpt_path)
         del resumed  # the weights are read again by Lightning; do not hold two copies while training
     if trainer.is_global_zero:
@@ -121,14 +128,32 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     except SIGTERMException:
         raise SystemExit(f"musictx-train: stopped by SIGTERM at step {trainer.global_step}; resume with "
                          f"ckpt_path={plan.ckpt_dir}/last.ckpt") from None
-    ckpt = trainer.checkpoint_callback
-    if ckpt is not None and trainer.is_global_zero:
-        score = "-" if ckpt.best_model_score is None else f"{float(ckpt.best_model_score):.4f}"
-        report(f"checkpoints in {ckpt.dirpath}: last.ckpt, best {ckpt.best_model_path or '-'} (val/loss {score})")
+    best = report_checkpoints(trainer) if trainer.is_global_zero else None
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    if plan.evaluate and trainer.is_global_zero:
-        evaluate_after_training(plan, ckpt.best_model_path or f"{ckpt.dirpath}/last.ckpt")
+    if plan.evaluate and best:
+        evaluate_after_training(plan, best)
     return metrics
+
+
+def nothing_to_train(plan: TrainPlan, ckpt_path: str, resumed: dict) -> str | None:
+    """The line that says so when the checkpoint resumed from is at or past ``trainer.max_steps``."""
+    step = resumed.get("global_step")
+    if plan.max_steps is None or plan.max_steps < 0 or not isinstance(step, int) or step < plan.max_steps:
+        return None
+    which = ckpt_path if ckpt_path == str(plan.ckpt_path) else f"{plan.ckpt_path} ({ckpt_path})"
+    return (f"musictx-train: nothing to train: ckpt_path={which} is at step {step}, and trainer.max_steps="
+            f"{plan.max_steps}; to train on, raise trainer.max_steps above {step} and resume it again")
+
+
+def report_checkpoints(trainer: L.Trainer) -> str | None:
+    """Say where the run's checkpoints are; return the one to evaluate: the best by val/loss, else last.ckpt.
+    The first ModelCheckpoint, not ``trainer.checkpoint_callback``: `TopKOnResume` is a checkpoint callback too."""
+    saver = next((c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)), None)
+    if saver is None:
+        return None
+    score = "-" if saver.best_model_score is None else f"{float(saver.best_model_score):.4f}"
+    report(f"checkpoints in {saver.dirpath}: last.ckpt, best {saver.best_model_path or '-'} (val/loss {score})")
+    return saver.best_model_path or f"{saver.dirpath}/last.ckpt"
 
 
 def run_folders(plan: TrainPlan) -> list[Path]:
