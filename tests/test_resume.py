@@ -141,3 +141,19 @@ def test_a_resume_on_data_of_the_other_tokenizer_kind_names_both(order, prepared
         f"ckpt_path={last}: the run learnt {words[trained]}, but data.dir={other} holds {words[other]}; resume it "
         f"with data.dir set to the dataset it was trained on ({words[trained]}), or leave ckpt_path out to start "
         "a new run on these data")
+
+
+def test_overwrite_replaces_the_old_runs_checkpoints(prepared_dir, tmp_path, capsys):
+    """``overwrite=true`` replaces the run in the folder: none of its checkpoints stays beside the new run's (an
+    old best file kept there made ``ckpt_path=best`` refuse the folder, or resume the old run's weights)."""
+    run = tmp_path / "run"
+    train(compose_train(prepared_dir, run, *COMMON, "trainer.max_steps=6", "seed=1"))
+    old = {p.name for p in (run / "checkpoints").glob("*.ckpt")}
+    capsys.readouterr()
+    train(compose_train(prepared_dir, run, *COMMON, "trainer.max_steps=3", "seed=2", "overwrite=true"))
+    said = capsys.readouterr().out
+    (best,) = best_files(run)
+    assert read_checkpoint(best)["global_step"] <= 3 and best.name not in old
+    assert read_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"] == 3
+    assert resolve_resume_path("best", run / "checkpoints")[0] == str(best)
+    assert "overwrite=true: removed the old run's checkpoints" in said and sorted(old)[0] in said

@@ -21,9 +21,11 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from musictx.evaluation.run import evaluate, evaluation_options
+from musictx.listed import listed
 from musictx.training.finetune import InitFromError
 from musictx.training.orphans import sweep_orphans
 from musictx.training.resume import check_resume_fits, check_resume_tokenizer, resolve_resume_path
+from musictx.training.run_folder import held_checkpoints
 
 # The run's own lines (model, resume, warnings, checkpoints) for <run>/train.log; the command gives it Hydra's
 # file handler. They are printed as well, so a run outside Hydra (tests, notebooks) still shows them.
@@ -65,12 +67,14 @@ class TrainPlan:
     warmup_steps: int | None = None  # schedule.warmup_steps and trainer.max_steps: the short-run warning
     max_steps: int | None = None
     evaluate: dict | None = None     # ``evaluate: {...}``: score the best checkpoint after training
+    overwrite: bool = False          # a new run replaces the run in its folder: the old checkpoints go
 
     # Each field's key in conf/train.yaml, in one place (the command reads them with these keys).
     CONFIG_KEYS = {"seed": "seed", "ckpt_dir": "paths.ckpt_dir", "resume_dir": "callbacks.last_checkpoint.dirpath",
                    "output_dir": "paths.output_dir", "data_dir": "data.dir", "ckpt_path": "ckpt_path",
                    "init_from": "init_from", "threads": "threads", "warmup_steps": "schedule.warmup_steps",
-                   "max_steps": "trainer.max_steps", "evaluate": "evaluate"}
+                   "max_steps": "trainer.max_steps", "evaluate": "evaluate",
+                   "overwrite": "overwrite"}
 
     def __post_init__(self):
         for name in ("seed", "threads", "warmup_steps", "max_steps"):  # before Lightning or the schedule compare them
@@ -120,6 +124,8 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
         check_resume_tokenizer(datamodule.tokenizer, resumed, ckpt_path, datamodule.dir)
         check_resume_fits(module.net, resumed, ckpt_path)
         del resumed  # the weights are read again by Lightning; do not hold two copies while training
+    if plan.overwrite and not plan.ckpt_path and trainer.is_global_zero:
+        remove_old_run(Path(plan.ckpt_dir))
     if trainer.is_global_zero:
         report(f"model: {type(module.net).__name__}, {sum(p.numel() for p in module.net.parameters()):,} parameters,"
                f" vocab {datamodule.vocab_size}, windows of {datamodule.seq_len} from {datamodule.dir}")
@@ -133,6 +139,17 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     if plan.evaluate and best:
         evaluate_after_training(plan, best)
     return metrics
+
+
+def remove_old_run(ckpt_dir: Path) -> None:
+    """``overwrite=true``: the checkpoints of the run this one replaces, removed once the new run is built (a bad
+    config leaves them), said in one line. Kept, an old best-*.ckpt stood beside the new run's: ``ckpt_path=best``
+    then refused the folder, or resumed the old run's weights."""
+    old = held_checkpoints(ckpt_dir)
+    for path in old:
+        path.unlink(missing_ok=True)
+    if old:
+        report(f"overwrite=true: removed the old run's checkpoints in {ckpt_dir} ({listed([p.name for p in old])})")
 
 
 def nothing_to_train(plan: TrainPlan, ckpt_path: str, resumed: dict) -> str | None:
