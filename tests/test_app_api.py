@@ -128,6 +128,9 @@ def test_the_documented_python_example_runs_as_written(api):
     ("/api/continue", {"seconds": "0", "file": "song.mid"}, 400, "error: seconds must be > 0, got 0"),
     ("/api/continue", {"seed_seconds": "0", "file": "song.mid"}, 400, "error: seed_seconds must be > 0, got 0"),
     ("/api/continue", {"instruments": "zzz", "file": "song.mid"}, 400, "error: instruments=zzz: give TRACK=PROGRAM"),
+    ("/api/continue", {"seed_from": "-3", "file": "song.mid"}, 400, "error: seed_from must be 0 to 3600 seconds"),
+    ("/api/infill", {"seed": "99999999999", "file": "song.mid"}, 400, "error: seed must be a whole number in [0, "),
+    ("/api/continue", {"seed": "99999999999", "file": "song.mid"}, 400, "error: seed must be a whole number in [0, "),
     ("/api/continue", {"drums": "groove", "file": "song.mid"}, 400, "error: drums=groove: give one of loop, seed"),
     ("/api/infill", {"first": "900", "file": "song.mid"}, 400, "outside the song's bars"),
     ("/api/infill", {"first": "3", "last": "2", "file": "song.mid"}, 400, "bars 3-2: first comes after last"),
@@ -148,7 +151,8 @@ def test_a_bad_request_gets_one_line(api, path, fields, status, said):
         pytest.skip("no curl on PATH")
     body, code = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=120).stdout.rsplit("\n", 1)
     assert int(code) == status and said in body and len(body.strip().splitlines()) == 1, (code, body)
-    assert not re.search(r"From bar|To bar|Beats per bar|length_seconds|programs=|seconds to add|or null", body), body
+    page_words = r"From bar|To bar|Beats per bar|length_seconds|programs=|seconds to add|or null|Seed starts|Random"
+    assert not re.search(page_words, body), body
 
 
 @needs_pop

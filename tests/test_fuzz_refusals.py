@@ -143,7 +143,8 @@ def test_the_app_refuses_a_seed_past_32_bits_before_sampling(tmp_path):
 
     cont = Continuer("piano", workdir=tmp_path / "app")
     results, message = run_request(lambda: cont.continue_file(MOTIF, Settings(seed=int(HUGE_SEED))))
-    assert results is None and message.startswith("**Cannot continue:** seed must be a whole number in [0, 4294967295]")
+    said = "**Cannot continue:** Random seed (seed) must be a whole number in [0, 4294967295]"
+    assert results is None and message.startswith(said)
 
 
 # ----- a full output disk --------------------------------------------------------------------------------

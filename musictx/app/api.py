@@ -72,7 +72,8 @@ API_WORDS = (
     ("From bar: ", "first: "), ("To bar: ", "last: "), ("Beats per bar: ", "beats: "),
     ("seconds to add must", "seconds must"), ("length_seconds must be > 0 or null", "seconds must be > 0"),
     ("seed seconds must", "seed_seconds must"), (" or null (all of the seed)", ""),
-    ("programs=", "instruments="), ("End the piece:", "ending=true:"),
+    ("programs=", "instruments="), ("End the piece:", "ending=true:"), ("Seed starts at (seed_from)", "seed_from"),
+    ("Random seed (seed)", "seed"),
     ("the Infill tab's Tracks box", "the infill endpoint's tracks field"),
 )
 

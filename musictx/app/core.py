@@ -22,6 +22,7 @@ from symusic import Score
 
 from musictx.app.disk import RUN_PREFIX, Limits, is_in, make_workdir, prune, room_problem
 from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request wrappers: imported from here)
+    STOPPED,
     USER_ERRORS,
     draw_request,
     for_the_page,
@@ -221,7 +222,7 @@ class Continuer:
             take = take_of(tok, seed, ids, opts, earlier_from=mine)
             apply_programs([take], parse_programs(opts.programs))
             rec = write_take(out, name, take, opts.soundfont, audio=self.audio_reason is None)
-            title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new (stop: {rec['stop']})"
+            title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new ({STOPPED[rec['stop']]})"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title, note))
             key = str(results[-1].midi)
@@ -245,7 +246,7 @@ class Continuer:
         results = []  # each with ``note``: how the seed's tracks are played (as another part, drums looped)
         for rec, ids in written:
             title = f"Sample {len(results) + 1}: {rec['notes']} notes in {len(rec['tracks'])} track(s), " \
-                    f"{rec['new_bars']} bars new"
+                    f"{rec['new_bars']} bar{'' if rec['new_bars'] == 1 else 's'} new"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title, note))
             key = str(results[-1].midi)

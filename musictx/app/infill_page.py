@@ -78,14 +78,16 @@ def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed,
     go, retry, keep = buttons
     work, verb = {"infill": (filler.fill, "fill"), "accompany": (filler.accompany, "accompany")}[kind]
 
-    def run(*values):
-        *args, number, beats = values if len(values) == len(inputs) else (*values, None)
-        result, message = task_request(lambda: work(*args, beats=beats, seed=int(number or 0)), verb)
+    # both tabs take five values, then the random seed and the beats per bar (None: an API call made before that
+    # box); Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008)
+    def run(a, b, c, d, e, number, beats=None, progress=gr.Progress()):  # noqa: B008
+        report = _reporter(progress)
+        result, message = task_request(lambda: work(a, b, c, d, e, beats=beats, seed=int(number or 0),
+                                                    report=report), verb)
         return _shown(result, message, int(number or 0))
 
-    def again(*values):
-        *args, number, beats = values if len(values) == len(inputs) else (*values, None)
-        return run(*args, int(number or 0) + 1, beats)
+    def again(a, b, c, d, e, number, beats=None, progress=gr.Progress()):  # noqa: B008
+        return run(a, b, c, d, e, int(number or 0) + 1, beats, progress)
 
     outputs = [status, seed, *view.outputs]  # the status sits under the buttons: the progress shows there
     common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
@@ -93,6 +95,11 @@ def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed,
     retry.click(again, inputs=inputs, api_name=f"retry_{kind}", **common)
     keep.click(_keep, inputs=[view.current, takes], outputs=[status, takes, history], api_name=f"keep_{kind}",
                queue=False)
+
+
+def _reporter(progress: gr.Progress):
+    """The bars drawn so far on the page's progress bar, under the pressed button."""
+    return lambda fraction, text: progress(fraction, desc=text)
 
 
 def _buttons(prefix: str, label: str):

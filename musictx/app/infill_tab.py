@@ -15,8 +15,10 @@ import numpy as np
 
 from musictx.app.core import Continuer, Result, _safe_stem
 from musictx.app.disk import RUN_PREFIX
+from musictx.app.metrical import BarProgress
 from musictx.app.models import Choice, Loaded
-from musictx.decoding import GenerateError
+from musictx.app.progress import Report
+from musictx.decoding import GenerateError, check_seed
 from musictx.io.audio import wav_beside
 from musictx.io.chord_labels import ChordFileError, Chords
 from musictx.io.dynamics import seed_rule
@@ -85,6 +87,9 @@ def draw_band(song: SongBars, s: int, e: int, png: Path, title: str) -> Path:
     return save_figure(piano_roll_figure(Notes.concat([n for _, n in parts]), title=title, parts=parts,
                                          marked=(float(lo), float(hi))), png)
 
+EMPTY_BOX = {"infill": "no song file: upload a MIDI file in Song MIDI, or press Use the Continue tab's seed",
+             "accompany": "no melody file: upload a MIDI file in Melody MIDI"}
+
 
 class Filler:
     """Infill and accompaniment requests on ``cont``'s model and work folder."""
@@ -98,6 +103,8 @@ class Filler:
     def _song(self, path, task: str, beats=None, anew: bool = False) -> tuple[Path, SongBars, Choice]:
         """(the upload, the song read for ``task`` by its model, that model's choice); ``beats``: the Beats per
         bar box (empty: the file's meter, or found from its music)."""
+        if path is None or str(path) == "":  # each tab's own box, not the Continue tab's seed and motif button
+            raise GenerateError(EMPTY_BOX[task])
         midi = self.cont.check_upload(path)
         choice = self.cont.models.choose(midi, task)
         problem = infill_problem(choice.model, task, pinned=bool(self.cont.models.pinned))
@@ -138,20 +145,21 @@ class Filler:
         return png
 
     def fill(self, path, first, last, tracks: str | None = None, repeats: bool = True, beats=None,
-             seed: int = 0) -> Result:
+             seed: int = 0, report: Report | None = None) -> Result:
         """Bars ``first``-``last`` of the song ``path`` (of the tracks named, comma-separated; all when empty)
         sampled anew; everything else is the file's own. ``repeats``: the copy cache as the app's settings
         have it (the bars may play the song's own bars again), else off."""
         midi, song, choice = self._song(path, "infill", beats)
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
         task = _for_file(midi, task_named("infill").request, song, s, e, tracks or None)
-        opts = replace(self.cont.base, seed=int(seed or 0))
+        opts = replace(self.cont.base, seed=check_seed("Random seed (seed)", int(seed or 0)))  # as Continue
         opts = opts if repeats else opts.with_hook("copy_cache", strength=0.0)
 
         notes = []  # what the take's notes tell, once it is drawn
 
         def make():
-            score = task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
+            score = task.sample(choice.model.net, choice.model.tokenizer, opts, on_step=_bars_drawn(choice, s, e,
+                                                                                                   report))[0][0]
             notes.append(repeats_note(choice.model.tokenizer, task, score, 'untick "Let the bars repeat"'))
             return score
         what = "every track" if not tracks else tracks
@@ -161,7 +169,8 @@ class Filler:
                            f"filled{copied}, random seed {seed}", choice, beats,
                            note=lambda: ". ".join(x[:1].upper() + x[1:] for x in (parts, *notes) if x))
 
-    def accompany(self, path, roles=None, first=None, last=None, chords=None, beats=None, seed: int = 0) -> Result:
+    def accompany(self, path, roles=None, first=None, last=None, chords=None, beats=None, seed: int = 0,
+                  report: Report | None = None) -> Result:
         """The tracks ``roles`` (BRIDGE, PIANO; default those missing) written for the melody ``path``, led by
         the lead sheet's ``chords`` (a lab file) where one is given. A whole song (its melody, BRIDGE and PIANO)
         with no track ticked gets a new accompaniment for its melody; its own is left out and the title says so."""
@@ -169,10 +178,11 @@ class Filler:
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
         task = _for_file(midi, task_named("accompany").request, song, s, e, list(roles or []) or None)
         task.chords = self._chords(chords)
-        opts = replace(self.cont.base, seed=int(seed or 0))
+        opts = replace(self.cont.base, seed=check_seed("Random seed (seed)", int(seed or 0)))  # as Continue
 
         def make():
-            return task.sample(choice.model.net, choice.model.tokenizer, opts)[0][0]
+            return task.sample(choice.model.net, choice.model.tokenizer, opts,
+                               on_step=_bars_drawn(choice, s, e, report))[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
         return self._write(midi, song, (s, e), make, "acc", f"{task.track_names()} written for bars {s + 1}-{e}"
                            f"{_cut(song, s, e, last)}{led}{left_out_clause(song)}, random seed {seed}", choice,
@@ -220,6 +230,12 @@ class Filler:
         cont.prune()
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song, False)}",
                       seed_note=note(), model_line=choice.line())
+
+
+def _bars_drawn(choice: Choice, s: int, e: int, report: Report | None) -> BarProgress | None:
+    """The progress of writing bars [s, e), counted in the Bar ids drawn: a whole song's accompaniment takes
+    a minute or more, and the page showed only Gradio's seconds counter (with a wrong estimate) until then."""
+    return None if report is None else BarProgress(choice.model.tokenizer.bar_id, e - s, report)
 
 
 def beats_number(value) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +21,10 @@ USER_ERRORS = (GenerateError, MidiReadError, TokenizerMismatchError, OutputError
 DAMAGED = "a damaged MIDI file: it starts like one, but what follows cannot be read (cut short or corrupted)"
 HEADER = b"MThd"  # every standard MIDI file starts with this chunk: 14 bytes with its length and fields
 AUDIO_MAGIC = (b"RIFF", b"ID3", b"OggS", b"fLaC", b"\xff\xfb", b"\xff\xf3", b"FORM")
+# why a performance model's sample stopped (`musictx.tasks.continue_seed.stop_reason`), in the page's words, not
+# the option names "length_seconds" / "max_tokens"
+STOPPED = defaultdict(lambda: "stopped", length_seconds="stopped at the seconds asked",
+                      eos="the model ended it", max_tokens="stopped at the most events a sample may have")
 
 
 def header_problem(path: Path) -> str | None:

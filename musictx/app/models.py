@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, replace
+from pathlib import Path
 
+from musictx.app.messages import for_the_page
 from musictx.checkpoints.model_store import ModelLoadError, load_model, shipped_models
 from musictx.decoding import GenerateError
 from musictx.generation import GenerateOptions, choose_model
@@ -73,7 +75,10 @@ class Models:
         """The model for ``path`` in the tab of ``task`` (continue, infill, accompany), and why."""
         if self.pinned:
             return Choice(self.get(self.pinned), "chosen with --model")
-        name, why = choose_model(path, shipped_models(), task)
+        try:  # the choice reads the file: a damaged one or one without notes is refused here first
+            name, why = choose_model(path, shipped_models(), task)
+        except GenerateError as err:  # said with the file's name, not its server path, and no CLI advice
+            raise GenerateError(for_the_page(err, Path(path))) from None
         return Choice(self.get(name), why.replace(f"task={task}", f"the {TAB_NAMES[task]} tab"))
 
     def loaded(self) -> list[str]:

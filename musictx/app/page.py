@@ -96,7 +96,9 @@ def _controls() -> list:
     seed_seconds = gr.Slider(1, MAX_SEED_SECONDS, value=start.seed_seconds, step=0.5,
                              label="Seed seconds (kept from the seed's first note; "
                              "Continue further keeps a result's last seconds)")
-    seed_from = gr.Number(value=start.seed_from, minimum=0, label="Seed starts at (seconds into the file)")
+    # no minimum: Gradio's refusal of -3 was a toast that did not name the box, over the last request's status;
+    # `Settings.check` refuses it in the status line, naming the box
+    seed_from = gr.Number(value=start.seed_from, label="Seed starts at (seconds into the file)")
     return [
         seed_seconds,
         gr.Slider(1, MAX_LENGTH_SECONDS, value=start.length_seconds, step=1, label="Seconds to add"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from musictx.decoding import GenerateError, RecallGuidanceOptions, SamplingOptions, parse_density
+from musictx.decoding import GenerateError, RecallGuidanceOptions, SamplingOptions, check_seed, parse_density
 from musictx.generation import GenerateOptions, parse_programs
+from musictx.tasks import BOUNDS
 
 MAX_SAMPLES = 4
 DRUMS_BOX = "Drums play on"  # the Continue tab's box for ``drums``; the line under a band's result names it
@@ -16,6 +17,7 @@ DRUMS_BOX = "Drums play on"  # the Continue tab's box for ``drums``; the line un
 # window of any seed.
 MAX_SEED_SECONDS = 30.0
 MAX_LENGTH_SECONDS = 60.0
+MAX_SEED_FROM = BOUNDS.seed_seconds  # what `GenerateOptions.check` allows
 
 
 @dataclass
@@ -48,5 +50,9 @@ class Settings:
             raise GenerateError(f"seconds to add must be at most {MAX_LENGTH_SECONDS:g}, got {self.length_seconds:g}")
         if self.seed_seconds is not None and self.seed_seconds > MAX_SEED_SECONDS:
             raise GenerateError(f"seed seconds must be at most {MAX_SEED_SECONDS:g}, got {self.seed_seconds:g}")
+        if not 0 <= (self.seed_from or 0) <= MAX_SEED_FROM:  # the page's box by its label, the API's by its field
+            raise GenerateError(f"Seed starts at (seed_from) must be 0 to {MAX_SEED_FROM:g} seconds into the file, "
+                                f"got {self.seed_from:g}")
+        check_seed("Random seed (seed)", self.seed)  # the box by its label: a bare "seed" read as the seed file
         parse_density(self.density)
         parse_programs(self.instruments)
