@@ -25,8 +25,9 @@ continue: setup
 prep: setup
 	$(BIN)/musictx-prep
 
+# DEMO_ARGS: musictx-train overrides, e.g. make demo DEMO_ARGS="trainer.max_steps=20" for a first look.
 demo: setup
-	bash scripts/demo.sh
+	bash scripts/demo.sh $(DEMO_ARGS)
 
 lint: setup
 	$(BIN)/ruff check musictx bench data_prep tests

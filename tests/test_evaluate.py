@@ -144,3 +144,54 @@ def test_a_context_longer_than_the_model_takes_is_refused_before_scoring(tiny_ch
     limit = read_checkpoint(tiny_checkpoint)["musictx"]["model"]["config"]["max_seq_len"]
     with pytest.raises(EvaluateError, match=rf"context={4 * limit}: the model takes at most {limit} tokens"):
         run_evaluation(eval_config(tiny_checkpoint, prepared_dir, mode="nll", context=4 * limit))
+
+
+def test_a_stride_longer_than_the_context_and_a_data_dir_that_is_not_one_are_refused_naming_the_option(
+        tiny_checkpoint, prepared_dir):
+    with pytest.raises(EvaluateError, match=r"stride=16: more than the 8 tokens of each window's context "
+                                            r"\(context=8\); give stride=8 or less"):
+        run_evaluation(eval_config(tiny_checkpoint, prepared_dir, mode="nll", context=8, stride=16))
+    # before any model is loaded: the folder's name, not "<folder>/tokenizer.json: missing"
+    with pytest.raises(EvaluateError, match=r"data\.dir=.*manifest\.json: a file, not a folder"):
+        run_evaluation(eval_config(tiny_checkpoint, prepared_dir / "manifest.json"))
+    with pytest.raises(EvaluateError, match=r"data\.dir=.*nowhere: no such folder"):
+        run_evaluation(eval_config(tiny_checkpoint, prepared_dir / "nowhere"))
+
+
+@pytest.mark.parametrize(("value", "said"), [(0, "0"), (-1, "-1")])
+def test_two_sample_max_songs_of_zero_or_less_is_refused_not_read_as_every_song(value, said, tiny_checkpoint,
+                                                                                 prepared_dir):
+    """0 had read every song of the split (0 taken as no limit), -1 every song but the last."""
+    with pytest.raises(EvaluateError, match=rf"two_sample\.max_songs must be a whole number from 1 .* got {said}$"):
+        run_evaluation(eval_config(tiny_checkpoint, prepared_dir, mode="two_sample", **{"two_sample.max_songs": value}))
+    with pytest.raises(EvaluateError, match=r"two_sample\.seed_from must be a number of seconds from 0"):
+        run_evaluation(eval_config(tiny_checkpoint, prepared_dir, mode="two_sample", **{"two_sample.seed_from": -5}))
+
+
+def test_the_compare_report_by_hand_names_what_is_wrong_with_the_folder(tiny_checkpoint, prepared_dir, tmp_path,
+                                                                         capsys):
+    from musictx.commands.compare import main
+
+    def refusal(*argv) -> str:
+        with pytest.raises(SystemExit) as stop:
+            main([str(a) for a in argv])
+        assert stop.value.code == 1
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    assert refusal(tmp_path / "nope").endswith("nope: no such folder (give the folder of a musictx-train -m "
+                                               "experiment=compare sweep)")
+    assert "no run folder in it holds a metrics.json" in refusal(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "metrics.json").write_text("{bad")
+    assert re.search(r"a/metrics\.json: not a metrics\.json of musictx-evaluate \(Expecting", refusal(tmp_path))
+    (tmp_path / "a" / "metrics.json").write_text(json.dumps({"model": "x", "recall": {}}))
+    assert refusal(tmp_path).endswith("a/metrics.json: no mode=nll result; the report needs each run evaluated "
+                                      "with evaluate.mode=nll or all")
+    write_result(run_evaluation(eval_config(tiny_checkpoint, prepared_dir)), tmp_path / "a")
+    main([str(tmp_path)])
+    first = (tmp_path / "compare.md").read_text()
+    assert "MusicTransformer" in first
+    # the sweep's own report, written again: refused without --overwrite, which the refusal names
+    assert "pass --overwrite to replace it" in refusal(tmp_path)
+    main([str(tmp_path), "--overwrite"])
+    assert (tmp_path / "compare.md").read_text() == first

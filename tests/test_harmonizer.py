@@ -85,3 +85,13 @@ def test_training_never_writes_into_the_package_or_over_a_file(tmp_path):
     with pytest.raises(OutputError, match="already exists and this run did not write it"):
         run(tmp_path / "no_data", there)
     assert there.read_bytes() == b"mine"
+
+
+def test_a_dataset_of_performance_events_is_refused_by_its_kind_before_any_song_is_read(prepared_dir, tmp_path):
+    """Each song had been skipped one by one with the tokenizer's AttributeError ('fit_registers')."""
+    from musictx.io.token_store import DatasetFormatError
+
+    with pytest.raises(DatasetFormatError, match=r"--data .*: holds Performance events; the harmonizer reads songs on "
+                                                 r"a beat grid .* prepared with tokenizer=remi"):
+        run(prepared_dir, tmp_path / "weights.npz")
+    assert not (tmp_path / "weights.npz").exists()

@@ -4,6 +4,7 @@ known, the seed picker on a hand-made split, and one end-to-end run of ``mode=mo
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pretty_midi
@@ -196,7 +197,7 @@ def test_motif_mode_end_to_end(tiny_checkpoint, prepared_dir, tmp_path):
     assert "Motif memory" in table and "| 1-1.5 |" in table
 
 
-def test_motif_mode_with_a_seed_file_and_a_multi_model_plot(tiny_checkpoint, prepared_dir, tmp_path):
+def test_motif_mode_with_a_seed_file_and_a_multi_model_plot(tiny_checkpoint, prepared_dir, tmp_path, capsys):
     pm = pretty_midi.PrettyMIDI()
     inst = pretty_midi.Instrument(program=0)
     notes = line(MOTIF, IOIS, 5)  # 10 s: 4 s of seed, 4 s of ceiling, 2 s more
@@ -224,3 +225,16 @@ def test_motif_mode_with_a_seed_file_and_a_multi_model_plot(tiny_checkpoint, pre
     main([str(tmp_path / "both.png"), str(tmp_path / "a" / "metrics.json"), str(tmp_path / "b" / "metrics.json"),
           "--labels", "A", "B"])
     assert (tmp_path / "both.png").read_bytes()[:4] == b"\x89PNG"
+    drawn = (tmp_path / "both.png").read_bytes()
+    a, b = (str(tmp_path / n / "metrics.json") for n in ("a", "b"))
+    # the figure there is refused naming --overwrite (it had advised overwrite=true, which the command lacks)
+    for argv, said in (([str(tmp_path / "both.png"), a, b], "pass --overwrite to replace it"),
+                       ([str(tmp_path / "c.png"), a, b, "--labels", "A"], r"--labels gives 1 name\(s\) for 2"),
+                       ([str(tmp_path / "c.txt"), a], r"c\.txt: not a figure's name \(give it \.png"),
+                       ([str(tmp_path / "no" / "c.png"), a], r"c\.png: its folder .*no does not exist")):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 1 and re.search(said, capsys.readouterr().err), argv
+    assert (tmp_path / "both.png").read_bytes() == drawn and not (tmp_path / "c.png").exists()
+    main([str(tmp_path / "both.png"), a, "--overwrite"])
+    assert (tmp_path / "both.png").read_bytes() != drawn

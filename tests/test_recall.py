@@ -139,6 +139,17 @@ def test_evaluate_recall_reports_and_draws(copier, prepared_dir, tmp_path):
     assert (tmp_path / "recall.png").stat().st_size > 10_000
 
 
+def test_a_repeat_right_after_its_passage_alone_is_measured(prepared_dir):
+    """recall.gaps=[0]: no filler at all between the passage and its repeat (it ended in "need at least one array
+    to concatenate"); a net that learnt to copy the token a passage back gains there."""
+    copier = _copier(PASSAGE)  # 150 steps: about a second
+    cfg = evaluation_options(recall={"gaps": [0], "num_probes": 2, "passage": PASSAGE, "contexts": [16],
+                                     "targets": 8, "num_stretches": 1, "repeat_windows": 1, "ngram": 4}).recall
+    res = evaluate_recall(copier, TOK, TokenArrays(prepared_dir, "train"), cfg, context=2 * PASSAGE,
+                          progress=lambda _: None)
+    assert [r["gap"] for r in res["copy"]["exact"]] == [0] and res["copy"]["exact"][0]["gain"] > 1.0
+
+
 PROBE = ["model=music_transformer", "model.net.n_heads=2", "model.net.d_ff=64", "data.seq_len=64",
          "callbacks.recall_probe.passage=16", "callbacks.recall_probe.gaps=[0,16,99]",
          "callbacks.recall_probe.num_probes=2"]

@@ -351,6 +351,19 @@ def test_console_script_refuses_bad_resume_files_and_sizes(override, message, pr
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def test_the_evaluation_after_training_is_checked_before_the_training(prepared_dir, tmp_path):
+    """experiment=compare with windows shorter than its evaluate.stride: refused once the net is built, before
+    the fit (it was a raw "need ... stride <= context" line after every model had trained)."""
+    cmd = [sys.executable, "-m", "musictx.commands.train", "experiment=tiny", f"data.dir={prepared_dir}", "model=lstm",
+           f"hydra.run.dir={tmp_path / 'run'}", "trainer.max_steps=2", "data.seq_len=32", "+evaluate={stride:999}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last == ("musictx-train: error: evaluate.stride=999: more than the 32 tokens of "
+                                             "each window's context (the model's own); give evaluate.stride=32 or "
+                                             "less, or leave it unset (16)"), done.stderr[-3000:]
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_a_step_count_of_the_wrong_kind_is_refused_by_its_key():
     from musictx.training.run import TrainPlan
 

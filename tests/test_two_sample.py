@@ -114,7 +114,11 @@ def test_mode_runs_end_to_end_with_the_shipped_pop_model(remi_dir, tmp_path):
     for name in ("logistic", "boosting"):
         for block in ("generated_vs_real", "real_vs_real", "written_vs_as_is"):
             assert 0 <= as_is[block]["classifiers"][name]["auc"] <= 1
-    assert "the grid alone" in format_two_sample(res)
+    table = format_two_sample(res)
+    assert "the grid alone" in table
+    # the control's excerpts are length_seconds long (6 s here): the header said "30 s" whatever was asked
+    assert "AUC real vs real (next 6 s vs the 6 s after)" in table and "30 s" not in table
+    assert "2-fold CV" in table
 
 
 @needs_pop

@@ -1,8 +1,8 @@
 """The checks of ``musictx-evaluate``'s song-by-song modes (continuation, infill, accompany), and how one bad
 song is skipped there instead of ending the run.
 
-- `check_song_options` refuses, before any model is loaded, an option of the ``scorecard:`` or ``infill:``
-  block that could only be a typo (``infill.bars=0``, ``infill.max_songs=0``, ``infill.seconds=-5``,
+- `check_song_options` refuses, before any model is loaded, an option of the ``scorecard:``, ``infill:`` or
+  ``two_sample:`` block that could only be a typo (``infill.bars=0``, ``infill.max_songs=0``, ``infill.seconds=-5``,
   ``infill.first_bar=100000``, ``infill.accompany_scheme=foo``), naming the option and its range;
 - `check_task_model` refuses a model that cannot do ``mode=infill`` / ``accompany`` (the piano model, a
   metrical model never fine-tuned on the infill format) or a mode of `PERFORMANCE_MODES` (a metrical model),
@@ -57,16 +57,25 @@ def _choice(block: str, opts: dict, key: str, choices: tuple[str, ...]) -> None:
         raise EvaluateError(f"{block}.{key} must be one of {', '.join(choices)}, got {opts.get(key)!r}")
 
 
-def check_song_options(mode: str, scorecard: dict, infill: dict) -> None:
+def _seed_from(block: str, opts: dict) -> None:
+    value = opts.get("seed_from")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= BOUNDS.seed_seconds:
+        raise EvaluateError(f"{block}.seed_from must be a number of seconds from 0 to {BOUNDS.seed_seconds:g}, "
+                            f"got {value!r}")
+
+
+def check_song_options(mode: str, scorecard: dict, infill: dict, two_sample: dict | None = None) -> None:
     """EvaluateError naming the first bad option of the block ``mode`` reads (nothing for other modes)."""
+    if mode == "two_sample":  # the songs it reads; its test's own keys: two_sample_run.check_two_sample
+        # max_songs=0 had read every song (0 taken as "no limit"), -1 all but the last
+        _whole("two_sample", two_sample or {}, "max_songs", 1, 1_000_000, nullable=True)
+        _seed_from("two_sample", two_sample or {})
+        return
     if mode == "continuation":
         block, opts = "scorecard", scorecard
         _whole(block, opts, "max_songs", 1, 1_000_000, nullable=True)
         _seconds(block, opts, "seed_seconds", BOUNDS.seed_seconds)
-        if isinstance(opts.get("seed_from"), bool) or not isinstance(opts.get("seed_from"), (int, float)) \
-                or not 0 <= opts["seed_from"] <= BOUNDS.seed_seconds:
-            raise EvaluateError(f"scorecard.seed_from must be a number of seconds from 0 to "
-                                  f"{BOUNDS.seed_seconds:g}, got {opts.get('seed_from')!r}")
+        _seed_from(block, opts)
         _seconds(block, opts, "length_seconds", BOUNDS.length_seconds)
         _whole(block, opts, "num_samples", 1, BOUNDS.num_samples)
     elif mode in ("infill", "accompany"):

@@ -15,9 +15,14 @@ from pathlib import Path
 
 from musictx.evaluation.plots import read_metrics_csv
 from musictx.safe_output import atomic_path, write_text
+from musictx.user_error import UserError
 
 CONT_COLUMNS = (("pitch_class_tv_vs_real", "PC dist. to real"), ("ioi_tv_vs_real", "IOI dist. to real"),
                 ("motif_reuse", "motif reuse"))
+
+
+class CompareError(UserError):
+    """A sweep folder the report cannot be made of; the message names the folder or the file."""
 
 
 def read_log(csv_path: Path) -> dict[str, list[tuple[int, float]]]:
@@ -26,9 +31,18 @@ def read_log(csv_path: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def gather(sweep_dir: Path) -> list[dict]:
+    """Each run folder's metrics.json with its training log; CompareError naming a file that is not one of
+    ``musictx-evaluate``'s with a ``mode=nll`` (or ``all``) result, which every column but the speed needs."""
     runs = []
     for metrics in sorted(sweep_dir.glob("*/metrics.json")):
-        run = json.loads(metrics.read_text())
+        try:
+            run = json.loads(metrics.read_text())
+        except (OSError, ValueError) as err:
+            raise CompareError(f"{metrics}: not a metrics.json of musictx-evaluate ({' '.join(str(err).split())})"
+                               ) from None
+        if not isinstance(run, dict) or not isinstance(run.get("nll"), dict) or "model" not in run:
+            raise CompareError(f"{metrics}: no mode=nll result; the report needs each run evaluated with "
+                               "evaluate.mode=nll or all")
         log = metrics.parent / "csv" / "metrics.csv"
         run["log"] = read_log(log) if log.exists() else {}
         run["name"] = metrics.parent.name
@@ -79,16 +93,25 @@ def plot_val_curves(runs: list[dict], path: Path) -> None:
     ax.set_ylabel("validation NLL (nats/token)")
     ax.set_title("Validation loss, same data, token budget and seed")
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.lines:  # runs without a training log (csv/metrics.csv) draw nothing; an empty legend only warns
+        ax.legend()
     fig.tight_layout()
     with atomic_path(path) as tmp:  # whole or not at all (musictx.safe_output)
         fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
-def write_report(sweep_dir: str | Path) -> Path | None:
+def write_report(sweep_dir: str | Path, strict: bool = False) -> Path | None:
+    """compare.md and val_loss.png in ``sweep_dir``; None when no run there has a metrics.json (the sweep's
+    callback says so and goes on), CompareError instead when ``strict`` (a user asked for this folder's report)."""
     sweep = Path(sweep_dir)
+    if strict and not sweep.is_dir():
+        what = "a file, not a sweep folder" if sweep.exists() else "no such folder"
+        raise CompareError(f"{sweep}: {what} (give the folder of a musictx-train -m experiment=compare sweep)")
     runs = gather(sweep)
+    if not runs and strict:
+        raise CompareError(f"{sweep}: no run folder in it holds a metrics.json (<run>/metrics.json); give the folder "
+                           "of a finished musictx-train -m experiment=compare sweep")
     if not runs:
         print(f"compare: no */metrics.json under {sweep}; nothing to report")
         return None

@@ -324,9 +324,16 @@ def run_task_scorecard(net, tok, songs: list[Path], opts: dict, task: str, progr
             return cards[task](k, path, replace(sampling, seed=sampling.seed + k))
 
         per_song = list(each_song(songs, card, skipped, progress, f"{task} scorecard"))  # a bad song: skipped
-    means = {side: {key: float(np.nanmean([c[side].get(key, np.nan) for c in per_song]))
+    means = {side: {key: _nan_mean([c[side].get(key, np.nan) for c in per_song])
                     for key in sorted({k for c in per_song for k in c[side]})} for side in ("model", "real", "chance")}
     return {"task": task, "songs": per_song, "means": means, "settings": dict(opts), "skipped": skipped}
+
+
+def _nan_mean(values: list[float]) -> float:
+    """np.nanmean without its RuntimeWarning on stderr when no song had the measure (a song without a repeated
+    melody bar): NaN then, written as null and shown as "-"."""
+    kept = [v for v in values if not np.isnan(v)]
+    return float(np.mean(kept)) if kept else float("nan")
 
 
 def format_task_scorecard(result: dict) -> str:

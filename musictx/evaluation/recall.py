@@ -63,6 +63,8 @@ def _slice(arrays: TokenArrays, piece: int, n: int, rng: np.random.Generator) ->
 
 def _filler(arrays: TokenArrays, piece: int, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` tokens of music from ``piece`` on, continuing into the next pieces when it is shorter."""
+    if n <= 0:  # recall.gaps=[0]: the repeat follows its passage at once, no filler at all
+        return np.zeros(0, dtype=np.int64)
     parts, have, i = [], 0, int(piece)
     while have < n:
         part = np.asarray(arrays.piece(i % len(arrays))[:-1], dtype=np.int64)

@@ -107,7 +107,7 @@ def check_options(opts: EvaluateOptions) -> None:
             check_two_sample(opts.two_sample or {})
     except (ValueError, KeyError) as err:
         raise EvaluateError(str(err)) from None
-    check_song_options(opts.mode, opts.scorecard, opts.infill)
+    check_song_options(opts.mode, opts.scorecard, opts.infill, opts.two_sample)
 
 
 def pick_device(name: str) -> torch.device:
@@ -116,18 +116,37 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def eval_context(opts: EvaluateOptions, net, meta: dict) -> int:
-    """Tokens of context per window: the option, else the model's own, else its training length."""
+def eval_context(opts: EvaluateOptions, net, meta: dict, prefix: str = "") -> int:
+    """Tokens of context per window: the option, else the model's own, else its training length. A context or
+    stride the windows cannot have is refused naming the option (``prefix``: training's ``evaluate.``)."""
     limit = getattr(net, "max_seq_len", None)
     if opts.context:
         if limit and int(opts.context) > limit:  # said before any scoring, naming the option
-            raise EvaluateError(f"context={opts.context}: the model takes at most {limit} tokens (max_seq_len); "
-                             f"give context={limit} or less, or leave it unset")
-        return int(opts.context)
-    if limit:
-        return int(net.max_seq_len)
-    seq_len = (meta.get("hparams") or {}).get("seq_len") or (meta.get("data") or {}).get("seq_len")
-    return int(seq_len or 1024)
+            raise EvaluateError(f"{prefix}context={opts.context}: the model takes at most {limit} tokens "
+                                f"(max_seq_len); give {prefix}context={limit} or less, or leave it unset")
+        context = int(opts.context)
+    elif limit:
+        context = int(net.max_seq_len)
+    else:
+        seq_len = (meta.get("hparams") or {}).get("seq_len") or (meta.get("data") or {}).get("seq_len")
+        context = int(seq_len or 1024)
+    if opts.stride and int(opts.stride) > context:  # a window would skip targets: scoring refused it in a raw line
+        given = f"{prefix}context={opts.context}" if opts.context else "the model's own"
+        raise EvaluateError(f"{prefix}stride={opts.stride}: more than the {context} tokens of each window's context "
+                            f"({given}); give {prefix}stride={context} or less, or leave it unset ({context // 2})")
+    return context
+
+
+def check_training_evaluation(values: dict, net, seq_len: int, data_dir: str) -> None:
+    """musictx-train's ``evaluate: {...}``: its options and its windows on the net just built, refused before the
+    fit (a stride longer than the context was found only after the training, in a raw line)."""
+    try:
+        opts = evaluation_options(**values)
+        opts.data["dir"] = data_dir  # as evaluate_after_training sets it: the training's data
+        check_options(opts)
+    except EvaluateError as err:
+        raise EvaluateError(f"evaluate: {err}") from None
+    eval_context(opts, net, {"hparams": {"seq_len": seq_len}}, prefix="evaluate.")
 
 
 def evaluate_nll(net, tok, arrays: TokenArrays, opts: EvaluateOptions, context: int, device) -> dict:
@@ -139,6 +158,10 @@ def evaluate_nll(net, tok, arrays: TokenArrays, opts: EvaluateOptions, context: 
 def run_evaluation(opts: EvaluateOptions) -> dict:
     """Load the model and the split, measure what ``opts.mode`` asks; the result as plain data."""
     check_options(opts)
+    data_dir = Path(str(opts.data.get("dir")))
+    if not data_dir.is_dir():  # was "<dir>/tokenizer.json: missing", a file's name with a path inside it
+        what = "a file, not a folder" if data_dir.exists() else "no such folder"
+        raise EvaluateError(f"data.dir={data_dir}: {what} (give the folder musictx-prep wrote)")
     device = pick_device(opts.device)
     net, tok, meta = load_model(opts.checkpoint, map_location=device)
     check_task_model(opts.mode, opts.infill, tok, opts.checkpoint)

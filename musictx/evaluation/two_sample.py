@@ -126,12 +126,17 @@ def format_two_sample(result: dict) -> str:
     """The AUC table (model vs real, null, real vs real; the headline without the annotated-chord features,
     then with them where they were measured) and the top tells with both samples' means."""
     main, control = result["generated_vs_real"], result.get("real_vs_real")
+    length = result["settings"]["length_seconds"]  # the control's excerpts are as long as the continuations
+    asked = result["settings"]["folds"]
+    folds = min(asked, main["groups"])  # as cv_auc runs it: a fold needs a song of its own
+    folds_text = f"{folds}-fold" if folds == asked else f"{folds}-fold ({asked} asked, {main['groups']} songs)"
     lines = [f"two-sample test: {main['groups']} songs, {result['settings']['seed_seconds']:g} s seed from "
-             f"{result['settings']['seed_from']:g} s, {result['settings']['length_seconds']:g} s new, one sample "
-             f"per song; {len(result['features'])} features; {result['settings']['folds']}-fold CV grouped by "
+             f"{result['settings']['seed_from']:g} s, {length:g} s new, one sample "
+             f"per song; {len(result['features'])} features; {folds_text} CV grouped by "
              f"song x {result['settings']['repeats']} repeats",
              "| features | classifier | AUC generated vs real | null mean (labels shuffled within song) | "
-             "null 95th pct | AUC real vs real (next 30 s vs the 30 s after) |", "|---|---|---|---|---|---|"]
+             f"null 95th pct | AUC real vs real (next {length:g} s vs the {length:g} s after) |",
+             "|---|---|---|---|---|---|"]
     blocks = [("without the annotated chords (headline)", result)]
     if "with_annotated_chords" in result:
         blocks.append(("all, the annotated chords too", result["with_annotated_chords"]))

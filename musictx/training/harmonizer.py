@@ -110,6 +110,11 @@ def check_data(data: Path) -> None:
     """DatasetFormatError naming --data unless it is a prepared folder whose songs can be found."""
     if not data.is_dir():
         raise DatasetFormatError(f"--data {data}: no such folder (a folder musictx-prep wrote from POP909)")
+    kind = load_tokenizer(data).kind
+    if kind != "remi":  # each song was skipped, one by one, with an AttributeError of the tokenizer
+        what = {"performance": "Performance events"}.get(kind, f"{kind} tokens")
+        raise DatasetFormatError(f"--data {data}: holds {what}; the harmonizer reads songs on a beat grid with "
+                                 "their chord_midi.txt: a POP909 folder prepared with tokenizer=remi (data/pop)")
     root = load_manifest(data).get("input_dir")
     if not root or not Path(root).is_dir():
         raise DatasetFormatError(f"--data {data}: its manifest names no input folder that exists ({root}); the "

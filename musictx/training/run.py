@@ -20,7 +20,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from musictx.evaluation.run import evaluate, evaluation_options
+from musictx.evaluation.run import check_training_evaluation, evaluate, evaluation_options
 from musictx.listed import listed
 from musictx.training.finetune import InitFromError
 from musictx.training.orphans import sweep_orphans
@@ -124,6 +124,8 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
         check_resume_tokenizer(datamodule.tokenizer, resumed, ckpt_path, datamodule.dir)
         check_resume_fits(module.net, resumed, ckpt_path)
         del resumed  # the weights are read again by Lightning; do not hold two copies while training
+    if plan.evaluate:  # its options on this net, before the fit: they were found bad only after it
+        check_training_evaluation(plan.evaluate, module.net, datamodule.seq_len, plan.data_dir)
     if plan.overwrite and not plan.ckpt_path and trainer.is_global_zero:
         remove_old_run(Path(plan.ckpt_dir))
     if trainer.is_global_zero:
