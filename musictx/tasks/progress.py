@@ -25,9 +25,9 @@ class SamplingProgress(LogitsHook):
     def update(self, next_ids: Tensor, done: Tensor) -> None:
         steps = self.clock.add(next_ids)  # (B,)
         running = ~done.cpu().numpy()
-        if not running.any():
-            return
-        seconds = float(steps[running].min()) * self.time_step
+        # the least advanced sample still running; once all are done, the least advanced of them, so that the bar's
+        # last state says every sample is done (it stopped at "1 of 2 samples done" though both were written)
+        seconds = float(steps[running if running.any() else slice(None)].min()) * self.time_step
         self.bar.set_postfix_str(f"{int(done.sum())} of {len(done)} samples done", refresh=False)
         self.bar.update(seconds - self.bar.n)
 
