@@ -96,7 +96,9 @@ def refusal_cases(tmp_path: Path) -> list[tuple[dict, str]]:
          f"seed_from=3000: seed_midi={song} is only"),
         (case(("musictx.commands.train", "musictx-train"), f"seed={HUGE_SEED}", f"hydra.run.dir={tmp_path / 'tr'}"),
          "seed must be"),
-        (case(EVALUATE, "mode=nll", "checkpoint=piano", *ev), f"data {data} holds REMI tokens"),
+        (case(EVALUATE, "mode=nll", "checkpoint=piano", *ev),
+         f"checkpoint=piano: tokenizer mismatch with data.dir={data}: this model reads Performance events, data.dir="
+         f"{data} holds REMI tokens"),
         *[(case(EVALUATE, f"mode={mode}", "checkpoint=pop", *ev), f"checkpoint=pop: mode={mode} measures Performance")
           for mode in ("token_continuation", "motif", "all")],
         (case(EVALUATE, "mode=motif", f"motif.seed={HUGE_SEED}", *ev), "motif.seed"),

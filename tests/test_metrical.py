@@ -62,6 +62,11 @@ def test_saved_tokenizer_rebuilds_itself_and_refuses_other_settings():
         tok.check_compatible({"kind": "performance"})
     with pytest.raises(TokenizerMismatchError, match="reads Performance events, data holds REMI tokens"):
         EventTokenizer().check_compatible(tok)  # was an AttributeError on the REMI tokenizer
+    # the extra token families named (a pop_infill model on plain pop data was said to differ in "vocabulary")
+    with pytest.raises(TokenizerMismatchError, match=r"differ from data\.dir=d: the infill sentinels \(here, not in"):
+        MetricalTokenizer(infill=True).check_compatible(tok, what="data.dir=d")
+    with pytest.raises(TokenizerMismatchError, match=r"the chord events \(in the checkpoint, not here\)"):
+        tok.check_compatible(MetricalTokenizer(chords=True), what="the checkpoint")
 
 
 def test_transpose_moves_pitches_only_and_refuses_to_leave_the_range(tmp_path):

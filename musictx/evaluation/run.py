@@ -36,6 +36,7 @@ from musictx.evaluation.scoring import score_pieces
 from musictx.io.jsonio import write_json
 from musictx.io.ngram_index import INDEX_FILE
 from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
+from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.paths import conf_values
 from musictx.safe_output import check_target, write_text
 
@@ -94,7 +95,7 @@ def evaluation_options(**overrides) -> EvaluateOptions:
 def check_options(opts: EvaluateOptions) -> None:
     """Refuse, before any work, an unknown mode and bad continuation settings. Raises EvaluateError."""
     if opts.mode not in MODES:
-        raise EvaluateError(f"mode must be one of {MODES}, got {opts.mode!r}")
+        raise EvaluateError(f"mode must be one of {', '.join(MODES)}, got {opts.mode!r}")
     check_common(vars(opts))
     try:
         if opts.mode in ("token_continuation", "all"):
@@ -168,7 +169,11 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     data_dir = opts.data["dir"]
     if opts.mode in ("continuation", "infill", "accompany", "two_sample"):  # MIDI in, MIDI out: the songs read again
         return song_by_song(net, tok, meta, opts)
-    tok.check_compatible(load_tokenizer(data_dir), what=f"data {data_dir}")
+    try:
+        tok.check_compatible(load_tokenizer(data_dir), what=f"data.dir={data_dir}")
+    except TokenizerMismatchError as err:  # "here" is the model: named, with what to do
+        raise EvaluateError(f"checkpoint={opts.checkpoint}: {err}; give data.dir a dataset prepared with the "
+                            "model's tokenizer") from None
     arrays = TokenArrays(data_dir, opts.split)
     if len(arrays) == 0:
         raise EvaluateError(f"split {opts.split!r} of {data_dir} has no pieces")

@@ -396,6 +396,7 @@ class MetricalTokenizer:
                                          f"{what} holds {str(other_d.get('kind', 'performance')).capitalize()} events")
         a, b = self.params.get("config", {}), other_d["miditok"].get("config", {})
         diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        diff += _extra_tokens_diff(self.to_dict().get("extra_tokens", ()), other_d.get("extra_tokens", ()), what)
         if diff or self.vocab_size != other_d.get("vocab_size", self.vocab_size):
             raise TokenizerMismatchError(f"tokenizer settings differ from {what}: {', '.join(diff) or 'vocabulary'}")
 
@@ -405,3 +406,15 @@ class MetricalTokenizer:
 
     def __repr__(self) -> str:
         return f"MetricalTokenizer(REMI, vocab_size={self.vocab_size})"
+
+
+def _extra_tokens_diff(mine, theirs, what: str) -> list[str]:
+    """The extra token families (infill sentinels, chord events) of one side and not the other, in words: a
+    pop_infill model on plain pop data differed only in them, and was said to differ in "vocabulary"."""
+    families = {"the infill sentinels": INFILL_TOKENS, "the chord events": CHORD_TOKENS}
+    said = []
+    for name, tokens in families.items():
+        here, there = set(tokens) <= set(mine), set(tokens) <= set(theirs)
+        if here != there:
+            said.append(f"{name} ({'here, not in ' if here else 'in '}{what}{'' if here else ', not here'})")
+    return said
