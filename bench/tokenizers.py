@@ -17,7 +17,8 @@ import numpy as np
 from symusic import Score
 
 from musictx.console.args import COUNT, OneLineParser
-from musictx.io.metrical_tokenizer import MetricalTokenizer, miditok_config
+from musictx.io.metrical_tokenizer import MetricalTokenizer
+from musictx.io.remi_settings import miditok_config
 from musictx.io.tokenizer import EventTokenizer
 
 POP = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pop" / "POP909"

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from data_prep.bach import export_chorales
 from data_prep.folk import export_folk
 from data_prep.options import PrepOptions
 from data_prep.pool import TaskError, run_tasks
+from data_prep.report import PrepResult, SplitStats
 from data_prep.safety import (
     SOURCES,
     PrepError,
@@ -112,36 +113,11 @@ def _tokenize_metrical(tok, path: str, max_seconds: float) -> dict | TaskError:
     return {"ids": ids, "notes": int(score.note_num()), "seconds": seconds}
 
 
-@dataclass
-class SplitStats:
-    files: int = 0
-    notes: int = 0
-    tokens: int = 0
-    seconds: float = 0.0
-
-    def add(self, piece: Piece) -> None:
-        self.files += 1
-        self.notes += piece.notes
-        self.tokens += piece.tokens
-        self.seconds += piece.seconds
-
-
 def split_stats(pieces: list[Piece]) -> dict[str, SplitStats]:
     stats = {name: SplitStats() for name in SPLITS}
     for piece in pieces:
         stats[piece.split].add(piece)
     return stats
-
-
-@dataclass
-class PrepResult:
-    out_dir: Path
-    stats: dict[str, SplitStats] = field(default_factory=dict)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # unusable inputs, with the reason
-    wall_s: float = 0.0
-    moved: dict[str, str] = field(default_factory=dict)  # split key -> the empty split it was moved to
-    left_out: list[tuple[str, str]] = field(default_factory=list)  # POP909 versions not used, with why
-    notes: list[str] = field(default_factory=list)  # one line each: identical files, moves, empty splits
 
 
 @dataclass

@@ -11,17 +11,41 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from data_prep import pop_versions
 from data_prep.safety import PrepError
 from data_prep.splits import Piece
 
-if TYPE_CHECKING:
-    from data_prep.prepare import PrepResult, SplitStats
-
 SHOWN = 10  # unusable files the summary names one a line
+
+
+@dataclass
+class SplitStats:
+    files: int = 0
+    notes: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, piece: Piece) -> None:
+        self.files += 1
+        self.notes += piece.notes
+        self.tokens += piece.tokens
+        self.seconds += piece.seconds
+
+
+@dataclass
+class PrepResult:
+    """What a run wrote and left out: `print_summary` says it."""
+
+    out_dir: Path
+    stats: dict[str, SplitStats] = field(default_factory=dict)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # unusable inputs, with the reason
+    wall_s: float = 0.0
+    moved: dict[str, str] = field(default_factory=dict)  # split key -> the empty split it was moved to
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # POP909 versions not used, with why
+    notes: list[str] = field(default_factory=list)  # one line each: identical files, moves, empty splits
 
 
 def printable(name: str) -> str:

@@ -241,7 +241,7 @@ def test_a_setting_of_the_wrong_kind_is_refused_by_name(options, said):
                                          ({"num_tempos": 0}, "tokenizer.num_tempos must be a whole number >= 1"),
                                          ({"pitch_min": 90, "pitch_max": 60}, "pitch_min <= pitch_max")])
 def test_a_remi_setting_out_of_range_is_refused_by_name(options, said):
-    from musictx.io.metrical_tokenizer import miditok_config
+    from musictx.io.remi_settings import miditok_config
 
     with pytest.raises(ValueError, match=re.escape(said)):
         miditok_config(**options)

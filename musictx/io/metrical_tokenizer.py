@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,6 +29,7 @@ from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
 from musictx.io.read_errors import unreadable
 from musictx.io.registers import Registers, fit_registers
+from musictx.io.remi_settings import miditok_config, miditok_from_params, miditok_params
 from musictx.io.score_io import read_score
 from musictx.io.score_prep import (
     TrackMap,
@@ -45,54 +45,6 @@ KIND = "remi"
 # ``add_to_vocab`` when a tokenizer is made with ``infill=True``: every id of a tokenizer without them keeps its
 # meaning, so a model trained on plain REMI grows its embedding for them and nothing moves.
 INFILL_TOKENS = ("Infill_Start", "Infill_End", "Fill_None")
-
-# MidiTok settings that are not a choice here: every program and the drums, the common meters, log-spaced
-# tempos, durations up to 3 bars of 4/4 (finer below 1 bar). The choices (positions per beat, velocities,
-# tempos, pitch range) come from conf/tokenizer/remi.yaml, where their defaults are written.
-_FIXED = {
-    "special_tokens": ["PAD", "BOS", "EOS"],
-    "use_programs": True,
-    "one_token_stream_for_programs": True,
-    "programs": list(range(-1, 128)),
-    "use_tempos": True,
-    "tempo_range": (40, 250),
-    "log_tempos": True,
-    "use_time_signatures": True,
-    "time_signature_range": {4: [1, 2, 3, 4, 5, 6, 7], 8: [3, 5, 6, 7, 9, 12]},
-    "delete_equal_successive_tempo_changes": True,
-}
-
-
-def miditok_config(positions_per_beat: int = 4, num_velocities: int = 16, num_tempos: int = 64,
-                   pitch_min: int = 21, pitch_max: int = 108) -> miditok.TokenizerConfig:
-    for name, value, low in (("positions_per_beat", positions_per_beat, 1), ("num_velocities", num_velocities, 1),
-                             ("num_tempos", num_tempos, 1), ("pitch_min", pitch_min, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"tokenizer.{name} must be a whole number >= {low}, got {value!r}")
-    if not pitch_min <= pitch_max <= 127:
-        raise ValueError(f"tokenizer pitches must satisfy pitch_min <= pitch_max <= 127, got {pitch_min}..{pitch_max}")
-    coarse = max(positions_per_beat // 2, 1)  # durations past 4 beats at half the resolution
-    return miditok.TokenizerConfig(**_FIXED, pitch_range=(pitch_min, pitch_max),
-                                   beat_res={(0, 4): positions_per_beat, (4, 12): coarse},
-                                   num_velocities=num_velocities, num_tempos=num_tempos)
-
-
-def _miditok_from_params(params: dict) -> miditok.REMI:
-    """Rebuild MidiTok's tokenizer from the contents of its own parameter file."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "tokenizer.json"
-        path.write_text(json.dumps(params))
-        return miditok.REMI(params=path)
-
-
-def _miditok_params(tok: miditok.REMI) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "tokenizer.json"
-        tok.save(path)
-        params = json.loads(path.read_text())
-    # the library writes its version and the hub's name; they do not change what ids mean
-    return {k: v for k, v in params.items() if k not in ("miditok_version", "symusic_version", "hf_tokenizers_version")}
-
 
 class ReadScore(NamedTuple):
     score: Score  # in the file's ticks, the meter applied
@@ -112,12 +64,12 @@ class MetricalTokenizer:
         ``infill``: add the infill sentinels (`INFILL_TOKENS`) after MidiTok's ids; ``chords``: add the chord
         events (`musictx.io.chord_tokens.CHORD_TOKENS`) after those, and write a song's chords into its ids."""
         if params is None:
-            params = _miditok_params(miditok.REMI(miditok_config(**settings)))
+            params = miditok_params(miditok.REMI(miditok_config(**settings)))
         # Always built from the parameter file's contents, as a saved tokenizer is: MidiTok orders some ids
         # (the TimeSig ones) by the order of a dict's keys, which a JSON file with sorted keys changes, so a
         # tokenizer built from settings and the same tokenizer read back could number them differently.
-        self.miditok = _miditok_from_params(json.loads(json.dumps(params, sort_keys=True)))
-        self.params = _miditok_params(self.miditok)
+        self.miditok = miditok_from_params(json.loads(json.dumps(params, sort_keys=True)))
+        self.params = miditok_params(self.miditok)
         self.chords = chords
         self.extra_tokens = (INFILL_TOKENS if infill else ()) + (CHORD_TOKENS if chords else ())
         for token in self.extra_tokens:  # not MidiTok "special" tokens: those would be numbered first
