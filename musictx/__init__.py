@@ -35,10 +35,20 @@ def _ctrl_c_while_starting() -> None:
 _ctrl_c_while_starting()
 
 
+_LOADERS = ("load_model", "load_pretrained")
+# Listed, so that dir(musictx), a notebook's completion and `from musictx import *` see the loaders, which the
+# module __getattr__ below imports only when first asked for.
+__all__ = ["__version__", *_LOADERS]
+
+
 def __getattr__(name: str):
     # Lazy, so that `import musictx` (and the tokenizer, which needs no torch) stays light.
-    if name in ("load_pretrained", "load_model"):
+    if name in _LOADERS:
         from musictx.checkpoints import model_store
 
         return getattr(model_store, name)
     raise AttributeError(f"module 'musictx' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LOADERS})

@@ -48,3 +48,13 @@ def public_face(package: str, public: dict[str, str]):
         return getattr(importlib.import_module(f"{package}.{public[name]}"), name)
 
     return __getattr__
+
+
+def public_dir(namespace: dict, public):
+    """A package's module ``__dir__``: its own names and those its public face imports on first use, which a
+    module ``__getattr__`` alone hides from ``dir()`` and from a notebook's completion."""
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *public})
+
+    return __dir__

@@ -274,8 +274,7 @@ def save_model_folder(net: nn.Module, tokenizer: EventTokenizer, out_dir: str | 
     names = [WEIGHTS_FILE] if len(groups) == 1 else [
         f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
     for name, keys in zip(names, groups, strict=True):
-        # whole or not at all (musictx.safe_output); written by open(), not safetensors' save_file, whose files are
-        # private to their owner (0600) where every other file of the folder follows the user's umask
+        # whole or not at all; by open(): safetensors' save_file made the weights private (0600), not the umask's
         with atomic_path(out / name, "output_dir") as tmp:
             tmp.write_bytes(save({k: state[k] for k in keys}, metadata={"format": "musictx", "dtype": dtype}))
     config = {"format": FOLDER_FORMAT, "model": net_spec(net), "tokenizer": tokenizer.to_dict(),
@@ -397,7 +396,8 @@ def load_model(ref: str | Path | None = None, map_location="cpu") -> tuple[nn.Mo
 
 def load_pretrained(name: str = DEFAULT_MODEL, map_location="cpu") -> tuple[nn.Module, EventTokenizer]:
     """``net, tokenizer = load_pretrained("piano")``: a shipped model, ready to generate or fine-tune."""
-    if name not in shipped_models():
-        raise ModelLoadError(f"no shipped model {name!r}; installed: {', '.join(shipped_models()) or 'none'}")
+    if not isinstance(name, str) or name not in shipped_models():  # a folder or a .ckpt: load_model's
+        raise ModelLoadError(f"no shipped model {name!r} (shipped: {', '.join(shipped_models()) or 'none'}); "
+                             "a model folder, a .ckpt or an installed model: musictx.load_model(...)")
     net, tokenizer, _ = load_model_folder(PRETRAINED_DIR / name, map_location)
     return net, tokenizer

@@ -33,6 +33,7 @@ from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.filters import NoiseStream, sample_next, velocity_family
 from musictx.decoding.hook import DecoderWrapper, Grammar, LogitsHook, StopRule, read_to_host
 from musictx.decoding.window import SlidingWindow
+from musictx.models.modes import eval_mode
 
 
 @dataclass(frozen=True)
@@ -51,21 +52,6 @@ class GenerationInterrupted(KeyboardInterrupt):
     def __init__(self, ids: Tensor):
         super().__init__("generation interrupted")
         self.ids = ids
-
-
-@contextmanager
-def _eval_mode(net: nn.Module) -> Iterator[None]:
-    """Eval mode for the block; the net's train flag is put back. A net already all in eval mode (the usual case) is
-    left alone: setting the flag walks every module, twice."""
-    if not any(module.training for module in net.modules()):
-        yield
-        return
-    was_training = net.training
-    net.eval()
-    try:
-        yield
-    finally:
-        net.train(was_training)
 
 
 @contextmanager
@@ -121,6 +107,31 @@ def _check_kind(hook: LogitsHook) -> None:
         if hasattr(hook, method) and not isinstance(hook, kind):
             raise TypeError(f"{type(hook).__name__} defines {method}() but is not a {kind.__name__}: "
                             f"subclass musictx.decoding.{kind.__name__} so that generate calls it")
+
+
+def _check_inputs(net: nn.Module, prompt, opts, hooks, max_new_tokens) -> None:
+    """A one-line error naming the argument, for what a script hands `generate` by mistake: torch, numpy or a
+    hook's ``start`` said it deep inside (float ids were cut to whole numbers without a word)."""
+    if not isinstance(prompt, Tensor):
+        raise TypeError(f"prompt must be a torch.Tensor of ids (B, T0), got {type(prompt).__name__}; "
+                        "torch.as_tensor(ids)[None] makes one row")
+    if prompt.dtype.is_floating_point or prompt.dtype.is_complex or prompt.dtype == torch.bool:
+        raise TypeError(f"prompt must hold integer ids, got dtype {prompt.dtype}")
+    if not isinstance(opts, DecodingOptions):
+        raise TypeError(f"opts must be a DecodingOptions (or SamplingOptions), got {type(opts).__name__}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer):
+        raise TypeError(f"max_new_tokens must be a whole number, got {max_new_tokens!r}")
+    for i, hook in enumerate(hooks):
+        if not isinstance(hook, LogitsHook):
+            raise TypeError(f"hooks[{i}] is a {type(hook).__name__}, not a musictx.decoding.LogitsHook: subclass "
+                            "it and override __call__(logits)")
+    if prompt.ndim == 2 and prompt.shape[0] == 0:
+        raise ValueError("prompt has no rows (B = 0): nothing to sample; ask for at least one sample")
+    vocab = getattr(net, "vocab_size", None)  # one read of the prompt per call: the embedding's IndexError named no id
+    if vocab is not None and prompt.numel() and (int(prompt.min()) < 0 or int(prompt.max()) >= vocab):
+        bad = int(prompt[(prompt < 0) | (prompt >= vocab)][0])
+        raise ValueError(f"prompt holds id {bad}, outside the net's vocabulary of size {vocab} (ids of another "
+                         "tokenizer?)")
 
 
 def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stops: bool, pad_id, keep_seed,
@@ -244,6 +255,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     net runs in eval mode and is put back after. A Ctrl-C while sampling raises `GenerationInterrupted` with
     the ids so far.
     """
+    _check_inputs(net, prompt, opts, hooks, max_new_tokens)
     pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
     stoppers = [hook for hook in hooks if isinstance(hook, StopRule)]
     _check_generate_args(prompt, max_new_tokens, eos_id, bool(stoppers), pad_id, opts.keep_seed, hooks)
@@ -266,7 +278,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
-    with (_eval_mode(net), closing(noise) if noise else nullcontext(), _forget_host_ids(),
+    with (eval_mode(net), closing(noise) if noise else nullcontext(), _forget_host_ids(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
         while length < total:
             logits = window.logits(ids, length)  # (B, V)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from musictx.io.token_edits import transpose_ids
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
+from musictx.models.modes import eval_mode
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,11 @@ def _filler(arrays: TokenArrays, piece: int, n: int, rng: np.random.Generator) -
 
 @torch.no_grad()
 def token_nll(net, ids: np.ndarray, device="cpu") -> np.ndarray:
-    """Per-target NLL (n - 1,) of a whole id sequence in one forward: entry t scores ids[t + 1]."""
+    """Per-target NLL (n - 1,) of a whole id sequence in one forward: entry t scores ids[t + 1]; the net in eval
+    mode (`eval_mode`: a net left training scored with dropout on)."""
     x = torch.as_tensor(ids[None, :-1], dtype=torch.long, device=device)  # (1, T)
-    logits = net(x).float()  # (1, T, V)
+    with eval_mode(net):
+        logits = net(x).float()  # (1, T, V)
     y = torch.as_tensor(ids[None, 1:], dtype=torch.long, device=device)
     return F.cross_entropy(logits.transpose(1, 2), y, reduction="none")[0].cpu().numpy()
 

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from musictx.models.modes import eval_mode
+
 
 @dataclass(frozen=True)
 class Window:
@@ -69,23 +71,24 @@ def _batch(pieces, windows: list[Window], context: int, pad_id: int):
 def score_pieces(net: torch.nn.Module, pieces, n_pieces: int, lengths: np.ndarray, context: int,
                  stride: int | None = None, batch_size: int = 8, pad_id: int = 0,
                  device: str | torch.device = "cpu", progress: bool = True) -> ScoreTotals:
-    """Score every target of ``n_pieces`` pieces (``pieces(i)`` -> ids) with ``net`` (eval mode)."""
+    """Score every target of ``n_pieces`` pieces (``pieces(i)`` -> ids) with ``net`` in eval mode
+    (`eval_mode`: its train flags put back after)."""
     stride = stride or max(context // 2, 1)
     plan = [w for i in range(n_pieces) for w in plan_windows(int(lengths[i]), context, stride, i)]
     totals = ScoreTotals()
-    net.eval()
     bar = tqdm(total=sum(w.length - w.score_from for w in plan), desc="score", unit="tok", disable=not progress)
-    for b in range(0, len(plan), batch_size):
-        chunk = plan[b:b + batch_size]
-        x, y = _batch(pieces, chunk, context, pad_id)
-        x, y = x.to(device), y.to(device)
-        logits = net(x).float()  # (B, T, V)
-        mask = y >= 0
-        logp = F.log_softmax(logits[mask], dim=-1)  # (N, V)
-        target = y[mask]
-        totals.nll -= float(logp.gather(1, target[:, None]).sum())
-        totals.correct += int((logp.argmax(-1) == target).sum())
-        totals.tokens += int(mask.sum())
-        bar.update(int(mask.sum()))
+    with eval_mode(net):
+        for b in range(0, len(plan), batch_size):
+            chunk = plan[b:b + batch_size]
+            x, y = _batch(pieces, chunk, context, pad_id)
+            x, y = x.to(device), y.to(device)
+            logits = net(x).float()  # (B, T, V)
+            mask = y >= 0
+            logp = F.log_softmax(logits[mask], dim=-1)  # (N, V)
+            target = y[mask]
+            totals.nll -= float(logp.gather(1, target[:, None]).sum())
+            totals.correct += int((logp.argmax(-1) == target).sum())
+            totals.tokens += int(mask.sum())
+            bar.update(int(mask.sum()))
     bar.close()
     return totals

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from musictx.lazy import public_face
+from musictx.lazy import public_dir, public_face
 
 # the public face: name -> the module under musictx.generation that defines it, imported when first asked for, so that
 # ``--help`` and the option checks, which read this package's light modules, load no torch
@@ -30,3 +30,4 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
 
 
 __getattr__ = public_face(__name__, _PUBLIC)
+__dir__ = public_dir(globals(), _PUBLIC)

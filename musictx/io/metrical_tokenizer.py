@@ -24,6 +24,7 @@ from symusic import Score
 
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, insert_chords, moved_chord
+from musictx.io.id_checks import id_row
 from musictx.io.meter_guess import apply_bars
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
@@ -271,7 +272,7 @@ class MetricalTokenizer:
         """A ``symusic.Score`` (ticks) of ``ids``; with ``tracks``, each track gets its name and real program
         back, in the map's order, and a track the map does not know is named by its internal program."""
         top = self.vocab_size - len(self.extra_tokens)  # the infill sentinels and the chord events are no music
-        ids = [int(i) for i in np.asarray(ids).ravel() if int(i) not in (self.pad_id, self.eos_id) and int(i) < top]
+        ids = [i for i in id_row(ids, self.vocab_size).tolist() if i not in (self.pad_id, self.eos_id) and i < top]
         score = self.miditok.decode(ids) if ids else Score(self.miditok.time_division)
         known = tracks.by_program() if tracks else {}
         rank = {t.program: k for k, t in enumerate(tracks.tracks)} if tracks else {}

@@ -42,4 +42,7 @@ def score_to_pretty_midi(score: Score) -> pretty_midi.PrettyMIDI:
     """The same music as a ``pretty_midi.PrettyMIDI`` (through MIDI bytes: tempo map, meter, named tracks)."""
     import pretty_midi  # here: reading a score (the tokenizer, the GPU image's training) needs no pretty_midi
 
+    if not (score.tracks or score.tempos or score.time_signatures or score.key_signatures or score.markers):
+        # nothing to write (no ids, or PAD and EOS only): pretty_midi cannot read a file with no track at all
+        return pretty_midi.PrettyMIDI(resolution=score.ticks_per_quarter)
     return pretty_midi.PrettyMIDI(io.BytesIO(without_zero_tempos(score.copy()).dumps_midi()))

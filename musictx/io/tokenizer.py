@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from musictx.io.id_checks import id_row
 from musictx.io.midi_io import PEDAL_EVENTS, MidiReadError, Notes, notes_from_pretty_midi, read_notes
 from musictx.io.midi_write import notes_to_midi
 from musictx.io.pedal_ids import grid_changes, pedal_steps, sounding
@@ -338,8 +339,8 @@ class EventTokenizer:
 
     def _checked_ids(self, ids) -> np.ndarray:
         """The ids up to the first EOS (included), after checking each is in the vocabulary: a negative
-        id would otherwise read as a NOTE_ON of a negative pitch."""
-        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        id would otherwise read as a NOTE_ON of a negative pitch. One sequence only (`id_row`)."""
+        arr = id_row(ids)
         eos = np.flatnonzero(arr == self.layout.eos)
         arr = arr[: eos[0] + 1] if len(eos) else arr
         bad = np.flatnonzero((arr < 0) | (arr >= self.layout.vocab_size))

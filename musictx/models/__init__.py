@@ -13,7 +13,8 @@ Every model (`MusicTransformer`, `VanillaTransformer`, `LSTMBaseline`) follows o
 The state is updated in place and returned; `state.length` counts the tokens fed so far. Positions
 count from the first token of a state, so when `state.length` reaches `net.max_seq_len` (None for the
 LSTM: no limit) a sampler starts a fresh state and re-feeds the last tokens it wants to keep; feeding
-more than `max_seq_len` tokens into one state raises ValueError.
+more than `max_seq_len` tokens into one state raises ValueError, as do ids that are not (B, T) integers inside
+the vocabulary (`ids.check_ids`).
 
 Rebuilding: every model has `net.name`, `net.get_config()` (its constructor arguments, JSON-friendly)
 and `num_params()`, so `build_model(net.name, **net.get_config())` recreates it from a checkpoint.

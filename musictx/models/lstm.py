@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from musictx.models.ids import check_ids
+
 
 def _cpu_bf16_lstm_unsupported(x: Tensor) -> bool:
     """True under CPU bf16 autocast on a CPU whose oneDNN has no bf16 LSTM (no AVX-512 bf16, e.g. Zen 3):
@@ -70,6 +72,7 @@ class LSTMBaseline(nn.Module):
 
     def forward(self, ids: Tensor, cache: LSTMState | None = None):
         """ids (B, T) long -> logits (B, T, V); with `cache`, returns (logits, cache) updated in place."""
+        check_ids(ids, self.vocab_size, values=cache is None or cache.length == 0)
         x = self.drop(self.tok_emb(ids))  # (B, T, d_model)
         hc = None if cache is None or cache.h is None else (cache.h, cache.c)
         if _cpu_bf16_lstm_unsupported(x):

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from musictx.models.attention import BLOCK_SIZE, PlainSelfAttention, RelativeSelfAttention
+from musictx.models.ids import check_ids
 from musictx.models.kv_cache import KVCache
 
 CONTEXT = 2048  # max_seq_len, the paper's; ``data.seq_len`` in conf/data/default.yaml, which the models follow
@@ -108,6 +109,7 @@ class _DecoderLM(nn.Module):
     def forward(self, ids: Tensor, cache: DecoderCache | None = None):
         """ids (B, T) long -> logits (B, T, V); with `cache`, returns (logits, cache). See class doc."""
         start = 0 if cache is None else cache.length
+        check_ids(ids, self.vocab_size, values=start == 0)
         self._check_room(start, ids.shape[1])
         x = self.tok_emb(ids) * math.sqrt(self.tok_emb.embedding_dim)  # (B, T, d_model)
         x = self.drop(self._positions(x, start))

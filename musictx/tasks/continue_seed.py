@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from musictx.decoding.errors import GenerateError
 from musictx.decoding.hook import HookInputs
+from musictx.decoding.option_fields import whole_number
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.dynamics import seed_rule
 from musictx.io.midi_io import Notes
@@ -44,6 +46,8 @@ def continuation_prompt(net, tokenizer: EventTokenizer, seed: Seed, sampling: Sa
                         ending: bool = False) -> Prompt:
     """The prompt of ``num_samples`` continuations of ``seed``: each stops after ``length_seconds`` of new
     music (None: no limit) or `token_cap` ids; ``ending``: on its key's chord (`musictx.decoding.hooks.final_chord`)."""
+    if whole_number("num_samples", num_samples, nullable=False) < 1:  # 0 failed in a hook's numpy stack
+        raise GenerateError(f"num_samples must be >= 1, got {num_samples}")
     device = next(net.parameters()).device
     ids = torch.as_tensor(seed.ids, dtype=torch.long, device=device).expand(num_samples, -1)  # (B, T0)
     hooks = HookInputs("continue", tokenizer, sampling, seed=seed, length_seconds=length_seconds, ending=ending)

@@ -136,6 +136,9 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     to the nearest bar line (all to the end when None). ``learnt``: the parts (programs) the model learnt; a
     track of another part is played as one of them (`musictx.tasks.played_as`). ``level``: when a seed is
     heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.LevelRule`; None: as it is)."""
+    if getattr(tok, "kind", None) != "remi":  # a Performance tokenizer has no bars to cut at (fit_registers)
+        raise GenerateError(f"metrical_seed takes a metrical tokenizer (pop's), not {type(tok).__name__}; a "
+                            "Performance model's seed: musictx.tasks.seed_from_midi")
     read = tok.fit_registers(tok.read(path, beats))  # a piccolo's top octave is heard an octave down
     plan = None
     if learnt is not None:

@@ -28,6 +28,8 @@ class SamplingProgress(LogitsHook):
         # the least advanced sample still running; once all are done, the least advanced of them, so that the bar's
         # last state says every sample is done (it stopped at "1 of 2 samples done" though both were written)
         seconds = float(steps[running if running.any() else slice(None)].min()) * self.time_step
+        if self.bar.total:  # a sample's last shift may pass the length: past its total, tqdm drops the total from
+            seconds = min(seconds, self.bar.total)  # the bar's numbers and our format's {total:g} fails on None
         self.bar.set_postfix_str(f"{int(done.sum())} of {len(done)} samples done", refresh=False)
         self.bar.update(seconds - self.bar.n)
 

@@ -77,6 +77,9 @@ def seed_from_midi(tokenizer: EventTokenizer, path: str | os.PathLike, seed_seco
     earlier being left out, held or not. The file's tempo map and time signatures over that same span come
     with it (`MidiTiming.window`): the ones in force at the seed's first note move to time 0. ``level``: when a
     seed is heard at the model's level (pp, ff, one velocity: `musictx.io.dynamics.LevelRule`; None: as it is)."""
+    if getattr(tokenizer, "kind", None) != "performance":  # a metrical one has no notes-to-ids (encode_notes)
+        raise GenerateError(f"seed_from_midi takes a Performance tokenizer (piano's), not {type(tokenizer).__name__}; "
+                            "a metrical model's seed: musictx.tasks.metrical_seed")
     if Path(path).suffix.lower() in AUDIO_SUFFIXES and Path(path).is_file():
         raise GenerateError(f"seed_midi={path}: an audio file; musictx continues MIDI files (.mid/.midi)")
     ids, silent_steps = _seed_ids(tokenizer, path, seed_seconds, seed_from)

@@ -86,7 +86,8 @@ class MusicLitModule(L.LightningModule):
     Args:
         net: the model, built, or its config (``name``: a key of `musictx.models.MODELS`, and its
             constructor arguments), which the model store builds; its spec goes into checkpoints.
-        tokenizer: the data tokenizer's ``to_dict()``; saved in checkpoints, checked on resume.
+        tokenizer: the data tokenizer's ``to_dict()`` (or the tokenizer, taken as its dict); saved in checkpoints,
+            checked on resume.
         optimizer: a partial optimizer (``_partial_: true``), called with the parameter groups.
         scheduler: a schedule config for `make_schedule` (``name`` paper / cosine / constant), stepped
             every optimizer update.
@@ -97,6 +98,8 @@ class MusicLitModule(L.LightningModule):
     def __init__(self, net: nn.Module | dict, tokenizer: dict, optimizer: Callable | None = None,
                  scheduler: dict | None = None, compile: bool = False, compile_kwargs: dict | None = None):
         super().__init__()
+        if hasattr(tokenizer, "to_dict"):  # before the hyperparameters are saved: a checkpoint holds the dict
+            tokenizer = tokenizer.to_dict()  # (loaded with weights_only=True), never a pickled tokenizer
         # The net is rebuilt from net_spec on load; the optimizer is a callable, not data.
         self.save_hyperparameters(ignore=["net", "optimizer"], logger=False)
         self.net = net if isinstance(net, nn.Module) else net_from_config(net)
