@@ -3,7 +3,8 @@
 The public face, what the tasks, the app and evaluation use (imported on first use, so that option checking
 and ``--help`` read `DecodingOptions` without loading torch):
 
-- `generate` (``sampling``): the KV-cached sampler; `GenerationInterrupted` keeps what Ctrl-C left.
+- `generate` (``sampling``): the KV-cached sampler; `GenerationInterrupted` keeps what Ctrl-C left; `eval_mode`
+  (the net in eval mode for a block, each module's own flag put back: scoring uses it too).
 - `DecodingOptions`, `SamplingOptions`: the draw's settings, and those plus every hook's options.
 - the hook kinds (``hook``): `LogitsHook` reshapes the logits, `StopRule` ends samples, `DecoderWrapper` wraps
   what the sampler steps, `Grammar` also names a lone next id; `HookSpec` describes one; ``hooks/`` holds each
@@ -47,6 +48,7 @@ _PUBLIC = {
     "raise_first": "option_fields",
     "whole_number": "option_fields",
     "GenerationInterrupted": "sampling",
+    "eval_mode": "sampling",
     "generate": "sampling",
     "SamplingOptions": "sampling_options",
     "context_length": "window",
@@ -65,7 +67,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.decoding.hooks.recall_guidance import RecallGuidanceOptions
     from musictx.decoding.hooks.repeat_echo import repeat_plan
     from musictx.decoding.option_fields import check_seed, finite_number, raise_first, whole_number
-    from musictx.decoding.sampling import GenerationInterrupted, generate
+    from musictx.decoding.sampling import GenerationInterrupted, eval_mode, generate
     from musictx.decoding.sampling_options import SamplingOptions
     from musictx.decoding.window import context_length
 

@@ -33,7 +33,6 @@ from musictx.decoding.decoding_options import DecodingOptions
 from musictx.decoding.filters import NoiseStream, sample_next, velocity_family
 from musictx.decoding.hook import DecoderWrapper, Grammar, LogitsHook, StopRule, read_to_host
 from musictx.decoding.window import SlidingWindow
-from musictx.models.modes import eval_mode
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,24 @@ class GenerationInterrupted(KeyboardInterrupt):
     def __init__(self, ids: Tensor):
         super().__init__("generation interrupted")
         self.ids = ids
+
+
+@contextmanager
+def eval_mode(net: nn.Module) -> Iterator[None]:
+    """Eval mode for the block (no dropout: what the net itself says), then exactly the flags it had: scoring in
+    the middle of a training loop leaves the loop training, and a submodule frozen in eval mode stays so (a
+    ``net.train(was_training)`` put every module back in train mode). A net already all in eval mode, the usual
+    case when sampling, is left alone: setting the flags walks every module."""
+    training = [module for module in net.modules() if module.training]
+    if not training:
+        yield
+        return
+    net.eval()
+    try:
+        yield
+    finally:
+        for module in training:
+            module.training = True
 
 
 @contextmanager

@@ -24,10 +24,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from musictx.decoding import eval_mode
 from musictx.io.token_edits import transpose_ids
 from musictx.io.token_store import TokenArrays
 from musictx.io.tokenizer import EventTokenizer
-from musictx.models.modes import eval_mode
 
 
 @dataclass(frozen=True)

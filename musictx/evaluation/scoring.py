@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from musictx.models.modes import eval_mode
+from musictx.decoding import eval_mode
 
 
 @dataclass(frozen=True)
