@@ -4,6 +4,7 @@ here (two named tracks on one program, 3/4 and 4/4) and, where ../shared is pres
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import numpy as np
 import pretty_midi
@@ -67,6 +68,34 @@ def test_saved_tokenizer_rebuilds_itself_and_refuses_other_settings():
         MetricalTokenizer(infill=True).check_compatible(tok, what="data.dir=d")
     with pytest.raises(TokenizerMismatchError, match=r"the chord events \(in the checkpoint, not here\)"):
         tok.check_compatible(MetricalTokenizer(chords=True), what="the checkpoint")
+
+
+def _notes_by_program(tok, ids) -> Counter:
+    """(Program token, Pitch token) of each note of ``ids``."""
+    tokens = [tok.id_to_token(int(i)) for i in ids]
+    return Counter((program, pitch) for program, pitch in zip(tokens, tokens[1:], strict=False)
+                   if program.startswith("Program_") and pitch.startswith("Pitch_"))
+
+
+def test_a_song_decoded_without_its_track_map_reads_back_with_each_part_in_its_role(tmp_path):
+    """Decoded without a map, the bridge (program 81) was named "Lead 2 (sawtooth)", which reads as a melody: read
+    back, the bridge that starts first took the melody's program. Named by their roles, each part keeps its own."""
+    tok = MetricalTokenizer()
+    song = band_song(tmp_path / "s.mid", names=("Bridge", "Melody"))  # the bridge first: it took program 80
+    ids = tok.encode(song)
+    back = tok.decode_score(ids)
+    assert [t.name for t in back.tracks] == ["MELODY", "BRIDGE"]
+    back.dump_midi(str(tmp_path / "back.mid"))
+    assert _notes_by_program(tok, tok.encode(tmp_path / "back.mid")) == _notes_by_program(tok, ids)
+
+
+@pytest.mark.skipif(not (POP / "001" / "001.mid").is_file(),
+                    reason=f"POP909 not found under {SHARED_DATA} (CI and dev machines)")
+def test_a_pop909_song_encoded_decoded_and_encoded_again_gives_its_ids_back(tmp_path):
+    tok = MetricalTokenizer()
+    ids = tok.encode(POP / "001" / "001.mid")
+    tok.decode_score(ids).dump_midi(str(tmp_path / "back.mid"))
+    assert np.array_equal(tok.encode(tmp_path / "back.mid"), ids)  # 1,850 of 7,110 ids differed: parts swapped
 
 
 def test_transpose_moves_pitches_only_and_refuses_to_leave_the_range(tmp_path):

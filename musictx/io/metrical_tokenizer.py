@@ -33,9 +33,11 @@ from musictx.io.registers import Registers, fit_registers
 from musictx.io.remi_settings import miditok_config, miditok_from_params, miditok_params
 from musictx.io.score_io import read_score
 from musictx.io.score_prep import (
+    ROLE_PROGRAMS,
     TrackMap,
     assign_programs,
     chord_file_of,
+    part_name,
 )
 from musictx.io.tokenizer import TokenizerMismatchError
 
@@ -270,7 +272,11 @@ class MetricalTokenizer:
     # ----- decoding ---------------------------------------------------------------------------
     def decode_score(self, ids, tracks: TrackMap | None = None) -> Score:
         """A ``symusic.Score`` (ticks) of ``ids``; with ``tracks``, each track gets its name and real program
-        back, in the map's order, and a track the map does not know is named by its internal program."""
+        back, in the map's order. A track the map does not know keeps its internal program, named by its role
+        where it has one (MELODY, BRIDGE, PIANO: `part_name`): MidiTok's names of programs 80 and 81, "Lead 1
+        (square)" and "Lead 2 (sawtooth)", both read back as a melody, and the bridge took the melody's place.
+        Those tracks come MELODY, BRIDGE, PIANO first (POP909's order, which the notes of one onset follow), then
+        by program: a song encoded, decoded and encoded again gives its ids back."""
         top = self.vocab_size - len(self.extra_tokens)  # the infill sentinels and the chord events are no music
         ids = [i for i in id_row(ids, self.vocab_size).tolist() if i not in (self.pad_id, self.eos_id) and i < top]
         score = self.miditok.decode(ids) if ids else Score(self.miditok.time_division)
@@ -282,9 +288,10 @@ class MetricalTokenizer:
             info = known.get(internal)
             if info is not None:
                 track.name, track.program = info.name, info.real_program
-            ranked.append((rank.get(internal, len(rank) + internal + 1), track))
-        if tracks:
-            score.tracks = [t for _, t in sorted(ranked, key=lambda r: r[0])]
+            elif internal in ROLE_PROGRAMS.values():
+                track.name = part_name(internal)
+            ranked.append((rank.get(internal, len(rank) + _unknown_rank(internal)), track))
+        score.tracks = [t for _, t in sorted(ranked, key=lambda r: r[0])]
         return score
 
     def decode(self, ids, tracks: TrackMap | None = None):
@@ -371,3 +378,9 @@ def _extra_tokens_diff(mine, theirs, what: str) -> list[str]:
         if here != there:
             said.append(f"{name} ({'here, not in ' if here else 'in '}{what}{'' if here else ', not here'})")
     return said
+
+
+def _unknown_rank(internal: int) -> int:
+    """Where a track no map names goes among such tracks: the roles in order, then by internal program."""
+    order = list(ROLE_PROGRAMS.values())  # MELODY, BRIDGE, PIANO
+    return order.index(internal) if internal in order else len(order) + internal + 1
