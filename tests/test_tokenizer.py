@@ -245,3 +245,15 @@ def test_a_remi_setting_out_of_range_is_refused_by_name(options, said):
 
     with pytest.raises(ValueError, match=re.escape(said)):
         miditok_config(**options)
+
+
+@pytest.mark.parametrize("text, said", [("# a README\n", "not JSON"), ("[1, 2]\n", "JSON, but a list, not an object")])
+def test_a_file_that_is_no_tokenizer_is_named_when_loaded(tmp_path, text, said):
+    from musictx.io.metrical_tokenizer import MetricalTokenizer
+    from musictx.io.tokenizers import load_tokenizer_file
+
+    path = tmp_path / "README.md"
+    path.write_text(text)
+    for load in (EventTokenizer.load, MetricalTokenizer.load, load_tokenizer_file):
+        with pytest.raises(ValueError, match=rf"README\.md: not a tokenizer file \({said}"):
+            load(path)  # was a bare JSONDecodeError, no file named

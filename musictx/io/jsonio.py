@@ -48,3 +48,16 @@ def write_json(path: str | os.PathLike, obj, what: str = "record") -> Path:
         shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
         print(f"warning: {path}: non-finite {what} value(s) written as null: {shown}")
     return path
+
+
+def read_json_object(path: str | os.PathLike, what: str) -> dict:
+    """The JSON object in the file ``path``; ValueError naming the file and ``what`` it should be when it is not
+    one (a README given as a tokenizer file raised a bare JSONDecodeError, no file named)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not {what} (not JSON: {err})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: not {what} (JSON, but a {type(obj).__name__}, not an object)")
+    return obj

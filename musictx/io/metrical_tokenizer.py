@@ -25,6 +25,7 @@ from symusic import Score
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, insert_chords, moved_chord
 from musictx.io.id_checks import id_row
+from musictx.io.jsonio import read_json_object
 from musictx.io.meter_guess import apply_bars
 from musictx.io.midi_io import MidiReadError, Notes
 from musictx.io.midi_timing import read_timing
@@ -345,8 +346,7 @@ class MetricalTokenizer:
 
     @classmethod
     def load(cls, path) -> MetricalTokenizer:
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
+        return cls.from_dict(read_json_object(path, "a tokenizer file"))
 
     def check_compatible(self, other, what: str = "data") -> None:
         """Raise TokenizerMismatchError naming the settings that differ."""

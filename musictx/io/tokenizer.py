@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 
 from musictx.io.id_checks import id_row
+from musictx.io.jsonio import read_json_object
 from musictx.io.midi_io import PEDAL_EVENTS, MidiReadError, Notes, notes_from_pretty_midi, read_notes
 from musictx.io.midi_write import notes_to_midi
 from musictx.io.pedal_ids import grid_changes, pedal_steps, sounding
@@ -391,8 +392,7 @@ class EventTokenizer:
 
     @classmethod
     def load(cls, path) -> EventTokenizer:
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
+        return cls.from_dict(read_json_object(path, "a tokenizer file"))
 
     def check_compatible(self, other: EventTokenizer | dict, what: str = "data") -> None:
         """Raise TokenizerMismatchError naming the differing fields, or the other's kind when it is not one of

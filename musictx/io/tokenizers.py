@@ -11,10 +11,10 @@ interface; which one it is is written once, in its dict's ``"kind"``:
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Protocol
 
+from musictx.io.jsonio import read_json_object
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 
 KINDS = ("performance", "remi")
@@ -54,8 +54,7 @@ def tokenizer_from_dict(d: dict) -> Tokenizer:
 
 
 def load_tokenizer_file(path: str | os.PathLike) -> Tokenizer:
-    with open(path) as f:
-        return tokenizer_from_dict(json.load(f))
+    return tokenizer_from_dict(read_json_object(path, "a tokenizer file"))
 
 
 def make_tokenizer(settings: dict) -> Tokenizer:
