@@ -20,3 +20,8 @@ def counts_listed(counts: Mapping[str, int], most: int = MOST) -> str:
     shown = {k: counts[k] for k in list(counts)[:most]}
     more = len(counts) - len(shown)
     return str(shown) if not more else f"{str(shown)[:-1]}, ... {more} more tracks}}"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 song``, ``2 songs``: a count and its noun, plural but for one (a scorecard said "1 songs")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -19,3 +19,9 @@ def test_a_file_of_128_instruments_is_described_in_a_line_people_read():
     said = tracks.describe()
     assert said.startswith("All GM1 Sounds (program 0), All GM1 Sounds (program 1)") and said.endswith("and 120 more")
     assert len(said) < 400
+
+
+def test_a_count_is_said_with_its_noun_singular_for_one():
+    from musictx.listed import counted
+
+    assert [counted(n, "song") for n in (0, 1, 2)] == ["0 songs", "1 song", "2 songs"]  # a scorecard said "1 songs"

@@ -36,6 +36,7 @@ from musictx.io.chord_labels import Chords
 from musictx.io.infill_format import BarSplitter, bar_starts
 from musictx.io.score_io import read_score, score_to_pretty_midi
 from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.listed import counted
 from musictx.listening import scorecard_metrics as sm
 from musictx.listening.note_span import Span
 from musictx.tasks import (
@@ -341,8 +342,9 @@ def format_task_scorecard(result: dict) -> str:
     infill = result["task"] == INFILL_MODE
     measures = INFILL_MEASURES if infill else ACCOMPANY_MEASURES
     start = "the melody's entry" if s.get("accompany_from", "melody") == "melody" else "the song's start"
-    head = (f"infill scorecard: {n} songs, bars {s['first_bar']}-{s['first_bar'] + s['bars'] - 1}" if infill
-            else f"accompany scorecard: {n} songs, the bars of {s['seconds']:g} s from {start}, BRIDGE and PIANO "
+    songs = counted(n, "song")
+    head = (f"infill scorecard: {songs}, bars {s['first_bar']}-{s['first_bar'] + s['bars'] - 1}" if infill
+            else f"accompany scorecard: {songs}, the bars of {s['seconds']:g} s from {start}, BRIDGE and PIANO "
             "written for the MELODY" + (" and the annotated chords" if s.get("accompany_chords") else ""))
     lines = [head, "| measure (mean) | model | real | chance |", "|---|---|---|---|"]
     for key, label in measures:

@@ -24,6 +24,7 @@ from musictx.io.chord_labels import Chords
 from musictx.io.ngram_index import load_index, position_ngrams, share_in_index
 from musictx.io.score_io import score_to_pretty_midi
 from musictx.io.score_prep import beats_file_of, chord_file_of
+from musictx.listed import counted
 from musictx.listening import scorecard_metrics as sm
 from musictx.listening.note_span import Span
 
@@ -226,9 +227,10 @@ def _mean_over(per_song: list[dict], side: str) -> dict:
 
 def format_scorecard(result: dict) -> str:
     m = result["means"]
-    lines = [f"continuation scorecard: {len(result['songs'])} songs, {result['settings']['seed_seconds']:g} s seed "
+    songs = counted(len(result["songs"]), "song")
+    lines = [f"continuation scorecard: {songs}, {result['settings']['seed_seconds']:g} s seed "
              f"from {result['settings']['seed_from']:g} s, {result['settings']['length_seconds']:g} s new, "
-             f"{result['settings']['num_samples']} samples each",
+             f"{counted(result['settings']['num_samples'], 'sample')} each",
              "| measure (mean) | model | real continuation | chance | the seed |", "|---|---|---|---|---|"]
     for key, label, _ in MEASURES:
         if key not in m["model"]:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from musictx.listed import counted
+
 CLASSIFIERS = ("logistic", "boosting")
 
 
@@ -129,8 +131,9 @@ def format_two_sample(result: dict) -> str:
     length = result["settings"]["length_seconds"]  # the control's excerpts are as long as the continuations
     asked = result["settings"]["folds"]
     folds = min(asked, main["groups"])  # as cv_auc runs it: a fold needs a song of its own
-    folds_text = f"{folds}-fold" if folds == asked else f"{folds}-fold ({asked} asked, {main['groups']} songs)"
-    lines = [f"two-sample test: {main['groups']} songs, {result['settings']['seed_seconds']:g} s seed from "
+    songs = counted(main["groups"], "song")
+    folds_text = f"{folds}-fold" if folds == asked else f"{folds}-fold ({asked} asked, {songs})"
+    lines = [f"two-sample test: {songs}, {result['settings']['seed_seconds']:g} s seed from "
              f"{result['settings']['seed_from']:g} s, {length:g} s new, one sample "
              f"per song; {len(result['features'])} features; {folds_text} CV grouped by "
              f"song x {result['settings']['repeats']} repeats",
