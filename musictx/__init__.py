@@ -7,6 +7,9 @@
 import os as _os
 import sys as _sys
 
+from musictx.lazy import public_dir as _public_dir
+from musictx.lazy import public_face as _public_face
+
 __version__ = "0.1.0"
 
 
@@ -35,20 +38,10 @@ def _ctrl_c_while_starting() -> None:
 _ctrl_c_while_starting()
 
 
-_LOADERS = ("load_model", "load_pretrained")
-# Listed, so that dir(musictx), a notebook's completion and `from musictx import *` see the loaders, which the
-# module __getattr__ below imports only when first asked for.
+# The loaders, imported from the model store when first asked for, so that `import musictx` (and the tokenizer,
+# which needs no torch) stays light; listed, so that dir(musictx), a notebook's completion and
+# `from musictx import *` see them.
+_LOADERS = {"load_model": "checkpoints.model_store", "load_pretrained": "checkpoints.model_store"}
 __all__ = ["__version__", *_LOADERS]
-
-
-def __getattr__(name: str):
-    # Lazy, so that `import musictx` (and the tokenizer, which needs no torch) stays light.
-    if name in _LOADERS:
-        from musictx.checkpoints import model_store
-
-        return getattr(model_store, name)
-    raise AttributeError(f"module 'musictx' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LOADERS})
+__getattr__ = _public_face(__name__, _LOADERS)
+__dir__ = _public_dir(globals(), _LOADERS)

@@ -44,6 +44,7 @@ from musictx.io.piano_roll import plot_piano_roll
 from musictx.io.read_errors import unreadable
 from musictx.io.seed_tracks import track_merge
 from musictx.io.tokenizers import is_metrical
+from musictx.listed import counted
 from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks import Seed, sample_continuations, score_roll, seed_from_midi, take_of
 
@@ -246,7 +247,7 @@ class Continuer:
         results = []  # each with ``note``: how the seed's tracks are played (as another part, drums looped)
         for rec, ids in written:
             title = f"Sample {len(results) + 1}: {rec['notes']} notes in {len(rec['tracks'])} track(s), " \
-                    f"{rec['new_bars']} bar{'' if rec['new_bars'] == 1 else 's'} new"
+                    f"{counted(rec['new_bars'], 'bar')} new"
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
                                   title, note))
             key = str(results[-1].midi)

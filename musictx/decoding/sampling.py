@@ -117,16 +117,20 @@ def _grow(ids: Tensor, capacity: int, fill: int) -> tuple[Tensor, np.ndarray | N
     return out, (out.numpy() if out.is_cpu else None)
 
 
-def _check_kind(hook: LogitsHook) -> None:
-    """TypeError for a hook that writes ``finished`` or ``around`` without being of the kind that is asked for
-    them (`StopRule`, `DecoderWrapper`, `Grammar`): the method would never be called, silently."""
+def _check_kind(i: int, hook: LogitsHook) -> None:
+    """TypeError for ``hooks[i]`` that is no `LogitsHook`, or that writes ``finished`` or ``around`` without being of
+    the kind that is asked for them (`StopRule`, `DecoderWrapper`, `Grammar`): the method would never be called,
+    silently."""
+    if not isinstance(hook, LogitsHook):
+        raise TypeError(f"hooks[{i}] is a {type(hook).__name__}, not a musictx.decoding.LogitsHook: subclass "
+                        "it and override __call__(logits)")
     for method, kind in (("finished", StopRule), ("around", DecoderWrapper), ("only_choice", Grammar)):
         if hasattr(hook, method) and not isinstance(hook, kind):
             raise TypeError(f"{type(hook).__name__} defines {method}() but is not a {kind.__name__}: "
                             f"subclass musictx.decoding.{kind.__name__} so that generate calls it")
 
 
-def _check_inputs(net: nn.Module, prompt, opts, hooks, max_new_tokens) -> None:
+def _check_inputs(net: nn.Module, prompt, opts, max_new_tokens) -> None:
     """A one-line error naming the argument, for what a script hands `generate` by mistake: torch, numpy or a
     hook's ``start`` said it deep inside (float ids were cut to whole numbers without a word)."""
     if not isinstance(prompt, Tensor):
@@ -138,10 +142,6 @@ def _check_inputs(net: nn.Module, prompt, opts, hooks, max_new_tokens) -> None:
         raise TypeError(f"opts must be a DecodingOptions (or SamplingOptions), got {type(opts).__name__}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer):
         raise TypeError(f"max_new_tokens must be a whole number, got {max_new_tokens!r}")
-    for i, hook in enumerate(hooks):
-        if not isinstance(hook, LogitsHook):
-            raise TypeError(f"hooks[{i}] is a {type(hook).__name__}, not a musictx.decoding.LogitsHook: subclass "
-                            "it and override __call__(logits)")
     if prompt.ndim == 2 and prompt.shape[0] == 0:
         raise ValueError("prompt has no rows (B = 0): nothing to sample; ask for at least one sample")
     vocab = getattr(net, "vocab_size", None)  # one read of the prompt per call: the embedding's IndexError named no id
@@ -153,8 +153,8 @@ def _check_inputs(net: nn.Module, prompt, opts, hooks, max_new_tokens) -> None:
 
 def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stops: bool, pad_id, keep_seed,
                          hooks: Sequence[LogitsHook]) -> None:
-    for hook in hooks:
-        _check_kind(hook)
+    for i, hook in enumerate(hooks):
+        _check_kind(i, hook)
     if prompt.ndim != 2 or prompt.shape[1] == 0:
         raise ValueError(f"prompt must be (B, T0) ids with T0 >= 1, got shape {tuple(prompt.shape)}")
     if max_new_tokens < 0:
@@ -272,7 +272,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     net runs in eval mode and is put back after. A Ctrl-C while sampling raises `GenerationInterrupted` with
     the ids so far.
     """
-    _check_inputs(net, prompt, opts, hooks, max_new_tokens)
+    _check_inputs(net, prompt, opts, max_new_tokens)
     pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
     stoppers = [hook for hook in hooks if isinstance(hook, StopRule)]
     _check_generate_args(prompt, max_new_tokens, eos_id, bool(stoppers), pad_id, opts.keep_seed, hooks)

@@ -35,7 +35,7 @@ from musictx.evaluation.scorecard import format_scorecard, run_scorecard
 from musictx.evaluation.scoring import score_pieces
 from musictx.io.jsonio import write_json
 from musictx.io.ngram_index import INDEX_FILE
-from musictx.io.token_store import TokenArrays, load_manifest, load_tokenizer
+from musictx.io.token_store import TokenArrays, folder_problem, load_manifest, load_tokenizer
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.paths import conf_values
 from musictx.safe_output import check_target, write_text
@@ -160,9 +160,8 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     """Load the model and the split, measure what ``opts.mode`` asks; the result as plain data."""
     check_options(opts)
     data_dir = Path(str(opts.data.get("dir")))
-    if not data_dir.is_dir():  # was "<dir>/tokenizer.json: missing", a file's name with a path inside it
-        what = "a file, not a folder" if data_dir.exists() else "no such folder"
-        raise EvaluateError(f"data.dir={data_dir}: {what} (give the folder musictx-prep wrote)")
+    if problem := folder_problem(data_dir):  # was "<dir>/tokenizer.json: missing", a file's name with a path inside it
+        raise EvaluateError(f"data.dir={data_dir}: {problem} (give the folder musictx-prep wrote)")
     device = pick_device(opts.device)
     net, tok, meta = load_model(opts.checkpoint, map_location=device)
     check_task_model(opts.mode, opts.infill, tok, opts.checkpoint)

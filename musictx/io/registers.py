@@ -19,6 +19,7 @@ import numpy as np
 from symusic import Score
 
 from musictx.io.score_io import note_list
+from musictx.listed import counted
 
 OCTAVE = 12
 MIDI_PITCHES = (0, 127)
@@ -115,4 +116,4 @@ def _within_midi(pitch: np.ndarray) -> np.ndarray:
 
 def _octaves(semitones: int) -> str:
     n = abs(semitones) // OCTAVE
-    return f"{n} octave{'' if n == 1 else 's'} {'up' if semitones > 0 else 'down'}"
+    return f"{counted(n, 'octave')} {'up' if semitones > 0 else 'down'}"

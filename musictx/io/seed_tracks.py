@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from musictx.io.tokenizer import EventTokenizer
+from musictx.listed import counted
 
 PIANO_PROGRAMS = range(8)  # General MIDI 1-8: the pianos, named by their track name alone
 
@@ -49,11 +50,11 @@ class TrackMerge:
                     f"{self.merged_notes} notes) into one piano stream")
         dropped = []
         if self.drums:
-            dropped.append(f"dropped {_count(len(self.drums), 'drum track')} ({_listing(self.drums)}, "
+            dropped.append(f"dropped {counted(len(self.drums), 'drum track')} ({_listing(self.drums)}, "
                            f"{self.drum_notes} notes)")
         if self.out_of_range:
             low, high = self.pitch_range
-            dropped.append(f"left out {_count(self.out_of_range, 'note')} outside pitches {low}..{high}")
+            dropped.append(f"left out {counted(self.out_of_range, 'note')} outside pitches {low}..{high}")
         return "; ".join([text, *(dropped or ["nothing dropped"])])
 
 
@@ -97,6 +98,3 @@ def _listing(labels: list[str]) -> str:
     """Labels in file order, a repeated one once with its count (a track split over two channels)."""
     return ", ".join(label if n == 1 else f"{label} x{n}" for label, n in Counter(labels).items())
 
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

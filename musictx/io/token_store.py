@@ -69,6 +69,15 @@ class TokenArrays:
         return self.tokens[self.offsets[i]:self.offsets[i + 1]]
 
 
+def folder_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is no folder to read a dataset from ("a file, not a folder", "no such folder"), or None: said
+    before ``<path>/tokenizer.json: missing``, a file's name with the folder's inside it."""
+    path = Path(path)
+    if path.is_dir():
+        return None
+    return "a file, not a folder" if path.exists() else "no such folder"
+
+
 def load_tokenizer(data_dir: str | os.PathLike) -> Tokenizer:
     path = Path(data_dir) / "tokenizer.json"
     if not path.exists():

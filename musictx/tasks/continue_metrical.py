@@ -18,7 +18,7 @@ from musictx.decoding.hooks.phrase_return import replaying_rows, replays_asked
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.chord_labels import Chords
 from musictx.io.dynamics import seed_rule
-from musictx.listed import counts_listed
+from musictx.listed import counted, counts_listed
 from musictx.tasks.critic_choice import candidates_per_sample, choose
 from musictx.tasks.drum_loop import DrumLoop, drum_loop, loop_drums, loop_words, no_loop_said
 from musictx.tasks.metrical_score import continuation_score, new_bars_seconds
@@ -171,7 +171,7 @@ def metrical_take(tok, seed: MetricalSeed, new_ids: np.ndarray, include_seed: bo
     record = {"new_tokens": len(new_ids), "new_bars": int((new_ids == tok.bar_id).sum()),
               "new_seconds": new_bars_seconds(seed, score, include_seed), "total_seconds": end,
               "notes": len(notes), "tracks": tracks}
-    bars = f"{record['new_bars']} bar{'' if record['new_bars'] == 1 else 's'}"
+    bars = counted(record["new_bars"], "bar")
     line = f"{len(notes)} notes in {counts_listed(tracks)}, {bars} ({record['new_seconds']:.1f} s) new"
     return Take(score, notes, record, line, takeover=seed.seconds if include_seed else None, parts=parts)
 

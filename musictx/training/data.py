@@ -22,7 +22,7 @@ import numpy as np
 from torch.utils.data import DataLoader, Sampler, Subset
 
 from musictx.io.played_level import median_velocity, velocity_counts
-from musictx.io.token_store import DatasetFormatError, TokenArrays, load_tokenizer
+from musictx.io.token_store import DatasetFormatError, TokenArrays, folder_problem, load_tokenizer
 from musictx.models.transformer import CONTEXT
 from musictx.training.infill_windows import InfillCurriculum
 from musictx.training.mixed_windows import MixedWindows, MixOptions, check_mix_dir, count_text
@@ -103,9 +103,8 @@ class MusicDataModule(L.LightningDataModule):
         check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
                       epoch_windows=epoch_windows, num_workers=num_workers)
         self.dir = Path(dir)
-        if not self.dir.is_dir():
-            what = "a file, not a folder" if self.dir.exists() else "no such folder"
-            raise DatasetFormatError(f"data.dir={dir}: {what}; prepare one with musictx-prep "
+        if problem := folder_problem(self.dir):
+            raise DatasetFormatError(f"data.dir={dir}: {problem}; prepare one with musictx-prep "
                                      "(output_dir=<folder>) and pass that folder")
         self.seq_len, self.batch_size = seq_len, batch_size
         self.val_batch_size = val_batch_size or batch_size

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from musictx.io.chord_labels import Chords
 from musictx.io.score_prep import ROLE_PROGRAMS
-from musictx.io.token_store import DatasetFormatError, TokenArrays, load_manifest, load_tokenizer
+from musictx.io.token_store import DatasetFormatError, TokenArrays, folder_problem, load_manifest, load_tokenizer
 from musictx.models.harmonizer import half_bar_lines
 from musictx.safe_output import atomic_path, check_target, claim, command_run
 from musictx.tasks.accompany import CHORD_PROBE_S, harmony_features
@@ -108,8 +108,8 @@ def run(data: Path, out: Path, overwrite: bool = False) -> list[float]:
 
 def check_data(data: Path) -> None:
     """DatasetFormatError naming --data unless it is a prepared folder whose songs can be found."""
-    if not data.is_dir():
-        raise DatasetFormatError(f"--data {data}: no such folder (a folder musictx-prep wrote from POP909)")
+    if problem := folder_problem(data):
+        raise DatasetFormatError(f"--data {data}: {problem} (a folder musictx-prep wrote from POP909)")
     kind = load_tokenizer(data).kind
     if kind != "remi":  # each song was skipped, one by one, with an AttributeError of the tokenizer
         what = {"performance": "Performance events"}.get(kind, f"{kind} tokens")

@@ -33,6 +33,7 @@ import torch
 
 from musictx.checkpoints.bundle import write_bundle
 from musictx.checkpoints.model_store import load_model_folder, save_model_folder
+from musictx.decoding import eval_mode
 from musictx.io.jsonio import write_json
 from musictx.training.callbacks import LastCheckpoint
 from musictx.training.checkpoint_io import AtomicCheckpointIO
@@ -220,16 +221,14 @@ class MinuteExport(L.Callback):
 
     @torch.no_grad()
     def validate(self, pl_module) -> float:
-        was_training = pl_module.training
-        pl_module.eval()
         nll = count = 0.0
         dtype = torch.bfloat16 if "bf16" in self.opts.precision else torch.float16
         autocast = "16" in self.opts.precision and self.opts.precision != "32-true"
-        for x, y in self._val_batches(pl_module.device):
-            with torch.autocast(pl_module.device.type, dtype=dtype, enabled=autocast):
-                s, _, c = pl_module.loss_terms(x, y)
-            nll, count = nll + float(s), count + float(c)
-        pl_module.train(was_training)
+        with eval_mode(pl_module):  # each module's own train flag back after
+            for x, y in self._val_batches(pl_module.device):
+                with torch.autocast(pl_module.device.type, dtype=dtype, enabled=autocast):
+                    s, _, c = pl_module.loss_terms(x, y)
+                nll, count = nll + float(s), count + float(c)
         return nll / max(count, 1.0)
 
     def export(self, trainer, pl_module, final: bool = False) -> None:
