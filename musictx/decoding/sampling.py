@@ -283,11 +283,8 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     done = torch.zeros(B, dtype=torch.bool, device=device)
     any_done = False  # whether some sample is complete: ``done`` is read only then
     can_stop = eos_id is not None or bool(stoppers)  # else no sample completes before max_new_tokens
-    window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
     for hook in hooks:
         hook.start(ids[:, :t0])
-        if isinstance(hook, DecoderWrapper):
-            window.decoder = hook.around(window.decoder, net, window.pin)
     callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
     draw = _Drawer(opts, device, max_new_tokens, pad_id, tokenizer, callers)
     noise = draw.noise
@@ -297,6 +294,10 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     length = t0
     with (eval_mode(net), closing(noise) if noise else nullcontext(), _forget_host_ids(),
           _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
+        window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
+        for hook in hooks:  # the wrappers after every start: what a hook's start sets is there for any around
+            if isinstance(hook, DecoderWrapper):
+                window.decoder = hook.around(window.decoder, net, window.pin)
         while length < total:
             logits = window.logits(ids, length)  # (B, V)
             nxt = draw(logits, done if any_done else None, callers, last)  # (B,)
