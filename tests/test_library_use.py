@@ -110,6 +110,23 @@ def test_generate_names_wrong_options_hooks_and_lengths(piano):
     assert out.shape == (30,) and not (out < 60 - tok.config.pitch_min).any()
 
 
+@pytest.mark.parametrize(("setting", "said"), [
+    ({"temperature": float("nan")}, r"temperature must be a finite number, got nan"),  # drew silently before
+    ({"top_k": 2.5}, r"top_k must be a whole number, got 2.5"),  # torch's topk() error before
+    ({"seed": 2**70}, r"seed must be a whole number in \[0, "),  # torch's overflow before
+    ({"full_velocity": "yes"}, r"full_velocity must be true or false"),  # read as true before
+])
+def test_generate_checks_its_decoding_options_and_leaves_the_callers_alone(piano, setting, said):
+    net, tok = piano
+    prompt = torch.as_tensor(tok.encode(BUNDLED_MOTIF)[:40])[None]
+    with pytest.raises(GenerateError, match=said):
+        generate(net, tok, prompt, DecodingOptions(**setting), max_new_tokens=4)
+    opts = DecodingOptions(top_k=20.0, seed=3)  # a whole-valued float, as Hydra reads 2e1, runs as 20
+    out = generate(net, tok, prompt, opts, max_new_tokens=8)
+    assert torch.equal(out, generate(net, tok, prompt, DecodingOptions(top_k=20, seed=3), max_new_tokens=8))
+    assert isinstance(opts.top_k, float)  # the caller's object is not rewritten
+
+
 def test_sample_continuations_names_num_samples_and_the_seed_takes_its_own_tokenizer(piano, pop):
     net, tok = piano
     seed = seed_from_midi(tok, BUNDLED_MOTIF, seed_seconds=4)

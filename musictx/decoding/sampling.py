@@ -21,8 +21,8 @@ in principle, and has not been seen in the tests.)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -130,9 +130,11 @@ def _check_kind(i: int, hook: LogitsHook) -> None:
                             f"subclass musictx.decoding.{kind.__name__} so that generate calls it")
 
 
-def _check_inputs(net: nn.Module, prompt, opts, max_new_tokens) -> None:
+def _check_inputs(net: nn.Module, prompt, opts, max_new_tokens) -> DecodingOptions:
     """A one-line error naming the argument, for what a script hands `generate` by mistake: torch, numpy or a
-    hook's ``start`` said it deep inside (float ids were cut to whole numbers without a word)."""
+    hook's ``start`` said it deep inside (float ids were cut to whole numbers without a word). Returns ``opts``
+    checked, as a copy (`DecodingOptions.check_decoding`: a NaN temperature drew silently, a ``top_k`` of 2.0
+    failed in torch); the caller's object is left as it was."""
     if not isinstance(prompt, Tensor):
         raise TypeError(f"prompt must be a torch.Tensor of ids (B, T0), got {type(prompt).__name__}; "
                         "torch.as_tensor(ids)[None] makes one row")
@@ -140,6 +142,8 @@ def _check_inputs(net: nn.Module, prompt, opts, max_new_tokens) -> None:
         raise TypeError(f"prompt must hold integer ids, got dtype {prompt.dtype}")
     if not isinstance(opts, DecodingOptions):
         raise TypeError(f"opts must be a DecodingOptions (or SamplingOptions), got {type(opts).__name__}")
+    opts = replace(opts)  # shallow: the check sets only the decoding fields, whole-valued floats made ints
+    opts.check_decoding()
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer):
         raise TypeError(f"max_new_tokens must be a whole number, got {max_new_tokens!r}")
     if prompt.ndim == 2 and prompt.shape[0] == 0:
@@ -149,6 +153,7 @@ def _check_inputs(net: nn.Module, prompt, opts, max_new_tokens) -> None:
         bad = int(prompt[(prompt < 0) | (prompt >= vocab)][0])
         raise ValueError(f"prompt holds id {bad}, outside the net's vocabulary of size {vocab} (ids of another "
                          "tokenizer?)")
+    return opts
 
 
 def _check_generate_args(prompt: Tensor, max_new_tokens: int, eos_id, stops: bool, pad_id, keep_seed,
@@ -176,7 +181,8 @@ def _noise_stream(generator: torch.Generator | None, device: torch.device, tempe
 
 class _Drawer:
     """``draw(logits (B, V), done, hooks, last) -> ids (B,)`` as ``opts`` says, from a generator seeded with
-    ``opts.seed``; ``noise``: the noise it takes ahead (to close after the loop; None where none is taken ahead).
+    ``opts.seed``; ``noise``: the noise it takes ahead (None where none is taken ahead), closed when the drawer's
+    block ends.
     A draw masks PAD, runs each hook of ``hooks`` (`_callers`) that acts after a row's ``last`` id, then draws;
     complete samples (``done``; None: none is) get ``pad_id``."""
 
@@ -202,6 +208,13 @@ class _Drawer:
         nxt = sample_next(logits, opts.temperature, opts.top_k, opts.top_p, self.generator,
                           noise and noise.next(logits.shape), self.velocities)  # a velocity's value past the nucleus
         return nxt if self.pad_id is None or done is None else nxt.masked_fill(done, self.pad_id)
+
+    def __enter__(self) -> _Drawer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.noise is not None:  # the generator left where one call per draw would have left it
+            self.noise.close()
 
     def leave_pad_to(self, callers: Sequence[tuple[LogitsHook, list | None]]) -> None:
         """Leave masking PAD to the first of ``callers`` where it is called at every draw and always sets PAD to
@@ -272,7 +285,7 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     net runs in eval mode and is put back after. A Ctrl-C while sampling raises `GenerationInterrupted` with
     the ids so far.
     """
-    _check_inputs(net, prompt, opts, max_new_tokens)
+    opts = _check_inputs(net, prompt, opts, max_new_tokens)
     pad_id, eos_id = getattr(tokenizer, "pad_id", None), getattr(tokenizer, "eos_id", None)
     stoppers = [hook for hook in hooks if isinstance(hook, StopRule)]
     _check_generate_args(prompt, max_new_tokens, eos_id, bool(stoppers), pad_id, opts.keep_seed, hooks)
@@ -286,14 +299,12 @@ def generate(net: nn.Module, tokenizer, prompt: Tensor, opts: DecodingOptions, h
     for hook in hooks:
         hook.start(ids[:, :t0])
     callers, followers = _callers(hooks), [hook for hook in hooks if type(hook).update is not LogitsHook.update]
-    draw = _Drawer(opts, device, max_new_tokens, pad_id, tokenizer, callers)
-    noise = draw.noise
     grammars = [hook for hook in hooks if isinstance(hook, Grammar)]
     gated = any(after is not None for _, after in callers)  # else no draw looks at the last ids
     last = ids[:, t0 - 1].tolist() if gated else []  # each row's last id: the hooks that act after some ids
     length = t0
-    with (eval_mode(net), closing(noise) if noise else nullcontext(), _forget_host_ids(),
-          _keep_on_interrupt(lambda: ids[:, :length]) as pressed):
+    with (eval_mode(net), _forget_host_ids(), _keep_on_interrupt(lambda: ids[:, :length]) as pressed,
+          _Drawer(opts, device, max_new_tokens, pad_id, tokenizer, callers) as draw):
         window = SlidingWindow(net, t0, opts.use_cache, opts.slide, opts.keep_seed)
         for hook in hooks:  # the wrappers after every start: what a hook's start sets is there for any around
             if isinstance(hook, DecoderWrapper):
