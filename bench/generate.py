@@ -198,7 +198,7 @@ def step_floor(net, cached: int = 500, steps: int = 200, rounds: int = 7) -> str
     that does not depend on the data a step reads."""
     import torch
 
-    from musictx.checkpoints.model_store import build_net
+    from musictx.checkpoints.net_specs import build_net
     from musictx.decoding import FastDecoder
 
     config = net.get_config()

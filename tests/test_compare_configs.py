@@ -11,7 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from musictx.checkpoints.model_store import net_from_config
+from musictx.checkpoints.net_specs import net_from_config
 from musictx.models import LSTMBaseline, MusicTransformer, VanillaTransformer
 from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
 from musictx.paths import CONF_DIR, PRETRAINED_DIR

@@ -64,7 +64,8 @@ def test_check_out_names_what_the_device_tool_would_not_bring_back(tmp_path):
 
 
 def test_the_default_model_fits_three_shards_and_the_documented_command_fits_the_tool():
-    from musictx.checkpoints.model_store import net_from_config, shard_groups
+    from musictx.checkpoints.model_store import shard_groups
+    from musictx.checkpoints.net_specs import net_from_config
 
     opts = plain.PlainTrainOptions(data_dir="", out_dir="")
     assert (opts.n_layers, opts.d_model, opts.seq_len, opts.attn_impl, opts.precision) == (

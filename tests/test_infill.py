@@ -12,7 +12,8 @@ import pytest
 import torch
 from symusic import Score
 
-from musictx.checkpoints.model_store import build_net, load_pretrained, net_spec, save_model_folder
+from musictx.checkpoints.model_store import load_pretrained, save_model_folder
+from musictx.checkpoints.net_specs import build_net, net_spec
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.io.infill_format import BarSplitter, InfillIds, bar_starts
 from musictx.io.metrical_tokenizer import MetricalTokenizer

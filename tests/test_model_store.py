@@ -25,12 +25,12 @@ from musictx.checkpoints.model_store import (
     CRITIC_FILE,
     WEIGHTS_FILE,
     ModelLoadError,
-    build_net,
     load_checkpoint,
     load_model,
     read_checkpoint,
     resolve,
 )
+from musictx.checkpoints.net_specs import build_net
 from musictx.decoding.errors import GenerateError
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
@@ -309,3 +309,15 @@ def test_a_text_file_given_as_a_checkpoint_and_a_file_as_the_output_folder_are_s
         read_checkpoint(notes)
     with pytest.raises(OutputError, match=r"output_dir=.*notes.txt: .*notes.txt is a file, not a folder"):
         check_output("pop", str(notes), overwrite=False)
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:7", 12])
+def test_a_device_torch_cannot_use_is_named_not_blamed_on_the_file(device, tiny_checkpoint, tiny_folder):
+    import torch
+
+    if str(device).startswith("cuda") and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    for ref in (tiny_checkpoint, tiny_folder):  # torch.load's error was "not a usable musictx checkpoint"
+        with pytest.raises(ModelLoadError, match=rf"^map_location={device!r}: no such device here.*use cpu, cuda"):
+            load_model(ref, map_location=device)
+    assert next(load_model(tiny_folder, map_location=torch.device("cpu"))[0].parameters()).device.type == "cpu"

@@ -15,10 +15,8 @@ with safetensors (no pickle at all).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import pickle
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import torch
@@ -26,13 +24,12 @@ from safetensors.torch import load_file, save
 from torch import nn
 
 from musictx.checkpoints.int8_weights import from_int8_state, to_int8_state
+from musictx.checkpoints.net_specs import ModelLoadError, build_net, net_spec
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.io.tokenizers import tokenizer_from_dict
 from musictx.listening.critic import CRITIC_FILE, Critic
-from musictx.models import MODELS
 from musictx.paths import PRETRAINED_DIR, installed_models_dir
 from musictx.safe_output import atomic_path, write_text
-from musictx.user_error import UserError
 
 DEFAULT_MODEL = "piano"
 NATIVE_TOKENIZER_FILE = "tokenizer.json"  # a metrical model's MidiTok parameter file (config.json has it too)
@@ -45,57 +42,6 @@ FOLDER_FORMAT = 1
 WEIGHT_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 INT8 = "int8"  # a weights dtype too: the blocks' products in int8, the rest fp16 (`int8_weights`)
 STORED_DTYPES = (*WEIGHT_DTYPES, INT8)
-
-
-class ModelLoadError(UserError):
-    """A model reference that does not name a usable model (the message names it and why)."""
-
-
-# ----- nets from and to plain data ---------------------------------------------------------------
-def net_spec(net: nn.Module) -> dict:
-    """{"name": the net's registry name, "target": its class path (informative), "config": its
-    constructor kwargs}."""
-    config = net.get_config() if hasattr(net, "get_config") else net.config
-    config = asdict(config) if is_dataclass(config) else dict(config)
-    return {"name": getattr(net, "name", None), "target": f"{type(net).__module__}.{type(net).__qualname__}",
-            "config": config}
-
-
-def _registry_name(spec: dict) -> str:
-    """The registry name of a spec; old checkpoints name only the class path, which must be ours."""
-    name = spec.get("name")
-    if name in MODELS:
-        return name
-    by_path = {f"{cls.__module__}.{cls.__qualname__}": key for key, cls in MODELS.items()}
-    if spec.get("target") in by_path and name in (None, ""):
-        return by_path[spec["target"]]
-    raise ModelLoadError(f"model {name or spec.get('target')!r} is not one of musictx's models {sorted(MODELS)}")
-
-
-def build_net(spec: dict) -> nn.Module:
-    """A fresh net from `net_spec`'s output: only registered classes, only plain scalar arguments that
-    the class's constructor takes."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("config"), dict):
-        raise ModelLoadError("model spec must be a dict with a 'config' dict")
-    cls = MODELS[_registry_name(spec)]
-    params = inspect.signature(cls.__init__).parameters
-    for key, value in spec["config"].items():
-        if key not in params or key == "self":
-            raise ModelLoadError(f"{cls.__name__} has no argument {key!r}")
-        if not (value is None or type(value) in (bool, int, float, str)):
-            raise ModelLoadError(f"{cls.__name__} argument {key}={value!r}: only plain numbers, strings, "
-                                 "booleans and null are accepted")
-    try:
-        return cls(**spec["config"])
-    except (TypeError, ValueError) as err:  # e.g. n_heads that does not divide d_model
-        raise ModelLoadError(f"{cls.__name__} cannot be built from its stored arguments ({err})") from None
-
-
-def net_from_config(config: dict) -> nn.Module:
-    """A fresh net from a training config's ``model.net``: ``name`` (a key of `MODELS`) and the
-    constructor's arguments, checked as `build_net` checks a stored spec."""
-    config = dict(config)
-    return build_net({"name": config.pop("name", None), "config": config})
 
 
 def _plain(value):
@@ -161,6 +107,7 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     """The contents of a checkpoint written by ``musictx-train``, checked: readable without pickled code,
     holding a musictx entry of a known format and only finite weights. Anything else raises
     ModelLoadError naming the file and why (``musictx-train ckpt_path=`` checks a resume file with it)."""
+    _check_device(map_location)
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated zip, not a zip, pickled code, unreadable file: many types
@@ -197,6 +144,18 @@ def check_finite(state: dict, path) -> None:
                 bad = value.numel() - int(finite.sum())
                 raise ModelLoadError(f"{path}: parameter {name} holds {bad} non-finite value(s) (NaN or inf) "
                                      f"of {value.numel()}; the file is damaged or training diverged")
+
+
+def _check_device(map_location) -> None:
+    """ModelLoadError naming ``map_location`` where torch cannot put a net on it here: its own words (a list of 19
+    device types, or an AssertionError) came after the file was read, or were blamed on the file."""
+    try:
+        torch.empty(0, device=map_location)
+    except (RuntimeError, AssertionError, TypeError) as err:
+        why = _first_line(err)  # short where torch says why (built without CUDA), else its list of device types
+        said = "" if len(why) > 70 or why.startswith("Expected one of") else f" ({why})"
+        raise ModelLoadError(f"map_location={map_location!r}: no such device here{said}; use cpu, cuda, cuda:N or "
+                             "mps") from None
 
 
 def _first_line(err: BaseException) -> str:
@@ -319,6 +278,7 @@ def _dequantized(state: dict, path) -> dict:
 def load_model_folder(folder: str | Path, map_location="cpu") -> tuple[nn.Module, EventTokenizer, dict]:
     """(net in fp32 eval mode, tokenizer, meta) of a model folder; no pickle is read."""
     folder = Path(folder)
+    _check_device(map_location)
     try:
         config = json.loads((folder / CONFIG_FILE).read_text())
     except (OSError, json.JSONDecodeError) as err:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from musictx.checkpoints.model_store import build_net, load_model
+from musictx.checkpoints.model_store import load_model
+from musictx.checkpoints.net_specs import build_net
 from musictx.io.tokenizer import EventTokenizer, TokenizerMismatchError
 from musictx.training.vocab_growth import grow_rows, is_grown
 from musictx.user_error import UserError

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from musictx.checkpoints.model_store import CHECKPOINT_KEY, checkpoint_block, load_checkpoint, net_from_config
+from musictx.checkpoints.model_store import CHECKPOINT_KEY, checkpoint_block, load_checkpoint
+from musictx.checkpoints.net_specs import net_from_config
 from musictx.io.tokenizers import tokenizer_from_dict
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from torch import nn
 
-from musictx.checkpoints.model_store import CHECKPOINT_KEY, ModelLoadError, net_spec, read_checkpoint
+from musictx.checkpoints.model_store import CHECKPOINT_KEY, ModelLoadError, read_checkpoint
+from musictx.checkpoints.net_specs import net_spec
 from musictx.io.tokenizer import TokenizerMismatchError
 
 # ckpt_path values that Lightning resolves from state it keeps elsewhere (SLURM, its model registry).
