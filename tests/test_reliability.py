@@ -248,9 +248,9 @@ def test_drop_leading_silence_keeps_the_first_velocity():
 
 # ----- 6. and 7. negative ids, zero-sized data options ---------------------------------------------------
 @pytest.mark.parametrize(("ids", "message"), [
-    ([60, 300, -1, 188], r"id -1 at position 2 outside vocabulary"),
+    ([60, 300, -1, 188], r"id -1 at position 2 outside the vocabulary"),
     ([-128], r"id -128 at position 0"),
-    ([60, 390], r"id 390 at position 1 outside vocabulary of size 390"),
+    ([60, 390], r"id 390 at position 1 outside the vocabulary of size 390"),
 ])
 def test_decode_refuses_ids_outside_the_vocabulary(ids, message):
     for decode in (TOK.decode_notes, TOK.decode):

@@ -116,7 +116,7 @@ def test_decode_accepts_any_id_sequence():
     assert n.pitch.tolist() == [60, 60, 62]
     np.testing.assert_allclose(n.start, [0.0, 0.1, 0.3])
     np.testing.assert_allclose(n.end, [0.1, 0.35, 0.35])
-    with pytest.raises(ValueError, match="outside vocabulary"):
+    with pytest.raises(ValueError, match="outside the vocabulary of size"):
         TOK.decode_notes([TOK.vocab_size])
 
 

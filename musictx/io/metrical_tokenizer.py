@@ -103,7 +103,7 @@ class MetricalTokenizer:
 
     def id_to_token(self, i: int) -> str:
         if not 0 <= i < self.vocab_size:
-            raise ValueError(f"id {i} outside the vocabulary (0..{self.vocab_size - 1})")
+            raise ValueError(f"id {i} outside the vocabulary of size {self.vocab_size}")
         return self._tokens[i]
 
     def ids_of_type(self, family: str) -> np.ndarray:

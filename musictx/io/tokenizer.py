@@ -162,7 +162,7 @@ class EventTokenizer:
     def id_to_token(self, i: int) -> str:
         c, lay = self.config, self.layout
         if not 0 <= i < lay.vocab_size:
-            raise ValueError(f"id {i} outside vocabulary of size {lay.vocab_size}")
+            raise ValueError(f"id {i} outside the vocabulary of size {lay.vocab_size}")
         if i < lay.note_off:
             return f"NOTE_ON_{i - lay.note_on + c.pitch_min}"
         if i < lay.time_shift:
@@ -343,12 +343,7 @@ class EventTokenizer:
         id would otherwise read as a NOTE_ON of a negative pitch. One sequence only (`id_row`)."""
         arr = id_row(ids)
         eos = np.flatnonzero(arr == self.layout.eos)
-        arr = arr[: eos[0] + 1] if len(eos) else arr
-        bad = np.flatnonzero((arr < 0) | (arr >= self.layout.vocab_size))
-        if len(bad):
-            k = int(bad[0])
-            raise ValueError(f"id {int(arr[k])} at position {k} outside vocabulary of size {self.layout.vocab_size}")
-        return arr
+        return id_row(arr[: eos[0] + 1] if len(eos) else arr, self.layout.vocab_size)
 
     @staticmethod
     def _close(open_notes: dict, pitch: int, step: int, rows: list) -> None:
