@@ -361,16 +361,16 @@ def _sweep_once(folder: Path) -> None:
         sweep_leftovers(folder)
 
 
-def write_bytes(path: str | os.PathLike, data: bytes, key: str = "output") -> Path:
-    with atomic_path(path, key) as tmp, open(tmp, "wb") as f:
+def write_bytes(path: str | os.PathLike, data: bytes, key: str = "output", replace: bool = False) -> Path:
+    with atomic_path(path, key, replace) as tmp, open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())  # the data is on disk before the rename makes it the file
     return Path(path)
 
 
-def write_text(path: str | os.PathLike, text: str, key: str = "output") -> Path:
-    return write_bytes(path, text.encode("utf-8"), key)
+def write_text(path: str | os.PathLike, text: str, key: str = "output", replace: bool = False) -> Path:
+    return write_bytes(path, text.encode("utf-8"), key, replace)
 
 
 def writable_problem(path: str | os.PathLike) -> str | None:

@@ -322,11 +322,9 @@ class MetricalTokenizer:
     def save(self, path) -> None:
         """tokenizer.json, written whole or not at all (`musictx.safe_output.atomic_path`; the caller decided
         whether ``path`` may be replaced)."""
-        from musictx.safe_output import atomic_path
+        from musictx.safe_output import write_text
 
-        with atomic_path(path, "tokenizer", replace=True) as tmp, open(tmp, "w") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
+        write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n", "tokenizer", replace=True)
 
     @classmethod
     def from_dict(cls, d: dict) -> MetricalTokenizer:
