@@ -4,7 +4,8 @@ config, so tests and benches run it without Hydra.
 
 Writes the format described in ``musictx.io.token_store``. A file that cannot be used (corrupt, empty,
 only drums, too long, hangs, exhausts memory) is listed in ``skipped.tsv`` with the reason and the run
-goes on; so is each POP909 version left out (`data_prep.report` says what the user is told).
+goes on; so is each POP909 version left out (`data_prep.report` says what the user is told, and which
+dataset a re-run replaced).
 Byte-identical inputs share a split (`data_prep.identical`). Output is byte-identical on re-runs, and
 written atomically: an interrupted run leaves the previous complete dataset (or nothing), never half of
 one. Options and the output folder are checked before any work (``data_prep.safety``): only an empty
@@ -43,7 +44,7 @@ from data_prep.splits import Piece, choose_moves, move_pieces
 from musictx.ctrl_c import remembered_ctrl_c
 from musictx.io.midi_io import MidiReadError
 from musictx.io.ngram_index import INDEX_FILE, build_index, position_ngrams, save_index
-from musictx.io.token_store import SPLITS, SplitWriter, TokenArrays
+from musictx.io.token_store import SPLITS, SplitWriter, TokenArrays, read_file_names
 from musictx.io.tokenizer import EventTokenizer
 from musictx.io.tokenizers import is_metrical, make_tokenizer, tokenizer_from_dict
 
@@ -70,6 +71,8 @@ def tokenize_file(job: tuple[str, dict, str, str | None, float]) -> dict | TaskE
     tok = _TOKENIZERS.get(key) or _TOKENIZERS.setdefault(key, tokenizer_from_dict(tok_dict))
     if is_metrical(tok):
         return _tokenize_metrical(tok, path, max_seconds)
+    # A POP909 version is read as every file: its tracks become one stream, so their names (roles) change
+    # nothing, and seconds have no bars for its melody to be checked against (`data_prep.pop_versions`).
     try:
         notes = read_with_fallback(tok, path, reader, fallback)
         seconds = notes.duration()
@@ -245,7 +248,8 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
     t0 = time.perf_counter()
     out_dir = check_before_work(opts)
     tok = make_tokenizer(dict(opts.tokenizer))
-    clean_stale(out_dir)
+    clean_stale(out_dir)  # may move back a dataset a killed run left aside: read what is replaced after it
+    before = report.previous_manifest(out_dir)
     listing = list_sources(opts)
     if not listing.files:
         raise FileNotFoundError(f"no MIDI files (.mid/.midi) found for source={opts.source} under {listing.root}")
@@ -260,18 +264,29 @@ def write_dataset(opts: PrepOptions, progress: bool = True) -> PrepResult:
             if pressed():
                 raise KeyboardInterrupt
         res = _settle_splits(opts, listing, pieces, sorted(listing.skipped + bad), tmp, out_dir)
+        res.notes += _versions_note(opts, tok, listing, tmp)
         if is_metrical(tok):
             write_memorization_index(tok, tmp, progress)
         tok.save(tmp / "tokenizer.json")
         rows = sorted(res.skipped + res.left_out)  # skipped.tsv names every input not used
         _write_manifest(tmp / "manifest.json", opts, tok, res.stats, len(rows), res.moved)
         report.write_skipped(tmp / "skipped.tsv", rows)
+        res.notes += report.replaced(out_dir, before, report.previous_manifest(tmp))
         _swap_into_place(tmp, out_dir)
     except BaseException:  # Ctrl-C included: drop the partial output, keep the previous dataset
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     res.wall_s = time.perf_counter() - t0
     return res
+
+
+def _versions_note(opts: PrepOptions, tok: EventTokenizer, listing: Listing, tmp: Path) -> list[str]:
+    """The line about the POP909 versions the performance tokenizer merged into one stream (none for REMI,
+    which maps their roles and lists each version it leaves out)."""
+    if is_metrical(tok) or opts.pop_versions != "train":
+        return []
+    versions = pop_versions.versions_of(listing.files)
+    return pop_versions.one_stream_note([n for n in read_file_names(tmp / "train.files.txt") if n in versions])
 
 
 def _settle_splits(opts: PrepOptions, listing: Listing, pieces: list[Piece], skipped: list[tuple[str, str]],

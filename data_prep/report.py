@@ -17,6 +17,7 @@ from pathlib import Path
 from data_prep import pop_versions
 from data_prep.safety import PrepError
 from data_prep.splits import Piece
+from musictx.io.jsonio import read_json_object
 
 SHOWN = 10  # unusable files the summary names one a line
 
@@ -114,6 +115,31 @@ def refuse_empty_splits(empty: dict[str, str], stats: dict[str, SplitStats], ski
         raise PrepError(f"{line}; {sum(s.files for s in stats.values())} usable piece(s) ({counts}), {len(skipped)} "
                         f"input(s) skipped; {kept(out_dir)}. Add pieces{other}, or pass allow_empty=true to write "
                         "it anyway")
+
+
+def previous_manifest(folder: Path) -> dict | None:
+    """The manifest.json of the dataset in ``folder``, or None when there is none to read."""
+    try:
+        return read_json_object(folder / "manifest.json", "a dataset manifest")
+    except (OSError, ValueError):
+        return None
+
+
+def replaced(out_dir: Path, old: dict | None, new: dict | None) -> list[str]:
+    """The line about the dataset a run replaces (``old``: its manifest), naming what it was made with where
+    ``new`` differs: the default output_dir (data/<source>) is the same for every folder, so a second run
+    from another folder or with another tokenizer silently took the place of the first."""
+    if old is None:
+        return []
+    new = new or {}
+    was = [f"{key}={printable(str(old.get(key)))}" for key in ("source", "input_dir", "pop_versions")
+           if old.get(key) != new.get(key)]
+    kind = (old.get("tokenizer") or {}).get("kind")
+    if kind != (new.get("tokenizer") or {}).get("kind"):
+        was.append(f"tokenizer={kind}")
+    elif old.get("tokenizer") != new.get("tokenizer"):
+        was.append("other tokenizer settings")
+    return [f"replaced the dataset that was in {out_dir}" + (f" (made with {', '.join(was)})" if was else "")]
 
 
 def print_summary(res: PrepResult) -> None:

@@ -22,7 +22,7 @@ SPLIT_NAMES = {"train": "train", "validation": "validation", "valid": "validatio
                "test": "test"}
 DIR_LINK = "symlink to a folder: not followed"
 # POP909's extra arrangements: <song>/versions/<song>-v<K>.mid beside <song>/<song>.mid (data_prep.pop_versions)
-_VERSION = re.compile(r"^(?P<folder>(?:.*/)?(?P<song>[^/]+))/versions/(?P=song)-v\d+(?P<ext>\.midi?)$", re.I)
+_VERSION = re.compile(r"^(?P<folder>(?:.*/)?)versions/(?P<song>[^/]+)-v\d+(?P<ext>\.midi?)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,15 @@ def hash_position(key: str) -> float:
 
 def main_of(rel: str) -> str | None:
     """The main file of a POP909 version (``NNN/versions/NNN-vK.mid`` -> ``NNN/NNN.mid``); None for any
-    other path. Works on relative and absolute POSIX paths alike."""
+    other path. Works on relative and absolute POSIX paths alike, and on ``versions/NNN-vK.mid`` -> ``NNN.mid``:
+    ``input_dir`` given as one song's folder (its versions were split on their own, leaking the song)."""
     m = _VERSION.match(rel)
-    return None if m is None else f"{m['folder']}/{m['song']}{m['ext']}"
+    if m is None:
+        return None
+    folder = m["folder"]
+    if folder and folder.rstrip("/").rsplit("/", 1)[-1].casefold() != m["song"].casefold():
+        return None  # a versions/ folder of another song's files: not POP909's layout
+    return f"{folder}{folder.rstrip('/').rsplit('/', 1)[-1] if folder else m['song']}{m['ext']}"
 
 
 def piece_key(rel: str, group_by: str) -> str:

@@ -34,6 +34,7 @@ def test_main_of_and_the_split_key_of_a_version_are_its_songs():
     assert main_of("012/versions/012-v3.mid") == "012/012.mid"
     assert main_of("/x/POP909/012/versions/012-v3.MID") == "/x/POP909/012/012.MID"
     assert main_of("012/versions/013-v1.mid") is None and main_of("012/012.mid") is None
+    assert main_of("versions/012-v3.mid") == "012.mid"  # input_dir given as the song's own folder
     for group_by in ("file", "parent"):
         assert piece_key("012/versions/012-v3.mid", group_by) == piece_key("012/012.mid", group_by)
     assert hash_split(piece_key("5/versions/5-v1.mid", "file"), 0.3, 0.3) == hash_split("5/5.mid", 0.3, 0.3)
@@ -111,6 +112,19 @@ def test_prep_puts_checked_versions_in_train_and_leaves_validation_and_test_unch
     main_ids, version_ids = tr.piece(train.index(songs[0])), tr.piece(train.index(f"{songs[0][:3]}/versions/"
                                                                                      f"{songs[0][:3]}-v1.mid"))
     assert main_ids[:12].tolist() == version_ids[:12].tolist()
+
+
+def test_one_songs_folder_as_input_keeps_its_versions_with_it(tmp_path):
+    _song_folder(tmp_path / "pop", 7)  # input_dir=POP909/007: its versions were split as files of their own
+    common = dict(source="folder", input_dir=str(tmp_path / "pop" / "007"), num_workers=0, allow_empty=True,
+                  split={"validation": 0.4, "test": 0.4, "group_by": "file"})
+    skip = write_dataset(prep_options(output_dir=str(tmp_path / "skip"), **common), progress=False)
+    assert sum(stats.files for stats in skip.stats.values()) == 1
+    assert sorted(name for name, _ in skip.left_out) == ["versions/007-v1.mid", "versions/007-v2.mid"]
+    train = write_dataset(prep_options(output_dir=str(tmp_path / "train"), pop_versions="train", **common),
+                          progress=False)
+    together = [split for split in ("train", "validation", "test") if TokenArrays(train.out_dir, split).files]
+    assert together == ["train"] and len(TokenArrays(train.out_dir, "train").files) == 3
 
 
 def test_a_song_moved_to_an_empty_validation_split_leaves_its_versions_out(tmp_path):
