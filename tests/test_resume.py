@@ -157,3 +157,35 @@ def test_overwrite_replaces_the_old_runs_checkpoints(prepared_dir, tmp_path, cap
     assert read_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"] == 3
     assert resolve_resume_path("best", run / "checkpoints")[0] == str(best)
     assert "overwrite=true: removed the old run's checkpoints" in said and sorted(old)[0] in said
+
+
+def named_paths(path: Path) -> set[str]:
+    """The files the ModelCheckpoint state in checkpoint ``path`` names: its best, k-th, last and listed ones."""
+    (state,) = [s for k, s in read_checkpoint(path)["callbacks"].items() if k.startswith("ModelCheckpoint")]
+    named = {state["best_model_path"], state["kth_best_model_path"], state["last_model_path"], *state["best_k_models"]}
+    return named - {""}
+
+
+@pytest.mark.parametrize("validates", [True, False])
+def test_a_run_resumed_from_another_runs_file_keeps_its_best_in_its_own_folder(validates, prepared_dir, tmp_path,
+                                                                               capsys):
+    # Lightning restores best_model_path from a checkpoint of another folder: run B's last.ckpt named run A's
+    # file as B's best, and a B that saved no best of its own reported it (evaluate: scored A's weights).
+    first, run = tmp_path / "A", tmp_path / "B"
+    train(compose_train(prepared_dir, first, *COMMON, "trainer.max_steps=6"))
+    (theirs,) = best_files(first)
+    files = {p.name: p.read_bytes() for p in (first / "checkpoints").iterdir()}
+    capsys.readouterr()
+    validation = [] if validates else ["trainer.limit_val_batches=0"]
+    train(compose_train(prepared_dir, run, *COMMON, "trainer.max_steps=9", f"ckpt_path={theirs}", *validation))
+    out = capsys.readouterr().out.splitlines()
+    assert {p.name: p.read_bytes() for p in (first / "checkpoints").iterdir()} == files  # A's files as they were
+    named = {p for ckpt in (run / "checkpoints").glob("*.ckpt") for p in named_paths(ckpt)}
+    assert {Path(p).parent for p in named} <= {run / "checkpoints"}, named
+    ours = best_files(run)
+    assert len(ours) == (1 if validates else 0)
+    best = f"best {ours[0]} (val/loss {recorded_score(ours[0]):.4f})" if ours else "best - (val/loss -)"
+    assert f"checkpoints in {run / 'checkpoints'}: last.ckpt, {best}" in out
+    assert [line for line in out if line.startswith("checkpoints: ")] == [
+        f"checkpoints: left out {theirs}, named by ckpt_path={theirs} but of another folder: this run's best "
+        f"checkpoints are only its own, in {run / 'checkpoints'}; that folder's files are left as they are"]

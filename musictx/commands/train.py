@@ -5,7 +5,8 @@ the Trainer it names, and `musictx.training.run.train` runs them. Errors a user 
 (`musictx.console.guard`). Before Hydra makes or writes into the run folder, `check_run_folder` refuses one
 inside the package, ``/`` or the home folder, one that cannot be written, and a new run in a folder that already
 holds a run (a checkpoint): it would replace that run's checkpoints and metrics. ``ckpt_path`` resumes it;
-``overwrite=true`` replaces it. A run stopped before its first checkpoint starts again (`check_run_folder`).
+``overwrite=true`` replaces it. A run stopped before its first checkpoint starts again (`check_run_folder`). A
+resume is checked there too: one already at ``trainer.max_steps`` says so and leaves every folder as it was.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
-from musictx.commands.train_objects import train_config
+from musictx.commands.train_objects import plan_of, train_config
 from musictx.console.config_help import with_key_help
 from musictx.console.guard import before_hydra, command_guard, fail, one_line
 from musictx.decoding.option_fields import check_seed
 from musictx.io.token_store import DatasetFormatError
 from musictx.paths import CONF_DIR
 from musictx.training.lightning_noise import mute_lightning_noise
-from musictx.training.run import RUN_LOG, log_to_run_file, report
+from musictx.training.run import RUN_LOG, finished_resume, log_to_run_file, report
 from musictx.training.run_folder import check_run_folder
 
 PROG = "musictx-train"
@@ -36,9 +37,15 @@ def main() -> None:
 
 
 def check_before_run(cfg: DictConfig) -> None:
-    """The seed's range (Lightning refused a seed past 32 bits only after the data loaded), then the run folder."""
+    """The seed's range (Lightning refused a seed past 32 bits only after the data loaded), the run folder, then
+    the resume: a resume with nothing to train says so and exits 0 here, before Hydra writes its .hydra/ and
+    train.log into the run folder (replacing the run's own config) or makes a new one."""
     check_seed("seed", cfg.get("seed"))
     check_run_folder(cfg)
+    finished = finished_resume(plan_of(cfg)) if cfg.get("ckpt_path") else None
+    if finished:
+        print(finished)
+        raise SystemExit(0)
 
 
 # An absolute config path: a relative one is read as a module path when run as a console script.

@@ -4,7 +4,10 @@
 - "`weights_only` was not set, defaulting to `False`." at every checkpoint Lightning writes: it reads like a
   safety warning, and is about what Lightning puts in the file (musictx reads checkpoints with
   ``weights_only=True``: `musictx.checkpoints.model_store`);
-- torch's deprecation of ``isinstance(treespec, LeafSpec)``, raised inside Lightning's own code.
+- torch's deprecation of ``isinstance(treespec, LeafSpec)``, raised inside Lightning's own code;
+- ModelCheckpoint's warning on a resume from another folder's checkpoint, which ends "Only
+  `best_model_path` will be reloaded": that path is another run's file, which
+  `musictx.training.best_checkpoints.TopKOnResume` leaves out, saying so in one line of its own.
 
 Every other Lightning line stays as it is.
 """
@@ -31,3 +34,4 @@ def mute_lightning_noise() -> None:
         if not any(isinstance(f, _Mute) for f in logger.filters):
             logger.addFilter(_Mute())
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    warnings.filterwarnings("ignore", message=r"The dirpath has changed from .* won't be reloaded")

@@ -103,16 +103,16 @@ def warn_short_run(plan: TrainPlan) -> None:
 def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     """Seed, ``build()`` (the DataModule, LightningModule and Trainer), fit, resuming from ``plan.ckpt_path``
     if set; return the final logged metrics."""
-    if plan.ckpt_path and plan.init_from:
-        raise InitFromError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
-    if rank_zero_only.rank == 0:  # before anything writes there: what killed runs left, said in one line
-        sweep_orphans(run_folders(plan), say=report)
-    ckpt_path, resumed = resolve_resume_path(plan.ckpt_path, plan.resume_dir)
+    ckpt_path, resumed = resume_of(plan)
     finished = nothing_to_train(plan, ckpt_path, resumed) if resumed is not None else None
-    if finished:  # before the data, the net and the Trainer: Lightning would build them all to train no step
+    # before the data, the net and the Trainer (Lightning would build them all to train no step), and before the
+    # sweep: a resume that trains nothing leaves the run folder as it was; the next run that trains sweeps it
+    if finished:
         if rank_zero_only.rank == 0:
             report(finished)
         return {}
+    if rank_zero_only.rank == 0:  # before anything writes there: what killed runs left, said in one line
+        sweep_orphans(run_folders(plan), say=report)
     if resumed is not None and ckpt_path != str(plan.ckpt_path):
         report(f"ckpt_path={plan.ckpt_path}: resuming from {ckpt_path} at step {resumed.get('global_step')}")
     warn_short_run(plan)
@@ -152,6 +152,21 @@ def remove_old_run(ckpt_dir: Path) -> None:
         path.unlink(missing_ok=True)
     if old:
         report(f"overwrite=true: removed the old run's checkpoints in {ckpt_dir} ({listed([p.name for p in old])})")
+
+
+def resume_of(plan: TrainPlan) -> tuple[str | None, dict | None]:
+    """The checked file ``plan.ckpt_path`` resumes from and its contents (`resolve_resume_path`); (None, None)
+    for a run that starts afresh. Reads and writes nothing else: a refused resume leaves every folder as it was."""
+    if plan.ckpt_path and plan.init_from:
+        raise InitFromError("ckpt_path resumes a run with its own weights; init_from starts a new one: set only one")
+    return resolve_resume_path(plan.ckpt_path, plan.resume_dir)
+
+
+def finished_resume(plan: TrainPlan) -> str | None:
+    """The `nothing_to_train` line of ``plan``'s resume, or None (no resume, or steps left to train). The command
+    asks before Hydra starts: Hydra's own files (.hydra/, train.log) would change a run this resume leaves alone."""
+    ckpt_path, resumed = resume_of(plan)
+    return nothing_to_train(plan, ckpt_path, resumed) if resumed is not None else None
 
 
 def nothing_to_train(plan: TrainPlan, ckpt_path: str, resumed: dict) -> str | None:
