@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -204,4 +205,29 @@ def test_sigterm_leaves_no_work_folder(tmp_path):
         assert results_count(workdir) == 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
+    assert list((tmp_path / "gradio").iterdir()) == []
+
+
+@pytest.mark.slow  # ~20 s: a server started and stopped mid-request
+def test_sigterm_while_a_request_generates_exits_0(tmp_path):
+    """SIGTERM (docker stop, systemd) while a continuation is being drawn: the app stops at once, exits 0 and leaves
+    no work folder. The interpreter's shutdown stopped the generating thread inside torch, and the process aborted:
+    "terminate called without an active exception", killed by SIGABRT."""
+    pytest.importorskip("gradio", reason=NO_APP_EXTRA)
+    from gradio_client import Client
+    from gradio_client.utils import Status
+
+    with serving(tmp_path) as (url, proc):
+        client = Client(url, verbose=False, download_files=str(tmp_path / "client"))
+        job = client.submit(upload(MOTIF), 20, 60, 1.0, 0.95, 4, 0, api_name="/continue_seed")  # the most one asks
+        deadline = time.monotonic() + 120
+        while job.status().code != Status.PROGRESS:  # the model is loaded and the seed read: drawing starts
+            assert time.monotonic() < deadline and not job.done(), job.status()
+            time.sleep(0.1)
+        time.sleep(2)
+        assert not job.done()  # four minutes of music: still drawing
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    log = (tmp_path / "server.log").read_text()
+    assert "musictx.app: stopping" in log and "terminate called" not in log, log
     assert list((tmp_path / "gradio").iterdir()) == []

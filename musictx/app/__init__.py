@@ -20,5 +20,7 @@ MIDI; "Continue this one further" takes a result as the next seed. Needs the ``a
   problems in the app's words.
 - `musictx.app.page`: the Gradio page (its queue bounded); `musictx.app.infill_page`: its Infill and Accompany
   tabs, whose requests are `musictx.app.infill_tab` (empty bar boxes: the whole piece).
+- `musictx.app.boxes`: the page's sliders, whose number boxes keep what was typed: a value a slider cannot take is
+  refused in the status line, naming the box and its range (Gradio set it back into range unsaid).
 - `musictx.app.cli`: the console script (limits, host warning, login, SIGTERM).
 """

@@ -110,6 +110,18 @@ def main(argv: list[str] | None = None) -> None:
         if debugging():
             raise
         sys.exit(f"musictx-app: error: {one_line(err)} ({type(err).__name__})")
+    exit_at_once()
+
+
+def exit_at_once() -> None:
+    """Exit 0 now, the work folder removed first (the atexit functions, run here). A request still generating runs
+    in one of Gradio's daemon threads; the interpreter's own shutdown stopped that thread inside torch, and the
+    process aborted ("terminate called without an active exception", SIGABRT) where a SIGTERM should exit 0."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def check_numbers(args: argparse.Namespace) -> None:

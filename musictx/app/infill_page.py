@@ -17,6 +17,9 @@ import gradio as gr
 from musictx.app.core import Continuer
 from musictx.app.infill_tab import Filler, as_paths
 from musictx.app.messages import task_request
+from musictx.decoding import check_seed
+
+SEED_BOX = "Random seed (seed)"  # as the Continue tab names it
 
 
 @dataclass
@@ -76,18 +79,26 @@ def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed,
     """Fill / Retry / Keep of one tab; ``inputs`` end with the random seed box, then the beats per bar box (last,
     so that an API call made before it was added still works)."""
     go, retry, keep = buttons
-    work, verb = {"infill": (filler.fill, "fill"), "accompany": (filler.accompany, "accompany")}[kind]
+    task, verb = {"infill": (filler.fill, "fill"), "accompany": (filler.accompany, "accompany")}[kind]
 
     # both tabs take five values, then the random seed and the beats per bar (None: an API call made before that
     # box); Gradio hands a handler its progress bar through a `gr.Progress()` default (hence the noqa B008)
     def run(a, b, c, d, e, number, beats=None, progress=gr.Progress()):  # noqa: B008
-        report = _reporter(progress)
-        result, message = task_request(lambda: work(a, b, c, d, e, beats=beats, seed=int(number or 0),
-                                                    report=report), verb)
-        return _shown(result, message, int(number or 0))
+        return _run(a, b, c, d, e, number, beats, progress, 0)
 
     def again(a, b, c, d, e, number, beats=None, progress=gr.Progress()):  # noqa: B008
-        return run(a, b, c, d, e, int(number or 0) + 1, beats, progress)
+        return _run(a, b, c, d, e, number, beats, progress, 1)
+
+    def _run(a, b, c, d, e, number, beats, progress, step: int):
+        """The take of seed ``number`` + ``step``: the seed box is checked as typed (2.5 is refused, naming
+        the box; Gradio's precision=0 rounded it unsaid), inside the request so that its refusal is the status."""
+        used = []
+
+        def work():
+            used.append(check_seed(SEED_BOX, 0 if number is None else number) + step)
+            return task(a, b, c, d, e, beats=beats, seed=used[0], report=_reporter(progress))
+        result, message = task_request(work, verb)
+        return _shown(result, message, used[0] if used else None)
 
     outputs = [status, seed, *view.outputs]  # the status sits under the buttons: the progress shows there
     common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
@@ -157,7 +168,7 @@ def _infill_column(filler: Filler, seed_file):
             repeats = gr.Checkbox(value=True, label="Let the bars repeat the song's own bars (the copy cache; "
                                                     "off: new material on every retry)", elem_id="infill-repeats")
             beats = _beats_box("infill")
-            seed = gr.Number(value=0, precision=0, label="Random seed")
+            seed = _seed_box("infill")
             buttons = _buttons("infill", "Fill")
             status = gr.Markdown(filler.problem or "The bundled motif is loaded: press **Fill** to write its bars "
                                  "5-8 anew, or upload a song and pick a bar range (empty bar boxes: from the first "
@@ -181,7 +192,7 @@ def _accompany_column(filler: Filler):
             chords = gr.File(label="Chords (optional): a lab file of 'START END LABEL' lines, e.g. 0.0 2.4 G:min7",
                              file_types=[".lab", ".txt"], elem_id="accompany-chords")
             beats = _beats_box("accompany")
-            seed = gr.Number(value=0, precision=0, label="Random seed")
+            seed = _seed_box("accompany")
             buttons = _buttons("accompany", "Write")
             status = gr.Markdown(filler.accompany_problem or "The bundled motif is loaded as the melody: press "
                                  "**Write**, or upload a melody (empty bar boxes: the whole piece).",
@@ -189,6 +200,11 @@ def _accompany_column(filler: Filler):
         with gr.Column(scale=2):
             view = _take_view("accompany")
     return melody, roles, first, last, chords, beats, seed, status, view, buttons
+
+
+def _seed_box(prefix: str):
+    """The random seed, without Gradio's precision=0 (which rounded 2.5 to 2 unsaid): `_wire` checks it."""
+    return gr.Number(value=0, label="Random seed", elem_id=f"{prefix}-seed")
 
 
 def _beats_box(prefix: str):

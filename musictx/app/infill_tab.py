@@ -152,7 +152,8 @@ class Filler:
         midi, song, choice = self._song(path, "infill", beats)
         s, e = self._bars(midi, song, first, last, MAX_FILL_BARS)
         task = _for_file(midi, task_named("infill").request, song, s, e, tracks or None)
-        opts = replace(self.cont.base, seed=check_seed("Random seed (seed)", int(seed or 0)))  # as Continue
+        seed = check_seed("Random seed (seed)", seed or 0)  # as Continue: 2.5 refused, not cut to 2
+        opts = replace(self.cont.base, seed=seed)
         opts = opts if repeats else opts.with_hook("copy_cache", strength=0.0)
 
         notes = []  # what the take's notes tell, once it is drawn
@@ -178,7 +179,8 @@ class Filler:
         s, e = self._bars(midi, song, first, last, MAX_ACCOMPANY_BARS)
         task = _for_file(midi, task_named("accompany").request, song, s, e, list(roles or []) or None)
         task.chords = self._chords(chords)
-        opts = replace(self.cont.base, seed=check_seed("Random seed (seed)", int(seed or 0)))  # as Continue
+        seed = check_seed("Random seed (seed)", seed or 0)  # as Continue: 2.5 refused, not cut to 2
+        opts = replace(self.cont.base, seed=seed)
 
         def make():
             return task.sample(choice.model.net, choice.model.tokenizer, opts,

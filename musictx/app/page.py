@@ -22,11 +22,10 @@ from pathlib import Path
 
 import gradio as gr
 
+from musictx.app.boxes import KEEP_TYPED, LAST_NOTES, LENGTH, RECALL, SAMPLES, SEED_SECONDS, TEMPERATURE, TOP_P
 from musictx.app.core import (
     DEFAULT_MAX_QUEUE,
-    MAX_LENGTH_SECONDS,
     MAX_SAMPLES,
-    MAX_SEED_SECONDS,
     Continuer,
     Result,
     Settings,
@@ -36,6 +35,7 @@ from musictx.app.core import (
 )
 from musictx.app.infill_page import infill_tabs
 from musictx.app.settings import DRUMS_BOX
+from musictx.decoding import GenerateError
 from musictx.evaluation.arcs import ArcChoice
 
 
@@ -93,22 +93,21 @@ def _controls() -> list:
     per bar, instruments, drums, ending (the order of `Settings`, whose defaults they start at; the seed start is shown
     second but passed after the others, and the later ones last, so that API calls without them still work)."""
     start = Settings()
-    seed_seconds = gr.Slider(1, MAX_SEED_SECONDS, value=start.seed_seconds, step=0.5,
-                             label="Seed seconds (kept from the seed's first note; "
-                             "Continue further keeps a result's last seconds)")
+    seed_seconds = SEED_SECONDS.slider(start.seed_seconds, "(kept from the seed's first note; "
+                                       "Continue further keeps a result's last seconds)")
     # no minimum: Gradio's refusal of -3 was a toast that did not name the box, over the last request's status;
     # `Settings.check` refuses it in the status line, naming the box
     seed_from = gr.Number(value=start.seed_from, label="Seed starts at (seconds into the file)")
     return [
         seed_seconds,
-        gr.Slider(1, MAX_LENGTH_SECONDS, value=start.length_seconds, step=1, label="Seconds to add"),
-        gr.Slider(0, 1.5, value=start.temperature, step=0.05, label="Temperature (0 = always the likeliest event)"),
-        gr.Slider(0.5, 1.0, value=start.top_p, step=0.01, label="Top-p"),
-        gr.Slider(1, MAX_SAMPLES, value=start.num_samples, step=1, label="Samples"),
-        gr.Number(value=start.seed, precision=0, label="Random seed"),
+        LENGTH.slider(start.length_seconds),
+        TEMPERATURE.slider(start.temperature, "(0 = always the likeliest event)"),
+        TOP_P.slider(start.top_p),
+        SAMPLES.slider(start.num_samples),
+        # no precision: Gradio's precision=0 rounded 2.5 to 2 unsaid; `Settings.check` refuses it, naming the box
+        gr.Number(value=start.seed, label="Random seed", elem_id="random-seed"),
         seed_from,
-        gr.Slider(0, 2, value=start.recall_guidance, step=0.1,
-                  label="Come back to the seed (recall guidance; 0 = the model alone)"),
+        RECALL.slider(start.recall_guidance, "(recall guidance; 0 = the model alone)"),
         gr.Textbox(value=start.density, label="Notes per bar, by track (pop; empty: the model's own)",
                    placeholder="PIANO=8, MELODY=4"),
         gr.Textbox(value=start.instruments, label="Instruments, by track (General MIDI; empty: as the file has them)",
@@ -201,6 +200,7 @@ def build_page(cont: Continuer, max_queue: int = DEFAULT_MAX_QUEUE) -> gr.Blocks
         if arcs is not None:
             arcs.clear_on(go)
         on_load(page)
+        page.load(None, js=KEEP_TYPED)  # the sliders' number boxes keep what was typed (`musictx.app.boxes`)
     return page.queue(default_concurrency_limit=1, max_size=max_queue)
 
 
@@ -211,9 +211,10 @@ def _wire_continue(cont: Continuer, outputs: list, go, slots, controls, takes, s
     def on_continue(done, seed_midi, seed_seconds, length_seconds, temperature, top_p, num_samples,
                     random_seed, seed_from=0, recall=None, density="", instruments="", drums=True, ending=False,
                     progress=gr.Progress()):  # noqa: B008
-        settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                             seed_from, recall, density, instruments, drums, ending)
-        results, message = run_request(lambda: cont.continue_file(seed_midi, settings, _reporter(progress)))
+        # the settings are read inside the request: a box's refusal is its status line
+        results, message = run_request(lambda: cont.continue_file(seed_midi, _settings(
+            seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from, recall, density,
+            instruments, drums, ending), _reporter(progress)))
         return _respond(results, message, len(outputs), done)
 
     def further(index: int):
@@ -223,11 +224,9 @@ def _wire_continue(cont: Continuer, outputs: list, go, slots, controls, takes, s
             if index >= len(paths):
                 return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
                                 done)
-            settings = _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed,
-                                 recall=recall, density=density, instruments=instruments, drums=drums,
-                                 ending=ending)
-            results, message = run_request(lambda: cont.continue_further(paths[index], settings,
-                                                                         _reporter(progress)))
+            results, message = run_request(lambda: cont.continue_further(paths[index], _settings(
+                seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, recall=recall,
+                density=density, instruments=instruments, drums=drums, ending=ending), _reporter(progress)))
             return _respond(results, message, len(outputs), done, seed_file=paths[index])
         return on_further
 
@@ -264,17 +263,21 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
             which = gr.Dropdown([str(i + 1) for i in range(MAX_SAMPLES)], value="1", label="Result")
             layer = gr.Dropdown(["mean", *map(str, range(n_layers))], value="mean", label="Layer")
             head = gr.Dropdown(["mean", *map(str, range(n_heads))], value="mean", label="Head")
-            last = gr.Slider(1, 48, value=12, step=1, label="Last notes that ask")
+            last = LAST_NOTES.slider(12)
         draw = gr.Button("Draw arcs", elem_id="draw-arcs")
-        message = gr.Markdown()
+        message = gr.Markdown(elem_id="arcs-message")
         image = gr.Image(type="filepath", interactive=False, show_label=False, elem_id="arcs-image")
 
     def on_draw(paths, which, layer, head, last):
         index = int(which) - 1
+        try:
+            last = LAST_NOTES.check(last)
+        except GenerateError as err:
+            return None, f"**Cannot draw:** {err}"
         if index >= len(paths):
             return None, "**Cannot draw:** there is no such result on the page yet; press Continue first."
         takeover = cont.takeovers.get(paths[index])
-        choice = ArcChoice(layer=_view(layer), head=_view(head), last_notes=int(last))
+        choice = ArcChoice(layer=_view(layer), head=_view(head), last_notes=last)
         png, text = draw_request(lambda: cont.draw_arcs(paths[index], choice, takeover))
         return (None if png is None else str(png)), text
 
@@ -285,11 +288,13 @@ def _arcs_panel(cont: Continuer, shown: gr.State) -> ArcsPanel | None:
 
 def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from=0,
               recall=None, density="", instruments="", drums=True, ending=False) -> Settings:
-    """The page's values as `Settings` (sliders send floats; a cleared number box sends None; an API call
-    that leaves the guidance out gets `Settings`' default)."""
-    recall = Settings.recall_guidance if recall is None else float(recall)
-    return Settings(seed_seconds, float(length_seconds), float(temperature), float(top_p), int(num_samples),
-                    int(random_seed or 0), float(seed_from or 0), recall, density or "", instruments or "",
+    """The page's values as `Settings`, each slider's checked against its range (`musictx.app.boxes`: a
+    GenerateError naming the box; Gradio hands a handler every input, so None is an emptied box, API callers'
+    left-out values come filled with the page's). A cleared number box sends None (0 here); the random seed goes
+    on as sent, for `Settings.check` to refuse 2.5 rather than round it."""
+    return Settings(SEED_SECONDS.check(seed_seconds), LENGTH.check(length_seconds), TEMPERATURE.check(temperature),
+                    TOP_P.check(top_p), SAMPLES.check(num_samples), 0 if random_seed is None else random_seed,
+                    float(seed_from or 0), RECALL.check(recall), density or "", instruments or "",
                     "seed" if drums is False else "loop", bool(ending))
 
 
