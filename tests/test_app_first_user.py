@@ -127,3 +127,18 @@ def test_browser_accompany_shows_the_bars_drawn(tmp_path):
         page.locator("#accompany-status").get_by_text("generating: bar").first.wait_for()
         page.wait_for_function("() => /^Done/.test(document.querySelector('#accompany-status')?.innerText ?? '')")
         assert "bars 1-12" in page.locator("#accompany-title").inner_text()
+
+
+@needs_shared
+def test_a_pickup_left_out_of_the_seed_is_said_on_the_page(cont):
+    """POP909 003 opens with a pickup of 2 notes before its first full bar; the seed starts at that bar, so the
+    results have no pickup, which only the server's log said (the page showed "model from 20.49 s")."""
+    from musictx.app.core import Settings, run_request
+
+    song = SHARED_DATA / "pop" / "POP909" / "003" / "003.mid"
+    _, said = run_request(lambda: cont.continue_file(song, Settings(seed_seconds=20, length_seconds=2, num_samples=1)))
+    assert said.endswith("The seed is bars 2-8, from its first full bar: the 2 notes of the pickup before it are left "
+                         "out."), said
+    _, later = run_request(lambda: cont.continue_file(song, Settings(seed_seconds=8, length_seconds=2, num_samples=1,
+                                                                       seed_from=10)))
+    assert "pickup" not in later, later  # a seed from later in the song leaves no pickup out

@@ -11,7 +11,8 @@ from torch import Tensor
 from musictx.app.settings import DRUMS_BOX
 from musictx.generation import apply_programs, parse_programs, sample_name, write_take
 from musictx.io.dynamics import seed_rule
-from musictx.tasks import bars_for, metrical_take, parts_line, sample_bars, seed_drum_loop, seed_of
+from musictx.listed import counted
+from musictx.tasks import bars_for, metrical_take, parts_line, pickup_notes, sample_bars, seed_drum_loop, seed_of
 
 
 class BarProgress:
@@ -28,9 +29,9 @@ class BarProgress:
 
 
 def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_name, check_seconds) -> tuple:
-    """(seed, [(record, ids)], the line about the seed's tracks (`parts_line`; "" for none)) of one request on the
-    metrical ``model`` (`musictx.app.models.Loaded`); WAVs when ``audio``; ``check_seconds(seed seconds)`` refuses
-    a seed too long; the caller makes the page's results."""
+    """(seed, [(record, ids)], the line about the seed's tracks (`parts_line`) and a pickup left out ("" for
+    neither)) of one request on the metrical ``model`` (`musictx.app.models.Loaded`); WAVs when ``audio``;
+    ``check_seconds(seed seconds)`` refuses a seed too long; the caller makes the page's results."""
     tok = model.tokenizer
     net = model.net
     seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), seed_rule(opts, net))
@@ -54,4 +55,9 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
         rec.update(midi=f"{name}.mid", png=f"{name}.png", wav=f"{name}.wav" if rec["wav"] else None)
         written.append((rec, np.concatenate([seed.ids, ids])))
     stop = f'untick "{DRUMS_BOX}": they stop where the seed does'
-    return seed, written, parts_line(net, seed, loop, stop, say_off=False) or ""
+    line = parts_line(net, seed, loop, stop, say_off=False) or ""
+    if not opts.seed_from and (left := pickup_notes(seed)):  # the results start at the seed's first full bar
+        pickup = (f"The seed is bars {seed.first_bar + 1}-{seed.first_bar + seed.bars}, from its first full bar: "
+                  f"the {counted(left, 'note')} of the pickup before it are left out.")
+        line = f"{line}. {pickup}" if line else pickup
+    return seed, written, line

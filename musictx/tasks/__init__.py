@@ -27,6 +27,7 @@ _PUBLIC = {
     "BOUNDS": "limits",
     "bars_for": "metrical_seeds",
     "metrical_seed": "metrical_seeds",
+    "pickup_notes": "metrical_seeds",
     "seed_of": "metrical_seeds",
     "ticks_to_seconds": "metrical_seeds",
     "fill_parts_said": "played_as",
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.infill import copy_history, infill_prompt, infill_song
     from musictx.tasks.limits import BOUNDS
     from musictx.tasks.metrical_score import continuation_score
-    from musictx.tasks.metrical_seeds import bars_for, metrical_seed, seed_of, ticks_to_seconds
+    from musictx.tasks.metrical_seeds import bars_for, metrical_seed, pickup_notes, seed_of, ticks_to_seconds
     from musictx.tasks.played_as import fill_parts_said
     from musictx.tasks.registry import task_named
     from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed
