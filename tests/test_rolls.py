@@ -41,6 +41,9 @@ def test_a_three_track_song_is_drawn_track_by_track_with_a_legend_and_its_writte
     assert {f"{name} ({len(p)})" for name, p in parts} <= set(texts)
     assert any(t.startswith("written by the model, 20.0-30.0 s") for t in texts)
     assert ax.get_xlim() == (10.0, 40.0)  # the written bars with as much context each side, not the 194 s song
+    preview = piano_roll_figure(notes, parts=parts, marked=(20.0, 30.0), marked_as="to be written by the model")
+    said = [t.get_text() for t in preview.axes[0].get_legend().get_texts()]  # the app's preview: nothing written yet
+    assert "to be written by the model, 20.0-30.0 s" in said and not any(t.startswith("written") for t in said)
     png = save_figure(fig, tmp_path / "roll.png")
     # each track's hue is really on the picture
     for k in range(3):

@@ -80,12 +80,14 @@ def song_notes(song: SongBars) -> Notes:
     return Notes.concat([n for _, n in song_parts(song)])
 
 
-def draw_band(song: SongBars, s: int, e: int, png: Path, title: str) -> Path:
-    """The piano roll of ``song``, each track in its colour, bars [s, e) shaded and shown with their context."""
+def draw_band(song: SongBars, s: int, e: int, png: Path, title: str, marked_as: str = "written by the model"
+              ) -> Path:
+    """The piano roll of ``song``, each track in its colour, bars [s, e) shaded, named ``marked_as`` in the legend,
+    and shown with their context."""
     parts = song_parts(song)
     lo, hi = ticks_to_seconds(song.read.score, np.array([song.lines[s], song.lines[e]]))
     return save_figure(piano_roll_figure(Notes.concat([n for _, n in parts]), title=title, parts=parts,
-                                         marked=(float(lo), float(hi))), png)
+                                         marked=(float(lo), float(hi)), marked_as=marked_as), png)
 
 EMPTY_BOX = {"infill": "no song file: upload a MIDI file in Song MIDI, or press Use the Continue tab's seed",
              "accompany": "no melody file: upload a MIDI file in Melody MIDI"}
@@ -140,7 +142,8 @@ class Filler:
         folder.mkdir(exist_ok=True)
         png = folder / f"{next(self.cont._previews):04d}_{_safe_stem(midi)}_bars.png"
         with self.cont._in_use(png):
-            draw_band(song, s, e, png, f"{midi.name}: bars {s + 1}-{e} of {song.n_bars}")
+            draw_band(song, s, e, png, f"{midi.name}: bars {s + 1}-{e} of {song.n_bars}",
+                      "to be written by the model")  # a preview: nothing is written yet
         self.cont.prune(keep={png})
         return png
 

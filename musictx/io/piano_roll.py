@@ -66,7 +66,7 @@ def plot_piano_roll(notes: Notes, path: str | os.PathLike, takeover: float | Non
 
 def piano_roll_figure(notes: Notes, takeover: float | None = None, title: str | None = None,
                       earlier_from: float | None = None, parts: list[Part] | None = None,
-                      marked: tuple[float, float] | None = None) -> Figure:
+                      marked: tuple[float, float] | None = None, marked_as: str = "written by the model") -> Figure:
     """A piano roll of ``notes``.
 
     ``takeover``: seconds where the seed ends and the model's notes begin; the span before it is shaded
@@ -74,8 +74,9 @@ def piano_roll_figure(notes: Notes, takeover: float | None = None, title: str | 
     earlier model's output begins (a result continued further): from there to ``takeover`` it is shaded in
     another colour, so that the user's own notes before it stay apart from what a model made.
     ``parts``: the same notes by track; two or more draw each track in its own colour, named in the legend.
-    ``marked``: (start, end) seconds of the bars a model wrote, shaded and named in the legend; the roll then
-    shows them with their context (`_view`), not the whole song.
+    ``marked``: (start, end) seconds of the bars a model wrote, shaded and named in the legend as ``marked_as``
+    (a preview's: the bars it will write); the roll then shows them with their context (`_view`), not the whole
+    song.
     """
     end = max(notes.duration(), takeover or 0.0, marked[1] if marked else 0.0, 1.0)
     t0, t1 = _view(marked, end)
@@ -95,7 +96,7 @@ def piano_roll_figure(notes: Notes, takeover: float | None = None, title: str | 
         ax.axvline(takeover, color="tab:red", linewidth=1.5, label=f"model from {takeover:.2f} s")
     if marked:
         ax.axvspan(*marked, color=MARKED_SHADE, zorder=0,
-                   label=f"written by the model, {marked[0]:.1f}-{marked[1]:.1f} s")
+                   label=f"{marked_as}, {marked[0]:.1f}-{marked[1]:.1f} s")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize="small")
     ax.set_title(title or f"{len(notes)} notes, {notes.duration():.1f} s")
