@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from musictx.evaluation.plots import read_metrics_csv
@@ -55,22 +56,37 @@ def _mean(points: list[tuple[int, float]], skip_first: int = 2) -> float:
     return sum(vals) / len(vals) if vals else math.nan
 
 
+def evaluated_on(run: dict) -> str:
+    """``data_dir [split]`` of a run's metrics.json, as its table's header or column names it."""
+    return f"{os.path.normpath(str(run.get('data_dir')))} [{run.get('split')}]"
+
+
 def markdown_table(runs: list[dict]) -> str:
-    head = ["model", "params", "train tokens/s", "steps", "best val NLL", "test NLL", "test ppl", "test acc"]
+    """One row per run. The NLL columns are named by the split the runs were scored on (a sweep's
+    ``evaluate.split=validation`` was headed "test"); runs scored on different data or splits get a column saying
+    which, and the real continuation's row (one run's seeds) is then left out: the rows do not compare alike."""
+    places = {evaluated_on(r) for r in runs}
+    split = (runs[0].get("split") if len(places) == 1 else None) or "eval"
+    head = ["model", "params", "train tokens/s", "steps", "best val NLL", f"{split} NLL", f"{split} ppl",
+            f"{split} acc"]
+    head += ["evaluated on"] if len(places) > 1 else []
     has_cont = all("continuation" in r for r in runs)
     if has_cont:
         head += [c for _, c in CONT_COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in runs:
+    classes = [r["model"].rsplit(".", 1)[-1] for r in runs]
+    for r, name in zip(runs, classes, strict=True):
         val = [v for _, v in r["log"].get("val/loss", [])]
         speed = _mean(r["log"].get("train/tokens_per_s", []))
-        cells = [r["model"].rsplit(".", 1)[-1], f"{r['params']:,}", f"{speed:,.0f}",
+        name = f"{name} ({r['name']})" if classes.count(name) > 1 else name  # two of a kind: told by their folder
+        cells = [name, f"{r['params']:,}", f"{speed:,.0f}" if math.isfinite(speed) else "-",
                  str(r.get("global_step")), f"{min(val):.4f}" if val else "-", f"{r['nll']['nll']:.4f}",
                  f"{r['nll']['ppl']:.2f}", f"{r['nll']['accuracy']:.3f}"]
+        cells += [evaluated_on(r)] if len(places) > 1 else []
         if has_cont:
             cells += [f"{r['continuation']['continuation'][k]:.3f}" for k, _ in CONT_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
-    if has_cont:
+    if has_cont and len(places) == 1:
         real = runs[0]["continuation"]["real"]
         cells = ["real continuation (ceiling)", "", "", "", "", "", "", ""]
         lines.append("| " + " | ".join(cells + [f"{real[k]:.3f}" for k, _ in CONT_COLUMNS]) + " |")
@@ -88,7 +104,7 @@ def plot_val_curves(runs: list[dict], path: Path) -> None:
         pts = r["log"].get("val/loss", [])
         if pts:
             ax.plot([s for s, _ in pts], [v for _, v in pts], marker="o", ms=3,
-                    label=f"{r['model'].rsplit('.', 1)[-1]} (test {r['nll']['nll']:.3f})")
+                    label=f"{r['model'].rsplit('.', 1)[-1]} ({r.get('split') or 'eval'} {r['nll']['nll']:.3f})")
     ax.set_xlabel("training step")
     ax.set_ylabel("validation NLL (nats/token)")
     ax.set_title("Validation loss, same data, token budget and seed")

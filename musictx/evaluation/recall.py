@@ -171,6 +171,10 @@ def nll_vs_context(net, arrays: TokenArrays, contexts: list[int], targets: int, 
     """NLL of the same ``targets`` tokens (the end of each stretch) with each of ``contexts`` tokens before."""
     ceiling = context_ceiling(net)
     contexts = sorted(c for c in contexts if ceiling is None or c + targets <= ceiling)
+    # a context no piece is long enough for is left out (`contexts_left_out` says why); it had emptied every row
+    contexts = [c for c in contexts if len(arrays) and int(arrays.lengths.max()) > c + targets + 1]
+    if not contexts:
+        return []
     longest = contexts[-1] + targets + 1
     rng = np.random.default_rng(seed)
     pieces = np.flatnonzero(arrays.lengths > longest)
@@ -209,9 +213,12 @@ def evaluate_recall(net, tok: EventTokenizer, arrays: TokenArrays, cfg, context:
     s = dict(cfg)
     passage, skip = int(s["passage"]), int(s["skip"])
     gaps = [int(g) for g in s["gaps"] if 2 * passage + g <= context + 1]  # probes inside the trained context
+    gaps_left_out = [int(g) for g in s["gaps"] if int(g) not in gaps]
     if not gaps:
         raise ValueError(f"recall: no gap of recall.gaps={list(s['gaps'])} fits a passage of {passage} ids twice in "
                          f"the model's context of {context}: lower recall.passage (at most {(context + 1) // 2})")
+    if gaps_left_out:
+        progress(f"copy probe: gaps {gaps_left_out} left out: {passage} ids twice with them pass the context {context}")
     probes = draw_probes(arrays, int(s["num_probes"]), passage, max(gaps, default=0), int(s["seed"]))
     copies = {}
     for step in sorted({0, int(s["transpose"])}):
@@ -225,7 +232,22 @@ def evaluate_recall(net, tok: EventTokenizer, arrays: TokenArrays, cfg, context:
     by_context = nll_vs_context(net, arrays, [int(c) for c in s["contexts"]], int(s["targets"]),
                                 int(s["num_stretches"]), int(s["seed"]), device)
     return {"settings": {k: s[k] for k in KEYS}, "trained_context": context, "copy": copies,
-            "repeats": repeats, "context": by_context}
+            "gaps_left_out": gaps_left_out, "repeats": repeats, "context": by_context,
+            "contexts_left_out": contexts_left_out(net, arrays, s["contexts"], int(s["targets"]), by_context)}
+
+
+def contexts_left_out(net, arrays: TokenArrays, asked: list, targets: int, rows: list[dict]) -> dict[str, str]:
+    """Each context of ``asked`` that `nll_vs_context` could not measure, with why (said in the table, where
+    such a row had only gone missing)."""
+    measured = {r["context"] for r in rows if r["nll"] is not None}
+    ceiling, longest = context_ceiling(net), int(arrays.lengths.max()) if len(arrays) else 0
+    out = {}
+    for c in sorted({int(c) for c in asked} - measured):
+        if ceiling is not None and c + targets > ceiling:
+            out[str(c)] = f"with its {targets} targets it passes the model's {ceiling} positions"
+        else:
+            out[str(c)] = f"no piece of the split holds it and its {targets} targets (the longest: {longest} ids)"
+    return out
 
 
 def format_recall_table(res: dict) -> str:
@@ -235,6 +257,9 @@ def format_recall_table(res: dict) -> str:
     for i, row in enumerate(kinds[0]):
         lines.append(f"| {row['gap']} | " + " | ".join(
             f"{k[i]['gain']:.3f} ({k[i]['nll_repeat']:.2f} vs {k[i]['nll_control']:.2f})" for k in kinds) + " |")
+    if res.get("gaps_left_out"):
+        lines.append(f"gaps {res['gaps_left_out']} left out: the passage ({res['settings']['passage']} ids) twice with "
+                     f"such a gap passes the model's context of {res['trained_context']}")
     r = res["repeats"]
     if r["nll_repeat"] is not None:
         lines.append(f"\nin-window repeats ({r['ngram']}-grams, {r['repeat_tokens']:,} of "
@@ -252,6 +277,7 @@ def format_recall_table(res: dict) -> str:
             for row in exact]
     lines.append("\n| context (tokens) | NLL of the same targets |\n|---:|---:|")
     lines += [f"| {c['context']} | {c['nll']:.4f} |" for c in res["context"] if c["nll"] is not None]
+    lines += [f"context {c} left out: {why}" for c, why in res.get("contexts_left_out", {}).items()]
     return "\n".join(lines)
 
 

@@ -210,6 +210,11 @@ def split_songs(data_dir, split: str, mode: str = "continuation") -> list[Path]:
     root = manifest.get("input_dir")
     if not root or root == "None":
         raise EvaluateError(f"{data_dir}: its manifest names no input folder; mode={mode} reads the songs again")
+    if not Path(root).is_dir():  # said once, not as every song skipped "no such file"
+        relative = "" if Path(root).is_absolute() else f", a relative path read from the current folder {Path.cwd()}"
+        raise EvaluateError(f"{Path(data_dir) / 'manifest.json'}: its input folder input_dir={root} is not there"
+                            f"{relative}; mode={mode} reads the split's songs again from it (run from the folder "
+                            "musictx-prep ran in, or set input_dir there to the songs' folder)")
     songs = [Path(root) / name for name in TokenArrays(data_dir, split).files]
     if not songs:
         raise EvaluateError(f"split {split!r} of {data_dir} has no songs")

@@ -154,7 +154,8 @@ def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> d
     generated_s = time.perf_counter() - t_start
     names = kept_features(list(rows[0]["generated"]), opts.get("exclude") or [])
     headline = [n for n in names if not n.startswith(ANNOTATED)]  # what a listener hears, the song's chords unknown
-    result = {**_tests(rows, headline, settings), "features": headline}
+    result = {**_tests(rows, headline, settings), "features": headline,
+              "annotated_songs": annotated_songs(rows, [n for n in names if n not in headline])}
     if len(headline) < len(names):  # the annotated-chord features too: reported, no longer the headline
         result["with_annotated_chords"] = {**_tests(rows, names, settings), "features": names}
     if "as_is" in rows[0]:  # a metrical model: the headline's real music is the song as its tokenizer writes it
@@ -163,6 +164,12 @@ def run_two_sample(net, tok, songs: list[Path], opts: dict, progress=print) -> d
                            "written_vs_as_is": _pair(as_is, "written", "real", headline, settings)}
     return {**result, "settings": dict(opts), "songs": rows, "skipped": skipped, "skipped_reasons": bad,
             "seconds": {"generate_and_describe": generated_s, "test": time.perf_counter() - t_start - generated_s}}
+
+
+def annotated_songs(rows: list[dict], annotated: list[str]) -> int:
+    """How many songs' real music has a value for a feature read against the annotated chords: 0 where no song has
+    a chord_midi.txt beside it (the piano's), where the test "with the annotated chords" only adds empty columns."""
+    return sum(any(np.isfinite(r["real"][n]) for n in annotated) for r in rows)
 
 
 def _tests(rows: list[dict], names: list[str], settings) -> dict:
