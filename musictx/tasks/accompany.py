@@ -49,6 +49,7 @@ PREVIEW_BARS = 16  # scheme "lead": the given tracks' bars heard once before the
 TYPICAL_PIANO = (1.121, 0.505)
 TYPICAL_MIN_NOTES = 8  # fewer melody notes in the range than this say too little of how busy the song is
 SCHEMES = ("lead", "infill")
+GIVEN_ROOM = 2  # scheme "lead": the token cap's room for each id of the given tracks (it, and as many new ones)
 
 
 def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
@@ -135,7 +136,10 @@ def led_prompt(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampl
     ids = torch.as_tensor(ids, dtype=torch.long, device=device)[None].repeat(samples, 1)  # (B, T0)
     hooks = HookInputs("accompany", tok, sampling, programs=sorted(acc.given | new_programs), accompaniment=acc,
                        stop_after_bars=e - s - 1)
-    return Prompt(ids, hooks, TOKENS_PER_BAR * (e - s))
+    # the given notes are played into the stream and take room beside the new ones, which may run as busy: a dense
+    # melody (a Chopin etude) filled a cap of TOKENS_PER_BAR a bar and left its last 4 of 8 bars unaccompanied, unsaid
+    given = len(song.ids[song.end_of(s):song.end_of(e)])
+    return Prompt(ids, hooks, TOKENS_PER_BAR * (e - s) + GIVEN_ROOM * given)
 
 
 def beyond_melody(tok, ids: np.ndarray) -> bool:

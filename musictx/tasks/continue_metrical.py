@@ -28,6 +28,18 @@ from musictx.tasks.prompt import Job, Prompt, sample
 from musictx.tasks.take import Take, score_roll
 
 TOKENS_PER_BAR = 160  # the token cap's room per bar: dense POP909 bars run at 60-120 ids
+SEED_BAR_ROOM = 2  # times the seed's densest bar: a seed denser than POP909 (a Chopin etude: 250 ids a bar) ran
+# out of room at 160 and its samples came back bars short
+
+
+def token_cap(tok, seed: MetricalSeed, bars: int, max_tokens: int | None = None) -> int:
+    """New ids a sample of ``bars`` bars may take when ``max_tokens`` is unset: `TOKENS_PER_BAR` a bar, or twice
+    the seed's densest bar where that is more, so that the bars asked for are what stops a sample."""
+    if max_tokens:
+        return max_tokens
+    at = np.flatnonzero(seed.ids == tok.bar_id)
+    densest = int(np.diff(np.append(at, len(seed.ids))).max()) if len(at) else 0
+    return max(TOKENS_PER_BAR, SEED_BAR_ROOM * densest) * bars
 
 
 def seed_programs(seed: MetricalSeed) -> list[int]:
@@ -93,7 +105,7 @@ def bars_prompt(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_
     lines = seed.new_bar_lines_seconds(bars) if chords is not None else None
     hooks = HookInputs("continue", tok, sampling, programs=playable_programs(net, seed), stop_after_bars=bars - 1,
                        chords=chords, new_bar_lines_s=lines, candidates=candidates, ending=ending)
-    return Prompt(ids, hooks, max_tokens or TOKENS_PER_BAR * bars)
+    return Prompt(ids, hooks, token_cap(tok, seed, bars, max_tokens))
 
 
 def sample_bars(net, tok, seed: MetricalSeed, sampling: SamplingOptions, *, num_samples: int, bars: int,
@@ -146,11 +158,24 @@ def metrical_job(opts, net, tok) -> Job:
             return [metrical_take(tok, seed, row, opts.include_seed, loop) for row in rows[::k]]
         pieces, choices = choose(tok, seed, [strip_after_bars(tok, row, bars) for row in rows], k, bars, critic)
         made = [metrical_take(tok, seed, piece, opts.include_seed, loop) for piece in pieces]
-        for take, choice in zip(made, choices, strict=True):
+        for s, (take, choice) in enumerate(zip(made, choices, strict=True)):
             take.record.update(choice)
+            row = rows[s * k + choice.get("kept", 0)]  # the candidate kept, as drawn
+            say_bars_short(take, int((row == tok.bar_id).sum()), bars, token_cap(tok, seed, bars, opts.max_tokens))
         return made
 
     return Job(prompt, takes, about)
+
+
+def say_bars_short(take: Take, bar_ids: int, bars: int, cap: int) -> None:
+    """A sample that the token cap stopped before the end of its last bar (``bar_ids``: the Bar ids of its new ids as
+    drawn, the one after its last bar included when it got there; the grammar forbids EOS, so nothing else stops it
+    early) says so in its line and record, as a Performance sample does: not a shorter piece passed off as the length
+    asked for."""
+    if bar_ids <= bars:
+        take.record["stop"] = "max_tokens"
+        take.line += (f"; stopped in bar {bar_ids} of the {bars} asked for by max_tokens={cap} (new ids); raise "
+                      "max_tokens for the rest")
 
 
 def replay_candidates(sampling: SamplingOptions, k: int, chords) -> list[int]:

@@ -21,6 +21,7 @@ from musictx.io.midi_io import MidiReadError
 from musictx.io.registers import Registers
 from musictx.io.score_prep import TrackMap
 from musictx.tasks.played_as import PartPlan, play_as_learnt, remember_seed_notes
+from musictx.tasks.seeds import seed_past_end
 
 
 def bar_lines(score: Score) -> np.ndarray:
@@ -234,7 +235,33 @@ def seed_of(tok, opts, learnt: tuple[int, ...] | None = None, level: LevelRule |
           f"({seed.seconds:.2f} s {_from_where(seed.origin_seconds)}, cut at bar lines); tracks kept apart: "
           f"{seed.tracks.describe()}" + (f"; the {left} note(s) of the pickup before bar {seed.first_bar + 1} "
                                          f"left out" if not opts.seed_from and (left := pickup_notes(seed)) else ""))
+    if line := held_too_long(tok, seed):
+        print(line)
+    start = f"bar {seed.first_bar + 1}"
+    if _ends_the_file(tok, seed) and (line := seed_past_end(opts, seed.seconds, seed.bar_seconds() / 2, start)):
+        print(line)  # the bar line nearest the end asked for was the file's last: it has less than asked
     return seed
+
+
+def held_too_long(tok, seed: MetricalSeed) -> str | None:
+    """The line saying how many of the seed's pitched notes are held longer than the tokens' longest Duration (12
+    beats): the model hears them that long and the seed is written back so, which a note held a minute (a pedal
+    point, a drone) was, unsaid. None where every note fits."""
+    longest = float(np.nanmax(tok.duration_beats()))
+    start, stop = seed.start_tick, int(seed.lines[seed.first_bar + seed.bars])
+    grid = grid_ticks(tok, seed.score, start)  # ticks of one position; a beat is beat_res positions
+    limit = (longest * max(tok.miditok.config.beat_res.values()) + 0.5) * grid
+    held = sum(int(np.sum((n["time"] >= start) & (n["time"] < stop) & (n["duration"] > limit)))
+               for t in seed.score.tracks if not t.is_drum for n in [t.notes.numpy()])
+    if not held:
+        return None
+    return (f"seed: {held} note(s) held longer than {longest:g} beats, the longest the model's tokens hold, are heard "
+            f"and written {longest:g} beats long")
+
+
+def _ends_the_file(tok, seed: MetricalSeed) -> bool:
+    """Whether the seed runs to the file's last bar."""
+    return seed.first_bar + seed.bars >= min(int((seed.song_ids == tok.bar_id).sum()), len(seed.lines) - 1)
 
 
 def _from_where(origin: float) -> str:

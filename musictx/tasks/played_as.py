@@ -222,16 +222,18 @@ def parts_said(learnt: tuple[int, ...] | None, tracks: TrackMap, score: Score, p
     silent = unlearnt(learnt, tracks, score)
     if not played and not silent:
         return None
-    said = [f"{track} as {part}" for track, part in played.items()]
+    # the tracks played as a part are counted past a handful; what the drums and the silent tracks do is always
+    # said (a band of 15 tracks had its drum loop cut from the line as "and 6 more")
+    said = [listed((f"{track} as {part}" for track, part in played.items()), "; ")] if played else []
     looped = [t for t in silent if t.is_drum] if drums else []
     silent = [t for t in silent if t not in looped]
     if looped:
-        said.append(f"{', '.join(t.describe() for t in looped)} {drums.format(s='s' if len(looped) == 1 else '')}")
+        said.append(f"{listed(t.describe() for t in looped)} {drums.format(s='s' if len(looped) == 1 else '')}")
     if silent:
         keep = f"keeps its {keeps} and gets" if len(silent) == 1 else f"keep their {keeps} and get"
         said.append(f"{listed(t.describe() for t in silent)} {keep} no new ones")
     shared = " (tracks that share a part get its new notes by register)" if plan and plan.shared else ""
-    return f"the model learnt {parts_named(learnt)} only: {listed(said, '; ')}{shared}"
+    return f"the model learnt {parts_named(learnt)} only: {'; '.join(said)}{shared}"
 
 
 def fill_parts_said(learnt: tuple[int, ...] | None, read, plan: PartPlan | None,

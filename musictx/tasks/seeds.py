@@ -149,6 +149,20 @@ def unconditional_seed(tokenizer: EventTokenizer, velocity: int = 64) -> Seed:
     return Seed(np.array([tokenizer.layout.velocity + vbin - 1], dtype=np.int64), 0.0, None)
 
 
+def seed_past_end(opts, seconds: float, slack: float, start: str | None = None) -> str | None:
+    """The line saying that ``seed_seconds`` asks for more than the file has (``seconds``: what the seed holds, ending
+    where the file's music does; ``start``: where it starts, None: its first note): a 30 s seed of a 4 s file was
+    silently 4 s. None where the seed is as long as asked (within ``slack`` seconds), where no length was asked, or
+    for ``seed_from=end``, whose own line says its length."""
+    asked = opts.seed_seconds
+    if asked is None or getattr(opts, "seed_note", None) or seconds >= asked - slack:
+        return None
+    if start is None:
+        start = f"its first note at or after seed_from={opts.seed_from:g} s" if opts.seed_from else "its first note"
+    return (f"seed: seed_seconds={asked:g} asks for more than {opts.seed_midi} has from {start}: the {seconds:.2f} s "
+            "to its end are the seed")
+
+
 def seed_for(tokenizer: EventTokenizer, opts, level: LevelRule | None = None) -> tuple[Seed, str | None]:
     """``musictx-generate``'s seed as its options (`GenerateOptions`) ask, and the line saying how the seed
     file's tracks were read (printed, as are where the seed starts and the silence left out; None without a
@@ -165,6 +179,8 @@ def seed_for(tokenizer: EventTokenizer, opts, level: LevelRule | None = None) ->
               f"seed_from={opts.seed_from:g} s; {seed.seconds:.2f} s of it kept")
     elif seed.silence_dropped:
         print(f"seed: {seed.silence_dropped:.2f} s of silence before its first note left out")
+    if line := seed_past_end(opts, seed.seconds, tokenizer.config.time_step / 2):
+        print(line)
     if opts.seed_seconds is None and seed.seconds > LONG_SEED_SECONDS:
         print(f"seed: all {seed.seconds:.0f} s of {opts.seed_midi} (seed_seconds=null); the new music follows its "
               "end. seed_seconds=N keeps its first N s; seed_from=end its last 10 s")

@@ -65,7 +65,17 @@ def track_labels(tracks) -> list[str]:
     same label numbered (``program 0 (2)``); one dictionary entry per track, where names alone collide."""
     labels, seen = [], Counter()
     for t in tracks:
-        label = t.name or ("drums" if t.is_drum else f"program {t.program}")
+        label = _as_written(t.name) or ("drums" if t.is_drum else f"program {t.program}")
         seen[label] += 1
         labels.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
     return labels
+
+
+def _as_written(name: str) -> str:
+    """A track name as its file spells it: pretty_midi (mido) reads a name's bytes as Latin-1, so a name written in
+    UTF-8 (a Chinese 音轨1) came back as mojibake (é\x9f³è½¨1) in the sample's line and record, beside a seed line that
+    names it right; a name that is not UTF-8 is left as read."""
+    try:
+        return name.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # not Latin-1 characters, or not UTF-8 bytes: a name read right already
+        return name

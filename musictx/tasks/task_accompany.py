@@ -35,6 +35,10 @@ class Accompany(SongTask):
         from musictx.tasks.write_back import with_written_tracks
 
         n = request.e - request.s
+        for k, row in enumerate(rows):
+            if (reached := int((row == tok.bar_id).sum())) <= n:  # the Bar after the last one never came
+                print(f"sample {k + 1} of {len(rows)}: the accompaniment stopped in bar {request.s + reached} of bars "
+                      f"{request.s + 1}-{request.e}, at the token cap; the bars after it are left unaccompanied")
         return [(with_written_tracks(tok, request.song, request.tracks, request.s, request.e, new), len(new) - 1)
                 for new in (strip_after_bars(tok, row, n) for row in rows)]
 

@@ -65,10 +65,15 @@ class Infill(SongTask):
                                   samples=samples)
 
     def written(self, request, tok, rows) -> list:
+        from musictx.io.infill_format import InfillIds
         from musictx.tasks.infill import middle_bars
         from musictx.tasks.write_back import filled_file
 
         s, e = request.s, request.e
+        for k, row in enumerate(rows):  # a middle ends with Infill_End or the Bar after its last bar; else no room
+            if InfillIds.of(tok).end not in row and (reached := int((row == tok.bar_id).sum())) <= e - s:
+                print(f"sample {k + 1} of {len(rows)}: the fill stopped in bar {s + reached} of bars {s + 1}-{e}, out "
+                      "of room in the model's context; the bars after it are left empty (fill fewer bars at a time)")
         return [(filled_file(tok, request.song, s, e, request.tracks, m, request.only), len(m))
                 for m in middle_bars(tok, rows, e - s)]
 
