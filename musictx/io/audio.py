@@ -105,6 +105,8 @@ def choose_renderer(soundfont: str | os.PathLike | None = None, engine: str = "a
     """
     if engine not in ENGINES:
         raise AudioRenderError(f"audio engine must be one of {ENGINES}, got {engine!r}")
+    if soundfont is not None and Path(soundfont).is_dir():  # "not found" read wrong for a folder that is there
+        raise AudioRenderError(f"soundfont {soundfont} is a folder, not a .sf2 file (pass the .sf2 file itself)")
     if soundfont is not None and find_soundfont(soundfont) is None:
         raise AudioRenderError(f"soundfont {soundfont} not found (pass an existing .sf2 file)")
     if soundfont is not None and not is_soundfont(soundfont):  # said before any music is made, not per WAV
