@@ -11,20 +11,23 @@ resume is checked there too: one already at ``trainer.max_steps`` says so and le
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
-from musictx.commands.train_objects import plan_of, train_config
+from musictx.commands.train_objects import check_job, plan_of, train_config
 from musictx.console.config_help import with_key_help
-from musictx.console.guard import before_hydra, command_guard, fail, one_line
+from musictx.console.guard import before_hydra, command_guard, compose_run_config, fail, one_line
 from musictx.decoding.option_fields import check_seed
 from musictx.io.token_store import DatasetFormatError
 from musictx.paths import CONF_DIR
 from musictx.training.lightning_noise import mute_lightning_noise
 from musictx.training.run import RUN_LOG, finished_resume, log_to_run_file, report
 from musictx.training.run_folder import check_run_folder
+from musictx.training.sweeps import sweep_jobs
 
 PROG = "musictx-train"
 
@@ -32,6 +35,9 @@ PROG = "musictx-train"
 @with_key_help("train", PROG)
 def main() -> None:
     """Console script: the config and the run folder are checked before Hydra starts, then Hydra runs."""
+    for job in sweep_jobs(sys.argv[1:]):  # -m: every value of the sweep composed before any job trains
+        with command_guard(PROG, config_name="train"):
+            check_job(compose_run_config("train", job))
     before_hydra("train", PROG, check_before_run)
     train_main()
 

@@ -8,12 +8,16 @@ callbacks and loggers. Tests build runs with `build` too, so it lives apart from
 from __future__ import annotations
 
 import hydra
+import lightning as L
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from musictx.console.guard import one_line
 from musictx.training.best_checkpoints import with_top_k_on_resume
 from musictx.training.callbacks import ValidateAtEnd
 from musictx.training.checkpoint_io import AtomicCheckpointIO
 from musictx.training.finetune import init_net_from, overridden_fields
+from musictx.training.options import TrainOptionError, check_schedule, without_hidden_progress_bar
 from musictx.training.run import TrainPlan, report, train
 
 
@@ -36,13 +40,23 @@ def build(cfg: DictConfig, overrides: list[str] | None = None) -> tuple:
         report(f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}")
     module = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict(), **extra)
     loggers = instantiate_dict(cfg.get("logger"))
-    callbacks = with_top_k_on_resume([ValidateAtEnd(), *instantiate_dict(cfg.get("callbacks"))], say=report)
-    plugins = [AtomicCheckpointIO()] if cfg.trainer.get("plugins") is None else None  # checkpoints: tmp + rename
-    trainer = hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
-                                      **({"plugins": plugins} if plugins else {}))
+    trainer = build_trainer(cfg, loggers)
     for logger in loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     return datamodule, module, trainer
+
+
+def build_trainer(cfg: DictConfig, loggers: list) -> L.Trainer:
+    """The Trainer of ``cfg.trainer`` with the run's callbacks and ``loggers``. A value Lightning refuses is one line
+    naming ``trainer``: it was Hydra's "Error in call to target ..." around Lightning's own message."""
+    callbacks = with_top_k_on_resume([ValidateAtEnd(), *instantiate_dict(cfg.get("callbacks"))], say=report)
+    callbacks = without_hidden_progress_bar(callbacks, cfg.trainer.get("enable_progress_bar"))
+    plugins = [AtomicCheckpointIO()] if cfg.trainer.get("plugins") is None else None  # checkpoints: tmp + rename
+    try:
+        return hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
+                                       **({"plugins": plugins} if plugins else {}))
+    except InstantiationException as err:
+        raise TrainOptionError(f"trainer: {one_line(err.__cause__ or err)}") from None
 
 
 def plan_of(cfg: DictConfig) -> TrainPlan:
@@ -52,6 +66,12 @@ def plan_of(cfg: DictConfig) -> TrainPlan:
         value = OmegaConf.select(cfg, key, default=None)
         values[name] = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
     return TrainPlan.from_values(values)
+
+
+def check_job(cfg: DictConfig) -> None:
+    """The checks of a config that need no data nor net: those of a sweep's jobs, before any of them trains."""
+    plan_of(cfg)
+    check_schedule(OmegaConf.to_container(cfg.schedule, resolve=True))
 
 
 def train_config(cfg: DictConfig, overrides: list[str] | None = None) -> dict[str, float]:

@@ -26,6 +26,7 @@ from musictx.io.token_store import DatasetFormatError, TokenArrays, folder_probl
 from musictx.models.transformer import CONTEXT
 from musictx.training.infill_windows import InfillCurriculum
 from musictx.training.mixed_windows import MixedWindows, MixOptions, check_mix_dir, count_text
+from musictx.training.options import check_flag
 from musictx.training.recall_windows import RecallCurriculum
 from musictx.training.windows import FixedWindows, RandomWindows
 
@@ -102,6 +103,8 @@ class MusicDataModule(L.LightningDataModule):
         super().__init__()
         check_options(seq_len=seq_len, batch_size=batch_size, val_batch_size=val_batch_size,
                       epoch_windows=epoch_windows, num_workers=num_workers)
+        for name, value in (("augment", augment), ("pin_memory", pin_memory)):
+            check_flag(f"data.{name}", value)
         self.dir = Path(dir)
         if problem := folder_problem(self.dir):
             raise DatasetFormatError(f"data.dir={dir}: {problem}; prepare one with musictx-prep "

@@ -5,6 +5,9 @@
   safety warning, and is about what Lightning puts in the file (musictx reads checkpoints with
   ``weights_only=True``: `musictx.checkpoints.model_store`);
 - torch's deprecation of ``isinstance(treespec, LeafSpec)``, raised inside Lightning's own code;
+- "You passed `Trainer(accelerator='cpu', precision='16-mixed')` ... Using `precision='bf16-mixed'` instead", a
+  warning with Lightning's file and line before it: musictx-train says it in its own line
+  (`musictx.training.options.precision_note`);
 - ModelCheckpoint's warning on a resume from another folder's checkpoint, which ends "Only
   `best_model_path` will be reloaded": that path is another run's file, which
   `musictx.training.best_checkpoints.TopKOnResume` leaves out, saying so in one line of its own.
@@ -35,3 +38,4 @@ def mute_lightning_noise() -> None:
             logger.addFilter(_Mute())
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     warnings.filterwarnings("ignore", message=r"The dirpath has changed from .* won't be reloaded")
+    warnings.filterwarnings("ignore", message=r"You passed `Trainer\(accelerator='cpu', precision='16-mixed'\)`")

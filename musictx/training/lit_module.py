@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from musictx.checkpoints.model_store import CHECKPOINT_KEY, checkpoint_block, load_checkpoint
-from musictx.checkpoints.net_specs import net_from_config
 from musictx.io.tokenizers import tokenizer_from_dict
+from musictx.training.options import TrainOptionError, check_schedule, net_from_options
 
 
 class NonFiniteLossError(RuntimeError):
@@ -103,11 +103,18 @@ class MusicLitModule(L.LightningModule):
             tokenizer = tokenizer.to_dict()  # (loaded with weights_only=True), never a pickled tokenizer
         # The net is rebuilt from net_spec on load; the optimizer is a callable, not data.
         self.save_hyperparameters(ignore=["net", "optimizer"], logger=False)
-        self.net = net if isinstance(net, nn.Module) else net_from_config(net)
+        self.net = net if isinstance(net, nn.Module) else net_from_options(net)
         self.tokenizer = tokenizer_from_dict(tokenizer)
         self.pad_id = self.tokenizer.pad_id
         self.optimizer_factory = optimizer or torch.optim.AdamW
         self.scheduler_config = dict(scheduler or {"name": "constant"})
+        # Checked now, while the config is being built: in configure_optimizers a bad value ended the run after
+        # the Trainer had started, in a raw TypeError from AdamW (schedule.lr is the optimizer's lr too).
+        check_schedule(self.scheduler_config)
+        try:
+            make_schedule(**self.scheduler_config)(1)
+        except TypeError as err:  # a key the schedule does not take (+schedule.foo=1)
+            raise TrainOptionError(f"schedule: {err}") from None
         # Not `self.compile`: that would hide nn.Module.compile.
         self.compile_net, self.compile_kwargs = compile, dict(compile_kwargs or {})
         self.recent_losses: collections.deque[float] = collections.deque(maxlen=10)
@@ -216,8 +223,12 @@ class MusicLitModule(L.LightningModule):
             what = (f"gradient norm is {check} {where} while the loss of this rank is finite: a non-finite "
                     "loss on another rank (DDP sums the ranks' gradients), or an overflow in backward")
         recent = ", ".join(f"{v:.4f}" for v in self.recent_losses) or "none"
+        # fp16 weights hold the optimizer's state in fp16 too: AdamW's eps (1e-9) is 0 there, and a weight whose
+        # gradient is 0 (an unseen token's row) gets 0/0 at the first update; the run's NaN from its second step
+        half = (" trainer.precision=16-true keeps the weights and the optimizer's state in fp16, where AdamW's eps "
+                "is 0: use 16-mixed (GPU), bf16-mixed or 32-true." if self.trainer.precision == "16-true" else "")
         raise NonFiniteLossError(f"{what}; last finite losses: {recent}. Lower the learning rate, check "
-                                 "gradient_clip_val, or use a different precision.")
+                                 f"gradient_clip_val, or use a different precision.{half}")
 
     def _cross_rank_check(self, losses: torch.Tensor, scaled: bool) -> torch.Tensor:
         """A scalar that is non-finite when some rank's loss was: the total gradient norm, as DDP left it.
@@ -289,7 +300,12 @@ class MusicLitModule(L.LightningModule):
         params = [p for p in self.net.parameters() if p.requires_grad]
         groups = [{"name": "decay", "params": [p for p in params if p.dim() >= 2]},
                   {"name": "no_decay", "params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        optimizer = self.optimizer_factory(groups)
+        try:
+            optimizer = self.optimizer_factory(groups)
+        except (TypeError, ValueError) as err:  # model.optimizer.weight_decay=abc: AdamW's raw TypeError otherwise
+            words = [f"{k}={v!r}" for k, v in getattr(self.optimizer_factory, "keywords", {}).items()
+                     if isinstance(v, str)]  # the likely culprits: no option of torch's optimizers is a string
+            raise TrainOptionError(f"model.optimizer: {err}" + (f" ({', '.join(words)})" if words else "")) from None
         schedule = make_schedule(**self.scheduler_config)
         # LambdaLR counts from 0 at construction; the k-th update (k from 1) uses schedule(k).
         lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: schedule(i + 1))

@@ -23,6 +23,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from musictx.evaluation.run import check_training_evaluation, evaluate, evaluation_options
 from musictx.listed import listed
 from musictx.training.finetune import InitFromError
+from musictx.training.options import TrainOptionError, check_accelerator, check_window_fits, precision_note
 from musictx.training.orphans import sweep_orphans
 from musictx.training.resume import check_resume_fits, check_resume_tokenizer, resolve_resume_path
 from musictx.training.run_folder import held_checkpoints
@@ -68,19 +69,32 @@ class TrainPlan:
     max_steps: int | None = None
     evaluate: dict | None = None     # ``evaluate: {...}``: score the best checkpoint after training
     overwrite: bool = False          # a new run replaces the run in its folder: the old checkpoints go
+    accelerator: str | None = None   # trainer.accelerator and trainer.precision: checked and said (`check_built`)
+    precision: str | int | None = None
 
     # Each field's key in conf/train.yaml, in one place (the command reads them with these keys).
     CONFIG_KEYS = {"seed": "seed", "ckpt_dir": "paths.ckpt_dir", "resume_dir": "callbacks.last_checkpoint.dirpath",
                    "output_dir": "paths.output_dir", "data_dir": "data.dir", "ckpt_path": "ckpt_path",
                    "init_from": "init_from", "threads": "threads", "warmup_steps": "schedule.warmup_steps",
                    "max_steps": "trainer.max_steps", "evaluate": "evaluate",
-                   "overwrite": "overwrite"}
+                   "overwrite": "overwrite", "accelerator": "trainer.accelerator", "precision": "trainer.precision"}
+
+    # The least each whole-number field may be: max_steps -1 is Lightning's "no limit"; threads 0 was silently
+    # torch's default (every core) and -1 a raw RuntimeError; a negative warm-up trained on without a word.
+    LOWEST = {"threads": 1, "warmup_steps": 0, "max_steps": -1}
 
     def __post_init__(self):
         for name in ("seed", "threads", "warmup_steps", "max_steps"):  # before Lightning or the schedule compare them
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{self.CONFIG_KEYS[name]} must be a whole number, got {value!r}")
+                raise TrainOptionError(f"{self.CONFIG_KEYS[name]} must be a whole number, got {value!r}")
+            if value is not None and value < self.LOWEST.get(name, value):
+                raise TrainOptionError(f"{self.CONFIG_KEYS[name]} must be a whole number >= {self.LOWEST[name]}, "
+                                       f"got {value!r}")
+        if self.evaluate is not None and not isinstance(self.evaluate, dict):  # the shell's brace expansion of
+            # an unquoted evaluate={a:1,b:2} gives evaluate=b:2, a string that failed after training in a TypeError
+            raise TrainOptionError(f"evaluate must be a block of conf/evaluate.yaml's keys, got {self.evaluate!r}; "
+                                   "quote it for the shell: 'evaluate={split:test,mode:nll}'")
 
     @classmethod
     def from_values(cls, values: dict) -> TrainPlan:
@@ -116,10 +130,12 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     if resumed is not None and ckpt_path != str(plan.ckpt_path):
         report(f"ckpt_path={plan.ckpt_path}: resuming from {ckpt_path} at step {resumed.get('global_step')}")
     warn_short_run(plan)
+    check_accelerator(plan.accelerator)  # before the data and the net are built: it needs neither
     if plan.threads:
         torch.set_num_threads(plan.threads)
     L.seed_everything(plan.seed, workers=True)
     datamodule, module, trainer = build()
+    check_built(plan, datamodule, module, trainer)
     if resumed is not None:
         check_resume_tokenizer(datamodule.tokenizer, resumed, ckpt_path, datamodule.dir)
         check_resume_fits(module.net, resumed, ckpt_path)
@@ -141,6 +157,16 @@ def train(plan: TrainPlan, build: Callable[[], tuple]) -> dict[str, float]:
     if plan.evaluate and best:
         evaluate_after_training(plan, best)
     return metrics
+
+
+def check_built(plan: TrainPlan, datamodule, module, trainer: L.Trainer) -> None:
+    """What needs the built objects, before the fit: windows that fit the net, and a line when the precision that
+    runs is not quite the one asked for (`precision_note`; the CPU's bf16 kernels as musictx.models.lstm asks)."""
+    check_window_fits(datamodule.seq_len, module.net)
+    on_cpu = trainer.strategy.root_device.type == "cpu"
+    note = precision_note(plan.precision, trainer.precision, on_cpu, torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if note and trainer.is_global_zero:
+        report(note, sys.stderr)
 
 
 def remove_old_run(ckpt_dir: Path) -> None:
