@@ -57,12 +57,15 @@ def run_kept(cfg):
 @pytest.mark.parametrize(("overrides", "said"), [
     # were "... got 'abc' (ValueError; MUSICTX_DEBUG=1 shows where)" and a TypeError after the model was built
     (["model=lstm", "trainer.max_steps=abc"], "trainer.max_steps must be a whole number, got 'abc'"),
-    (["model=lstm", "schedule.lr=abc"], "schedule.lr must be a number >= 0, got 'abc'"),
+    pytest.param(["model=lstm", "schedule.lr=abc"], "schedule.lr must be a number >= 0, got 'abc'",
+                 marks=pytest.mark.slow),  # each case a command of ~6 s: one stays in the default suite
     # was "Error in call to target 'lightning.pytorch.trainer.trainer.Trainer': MisconfigurationException(...)"
-    (["model=lstm", "trainer.val_check_interval=abc"], "trainer: Invalid time format for `val_check_interval`: 'abc'."),
+    pytest.param(["model=lstm", "trainer.val_check_interval=abc"],
+                 "trainer: Invalid time format for `val_check_interval`: 'abc'.", marks=pytest.mark.slow),
     # was "0 cached + 64 new tokens exceed max_seq_len=32 (ValueError; ...)" at the first training step
-    (["model=transformer", "model.net.n_heads=2", "model.net.max_seq_len=32"],
-     "data.seq_len=64 is longer than model.net.max_seq_len=32, the most tokens the net takes"),
+    pytest.param(["model=transformer", "model.net.n_heads=2", "model.net.max_seq_len=32"],
+                 "data.seq_len=64 is longer than model.net.max_seq_len=32, the most tokens the net takes",
+                 marks=pytest.mark.slow),
 ])
 def test_a_bad_option_is_one_line_naming_it(overrides, said, prepared_dir, tmp_path):
     last = cli(tmp_path, "experiment=tiny", f"data.dir={prepared_dir}", "model.net.d_model=32",
