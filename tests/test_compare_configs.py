@@ -11,10 +11,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from musictx.checkpoints.net_specs import net_from_config
 from musictx.models import LSTMBaseline, MusicTransformer, VanillaTransformer
 from musictx.models.attention import PlainSelfAttention, RelativeSelfAttention
 from musictx.paths import CONF_DIR, PRETRAINED_DIR
+from musictx.training.options import net_from_options
 
 EXPERIMENTS = {"piano": MusicTransformer, "piano_vanilla": VanillaTransformer, "piano_lstm": LSTMBaseline}
 
@@ -46,7 +46,7 @@ def test_only_the_model_and_the_run_folder_differ(configs):
 
 def build(cfg):
     """The net a training run builds from ``cfg``: through the model store, from ``model.net``'s name."""
-    return net_from_config(OmegaConf.to_container(cfg.model.net, resolve=True))
+    return net_from_options(OmegaConf.to_container(cfg.model.net, resolve=True))
 
 
 def test_matched_parameter_counts_and_the_attention_each_uses(configs):

@@ -65,13 +65,13 @@ def test_check_out_names_what_the_device_tool_would_not_bring_back(tmp_path):
 
 def test_the_default_model_fits_three_shards_and_the_documented_command_fits_the_tool():
     from musictx.checkpoints.model_store import shard_groups
-    from musictx.checkpoints.net_specs import net_from_config
+    from musictx.training.options import net_from_options
 
     opts = plain.PlainTrainOptions(data_dir="", out_dir="")
     assert (opts.n_layers, opts.d_model, opts.seq_len, opts.attn_impl, opts.precision) == (
         8, 512, 2048, "triton", "bf16-mixed")
     with torch.device("meta"):
-        net = net_from_config(opts.net_config(456))
+        net = net_from_options(opts.net_config(456))
     state = {k: torch.empty(v.shape, dtype=torch.float16, device="meta") for k, v in net.state_dict().items()}
     groups = shard_groups(state, int(opts.max_shard_mb * 2**20))
     # gpu.log, report.json, kernels.json, train.json, model/config.json and the shards: at most 8 files

@@ -55,10 +55,3 @@ def build_net(spec: dict) -> nn.Module:
         return cls(**spec["config"])
     except (TypeError, ValueError) as err:  # e.g. n_heads that does not divide d_model
         raise ModelLoadError(f"{cls.__name__} cannot be built from its stored arguments ({err})") from None
-
-
-def net_from_config(config: dict) -> nn.Module:
-    """A fresh net from a training config's ``model.net``: ``name`` (a key of `MODELS`) and the
-    constructor's arguments, checked as `build_net` checks a stored spec."""
-    config = dict(config)
-    return build_net({"name": config.pop("name", None), "config": config})
