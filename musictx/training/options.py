@@ -32,12 +32,6 @@ def is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def check_whole(key: str, value, low: int) -> None:
-    """``value`` a whole number >= ``low`` (None passes: the option's default applies)."""
-    if value is not None and (not is_whole(value) or value < low):
-        raise TrainOptionError(f"{key} must be a whole number >= {low}, got {value!r}")
-
-
 def check_flag(key: str, value) -> None:
     """A yes/no option: a string such as 'maybe' was truthy, and so silently on."""
     if not isinstance(value, bool):
