@@ -61,9 +61,10 @@ def main_of(rel: str) -> str | None:
     if m is None:
         return None
     folder = m["folder"]
-    if folder and folder.rstrip("/").rsplit("/", 1)[-1].casefold() != m["song"].casefold():
+    song = folder.rstrip("/").rsplit("/", 1)[-1] if folder else m["song"]  # the song folder's own spelling
+    if song.casefold() != m["song"].casefold():
         return None  # a versions/ folder of another song's files: not POP909's layout
-    return f"{folder}{folder.rstrip('/').rsplit('/', 1)[-1] if folder else m['song']}{m['ext']}"
+    return f"{folder}{song}{m['ext']}"
 
 
 def piece_key(rel: str, group_by: str) -> str:

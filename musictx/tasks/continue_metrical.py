@@ -161,7 +161,7 @@ def metrical_job(opts, net, tok) -> Job:
         for s, (take, choice) in enumerate(zip(made, choices, strict=True)):
             take.record.update(choice)
             row = rows[s * k + choice.get("kept", 0)]  # the candidate kept, as drawn
-            say_bars_short(take, int((row == tok.bar_id).sum()), bars, token_cap(tok, seed, bars, opts.max_tokens))
+            say_bars_short(take, int((row == tok.bar_id).sum()), bars, prompt.max_new_tokens)  # the cap it ran under
         return made
 
     return Job(prompt, takes, about)
