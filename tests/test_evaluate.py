@@ -195,3 +195,44 @@ def test_the_compare_report_by_hand_names_what_is_wrong_with_the_folder(tiny_che
     assert "pass --overwrite to replace it" in refusal(tmp_path)
     main([str(tmp_path), "--overwrite"])
     assert (tmp_path / "compare.md").read_text() == first
+
+
+def test_nll_max_songs_scores_the_first_songs_and_says_how_much_of_the_split(tiny_checkpoint, prepared_dir, tmp_path):
+    """mode=nll always scored the whole split (minutes on a real test split); nll.max_songs limits it like the other
+    modes' max_songs, and the table says in one line how much of the split its figure covers."""
+    import shutil
+
+    data = shutil.copytree(prepared_dir, tmp_path / "data")
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["splits"]["test"]["notes"] = 1000  # the whole split's notes: no figure for part of it
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    arrays = TokenArrays(data, "test")
+    whole = run_evaluation(eval_config(tiny_checkpoint, data, mode="nll"))["nll"]
+    assert whole["songs"] == whole["songs_in_split"] == len(arrays) >= 2 and "nll_per_note" in whole
+    assert "nll.max_songs" not in format_table(run_evaluation(eval_config(tiny_checkpoint, data, mode="nll")))
+    result = run_evaluation(eval_config(tiny_checkpoint, data, mode="nll", **{"nll.max_songs": 1}))
+    part = result["nll"]
+    assert part["tokens"] == int(arrays.lengths[0]) - 1 and part["tokens_in_split"] == whole["tokens"]
+    assert part["songs"] == 1 and part["songs_in_split"] == len(arrays) and "nll_per_note" not in part
+    line = format_table(result).splitlines()[-1]
+    assert line.startswith(f"nll.max_songs=1: NLL {part['nll']:.4f} nats/token over {part['tokens']:,} tokens, "
+                           f"the first 1 of the {len(arrays)} songs of the test split"), line
+    # more songs than the split has: the whole split, said as such (no line)
+    assert run_evaluation(eval_config(tiny_checkpoint, data, mode="nll", **{"nll.max_songs": 99}))["nll"] == whole
+    for value in (0, -1, 1.5):
+        with pytest.raises(EvaluateError, match=rf"nll\.max_songs must be a whole number from 1 .* got {value}$"):
+            run_evaluation(eval_config(tiny_checkpoint, data, mode="nll", **{"nll.max_songs": value}))
+    from musictx.evaluation.compare import evaluated_on
+
+    assert evaluated_on(result).endswith(f"[test, first 1 of {len(arrays)} songs]")
+    assert evaluated_on({**result, "nll": whole}).endswith("[test]")
+
+
+def test_console_script_takes_nll_max_songs(tiny_checkpoint, prepared_dir, tmp_path):
+    cmd = [sys.executable, "-m", "musictx.commands.evaluate", f"checkpoint={tiny_checkpoint}",
+           f"data.dir={prepared_dir}", "mode=nll", "nll.max_songs=1", f"output_dir={tmp_path}", "progress=false"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["nll"]["songs"] == 1 and metrics["nll"]["songs_in_split"] > 1
+    assert f"over {metrics['nll']['tokens']:,} tokens, the first 1 of the" in run.stdout

@@ -114,3 +114,32 @@ def test_a_cpu_without_the_int8_kernels_steps_in_fp32_and_says_so(stored, monkey
     with pytest.warns(UserWarning, match=r"int8 decoding steps unavailable here \(no int8 product on this engine\)"):
         fast = fast_decoder(loaded)
     assert fast.weights.blocks[0].fc1_int8 is None
+
+
+def test_an_export_in_another_dtype_keeps_the_sources_figures_labelled_as_the_sources(tmp_path, capsys):
+    """The int8 folder of a float16 model had kept its val_nll and test_nll in config.json as if its own: they are
+    now under info.source_figures, named as the float16 weights', and the export says so in one line."""
+    import json
+
+    from musictx.checkpoints.export import SOURCE_FIGURES
+
+    info = {"global_step": 7, "data": "carry/piano", "val_nll": 2.37, "test_nll": 2.41,
+            "spot_check": {"nll": 2.47, "tokens": 8184}}
+    source = save_model_folder(_net(), EventTokenizer(), tmp_path / "fp16", dtype="float16", info=info)
+    export_main([str(source), str(tmp_path / "int8"), "--dtype", "int8"])
+    out = capsys.readouterr().out.strip().splitlines()
+    got = json.loads((tmp_path / "int8" / "config.json").read_text())["info"]
+    assert not {"val_nll", "test_nll", "spot_check"} & set(got), got  # no figure at the top, as the int8 weights'
+    assert got["global_step"] == 7 and got["data"] == "carry/piano" and got["source_folder"] == str(source)
+    figures = got[SOURCE_FIGURES]
+    assert figures["weights_dtype"] == "float16" and figures["folder"] == str(source)
+    assert all(figures[k] == info[k] for k in ("val_nll", "test_nll", "spot_check"))
+    assert figures["note"].startswith(f"measured on the float16 weights of {source}, not on these int8 weights")
+    assert len(out) == 2 and out[1].startswith("musictx-export: its figures (val_nll, test_nll, spot_check) are kept "
+                                               "in config.json as info.source_figures: the float16 source weights', "
+                                               "not these int8 ones"), out
+    # the same dtype again: the same weights, whose figures are theirs, kept as they are and nothing said
+    export_main([str(source), str(tmp_path / "again"), "--dtype", "float16"])
+    assert capsys.readouterr().out.strip().splitlines()[1:] == []
+    again = json.loads((tmp_path / "again" / "config.json").read_text())["info"]
+    assert again == {**info, "source_folder": str(source)}

@@ -345,4 +345,4 @@ def test_copy_probe_of_a_metrical_model_moves_pitch_ids_to_transpose(remi_checkp
     assert np.array_equal(up[pitch], tok.transpose_ids(passage, 2)[pitch]) and not np.array_equal(up, passage)
     probes = draw_probes(TokenArrays(remi_dir, "train"), n=2, passage=16, filler=16, seed=0)
     row = copy_gain(net, tok, probes, gap=8, skip=4, transpose=2)
-    assert row["transpose"] == 2 and np.isfinite(row["gain"]) and "note_on" in row["by_event"]
+    assert row["transpose"] == 2 and np.isfinite(row["gain"]) and "Pitch" in row["by_event"]

@@ -83,6 +83,28 @@ def test_the_copy_gain_splits_by_event_family(copier, probes):
     assert all(f["gain"] > 1.0 for f in fam.values()), fam
 
 
+def test_a_remi_models_copy_gain_is_split_by_remis_own_event_names(tmp_path):
+    """REMI's targets had been filed under Performance names (Pitch as note_on, Duration as note_off) and its
+    Program, TimeSig and Tempo tokens under none: now every target is under its own token type, by name."""
+    from musictx.checkpoints.model_store import load_model
+    from musictx.evaluation.recall import Probe
+
+    from .metrical_fixtures import band_song
+
+    net, tok, _ = load_model("pop")
+    songs = [tok.encode(band_song(tmp_path / f"s{i}.mid", bars=8, seed=i))[:-1] for i in range(3)]
+    probes = [Probe(songs[0][:48], songs[1][:32], songs[2][:48])]
+    res = copy_gain(net, tok, probes, gap=16, skip=8)
+    fam = res["by_event"]
+    types = set(tok.type_of[probes[0].passage[8:]])
+    assert set(fam) == types and {"Pitch", "Duration", "Program"} <= types, fam
+    assert not set(fam) & {"note_on", "note_off", "time_shift", "velocity"}
+    assert sum(f["tokens"] for f in fam.values()) == 48 - 8  # every scored target in one family
+    table = format_recall_table({"copy": {"exact": [res]}, "repeats": {"nll_repeat": None, "windows": 0, "ngram": 8},
+                                 "context": [], "settings": {"passage": 48}, "trained_context": 1024})
+    assert "copy gain, Pitch" in table and "note_on" not in table
+
+
 def test_probes_come_from_three_pieces_and_a_split_too_small_is_refused(prepared_dir, probes):
     arrays = TokenArrays(prepared_dir, "train")
     p = probes[0]

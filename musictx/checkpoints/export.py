@@ -8,9 +8,11 @@ or a model folder stored again in another dtype (``--dtype int8``: `musictx.chec
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from musictx.checkpoints.model_store import (
+    CONFIG_FILE,
     ModelLoadError,
     load_checkpoint,
     load_model_folder,
@@ -19,6 +21,12 @@ from musictx.checkpoints.model_store import (
 )
 
 MODEL_CARD = "README.md"  # a model folder's card: its figures are those of its own weights
+# info keys that say how the weights were trained, as true of them in any dtype; every other key (val_nll, test_nll,
+# spot_check, earlier weights' records, a key not known here) may be a figure of the source's weights, so it is
+# kept under SOURCE_FIGURES
+TRAINING_KEYS = ("global_step", "tokens_seen", "windows", "data", "recipe", "gpu", "train_s", "tokens_per_s",
+                 "shards_back", "source_checkpoint", "shipped_from_window")
+SOURCE_FIGURES = "source_figures"
 
 
 def export(checkpoint: str, output_dir: str, dtype: str = "float16", info: dict | None = None,
@@ -29,7 +37,8 @@ def export(checkpoint: str, output_dir: str, dtype: str = "float16", info: dict 
     kind, path = resolve(checkpoint)
     if kind != "checkpoint":
         net, tokenizer, meta = load_model_folder(path)
-        info = {**meta["info"], "source_folder": str(path), **(info or {})}
+        own = source_info(meta["info"], _stored_dtype(path), dtype, path)
+        info = {**own, "source_folder": str(path), **(info or {})}
     else:
         net, tokenizer, meta = load_checkpoint(checkpoint)
         info = {"global_step": meta.get("global_step"), "source_checkpoint": str(checkpoint), **(info or {})}
@@ -45,3 +54,38 @@ def card_left_out(checkpoint: str) -> Path | None:
     kind, path = resolve(checkpoint)
     card = path / MODEL_CARD
     return card if kind != "checkpoint" and card.is_file() else None
+
+
+def _stored_dtype(folder: Path) -> str | None:
+    """The dtype a model folder's weights are stored in (its config.json, which loading has read already)."""
+    return json.loads((folder / CONFIG_FILE).read_text()).get("weights_dtype")
+
+
+def source_info(info: dict, source_dtype: str | None, dtype: str, folder: Path) -> dict:
+    """A model folder's ``info`` for its export in ``dtype``: as it is when the dtype is the source's (the same
+    weights); else its measured figures moved under ``source_figures``, labelled with the source's dtype and
+    folder, so that an int8 folder does not hold the float16 weights' NLL as if it were its own."""
+    figures = {k: v for k, v in info.items() if k not in TRAINING_KEYS}
+    if source_dtype == dtype or not figures:
+        return dict(info)
+    note = (f"measured on the {source_dtype or 'unknown'} weights of {folder}, not on these {dtype} weights; "
+            "musictx-evaluate checkpoint=<this folder> mode=nll measures these")
+    return {**{k: v for k, v in info.items() if k in TRAINING_KEYS},
+            SOURCE_FIGURES: {"weights_dtype": source_dtype, "folder": str(folder), "note": note, **figures}}
+
+
+def left_with_source(checkpoint: str, output_dir: str | Path, dtype: str) -> str | None:
+    """One line on what of the source's figures the exported folder does not claim as its own: the model card left
+    behind (`card_left_out`), the measured figures of another dtype kept under ``info.source_figures``; None when
+    neither."""
+    card = card_left_out(checkpoint)
+    source = json.loads((Path(output_dir) / CONFIG_FILE).read_text()).get("info", {}).get(SOURCE_FIGURES)
+    said = [f"its model card ({card}) is not copied"] if card is not None else []
+    if source is not None:
+        keys = ", ".join(k for k in source if k not in ("weights_dtype", "folder", "note"))
+        said.append(f"its figures ({keys}) are kept in config.json as info.{SOURCE_FIGURES}: the "
+                    f"{source['weights_dtype']} source weights', not these {dtype} ones (musictx-evaluate "
+                    f"checkpoint={output_dir} mode=nll data.dir=... nll.max_songs=N measures these)")
+    elif said:
+        said[0] += ": its figures are the source weights'"
+    return "; ".join(said) or None

@@ -2,6 +2,7 @@
 
     musictx-evaluate data.dir=data/piano split=test             # the shipped piano model
     musictx-evaluate checkpoint=outputs/.../last.ckpt data.dir=data/maestro split=test
+    musictx-evaluate checkpoint=pop data.dir=data/pop mode=nll nll.max_songs=5      # the first 5 songs' NLL only
     musictx-evaluate checkpoint=... mode=continuation continuation.num_seeds=16
     musictx-evaluate checkpoint=... mode=all output_dir=out/eval
     musictx-evaluate checkpoint=... mode=motif motif.num_seeds=16 motif.length_seconds=60   # forgetting curve

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from musictx.checkpoints.export import card_left_out, export
+from musictx.checkpoints.export import export, left_with_source
 from musictx.checkpoints.model_store import (
     CONFIG_FILE,
     CRITIC_FILE,
@@ -59,10 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     with command_guard(PROG, overwrite=args.overwrite, flag="--overwrite"):
         check_output(args.checkpoint, args.output_dir, args.overwrite)
         out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
-        card = card_left_out(args.checkpoint)
+        said = left_with_source(args.checkpoint, out, args.dtype)
     print(f"wrote {out}")
-    if card is not None:
-        print(f"{PROG}: its model card ({card}) is not copied: its figures are the source weights'")
+    if said:  # the source's card, or its figures of another dtype: not the new folder's own
+        print(f"{PROG}: {said}")
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ def _whole_list(block: str, opts: dict, key: str, low: int) -> None:
 
 
 def check_common(values: dict) -> None:
-    """EvaluateError naming the first bad top-level option, the ``motif:`` or the ``recall:`` block's."""
+    """EvaluateError naming the first bad top-level option, the ``nll:``, ``motif:`` or ``recall:`` block's."""
     top = {k: values.get(k) for k in ("batch_size", "context", "stride")}
     _whole("", {"batch_size": top["batch_size"]}, "batch_size", 1, 4096)
     for key in ("context", "stride"):
@@ -116,6 +116,8 @@ def check_common(values: dict) -> None:
     if values.get("split") not in SPLITS:
         raise EvaluateError(f"split must be one of {', '.join(SPLITS)}, got {values.get('split')!r}")
     mode = values.get("mode")
+    if mode in ("nll", "all"):  # 0 or -1 would be read as no limit, or all but the last songs
+        _whole("nll", values.get("nll") or {}, "max_songs", 1, 1_000_000, nullable=True)
     if mode == "motif":
         m = values["motif"]
         for key, high in (("num_seeds", 10_000), ("ngram", 64), ("max_tokens", BOUNDS.max_tokens)):

@@ -57,8 +57,12 @@ def _mean(points: list[tuple[int, float]], skip_first: int = 2) -> float:
 
 
 def evaluated_on(run: dict) -> str:
-    """``data_dir [split]`` of a run's metrics.json, as its table's header or column names it."""
-    return f"{os.path.normpath(str(run.get('data_dir')))} [{run.get('split')}]"
+    """``data_dir [split]`` of a run's metrics.json, as its table's header or column names it; a run scored on the
+    split's first songs only (``nll.max_songs``) says so, so it is not set beside whole splits as their like."""
+    nll = run.get("nll") if isinstance(run.get("nll"), dict) else {}
+    first = nll.get("songs") if nll.get("songs", nll.get("songs_in_split")) != nll.get("songs_in_split") else None
+    part = f", first {first} of {nll['songs_in_split']} songs" if first else ""
+    return f"{os.path.normpath(str(run.get('data_dir')))} [{run.get('split')}{part}]"
 
 
 def markdown_table(runs: list[dict]) -> str:

@@ -86,18 +86,15 @@ def token_nll(net, ids: np.ndarray, device="cpu") -> np.ndarray:
     return F.cross_entropy(logits.transpose(1, 2), y, reduction="none")[0].cpu().numpy()
 
 
-EVENT_FAMILIES = ("note_on", "note_off", "time_shift", "velocity")
-
-
-def event_family(ids: np.ndarray, tok: EventTokenizer) -> np.ndarray:
-    """The family of each id as an index into `EVENT_FAMILIES` (PAD and EOS: 4). Metrical tokens map by role:
-    Pitch as note_on, Duration as note_off, Bar / Position as time_shift, Velocity as velocity, the rest 4."""
+def event_names(tok: EventTokenizer) -> np.ndarray:
+    """(V,) the event family of each id, in the tokenizer's own vocabulary: a metrical (REMI) one's token types
+    (Pitch, Duration, Position, Bar, Program, ...), a Performance one's event names without their value
+    (note_on, note_off, time_shift, velocity, pedal_down, ...). REMI's were once filed under Performance names
+    (Pitch as note_on, Duration as note_off), and its Program, TimeSig and Tempo tokens under none."""
     if tok.kind != "performance":
-        roles = {"Pitch": 0, "Duration": 1, "Bar": 2, "Position": 2, "Velocity": 3}
-        table = np.array([roles.get(t, 4) for t in tok.type_of])
-        return table[np.asarray(ids)]
-    lay = tok.layout
-    return np.searchsorted([lay.note_off, lay.time_shift, lay.velocity, lay.pad], ids, side="right")
+        return np.asarray(tok.type_of)
+    names = [tok.id_to_token(i) for i in range(tok.vocab_size)]
+    return np.array([n.rsplit("_", 1)[0].lower() if n.rsplit("_", 1)[-1].isdigit() else n.lower() for n in names])
 
 
 def moved(ids: np.ndarray, semitones: int, tok) -> np.ndarray:
@@ -110,20 +107,21 @@ def copy_gain(net, tok: EventTokenizer, probes: list[Probe], gap: int, skip: int
     """Mean NLL of the repeated passage's tokens ``skip``.. after ``[S, F_gap, S']`` and ``[U, F_gap, S']``,
     overall and by event family (``by_event``: is it the pitches that are recalled, or the timing and
     dynamics too? A continuation that keeps a motif's notes but not its pulse recalls only the first)."""
+    names = event_names(tok)
     repeat, control, family = [], [], []
     for p in probes:
         second = moved(p.passage, transpose, tok) if transpose else p.passage
         tail = np.concatenate([p.filler[:gap], second])
-        family.append(event_family(second[skip:], tok))
+        family.append(names[second[skip:]])
         for first, out in ((p.passage, repeat), (p.unrelated, control)):
             nll = token_nll(net, np.concatenate([first, tail]), device)
             out.append(nll[-(len(second) - skip):])  # the targets second[skip:]
     repeat, control, family = np.concatenate(repeat), np.concatenate(control), np.concatenate(family)
     by_event = {}
-    for i, name in enumerate(EVENT_FAMILIES):
-        if (kept := family == i).any():
+    for name in dict.fromkeys(names):  # every family the targets hold, in the vocabulary's order
+        if (kept := family == name).any():
             rep, ctl = float(repeat[kept].mean()), float(control[kept].mean())
-            by_event[name] = {"tokens": int(kept.sum()), "nll_repeat": rep, "nll_control": ctl, "gain": ctl - rep}
+            by_event[str(name)] = {"tokens": int(kept.sum()), "nll_repeat": rep, "nll_control": ctl, "gain": ctl - rep}
     return {"gap": gap, "transpose": transpose, "nll_repeat": float(repeat.mean()),
             "nll_control": float(control.mean()), "gain": float(control.mean() - repeat.mean()),
             "by_event": by_event}
@@ -270,10 +268,12 @@ def format_recall_table(res: dict) -> str:
                      "earlier in its window")
     exact = res["copy"].get("exact", [])
     if exact and "by_event" in exact[0]:
-        lines.append("\n| gap | " + " | ".join(f"copy gain, {name}" for name in EVENT_FAMILIES) + " |\n|---:|"
-                     + "---:|" * len(EVENT_FAMILIES))
+        # the families the rows hold, named as the model's tokenizer names them (`event_names`)
+        families = list(dict.fromkeys(name for row in exact for name in row["by_event"]))
+        lines.append("\n| gap | " + " | ".join(f"copy gain, {name}" for name in families) + " |\n|---:|"
+                     + "---:|" * len(families))
         lines += [f"| {row['gap']} | " + " | ".join(
-            f"{row['by_event'][n]['gain']:.2f}" if n in row["by_event"] else "-" for n in EVENT_FAMILIES) + " |"
+            f"{row['by_event'][n]['gain']:.2f}" if n in row["by_event"] else "-" for n in families) + " |"
             for row in exact]
     lines.append("\n| context (tokens) | NLL of the same targets |\n|---:|---:|")
     lines += [f"| {c['context']} | {c['nll']:.4f} |" for c in res["context"] if c["nll"] is not None]

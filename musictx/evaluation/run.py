@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from musictx.checkpoints.model_store import load_model
@@ -42,7 +43,7 @@ from musictx.safe_output import check_target, write_text
 
 MODES = ("nll", "continuation", "token_continuation", "all", "motif", "recall", "infill", "accompany", "two_sample")
 # evaluate.yaml's nested blocks; their keys are checked too
-GROUPS = ("data", "scorecard", "continuation", "motif", "recall", "infill", "two_sample")
+GROUPS = ("data", "nll", "scorecard", "continuation", "motif", "recall", "infill", "two_sample")
 
 
 @dataclass
@@ -67,6 +68,7 @@ class EvaluateOptions:
     output_dir: str | None = None
     overwrite: bool = False  # replace files output_dir holds already (the command checks; musictx.safe_output)
     two_sample: dict | None = None  # mode=two_sample (musictx.evaluation.two_sample_run)
+    nll: dict | None = None  # mode=nll | all: max_songs
 
     @classmethod
     def from_mapping(cls, values: dict) -> EvaluateOptions:
@@ -151,9 +153,25 @@ def check_training_evaluation(values: dict, net, seq_len: int, data_dir: str) ->
 
 
 def evaluate_nll(net, tok, arrays: TokenArrays, opts: EvaluateOptions, context: int, device) -> dict:
-    totals = score_pieces(net, arrays.piece, len(arrays), arrays.lengths, context=context, stride=opts.stride,
+    """The NLL of the split's pieces, or of its first ``nll.max_songs``; ``songs`` / ``songs_in_split`` and
+    ``tokens_in_split`` say how much of the split the figures cover."""
+    limit = (opts.nll or {}).get("max_songs")
+    songs = min(int(limit), len(arrays)) if limit else len(arrays)
+    totals = score_pieces(net, arrays.piece, songs, arrays.lengths, context=context, stride=opts.stride,
                           batch_size=opts.batch_size, pad_id=tok.pad_id, device=device, progress=opts.progress)
-    return {**totals.as_dict(), "context": context, "stride": opts.stride or max(context // 2, 1)}
+    in_split = int(np.maximum(np.asarray(arrays.lengths, dtype=np.int64) - 1, 0).sum())  # each piece's first: no target
+    return {**totals.as_dict(), "context": context, "stride": opts.stride or max(context // 2, 1),
+            "songs": songs, "songs_in_split": len(arrays), "tokens_in_split": in_split}
+
+
+def nll_scope(n: dict, split: str) -> str | None:
+    """The line that says how much of the split a limited ``mode=nll`` scored (None: all of it)."""
+    if n.get("songs", n.get("songs_in_split")) == n.get("songs_in_split"):
+        return None
+    share = n["tokens"] / max(n["tokens_in_split"], 1)
+    return (f"nll.max_songs={n['songs']}: NLL {n['nll']:.4f} nats/token over {n['tokens']:,} tokens, the first "
+            f"{n['songs']} of the {n['songs_in_split']} songs of the {split} split ({share:.1%} of its "
+            f"{n['tokens_in_split']:,} tokens): those songs' figures, not the split's (and no NLL per note)")
 
 
 def run_evaluation(opts: EvaluateOptions) -> dict:
@@ -181,7 +199,8 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     if opts.mode in ("nll", "all"):
         result["nll"] = evaluate_nll(net, tok, arrays, opts, context, device)
         notes = load_manifest(data_dir).get("splits", {}).get(opts.split, {}).get("notes")
-        if notes:  # two tokenizations compare per note, not per token
+        # the manifest counts the whole split's notes: a limited run's tokens over them would be no figure at all
+        if notes and result["nll"]["songs"] == len(arrays):  # two tokenizations compare per note, not per token
             result["nll"]["notes"] = notes
             result["nll"]["nll_per_note"] = result["nll"]["nll"] * result["nll"]["tokens"] / notes
     if opts.mode in ("token_continuation", "all"):
@@ -258,6 +277,7 @@ def format_table(result: dict) -> str:
                   "|---|---|---|---|---|---|",
                   f"| {n['tokens']:,} | {n['nll']:.4f} | {per_note} | {n['bits_per_token']:.4f} | {n['ppl']:.3f} | "
                   f"{n['accuracy']:.4f} |"]
+        lines += [scope] if (scope := nll_scope(n, result["split"])) else []
     if "scorecard" in result:
         lines.append(format_scorecard(result["scorecard"]))
     if "continuation" in result:
