@@ -136,9 +136,9 @@ def test_browser_every_tab_from_a_fresh_page(app, browser_uploads, tmp_path):
         assert made.name == "bach_prelude_cont_00.mid" and end_time(made) > 20.5  # the 20 s seed, then new notes
         filled, title = song_tab(page, "Infill", "infill", browser_uploads["song"], "pop_infill", tmp_path)
         assert "bars 5-8" in title and len(filled.tracks) == 3
-        # the whole song: its own accompaniment left out, a new one written for its melody
+        # the whole song: its own accompaniment replaced by a new one written for its melody
         written, title = song_tab(page, "Accompany", "accompany", browser_uploads["song"], "pop", tmp_path)
-        assert "BRIDGE, PIANO written for bars 1-" in title and "own BRIDGE and PIANO left out" in title
+        assert "BRIDGE, PIANO written for bars 1-" in title and "own BRIDGE and PIANO replaced" in title
         counts = pitched(written)
         assert set(counts) == {"MELODY", "BRIDGE", "PIANO"} and counts["PIANO"] > 0, counts
     started = app[1].read_text()  # the start-up line names the app's option, not the command's checkpoint=

@@ -108,12 +108,14 @@ def test_accompany_a_whole_song_writes_a_new_accompaniment_for_its_melody(tmp_pa
     record = run(GenerateOptions(task="accompany", seed_midi=str(SONG), bars="2-4", num_samples=1, audio=False,
                                  output_dir=str(tmp_path / "out")))
     assert "BRIDGE, PIANO written for bars 2-4" in record["what"]
-    assert "(its own BRIDGE and PIANO left out: written anew for its melody)" in record["what"]
+    assert ("(its own BRIDGE and PIANO replaced in bars 2-4 by ones written anew for its melody, kept in its other "
+            "bars)") in record["what"]
     made = pretty_midi.PrettyMIDI(str(tmp_path / "out" / record["samples"][0]["midi"]))
     given = pretty_midi.PrettyMIDI(str(SONG))
     assert [i.name for i in made.instruments] == ["MELODY", "BRIDGE", "PIANO"]
     assert len(made.instruments[0].notes) == len(given.instruments[0].notes)  # the melody, note for note
-    assert len(made.instruments[2].notes) < len(given.instruments[2].notes) / 4  # the piano only in bars 2-4
+    # the song's own piano in its other bars (test_accompany_whole.py checks which notes)
+    assert len(made.instruments[2].notes) > len(given.instruments[2].notes) / 2
     with pytest.raises(MidiReadError, match="already has a PIANO track"):  # a track named: as before
         run(GenerateOptions(task="accompany", seed_midi=str(SONG), tracks=["piano"], bars="2-4", num_samples=1,
                             audio=False, output_dir=str(tmp_path / "out2")))

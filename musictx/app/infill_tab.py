@@ -190,7 +190,7 @@ class Filler:
                                on_step=_bars_drawn(choice, s, e, report))[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
         return self._write(midi, song, (s, e), make, "acc", f"{task.track_names()} written for bars {s + 1}-{e}"
-                           f"{_cut(song, s, e, last)}{led}{left_out_clause(song)}, random seed {seed}", choice,
+                           f"{_cut(song, s, e, last)}{led}{left_out_clause(song, (s, e))}, random seed {seed}", choice,
                            beats)
 
     def _chords(self, path) -> Chords | None:

@@ -4,7 +4,11 @@ POP909's MIDI files say 1/4 throughout and keep their real bars in ``beat_midi.t
 without that file (as users do), every "bar" is one beat long and a metrical model packs a bar's music into
 each beat. `guess_meter` finds beats per bar and the first downbeat from where the music leans: long notes
 and low notes start on downbeats more often than elsewhere. `untrusted_meter` says when to ask it: a file
-whose every time signature has a numerator of 1.
+whose every time signature has a numerator of 1. A triple meter found is read as 6/4, two 3/4 bars a bar, as
+POP909's beat files mark every one of its triple-time songs (the model learnt no 3/4 bar; 2/4 reads as 4/4 alike).
+
+A beat file beside the file outranks the file's own time signature (POP909's 2/4 and 1/4 are its MIDI
+editor's, not the song's); where the two differ, `beat_file_said` says so in one line.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from symusic import Score
 from musictx.io.score_prep import Meter, apply_meter, beats_file_of, read_meter
 
 METERS = (4, 3)  # beats per bar tried, in order of preference (2/4 reads as 4/4: its bars pair up)
+# a triple meter is read as two 3/4 bars a bar: POP909's beat files mark all 26 of its triple-time songs 6/4 (none
+# 3/4), so the model learnt no 3/4 bar; of the 12 songs the music found triple, 12 are 6/4 by their beat files
+PAIRED = {3: 6}
 THREE_MARGIN = 1.15  # 3/4 is taken only when its downbeats lean this much more than 4/4's
 ON_BEAT = 1 / 8  # an onset within this share of a beat of a beat counts for that beat
 BASS_BELOW = 55  # MIDI pitch: notes under G3 count twice (the bass moves on downbeats)
@@ -35,9 +42,11 @@ class MeterGuess:
                  f"{self.lean:.2f}x an average beat's)")
         if self.asked:
             return f"{name}: {m.beats_per_bar} beats a bar, as asked; {where}, found from the music"
+        paired = next((f" (its {k}-beat bars paired, as POP909's beat files mark them)" for k, v in PAIRED.items()
+                       if v == m.beats_per_bar), "")
         return (f"{name}: its meter says one beat a bar and no beat file lies beside it, so its bars were found "
-                f"from the music: {m.beats_per_bar}/4, {where}; put POP909's beat_midi.txt beside it to use the "
-                "annotated bars, or give the beats per bar")
+                f"from the music: {m.beats_per_bar}/4{paired}, {where}; put POP909's beat_midi.txt beside it to use "
+                "the annotated bars, or give the beats per bar")
 
 
 def untrusted_meter(score: Score) -> bool:
@@ -91,6 +100,10 @@ def guess_meter(score: Score, beats_per_bar: int | None = None) -> MeterGuess | 
     lean, phase = best[per_bar]
     if lean <= 1.0 and not beats_per_bar:
         return None
+    if not beats_per_bar and per_bar in PAIRED:  # the pair's downbeat: the phase of the two that leans more
+        per_bar = PAIRED[per_bar]
+        leans = [weights[p::per_bar].mean() / weights.mean() for p in range(per_bar)]
+        lean, phase = max(leans), int(np.argmax(leans))
     tpq = score.ticks_per_quarter
     return MeterGuess(Meter(per_bar, int(round((phase + offset) * tpq)), tpq), float(lean), bool(beats_per_bar))
 
@@ -108,7 +121,28 @@ def apply_bars(score: Score, path, beats="auto") -> tuple[int, str | None]:
         return apply_meter(score, meter), found
     beats_path = beats_file_of(path) if (beats == "auto" and path is not None) else beats
     if beats_path not in (None, "auto"):
-        return apply_meter(score, read_meter(beats_path, score)), None
+        meter, own = read_meter(beats_path, score), signatures(score)
+        shift = apply_meter(score, meter)
+        return shift, beat_file_said(name, Path(beats_path).name, own, score.time_signatures[0])
     if beats == "auto" and untrusted_meter(score) and (guess := guess_meter(score)):
         return apply_meter(score, guess.meter), guess.describe(name)  # POP909 without its beat file
     return 0, None
+
+
+def signatures(score: Score) -> list[str]:
+    """The file's own meters, each once in order ("2/4"), but the one-beat ones: no song's meter (POP909's 1/4)."""
+    return list(dict.fromkeys(f"{t.numerator}/{t.denominator}" for t in sorted(score.time_signatures,
+                                                                              key=lambda t: t.time)
+                              if t.numerator > 1))
+
+
+def beat_file_said(name: str, beat_file: str, own: list[str], meter) -> str | None:
+    """The line saying that the beat file's meter (``meter``, the time signature it gave) overrides the file's own
+    ``own`` (`signatures`); None where they agree or the file says no meter of its own. POP909's 001-010 say 2/4
+    and their beat files 4/4: their continuations came out in 4/4, unsaid."""
+    read = f"{meter.numerator}/{meter.denominator}"
+    if not own or own == [read]:
+        return None
+    return (f"{name} says {' and '.join(own)}, but the {beat_file} beside it marks a downbeat every "
+            f"{meter.numerator} beats: its bars are read as {read}, as the beat file has them (give the beats per "
+            "bar to read it otherwise)")

@@ -8,8 +8,8 @@
 
 Scheme "lead" is a prompt format (`led_prompt`) around the one sampler (`musictx.tasks.prompt`). The
 given tracks are never rewritten: the output is the input file's own score with the new tracks added as
-separate named tracks (its tempo map and meter untouched), their notes on the song's bar lines
-(`musictx.tasks.write_back`).
+separate named tracks (its tempo map and meter untouched), their notes on the song's bar lines; a whole song
+accompanied anew gets them in its own BRIDGE and PIANO, in the bars written alone (`musictx.tasks.write_back`).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
         middle = middle_bars(tok, new_rows(sample(net, prompt), prompt), last - first)[0]
         new_ids += len(middle)
         add_notes(work.score, middle_notes(tok, middle, now, first, last))
-    return file_with_tracks(song, work, roles), new_ids
+    return file_with_tracks(song, work, roles, s, e, tok.miditok.config.max_num_pos_per_beat), new_ids
 
 
 def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,

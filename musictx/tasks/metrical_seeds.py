@@ -2,8 +2,8 @@
 
 The seed is whole bars of the file: from the bar line nearest ``seed_from`` to the bar line nearest
 ``seed_from + seed_seconds`` (at least one bar), so the new music starts on the seed's grid, on a downbeat,
-not at its first note. The output keeps the file's tempo map, meter and named tracks from that bar line on:
-in a DAW it sits on the song's bars.
+not at its first note. The output keeps the file's tempo map, meter (as read: a POP909 beat file's over the
+file's own, said in the meter line) and named tracks from that bar line on: in a DAW it sits on the song's bars.
 """
 
 from __future__ import annotations

@@ -110,6 +110,12 @@ def play_as_learnt(score: Score, tracks: TrackMap, learnt: tuple[int, ...]) -> t
     return new_map, PartPlan(played_as, shared, [(t.name, t.real_program) for t in rows], streams)
 
 
+def member_of(index: int, track: Track, notes: dict[str, np.ndarray]) -> Member:
+    """The `Member` of a track that shares its part: ``notes`` its symusic numpy columns."""
+    median, once = _stats(notes)
+    return Member(index, track, median, once >= MONOPHONIC)
+
+
 def remember_seed_notes(plan: PartPlan | None, score: Score, start_tick: int, grid: float) -> None:
     """Note down where each shared track's notes sit from ``start_tick`` (the seed's first bar line, in
     ``score``'s ticks), on a grid of ``grid`` ticks: what `hand_back` sends each seed note home by."""

@@ -8,6 +8,7 @@ This is the first stage of a song task: read the song -> build the prompt (`musi
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from musictx.io.infill_format import bar_starts
 from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.midi_io import MidiReadError
 from musictx.io.score_io import read_score
-from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
+from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap, part_name, role_of
 from musictx.io.score_prep import Track as TrackInfo
 from musictx.tasks.metrical_seeds import bar_lines, ticks_to_seconds
 from musictx.tasks.played_as import PartPlan, parts_named, play_as_learnt, unlearnt
@@ -38,6 +39,9 @@ class SongBars:
     starts: np.ndarray  # (n_bars,) index of each Bar id
     lines: np.ndarray  # (>= n_bars + 1,) bar-line ticks of the read score
     left_out: tuple[str, ...] = ()  # accompanied anew: the file's own tracks left out (names), written again
+    # accompanied anew: those tracks (index in the file, map entry), their notes replaced in the bars written alone
+    own: tuple[tuple[int, TrackInfo], ...] = ()
+    joined: tuple[tuple[str, int], ...] = ()  # (role, tracks) of a role two or more tracks play (two named PIANO)
     learnt: tuple[int, ...] | None = None  # the parts (programs) the model learnt; None: it records none
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
     strangers: tuple[str, ...] = ()  # accompanied: tracks of parts the model never learnt, kept as they are (described)
@@ -103,7 +107,7 @@ def reading_said(song: SongBars, say_off: bool = True) -> str:
 
 
 def _meter_said(song: SongBars) -> str:
-    if song.read.meter_found:  # the file said one beat a bar; its bars were found from the music
+    if song.read.meter_found:  # its bars found from the music, or its beat file's meter over its own
         return f"; {song.read.meter_found}"
     signatures = song.read.score.time_signatures
     if not signatures or any(t.numerator > 1 for t in signatures):
@@ -175,14 +179,17 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
     whole song (its melody, BRIDGE and PIANO) is read as its melody alone, to be accompanied again. ``learnt``:
     the parts (programs) the model learnt; a track of another part (a band's bass, its drums) is heard as it is
     (its notes' pitches and times are ids the model knows; the tracks' harmony then sounds in the accompaniment:
-    docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`)."""
+    docs/pop.md) and stays in the file as it is, said in one line (`SongBars.strangers`). Two tracks named for one
+    role (two PIANO) are heard as that part, said in one line (`SongBars.joined`)."""
     read, dynamics = read_fitted(tok, path, beats, level)  # tracks by octaves into the pitches, a pp song louder
-    left_out: tuple[str, ...] = ()
+    read = _roles_as_one(read)
+    own: tuple[tuple[int, TrackInfo], ...] = ()
     whole: tuple[int, np.ndarray] | None = None  # a whole song's bars and bar lines, before its accompaniment goes
     if anew and is_whole_song(read):
         whole = _bar_count(tok, read), bar_lines(read.score)
-        keep = [k for k, t in enumerate(read.tracks.tracks) if t.program == ROLE_PROGRAMS[MELODY]]
-        left_out = tuple(t.name for k, t in enumerate(read.tracks.tracks) if k not in keep)
+        mine = {ROLE_PROGRAMS[r] for r in ACCOMPANIMENT}  # its own accompaniment, written anew; the rest is heard
+        own = tuple((k, t) for k, t in enumerate(read.tracks.tracks) if t.program in mine)
+        keep = [k for k, t in enumerate(read.tracks.tracks) if t.program not in mine]
         read.score.tracks = [read.score.tracks[k] for k in keep]
         read = read._replace(tracks=TrackMap(tuple(read.tracks.tracks[k] for k in keep)))
     infos = list(read.tracks.tracks)
@@ -196,8 +203,28 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
         infos[k] = TrackInfo(ROLE_PROGRAMS[MELODY], infos[k].name, infos[k].real_program)
         read = read._replace(tracks=TrackMap(tuple(infos)))  # its meter line kept
     strangers = tuple(t.describe() for t in unlearnt(learnt, read.tracks, read.score))
-    song = replace(read_song(tok, path, read), left_out=left_out, learnt=learnt, strangers=strangers, dynamics=dynamics)
+    song = replace(read_song(tok, path, read), left_out=tuple(t.name for _, t in own), own=own, learnt=learnt,
+                   strangers=strangers, dynamics=dynamics, joined=_joined(read.tracks))
     return song if whole is None else _as_long_as(tok, song, *whole)
+
+
+def _roles_as_one(read: ReadScore) -> ReadScore:
+    """``read`` with every track named for a role on that role's program: reading gives each track a program of its
+    own, so a second track named PIANO was program 1, a part the model never learnt (the line said so of a PIANO),
+    and a second MELODY took BRIDGE's program 81. Tracks of one program are one stream in the tokens."""
+    infos = list(read.tracks.tracks)
+    for k, t in enumerate(infos):
+        role = None if t.is_drum else role_of(t.name)
+        if role is not None and t.program != ROLE_PROGRAMS[role]:
+            read.score.tracks[k].program = ROLE_PROGRAMS[role]
+            infos[k] = replace(t, program=ROLE_PROGRAMS[role])
+    return read._replace(tracks=TrackMap(tuple(infos)))
+
+
+def _joined(tracks: TrackMap) -> tuple[tuple[str, int], ...]:
+    """(role, how many) of each role two or more of ``tracks`` play."""
+    counts = Counter(part_name(t.program) for t in tracks.tracks if t.program in ROLE_PROGRAMS.values())
+    return tuple((role, n) for role, n in counts.items() if n > 1)
 
 
 def _bar_count(tok, read: ReadScore) -> int:
@@ -245,13 +272,29 @@ def roles_to_write(song: SongBars, names) -> list[str]:
     return list(dict.fromkeys(wanted))
 
 
-def left_out_clause(song: SongBars) -> str:
-    """The clause saying a whole song's own accompaniment was left out and written anew, and which tracks are of
-    parts the model never learnt ("" when neither)."""
-    said = f" (its own {' and '.join(song.left_out)} left out: written anew for its melody)" if song.left_out else ""
+def left_out_clause(song: SongBars, bars: tuple[int, int] | None = None) -> str:
+    """The clause saying a whole song's own accompaniment was written anew in the bars asked (``bars``: [s, e),
+    None: not said) and kept in the others, which roles two tracks each play, and which tracks are of parts the
+    model never learnt ("" when none)."""
+    said = _own_said(song, bars)
+    for role, n in song.joined:
+        said += f"; its {n} {role} tracks are heard as the one {role} part the model knows, each kept as it is"
     if song.strangers:
         one = len(song.strangers) == 1
         said += (f"; {' and '.join(song.strangers)} {'is a part' if one else 'are parts'} the model never learnt (it "
                  f"learnt {parts_named(song.learnt)}): it hears {'it' if one else 'them'} and plays with "
                  f"{'it' if one else 'them'}; {'it stays as it is' if one else 'they stay as they are'}")
     return said
+
+
+def _own_said(song: SongBars, bars: tuple[int, int] | None) -> str:
+    """" (its own BRIDGE and PIANO replaced ...)" of a whole song accompanied anew; "" for another song."""
+    if not song.own:
+        return ""
+    counts = Counter(part_name(t.program) for _, t in song.own)
+    names = " and ".join(role if n == 1 else f"{n} {role} tracks" for role, n in counts.items())
+    shared = "".join(f", the new {role} shared among its {n} by register" for role, n in counts.items() if n > 1)
+    if bars is not None and bars[0] == 0 and bars[1] >= song.n_bars:
+        return f" (its own {names} replaced: written anew for its melody{shared})"
+    where = "there" if bars is None else f"in bars {bars[0] + 1}-{bars[1]}"
+    return f" (its own {names} replaced {where} by ones written anew for its melody{shared}, kept in its other bars)"

@@ -47,4 +47,4 @@ class Accompany(SongTask):
 
         chords = f", following the chords of {opts.chords}" if request.chords else ""
         return (f"{request.track_names()} written for bars {request.s + 1}-{request.e} of {opts.seed_midi}{chords}"
-                + left_out_clause(request.song))
+                + left_out_clause(request.song, (request.s, request.e)))

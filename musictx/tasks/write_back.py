@@ -1,6 +1,7 @@
 """The last stage of a song task: the new bars' ids put back into the song's own file. The output is always
 the input file's score: infill replaces the chosen tracks' notes inside the bar range (`replace_in_file`),
-accompaniment appends the written tracks (`with_new_tracks`, `file_with_tracks`); nothing else is touched.
+accompaniment appends the written tracks (`with_new_tracks`, `file_with_tracks`), or, for a whole song written
+anew, replaces its own accompaniment's notes inside the bar range; nothing else is touched.
 The new notes are placed bar by bar on the song's bar lines and cut at the range's last bar line.
 """
 
@@ -13,7 +14,7 @@ from musictx.io.metrical_tokenizer import ReadScore
 from musictx.io.score_io import note_list, read_score
 from musictx.io.score_prep import ROLE_PROGRAMS, TrackMap
 from musictx.io.score_prep import Track as TrackInfo
-from musictx.tasks.played_as import shares
+from musictx.tasks.played_as import member_of, owners, shares
 from musictx.tasks.song_bars import SongBars
 
 
@@ -71,12 +72,18 @@ def replace_in_file(song: SongBars, s: int, e: int, taken: set[int] | None,
         loud = song.dynamics.back_one  # a song played pp: its new notes as softly (`musictx.io.dynamics`)
         notes = [Note(n.time - shift, n.duration, back(key, n.pitch), loud(n.velocity)) for n in mine
                  if n.time >= shift]  # a note in a pickup's bar before the file's start is left out
-        rows = [(int(t), int(d), int(p), int(v)) for t, d, p, v in
-                zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
-        rows += [(n.time, n.duration, n.pitch, n.velocity) for n in notes]
-        rows.sort(key=lambda r: (r[0], r[2]))
-        track.notes = note_list(*(zip(*rows, strict=True) if rows else ([],) * 4))
+        _with_notes(track, keep, notes)
     return original
+
+
+def _with_notes(track: Track, keep: np.ndarray, notes: list[Note]) -> None:
+    """In place: ``track``'s notes where ``keep`` (N,) is true, and ``notes`` (its ticks), in time order."""
+    a = track.notes.numpy()
+    rows = [(int(t), int(d), int(p), int(v)) for t, d, p, v in
+            zip(a["time"][keep], a["duration"][keep], a["pitch"][keep], a["velocity"][keep], strict=True)]
+    rows += [(n.time, n.duration, n.pitch, n.velocity) for n in notes]
+    rows.sort(key=lambda r: (r[0], r[2]))
+    track.notes = note_list(*(zip(*rows, strict=True) if rows else ([],) * 4))
 
 
 def with_new_tracks(song: SongBars, roles: list[str]) -> ReadScore:
@@ -96,20 +103,54 @@ def add_notes(score: Score, new: dict[int, list[Note]]) -> None:
         track.notes.sort()
 
 
-def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str]) -> Score:
-    """The input file's own score with the written tracks appended in its ticks; the tracks a whole song read
-    anew left out (`melody_song`'s ``anew``) are left out here too, every other one untouched."""
-    out = read_score(song.path)
-    if song.left_out:
-        out.tracks = [t for t in out.tracks if t.name not in song.left_out]
-    shift = song.read.shift_ticks
+def file_with_tracks(song: SongBars, work: ReadScore, roles: list[str], s: int, e: int,
+                     positions_per_beat: int) -> Score:
+    """The input file's own score with the written tracks' notes (bars [s, e)) in its ticks: each role a track of its
+    own, appended; a whole song accompanied anew (`SongBars.own`) takes them into its own tracks of the role in
+    place of their notes in bars [s, e), their notes in its other bars kept (a musician asking for bars 5-6 gets the
+    song back whole: its own BRIDGE and PIANO had gone from every bar). Every other track is untouched."""
+    out, shift = read_score(song.path), song.read.shift_ticks
+    written = {}  # internal program -> (name, notes in the file's ticks)
     for track in work.score.tracks[len(song.read.score.tracks):]:
-        new = Track(track.name, 0, False)  # POP909 plays every track on the piano
-        for n in track.notes:  # a note in a pickup's bar before the file's start is left out
-            if n.time >= shift:
-                new.notes.append(Note(n.time - shift, n.duration, n.pitch, song.dynamics.back_one(n.velocity)))
+        # a note in a pickup's bar before the file's start is left out
+        written[int(track.program)] = track.name, [Note(n.time - shift, n.duration, n.pitch,
+                                                        song.dynamics.back_one(n.velocity))
+                                                   for n in track.notes if n.time >= shift]
+    own: dict[int, list[tuple[int, TrackInfo]]] = {}
+    for k, info in song.own:
+        own.setdefault(info.program, []).append((k, info))
+    registers = song.read.registers  # a track read by octaves (`musictx.io.registers`): its new notes moved back
+    moves, back = (registers.moves, registers.pitch_back) if registers else ({}, lambda _key, pitch: pitch)
+    for program, members in own.items():
+        notes = written.pop(program, ("", []))[1]
+        for (k, info), mine in zip(members, _by_register(out, members, notes, moves), strict=True):
+            moved = [Note(n.time, n.duration, back((info.name, info.real_program), n.pitch), n.velocity) for n in mine]
+            _with_notes(out.tracks[k], ~in_bars(song, out.tracks[k].notes.numpy()["time"], s, e, positions_per_beat),
+                        moved)
+    for name, notes in written.values():
+        new = Track(name, 0, False)  # POP909 plays every track on the piano
+        for n in notes:
+            new.notes.append(n)
         out.tracks.append(new)
     return out
+
+
+def _by_register(score: Score, members: list[tuple[int, TrackInfo]], notes: list[Note],
+                 moves: dict[tuple[str, int], int]) -> list[list[Note]]:
+    """``notes`` (the model's pitches) shared among the ``members`` tracks of one part (their index in ``score``) by
+    register as the model heard them (``moves``: semitones each was read moved by), `musictx.tasks.played_as.owners`;
+    all to the one where it is one."""
+    if len(members) == 1:
+        return [notes]
+    parts = []
+    for k, info in members:
+        heard = dict(score.tracks[k].notes.numpy())
+        heard["pitch"] = heard["pitch"] + moves.get((info.name, info.real_program), 0)
+        parts.append(member_of(k, info, heard))
+    columns = {"time": np.array([n.time for n in notes], dtype=np.int64),
+               "pitch": np.array([n.pitch for n in notes], dtype=np.int64)}
+    owner = owners(columns, parts)
+    return [[n for n, o in zip(notes, owner, strict=True) if o == j] for j in range(len(members))]
 
 
 def filled_file(tok, song: SongBars, s: int, e: int, taken: set[int] | None, middle: np.ndarray,
@@ -127,7 +168,7 @@ def with_written_tracks(tok, song: SongBars, roles: list[str], s: int, e: int, n
     notes = middle_notes(tok, new, song, s, e)
     work = with_new_tracks(song, roles)
     add_notes(work.score, {p: n for p, n in notes.items() if p in programs})
-    return file_with_tracks(song, work, roles)
+    return file_with_tracks(song, work, roles, s, e, tok.miditok.config.max_num_pos_per_beat)
 
 
 def share_as_written(tok, song: SongBars, s: int, e: int, taken: set[int] | None, only: list[int] | None,
