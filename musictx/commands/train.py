@@ -36,7 +36,7 @@ PROG = "musictx-train"
 def main() -> None:
     """Console script: the config and the run folder are checked before Hydra starts, then Hydra runs."""
     for job in sweep_jobs(sys.argv[1:]):  # -m: every value of the sweep composed before any job trains
-        with command_guard(PROG, config_name="train"):
+        with command_guard(PROG, config_name="train", overrides=job):  # its choices: its keys
             check_job(compose_run_config("train", job))
     before_hydra("train", PROG, check_before_run)
     train_main()

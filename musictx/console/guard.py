@@ -71,14 +71,45 @@ def _flat_keys(cfg, prefix: str = "") -> list[str]:
     return keys
 
 
-def _defaults(config_name: str) -> dict:
+def _chosen_configs(overrides) -> list[str]:
+    """The overrides that choose a config of a group (``model=lstm``, ``+experiment=tiny``): they decide which
+    keys a run has, so a hint from the default choices named keys the run did not have (n_heads for an LSTM)."""
+    return [arg for arg in overrides or () if "=" in arg
+            and (Path(CONF_DIR) / arg.lstrip("+~").partition("=")[0]).is_dir()]
+
+
+def _composed(config_name: str, chosen: list[str]) -> tuple[list[str], dict]:
+    """The keys of the config ``chosen`` composes, and its group choices (an experiment may choose the model)."""
     with _composing():
-        cfg = compose(config_name=config_name)
-    return OmegaConf.to_container(cfg, resolve=False)
+        cfg = compose(config_name=config_name, overrides=chosen, return_hydra_config=True)
+    choices = dict(cfg.hydra.runtime.choices)
+    return [k for k in _flat_keys(OmegaConf.to_container(cfg, resolve=False)) if k.split(".")[0] != "hydra"], choices
 
 
-def key_message(err: BaseException, config_name: str) -> str:
-    """A mistyped key or group choice, said in one line with the nearest name there is."""
+def _run_keys(config_name: str, overrides) -> tuple[list[str], dict, list[str]]:
+    chosen = _chosen_configs(overrides)
+    try:
+        return *_composed(config_name, chosen), chosen
+    except (HydraException, OmegaConfBaseException):  # a choice that cannot compose alone: the defaults' keys
+        return *_composed(config_name, []), []
+
+
+def _choices_with(key: str, group: str, config_name: str, chosen: list[str]) -> list[str]:
+    """The other configs of ``group`` that have ``key`` (model.net.n_heads: the transformers, not lstm)."""
+    others = [a for a in chosen if a.lstrip("+~").partition("=")[0] != group]
+    having = []
+    for name in sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml")):
+        try:
+            if key in _composed(config_name, [*others, f"{group}={name}"])[0]:
+                having.append(name)
+        except (HydraException, OmegaConfBaseException):
+            continue
+    return having
+
+
+def key_message(err: BaseException, config_name: str, overrides: list[str] | None = None) -> str:
+    """A mistyped key or group choice, said in one line with the nearest name there is among the keys of the
+    configs the run chose (``overrides``: its command line)."""
     text = str(err)
     group = re.search(r"Could not find '([^'/]+)/([^']+)'", text)  # the group: up to the first /
     if group:
@@ -88,10 +119,17 @@ def key_message(err: BaseException, config_name: str) -> str:
         return f"{group[1]}={group[2]}: no such choice; {hint}"
     found = re.search(r"Could not override '([^']+)'", text) or re.search(r"[Kk]ey '([^']+)'", text)
     key = found[1] if found else getattr(err, "full_key", None) or "?"
-    known = _flat_keys(_defaults(config_name))
+    known, choices, chosen = _run_keys(config_name, overrides)
     if key in known and (Path(CONF_DIR) / key).is_dir():  # an option that shares its name with a config group
         return (f"{key}=...: Hydra reads '{key}' as the config group conf/{key}/ here, so this option cannot be "
                 f"given on the command line; leave it out (conf/{config_name}.yaml sets it)")
+    top = key.split(".")[0]
+    having = _choices_with(key, top, config_name, chosen) if choices.get(top) and key not in known else []
+    if having:  # a key of another choice: the nearest key of this one would be a wrong guess (n_heads -> n_layers)
+        having.sort(key=lambda name: (len(name), name))  # the plain configs first, not their _small, _piano kin
+        more = f" and {len(having) - 3} more" if len(having) > 3 else ""
+        return (f"unknown key '{key}': {top}={choices[top]} has no such key ({top}={', '.join(having[:3])}{more} "
+                f"{'has' if len(having) == 1 else 'have'} it); conf/{top}/{choices[top]}.yaml lists its keys")
     close = difflib.get_close_matches(key, known, n=1) or difflib.get_close_matches(key.split(".")[-1],
                                                                                     known, n=1)
     hint = f"did you mean '{close[0]}'?" if close else f"conf/{config_name}.yaml lists the keys"
@@ -127,7 +165,7 @@ def before_hydra(config_name: str, prog: str, precheck: Callable[[DictConfig], N
     _state.update(run_dir_existed=True, first_new=None)
     if any(a.startswith("-") for a in args):
         return
-    with command_guard(prog, config_name=config_name):
+    with command_guard(prog, config_name=config_name, overrides=args):
         cfg = compose_run_config(config_name, args)
         run_dir = Path(os.path.abspath(str(cfg.hydra.run.dir)))
         new = [p for p in (run_dir, *run_dir.parents) if not os.path.lexists(p)]
@@ -183,6 +221,15 @@ def remove_new_parents(run_dir: str | os.PathLike) -> None:
             return
 
 
+def _given(overrides: list[str] | None) -> list[str]:
+    """``overrides``, or inside Hydra's run the overrides it was given."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if overrides is not None or not HydraConfig.initialized():
+        return list(overrides or [])
+    return list(HydraConfig.get().overrides.task)
+
+
 def _run_dir() -> str | None:
     from hydra.core.hydra_config import HydraConfig
 
@@ -194,16 +241,19 @@ def _run_dir() -> str | None:
 
 @contextmanager
 def command_guard(prog: str, overwrite: bool = False, config_name: str | None = None,
-                  extra: tuple[type[BaseException], ...] = (), flag: str = "overwrite=true") -> Iterator[None]:
+                  extra: tuple[type[BaseException], ...] = (), flag: str = "overwrite=true",
+                  overrides: list[str] | None = None) -> Iterator[None]:
     """Run a command's work: its files may replace only its own (``overwrite``: any); every error ends as one
     line on stderr with exit status 1, and Ctrl-C as one line with status 130 (SystemExit passes through).
     The errors a user can fix say what to fix; any other says its kind, and `DEBUG_ENV`=1 shows its
-    traceback instead. ``flag``: how the command's user says "overwrite" (``--overwrite``)."""
+    traceback instead. ``flag``: how the command's user says "overwrite" (``--overwrite``). ``overrides``: the
+    command line composed here, whose choices (model=lstm) decide which keys a "did you mean" offers; inside
+    Hydra's run, the run's own."""
     try:
         with command_run(overwrite, flag):
             yield
     except (ConfigCompositionException, MissingConfigException, ConfigAttributeError, ConfigKeyError) as err:
-        fail(prog, key_message(err, config_name) if config_name else one_line(err))
+        fail(prog, key_message(err, config_name, _given(overrides)) if config_name else one_line(err))
     except (*USER_ERRORS, *extra) as err:
         fail(prog, one_line(err))
     except HydraException as err:

@@ -26,11 +26,13 @@ last notes would be cut off. So `render_wav` plays a copy of the file with one m
 release ``tail`` seconds (`RELEASE_TAIL_SECONDS`) after the last note event (`with_release_tail`); the WAV
 lasts `rendered_seconds`. The MIDI file itself is left as it is.
 
-midirenderer always renders 48 kHz stereo; here its output is resampled to ``sample_rate`` (linear
-interpolation), scaled so that its peak is ``gain`` of full scale (its renders of TimGM6mb are quiet, about
--27 dBFS), and faded out over the last 20 ms so that the cut does not click; a long piece a minute at a time
-(`musictx.io.audio_chunks`), so memory stays bounded. The WAV is written under a temporary name and renamed
-(`musictx.safe_output`); a piece longer than `MAX_AUDIO_SECONDS` is refused.
+Either synthesiser's audio then passes through `musictx.io.wav_io.finish_wav`: resampled to ``sample_rate``
+(midirenderer always renders 48 kHz stereo) with a band-limited filter, scaled so that its peak is ``gain`` of
+full scale (midirenderer's renders of TimGM6mb are quiet, about -27 dBFS; FluidSynth's level depends on the
+soundfont and the piece), and faded out over the last 20 ms so that the cut does not click; a long piece a
+block at a time, and midirenderer's rendered a minute at a time (`musictx.io.audio_chunks`), so memory stays
+bounded. The WAV is written under a temporary name and renamed (`musictx.safe_output`); a piece longer than
+`MAX_AUDIO_SECONDS` is refused.
 """
 
 from __future__ import annotations
@@ -49,11 +51,12 @@ from musictx.io.wav_io import (  # noqa: F401  (read_wav, resample, write_wav: u
     FADE_SECONDS,
     MAX_AUDIO_SECONDS,
     AudioRenderError,
+    finish_wav_file,
     read_wav,
     resample,
     write_wav,
 )
-from musictx.safe_output import atomic_path
+from musictx.safe_output import atomic_path, temp_path
 
 DEFAULT_SOUNDFONT = "/usr/share/sounds/sf2/FluidR3_GM.sf2"
 # Looked for, in order, when no soundfont is given: Debian's fluid-soundfont-gm, Debian's default-GM
@@ -62,6 +65,9 @@ SOUNDFONT_CANDIDATES = (DEFAULT_SOUNDFONT, "/usr/share/sounds/sf2/default-GM.sf2
                         "/usr/share/soundfonts/default.sf2", "/usr/share/soundfonts/FluidR3_GM.sf2")
 ENGINES = ("auto", "fluidsynth", "midirenderer")
 RELEASE_TAIL_SECONDS = 1.5  # rendered after the last note ends: a piano's release, and a breath of room
+# FluidSynth's own synth gain (its default): dense chords stay below full scale, where a higher one clipped
+# them before the peak level could be set; `finish_wav` brings the peak to ``gain`` afterwards.
+FLUIDSYNTH_GAIN = 0.2
 
 
 def find_soundfont(soundfont: str | os.PathLike | None = None) -> Path | None:
@@ -148,8 +154,8 @@ def render_wav(midi_path: str | os.PathLike, wav_path: str | os.PathLike, soundf
     """Render ``midi_path`` to a 16-bit stereo WAV at ``wav_path`` (no audio device used), ``tail`` seconds
     past the last note (`rendered_seconds`).
 
-    ``soundfont`` None: a system GM soundfont for FluidSynth, pretty_midi's for midirenderer. ``gain``:
-    FluidSynth's synth gain; for midirenderer the peak level as a fraction of full scale.
+    ``soundfont`` None: a system GM soundfont for FluidSynth, pretty_midi's for midirenderer. ``gain``: the
+    peak level as a fraction of full scale, with either renderer.
     """
     name, font = choose_renderer(soundfont, engine)
     data, seconds = _played_bytes(_load_midi(midi_path), tail)
@@ -228,17 +234,23 @@ def with_release_tail(midi_path: str | os.PathLike, tail: float = RELEASE_TAIL_S
 
 def _render_fluidsynth(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float,
                        timeout: float) -> Path:
-    with tempfile.TemporaryDirectory() as tmp:
-        played = Path(tmp) / "tail.mid"
-        played.write_bytes(data)
-        cmd = ["fluidsynth", "-ni", "-q", "-g", str(gain), "-r", str(sample_rate), "-F", str(wav_path), "-T", "wav",
-               str(soundfont), str(played)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    wav = Path(wav_path)
-    if done.returncode != 0 or not wav.is_file() or wav.stat().st_size <= 44:  # 44 bytes: a bare WAV header
-        raise AudioRenderError(f"fluidsynth failed on {midi_path} with {soundfont} (exit {done.returncode}): "
-                               f"{(done.stderr or done.stdout).strip()[-500:]}")
-    return wav
+    # FluidSynth's own WAV: beside the output (its disk has room for it), under a hidden name that the next run
+    # there sweeps away if this one is killed (`musictx.safe_output.sweep_leftovers`)
+    synthesised = temp_path(Path(wav_path))
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            played = Path(tmp) / "tail.mid"
+            played.write_bytes(data)
+            cmd = ["fluidsynth", "-ni", "-q", "-g", str(FLUIDSYNTH_GAIN), "-r", str(sample_rate), "-F",
+                   str(synthesised), "-T", "wav", str(soundfont), str(played)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0 or not synthesised.is_file() or synthesised.stat().st_size <= 44:  # a bare header
+            raise AudioRenderError(f"fluidsynth failed on {midi_path} with {soundfont} (exit {done.returncode}): "
+                                   f"{(done.stderr or done.stdout).strip()[-500:]}")
+        finish_wav_file(synthesised, wav_path, sample_rate, gain)
+    finally:
+        synthesised.unlink(missing_ok=True)
+    return Path(wav_path)
 
 
 def _render_midirenderer(midi_path, data: bytes, wav_path, soundfont: Path, sample_rate: int, gain: float,

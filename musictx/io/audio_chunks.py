@@ -4,8 +4,8 @@ midirenderer returns a whole render as WAV bytes, and the Rust synthesiser holds
 a 20-minute seed took 3.5 GB. Here the piece is cut into `CHUNK_SECONDS` spans, each rendered on its own
 from a small MIDI file that starts a few seconds earlier (`lead_in`: the notes still sounding, a held pedal,
 the reverb), with the controller and program state of everything before it. Only the span itself is kept,
-as 16-bit frames appended to a temporary file beside the output; a second pass reads that file a block at a
-time, resamples, scales to the peak level and fades out, as `musictx.io.audio` did on the whole render.
+as 16-bit frames appended to a temporary file beside the output; `musictx.io.wav_io.finish_wav` then reads
+that file a block at a time, resamples, scales to the peak level and fades out, as it does FluidSynth's WAV.
 
 A piece of one chunk is rendered from its own bytes, exactly as before. Longer ones sound the same (the test
 compares loudness envelopes); a note held longer than `MAX_LEAD_SECONDS` across a cut would start silent.
@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from musictx.io.read_errors import unreadable
-from musictx.io.wav_io import FADE_SECONDS, AudioRenderError, WavWriter, fade_gain
+from musictx.io.wav_io import AudioRenderError, finish_wav
 
 CHUNK_SECONDS = 120.0
 # Rendered before each chunk and dropped: the synthesiser's voices still sounding at its start (releases
@@ -33,7 +33,6 @@ CHUNK_SECONDS = 120.0
 LEAD_SECONDS = 20.0
 MAX_LEAD_SECONDS = 40.0  # a note or pedal held longer than this across a cut starts over
 MS_TPQ = 1000  # chunk files: 1000 ticks a beat at 1 s a beat, so one tick is one millisecond
-BLOCK_SECONDS = 10.0  # frames per read of the second pass
 
 
 def render_chunked(render, data: bytes, wav_path: str | os.PathLike, sample_rate: int, peak: float,
@@ -44,7 +43,7 @@ def render_chunked(render, data: bytes, wav_path: str | os.PathLike, sample_rate
     events, end = _timed_events(data)
     spans = [(t, min(t + chunk_seconds, end)) for t in np.arange(0.0, end, chunk_seconds)] or [(0.0, end)]
     with tempfile.TemporaryFile(dir=Path(wav_path).parent) as raw:
-        rate, channels, top = 0, 2, 0
+        rate, channels = 0, 2
         # a long piece takes minutes: a bar per piece (none for one chunk)
         for t0, t1 in tqdm(spans, desc=f"audio {name or Path(wav_path).name}", unit=" chunk", disable=len(spans) < 2,
                            leave=False, file=sys.stdout):
@@ -59,12 +58,18 @@ def render_chunked(render, data: bytes, wav_path: str | os.PathLike, sample_rate
                 if len(keep) < b - a:  # the synthesiser stopped early: silence
                     keep = np.concatenate([keep, np.zeros((b - a - len(keep), frames.shape[1]), "<i2")])
             channels = frames.shape[1]
-            top = max(top, int(np.abs(keep.astype(np.int32)).max(initial=0)))
             raw.write(np.ascontiguousarray(keep, dtype="<i2").tobytes())
             del frames, keep
-        n_in = raw.tell() // (2 * channels)
-        _second_pass(raw, n_in, rate, channels, wav_path, sample_rate, peak / top * 32768 if top else 0.0)
+        finish_wav(_reader(raw, channels), raw.tell() // (2 * channels), rate, channels, wav_path, sample_rate, peak)
     return Path(wav_path)
+
+
+def _reader(raw, channels: int):
+    """``read(i0, i1)``: frames i0 .. i1 of the raw 16-bit file ``raw`` as (N, C) floats in [-1, 1]."""
+    def read(i0: int, i1: int) -> np.ndarray:
+        raw.seek(i0 * 2 * channels)
+        return np.frombuffer(raw.read((i1 - i0) * 2 * channels), dtype="<i2").reshape(-1, channels) / np.float32(32768)
+    return read
 
 
 def _wav_frames(wav_bytes: bytes) -> tuple[np.ndarray, int]:
@@ -74,25 +79,6 @@ def _wav_frames(wav_bytes: bytes) -> tuple[np.ndarray, int]:
             raise AudioRenderError(f"expected 16-bit PCM WAV, got {8 * w.getsampwidth()}-bit")
         frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").reshape(-1, w.getnchannels())
         return frames, w.getframerate()
-
-
-def _second_pass(raw, n_in: int, rate: int, channels: int, wav_path, sample_rate: int, scale: float) -> None:
-    """Resample the int16 frames of ``raw`` to ``sample_rate`` block by block (linear interpolation on the
-    whole piece's time axis, as `musictx.io.wav_io.resample`), times ``scale`` / 32768, faded at the end."""
-    n_out = max(1, round(n_in * sample_rate / rate)) if n_in else 0
-    fade = min(n_out, int(FADE_SECONDS * sample_rate))
-    block = int(BLOCK_SECONDS * sample_rate)
-    with WavWriter(wav_path, channels, sample_rate) as out:
-        for a in range(0, n_out, block):
-            idx = np.arange(a, min(a + block, n_out))
-            pos = idx * (rate / sample_rate)  # where each output frame falls among the input frames
-            i0, i1 = int(pos[0]), min(int(np.ceil(pos[-1])) + 1, n_in)
-            raw.seek(i0 * 2 * channels)
-            src = np.frombuffer(raw.read((i1 - i0) * 2 * channels), dtype="<i2").reshape(-1, channels)
-            grid = np.arange(i0, i1)
-            x = np.stack([np.interp(pos, grid, src[:, c]) for c in range(channels)], axis=1) if rate != sample_rate \
-                else src.astype(np.float64)
-            out.write((x * (scale / 32768)).astype(np.float32) * fade_gain(n_out, a, len(idx), fade))
 
 
 def _timed_events(data: bytes) -> tuple[list[tuple[float, object]], float]:

@@ -9,27 +9,17 @@ without a word.
 
 from __future__ import annotations
 
-import inspect
-import numbers
-
 import torch
 from lightning.pytorch.callbacks import ProgressBar
 from torch import nn
 
+from musictx.checkpoints.net_specs import BUILD_ERRORS, argument_problem, is_number, is_whole
 from musictx.models import MODELS
 from musictx.user_error import UserError
 
 
 class TrainOptionError(UserError):
     """A training option of the wrong kind or out of range; the message names it."""
-
-
-def is_whole(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_flag(key: str, value) -> None:
@@ -56,43 +46,20 @@ def check_schedule(config: dict) -> None:
             raise TrainOptionError(f"schedule.{key} must be {kind} >= {low:g}, got {value!r}")
 
 
-def _kinds(annotation) -> set[str]:
-    """'int | None' -> {'int', 'None'}: the nets annotate their arguments as strings (postponed annotations)."""
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return {part.strip() for part in text.split("|")}
-
-
-KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string", "None": "null"}
-
-
-def _fits(value, kinds: set[str]) -> bool:
-    return ((value is None and "None" in kinds) or (is_whole(value) and "int" in kinds)
-            or (is_number(value) and "float" in kinds) or (isinstance(value, bool) and "bool" in kinds)
-            or (isinstance(value, str) and "str" in kinds))
-
-
 def net_from_options(config: dict) -> nn.Module:
     """The net of a training config's ``model.net`` (``name`` and the constructor's arguments), each option
-    checked by its annotated kind; every whole-number argument of the nets is a size or a count, so it must be
-    at least 1 (a MusicTransformer of 0 layers trained as an embedding and a head)."""
+    checked as a stored model's are (`musictx.checkpoints.net_specs.argument_problem`), named as an option."""
     config = dict(config)
     name = config.pop("name", None)
     if name not in MODELS:
         raise TrainOptionError(f"model.net.name={name!r}: not one of musictx's models {sorted(MODELS)}")
     cls = MODELS[name]
-    params = inspect.signature(cls.__init__).parameters
-    for key, value in config.items():
-        if key not in params or key == "self":
-            raise TrainOptionError(f"model.net.{key}: {cls.__name__} has no such option")
-        kinds = _kinds(params[key].annotation)
-        if not _fits(value, kinds):
-            said = " or ".join(KIND_WORDS.get(k, k) for k in sorted(kinds))
-            raise TrainOptionError(f"model.net.{key} must be {said}, got {value!r}")
-        if "int" in kinds and is_whole(value) and value < 1:
-            raise TrainOptionError(f"model.net.{key} must be a whole number >= 1, got {value!r}")
+    problem = argument_problem(cls, config)
+    if problem:
+        raise TrainOptionError(f"model.net.{problem[0]} {problem[1]}")
     try:
         return cls(**config)
-    except (TypeError, ValueError, RuntimeError) as err:  # e.g. n_heads that does not divide d_model
+    except BUILD_ERRORS as err:  # e.g. n_heads that does not divide d_model
         raise TrainOptionError(f"model.net: {cls.__name__} cannot be built with these options ({err})") from None
 
 
