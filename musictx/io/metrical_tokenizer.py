@@ -24,6 +24,7 @@ from symusic import Score
 
 from musictx.io.chord_labels import Chords
 from musictx.io.chord_tokens import CHORD_TOKENS, chord_events, guess_chords, insert_chords, moved_chord
+from musictx.io.held_meters import hold_meters
 from musictx.io.id_checks import id_row
 from musictx.io.jsonio import read_json_object
 from musictx.io.meter_guess import apply_bars
@@ -56,6 +57,8 @@ class ReadScore(NamedTuple):
     shift_ticks: int  # how much later the music was moved to put its first downbeat on a bar line
     meter_found: str | None = None  # the line telling the user the bars were found from the music (else None)
     registers: Registers | None = None  # tracks moved by octaves into the pitches (`fit_registers`); None: not asked
+    written_meters: list | None = None  # the time signatures to write the music back in where the file's are not
+    # the tokens' (`musictx.io.held_meters`: a 2/2 read as 4/4 is written back 2/2); None: the score's own
 
 
 class MetricalTokenizer:
@@ -225,8 +228,14 @@ class MetricalTokenizer:
                 raise MidiReadError(str(path), unreadable(err)) from None
         if score.note_num() == 0:
             raise MidiReadError(str(path), "no notes")
+        # symusic reads a track's lyrics as a second track of its name with no notes: as a part it took a program,
+        # and a chorale's "Soprano" came back twice, the model writing a voice of its own into the copy
+        score.tracks = [t for t in score.tracks if t.note_num()]
         shift, found = apply_bars(score, path, beats)
-        return ReadScore(score, assign_programs(score), shift, found)
+        written, held = hold_meters(score, self.miditok.config.time_signature_range,
+                                    path.name if path is not None else "the score")
+        found = "; ".join(line for line in (found, held) if line) or None
+        return ReadScore(score, assign_programs(score), shift, found, written_meters=written)
 
     def fit_registers(self, read: ReadScore) -> ReadScore:
         """``read`` with its tracks moved by octaves into the tokens' pitches (in place; `musictx.io.registers`), for a

@@ -6,6 +6,8 @@ wonder where the drums went, so ``musictx-generate`` prints this line and the ap
 
 The parts are counted as symusic reads them (the reader of the seed's notes): one per track, channel and
 program, only notes that sound (a note-off on its note-on's tick sounds nothing, as `musictx.io.midi_io` says).
+Notes struck together on one key (a chorale's tenor and bass in unison) are one note on a piano and in the
+tokens; how many are so played once is said too (the line said "nothing dropped" while 9 of a chorale's went).
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ class TrackMerge:
     drum_notes: int = 0
     out_of_range: int = 0  # merged notes outside the tokenizer's pitches, left out
     pitch_range: tuple[int, int] = (0, 127)
+    unisons: int = 0  # notes struck with another on the same key at once (two voices in unison), played once
 
     @property
     def changed_anything(self) -> bool:
         """Whether reading did more than take one part as it is (what the app bothers to mention)."""
-        return len(self.merged) > 1 or bool(self.drums) or bool(self.out_of_range)
+        return len(self.merged) > 1 or bool(self.drums) or bool(self.out_of_range) or bool(self.unisons)
 
     def line(self) -> str:
         """E.g. ``band.mid: merged 3 tracks (melody [Flute], bridge, piano; 96 notes) into one piano stream;
@@ -55,6 +58,9 @@ class TrackMerge:
         if self.out_of_range:
             low, high = self.pitch_range
             dropped.append(f"left out {counted(self.out_of_range, 'note')} outside pitches {low}..{high}")
+        if self.unisons:  # a piano has one key a pitch: a chorale's tenor and bass on one A are one note
+            dropped.append(f"{counted(self.unisons, 'note')} struck with another on the same key at once (voices in "
+                           "unison) played once")
         return "; ".join([text, *(dropped or ["nothing dropped"])])
 
 
@@ -77,7 +83,18 @@ def track_merge(tokenizer: EventTokenizer, path: str | os.PathLike) -> TrackMerg
         merge.merged.append(_label(track))
         merge.merged_notes += len(pitch)
         merge.out_of_range += int(np.sum((pitch < config.pitch_min) | (pitch > config.pitch_max)))
+    merge.unisons = _unisons(tokenizer, path)
     return merge
+
+
+def _unisons(tokenizer: EventTokenizer, path) -> int:
+    """How many of the notes the tokenizer keeps are struck on a key another note strikes at the same step: the
+    tokens hold one note a key and onset, so all but one of them are not heard."""
+    notes, c = tokenizer.read(path), tokenizer.config
+    keep = (notes.pitch >= c.pitch_min) & (notes.pitch <= c.pitch_max) & (notes.velocity > 0)
+    onset = np.floor(notes.start[keep] / c.time_step + 0.5).astype(np.int64)  # the grid the tokens use
+    keys = np.unique(np.stack([np.maximum(onset, 0), notes.pitch[keep]]), axis=1)
+    return int(keep.sum()) - keys.shape[1]
 
 
 def _label(track) -> str:

@@ -5,6 +5,8 @@ torch: the critic's choice (`musictx.tasks.critic_choice`) and the evaluation re
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from symusic import Score, Tempo, TimeSignature, Track
 
@@ -50,7 +52,7 @@ def output_tpq(seed_tpq: int, token_tpq: int) -> int:
 
 
 def _timing_from(seed: MetricalSeed, bar: int):
-    shifted = MetricalSeed(seed.ids, seed.tracks, seed.score, bar, 1, seed.lines)
+    shifted = replace(seed, first_bar=bar, bars=1)  # its written meters too (a 2/2 read as 4/4 is written 2/2)
     return shifted.output_timing()
 
 

@@ -72,6 +72,8 @@ class MetricalSeed:
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
     registers: Registers | None = None  # tracks read by octaves into the tokens' pitches, written back moved back
     dynamics: Dynamics = field(default_factory=Dynamics)  # a pp (ff, flat) seed heard at the model's level
+    written_meters: list | None = field(default=None, repr=False)  # the file's meters where the tokens' differ (a 2/2
+    # read as 4/4: `musictx.io.held_meters`), to write the music back in; None: the score's own
 
     @property
     def silence_dropped(self) -> float:
@@ -118,7 +120,8 @@ class MetricalSeed:
     def output_timing(self) -> tuple[list[Tempo], list[TimeSignature]]:
         """The file's tempo map and meter from the seed's first bar line on, moved to start at tick 0."""
         start = self.start_tick
-        tempos, sigs = _from_tick(self.score.tempos, start), _from_tick(self.score.time_signatures, start)
+        meters = self.score.time_signatures if self.written_meters is None else self.written_meters
+        tempos, sigs = _from_tick(self.score.tempos, start), _from_tick(sorted(meters, key=lambda s: s.time), start)
         tempos = [Tempo(max(t.time - start, 0), t.qpm) for t in tempos] or [Tempo(0, 120.0)]
         sigs = [TimeSignature(max(s.time - start, 0), s.numerator, s.denominator) for s in sigs] or [
             TimeSignature(0, 4, 4)]
@@ -171,7 +174,8 @@ def metrical_seed(tok, path: str | os.PathLike, seed_seconds: float | None = Non
     remember_seed_notes(plan, score, int(lines[first]), grid_ticks(tok, score, int(lines[first])))
     return MetricalSeed(ids[bar_at[first]:stop], tracks, score, first, count, lines,
                         origin_seconds=float(secs[first]), shift_seconds=shift, path=str(path), song_ids=ids,
-                        meter_found=read.meter_found, parts=plan, registers=read.registers, dynamics=dynamics)
+                        meter_found=read.meter_found, parts=plan, registers=read.registers, dynamics=dynamics,
+                        written_meters=read.written_meters)
 
 
 def grid_ticks(tok, score: Score, tick: int = 0) -> float:
