@@ -164,7 +164,8 @@ def test_http_bad_uploads_give_messages_and_the_app_keeps_serving(server, client
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 413
     out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, 3000, api_name="/continue_seed")  # seed start
-    assert out[0].startswith(f"**Cannot continue:** {MOTIF.name}: no note starts at or after seed_from=3000 s")
+    assert out[0].startswith(f"**Cannot continue:** {MOTIF.name}: no note starts at or after 3000 s (its last note")
+    assert out[0].endswith("; lower Seed starts at.")  # the page's box, not the command's seed_from
     out = client.predict(upload(MOTIF), 2, 1, 1.0, 0.95, 1, 0, api_name="/continue_seed")
     assert out[0] == f"1 continuation(s) ready. {PINNED}"
     # the guidance, passed last; it needs a seed longer than its 64 recent tokens (8 s of the motif)

@@ -75,6 +75,8 @@ API_WORDS = (
     ("programs=", "instruments="), ("End the piece:", "ending=true:"), ("Seed starts at (seed_from)", "seed_from"),
     ("Random seed (seed)", "seed"),
     ("the Infill tab's Tracks box", "the infill endpoint's tracks field"),
+    ("press Retry to draw again, or tick ", "send another seed, or tracks="),  # a track the model left silent
+    ("press Retry to draw again", "send another seed"),
 )
 
 
@@ -209,7 +211,8 @@ def api_routes(cont: Continuer, max_queue: int) -> list[Route]:
             "Content-Disposition": f'attachment; filename="{result.midi.name}"',
             "X-Musictx-Model": _header_line(result.model_line, 300),
             # what was written, as the page's title says it: the bars an empty box reached (a cut included)
-            "X-Musictx-Said": _header_line(". ".join(x for x in (result.title, result.seed_note) if x), 1000)})
+            "X-Musictx-Said": _header_line(in_api_words(". ".join(x for x in (result.title, result.seed_note) if x)),
+                                           1000)})
 
     async def health(_request: Request) -> Response:
         return JSONResponse({"ok": True, "endpoints": [f"/api/{t}" for t in FIELDS],

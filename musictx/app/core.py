@@ -27,6 +27,7 @@ from musictx.app.messages import (  # noqa: F401  (USER_ERRORS and the request w
     draw_request,
     for_the_page,
     header_problem,
+    instruments_line,
     preview_request,
     reason_for_page,
     run_request,
@@ -224,8 +225,9 @@ class Continuer:
             apply_programs([take], parse_programs(opts.programs))
             rec = write_take(out, name, take, opts.soundfont, audio=self.audio_reason is None)
             title = f"Sample {i + 1}: {rec['notes']} notes, {rec['new_seconds']:.1f} s new ({STOPPED[rec['stop']]})"
+            said = " ".join(x for x in (note, instruments_line(opts.programs, take)) if x)
             results.append(Result(out / rec["midi"], out / rec["png"], out / rec["wav"] if rec["wav"] else None,
-                                  title, note))
+                                  title, said))
             key = str(results[-1].midi)
             self.takeovers[key] = seed.seconds
             self.lineage[key] = Lineage(lineage.stem, seed.seconds if mine is None else mine)

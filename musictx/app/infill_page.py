@@ -17,6 +17,7 @@ import gradio as gr
 from musictx.app.core import Continuer
 from musictx.app.infill_tab import Filler, as_paths
 from musictx.app.messages import task_request
+from musictx.app.settings import SEED_HINT, seed_or_fresh, with_line
 from musictx.decoding import check_seed
 
 SEED_BOX = "Random seed (seed)"  # as the Continue tab names it
@@ -91,14 +92,17 @@ def _wire(kind: str, filler: Filler, inputs: list, view: TakeView, status, seed,
 
     def _run(a, b, c, d, e, number, beats, progress, step: int):
         """The take of seed ``number`` + ``step``: the seed box is checked as typed (2.5 is refused, naming
-        the box; Gradio's precision=0 rounded it unsaid), inside the request so that its refusal is the status."""
+        the box; Gradio's precision=0 rounded it unsaid), inside the request so that its refusal is the status.
+        An empty box draws a fresh seed at each press, Retry's too, and stays empty; the status says the seed."""
         used = []
+        number, drawn = seed_or_fresh(number)
 
         def work():
-            used.append(check_seed(SEED_BOX, 0 if number is None else number) + step)
+            used.append(check_seed(SEED_BOX, number) + (0 if drawn else step))
             return task(a, b, c, d, e, beats=beats, seed=used[0], report=_reporter(progress))
         result, message = task_request(work, verb)
-        return _shown(result, message, used[0] if used else None)
+        box = gr.skip() if drawn else (used[0] if used else None)
+        return _shown(result, with_line(message, drawn if result is not None else ""), box)
 
     outputs = [status, seed, *view.outputs]  # the status sits under the buttons: the progress shows there
     common = dict(outputs=outputs, show_progress_on=[status], concurrency_id="generate", concurrency_limit=1)
@@ -204,7 +208,7 @@ def _accompany_column(filler: Filler):
 
 def _seed_box(prefix: str):
     """The random seed, without Gradio's precision=0 (which rounded 2.5 to 2 unsaid): `_wire` checks it."""
-    return gr.Number(value=0, label="Random seed", elem_id=f"{prefix}-seed")
+    return gr.Number(value=0, label="Random seed", info=SEED_HINT, elem_id=f"{prefix}-seed")
 
 
 def _beats_box(prefix: str):

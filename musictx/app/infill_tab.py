@@ -189,9 +189,12 @@ class Filler:
             return task.sample(choice.model.net, choice.model.tokenizer, opts,
                                on_step=_bars_drawn(choice, s, e, report))[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
-        return self._write(midi, song, (s, e), make, "acc", f"{task.track_names()} written for bars {s + 1}-{e}"
-                           f"{_cut(song, s, e, last)}{led}{left_out_clause(song, (s, e))}, random seed {seed}", choice,
-                           beats)
+
+        def title(silent: list[str]) -> str:  # a track asked for that got no notes is not called written
+            names = ", ".join(f"{name} (no notes)" if name in silent else name for name in task.tracks)
+            return (f"{names} written for bars {s + 1}-{e}{_cut(song, s, e, last)}{led}"
+                    f"{left_out_clause(song, (s, e))}, random seed {seed}")
+        return self._write(midi, song, (s, e), make, "acc", title, choice, beats, expect=list(task.tracks))
 
     def _chords(self, path) -> Chords | None:
         """The uploaded chord file's chords (None for none); its problems told under its own name."""
@@ -207,11 +210,13 @@ class Filler:
         except ChordFileError as err:
             raise GenerateError(str(err).replace(str(p), p.name)) from None
 
-    def _write(self, midi: Path, song: SongBars, bars: tuple[int, int], make, kind: str, title: str,
-               choice: Choice, beats=None, note=lambda: "") -> Result:
+    def _write(self, midi: Path, song: SongBars, bars: tuple[int, int], make, kind: str, title,
+               choice: Choice, beats=None, note=lambda: "", expect: list[str] = ()) -> Result:
         """Sample and write one take into a new run folder, under the same disk checks as a continuation; a
         song whose bars are one beat long (a POP909 file without its beat file) is said in the title; ``note()``,
-        asked once the take is drawn, is the line under it."""
+        asked once the take is drawn, is the line under it. Of the tracks ``expect``, those left without a note in
+        the bars are said in the line, and ``title(those)`` (a callable) names them (it said "BRIDGE, PIANO
+        written" over a take with no BRIDGE)."""
         cont, (s, e) = self.cont, bars
         cont.check_room()  # before the work: a request that cannot be kept is refused at once
         out = cont.workdir / f"{RUN_PREFIX}{next(cont._runs):04d}"
@@ -226,6 +231,8 @@ class Filler:
                 write_score(score, path)  # atomic, as every result the app writes
                 # the take, read whole, on the bars the song was read with
                 taken = task_named("infill").read(choice.model.tokenizer, path, beats_number(beats) or "auto")
+                silent = silent_tracks(taken, s, e, expect)
+                title = title(silent) if callable(title) else title
                 png = draw_band(taken, s, e, out / f"{name}.png", f"{name}: {title}")
                 wav = wav_beside(path, cont.base.soundfont) if cont.audio_reason is None else None
             except BaseException:
@@ -233,8 +240,25 @@ class Filler:
                 raise
             cont._newest = out
         cont.prune()
+        said = " ".join(x for x in (note(), silent_said(silent, len(expect), s, e)) if x)
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song, False)}",
-                      seed_note=note(), model_line=choice.line())
+                      seed_note=said, model_line=choice.line())
+
+
+def silent_tracks(song: SongBars, s: int, e: int, names) -> list[str]:
+    """Those of the tracks ``names`` with no note starting in bars [s, e) of ``song`` (a missing track has none)."""
+    lo, hi = ticks_to_seconds(song.read.score, np.array([song.lines[s], song.lines[e]]))
+    heard = {name.lower() for name, notes in song_parts(song) if ((notes.start >= lo) & (notes.start < hi)).any()}
+    return [name for name in names if name.lower() not in heard]
+
+
+def silent_said(silent: list[str], asked: int, s: int, e: int) -> str:
+    """The line about tracks asked for that the model left silent in bars [s, e) ("" for none)."""
+    if not silent:
+        return ""
+    alone = f", or tick {silent[0]} alone" if asked > 1 else ""
+    return (f"{' and '.join(silent)}: no notes in bars {s + 1}-{e} (the model left "
+            f"{'it' if len(silent) == 1 else 'them'} silent); press Retry to draw again{alone}.")
 
 
 def _bars_drawn(choice: Choice, s: int, e: int, report: Report | None) -> BarProgress | None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from musictx.decoding import GenerateError
+from musictx.generation import parse_programs
 from musictx.io.midi_io import MidiReadError
 from musictx.io.tokenizer import TokenizerMismatchError
 from musictx.safe_output import OutputError
@@ -25,6 +26,23 @@ AUDIO_MAGIC = (b"RIFF", b"ID3", b"OggS", b"fLaC", b"\xff\xfb", b"\xff\xf3", b"FO
 # the option names "length_seconds" / "max_tokens"
 STOPPED = defaultdict(lambda: "stopped", length_seconds="stopped at the seconds asked",
                       eos="the model ended it", max_tokens="stopped at the most events a sample may have")
+
+
+def instruments_line(spec: str | None, take) -> str:
+    """What the Instruments box asked of tracks that ``take`` (after `apply_programs`) does not have, with the
+    tracks it has ("" when every name was found): the result kept their sound and the page said nothing."""
+    found = take.record.get("programs", {})
+    pairs = {name.strip().lower(): f"{name.strip()}={value.strip()}"
+             for name, _, value in (part.partition("=") for part in (spec or "").split(",")) if name.strip()}
+    missing = [pairs[name] for name in parse_programs(spec) if name not in found]
+    if not missing:
+        return ""
+    music = take.music
+    # a performance is one track, named after its seed ("musictx continuation of x.mid"), which PIANO also names
+    tracks = [t.name for t in music.tracks if not t.is_drum] if hasattr(music, "tracks") else ["PIANO"]
+    names = ", ".join(pair.partition("=")[0] for pair in missing)
+    return (f"Instruments: no track is named {names} (the tracks: {', '.join(dict.fromkeys(tracks))}), so "
+            f"{', '.join(missing)} changed nothing.")
 
 
 def header_problem(path: Path) -> str | None:
@@ -52,12 +70,29 @@ def for_the_page(err: Exception, path: Path) -> str:
     return text.replace(" Leave seed_midi unset for unconditional generation.", "").strip()
 
 
+# The command's option names that refusals shared with musictx-generate use, said as the page's boxes: a musician
+# read "lower seed_from" and "e.g. programs=MELODY=73" and had no such box (the API says its own field names:
+# `musictx.app.api.API_WORDS`)
+PAGE_WORDS = (
+    (r"lower seed_from\b", "lower Seed starts at"), (r"\bseed_from=(\S+?) s\b", r"\1 s"),
+    (r"\bseed_from=(\S+?):", r"Seed starts at \1 s:"), (r"^programs[.=]", "Instruments box, "),
+    (r"e\.g\. programs=MELODY=73,PIANO=0", "e.g. MELODY=73, PIANO=0"), (r"^density '", "Notes per bar box, '"),
+)
+
+
+def in_page_words(text: str) -> str:
+    """A refusal shared with the command, in the page's words (`PAGE_WORDS`)."""
+    for option, box in PAGE_WORDS:
+        text = re.sub(option, box, text)
+    return text
+
+
 def _guarded(work: Callable, verb: str, expected: tuple) -> tuple[object, str | None]:
     """(work(), None), or (None, a one-line message): the page must keep serving whatever fails."""
     try:
         return work(), None
     except expected as err:
-        return None, f"**Cannot {verb}:** {err}"
+        return None, f"**Cannot {verb}:** {in_page_words(str(err))}"
     except Exception:  # log the trace on the server, show one line
         log.exception("%s failed", verb)
         return None, f"**Something went wrong** ({verb}; the details are in the server's log)."

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from torch import Tensor
 
+from musictx.app.messages import instruments_line
 from musictx.app.settings import DRUMS_BOX
 from musictx.generation import apply_programs, parse_programs, sample_name, write_take
 from musictx.io.dynamics import seed_rule
@@ -41,11 +42,12 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     pieces = sample_bars(net, tok, seed, opts, num_samples=opts.num_samples, bars=bars,
                          on_step=BarProgress(tok.bar_id, bars, report), ending=opts.ending)
     out.mkdir(parents=True)
-    written = []
+    written, unset = [], ""
     for i, ids in enumerate(pieces):
         report(1.0, f"writing sample {i + 1} of {len(pieces)} (piano roll, audio)")
         take = metrical_take(tok, seed, ids, opts.include_seed, loop)
         apply_programs([take], parse_programs(opts.programs))
+        unset = unset or instruments_line(opts.programs, take)  # the seed's tracks: the same for every sample
         rec = write_take(out, sample_name(i), take, opts.soundfont, audio)
         name = f"{lineage.stem}_cont_{take_name(lineage.stem):02d}"
         for suffix in (".mid", ".png", ".wav"):  # the page names results after the upload
@@ -58,6 +60,6 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
     line = parts_line(net, seed, loop, stop, say_off=False) or ""
     if not opts.seed_from and (left := pickup_notes(seed)):  # the results start at the seed's first full bar
         pickup = (f"The seed is bars {seed.first_bar + 1}-{seed.first_bar + seed.bars}, from its first full bar: "
-                  f"the {counted(left, 'note')} of the pickup before it are left out.")
+                  f"the {counted(left, 'note')} of the pickup before it {'is' if left == 1 else 'are'} left out.")
         line = f"{line}. {pickup}" if line else pickup
-    return seed, written, line
+    return seed, written, " ".join(x for x in (line, unset) if x)

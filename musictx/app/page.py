@@ -34,7 +34,7 @@ from musictx.app.core import (
     run_request,
 )
 from musictx.app.infill_page import infill_tabs
-from musictx.app.settings import DRUMS_BOX
+from musictx.app.settings import DRUMS_BOX, SEED_HINT, seed_or_fresh, with_line
 from musictx.decoding import GenerateError
 from musictx.evaluation.arcs import ArcChoice
 
@@ -104,8 +104,9 @@ def _controls() -> list:
         TEMPERATURE.slider(start.temperature, "(0 = always the likeliest event)"),
         TOP_P.slider(start.top_p),
         SAMPLES.slider(start.num_samples),
-        # no precision: Gradio's precision=0 rounded 2.5 to 2 unsaid; `Settings.check` refuses it, naming the box
-        gr.Number(value=start.seed, label="Random seed", elem_id="random-seed"),
+        # no precision: Gradio's precision=0 rounded 2.5 to 2 unsaid; `Settings.check` refuses it, naming the box.
+        # The hint is `info`, not the label: the label names the API's parameter (gradio_client's ``random_seed``)
+        gr.Number(value=start.seed, label="Random seed", info=SEED_HINT, elem_id="random-seed"),
         seed_from,
         RECALL.slider(start.recall_guidance, "(recall guidance; 0 = the model alone)"),
         gr.Textbox(value=start.density, label="Notes per bar, by track (pop; empty: the model's own)",
@@ -212,10 +213,11 @@ def _wire_continue(cont: Continuer, outputs: list, go, slots, controls, takes, s
                     random_seed, seed_from=0, recall=None, density="", instruments="", drums=True, ending=False,
                     progress=gr.Progress()):  # noqa: B008
         # the settings are read inside the request: a box's refusal is its status line
+        seed, drawn = seed_or_fresh(random_seed)
         results, message = run_request(lambda: cont.continue_file(seed_midi, _settings(
-            seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, seed_from, recall, density,
+            seed_seconds, length_seconds, temperature, top_p, num_samples, seed, seed_from, recall, density,
             instruments, drums, ending), _reporter(progress)))
-        return _respond(results, message, len(outputs), done)
+        return _respond(results, with_line(message, drawn if results else ""), len(outputs), done)
 
     def further(index: int):
         def on_further(done, paths, length_seconds, temperature, top_p, num_samples, random_seed,
@@ -224,10 +226,12 @@ def _wire_continue(cont: Continuer, outputs: list, go, slots, controls, takes, s
             if index >= len(paths):
                 return _respond(None, "**Cannot continue:** that result is no longer on the page.", len(outputs),
                                 done)
+            seed, drawn = seed_or_fresh(random_seed)
             results, message = run_request(lambda: cont.continue_further(paths[index], _settings(
-                seed_seconds, length_seconds, temperature, top_p, num_samples, random_seed, recall=recall,
+                seed_seconds, length_seconds, temperature, top_p, num_samples, seed, recall=recall,
                 density=density, instruments=instruments, drums=drums, ending=ending), _reporter(progress)))
-            return _respond(results, message, len(outputs), done, seed_file=paths[index])
+            return _respond(results, with_line(message, drawn if results else ""), len(outputs), done,
+                            seed_file=paths[index])
         return on_further
 
     common = dict(outputs=outputs, concurrency_id="generate", concurrency_limit=1)
@@ -290,10 +294,11 @@ def _settings(seed_seconds, length_seconds, temperature, top_p, num_samples, ran
               recall=None, density="", instruments="", drums=True, ending=False) -> Settings:
     """The page's values as `Settings`, each slider's checked against its range (`musictx.app.boxes`: a
     GenerateError naming the box; Gradio hands a handler every input, so None is an emptied box, API callers'
-    left-out values come filled with the page's). A cleared number box sends None (0 here); the random seed goes
-    on as sent, for `Settings.check` to refuse 2.5 rather than round it."""
+    left-out values come filled with the page's). A cleared Seed starts at box sends None (the file's start); the
+    random seed (an emptied box already drawn afresh: `seed_or_fresh`) goes on as sent, for `Settings.check` to
+    refuse 2.5 rather than round it."""
     return Settings(SEED_SECONDS.check(seed_seconds), LENGTH.check(length_seconds), TEMPERATURE.check(temperature),
-                    TOP_P.check(top_p), SAMPLES.check(num_samples), 0 if random_seed is None else random_seed,
+                    TOP_P.check(top_p), SAMPLES.check(num_samples), random_seed,
                     float(seed_from or 0), RECALL.check(recall), density or "", instruments or "",
                     "seed" if drums is False else "loop", bool(ending))
 

@@ -3,6 +3,7 @@ request may ask for. No Gradio."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 from musictx.decoding import GenerateError, RecallGuidanceOptions, SamplingOptions, check_seed, parse_density
@@ -18,6 +19,24 @@ DRUMS_BOX = "Drums play on"  # the Continue tab's box for ``drums``; the line un
 MAX_SEED_SECONDS = 30.0
 MAX_LENGTH_SECONDS = 60.0
 MAX_SEED_FROM = BOUNDS.seed_seconds  # what `GenerateOptions.check` allows
+FRESH_SEEDS = 1_000_000  # an emptied Random seed box draws a seed below this: short enough to type back in
+SEED_HINT = "empty: a fresh one each press, said in the status"  # under each tab's Random seed box
+
+
+def seed_or_fresh(value) -> tuple[object, str]:
+    """(the random seed a request uses, the status line that says it was drawn, or ""). An emptied Random seed
+    box (None) draws a fresh seed: a musician who clears it expects new music at each press, and it ran as seed 0
+    unsaid. The line names the seed so that a take worth keeping can be drawn again. Any other value goes on as
+    sent, for `check_seed` to refuse 2.5 or -1 naming the box."""
+    if value is not None and not (isinstance(value, str) and not value.strip()):
+        return value, ""
+    seed = secrets.randbelow(FRESH_SEEDS)
+    return seed, f"Random seed was empty, so a fresh one was drawn: {seed} (type it in the box to draw this again)."
+
+
+def with_line(message: str, line: str) -> str:
+    """``message`` with ``line`` as its last paragraph (none when ``line`` is empty)."""
+    return f"{message}\n\n{line}" if line else message
 
 
 @dataclass
