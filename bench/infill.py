@@ -25,7 +25,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is loaded (i
 
 def time_song(net, tok, path: Path, folder: Path) -> dict:
     from musictx.decoding.sampling_options import SamplingOptions
-    from musictx.evaluation.infill_scorecard import accompany_range, bar_seconds, melody_file
+    from musictx.evaluation.accompany_card import accompany_range, melody_file
+    from musictx.evaluation.infill_scorecard import bar_seconds
     from musictx.tasks.accompany import accompany_song
     from musictx.tasks.infill import infill_song
     from musictx.tasks.song_bars import melody_song, read_song
@@ -52,7 +53,7 @@ def time_samples(net, tok, path: Path, folder: Path, samples: int, batch_first: 
     """Seconds of accompaniment made per second, per sample, for ``samples`` samples drawn as one batch and
     one at a time (``batch_first``: which goes first on this song)."""
     from musictx.decoding.sampling_options import SamplingOptions
-    from musictx.evaluation.infill_scorecard import accompany_range, melody_file
+    from musictx.evaluation.accompany_card import accompany_range, melody_file
     from musictx.tasks.accompany import accompany_songs
     from musictx.tasks.song_bars import melody_song
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from musictx.checkpoints.export import export
 from musictx.checkpoints.model_store import load_model, load_model_folder, save_model_folder
-from musictx.evaluation.infill_scorecard import format_task_scorecard
 from musictx.evaluation.plots import read_metrics_csv
 from musictx.evaluation.run import evaluation_options, format_table, run_evaluation
 from musictx.evaluation.scorecard import MEASURES, format_scorecard
 from musictx.evaluation.spot_check import sample_nll
+from musictx.evaluation.task_scorecard import format_task_scorecard
 from musictx.io.token_store import TokenArrays, load_manifest
 from musictx.paths import PRETRAINED_DIR
 

@@ -4,7 +4,8 @@ with two tracks named PIANO is read as the PIANO part twice, not as a part the m
 
 from __future__ import annotations
 
-import numpy as np
+from collections import Counter
+
 import pretty_midi
 import pytest
 from symusic import Score
@@ -103,5 +104,7 @@ def test_a_whole_song_with_two_piano_tracks_gets_its_new_piano_in_both(tmp_path,
     for old, new in zip(given.tracks, made.tracks, strict=True):
         assert _notes(old, ~_inside(song, old, 4, 6)) == _notes(new, ~_inside(song, new, 4, 6)), old.name
     low, high = (_notes(t, _inside(song, t, 4, 6)) for t in made.tracks[2:])
-    # by register: the left hand's one note at a time lower, its chords' other notes to the right hand's track
-    assert low and high and np.median([p for _, p, _ in low]) < np.median([p for _, p, _ in high])
+    # by register: the left hand (one note at a time in the file) keeps one note an onset, a chord's other notes go to
+    # the right hand's track (its median below the right hand's held for the sample drawn without the song's own
+    # bars before; heard, the piano struck low chords, which the right hand's track takes)
+    assert low and high and max(Counter(t for t, _, _ in low).values()) == 1

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from musictx.evaluation.chords import Harmony
-from musictx.evaluation.infill_scorecard import file_span, format_task_scorecard, run_task_scorecard, seam_interval
+from musictx.evaluation.infill_scorecard import file_span, seam_interval
+from musictx.evaluation.task_scorecard import format_task_scorecard, run_task_scorecard
 from musictx.io.chord_labels import chord_pitch_classes
 from musictx.listening.note_span import Span
 
@@ -66,7 +67,7 @@ def test_scorecards_run_on_pop909_songs(grown, task):
         assert m["model"]["melody_unchanged"] == 1.0
         assert m["real"]["chord_tone_share"] > m["chance"]["chord_tone_share"] + 0.4
     table = format_task_scorecard(result)
-    assert table.count("\n| ") == (12 if task == "infill" else 10) + 1  # the header and one row per measure
+    assert table.count("\n| ") == (12 if task == "infill" else 14) + 1  # the header and one row per measure
 
 
 def test_an_infill_scorecard_of_one_song_is_refused_not_scored_against_itself(tmp_path):

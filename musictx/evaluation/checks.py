@@ -21,9 +21,10 @@ from musictx.decoding import GenerateError, SamplingOptions
 from musictx.generation import device_problem
 from musictx.io.token_store import SPLITS
 from musictx.tasks import BOUNDS
+from musictx.tasks.task import CONTEXTS
 from musictx.user_error import UserError
 
-ACCOMPANY_FROM = ("melody", "song")
+ACCOMPANY_FROM = ("melody", "song", "first_bar")
 # the modes that read a split's ids as Performance events (notes, velocities, time shifts) and sample them so
 PERFORMANCE_MODES = ("token_continuation", "all", "motif")
 ACCOMPANY_SCHEMES = ("lead", "infill")
@@ -86,8 +87,13 @@ def check_song_options(mode: str, scorecard: dict, infill: dict, two_sample: dic
         _seconds(block, opts, "seconds", BOUNDS.length_seconds)
         _choice(block, opts, "accompany_from", ACCOMPANY_FROM)
         _choice(block, opts, "accompany_scheme", ACCOMPANY_SCHEMES)
-        if not isinstance(opts.get("accompany_chords"), bool):
-            raise EvaluateError(f"infill.accompany_chords must be true or false, got {opts.get('accompany_chords')!r}")
+        if opts.get("accompany_context") is not None:  # null: the task's own default
+            _choice(block, opts, "accompany_context", CONTEXTS)
+            if opts.get("accompany_scheme") == "infill":  # its prompt is the infill format's own
+                raise EvaluateError("infill.accompany_context is for infill.accompany_scheme=lead")
+        for key in ("accompany_chords", "accompany_song"):
+            if not isinstance(opts.get(key, False), bool):
+                raise EvaluateError(f"infill.{key} must be true or false, got {opts.get(key)!r}")
     else:
         return
     try:

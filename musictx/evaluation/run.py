@@ -258,7 +258,7 @@ def song_by_song(net, tok, meta: dict, opts: EvaluateOptions) -> dict:
         card, key = run_two_sample(net, tok, songs, opts.two_sample, progress=progress), "two_sample"
     else:
         songs = songs[: block.get("max_songs") or None]
-        from musictx.evaluation.infill_scorecard import run_task_scorecard
+        from musictx.evaluation.task_scorecard import run_task_scorecard
 
         card, key = run_task_scorecard(net, tok, songs, opts.infill, opts.mode, progress=progress), "task_scorecard"
     skipped = card.pop("skipped_reasons") if opts.mode == "two_sample" else card.pop("skipped")
@@ -283,7 +283,7 @@ def format_table(result: dict) -> str:
     if "continuation" in result:
         lines.append(format_continuation_table(result["continuation"]))
     if "task_scorecard" in result:
-        from musictx.evaluation.infill_scorecard import format_task_scorecard
+        from musictx.evaluation.task_scorecard import format_task_scorecard
 
         lines.append(format_task_scorecard(result["task_scorecard"]))
     if "two_sample" in result:

@@ -27,12 +27,14 @@ from musictx.decoding.hooks.repeat_echo import repeat_plan
 from musictx.decoding.sampling_options import SamplingOptions
 from musictx.decoding.window import context_length
 from musictx.io.chord_labels import Chords
+from musictx.io.infill_format import bar_starts
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.models.harmonizer import Harmonizer, half_bar_features
 from musictx.tasks.continue_metrical import TOKENS_PER_BAR, strip_after_bars
 from musictx.tasks.infill import infill_prompt, middle_bars, middle_prompt
 from musictx.tasks.prompt import Prompt, new_rows, sample
 from musictx.tasks.song_bars import SongBars, read_song
+from musictx.tasks.task import CONTEXTS, DEFAULT_CONTEXT
 from musictx.tasks.write_back import (
     add_notes,
     file_with_tracks,
@@ -53,25 +55,29 @@ GIVEN_ROOM = 2  # scheme "lead": the token cap's room for each id of the given t
 
 
 def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                   scheme: str = "lead", chords: Chords | None = None) -> tuple[Score, int]:
+                   scheme: str = "lead", chords: Chords | None = None, context: str = DEFAULT_CONTEXT
+                   ) -> tuple[Score, int]:
     """(the input file with the ``roles`` tracks written for bars [s, e), new ids sampled). ``scheme``: "lead"
     (`accompany_led`, any metrical model) or "infill" (`accompany_infilled`, a model with the infill tokens).
-    ``chords`` (a lead sheet's, on the file's clock; scheme "lead"): the harmony lean's pitch classes."""
-    return accompany_songs(net, tok, song, roles, s, e, sampling, scheme, chords)[0]
+    ``chords`` (a lead sheet's, on the file's clock; scheme "lead"): the harmony lean's pitch classes.
+    ``context`` (scheme "lead"): what the model hears of the bars before s (`heard_before`)."""
+    return accompany_songs(net, tok, song, roles, s, e, sampling, scheme, chords, context=context)[0]
 
 
 def accompany_songs(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                    scheme: str = "lead", chords: Chords | None = None, samples: int = 1, on_step=None
-                    ) -> list[tuple[Score, int]]:
+                    scheme: str = "lead", chords: Chords | None = None, samples: int = 1, on_step=None,
+                    context: str = DEFAULT_CONTEXT) -> list[tuple[Score, int]]:
     """``samples`` accompaniments (`accompany_song`): scheme "lead" draws them as one batch, over one
     `Accompaniment` (the given notes, the harmony and the harmonizer worked out once); scheme "infill" writes
     each in turn, sample k with seed ``sampling.seed + k`` (each range waits for the bars before it)."""
     if scheme not in SCHEMES:
         raise ValueError(f"accompany scheme {scheme!r}: give one of {', '.join(SCHEMES)}")
     if scheme == "lead":
-        return accompany_led(net, tok, song, roles, s, e, sampling, chords, samples, on_step)
+        return accompany_led(net, tok, song, roles, s, e, sampling, chords, samples, on_step, context)
     if chords is not None:
         raise ValueError('chords are followed by the accompaniment scheme "lead" only')
+    if context != DEFAULT_CONTEXT:  # the infill format's prompt is its own (`infill_prompt`)
+        raise ValueError(f'accompany context {context!r} is for the accompaniment scheme "lead" only')
     return [accompany_infilled(net, tok, song, roles, s, e, replace(sampling, seed=sampling.seed + k))
             for k in range(samples)]
 
@@ -95,18 +101,20 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
 
 
 def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                  chords: Chords | None = None, samples: int = 1, on_step=None) -> list[tuple[Score, int]]:
+                  chords: Chords | None = None, samples: int = 1, on_step=None, context: str = DEFAULT_CONTEXT
+                  ) -> list[tuple[Score, int]]:
     """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled) for
     each of ``samples`` drawn as one batch."""
     return [(with_written_tracks(tok, song, roles, s, e, np.concatenate([[tok.bar_id], new])), len(new))
-            for new in lead_ids(net, tok, song, roles, s, e, sampling, chords, samples, on_step)]
+            for new in lead_ids(net, tok, song, roles, s, e, sampling, chords, samples, on_step, context)]
 
 
 def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-             chords: Chords | None = None, samples: int = 1, on_step=None) -> list[np.ndarray]:
+             chords: Chords | None = None, samples: int = 1, on_step=None, context: str = DEFAULT_CONTEXT
+             ) -> list[np.ndarray]:
     """The ids of bars s..e-1 (the first Bar left out) of ``samples`` accompaniments drawn as one batch
     (`led_prompt`); ``on_step(next_ids, done)``: called after every draw."""
-    prompt = led_prompt(net, tok, song, roles, s, e, sampling, chords, samples)
+    prompt = led_prompt(net, tok, song, roles, s, e, sampling, chords, samples, context)
     prompt.hooks.on_step = on_step
     out = sample(net, prompt)
     # new bars 2..e-s open with a Bar
@@ -114,21 +122,25 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
 
 
 def led_prompt(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-               chords: Chords | None = None, samples: int = 1) -> Prompt:
+               chords: Chords | None = None, samples: int = 1, context: str = DEFAULT_CONTEXT) -> Prompt:
     """The prompt of ``samples`` accompaniments of bars s..e-1, each written as a plain continuation of the
-    song's bars before s, the given tracks played into them at their onsets (`musictx.decoding.hooks.given_notes`),
-    after the first `PREVIEW_BARS` of them heard once, given tracks alone, so that the model knows the tune
-    and its key before it plays a note. Where those bars and the bars before s hold the melody alone (a tune from
-    its first bar, the bundled motif, a file of the melody alone) the prompt is the first Bar alone: after bars of
-    the melody alone the model carried on alone (docs/infill.md, "A tune alone"). The hooks: the task's
+    song's bars before s (`heard_before`: with ``context`` "song", a whole song's own BRIDGE and PIANO in them), the
+    given tracks played into them at their onsets (`musictx.decoding.hooks.given_notes`). Other songs hear the first
+    `PREVIEW_BARS` of the bars written once before them, given tracks alone, so that the model knows the tune and
+    its key before it plays a note. Where those bars and the bars before s hold the melody alone (a tune from its
+    first bar, the bundled motif, a file of the melody alone) the prompt is the first Bar alone: after bars of the
+    melody alone the model carried on alone (docs/infill.md, "A tune alone"). The hooks: the task's
     (`Accompaniment`). It ends with the first Bar."""
     new_programs = {ROLE_PROGRAMS[r] for r in roles}
     acc = Accompaniment(tok, song, {t.program for t in song.read.tracks.tracks} - new_programs, new_programs,
                         s, e, chords)
-    max_len = context_length(net) or 1024
-    first = song.end_of(min(int(np.searchsorted(song.starts, song.end_of(s) - max_len // 2)), s))
-    before = song.ids[first:song.end_of(s)]
+    before = heard_before(tok, song, s, (context_length(net) or 1024) // 2, context)
     preview = song.ids[song.end_of(s):song.end_of(min(e, s + PREVIEW_BARS))]
+    if context == "song" and song.own_ids is not None:
+        # the song's own bars go straight on into the new ones, as a seed does: 16 bars of the melody alone between
+        # them lifted the register 3 semitones, past the song's, and a repeated bar's accompaniment came back less
+        # (docs/infill.md, "The song's own bars before")
+        preview = preview[:0]
     if not beyond_melody(tok, np.concatenate([before, preview])):  # the melody alone primes silence (docstring)
         before, preview = before[:0], preview[:0]
     ids = np.concatenate([before, preview, [tok.bar_id]])
@@ -140,6 +152,21 @@ def led_prompt(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampl
     # melody (a Chopin etude) filled a cap of TOKENS_PER_BAR a bar and left its last 4 of 8 bars unaccompanied, unsaid
     given = len(song.ids[song.end_of(s):song.end_of(e)])
     return Prompt(ids, hooks, TOKENS_PER_BAR * (e - s) + GIVEN_ROOM * given)
+
+
+def heard_before(tok, song: SongBars, s: int, room: int, context: str = DEFAULT_CONTEXT) -> np.ndarray:
+    """The ids of the song's bars before bar s that the model hears before it: the last whole bars of at most
+    ``room`` ids. ``context`` "melody": the song's given tracks (a whole song accompanied anew: its melody alone);
+    "song": a whole song's own BRIDGE and PIANO in them too (`SongBars.own_ids`), as a continuation hears its seed."""
+    if context not in CONTEXTS:
+        raise ValueError(f"accompany context {context!r}: give one of {', '.join(CONTEXTS)}")
+    ids, starts = song.ids, song.starts
+    if context == "song" and song.own_ids is not None:
+        ids = song.own_ids
+        starts = bar_starts(ids, tok.bar_id)
+    end = int(starts[s]) if s < len(starts) else len(ids)
+    first = min(int(np.searchsorted(starts, end - room)), s)
+    return ids[(int(starts[first]) if first < len(starts) else len(ids)):end]
 
 
 def beyond_melody(tok, ids: np.ndarray) -> bool:

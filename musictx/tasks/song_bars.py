@@ -41,6 +41,9 @@ class SongBars:
     left_out: tuple[str, ...] = ()  # accompanied anew: the file's own tracks left out (names), written again
     # accompanied anew: those tracks (index in the file, map entry), their notes replaced in the bars written alone
     own: tuple[tuple[int, TrackInfo], ...] = ()
+    # accompanied anew: the whole song's ids, its own accompaniment in, bar for bar with ``ids`` (what the model hears
+    # before the bars written with accompany_context=song, `musictx.tasks.accompany.heard_before`); None: no such song
+    own_ids: np.ndarray | None = None
     joined: tuple[tuple[str, int], ...] = ()  # (role, tracks) of a role two or more tracks play (two named PIANO)
     learnt: tuple[int, ...] | None = None  # the parts (programs) the model learnt; None: it records none
     parts: PartPlan | None = None  # tracks played as a part the model learnt (`musictx.tasks.played_as`)
@@ -185,8 +188,10 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
     read = _roles_as_one(read)
     own: tuple[tuple[int, TrackInfo], ...] = ()
     whole: tuple[int, np.ndarray] | None = None  # a whole song's bars and bar lines, before its accompaniment goes
+    own_ids = None
     if anew and is_whole_song(read):
         whole = _bar_count(tok, read), bar_lines(read.score)
+        own_ids = _song_ids(tok, read, path)
         mine = {ROLE_PROGRAMS[r] for r in ACCOMPANIMENT}  # its own accompaniment, written anew; the rest is heard
         own = tuple((k, t) for k, t in enumerate(read.tracks.tracks) if t.program in mine)
         keep = [k for k, t in enumerate(read.tracks.tracks) if t.program not in mine]
@@ -204,7 +209,7 @@ def melody_song(tok, path: str | os.PathLike, beats="auto", anew: bool = False,
         read = read._replace(tracks=TrackMap(tuple(infos)))  # its meter line kept
     strangers = tuple(t.describe() for t in unlearnt(learnt, read.tracks, read.score))
     song = replace(read_song(tok, path, read), left_out=tuple(t.name for _, t in own), own=own, learnt=learnt,
-                   strangers=strangers, dynamics=dynamics, joined=_joined(read.tracks))
+                   strangers=strangers, dynamics=dynamics, joined=_joined(read.tracks), own_ids=own_ids)
     return song if whole is None else _as_long_as(tok, song, *whole)
 
 
@@ -225,6 +230,12 @@ def _joined(tracks: TrackMap) -> tuple[tuple[str, int], ...]:
     """(role, how many) of each role two or more of ``tracks`` play."""
     counts = Counter(part_name(t.program) for t in tracks.tracks if t.program in ROLE_PROGRAMS.values())
     return tuple((role, n) for role, n in counts.items() if n > 1)
+
+
+def _song_ids(tok, read: ReadScore, path) -> np.ndarray:
+    """The ids of ``read`` as it is (every track), EOS dropped; ``read`` is left as it was."""
+    ids = tok.encode_read(read._replace(score=read.score.copy()), path)
+    return ids[ids != tok.eos_id]
 
 
 def _bar_count(tok, read: ReadScore) -> int:

@@ -12,6 +12,14 @@ from typing import Any, ClassVar
 
 from musictx.decoding.errors import GenerateError
 
+# accompany_context (task=accompany; written here, where every task's check reads it): what the model hears of the
+# bars before the ones it writes. "song": a whole song's own BRIDGE and PIANO there, as a continuation hears its
+# seed (the default: its accompaniment came closer to the song's in density, register and spread; docs/infill.md,
+# "The song's own bars before"); "melody": the given tracks alone (a whole song: its melody, after which the model
+# starts cold: docs/infill.md, "A tune alone")
+CONTEXTS = ("melody", "song")
+DEFAULT_CONTEXT = "song"
+
 
 class Task:
     """One kind of run. Subclasses set the class attributes and override `check` and `job`."""
@@ -23,6 +31,7 @@ class Task:
     takes_chords: ClassVar[bool] = True  # takes chords= (a lead sheet the new music follows)
     chooses: ClassVar[bool] = False  # takes best_of= (each sample the best of several by the model's critic)
     ends: ClassVar[bool] = False  # takes ending=true (its last bars close the piece: `musictx.decoding.hooks.cadence`)
+    hears_song: ClassVar[bool] = False  # takes accompany_context= (what it hears of a song's bars before its own)
 
     def check(self, opts: Any) -> None:
         """GenerateError for options that do not go with this task (said before a model loads)."""
@@ -33,6 +42,10 @@ class Task:
         if getattr(opts, "ending", False) and not self.ends:
             raise GenerateError(f"ending=true is not for task={self.name}: it closes a continuation's new bars, and "
                                 "this task writes inside the song's own")
+        context = getattr(opts, "accompany_context", None)
+        if context is not None and not self.hears_song and context != DEFAULT_CONTEXT:
+            raise GenerateError(f"accompany_context={context} is not for task={self.name}: it says what an "
+                                "accompaniment hears of the song's bars before the ones it writes")
         if not self.song_options and (opts.bars is not None or opts.tracks):
             raise GenerateError(f"bars= and tracks= are not for task={self.name}: they name a part of a song")
 

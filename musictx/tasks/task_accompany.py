@@ -3,7 +3,9 @@ accompaniment written anew."""
 
 from __future__ import annotations
 
+from musictx.decoding.errors import GenerateError
 from musictx.tasks.song_task import SongTask
+from musictx.tasks.task import CONTEXTS, DEFAULT_CONTEXT
 
 
 class Accompany(SongTask):
@@ -13,6 +15,12 @@ class Accompany(SongTask):
     model = "pop"
     why_model = "task=accompany: the pop model writes the accompaniment"
     progress_word = "accompanying"
+    hears_song = True
+
+    def check(self, opts) -> None:
+        super().check(opts)
+        if context_of(opts) not in CONTEXTS:
+            raise GenerateError(f"accompany_context={context_of(opts)}: give one of {', '.join(CONTEXTS)}")
 
     def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, level=None):
         from musictx.tasks.song_bars import melody_song
@@ -28,7 +36,7 @@ class Accompany(SongTask):
         from musictx.tasks.accompany import led_prompt
 
         return led_prompt(net, tok, request.song, request.tracks, request.s, request.e, sampling, request.chords,
-                          samples)
+                          samples, context_of(sampling))
 
     def written(self, request, tok, rows) -> list:
         from musictx.tasks.continue_metrical import strip_after_bars
@@ -46,5 +54,23 @@ class Accompany(SongTask):
         from musictx.tasks.song_bars import left_out_clause
 
         chords = f", following the chords of {opts.chords}" if request.chords else ""
+        heard = heard_clause(request.song, request.s, context_of(opts))
         return (f"{request.track_names()} written for bars {request.s + 1}-{request.e} of {opts.seed_midi}{chords}"
-                + left_out_clause(request.song, (request.s, request.e)))
+                + left_out_clause(request.song, (request.s, request.e)) + heard)
+
+
+def context_of(opts) -> str:
+    """The run's ``accompany_context`` (the command's option); options without one (the app's) take the default."""
+    return getattr(opts, "accompany_context", DEFAULT_CONTEXT)
+
+
+def heard_clause(song, s: int, context: str) -> str:
+    """How the model heard the bars before bar s of a whole song accompanied anew, and the option for the other way
+    ("" where there is nothing to hear: another song, or bars from the first)."""
+    if song.own_ids is None or s == 0:
+        return ""
+    if context == "song":
+        return f"; the bars before bar {s + 1} heard as the song plays them (accompany_context=melody: without its " \
+               "BRIDGE and PIANO)"
+    return f"; the bars before bar {s + 1} heard without its BRIDGE and PIANO (accompany_context=song: as the song " \
+           "plays them)"
