@@ -17,6 +17,9 @@ them one to one uses every note-off the file has; it is what symusic does in C++
 its speed. pretty_midi, and the readers built on it, end *every* sounding note of the key at the first
 note-off and ignore the later ones, which ends a re-struck note at the release of the earlier one
 (seconds early on some transcriptions). The tokenizer then ends any note where its pitch is struck again.
+Before pairing, both readers leave out the grace notes music21 writes as a note-off before their own note-on
+on one tick (zero-length notes that would otherwise take the releases of the later notes of their key), and
+say so on stderr: `musictx.io.note_pairing`, `musictx.io.grace_notes`.
 
 **Tempo.** The set_tempo events of all tracks form one tempo map (120 bpm until the first); of several
 on one tick the last wins (the later track). Players and symusic honour tempo events in any track;
@@ -44,6 +47,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from musictx.io.grace_notes import read_symusic, tell_grace_notes
+from musictx.io.note_pairing import grace_events, pair_note_events
 from musictx.io.read_errors import unreadable
 from musictx.io.zero_tempos import playable_tempos
 
@@ -162,38 +167,6 @@ def _ticks_to_seconds(ticks: np.ndarray, tempo_ticks: np.ndarray, tempo_mspq: np
     seg = np.searchsorted(tempo_ticks, ticks, side="right") - 1
     return seg_start[seg] + (ticks - tempo_ticks[seg]) * sec_per_tick[seg]
 
-def pair_note_events(key: np.ndarray, is_on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pair note-ons with note-offs first in, first out; events in file order, ``key`` one per
-    (track, channel, pitch). Returns the indices of the paired note-ons and of their note-offs.
-
-    Within a key the k-th note-off that finds a note sounding ends the k-th note-on; a note-off that
-    finds none is skipped and note-ons left over at the end stay unpaired. Vectorised: no Python loop.
-    """
-    key, is_on = np.asarray(key, dtype=np.int64), np.asarray(is_on, dtype=bool)
-    n = len(key)
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.argsort(key, kind="stable")  # events grouped by key, file order kept within a key
-    k, on = key[order], is_on[order]
-    first = np.concatenate([[True], k[1:] != k[:-1]])
-    group = np.cumsum(first) - 1
-    step = np.where(on, 1, -1)
-    balance = np.cumsum(step)
-    balance -= (balance - step)[first][group]  # per key: note-ons so far minus note-offs so far
-    # Sounding notes = balance minus its lowest value so far (floored at 0): each unmatched note-off
-    # lowers that minimum. Offsetting each key by more than any balance keeps the running minimum
-    # from reaching across keys.
-    offset = group * (2 * n + 1)
-    low = np.minimum(np.minimum.accumulate(balance - offset), -offset) + offset
-    low_before = np.concatenate([[0], low[:-1]])
-    low_before[first] = 0
-    paired_off = ~on & (balance >= low_before)  # some note was sounding when this note-off came
-    on_pos, off_pos = np.flatnonzero(on), np.flatnonzero(paired_off)
-    off_keys = k[off_pos]
-    rank = np.arange(len(off_pos)) - np.searchsorted(off_keys, off_keys, side="left")
-    partner = on_pos[np.searchsorted(k[on_pos], off_keys, side="left") + rank]
-    return order[partner], order[off_pos]
-
 
 class _Part(NamedTuple):
     """The paired notes (in ticks) and the sustain-pedal events of one group, as read from the file."""
@@ -248,10 +221,8 @@ def _unreadable(path, err: Exception) -> MidiReadError:
 def read_notes_symusic(path: str | os.PathLike, drop_drums: bool = True, sustain: bool | str = True) -> Notes:
     """Read a MIDI file with symusic, which pairs notes first in, first out itself.
     Raises MidiReadError naming the file on any failure."""
-    import symusic
-
     try:
-        score = symusic.Score(str(path))
+        score = read_symusic(path)  # its grace notes written off before on left out, as the mido reader does
     except Exception as err:  # symusic raises plain RuntimeError/ValueError for broken files
         raise _unreadable(path, err) from None
     if score.ticks_per_quarter <= 0:
@@ -303,7 +274,9 @@ def read_notes_mido(path: str | os.PathLike, drop_drums: bool = True, sustain: b
     tpq, events, pedals, tempos = _mido_events(path)
     if tpq <= 0:
         raise MidiReadError(path, "invalid ticks-per-quarter in header")
-    tick, channel, pitch, velocity, is_on, program = events.T
+    grace = grace_events(events[:, 0], events[:, 1] * 128 + events[:, 2], events[:, 4])
+    tell_grace_notes(path, int(grace.sum()) // 2)
+    tick, channel, pitch, velocity, is_on, program = events[~grace].T
     on_i, off_i = pair_note_events(channel * 128 + pitch, is_on.astype(bool))
     group = channel[on_i] * 128 + program[on_i]
     parts = []

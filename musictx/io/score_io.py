@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from symusic import Note, Score
 
+from musictx.io.grace_notes import read_symusic
 from musictx.io.zero_tempos import tell_zero_tempos
 
 if TYPE_CHECKING:
@@ -31,9 +32,10 @@ def without_zero_tempos(score: Score) -> Score:
 
 
 def read_score(path: str | os.PathLike) -> Score:
-    """The symusic score of a MIDI file, its unplayable tempos left out (`without_zero_tempos`) and said on
-    stderr (`musictx.io.zero_tempos.tell_zero_tempos`); symusic's own errors pass on to the caller."""
-    score = Score(str(path))
+    """The symusic score of a MIDI file, its unplayable tempos (`without_zero_tempos`) and its grace notes written
+    as a note-off before their note-on (`musictx.io.grace_notes`) left out and said on stderr; symusic's own
+    errors pass on to the caller."""
+    score = read_symusic(path)
     tell_zero_tempos(path, sum(t.mspq <= 0 for t in score.tempos))
     return without_zero_tempos(score)
 

@@ -65,10 +65,11 @@ class TrackMerge:
 
 
 def track_merge(tokenizer: EventTokenizer, path: str | os.PathLike) -> TrackMerge:
-    """How ``tokenizer`` reads the tracks of ``path`` (a file it has already read: symusic opens it)."""
-    import symusic
+    """How ``tokenizer`` reads the tracks of ``path`` (a file it has already read: symusic opens it, without the
+    grace notes the reader leaves out: `musictx.io.grace_notes`)."""
+    from musictx.io.grace_notes import read_symusic
 
-    score = symusic.Score(str(path))
+    score = read_symusic(path)
     config = tokenizer.config
     merge = TrackMerge(Path(path).name, pitch_range=(config.pitch_min, config.pitch_max))
     for track in score.tracks:
