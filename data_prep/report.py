@@ -89,15 +89,20 @@ def moved(key: str, split: str, n: int, why: str) -> str:
     return f"moved {printable(key)}{more} from train to {split}: {why}"
 
 
+def most_often(skipped: list[tuple[str, str]]) -> str:
+    """`` (most often: 2 x reason; ...)`` of the skipped inputs, '' for none: a refused run writes no skipped.tsv,
+    so its one line is the only place a user learns why their files were not used."""
+    common = "; ".join(f"{n} x {printable(reason)}" for reason, n in Counter(r for _, r in skipped).most_common(3))
+    return f" (most often: {common})" if common else ""
+
+
 def check_not_empty(stats: dict[str, SplitStats], skipped: list[tuple[str, str]], out_dir: Path) -> None:
     total = sum(s.files for s in stats.values())
     if total and stats["train"].files:
         return
     what = "no piece at all" if not total else f"no piece in the train split ({total} in the others)"
-    common = "; ".join(f"{n} x {reason}" for reason, n in Counter(r for _, r in skipped).most_common(3))
     raise PrepError(f"the new dataset for {out_dir} has {what}: {len(skipped)} input(s) skipped"
-                    f"{f' (most often: {common})' if common else ''}; {kept(out_dir)}. Pass allow_empty=true to "
-                    "write it anyway")
+                    f"{most_often(skipped)}; {kept(out_dir)}. Pass allow_empty=true to write it anyway")
 
 
 def empty_splits(fractions: dict[str, float], stats: dict[str, SplitStats], why: Callable[[str], str]) -> dict:
@@ -113,8 +118,8 @@ def refuse_empty_splits(empty: dict[str, str], stats: dict[str, SplitStats], ski
         counts = ", ".join(f"{s.files} {name}" for name, s in stats.items())
         other = "" if split == "validation" else f", set split.{split}=0"
         raise PrepError(f"{line}; {sum(s.files for s in stats.values())} usable piece(s) ({counts}), {len(skipped)} "
-                        f"input(s) skipped; {kept(out_dir)}. Add pieces{other}, or pass allow_empty=true to write "
-                        "it anyway")
+                        f"input(s) skipped{most_often(skipped)}; {kept(out_dir)}. Add pieces{other}, or pass "
+                        "allow_empty=true to write it anyway")
 
 
 def previous_manifest(folder: Path) -> dict | None:

@@ -27,5 +27,5 @@ $BIN/musictx-generate checkpoint=outputs/demo/train/checkpoints/last.ckpt \
 
 echo
 echo "Done. Seed: data/bach_midi/$seed_rel"
-echo "Continuations (MIDI, piano-roll PNG, settings JSON) in outputs/demo/generate/:"
+echo "Continuations (MIDI, WAV, piano-roll PNG, settings JSON) in outputs/demo/generate/:"
 ls outputs/demo/generate

@@ -59,7 +59,7 @@ def check_before_run(cfg: DictConfig) -> None:
 def train_main(cfg: DictConfig) -> float | None:
     """Entry point; returns val/loss so that sweepers (``-m``) can optimise it."""
     log_to_run_file()
-    mute_lightning_noise()
+    mute_lightning_noise(ends_at_max_steps=cfg.trainer.get("max_epochs") is None)
     # a resumed run may replace its own files (metrics.json of evaluate: {...}); check_run_folder settled that
     resumes = bool(cfg.get("overwrite") or cfg.get("ckpt_path"))
     with command_guard(PROG, overwrite=resumes, config_name="train"):

@@ -37,7 +37,8 @@ def build(cfg: DictConfig, overrides: list[str] | None = None) -> tuple:
         net_cfg = OmegaConf.to_container(cfg.model.net, resolve=True)
         fields = overridden_fields(overrides or [])
         extra["net"], meta = init_net_from(cfg.init_from, net_cfg, datamodule.tokenizer, fields)
-        report(f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}")
+        for line in (f"init_from={cfg.init_from}: {meta['source']} weights from {meta['path']}", *meta["notes"]):
+            report(line)
     module = hydra.utils.instantiate(cfg.model, tokenizer=datamodule.tokenizer.to_dict(), **extra)
     loggers = instantiate_dict(cfg.get("logger"))
     trainer = build_trainer(cfg, loggers)
