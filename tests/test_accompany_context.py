@@ -20,7 +20,7 @@ from musictx.generation.generate_options import GenerateOptions
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.tasks.accompany import heard_before, led_prompt
 from musictx.tasks.song_bars import melody_song
-from musictx.tasks.task import DEFAULT_CONTEXT
+from musictx.tasks.task import DEFAULT_ACCOMPANY_CONTEXT
 
 from .test_metrical import POP, needs_pop
 
@@ -140,7 +140,7 @@ def test_a_bad_context_is_refused_before_the_model_loads(tmp_path):
     opts = GenerateOptions(task="accompany", seed_midi=str(SONG), output_dir=str(tmp_path), accompany_context="all")
     with pytest.raises(GenerateError, match=r"accompany_context=all: give one of melody, song"):
         opts.check()
-    other = "song" if DEFAULT_CONTEXT == "melody" else "melody"
+    other = "song" if DEFAULT_ACCOMPANY_CONTEXT == "melody" else "melody"
     opts = GenerateOptions(seed_midi=str(SONG), output_dir=str(tmp_path), accompany_context=other)
     with pytest.raises(GenerateError, match=f"accompany_context={other} is not for task=continue"):
         opts.check()

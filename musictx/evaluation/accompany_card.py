@@ -33,8 +33,7 @@ from musictx.io.score_io import read_score
 from musictx.io.score_prep import ROLE_PROGRAMS
 from musictx.listening import scorecard_metrics as sm
 from musictx.listening.note_span import Span
-from musictx.tasks import accompany_song, melody_keys, melody_song, read_song
-from musictx.tasks.task import DEFAULT_CONTEXT
+from musictx.tasks import DEFAULT_ACCOMPANY_CONTEXT, accompany_song, melody_keys, melody_song, read_song
 
 ACCOMPANY_MEASURES = (  # key, label
     ("melody_unchanged", "melody unchanged, note for note (share of songs)"),
@@ -113,7 +112,7 @@ def accompany_card(net, tok, path: Path, folder: Path, opts: dict, sampling: Sam
     chords = Chords.read(path.with_name("chord_midi.txt"), strict=False) if opts.get("accompany_chords") else None
     start = time.perf_counter()
     out, _ = accompany_song(net, tok, song, list(ACCOMPANIMENT), s, e, sampling, scheme=scheme, chords=chords,
-                            context=opts.get("accompany_context") or DEFAULT_CONTEXT)
+                            context=opts.get("accompany_context") or DEFAULT_ACCOMPANY_CONTEXT)
     wall = time.perf_counter() - start
     model, real_row, chance = against_real(tok, song, path, out, (s, e), lines, seams=whole)
     model["melody_unchanged"] = float(melody_notes(read_score(given)) == melody_notes(out))
@@ -217,7 +216,8 @@ def accompany_head(songs: str, settings: dict) -> str:
     """The accompany scorecard's first line: its songs, bars, what was given and what the model heard before."""
     start = {"melody": "the melody's entry", "song": "the song's start",
              "first_bar": f"bar {settings.get('first_bar')}"}[settings.get("accompany_from", "melody")]
-    heard = {"melody": "its melody alone", "song": "its own bars"}[settings.get("accompany_context") or DEFAULT_CONTEXT]
+    context = settings.get("accompany_context") or DEFAULT_ACCOMPANY_CONTEXT
+    heard = {"melody": "its melody alone", "song": "its own bars"}[context]
     given = (f"in the whole song, its own BRIDGE and PIANO kept around them, hearing {heard} before them"
              if settings.get("accompany_song") else "for the MELODY")
     return (f"accompany scorecard: {songs}, the bars of {settings['seconds']:g} s from {start}, BRIDGE and PIANO "

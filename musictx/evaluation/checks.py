@@ -20,8 +20,7 @@ from musictx.ctrl_c import remembered_ctrl_c
 from musictx.decoding import GenerateError, SamplingOptions
 from musictx.generation import device_problem
 from musictx.io.token_store import SPLITS
-from musictx.tasks import BOUNDS
-from musictx.tasks.task import CONTEXTS
+from musictx.tasks import ACCOMPANY_CONTEXTS, BOUNDS
 from musictx.user_error import UserError
 
 ACCOMPANY_FROM = ("melody", "song", "first_bar")
@@ -88,7 +87,7 @@ def check_song_options(mode: str, scorecard: dict, infill: dict, two_sample: dic
         _choice(block, opts, "accompany_from", ACCOMPANY_FROM)
         _choice(block, opts, "accompany_scheme", ACCOMPANY_SCHEMES)
         if opts.get("accompany_context") is not None:  # null: the task's own default
-            _choice(block, opts, "accompany_context", CONTEXTS)
+            _choice(block, opts, "accompany_context", ACCOMPANY_CONTEXTS)
             if opts.get("accompany_scheme") == "infill":  # its prompt is the infill format's own
                 raise EvaluateError("infill.accompany_context is for infill.accompany_scheme=lead")
         for key in ("accompany_chords", "accompany_song"):

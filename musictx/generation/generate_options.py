@@ -27,7 +27,7 @@ from musictx.safe_output import target_problem
 from musictx.tasks.drum_loop import DRUM_CHOICES
 from musictx.tasks.limits import BOUNDS
 from musictx.tasks.registry import DEFAULT_TASK, task_named
-from musictx.tasks.task import DEFAULT_CONTEXT
+from musictx.tasks.task import DEFAULT_ACCOMPANY_CONTEXT
 
 END_SEED_SECONDS = 10.0  # seed_from=end with seed_seconds=null: the last this many seconds of the file
 MAX_NUM_SAMPLES = BOUNDS.num_samples
@@ -70,7 +70,8 @@ class GenerateOptions(SamplingOptions):
     bars: str | None = None  # infill / accompany: FIRST-LAST, 1-based and inclusive
     tracks: list[str] | str | None = None  # infill: the tracks to redo (None: all); accompany: the tracks to write
     chords: str | None = None  # accompany, or continue (metrical): a lead sheet's chords ("START END LABEL" lines, s)
-    accompany_context: str = DEFAULT_CONTEXT  # accompany: what it hears of a song's bars before its own: melody, song
+    # accompany: what it hears of a song's bars before its own: melody, song
+    accompany_context: str = DEFAULT_ACCOMPANY_CONTEXT
 
     @classmethod
     def from_mapping(cls, values) -> GenerateOptions:

@@ -46,6 +46,8 @@ _PUBLIC = {
     "read_song": "song_bars",
     "score_roll": "take",
     "in_bars": "write_back",
+    "ACCOMPANY_CONTEXTS": "task",
+    "DEFAULT_ACCOMPANY_CONTEXT": "task",
 }
 __all__ = sorted(_PUBLIC)
 
@@ -62,6 +64,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.seeds import Seed, cut_at_seconds, drop_leading_silence, seed_from_midi, unconditional_seed
     from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, parse_bars, read_song, reading_said
     from musictx.tasks.take import score_roll
+    from musictx.tasks.task import ACCOMPANY_CONTEXTS, DEFAULT_ACCOMPANY_CONTEXT
     from musictx.tasks.task_infill import repeats_note
     from musictx.tasks.write_back import in_bars
 

@@ -34,7 +34,7 @@ from musictx.tasks.continue_metrical import TOKENS_PER_BAR, strip_after_bars
 from musictx.tasks.infill import infill_prompt, middle_bars, middle_prompt
 from musictx.tasks.prompt import Prompt, new_rows, sample
 from musictx.tasks.song_bars import SongBars, read_song
-from musictx.tasks.task import CONTEXTS, DEFAULT_CONTEXT
+from musictx.tasks.task import ACCOMPANY_CONTEXTS, DEFAULT_ACCOMPANY_CONTEXT
 from musictx.tasks.write_back import (
     add_notes,
     file_with_tracks,
@@ -55,7 +55,7 @@ GIVEN_ROOM = 2  # scheme "lead": the token cap's room for each id of the given t
 
 
 def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                   scheme: str = "lead", chords: Chords | None = None, context: str = DEFAULT_CONTEXT
+                   scheme: str = "lead", chords: Chords | None = None, context: str = DEFAULT_ACCOMPANY_CONTEXT
                    ) -> tuple[Score, int]:
     """(the input file with the ``roles`` tracks written for bars [s, e), new ids sampled). ``scheme``: "lead"
     (`accompany_led`, any metrical model) or "infill" (`accompany_infilled`, a model with the infill tokens).
@@ -66,7 +66,7 @@ def accompany_song(net, tok, song: SongBars, roles: list[str], s: int, e: int, s
 
 def accompany_songs(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
                     scheme: str = "lead", chords: Chords | None = None, samples: int = 1, on_step=None,
-                    context: str = DEFAULT_CONTEXT) -> list[tuple[Score, int]]:
+                    context: str = DEFAULT_ACCOMPANY_CONTEXT) -> list[tuple[Score, int]]:
     """``samples`` accompaniments (`accompany_song`): scheme "lead" draws them as one batch, over one
     `Accompaniment` (the given notes, the harmony and the harmonizer worked out once); scheme "infill" writes
     each in turn, sample k with seed ``sampling.seed + k`` (each range waits for the bars before it)."""
@@ -76,7 +76,7 @@ def accompany_songs(net, tok, song: SongBars, roles: list[str], s: int, e: int, 
         return accompany_led(net, tok, song, roles, s, e, sampling, chords, samples, on_step, context)
     if chords is not None:
         raise ValueError('chords are followed by the accompaniment scheme "lead" only')
-    if context != DEFAULT_CONTEXT:  # the infill format's prompt is its own (`infill_prompt`)
+    if context != DEFAULT_ACCOMPANY_CONTEXT:  # the infill format's prompt is its own (`infill_prompt`)
         raise ValueError(f'accompany context {context!r} is for the accompaniment scheme "lead" only')
     return [accompany_infilled(net, tok, song, roles, s, e, replace(sampling, seed=sampling.seed + k))
             for k in range(samples)]
@@ -101,7 +101,7 @@ def accompany_infilled(net, tok, song: SongBars, roles: list[str], s: int, e: in
 
 
 def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-                  chords: Chords | None = None, samples: int = 1, on_step=None, context: str = DEFAULT_CONTEXT
+                  chords: Chords | None = None, samples: int = 1, on_step=None, context: str = DEFAULT_ACCOMPANY_CONTEXT
                   ) -> list[tuple[Score, int]]:
     """Scheme "lead": (the input file with the ``roles`` tracks written for bars [s, e), new ids sampled) for
     each of ``samples`` drawn as one batch."""
@@ -110,7 +110,7 @@ def accompany_led(net, tok, song: SongBars, roles: list[str], s: int, e: int, sa
 
 
 def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-             chords: Chords | None = None, samples: int = 1, on_step=None, context: str = DEFAULT_CONTEXT
+             chords: Chords | None = None, samples: int = 1, on_step=None, context: str = DEFAULT_ACCOMPANY_CONTEXT
              ) -> list[np.ndarray]:
     """The ids of bars s..e-1 (the first Bar left out) of ``samples`` accompaniments drawn as one batch
     (`led_prompt`); ``on_step(next_ids, done)``: called after every draw."""
@@ -122,7 +122,7 @@ def lead_ids(net, tok, song: SongBars, roles: list[str], s: int, e: int, samplin
 
 
 def led_prompt(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampling: SamplingOptions,
-               chords: Chords | None = None, samples: int = 1, context: str = DEFAULT_CONTEXT) -> Prompt:
+               chords: Chords | None = None, samples: int = 1, context: str = DEFAULT_ACCOMPANY_CONTEXT) -> Prompt:
     """The prompt of ``samples`` accompaniments of bars s..e-1, each written as a plain continuation of the
     song's bars before s (`heard_before`: with ``context`` "song", a whole song's own BRIDGE and PIANO in them), the
     given tracks played into them at their onsets (`musictx.decoding.hooks.given_notes`). Other songs hear the first
@@ -154,12 +154,12 @@ def led_prompt(net, tok, song: SongBars, roles: list[str], s: int, e: int, sampl
     return Prompt(ids, hooks, TOKENS_PER_BAR * (e - s) + GIVEN_ROOM * given)
 
 
-def heard_before(tok, song: SongBars, s: int, room: int, context: str = DEFAULT_CONTEXT) -> np.ndarray:
+def heard_before(tok, song: SongBars, s: int, room: int, context: str = DEFAULT_ACCOMPANY_CONTEXT) -> np.ndarray:
     """The ids of the song's bars before bar s that the model hears before it: the last whole bars of at most
     ``room`` ids. ``context`` "melody": the song's given tracks (a whole song accompanied anew: its melody alone);
     "song": a whole song's own BRIDGE and PIANO in them too (`SongBars.own_ids`), as a continuation hears its seed."""
-    if context not in CONTEXTS:
-        raise ValueError(f"accompany context {context!r}: give one of {', '.join(CONTEXTS)}")
+    if context not in ACCOMPANY_CONTEXTS:
+        raise ValueError(f"accompany context {context!r}: give one of {', '.join(ACCOMPANY_CONTEXTS)}")
     ids, starts = song.ids, song.starts
     if context == "song" and song.own_ids is not None:
         ids = song.own_ids

@@ -17,8 +17,8 @@ from musictx.decoding.errors import GenerateError
 # seed (the default: its accompaniment came closer to the song's in density, register and spread; docs/infill.md,
 # "The song's own bars before"); "melody": the given tracks alone (a whole song: its melody, after which the model
 # starts cold: docs/infill.md, "A tune alone")
-CONTEXTS = ("melody", "song")
-DEFAULT_CONTEXT = "song"
+ACCOMPANY_CONTEXTS = ("melody", "song")
+DEFAULT_ACCOMPANY_CONTEXT = "song"
 
 
 class Task:
@@ -43,7 +43,7 @@ class Task:
             raise GenerateError(f"ending=true is not for task={self.name}: it closes a continuation's new bars, and "
                                 "this task writes inside the song's own")
         context = getattr(opts, "accompany_context", None)
-        if context is not None and not self.hears_song and context != DEFAULT_CONTEXT:
+        if context is not None and not self.hears_song and context != DEFAULT_ACCOMPANY_CONTEXT:
             raise GenerateError(f"accompany_context={context} is not for task={self.name}: it says what an "
                                 "accompaniment hears of the song's bars before the ones it writes")
         if not self.song_options and (opts.bars is not None or opts.tracks):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from musictx.decoding.errors import GenerateError
 from musictx.tasks.song_task import SongTask
-from musictx.tasks.task import CONTEXTS, DEFAULT_CONTEXT
+from musictx.tasks.task import ACCOMPANY_CONTEXTS, DEFAULT_ACCOMPANY_CONTEXT
 
 
 class Accompany(SongTask):
@@ -19,8 +19,8 @@ class Accompany(SongTask):
 
     def check(self, opts) -> None:
         super().check(opts)
-        if context_of(opts) not in CONTEXTS:
-            raise GenerateError(f"accompany_context={context_of(opts)}: give one of {', '.join(CONTEXTS)}")
+        if context_of(opts) not in ACCOMPANY_CONTEXTS:
+            raise GenerateError(f"accompany_context={context_of(opts)}: give one of {', '.join(ACCOMPANY_CONTEXTS)}")
 
     def read(self, tok, path, beats="auto", anew: bool = False, learnt=None, level=None):
         from musictx.tasks.song_bars import melody_song
@@ -61,7 +61,7 @@ class Accompany(SongTask):
 
 def context_of(opts) -> str:
     """The run's ``accompany_context`` (the command's option); options without one (the app's) take the default."""
-    return getattr(opts, "accompany_context", DEFAULT_CONTEXT)
+    return getattr(opts, "accompany_context", DEFAULT_ACCOMPANY_CONTEXT)
 
 
 def heard_clause(song, s: int, context: str) -> str:
