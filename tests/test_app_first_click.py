@@ -2,7 +2,8 @@
 each press and the status says which (it ran as seed 0 unsaid), and typing that seed back draws the same music;
 an Instruments entry that names no track of the file is said (it changed nothing unsaid); a refusal shared with
 the command names the page's box, not the command's option (``seed_from``, ``programs=``); an Accompany take does
-not call a track written that the model left without a note."""
+not call a track written that the model left without a note; a song read in another meter than its file says, and
+the bars an accompaniment heard before the ones it wrote, are said on the page as the command says them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from symusic import Score
 from musictx.paths import BUNDLED_MOTIF as MOTIF
 
 from .helpers import SHARED_DATA, needs_shared
-from .test_app import NO_APP_EXTRA, serving
+from .test_app import NO_APP_EXTRA, clear_box, serving, upload_in_page, upload_to_box
 from .test_app_first_user import needs_chromium, said
 from .test_app_tabs import browser_page, download, finished
 
@@ -124,6 +125,40 @@ def test_browser_accompany_does_not_call_a_silent_track_written(app, tmp_path):
                 assert f"{track}: no notes in bars 1-8 (the model left it silent); press Retry" in status, status
             else:
                 assert notes.get(name, 0) > 0, (title, notes)
+
+
+@needs_shared
+@needs_chromium
+def test_browser_the_meter_a_song_is_read_in_and_the_bars_heard_before_are_said(app, tmp_path):
+    """A POP909 file uploaded without its beat file (its meter says one beat a bar): the Continue tab's status says
+    how its bars were found, in the line the command prints (the page said nothing of it); its bars 9-10
+    accompanied anew say that the bars before were heard as the song plays them, as the command's line does, without
+    the command's option (the page said nothing of them)."""
+    from musictx.checkpoints.model_store import load_model
+
+    song = tmp_path / "098.mid"  # alone: no beat_midi.txt beside it, as an upload is
+    shutil.copyfile(SHARED_DATA / "pop" / "POP909" / "098" / "098.mid", song)
+    meter = load_model("pop")[1].read(song).meter_found
+    assert meter.startswith("098.mid: its meter says one beat a bar and no beat file lies beside it, so its bars were "
+                            "found from the music: 4/4"), meter
+    with browser_page(app) as page:
+        clear_box(page)
+        upload_in_page(page, song)
+        short_continue(page)
+        status = press_continue(page)
+        assert status.startswith("1 continuation(s) ready") and meter in status, status
+        page.get_by_role("tab", name="Accompany").click()
+        clear_box(page, "accompany-melody")
+        upload_to_box(page, "accompany-melody", song)
+        page.locator("#accompany-from input").fill("9")
+        page.locator("#accompany-to input").fill("10")
+        page.locator("#accompany-go").click()
+        assert finished(page, "accompany-status").startswith("Done"), page.locator("#accompany-status").inner_text()
+        title = page.locator("#accompany-title").inner_text()
+        assert "written for bars 9-10 (its own BRIDGE and PIANO replaced in bars 9-10 by ones written anew for its " \
+               "melody, kept in its other bars); the bars before bar 9 heard as the song plays them, random seed 0" \
+               in title, title
+        assert "accompany_context" not in title and meter in title, title
 
 
 @needs_shared

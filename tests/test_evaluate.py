@@ -140,6 +140,23 @@ def test_console_script_refuses_with_one_line(case, message, tiny_checkpoint, pr
     assert not (tmp_path / "out" / "metrics.json").exists()
 
 
+def test_a_model_that_is_not_there_is_refused_naming_the_option(prepared_dir, tmp_path):
+    """``checkpoint=pian``: one line naming ``checkpoint=``, as musictx-generate says it (it said "pian: no such
+    file, ..." without the option)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    lines = {}
+    for module, args in (("evaluate", [f"data.dir={prepared_dir}", f"output_dir={tmp_path / 'out'}"]),
+                         ("generate", [f"output_dir={tmp_path / 'gen'}"])):
+        done = subprocess.run([sys.executable, "-m", f"musictx.commands.{module}", "checkpoint=pian", *args],
+                              capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        [lines[module]] = done.stderr.strip().splitlines()
+    assert lines["evaluate"].startswith("musictx-evaluate: error: checkpoint=pian: no such file, model folder or "
+                                        "shipped model name (shipped: piano"), lines
+    assert lines["evaluate"].split(": error: ")[1] == lines["generate"].split(": error: ")[1], lines
+    assert not (tmp_path / "out" / "metrics.json").exists()
+
+
 def test_a_context_longer_than_the_model_takes_is_refused_before_scoring(tiny_checkpoint, prepared_dir):
     limit = read_checkpoint(tiny_checkpoint)["musictx"]["model"]["config"]["max_seq_len"]
     with pytest.raises(EvaluateError, match=rf"context={4 * limit}: the model takes at most {limit} tokens"):

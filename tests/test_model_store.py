@@ -317,6 +317,29 @@ def test_a_shipped_model_exported_by_name_keeps_its_critic_and_says_its_card_sta
     assert again.returncode != 0 and f"{CRITIC_FILE} already exists" in again.stderr
 
 
+def test_an_export_says_the_dtype_and_size_it_stored_and_help_shows_the_defaults(tmp_path):
+    """``musictx-export pop DIR`` said only "wrote DIR": not that it stored float16 (the default) nor how large; its
+    --help showed no default. The line now says both, of the files written (a sharded export: how many)."""
+    def export_lines(*args: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "musictx.commands.export", *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    out = tmp_path / "pop"
+    line = export_lines("pop", str(out))[0]
+    size = (out / WEIGHTS_FILE).stat().st_size
+    assert line == f"wrote {out}: float16 weights, {size / 2**20:.2f} MiB ({WEIGHTS_FILE})", line
+    assert json.loads((out / CONFIG_FILE).read_text())["weights_dtype"] == "float16"
+    cap = size / 3.5 / 2**20
+    line = export_lines("pop", str(tmp_path / "shards"), "--dtype", "float32", "--max-shard-mb", f"{cap:.6f}")[0]
+    listed = json.loads((tmp_path / "shards" / CONFIG_FILE).read_text())["weights_files"]
+    size = sum((tmp_path / "shards" / name).stat().st_size for name in listed)
+    assert line == f"wrote {tmp_path / 'shards'}: float32 weights, {size / 2**20:.2f} MiB ({len(listed)} files)", line
+    shown = " ".join(" ".join(export_lines("--help")).split())
+    assert "how the weights are stored (default: float16)" in shown, shown
+    assert "many MiB each (default: one file)" in shown, shown
+
+
 def test_a_text_file_given_as_a_checkpoint_and_a_file_as_the_output_folder_are_said_plainly(tmp_path):
     from musictx.commands.export import check_output
     from musictx.safe_output import OutputError

@@ -7,6 +7,7 @@ The Gradio tabs that call them are `musictx.app.infill_page`."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from musictx.io.tokenizers import is_metrical
 from musictx.tasks import (
     SongBars,
     fill_parts_said,
+    heard_clause,
     left_out_clause,
     parse_bars,
     reading_said,
@@ -189,11 +191,12 @@ class Filler:
             return task.sample(choice.model.net, choice.model.tokenizer, opts,
                                on_step=_bars_drawn(choice, s, e, report))[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
+        heard = heard_said(song, s, opts.accompany_context)
 
         def title(silent: list[str]) -> str:  # a track asked for that got no notes is not called written
             names = ", ".join(f"{name} (no notes)" if name in silent else name for name in task.tracks)
             return (f"{names} written for bars {s + 1}-{e}{_cut(song, s, e, last)}{led}"
-                    f"{left_out_clause(song, (s, e))}, random seed {seed}")
+                    f"{left_out_clause(song, (s, e))}{heard}, random seed {seed}")
         return self._write(midi, song, (s, e), make, "acc", title, choice, beats, expect=list(task.tracks))
 
     def _chords(self, path) -> Chords | None:
@@ -243,6 +246,12 @@ class Filler:
         said = " ".join(x for x in (note(), silent_said(silent, len(expect), s, e)) if x)
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song, False)}",
                       seed_note=said, model_line=choice.line())
+
+
+def heard_said(song: SongBars, s: int, context: str) -> str:
+    """How the bars before bar s of a whole song accompanied anew were heard (`heard_clause`, as the command says
+    it), without the command's option for the other way: the page has no box for it."""
+    return re.sub(r" \([^()]*accompany_context=[^()]*\)", "", heard_clause(song, s, context))
 
 
 def silent_tracks(song: SongBars, s: int, e: int, names) -> list[str]:

@@ -30,9 +30,10 @@ class BarProgress:
 
 
 def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_name, check_seconds) -> tuple:
-    """(seed, [(record, ids)], the line about the seed's tracks (`parts_line`) and a pickup left out ("" for
-    neither)) of one request on the metrical ``model`` (`musictx.app.models.Loaded`); WAVs when ``audio``;
-    ``check_seconds(seed seconds)`` refuses a seed too long; the caller makes the page's results."""
+    """(seed, [(record, ids)], the line about the seed's tracks (`parts_line`), its meter where its bars were read
+    otherwise than the file says (`MetricalSeed.meter_found`) and a pickup left out ("" for none)) of one request
+    on the metrical ``model`` (`musictx.app.models.Loaded`); WAVs when ``audio``; ``check_seconds(seed seconds)``
+    refuses a seed too long; the caller makes the page's results."""
     tok = model.tokenizer
     net = model.net
     seed = seed_of(tok, opts, getattr(net, "learnt_programs", None), seed_rule(opts, net))
@@ -58,6 +59,8 @@ def sample_and_write(model, audio: bool, out: Path, opts, report, lineage, take_
         written.append((rec, np.concatenate([seed.ids, ids])))
     stop = f'untick "{DRUMS_BOX}": they stop where the seed does'
     line = parts_line(net, seed, loop, stop, say_off=False) or ""
+    if seed.meter_found:  # bars read otherwise than the file's meter says: the command printed it, the page did not
+        line = f"{line}. {seed.meter_found}" if line else seed.meter_found
     if not opts.seed_from and (left := pickup_notes(seed)):  # the results start at the seed's first full bar
         pickup = (f"The seed is bars {seed.first_bar + 1}-{seed.first_bar + seed.bars}, from its first full bar: "
                   f"the {counted(left, 'note')} of the pickup before it {'is' if left == 1 else 'are'} left out.")

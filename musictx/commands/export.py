@@ -12,7 +12,9 @@ whole or not at all.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 from musictx.checkpoints.export import export, left_with_source
 from musictx.checkpoints.model_store import (
@@ -46,11 +48,12 @@ def check_output(checkpoint: str, output_dir: str, overwrite: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", help="a .ckpt written by musictx-train, or a model folder")
+    parser.add_argument("checkpoint", help="a .ckpt written by musictx-train, a model folder or a shipped model's name")
     parser.add_argument("output_dir", help="the model folder to write")
-    parser.add_argument("--dtype", default="float16", choices=sorted(STORED_DTYPES))
-    parser.add_argument("--max-shard-mb", type=float, default=None,
-                        help="split weights larger than this into files of at most this many MiB each")
+    parser.add_argument("--dtype", default="float16", choices=sorted(STORED_DTYPES),
+                        help="how the weights are stored (default: %(default)s)")
+    parser.add_argument("--max-shard-mb", type=float, default=None, help="split weights larger than this into "
+                        "files of at most this many MiB each (default: one file)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the model files output_dir holds already (else the export is refused)")
     args = parser.parse_args(argv)
@@ -60,9 +63,17 @@ def main(argv: list[str] | None = None) -> None:
         check_output(args.checkpoint, args.output_dir, args.overwrite)
         out = export(args.checkpoint, args.output_dir, args.dtype, max_shard_mb=args.max_shard_mb)
         said = left_with_source(args.checkpoint, out, args.dtype)
-    print(f"wrote {out}")
+    print(f"wrote {out}: {weights_said(Path(out), args.dtype)}")
     if said:  # the source's card, or its figures of another dtype: not the new folder's own
         print(f"{PROG}: {said}")
+
+
+def weights_said(out: Path, dtype: str) -> str:
+    """The dtype and size of the weights just written: the line said only the folder (float16 by default)."""
+    names = json.loads((out / CONFIG_FILE).read_text()).get("weights_files") or [WEIGHTS_FILE]
+    size = sum((out / name).stat().st_size for name in names)
+    files = names[0] if len(names) == 1 else f"{len(names)} files"
+    return f"{dtype} weights, {size / 2**20:.2f} MiB ({files})"
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from musictx.checkpoints.model_store import load_model
+from musictx.checkpoints.model_store import DEFAULT_MODEL, ModelLoadError, load_model
 from musictx.evaluation.checks import (
     EvaluateError,
     check_common,
@@ -181,7 +181,12 @@ def run_evaluation(opts: EvaluateOptions) -> dict:
     if problem := folder_problem(data_dir):  # was "<dir>/tokenizer.json: missing", a file's name with a path inside it
         raise EvaluateError(f"data.dir={data_dir}: {problem} (give the folder musictx-prep wrote)")
     device = pick_device(opts.device)
-    net, tok, meta = load_model(opts.checkpoint, map_location=device)
+    try:
+        net, tok, meta = load_model(opts.checkpoint, map_location=device)
+    except ModelLoadError as err:  # named as the option, as musictx-generate names it (the line named no option)
+        given = str(opts.checkpoint or DEFAULT_MODEL)
+        raise EvaluateError(f"checkpoint={err}" if str(err).startswith(f"{given}:") else
+                            f"checkpoint={given}: {err}") from None
     check_task_model(opts.mode, opts.infill, tok, opts.checkpoint)
     data_dir = opts.data["dir"]
     if opts.mode in ("continuation", "infill", "accompany", "two_sample"):  # MIDI in, MIDI out: the songs read again

@@ -32,6 +32,7 @@ _PUBLIC = {
     "ticks_to_seconds": "metrical_seeds",
     "fill_parts_said": "played_as",
     "task_named": "registry",
+    "heard_clause": "task_accompany",
     "repeats_note": "task_infill",
     "Seed": "seeds",
     "cut_at_seconds": "seeds",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # for readers and type checkers: where each name lives
     from musictx.tasks.song_bars import SongBars, left_out_clause, melody_song, parse_bars, read_song, reading_said
     from musictx.tasks.take import score_roll
     from musictx.tasks.task import ACCOMPANY_CONTEXTS, DEFAULT_ACCOMPANY_CONTEXT
+    from musictx.tasks.task_accompany import heard_clause
     from musictx.tasks.task_infill import repeats_note
     from musictx.tasks.write_back import in_bars
 
