@@ -202,6 +202,16 @@ def upload_in_page(page, path: Path, tries: int = 3) -> None:
     upload_to_box(page, "seed-file", path, tries)
 
 
+def accompany_in_page(page, song: Path, first: str, last: str) -> None:
+    """On the Accompany tab: ``song`` uploaded as the melody file, bars ``first``-``last`` asked, Write pressed."""
+    page.get_by_role("tab", name="Accompany").click()
+    clear_box(page, "accompany-melody")
+    upload_to_box(page, "accompany-melody", song)
+    page.locator("#accompany-from input").fill(first)
+    page.locator("#accompany-to input").fill(last)
+    page.locator("#accompany-go").click()
+
+
 def upload_to_box(page, box: str, path: Path, tries: int = 3) -> None:
     """Choose ``path`` in the file input of the box ``#box`` and wait until the box lists it: its preview row,
     found by its aria-label, since Gradio writes the name's stem and extension in two spans (the text

@@ -17,7 +17,7 @@ from symusic import Score
 from musictx.paths import BUNDLED_MOTIF as MOTIF
 
 from .helpers import SHARED_DATA, needs_shared
-from .test_app import NO_APP_EXTRA, clear_box, serving, upload_in_page, upload_to_box
+from .test_app import NO_APP_EXTRA, accompany_in_page, clear_box, serving, upload_in_page
 from .test_app_first_user import needs_chromium, said
 from .test_app_tabs import browser_page, download, finished
 
@@ -147,12 +147,7 @@ def test_browser_the_meter_a_song_is_read_in_and_the_bars_heard_before_are_said(
         short_continue(page)
         status = press_continue(page)
         assert status.startswith("1 continuation(s) ready") and meter in status, status
-        page.get_by_role("tab", name="Accompany").click()
-        clear_box(page, "accompany-melody")
-        upload_to_box(page, "accompany-melody", song)
-        page.locator("#accompany-from input").fill("9")
-        page.locator("#accompany-to input").fill("10")
-        page.locator("#accompany-go").click()
+        accompany_in_page(page, song, "9", "10")
         assert finished(page, "accompany-status").startswith("Done"), page.locator("#accompany-status").inner_text()
         title = page.locator("#accompany-title").inner_text()
         assert "written for bars 9-10 (its own BRIDGE and PIANO replaced in bars 9-10 by ones written anew for its " \

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from .helpers import SHARED_DATA, needs_shared
-from .test_app import CHROMIUM, NO_APP_EXTRA, bad_files, clear_box, serving, upload_to_box
+from .test_app import CHROMIUM, NO_APP_EXTRA, accompany_in_page, bad_files, clear_box, serving, upload_to_box
 from .test_app_tabs import browser_page, finished
 
 POP_SONG = SHARED_DATA / "pop" / "POP909" / "098" / "098.mid"  # 45 s, 3 tracks: the shortest main file
@@ -118,12 +118,7 @@ def test_browser_accompany_shows_the_bars_drawn(tmp_path):
     song = tmp_path / "pop_song.mid"
     shutil.copyfile(POP_SONG, song)
     with serving(tmp_path) as (url, _), browser_page(url) as page:
-        page.get_by_role("tab", name="Accompany").click()
-        clear_box(page, "accompany-melody")
-        upload_to_box(page, "accompany-melody", song)
-        page.locator("#accompany-from input").fill("1")
-        page.locator("#accompany-to input").fill("12")
-        page.locator("#accompany-go").click()
+        accompany_in_page(page, song, "1", "12")
         page.locator("#accompany-status").get_by_text("generating: bar").first.wait_for()
         page.wait_for_function("() => /^Done/.test(document.querySelector('#accompany-status')?.innerText ?? '')")
         assert "bars 1-12" in page.locator("#accompany-title").inner_text()
