@@ -18,6 +18,7 @@ from musictx.evaluation.checks import EvaluateError, check_song_options
 from musictx.generation.continue_midi import run
 from musictx.generation.generate_options import GenerateOptions
 from musictx.io.score_prep import ROLE_PROGRAMS
+from musictx.paths import BUNDLED_MOTIF
 from musictx.tasks.accompany import heard_before, led_prompt
 from musictx.tasks.song_bars import melody_song
 from musictx.tasks.task import DEFAULT_ACCOMPANY_CONTEXT
@@ -137,11 +138,13 @@ def test_the_command_takes_the_context_and_keeps_the_song_outside_the_bars(tmp_p
 
 
 def test_a_bad_context_is_refused_before_the_model_loads(tmp_path):
-    opts = GenerateOptions(task="accompany", seed_midi=str(SONG), output_dir=str(tmp_path), accompany_context="all")
+    # the bundled motif: the options are refused before any song is read, so no shared data is needed
+    opts = GenerateOptions(task="accompany", seed_midi=str(BUNDLED_MOTIF), output_dir=str(tmp_path),
+                           accompany_context="all")
     with pytest.raises(GenerateError, match=r"accompany_context=all: give one of melody, song"):
         opts.check()
     other = "song" if DEFAULT_ACCOMPANY_CONTEXT == "melody" else "melody"
-    opts = GenerateOptions(seed_midi=str(SONG), output_dir=str(tmp_path), accompany_context=other)
+    opts = GenerateOptions(seed_midi=str(BUNDLED_MOTIF), output_dir=str(tmp_path), accompany_context=other)
     with pytest.raises(GenerateError, match=f"accompany_context={other} is not for task=continue"):
         opts.check()
     block = {"max_songs": None, "first_bar": 17, "bars": 4, "seconds": 30, "accompany_from": "first_bar",

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from musictx.checkpoints.model_store import ModelLoadError, read_checkpoint
+from musictx.checkpoints.model_store import read_checkpoint
 from musictx.evaluation.compare import write_report
 from musictx.evaluation.run import (
     EvaluateError,
@@ -54,7 +54,7 @@ def test_evaluation_scores_every_test_token_and_continues_seeds(tiny_checkpoint,
 
 
 def test_evaluation_rejects_bad_input(tiny_checkpoint, prepared_dir, tmp_path):
-    with pytest.raises(ModelLoadError, match="nope.ckpt: no such file, model folder or shipped model name"):
+    with pytest.raises(EvaluateError, match="checkpoint=.*nope.ckpt: no such file, model folder or shipped model name"):
         run_evaluation(eval_config(tmp_path / "nope.ckpt", prepared_dir))
     with pytest.raises(ValueError, match="mode must be"):
         run_evaluation(eval_config(tiny_checkpoint, prepared_dir, mode="everything"))
