@@ -67,6 +67,7 @@ def test_infill_and_accompany_report_the_bars_drawn(cont):
 
 
 @needs_chromium
+@pytest.mark.slow  # 6-24 s of real processes; in `make test-all` (the fast suite stays under 10 min)
 def test_browser_refusals_are_one_line_in_the_status(tmp_path):
     """In the page: a damaged upload's preview note and Continue name the file alone; a seed start of -3 is
     refused in the status line, naming the box (Gradio's own refusal was a toast, "Value -3 is less than minimum
@@ -108,6 +109,7 @@ def said(page, status: str, words: str) -> str:
 
 @needs_shared
 @needs_chromium
+@pytest.mark.slow  # 6-24 s of real processes; in `make test-all` (the fast suite stays under 10 min)
 def test_browser_accompany_shows_the_bars_drawn(tmp_path):
     """12 bars of a POP909 song (of its 14, read without its beat file) accompanied anew: the status under Write
     counts the bars while they are drawn (it showed only Gradio's seconds counter, "processing | 78.7/2.0s" for a

@@ -88,6 +88,7 @@ def kill_then_go_on(kill_at: str, prepared_dir: Path, tmp_path: Path) -> str:
     return again.stdout
 
 
+@pytest.mark.slow  # 6-24 s of real processes; in `make test-all` (the fast suite stays under 10 min)
 def test_a_run_killed_in_its_first_checkpoint_starts_again_and_sweeps(prepared_dir, tmp_path):
     # the default suite's kill (two short runs): the first save cut in the middle of its write
     out = kill_then_go_on("write:last.ckpt:1", prepared_dir, tmp_path)

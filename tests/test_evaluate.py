@@ -140,6 +140,7 @@ def test_console_script_refuses_with_one_line(case, message, tiny_checkpoint, pr
     assert not (tmp_path / "out" / "metrics.json").exists()
 
 
+@pytest.mark.slow  # 6-24 s of real processes; in `make test-all` (the fast suite stays under 10 min)
 def test_a_model_that_is_not_there_is_refused_naming_the_option(prepared_dir, tmp_path):
     """``checkpoint=pian``: one line naming ``checkpoint=``, as musictx-generate says it (it said "pian: no such
     file, ..." without the option)."""

@@ -56,6 +56,7 @@ def test_init_from_that_is_no_model_names_the_option(tmp_path):
             init_net_from(ref, {}, EventTokenizer(), {})
 
 
+@pytest.mark.slow  # ~10 s of real command runs; the fast suite keeps the other tests of this file
 def test_init_from_typo_is_one_line_naming_the_option(prepared_dir, tmp_path):
     done = train_cli("init_from=pian", f"data.dir={prepared_dir}", "trainer.max_steps=1", "threads=1",
                      "data.num_workers=0", f"hydra.run.dir={tmp_path / 'run'}")
@@ -113,6 +114,7 @@ def test_a_refused_split_says_why_the_inputs_were_skipped(tmp_path):
 
 
 # ----- Lightning's log-interval warning on a small dataset: wrong here, shown at every start ----------------
+@pytest.mark.slow  # ~10 s of real command runs; the fast suite keeps the other tests of this file
 def test_a_small_dataset_trains_without_lightnings_misleading_lines(prepared_dir, tmp_path):
     run = tmp_path / "run"
     done = train_cli("experiment=tiny", f"data.dir={prepared_dir}", "data.seq_len=256", "data.batch_size=8",

@@ -273,6 +273,7 @@ def test_attention_and_export_over_edge_files(tmp_path):
 
 
 # ----- kill -9 while a run writes --------------------------------------------------------------------------
+@pytest.mark.slow  # 6-24 s of real processes; in `make test-all` (the fast suite stays under 10 min)
 def test_kill_9_while_writing_leaves_no_empty_or_partial_file(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "musictx.commands.generate", "task=infill", "checkpoint=pop_infill",

@@ -42,6 +42,7 @@ def test_a_model_an_experiment_chooses_gives_the_keys():
     assert "model=lstm_piano has no such key" in line, line
 
 
+@pytest.mark.slow  # ~10 s of real command runs; the fast suite keeps the other tests of this file
 def test_each_job_of_a_sweep_gets_the_keys_of_its_own_model(tmp_path):
     """-m: the lstm job, second in the sweep, is the one without the key; its line names it before any job runs."""
     cmd = [sys.executable, "-m", "musictx.commands.train", "-m", "model=transformer,lstm", "model.net.n_heads=4",

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 # The tiny run of tests/test_train.py's SHRINK, as command-line options.
 TINY = ["experiment=tiny", "model=lstm", "data.seq_len=32", "data.batch_size=4", "data.num_workers=0",
@@ -32,6 +34,7 @@ def snapshot(folder: Path) -> dict[str, tuple]:
     return found
 
 
+@pytest.mark.slow  # 6-24 s of real processes; in `make test-all` (the fast suite stays under 10 min)
 def test_a_resume_with_nothing_to_train_writes_nothing(prepared_dir, tmp_path):
     run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     elsewhere.mkdir()
