@@ -55,6 +55,7 @@ def _notes(path: Path) -> dict[str, int]:
 
 
 @needs_pop
+@pytest.mark.slow  # 8-15 s of real runs; in `make test-all` (the fast suite stays under 10 min)
 def test_the_documented_curl_commands_continue_fill_and_accompany_a_song(api):
     url, folder = api
     if shutil.which("curl") is None:

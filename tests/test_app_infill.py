@@ -54,6 +54,7 @@ def client(grown_server, tmp_path):
 
 
 @needs_pop
+@pytest.mark.slow  # 8-15 s of real runs; in `make test-all` (the fast suite stays under 10 min)
 def test_http_infill_a_pop909_song_retry_and_keep(grown_server, client, tmp_path):
     tok = grown_server[1]
     png, line = client.predict(upload(SONG), 9, 12, api_name="/infill_band")

@@ -37,6 +37,7 @@ def generate(out: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow  # 8-15 s of real runs; in `make test-all` (the fast suite stays under 10 min)
 def test_the_motif_ends_on_its_tonic_chord_held_with_the_root_in_the_bass(tmp_path):
     generate(tmp_path / "ends", "ending=true")
     generate(tmp_path / "cut")

@@ -28,6 +28,7 @@ def _per_bar(tmp_path, name: str, density: dict) -> list[dict]:
 
 
 @needs_pop
+@pytest.mark.slow  # 8-15 s of real runs; in `make test-all` (the fast suite stays under 10 min)
 def test_asked_notes_per_bar_come_out_within_a_fifth_both_ways(tmp_path):
     own = _per_bar(tmp_path, "own", {})
     assert all(s["piano"] > 10 for s in own)  # the model's own habit: busier than both asks below

@@ -94,6 +94,7 @@ def test_bad_strength_is_refused_in_one_line():
 
 
 @needs_shared
+@pytest.mark.slow  # 8-15 s of real runs; in `make test-all` (the fast suite stays under 10 min)
 def test_the_melody_restates_the_seeds_figures_on_held_out_songs(pop):
     """Two POP909 songs from the shipped model's validation files, 2 samples of 8 bars each: the melody's
     interval 4-grams found in the seed's melody, echo off against echo on (same seeds)."""

@@ -153,6 +153,7 @@ def test_config_groups_compose(prepared_dir, tmp_path):
     OmegaConf.resolve(base)  # no dangling interpolation (paths are set)
 
 
+@pytest.mark.slow  # 8-15 s of real runs; in `make test-all` (the fast suite stays under 10 min)
 def test_entry_point_honours_hydra_run_dir(prepared_dir, tmp_path):
     exe = Path(sys.executable).parent / "musictx-train"
     cmd = [str(exe) if exe.exists() else sys.executable, *([] if exe.exists() else ["-m", "musictx.commands.train"]),
@@ -351,6 +352,7 @@ def test_console_script_refuses_bad_resume_files_and_sizes(override, message, pr
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow  # 8-15 s of real runs; in `make test-all` (the fast suite stays under 10 min)
 def test_the_evaluation_after_training_is_checked_before_the_training(prepared_dir, tmp_path):
     """experiment=compare with windows shorter than its evaluate.stride: refused once the net is built, before
     the fit (it was a raw "need ... stride <= context" line after every model had trained)."""
