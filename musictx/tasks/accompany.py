@@ -160,13 +160,10 @@ def heard_before(tok, song: SongBars, s: int, room: int, context: str = DEFAULT_
     "song": a whole song's own BRIDGE and PIANO in them too (`SongBars.own_ids`), as a continuation hears its seed."""
     if context not in ACCOMPANY_CONTEXTS:
         raise ValueError(f"accompany context {context!r}: give one of {', '.join(ACCOMPANY_CONTEXTS)}")
-    ids, starts = song.ids, song.starts
-    if context == "song" and song.own_ids is not None:
-        ids = song.own_ids
-        starts = bar_starts(ids, tok.bar_id)
-    end = int(starts[s]) if s < len(starts) else len(ids)
-    first = min(int(np.searchsorted(starts, end - room)), s)
-    return ids[(int(starts[first]) if first < len(starts) else len(ids)):end]
+    if context == "song" and song.own_ids is not None:  # the same bars, read from the song's own ids
+        song = replace(song, ids=song.own_ids, starts=bar_starts(song.own_ids, tok.bar_id))
+    first = min(int(np.searchsorted(song.starts, song.end_of(s) - room)), s)
+    return song.ids[song.end_of(first):song.end_of(s)]
 
 
 def beyond_melody(tok, ids: np.ndarray) -> bool:
