@@ -7,7 +7,6 @@ The Gradio tabs that call them are `musictx.app.infill_page`."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -191,7 +190,7 @@ class Filler:
             return task.sample(choice.model.net, choice.model.tokenizer, opts,
                                on_step=_bars_drawn(choice, s, e, report))[0][0]
         led = f", following the chords of {Path(chords).name}" if task.chords else ""
-        heard = heard_said(song, s, opts.accompany_context)
+        heard = heard_clause(song, s, opts.accompany_context, other_way=False)  # the page has no box for it
 
         def title(silent: list[str]) -> str:  # a track asked for that got no notes is not called written
             names = ", ".join(f"{name} (no notes)" if name in silent else name for name in task.tracks)
@@ -246,12 +245,6 @@ class Filler:
         said = " ".join(x for x in (note(), silent_said(silent, len(expect), s, e)) if x)
         return Result(path, png, out / wav if wav else None, f"{name}: {title}{reading_said(song, False)}",
                       seed_note=said, model_line=choice.line())
-
-
-def heard_said(song: SongBars, s: int, context: str) -> str:
-    """How the bars before bar s of a whole song accompanied anew were heard (`heard_clause`, as the command says
-    it), without the command's option for the other way: the page has no box for it."""
-    return re.sub(r" \([^()]*accompany_context=[^()]*\)", "", heard_clause(song, s, context))
 
 
 def silent_tracks(song: SongBars, s: int, e: int, names) -> list[str]:

@@ -64,13 +64,13 @@ def context_of(opts) -> str:
     return getattr(opts, "accompany_context", DEFAULT_ACCOMPANY_CONTEXT)
 
 
-def heard_clause(song, s: int, context: str) -> str:
-    """How the model heard the bars before bar s of a whole song accompanied anew, and the option for the other way
-    ("" where there is nothing to hear: another song, or bars from the first)."""
+def heard_clause(song, s: int, context: str, other_way: bool = True) -> str:
+    """How the model heard the bars before bar s of a whole song accompanied anew and, with ``other_way``, the
+    option for the other way (the app, which has no box for it, leaves it out); "" where there is nothing to hear:
+    another song, or bars from the first."""
     if song.own_ids is None or s == 0:
         return ""
-    if context == "song":
-        return f"; the bars before bar {s + 1} heard as the song plays them (accompany_context=melody: without its " \
-               "BRIDGE and PIANO)"
-    return f"; the bars before bar {s + 1} heard without its BRIDGE and PIANO (accompany_context=song: as the song " \
-           "plays them)"
+    heard, other = (("as the song plays them", "accompany_context=melody: without its BRIDGE and PIANO")
+                    if context == "song" else
+                    ("without its BRIDGE and PIANO", "accompany_context=song: as the song plays them"))
+    return f"; the bars before bar {s + 1} heard {heard}" + (f" ({other})" if other_way else "")
